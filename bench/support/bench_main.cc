@@ -1,0 +1,53 @@
+// quench_bench [--filter NAME] [--quick] [--jsonl PATH] [--commit SHA] [--date YYYY-MM-DD]
+// Runs every registered GPU benchmark (or those whose name contains NAME) and prints a table.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "support/bench_registry.h"
+
+int main(int argc, char** argv) {
+  quench::bench::BenchOptions options;
+  std::string jsonl, commit = "unknown", date = "unknown";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", arg.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--filter") options.filter = value();
+    else if (arg == "--quick") options.quick = true;
+    else if (arg == "--jsonl") jsonl = value();
+    else if (arg == "--commit") commit = value();
+    else if (arg == "--date") date = value();
+    else {
+      std::fprintf(stderr, "unknown argument '%s'; allowed: --filter, --quick, --jsonl, --commit, --date\n", arg.c_str());
+      return 2;
+    }
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("SKIPPED: no CUDA GPU visible; no benchmark ran\n");
+    return 77;
+  }
+  quench::bench::BenchReporter reporter(jsonl, commit, date);
+  int failures = 0;
+  for (const auto& entry : quench::bench::bench_registry()) {
+    if (!options.filter.empty() && entry.name.find(options.filter) == std::string::npos) continue;
+    std::printf("== %s\n", entry.name.c_str());
+    try {
+      entry.fn(options, reporter);
+    } catch (const std::exception& e) {
+      std::printf("FAILED %s: %s\n", entry.name.c_str(), e.what());
+      ++failures;
+    }
+  }
+  reporter.print_table();
+  return failures == 0 ? 0 : 1;
+}

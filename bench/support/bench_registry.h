@@ -1,0 +1,34 @@
+// Registry of GPU benchmarks in quench_bench. Each benchmark file registers a function that
+// measures its cases and records one BenchRecord per case (see bench_result.h).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "support/bench_result.h"
+
+namespace quench::bench {
+
+struct BenchOptions {
+  std::string filter;        // run benchmarks whose name contains this
+  bool quick = false;        // fewer cases, for smoke runs
+};
+
+using BenchFn = std::function<void(const BenchOptions&, BenchReporter&)>;
+
+struct BenchEntry {
+  std::string name;
+  BenchFn fn;
+};
+
+std::vector<BenchEntry>& bench_registry();
+int register_bench(const std::string& name, BenchFn fn);
+
+}  // namespace quench::bench
+
+#define QUENCH_BENCH_CONCAT2(a, b) a##b
+#define QUENCH_BENCH_CONCAT(a, b) QUENCH_BENCH_CONCAT2(a, b)
+// QUENCH_REGISTER_BENCH("decode", run_decode_bench);
+#define QUENCH_REGISTER_BENCH(name, fn) \
+  static const int QUENCH_BENCH_CONCAT(quench_bench_reg_, __LINE__) = ::quench::bench::register_bench(name, fn)

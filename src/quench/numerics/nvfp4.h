@@ -1,0 +1,63 @@
+// NVFP4: e2m1 values packed two per byte (low nibble = even element), one FP8 e4m3 block scale
+// per 16 consecutive elements, and a global scale gs (SPEC §1.3).
+//
+//   block_scale = e4m3(amax(block) * gs / 6)           (stored in the swizzled scale tensor)
+//   code_i      = e2m1(x_i * (gs / float(block_scale)))  (0 when block_scale == 0)
+//   x_i        ~= float(code_i) * float(block_scale) / gs
+//
+// gs multiplies before quantization (typically gs = 448 * 6 / amax(tensor)). Every GPU epilogue
+// uses exactly these two expressions so that it matches the CPU reference bit for bit.
+#pragma once
+
+#include <cstdint>
+
+#include "quench/numerics/fp8.h"
+
+namespace quench {
+
+inline constexpr int kNvfp4BlockSize = 16;
+inline constexpr float kE2M1Max = 6.0f;
+
+// e2m1: sign bit 3, magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6}. Round to nearest even, saturate to
+// +-6; NaN becomes +6 (as __nv_cvt_float_to_fp4 does).
+QUENCH_HD uint8_t float_to_e2m1(float x) {
+  const uint32_t u = float_to_bits(x);
+  const uint32_t abs_bits = u & 0x7fffffffu;
+  if (abs_bits > 0x7f800000u) return 0x7;
+  const uint32_t sign = (u >> 28) & 0x8u;
+  return static_cast<uint8_t>(sign | encode_rne(abs_bits, 1, 1, 0x7u));
+}
+
+QUENCH_HD float e2m1_to_float(uint8_t code) {
+  // Index = low three bits: 0, 0.5, 1, 1.5, 2, 3, 4, 6.
+  const uint32_t m = code & 0x7u;
+  const float magnitude = m < 4 ? 0.5f * static_cast<float>(m)
+                                : static_cast<float>(1u << ((m - 2) >> 1)) * (1.0f + 0.5f * static_cast<float>(m & 1u));
+  return (code & 0x8u) ? -magnitude : magnitude;
+}
+
+// The block scale for a block whose largest magnitude is `amax`.
+QUENCH_HD uint8_t nvfp4_block_scale(float amax, float global_scale) {
+  return float_to_fp8_e4m3(amax * global_scale / kE2M1Max);
+}
+
+// The factor each element of a block is multiplied by before e2m1 rounding.
+QUENCH_HD float nvfp4_element_factor(uint8_t block_scale, float global_scale) {
+  const float bs = fp8_e4m3_to_float(block_scale);
+  return bs == 0.0f ? 0.0f : global_scale / bs;
+}
+
+// Byte offset of scale column `col` (one per 16 elements) of row `row` in the 128x4-swizzled
+// scale tensor of shape [round_up(rows,128), round_up(cols,4)], cols = H*D/16.
+QUENCH_HD int64_t nvfp4_scale_offset(int64_t row, int64_t col, int64_t num_scale_cols) {
+  const int64_t col_tiles = (num_scale_cols + 3) / 4;
+  return ((row / 128) * col_tiles + col / 4) * 512 + (row % 32) * 16 + ((row % 128) / 32) * 4 +
+         col % 4;
+}
+
+// Size in bytes of the swizzled scale tensor for `rows` x `num_scale_cols`.
+inline int64_t nvfp4_scale_bytes(int64_t rows, int64_t num_scale_cols) {
+  return (rows + 127) / 128 * 128 * ((num_scale_cols + 3) / 4 * 4);
+}
+
+}  // namespace quench
