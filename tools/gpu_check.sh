@@ -70,6 +70,7 @@ if [ "$run_bench" = 1 ]; then
   for script in bench/peers/*.py; do
     [ -e "$script" ] || continue
     name=$(basename "$script" .py)
+    if [ -n "$bench_filter" ] && [[ "$name" != *"$bench_filter"* ]]; then continue; fi
     PYTHONUNBUFFERED=1 timeout 240 python3 "$script" >>"$out/peers.jsonl" 2>"$out/peer_$name.log" \
       || summary+=("peer $name failed: $(tail -n 1 "$out/peer_$name.log")")
   done
