@@ -54,7 +54,9 @@ struct RopeQuantAppendParams {
   const uint16_t* k_norm_weight = nullptr;
   float norm_eps = 1e-6f;
 
-  // Query outputs, dense [T, Hq, D]: rows [0, q_bf16_rows) bf16, rows [q_bf16_rows, T) FP8.
+  // Query outputs. Both buffers are indexed by absolute token row ([T, Hq, D] geometry, row t at
+  // t * Hq * D): rows [0, q_bf16_rows) are written to q_out_bf16 only, rows [q_bf16_rows, T) to
+  // q_out_fp8 only, so the prefill kernel reads q_out_fp8 + q_bf16_rows * Hq * D.
   int32_t q_bf16_rows = 0;
   uint16_t* q_out_bf16 = nullptr;  // needed when q_bf16_rows > 0
   uint8_t* q_out_fp8 = nullptr;    // needed when q_bf16_rows < T
