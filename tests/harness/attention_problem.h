@@ -104,13 +104,18 @@ class AttentionProblem {
   const std::vector<float>& v_head_scales() const { return v_head_scales_; }  // [Hkv] or empty
   const std::vector<float>& sinks() const { return sinks_; }                  // [Hq] or empty
 
-  // Poisoned output buffers (NaN bytes), the initial contents for every implementation.
+  // Poisoned output buffers, the initial contents for every implementation: NaN bytes (nvfp4
+  // data 0xff, and NaN e4m3 block scales in this batch's rows, zeros elsewhere). q and out hold
+  // at least 16 bytes so that an all-padding batch still has non-null buffers.
   const std::vector<uint8_t>& poisoned_out() const { return poisoned_out_; }
   const std::vector<uint8_t>& poisoned_block_scales() const { return poisoned_scales_; }  // nvfp4
   const std::vector<float>& poisoned_lse() const { return poisoned_lse_; }  // [T, Hq] or empty
 
   // Params over the given buffers; every scalar field comes from the config.
   AttentionParams params_with(const AttentionPointers& pointers) const;
+  // Params over this problem's host inputs, writing to the caller's host outputs (block scales
+  // only for nvfp4, lse may be null).
+  AttentionParams host_params(void* out, uint8_t* out_block_scales, float* lse) const;
 
   // Dequantized inputs as the reference sees them: q [T, Hq, D]; k, v of sequence b
   // [kv_len_b, Hkv, D] by absolute position.
@@ -145,10 +150,12 @@ class AttentionProblem {
   void build_query();
   void build_caches();
   void build_outputs();
+  void add_sequence_caches(int32_t seq, const std::vector<int32_t>& pages);
 
   AttentionProblemConfig config_;
   KvCacheLayout kv_;
   std::vector<int32_t> q_offsets_, seq_lens_, block_table_;
+  std::vector<int32_t> token_seq_;  // [T]
   int32_t block_table_stride_ = 0;
   std::vector<float> k_head_scales_, v_head_scales_, sinks_;
   std::vector<uint8_t> q_bytes_, k_cache_, v_cache_;
