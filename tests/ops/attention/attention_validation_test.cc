@@ -137,8 +137,7 @@ TEST_F(AttentionValidation, LastOffsetNotNumTokens) {
 TEST_F(AttentionValidation, OffsetsNotMonotone) {
   q_offsets_ = {0, 5, 4};
   params_.num_tokens = 4;
-  seq_lens_[0] = 33;  // keeps seq 0 itself valid
-  params_.max_q_len = 5;
+  params_.max_q_len = 5;  // keeps seq 0 (5 rows of 20 tokens) itself valid
   expect_rejected({"not non-decreasing at seq 1", "q_offsets[1] = 5 > q_offsets[2] = 4"});
 }
 
