@@ -12,7 +12,8 @@ namespace quench::testing_support {
 
 class AttentionDeviceProblem {
  public:
-  // Uploads the problem's inputs and its poisoned outputs (cudaMemcpy, synchronous).
+  // Uploads the problem's inputs and its poisoned outputs (cudaMemcpy, synchronous). The problem
+  // must outlive this object (comparisons read its reference output).
   explicit AttentionDeviceProblem(const AttentionProblem& problem);
 
   // AttentionParams over the device buffers.

@@ -136,6 +136,8 @@ float attend_one(const AttentionParams& p, const RowContext& row, int64_t token,
                  float* o) {
   const int32_t head_dim = p.kv.head_dim;
   const int32_t kv_head = q_head / (p.num_q_heads / p.kv.num_kv_heads);
+  // Scores are dot(stored q, stored k) times one combined scale, as kernels compute them
+  // (SPEC §1.2); the sums over keys are double so that the oracle's own error stays negligible.
   const float q_scale_eff = is_fp8(p.q_dtype) ? p.q_scale : 1.0f;
   const float score_scale = p.sm_scale * q_scale_eff * p.k_scale.at(kv_head);
 
