@@ -7,6 +7,7 @@
 
 #include "harness/random_inputs.h"
 #include "quench/core/error.h"
+#include "quench/core/parallel_for.h"
 #include "quench/numerics/bf16.h"
 #include "quench/numerics/fp8.h"
 #include "quench/numerics/nvfp4.h"
@@ -150,17 +151,22 @@ void AttentionProblem::build_caches() {
   block_table_stride_ = max_pages + 1;
   block_table_.assign(static_cast<size_t>(num_seqs()) * block_table_stride_, 0);
 
-  k_cache_ = nan_bytes(kv_.dtype, kv_.tensor_elems());
-  v_cache_ = nan_bytes(kv_.dtype, kv_.tensor_elems());
+  std::vector<std::vector<int32_t>> seq_pages(static_cast<size_t>(num_seqs()));
   size_t next_page = 0;
   for (int32_t b = 0; b < num_seqs(); ++b) {
-    std::vector<int32_t> pages;
     for (int32_t i = 0; i < pages_for(seq_lens_[b], kv_.page_size); ++i) {
-      pages.push_back(page_ids[next_page++]);
-      block_table_[static_cast<size_t>(b) * block_table_stride_ + i] = pages.back();
+      seq_pages[b].push_back(page_ids[next_page++]);
+      block_table_[static_cast<size_t>(b) * block_table_stride_ + i] = seq_pages[b].back();
     }
-    add_sequence_caches(b, pages);
   }
+  // Each sequence draws from its own seed and owns its pages, so sequences fill in parallel and
+  // a sequence's values do not depend on the others (nor on the page size or layout).
+  k_cache_ = nan_bytes(kv_.dtype, kv_.tensor_elems());
+  v_cache_ = nan_bytes(kv_.dtype, kv_.tensor_elems());
+  k_values_.resize(static_cast<size_t>(num_seqs()));
+  v_values_.resize(static_cast<size_t>(num_seqs()));
+  parallel_for(num_seqs(),
+               [&](int64_t b) { add_sequence_caches(static_cast<int32_t>(b), seq_pages[b]); });
   float v_amax = 0.0f;
   for (const auto& values : v_values_) {
     for (float v : values)
@@ -191,8 +197,8 @@ void AttentionProblem::add_sequence_caches(int32_t seq, const std::vector<int32_
       }
     }
   }
-  k_values_.push_back(std::move(k_values));
-  v_values_.push_back(std::move(v_values));
+  k_values_[seq] = std::move(k_values);
+  v_values_[seq] = std::move(v_values);
 }
 
 void AttentionProblem::build_outputs() {
