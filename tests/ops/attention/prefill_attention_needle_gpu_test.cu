@@ -3,8 +3,8 @@
 // that key's value. The FP8 path (FP8 q, K, V with non-unit scales) must retrieve it with an
 // error at most 2x that of the bf16 path; this is where FP8 tensor-core accumulation without
 // fp32 promotion loses accuracy (SPEC §3). Errors are measured against the needle's value as
-// each path stores it (dequantized FP8, or bf16), and each output is also checked against the
-// CPU reference on the same inputs.
+// each path stores it (dequantized FP8, or bf16), up to the bf16 rounding of the output, and
+// each output is also checked against the CPU reference on the same inputs.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -72,6 +72,7 @@ float stored_value(const std::vector<uint8_t>& bytes, size_t i, DType dtype, flo
 
 struct NeedleResult {
   double needle_error = 0.0;  // max |o - stored needle value|
+  double needle_max = 0.0;    // max |stored needle value|
   CompareResult vs_reference;
 };
 
@@ -165,6 +166,7 @@ NeedleResult run_needle(const NeedleValues& v, int n, DType dtype) {
   for (int r = 0; r < kQueryRows; ++r) {
     for (int d = 0; d < kHeadDim; ++d) {
       const float want = stored_value(v_cache, needle_row + static_cast<size_t>(d), dtype, scale);
+      result.needle_max = std::max(result.needle_max, static_cast<double>(std::fabs(want)));
       result.needle_error =
           std::max(result.needle_error,
                    static_cast<double>(std::fabs(o[static_cast<size_t>(r) * kHeadDim + d] - want)));
@@ -182,9 +184,13 @@ void expect_needle_retrieved(int n) {
   EXPECT_TRUE(bf16.vs_reference.ok) << "bf16 path n=" << n << "\n" << bf16.vs_reference.summary();
   EXPECT_TRUE(fp8.vs_reference.ok) << "fp8 path n=" << n << "\n" << fp8.vs_reference.summary();
   EXPECT_LT(bf16.needle_error, 0.05) << "bf16 path did not retrieve the needle, n=" << n;
-  EXPECT_LE(fp8.needle_error, 2.0 * bf16.needle_error)
+  // The bf16 path's needle value is exact in its bf16 output, the FP8 path's (fp8 * scale) is
+  // not: one bf16 ulp of the largest value is allowed on top of 2x the bf16 error. A lost
+  // needle (FP8 accumulation drowning it) costs O(|v|), far above both.
+  const double rounding = fp8.needle_max / 256.0;
+  EXPECT_LE(fp8.needle_error, 2.0 * bf16.needle_error + rounding)
       << "fp8 needle error " << fp8.needle_error << " > 2x bf16 error " << bf16.needle_error
-      << ", n=" << n;
+      << " + bf16 output rounding " << rounding << ", n=" << n;
 }
 
 TEST(PrefillAttentionNeedle, Context32k) {
