@@ -1,0 +1,187 @@
+// Benchmark "prefill": causal prefill attention over the paged cache, TFLOP/s with causal FLOPs
+// counted as half (4 * S * S * Hq * D / 2 per sequence). Cases: FP8 (q, K, V e4m3), bf16, and
+// bf16 q over an FP8 cache; 32 q / 8 KV heads; S = 1k..16k with B * S = 16k tokens; hd128 with
+// pages 16 and 64, hd64 and hd256 at page 16. bench/peers/prefill_peer.py measures cuDNN bf16
+// SDPA on the same shapes under the same case strings.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "harness/device_buffer.h"
+#include "quench/core/error.h"
+#include "quench/numerics/bf16.h"
+#include "quench/numerics/fp8.h"
+#include "quench/ops/attention/prefill/generic/prefill_attention_generic.h"
+#include "support/bench_registry.h"
+
+namespace quench::bench {
+namespace {
+
+using testing_support::DeviceBuffer;
+
+// Fills n elements of `dtype` with hashed pseudo-random values in [-2, 2) (never NaN).
+__global__ void fill_random_kernel(uint8_t* data, int64_t n, DType dtype, uint32_t seed) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    const float x = static_cast<float>(h >> 8) * (4.0f / 16777216.0f) - 2.0f;
+    if (dtype == DType::kBF16) {
+      reinterpret_cast<uint16_t*>(data)[i] = float_to_bf16_bits(x);
+    } else {
+      data[i] = float_to_fp8_e4m3(x);
+    }
+  }
+}
+
+DeviceBuffer random_buffer(int64_t n, DType dtype, uint32_t seed) {
+  DeviceBuffer buffer(dtype_bytes(dtype, static_cast<size_t>(n)));
+  fill_random_kernel<<<1024, 256>>>(buffer.as<uint8_t>(), n, dtype, seed);
+  QUENCH_CUDA_CHECK(cudaGetLastError());
+  return buffer;
+}
+
+struct PrefillCase {
+  const char* label;  // "fp8", "bf16", "bf16q_fp8kv"
+  DType q_dtype;
+  DType kv_dtype;
+  int batch;
+  int seq_len;
+  int head_dim;
+  int page_size;
+};
+
+std::string case_name(const PrefillCase& c) {
+  return str_cat(c.label, " b", c.batch, " s", c.seq_len, " h32/8 d", c.head_dim, " page",
+                 c.page_size, " causal");
+}
+
+// Milliseconds per launch, averaged after warm-up over enough launches to last ~200 ms.
+float time_ms(const AttentionParams& params) {
+  for (int i = 0; i < 3; ++i)
+    prefill_attention_generic(params, nullptr);
+  cudaEvent_t start, stop;
+  QUENCH_CUDA_CHECK(cudaEventCreate(&start));
+  QUENCH_CUDA_CHECK(cudaEventCreate(&stop));
+  QUENCH_CUDA_CHECK(cudaEventRecord(start));
+  prefill_attention_generic(params, nullptr);
+  QUENCH_CUDA_CHECK(cudaEventRecord(stop));
+  QUENCH_CUDA_CHECK(cudaEventSynchronize(stop));
+  float one = 0.0f;
+  QUENCH_CUDA_CHECK(cudaEventElapsedTime(&one, start, stop));
+  const int iterations =
+      one > 0.0f ? std::max(3, std::min(200, static_cast<int>(200.0f / one))) : 10;
+  QUENCH_CUDA_CHECK(cudaEventRecord(start));
+  for (int i = 0; i < iterations; ++i)
+    prefill_attention_generic(params, nullptr);
+  QUENCH_CUDA_CHECK(cudaEventRecord(stop));
+  QUENCH_CUDA_CHECK(cudaEventSynchronize(stop));
+  float total = 0.0f;
+  QUENCH_CUDA_CHECK(cudaEventElapsedTime(&total, start, stop));
+  QUENCH_CUDA_CHECK(cudaEventDestroy(start));
+  QUENCH_CUDA_CHECK(cudaEventDestroy(stop));
+  return total / static_cast<float>(iterations);
+}
+
+void run_case(const PrefillCase& c, BenchReporter& reporter) {
+  constexpr int kQHeads = 32;
+  constexpr int kKvHeads = 8;
+  const int tokens = c.batch * c.seq_len;
+  const int pages_per_seq = (c.seq_len + c.page_size - 1) / c.page_size;
+  const int num_pages = c.batch * pages_per_seq + 1;  // page 0 is the null page
+
+  AttentionParams p;
+  p.q_dtype = c.q_dtype;
+  p.q_scale = 0.5f;
+  p.kv.num_pages = num_pages;
+  p.kv.page_size = c.page_size;
+  p.kv.num_kv_heads = kKvHeads;
+  p.kv.head_dim = c.head_dim;
+  p.kv.dtype = c.kv_dtype;
+  p.kv.layout = KvLayout::kNHD;
+  p.k_scale.per_tensor = 0.5f;
+  p.v_scale.per_tensor = 0.5f;
+  p.num_q_heads = kQHeads;
+  p.num_seqs = c.batch;
+  p.num_tokens = tokens;
+  p.block_table_stride = pages_per_seq;
+  p.max_q_len = c.seq_len;
+  p.max_seq_len = c.seq_len;
+  p.sm_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  p.out_dtype = DType::kBF16;
+
+  const int64_t kv_elems = p.kv.tensor_elems();
+  DeviceBuffer q = random_buffer(static_cast<int64_t>(tokens) * kQHeads * c.head_dim, c.q_dtype, 1);
+  DeviceBuffer k = random_buffer(kv_elems, c.kv_dtype, 2);
+  DeviceBuffer v = random_buffer(kv_elems, c.kv_dtype, 3);
+  std::vector<int32_t> offsets(static_cast<size_t>(c.batch) + 1),
+      lens(static_cast<size_t>(c.batch), c.seq_len);
+  std::vector<int32_t> table(static_cast<size_t>(c.batch) * pages_per_seq);
+  for (int b = 0; b <= c.batch; ++b)
+    offsets[static_cast<size_t>(b)] = b * c.seq_len;
+  for (size_t i = 0; i < table.size(); ++i)
+    table[i] = static_cast<int32_t>(i) + 1;
+  DeviceBuffer d_offsets = DeviceBuffer::from_host(offsets);
+  DeviceBuffer d_lens = DeviceBuffer::from_host(lens);
+  DeviceBuffer d_table = DeviceBuffer::from_host(table);
+  DeviceBuffer out(static_cast<size_t>(tokens) * kQHeads * c.head_dim * 2);
+  p.q = q.get();
+  p.k_cache = k.get();
+  p.v_cache = v.get();
+  p.q_offsets = d_offsets.as<int32_t>();
+  p.seq_lens = d_lens.as<int32_t>();
+  p.block_table = d_table.as<int32_t>();
+  p.out = out.get();
+
+  const float ms = time_ms(p);
+  const double flops =
+      4.0 * c.seq_len * static_cast<double>(c.seq_len) * kQHeads * c.head_dim / 2.0 * c.batch;
+  BenchRecord record;
+  record.bench = "prefill";
+  record.case_name = case_name(c);
+  record.metric = "TFLOP/s";
+  record.value = flops / (ms * 1e-3) / 1e12;
+  record.peer = "cudnn_bf16";
+  record.note = str_cat("kernel=generic time_us=", ms * 1e3);
+  reporter.record(record);
+}
+
+void run_prefill_bench(const BenchOptions& options, BenchReporter& reporter) {
+  constexpr int kTotalTokens = 16384;
+  const std::vector<int> seq_lens =
+      options.quick ? std::vector<int>{4096} : std::vector<int>{1024, 2048, 4096, 8192, 16384};
+  const PrefillCase kinds[] = {{"fp8", DType::kFP8E4M3, DType::kFP8E4M3, 0, 0, 0, 0},
+                               {"bf16", DType::kBF16, DType::kBF16, 0, 0, 0, 0},
+                               {"bf16q_fp8kv", DType::kBF16, DType::kFP8E4M3, 0, 0, 0, 0}};
+  for (const PrefillCase& kind : kinds) {
+    for (const int seq_len : seq_lens) {
+      for (const int page : {16, 64}) {
+        PrefillCase c = kind;
+        c.batch = kTotalTokens / seq_len;
+        c.seq_len = seq_len;
+        c.head_dim = 128;
+        c.page_size = page;
+        run_case(c, reporter);
+      }
+    }
+    for (const int head_dim : {64, 256}) {
+      PrefillCase c = kind;
+      c.batch = 2;
+      c.seq_len = 8192;
+      c.head_dim = head_dim;
+      c.page_size = 16;
+      run_case(c, reporter);
+    }
+  }
+}
+
+QUENCH_REGISTER_BENCH("prefill", run_prefill_bench);
+
+}  // namespace
+}  // namespace quench::bench

@@ -1,0 +1,404 @@
+// The generic tensor-core prefill attention kernel (FlashAttention-2 style, mma.sync, sm_80+).
+//
+// One CTA of 4 warps per (tile of 64 packed query rows, KV head, sequence). The query heads of
+// one GQA group are packed into the rows (row m = token m / group, head h_kv * group + m % group)
+// so each K/V tile gathered from the paged cache serves the whole group. Each warp owns 16 rows.
+// K/V tiles of kBlockN keys are gathered page by page through the block table with cp.async,
+// double-buffered; FP8 tiles land in a byte staging buffer and are widened to bf16 in shared
+// memory (exact: every e4m3/e5m2 value is a bf16 value), so one bf16 mma path serves every
+// dtype. Scales never touch the operands: q_scale * k_scale * sm_scale multiplies the scores,
+// v_scale / denominator multiplies the output in the epilogue (SPEC §1.2).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "quench/numerics/fp8.h"
+#include "quench/numerics/nvfp4.h"
+#include "quench/ops/attention/attention_params.h"
+#include "quench/ops/attention/prefill/generic/mma_sm80.cuh"
+
+namespace quench::prefill_generic {
+
+enum class KvKind : uint8_t { kBF16, kE4M3, kE5M2 };
+
+template <int kHeadDim, KvKind kKv>
+struct PrefillConfig {
+  static constexpr int kThreads = 128;
+  static constexpr int kBlockM = 64;  // packed query rows per CTA, 16 per warp
+  static constexpr int kBlockN = kHeadDim > 128 ? 32 : 64;  // keys per K/V tile
+  static constexpr bool kFp8Kv = kKv != KvKind::kBF16;
+  static constexpr int kChunks = kHeadDim / 8;  // 16-byte bf16 chunks per row
+  static constexpr int kQBytes = kBlockM * kHeadDim * 2;
+  static constexpr int kTileBytes = kBlockN * kHeadDim * 2;  // one bf16 K or V tile
+  static constexpr int kStagingBytes = kBlockN * kHeadDim;   // one FP8 K or V tile
+  // bf16 KV: K and V tiles, two stages each. FP8 KV: one bf16 K and V tile plus two stages of
+  // FP8 staging for each.
+  static constexpr int kKvBytes = kFp8Kv ? 2 * kTileBytes + 4 * kStagingBytes : 4 * kTileBytes;
+  static constexpr int kOutStride = kHeadDim + 8;  // floats; padding spreads the banks
+  static constexpr int kOutBytes = kBlockM * kOutStride * 4;
+  static constexpr int kSmemBytes = kQBytes + kKvBytes > kOutBytes ? kQBytes + kKvBytes : kOutBytes;
+};
+
+// Element offset of 8-element chunk `chunk` of row `row` in a [rows][kHeadDim] bf16 tile whose
+// 16-byte chunks are XOR-swizzled by row, so ldmatrix of 8 rows hits 8 distinct bank groups.
+template <int kHeadDim>
+__device__ __forceinline__ int swizzled(int row, int chunk) {
+  return row * kHeadDim + ((chunk ^ (row & 7)) << 3);
+}
+
+__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t two_bytes,
+                                                    __nv_fp8_interpretation_t format) {
+  const __half2 h(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes), format));
+  const float2 f = __half22float2(h);
+  return pack_bf16x2(f.x, f.y);
+}
+
+// 8 query elements of dtype `q_dtype` at `src` -> 8 bf16 (exact for bf16 and FP8; f16 rounds).
+__device__ __forceinline__ uint4 load_q_chunk_as_bf16(const void* src, DType q_dtype) {
+  uint4 out;
+  uint32_t* words = &out.x;
+  if (q_dtype == DType::kBF16) return *static_cast<const uint4*>(src);
+  if (q_dtype == DType::kF16) {
+    const uint4 raw = *static_cast<const uint4*>(src);
+    const uint32_t* in = &raw.x;
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&in[i]));
+      words[i] = pack_bf16x2(f.x, f.y);
+    }
+    return out;
+  }
+  const __nv_fp8_interpretation_t format = q_dtype == DType::kFP8E4M3 ? __NV_E4M3 : __NV_E5M2;
+  const uint2 raw = *static_cast<const uint2*>(src);
+  words[0] = fp8x2_to_bf16x2(raw.x & 0xffffu, format);
+  words[1] = fp8x2_to_bf16x2(raw.x >> 16, format);
+  words[2] = fp8x2_to_bf16x2(raw.y & 0xffffu, format);
+  words[3] = fp8x2_to_bf16x2(raw.y >> 16, format);
+  return out;
+}
+
+// is_fp8 of dtype.h, callable in device code.
+__device__ __forceinline__ bool device_is_fp8(DType dtype) {
+  return dtype == DType::kFP8E4M3 || dtype == DType::kFP8E5M2;
+}
+
+// Where packed query row m of a sequence lives.
+struct QueryRow {
+  int token;  // index within the sequence's chunk
+  int head;   // q head
+};
+
+__device__ __forceinline__ QueryRow query_row(int m, int group, int kv_head) {
+  return QueryRow{m / group, kv_head * group + m % group};
+}
+
+template <int kHeadDim, KvKind kKv>
+__global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const AttentionParams p) {
+  using Cfg = PrefillConfig<kHeadDim, kKv>;
+  constexpr int kBlockM = Cfg::kBlockM;
+  constexpr int kBlockN = Cfg::kBlockN;
+  constexpr int kKvElemBytes = Cfg::kFp8Kv ? 1 : 2;
+  constexpr float kLog2e = 1.4426950408889634f;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __nv_bfloat16* q_tile = reinterpret_cast<__nv_bfloat16*>(smem);
+  unsigned char* kv_smem = smem + Cfg::kQBytes;
+
+  const int seq = blockIdx.z;
+  const int kv_head = blockIdx.y;
+  const int group = p.num_q_heads / p.kv.num_kv_heads;
+  const int q_begin = p.q_offsets[seq];
+  const int q_len = p.q_offsets[seq + 1] - q_begin;
+  const int seq_len = p.seq_lens[seq];
+  const int rows = q_len * group;
+  const int m_tiles = (rows + kBlockM - 1) / kBlockM;
+  // blockIdx.x == 0 takes the last (most keys under causality) tile, so heavy CTAs start first.
+  const int m_tile = m_tiles - 1 - static_cast<int>(blockIdx.x);
+  if (m_tile < 0) return;
+  const int m0 = m_tile * kBlockM;
+  const int first_pos = seq_len - q_len;  // absolute position of the chunk's token 0
+  const int pos_lo = first_pos + m0 / group;
+  const int pos_hi = first_pos + min(q_len - 1, (m0 + kBlockM - 1) / group);
+  const int kv_begin = p.window_left >= 0 ? max(0, pos_lo - p.window_left) / kBlockN * kBlockN : 0;
+  const int kv_end = pos_hi + 1;
+  const int num_kv_tiles = (kv_end - kv_begin + kBlockN - 1) / kBlockN;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int lane_group = lane / 4;  // "groupID" of the mma fragment layouts
+  const int lane_in_group = lane % 4;
+
+  // Query tile -> bf16 shared memory (rows past the chunk are zero).
+  for (int idx = tid; idx < kBlockM * Cfg::kChunks; idx += Cfg::kThreads) {
+    const int row = idx / Cfg::kChunks;
+    const int chunk = idx % Cfg::kChunks;
+    const int m = m0 + row;
+    uint4 value = make_uint4(0, 0, 0, 0);
+    if (m < rows) {
+      const QueryRow qr = query_row(m, group, kv_head);
+      const int64_t element =
+          (static_cast<int64_t>(q_begin + qr.token) * p.num_q_heads + qr.head) * kHeadDim +
+          chunk * 8;
+      const int64_t bytes = element * (device_is_fp8(p.q_dtype) ? 1 : 2);
+      value = load_q_chunk_as_bf16(static_cast<const unsigned char*>(p.q) + bytes, p.q_dtype);
+    }
+    *reinterpret_cast<uint4*>(q_tile + swizzled<kHeadDim>(row, chunk)) = value;
+  }
+
+  // K/V tile gather: key j of the tile comes from page block_table[j / page_size]. Keys at or
+  // past kv_end are zero-filled so that masked lanes never multiply garbage (NaN) from V.
+  const int32_t* pages = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
+  const auto load_kv_tile = [&](int kv0, int stage) {
+    constexpr int kChunksPerRow = kHeadDim * kKvElemBytes / 16;
+    for (int idx = tid; idx < kBlockN * kChunksPerRow; idx += Cfg::kThreads) {
+      const int row = idx / kChunksPerRow;
+      const int chunk = idx % kChunksPerRow;
+      const int j = kv0 + row;
+      const bool valid = j < kv_end;
+      int64_t src = 0;
+      if (valid) {
+        const int page = pages[j / p.kv.page_size];
+        src = p.kv.offset(page, j % p.kv.page_size, kv_head, 0) * kKvElemBytes + chunk * 16;
+      }
+      const unsigned char* k_src = static_cast<const unsigned char*>(p.k_cache) + src;
+      const unsigned char* v_src = static_cast<const unsigned char*>(p.v_cache) + src;
+      unsigned char* k_dst;
+      unsigned char* v_dst;
+      if constexpr (Cfg::kFp8Kv) {
+        unsigned char* staging = kv_smem + 2 * Cfg::kTileBytes + stage * 2 * Cfg::kStagingBytes;
+        k_dst = staging + row * kHeadDim + chunk * 16;
+        v_dst = k_dst + Cfg::kStagingBytes;
+      } else {
+        unsigned char* tiles = kv_smem + stage * 2 * Cfg::kTileBytes;
+        k_dst = tiles + swizzled<kHeadDim>(row, chunk) * 2;
+        v_dst = k_dst + Cfg::kTileBytes;
+      }
+      cp_async_16(k_dst, k_src, valid);
+      cp_async_16(v_dst, v_src, valid);
+    }
+    cp_async_commit();
+  };
+
+  // FP8 staging of `stage` -> the bf16 K and V tiles.
+  const auto widen_fp8_tiles = [&](int stage) {
+    constexpr __nv_fp8_interpretation_t kFormat = kKv == KvKind::kE4M3 ? __NV_E4M3 : __NV_E5M2;
+    constexpr int kChunks16 = kHeadDim / 16;  // 16 FP8 values per staging chunk
+    const unsigned char* staging = kv_smem + 2 * Cfg::kTileBytes + stage * 2 * Cfg::kStagingBytes;
+    for (int idx = tid; idx < 2 * kBlockN * kChunks16; idx += Cfg::kThreads) {
+      const int tensor = idx / (kBlockN * kChunks16);  // 0: K, 1: V
+      const int row = idx / kChunks16 % kBlockN;
+      const int chunk = idx % kChunks16;
+      const uint4 raw = *reinterpret_cast<const uint4*>(staging + tensor * Cfg::kStagingBytes +
+                                                        row * kHeadDim + chunk * 16);
+      const uint32_t* in = &raw.x;
+      uint4 lo, hi;
+      uint32_t* lo_words = &lo.x;
+      uint32_t* hi_words = &hi.x;
+      for (int i = 0; i < 2; ++i) {
+        lo_words[2 * i] = fp8x2_to_bf16x2(in[i] & 0xffffu, kFormat);
+        lo_words[2 * i + 1] = fp8x2_to_bf16x2(in[i] >> 16, kFormat);
+        hi_words[2 * i] = fp8x2_to_bf16x2(in[i + 2] & 0xffffu, kFormat);
+        hi_words[2 * i + 1] = fp8x2_to_bf16x2(in[i + 2] >> 16, kFormat);
+      }
+      __nv_bfloat16* tile = reinterpret_cast<__nv_bfloat16*>(kv_smem + tensor * Cfg::kTileBytes);
+      *reinterpret_cast<uint4*>(tile + swizzled<kHeadDim>(row, 2 * chunk)) = lo;
+      *reinterpret_cast<uint4*>(tile + swizzled<kHeadDim>(row, 2 * chunk + 1)) = hi;
+    }
+  };
+
+  // Per-thread state: rows r = 0, 1 are warp rows lane_group and lane_group + 8.
+  int row_pos[2];
+  for (int r = 0; r < 2; ++r) {
+    const int m = m0 + warp * 16 + lane_group + 8 * r;
+    row_pos[r] = first_pos + min(m / group, q_len - 1);  // rows past the chunk: never stored
+  }
+  const float q_scale_eff = device_is_fp8(p.q_dtype) ? p.q_scale : 1.0f;
+  const float score_scale = p.sm_scale * q_scale_eff * p.k_scale.at(kv_head);
+  const bool soft_cap = p.logit_soft_cap > 0.0f;
+  float o_acc[kHeadDim / 8][4] = {};
+  float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (score * log2(e))
+  float row_sum[2] = {0.0f, 0.0f};            // this thread's partial; quad-reduced at the end
+
+  if (num_kv_tiles > 0) load_kv_tile(kv_begin, 0);
+  for (int tile = 0; tile < num_kv_tiles; ++tile) {
+    const int kv0 = kv_begin + tile * kBlockN;
+    const int stage = tile & 1;
+    cp_async_wait_all();
+    __syncthreads();  // tile's data visible; every warp is done with the previous tile
+    if constexpr (Cfg::kFp8Kv) {
+      widen_fp8_tiles(stage);
+      __syncthreads();
+    }
+    if (tile + 1 < num_kv_tiles) load_kv_tile(kv0 + kBlockN, stage ^ 1);
+    const int tile_stage = Cfg::kFp8Kv ? 0 : stage;
+    const __nv_bfloat16* k_tile =
+        reinterpret_cast<const __nv_bfloat16*>(kv_smem + tile_stage * 2 * Cfg::kTileBytes);
+    const __nv_bfloat16* v_tile = k_tile + kBlockN * kHeadDim;
+
+    // S = Q K^T for this warp's 16 rows.
+    float s[kBlockN / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      uint32_t a[4];
+      const int q_row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+      ldmatrix_x4(a, q_tile + swizzled<kHeadDim>(q_row, kk * 2 + lane / 16));
+#pragma unroll
+      for (int np = 0; np < kBlockN / 16; ++np) {
+        uint32_t b[4];
+        const int k_row = np * 16 + (lane % 8) + (lane / 16) * 8;
+        ldmatrix_x4(b, k_tile + swizzled<kHeadDim>(k_row, kk * 2 + (lane / 8) % 2));
+        mma_bf16_16816(s[2 * np], a, b[0], b[1]);
+        mma_bf16_16816(s[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+
+    // Scale, soft-cap and mask (log2 units), then the online softmax update.
+    const bool needs_mask =
+        kv0 + kBlockN - 1 > pos_lo || (p.window_left >= 0 && kv0 < pos_hi - p.window_left);
+#pragma unroll
+    for (int nt = 0; nt < kBlockN / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[nt][e] * score_scale;
+        if (soft_cap) x = p.logit_soft_cap * tanhf(x / p.logit_soft_cap);
+        x *= kLog2e;
+        if (needs_mask) {
+          const int j = kv0 + nt * 8 + 2 * lane_in_group + (e & 1);
+          const int pos = row_pos[e / 2];
+          if (j > pos || (p.window_left >= 0 && j < pos - p.window_left)) x = -INFINITY;
+        }
+        s[nt][e] = x;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; ++nt) {
+        tile_max = fmaxf(tile_max, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
+      }
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      const float new_max = fmaxf(row_max[r], tile_max);
+      // A row that has seen only masked keys keeps max -inf; subtract 0 to avoid inf - inf.
+      const float offset = new_max == -INFINITY ? 0.0f : new_max;
+      const float correction = exp2f(row_max[r] - offset);
+      row_max[r] = new_max;
+      row_sum[r] *= correction;
+#pragma unroll
+      for (int dt = 0; dt < kHeadDim / 8; ++dt) {
+        o_acc[dt][2 * r] *= correction;
+        o_acc[dt][2 * r + 1] *= correction;
+      }
+#pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; ++nt) {
+        s[nt][2 * r] = exp2f(s[nt][2 * r] - offset);
+        s[nt][2 * r + 1] = exp2f(s[nt][2 * r + 1] - offset);
+        row_sum[r] += s[nt][2 * r] + s[nt][2 * r + 1];
+      }
+    }
+
+    // O += P V, P taken from the S accumulators as bf16 A fragments.
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      const uint32_t a[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]),
+                             pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
+                             pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                             pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const int v_row = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+#pragma unroll
+      for (int dp = 0; dp < kHeadDim / 16; ++dp) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, v_tile + swizzled<kHeadDim>(v_row, dp * 2 + lane / 16));
+        mma_bf16_16816(o_acc[2 * dp], a, b[0], b[1]);
+        mma_bf16_16816(o_acc[2 * dp + 1], a, b[2], b[3]);
+      }
+    }
+  }
+
+  // Epilogue: normalize (sinks join the denominator), apply v_scale, write the LSE, stage the
+  // fp32 rows in shared memory, then store them in the output dtype.
+  __syncthreads();
+  float* out_tile = reinterpret_cast<float*>(smem);
+  const float v_scale = p.v_scale.at(kv_head);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = row_sum[r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int row = warp * 16 + lane_group + 8 * r;
+    const int m = m0 + row;
+    const QueryRow qr = query_row(m, group, kv_head);
+    if (p.sinks != nullptr && m < rows) sum += exp2f(p.sinks[qr.head] * kLog2e - row_max[r]);
+    const float factor = sum > 0.0f ? v_scale / sum : 0.0f;
+    if (p.lse != nullptr && m < rows && lane_in_group == 0) {
+      p.lse[static_cast<int64_t>(q_begin + qr.token) * p.num_q_heads + qr.head] =
+          (row_max[r] + log2f(sum)) * 0.6931471805599453f;
+    }
+#pragma unroll
+    for (int dt = 0; dt < kHeadDim / 8; ++dt) {
+      *reinterpret_cast<float2*>(out_tile + row * Cfg::kOutStride + dt * 8 + 2 * lane_in_group) =
+          make_float2(o_acc[dt][2 * r] * factor, o_acc[dt][2 * r + 1] * factor);
+    }
+  }
+  __syncthreads();
+
+  const int64_t row_elems = static_cast<int64_t>(p.num_q_heads) * kHeadDim;
+  if (p.out_dtype == DType::kNVFP4) {
+    const int64_t scale_cols = row_elems / kNvfp4BlockSize;
+    for (int idx = tid; idx < kBlockM * kHeadDim / 16; idx += Cfg::kThreads) {
+      const int row = idx / (kHeadDim / 16);
+      const int block = idx % (kHeadDim / 16);
+      const int m = m0 + row;
+      if (m >= rows) continue;
+      const QueryRow qr = query_row(m, group, kv_head);
+      const float* x = out_tile + row * Cfg::kOutStride + block * 16;
+      float amax = 0.0f;
+      for (int i = 0; i < 16; ++i)
+        amax = fmaxf(amax, fabsf(x[i]));
+      const uint8_t block_scale = nvfp4_block_scale(amax, p.nvfp4_global_scale);
+      const float element_factor = nvfp4_element_factor(block_scale, p.nvfp4_global_scale);
+      uint32_t packed[2] = {0, 0};
+      for (int i = 0; i < 16; ++i) {
+        packed[i / 8] |= static_cast<uint32_t>(float_to_e2m1(x[i] * element_factor))
+                         << (4 * (i % 8));
+      }
+      const int64_t token = q_begin + qr.token;
+      const int64_t element = token * row_elems + qr.head * kHeadDim + block * 16;
+      *reinterpret_cast<uint2*>(static_cast<unsigned char*>(p.out) + element / 2) =
+          make_uint2(packed[0], packed[1]);
+      p.out_block_scales[nvfp4_scale_offset(p.out_scale_row_offset + token,
+                                            element / 16 % scale_cols, scale_cols)] = block_scale;
+    }
+    return;
+  }
+  for (int idx = tid; idx < kBlockM * Cfg::kChunks; idx += Cfg::kThreads) {
+    const int row = idx / Cfg::kChunks;
+    const int chunk = idx % Cfg::kChunks;
+    const int m = m0 + row;
+    if (m >= rows) continue;
+    const QueryRow qr = query_row(m, group, kv_head);
+    const float* x = out_tile + row * Cfg::kOutStride + chunk * 8;
+    const int64_t element =
+        static_cast<int64_t>(q_begin + qr.token) * row_elems + qr.head * kHeadDim + chunk * 8;
+    if (p.out_dtype == DType::kBF16) {
+      const uint4 v = make_uint4(pack_bf16x2(x[0], x[1]), pack_bf16x2(x[2], x[3]),
+                                 pack_bf16x2(x[4], x[5]), pack_bf16x2(x[6], x[7]));
+      *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.out) + element) = v;
+    } else {
+      const Fp8Format format = p.out_dtype == DType::kFP8E4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2;
+      uint32_t words[2] = {0, 0};
+      for (int i = 0; i < 8; ++i) {
+        words[i / 4] |= static_cast<uint32_t>(float_to_fp8(x[i] / p.o_scale, format))
+                        << (8 * (i % 4));
+      }
+      *reinterpret_cast<uint2*>(static_cast<unsigned char*>(p.out) + element) =
+          make_uint2(words[0], words[1]);
+    }
+  }
+}
+
+}  // namespace quench::prefill_generic
