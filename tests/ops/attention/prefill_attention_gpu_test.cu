@@ -62,7 +62,7 @@ const DtypeCase kDtypeCases[] = {
     {DType::kFP8E4M3, DType::kFP8E4M3, DType::kFP8E4M3},
     {DType::kFP8E4M3, DType::kFP8E4M3, DType::kNVFP4},
     {DType::kF16, DType::kFP8E5M2, DType::kFP8E5M2},
-    {DType::kFP8E5M2, DType::kBF16, DType::kBF16},
+    {DType::kFP8E5M2, DType::kFP8E5M2, DType::kBF16},
 };
 
 AttentionProblemConfig base_config(const DtypeCase& dtypes, int head_dim, uint64_t seed) {
