@@ -55,14 +55,16 @@ const AttentionKernelCandidate* auto_pick(const std::vector<AttentionKernelCandi
   return best_with(all, SupportLevel::kMay, excluded);
 }
 
-// Why the default policy picked `chosen`: its own reason, plus the kernels it beat on priority.
+// Why the default policy picked `chosen`: its own reason, plus the kernels it beat on priority
+// (`excluded`, which the user ruled out, is not one of them).
 std::string auto_reason(const std::vector<AttentionKernelCandidate>& all,
-                        const AttentionKernelCandidate& chosen) {
+                        const AttentionKernelCandidate& chosen,
+                        const AttentionKernelCandidate* excluded) {
   std::string reason = chosen.check.reason;
   if (chosen.check.level != SupportLevel::kMay) return reason;
   std::string others;
   for (const auto& c : all) {
-    if (&c == &chosen || c.check.level != SupportLevel::kMay) continue;
+    if (&c == &chosen || &c == excluded || c.check.level != SupportLevel::kMay) continue;
     others += others.empty() ? c.kernel->name() : ", " + c.kernel->name();
   }
   if (!others.empty()) reason += " Preferred over " + others + ".";
@@ -129,11 +131,11 @@ AttentionPhaseDecision decide_phase(const AttentionConfig& config, AttentionPhas
       chosen = named;
     } else if (other != nullptr) {
       chosen = other;
-      reason = str_cat("Override excludes ", quoted, ". ", auto_reason(all, *other));
+      reason = str_cat("Override excludes ", quoted, ". ", auto_reason(all, *other, named));
     }
   } else {
     chosen = auto_pick(all, nullptr);
-    if (chosen != nullptr) reason = auto_reason(all, *chosen);
+    if (chosen != nullptr) reason = auto_reason(all, *chosen, nullptr);
   }
 
   if (chosen == nullptr) fail_no_kernel(config, phase, all, registry);
