@@ -7,7 +7,9 @@
 
 namespace quench {
 
-const char* kv_layout_name(KvLayout layout) { return layout == KvLayout::kNHD ? "NHD" : "HND"; }
+const char* kv_layout_name(KvLayout layout) {
+  return layout == KvLayout::kNHD ? "NHD" : "HND";
+}
 
 KvLayout parse_kv_layout(const std::string& name) {
   std::string upper = name;
@@ -27,7 +29,8 @@ void KvCacheLayout::validate() const {
   QUENCH_REQUIRE(num_pages >= 2, "num_pages ", num_pages,
                  " must be >= 2 (page 0 is the reserved null page)");
   QUENCH_REQUIRE(dtype == DType::kBF16 || dtype == DType::kFP8E4M3 || dtype == DType::kFP8E5M2,
-                 "KV dtype ", dtype_name(dtype), " is not supported; allowed: bf16, fp8_e4m3, fp8_e5m2");
+                 "KV dtype ", dtype_name(dtype),
+                 " is not supported; allowed: bf16, fp8_e4m3, fp8_e5m2");
 }
 
 std::string KvCacheLayout::describe() const {

@@ -16,6 +16,9 @@
 
 namespace quench {
 
+// The page that padding entries of block tables point at; never handed out by PageAllocator.
+inline constexpr int32_t kNullPage = 0;
+
 enum class KvLayout : uint8_t { kNHD, kHND };
 
 const char* kv_layout_name(KvLayout layout);
@@ -24,9 +27,9 @@ KvLayout parse_kv_layout(const std::string& name);
 
 struct KvCacheLayout {
   int32_t num_pages = 0;
-  int32_t page_size = 16;    // tokens per page: 16, 32 or 64
+  int32_t page_size = 16;  // tokens per page: 16, 32 or 64
   int32_t num_kv_heads = 0;
-  int32_t head_dim = 128;    // 64, 128 or 256 (K and V share it)
+  int32_t head_dim = 128;      // 64, 128 or 256 (K and V share it)
   DType dtype = DType::kBF16;  // bf16, fp8_e4m3 or fp8_e5m2
   KvLayout layout = KvLayout::kNHD;
 
@@ -51,7 +54,9 @@ struct KvCacheLayout {
     return static_cast<int64_t>(page_size) * num_kv_heads * head_dim;
   }
   int64_t tensor_elems() const { return page_elems() * num_pages; }
-  int64_t tensor_bytes() const { return static_cast<int64_t>(dtype_bytes(dtype, static_cast<size_t>(tensor_elems()))); }
+  int64_t tensor_bytes() const {
+    return static_cast<int64_t>(dtype_bytes(dtype, static_cast<size_t>(tensor_elems())));
+  }
 
   // Throws quench::Error naming the first bad field and its allowed values.
   void validate() const;

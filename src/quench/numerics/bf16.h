@@ -1,12 +1,18 @@
 // bf16 and f16 storage types and their conversions from/to float, usable on host and device.
 // Conversions round to nearest even and agree bit for bit with CUDA's __float2bfloat16_rn and
 // __float2half_rn (tests/gpu/numerics_exhaustive_gpu_test.cu checks all 2^32 inputs):
-// NaN becomes the canonical 0x7fff, overflow becomes infinity.
+// NaN becomes the canonical 0x7fff, overflow becomes infinity. On the device the hardware
+// conversion is used; the host code is the portable twin that the exhaustive test holds to it.
 #pragma once
 
 #include <cstdint>
 
 #include "quench/numerics/float_bits.h"
+
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
 
 namespace quench {
 
@@ -19,11 +25,15 @@ struct f16 {
 };
 
 QUENCH_HD uint16_t float_to_bf16_bits(float x) {
+#if defined(__CUDA_ARCH__)
+  return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+#else
   const uint32_t u = float_to_bits(x);
   const uint32_t abs_bits = u & 0x7fffffffu;
   if (abs_bits > 0x7f800000u) return 0x7fffu;
   const uint32_t sign = (u >> 16) & 0x8000u;
   return static_cast<uint16_t>(sign | encode_rne(abs_bits, 7, 127, 0x7f80u));
+#endif
 }
 
 QUENCH_HD float bf16_bits_to_float(uint16_t b) {
@@ -31,11 +41,15 @@ QUENCH_HD float bf16_bits_to_float(uint16_t b) {
 }
 
 QUENCH_HD uint16_t float_to_f16_bits(float x) {
+#if defined(__CUDA_ARCH__)
+  return __half_as_ushort(__float2half_rn(x));
+#else
   const uint32_t u = float_to_bits(x);
   const uint32_t abs_bits = u & 0x7fffffffu;
   if (abs_bits > 0x7f800000u) return 0x7fffu;
   const uint32_t sign = (u >> 16) & 0x8000u;
   return static_cast<uint16_t>(sign | encode_rne(abs_bits, 10, 15, 0x7c00u));
+#endif
 }
 
 QUENCH_HD float f16_bits_to_float(uint16_t h) {

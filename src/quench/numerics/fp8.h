@@ -4,7 +4,7 @@
 // (448 for e4m3, 57344 for e5m2), exactly like __nv_cvt_float_to_fp8(x, __NV_SATFINITE, ...).
 // NaN of either sign becomes 0x7f. On the device the hardware instruction is used; the host
 // code agrees with it bit for bit on all 2^32 inputs (tests/gpu/numerics_exhaustive_gpu_test.cu).
-// fp8 -> float is exact.
+// fp8 -> float is exact; NaN codes decode to the canonical float NaN 0x7fffffff.
 //
 // Scale convention (SPEC §1.2): stored = fp8(x / scale), value = float(stored) * scale.
 #pragma once
@@ -67,7 +67,10 @@ QUENCH_HD float fp8_e5m2_to_float(uint8_t v) {
   const uint32_t sign = static_cast<uint32_t>(v & 0x80u) << 24;
   const uint32_t exponent = (v >> 2) & 0x1fu;
   const uint32_t mantissa = v & 0x3u;
-  if (exponent == 0x1fu) return bits_to_float(sign | 0x7f800000u | (mantissa << 21));
+  if (exponent == 0x1fu) {
+    // Canonical NaN regardless of sign and payload, as CUDA's fp8 -> half -> float path gives.
+    return mantissa ? bits_to_float(0x7fffffffu) : bits_to_float(sign | 0x7f800000u);
+  }
   if (exponent != 0) return bits_to_float(sign | ((exponent + 112u) << 23) | (mantissa << 21));
   const float magnitude = static_cast<float>(mantissa) * 1.52587890625e-05f;  // 2^-16
   return sign ? -magnitude : magnitude;

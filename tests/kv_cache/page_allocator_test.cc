@@ -1,0 +1,89 @@
+#include "quench/kv_cache/page_allocator.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <initializer_list>
+#include <string>
+
+#include "quench/core/error.h"
+
+namespace quench {
+namespace {
+
+// The call must throw quench::Error whose message contains every part.
+void expect_error(const std::function<void()>& call, std::initializer_list<const char*> parts) {
+  try {
+    call();
+    ADD_FAILURE() << "expected quench::Error containing '" << *parts.begin() << "'";
+  } catch (const Error& e) {
+    for (const char* part : parts) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+          << "message \"" << e.what() << "\" lacks \"" << part << "\"";
+    }
+  }
+}
+
+TEST(PageAllocator, NeverHandsOutTheNullPage) {
+  PageAllocator allocator(5);
+  EXPECT_EQ(allocator.num_pages(), 5);
+  EXPECT_EQ(allocator.free_pages(), 4);
+  const std::vector<int32_t> pages = allocator.allocate(4);
+  EXPECT_EQ(pages, (std::vector<int32_t>{1, 2, 3, 4}));
+  EXPECT_EQ(allocator.free_pages(), 0);
+  EXPECT_EQ(allocator.ref_count(0), 0);
+  for (int32_t page : pages)
+    EXPECT_EQ(allocator.ref_count(page), 1);
+}
+
+TEST(PageAllocator, RefCountsKeepSharedPagesAlive) {
+  PageAllocator allocator(8);
+  const std::vector<int32_t> prefix = allocator.allocate(3);
+  EXPECT_EQ(allocator.free_pages(), 4);
+  // A second sequence shares the prefix.
+  for (int32_t page : prefix)
+    allocator.retain(page);
+  EXPECT_EQ(allocator.ref_count(prefix[0]), 2);
+  // The first sequence finishes: pages stay allocated.
+  for (int32_t page : prefix)
+    allocator.release(page);
+  EXPECT_EQ(allocator.ref_count(prefix[1]), 1);
+  EXPECT_EQ(allocator.free_pages(), 4);
+  // The second finishes: pages return and are handed out again.
+  for (int32_t page : prefix)
+    allocator.release(page);
+  EXPECT_EQ(allocator.free_pages(), 7);
+  EXPECT_EQ(allocator.ref_count(prefix[2]), 0);
+  std::vector<int32_t> all = allocator.allocate(7);
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all, (std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_TRUE(allocator.allocate(0).empty());
+}
+
+TEST(PageAllocator, FailedAllocationChangesNothing) {
+  PageAllocator allocator(4);
+  allocator.allocate(1);
+  expect_error([&] { allocator.allocate(3); },
+               {"requested 3 pages", "only 2 of 3 allocatable pages are free"});
+  EXPECT_EQ(allocator.free_pages(), 2);
+  expect_error([&] { allocator.allocate(-1); }, {"requested -1 pages", ">= 0"});
+}
+
+TEST(PageAllocator, ErrorPathsNameThePageAndTheValidRange) {
+  expect_error([] { PageAllocator allocator(1); }, {"num_pages 1", ">= 2", "null page"});
+  PageAllocator allocator(4);
+  const int32_t page = allocator.allocate(1)[0];
+  expect_error([&] { allocator.retain(0); }, {"retain", "page 0", "null page", "[1, 4)"});
+  expect_error([&] { allocator.release(0); }, {"release", "page 0", "null page", "[1, 4)"});
+  expect_error([&] { allocator.retain(4); }, {"retain", "page 4", "out of range", "[1, 4)"});
+  expect_error([&] { allocator.release(-2); }, {"release", "page -2", "out of range", "[1, 4)"});
+  expect_error([&] { allocator.retain(3); }, {"retain", "page 3 is free"});
+  expect_error([&] { allocator.ref_count(9); }, {"page 9", "[0, 4)"});
+  allocator.release(page);
+  expect_error([&] { allocator.release(page); },
+               {"release", ("page " + std::to_string(page)).c_str(), "already free"});
+}
+
+}  // namespace
+}  // namespace quench
