@@ -366,6 +366,11 @@ TEST(ReferenceAttentionKernel, SupportCheckBranches) {
   c.page_size = 8;
   EXPECT_EQ(check(c).level, SupportLevel::kMustNot);
   c = ok;
+  c.q_dtype = DType::kFP8E4M3;
+  EXPECT_EQ(check(c).level, SupportLevel::kMay);
+  c.kv_dtype = DType::kBF16;
+  EXPECT_EQ(check(c).reason, "An FP8 query needs an FP8 KV cache.");
+  c = ok;
   c.kv_dtype = DType::kF16;
   EXPECT_EQ(check(c).level, SupportLevel::kMustNot);
   c = ok;

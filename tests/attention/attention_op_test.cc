@@ -439,6 +439,7 @@ TEST(AttentionOp, EveryDtypeCombinationWithNonUnitScales) {
   int index = 0;
   for (DType q : q_dtypes) {
     for (DType kv : kv_dtypes) {
+      if (is_fp8(q) && !is_fp8(kv)) continue;  // no kernel takes an FP8 query over a bf16 cache
       for (DType out : out_dtypes) {
         OpCase c;
         c.prefill_q = q;

@@ -99,14 +99,13 @@ void AttentionOp::run_phase(const AttentionOpArgs& args, AttentionPhase phase, v
     if (!args.q_fp8_ready && num_rows > 0) {
       const auto* q_rows = static_cast<const uint16_t*>(args.q) + first_row * q_row_elems;
       const int64_t count = num_rows * q_row_elems;
-      // Device engines get their FP8 query rows from the fused RoPE + quantize kernel; a
-      // standalone device quantization kernel is not part of the build yet.
-      QUENCH_REQUIRE(!device, "the ", attention_phase_name(phase), " kernel '",
-                     decision.kernel->name(),
-                     "' takes an FP8 query in device memory: pass q_fp8 rows written by the fused "
-                     "RoPE + quantize kernel (q_fp8_ready = true)");
-      quantize_query_host(q_rows, config.model_dtype, q_fp8_rows, decision.q_dtype, count,
-                          scales_.q_scale());
+      if (device) {
+        quantize_query_device(q_rows, config.model_dtype, q_fp8_rows, decision.q_dtype, count,
+                              scales_.q_scale(), stream);
+      } else {
+        quantize_query_host(q_rows, config.model_dtype, q_fp8_rows, decision.q_dtype, count,
+                            scales_.q_scale());
+      }
     }
     p.q = q_fp8_rows;
     p.q_scale = scales_.q_scale();

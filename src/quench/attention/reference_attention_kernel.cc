@@ -51,6 +51,12 @@ class ReferenceAttentionKernel final : public AttentionKernel {
     if (q != DType::kBF16 && q != DType::kF16 && !is_fp8(q)) {
       return SupportCheck::must_not(str_cat("q dtype ", dtype_name(q), " is not supported."));
     }
+    if (is_fp8(q) && !is_fp8(config.kv_dtype)) {
+      return SupportCheck::must_not("An FP8 query needs an FP8 KV cache.");
+    }
+    if (q == DType::kF16 && !is_fp8(config.kv_dtype)) {
+      return SupportCheck::must_not("An f16 query needs an FP8 KV cache (no f16 x bf16 math).");
+    }
     const DType out = config.out_dtype;
     if (out != DType::kBF16 && !is_fp8(out) && out != DType::kNVFP4) {
       return SupportCheck::must_not(
