@@ -11,7 +11,7 @@ namespace {
 AttentionMetadata hand_checked_batch() {
   const std::vector<ScheduledSequence> decodes = {{{3, 7}, 20, 1}, {{5}, 15, 1}};
   const std::vector<ScheduledSequence> prefills = {{{2, 9, 4}, 16, 20}, {{6}, 0, 5}};
-  return build_attention_metadata(decodes, prefills, 16);
+  return build_attention_metadata(decodes, prefills, 16, 10);
 }
 
 TEST(AttentionMetadata, HandCheckedMixedBatch) {
@@ -50,16 +50,16 @@ TEST(AttentionMetadata, HandCheckedMixedBatch) {
 
 TEST(AttentionMetadata, FixedBlockTableStride) {
   const std::vector<ScheduledSequence> decodes = {{{3, 7}, 20, 1}};
-  const AttentionMetadata m = build_attention_metadata(decodes, {}, 16, 8);
+  const AttentionMetadata m = build_attention_metadata(decodes, {}, 16, 10, 8);
   EXPECT_EQ(m.max_pages, 8);
   EXPECT_EQ(m.block_table, (std::vector<int32_t>{3, 7, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(m.prefill_q_offsets, (std::vector<int32_t>{0}));
-  EXPECT_THROW(build_attention_metadata(decodes, {}, 16, 1), Error);
+  EXPECT_THROW(build_attention_metadata(decodes, {}, 16, 10, 1), Error);
 }
 
 TEST(AttentionMetadata, PaddingAppendsNullSequencesAndLeavesRealRowsAlone) {
   const std::vector<ScheduledSequence> decodes = {{{3, 7}, 20, 1}, {{5}, 15, 1}, {{8}, 3, 1}};
-  const AttentionMetadata real = build_attention_metadata(decodes, {}, 16);
+  const AttentionMetadata real = build_attention_metadata(decodes, {}, 16, 10);
   const AttentionMetadata m = pad_attention_metadata(real, 8, 8);
   EXPECT_EQ(m.num_seqs, 8);
   EXPECT_EQ(m.num_tokens, 8);
@@ -91,7 +91,7 @@ TEST(AttentionMetadata, PaddingAMixedBatchJoinsThePrefillGroup) {
 
 TEST(AttentionMetadata, RejectsInconsistentSequences) {
   auto build = [](std::vector<ScheduledSequence> decodes, std::vector<ScheduledSequence> prefills) {
-    return build_attention_metadata(decodes, prefills, 16);
+    return build_attention_metadata(decodes, prefills, 16, 10);
   };
   try {
     build({}, {{{2}, 10, 10}});
@@ -101,11 +101,12 @@ TEST(AttentionMetadata, RejectsInconsistentSequences) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(build({{{0}, 3, 1}}, {}), Error);              // null page
-  EXPECT_THROW(build({{{2}, 3, 2}}, {}), Error);              // decode with two new tokens
-  EXPECT_THROW(build({}, {{{2}, 3, 0}}), Error);              // no new tokens
-  EXPECT_THROW(build({}, {{{2}, -1, 2}}), Error);             // negative cache length
-  EXPECT_THROW(build_attention_metadata({}, {}, 24), Error);  // page size
+  EXPECT_THROW(build({{{0}, 3, 1}}, {}), Error);                  // null page
+  EXPECT_THROW(build({{{2}, 3, 2}}, {}), Error);                  // decode with two new tokens
+  EXPECT_THROW(build({}, {{{2}, 3, 0}}), Error);                  // no new tokens
+  EXPECT_THROW(build({}, {{{2}, -1, 2}}), Error);                 // negative cache length
+  EXPECT_THROW(build({{{10}, 3, 1}}, {}), Error);                 // page beyond the cache
+  EXPECT_THROW(build_attention_metadata({}, {}, 24, 10), Error);  // page size
 }
 
 }  // namespace

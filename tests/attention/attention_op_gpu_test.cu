@@ -98,7 +98,7 @@ TEST(AttentionOpGpu, QuantizesOnlyPrefillRowsOnDevice) {
 
   const std::vector<ScheduledSequence> decodes = {{{1}, 5, 1}, {{2}, 9, 1}};
   const std::vector<ScheduledSequence> prefills = {{{3, 4}, 10, 12}};
-  const AttentionMetadata m = build_attention_metadata(decodes, prefills, 16);
+  const AttentionMetadata m = build_attention_metadata(decodes, prefills, 16, 5);
   const int64_t row = kHq * kD;
   testing_support::RandomInputs rng(3);
   std::vector<uint16_t> q;

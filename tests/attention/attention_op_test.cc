@@ -78,7 +78,7 @@ class Batch {
     kv_.num_kv_heads = kHkv;
     kv_.head_dim = kD;
     kv_.dtype = c.kv;
-    metadata_ = build_attention_metadata(decodes_, prefills_, kPage);
+    metadata_ = build_attention_metadata(decodes_, prefills_, kPage, kv_.num_pages);
 
     const size_t cache_bytes = static_cast<size_t>(kv_.tensor_bytes());
     k_cache_.resize(cache_bytes);

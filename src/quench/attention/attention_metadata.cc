@@ -1,90 +1,99 @@
 #include "quench/attention/attention_metadata.h"
 
 #include <algorithm>
+#include <string>
 
 #include "quench/core/error.h"
+#include "quench/kv_cache/block_table.h"
+#include "quench/kv_cache/kv_cache_layout.h"
+#include "quench/kv_cache/slot_mapping.h"
 
 namespace quench {
 namespace {
 
-void append_sequence(const ScheduledSequence& seq, const char* phase, int32_t index,
-                     AttentionMetadata& m) {
+// Checks one scheduled sequence; returns the pages that hold its tokens.
+std::vector<int32_t> checked_pages(const ScheduledSequence& seq, const char* phase, size_t index,
+                                   int32_t page_size) {
   QUENCH_REQUIRE(seq.num_cached_tokens >= 0, phase, " sequence ", index, ": num_cached_tokens ",
                  seq.num_cached_tokens, " must be >= 0");
   QUENCH_REQUIRE(seq.num_new_tokens >= 1, phase, " sequence ", index, ": num_new_tokens ",
                  seq.num_new_tokens, " must be >= 1");
-  const int32_t seq_len = seq.num_cached_tokens + seq.num_new_tokens;
-  const int32_t pages_needed = (seq_len + m.page_size - 1) / m.page_size;
-  QUENCH_REQUIRE(static_cast<int32_t>(seq.pages.size()) >= pages_needed, phase, " sequence ", index,
-                 ": ", seq.pages.size(), " pages cannot hold ", seq_len, " tokens of page_size ",
-                 m.page_size, " (needs ", pages_needed, ")");
-  QUENCH_REQUIRE(pages_needed <= m.max_pages, phase, " sequence ", index, " needs ", pages_needed,
-                 " pages; the block table holds max_pages = ", m.max_pages);
-  for (size_t p = 0; p < static_cast<size_t>(pages_needed); ++p) {
-    QUENCH_REQUIRE(seq.pages[p] >= 1, phase, " sequence ", index, ": page[", p,
-                   "] = ", seq.pages[p], "; page ids must be >= 1 (page 0 is the null page)");
-  }
-
-  m.seq_lens.push_back(seq_len);
-  m.block_table.resize(m.block_table.size() + static_cast<size_t>(m.max_pages), 0);
-  std::copy_n(seq.pages.begin(), pages_needed,
-              m.block_table.end() - static_cast<std::ptrdiff_t>(m.max_pages));
-  for (int32_t pos = seq.num_cached_tokens; pos < seq_len; ++pos) {
-    const int64_t page = seq.pages[static_cast<size_t>(pos / m.page_size)];
-    m.slot_mapping.push_back(page * m.page_size + pos % m.page_size);
-    m.positions.push_back(pos);
-  }
-  m.q_offsets.push_back(m.q_offsets.back() + seq.num_new_tokens);
-  m.max_q_len = std::max(m.max_q_len, seq.num_new_tokens);
-  m.max_seq_len = std::max(m.max_seq_len, seq_len);
-  m.num_seqs += 1;
-  m.num_tokens += seq.num_new_tokens;
-}
-
-int32_t pages_of(const ScheduledSequence& seq, int32_t page_size) {
-  return (seq.num_cached_tokens + seq.num_new_tokens + page_size - 1) / page_size;
+  const int64_t needed = pages_for_tokens(seq.num_cached_tokens + seq.num_new_tokens, page_size);
+  QUENCH_REQUIRE(static_cast<int64_t>(seq.pages.size()) >= needed, phase, " sequence ", index, ": ",
+                 seq.pages.size(), " pages cannot hold ",
+                 seq.num_cached_tokens + seq.num_new_tokens, " tokens of page_size ", page_size,
+                 " (needs ", needed, ")");
+  return std::vector<int32_t>(seq.pages.begin(), seq.pages.begin() + needed);
 }
 
 }  // namespace
 
 AttentionMetadata build_attention_metadata(std::span<const ScheduledSequence> decode_steps,
                                            std::span<const ScheduledSequence> prefill_chunks,
-                                           int32_t page_size, int32_t max_pages) {
+                                           int32_t page_size, int32_t num_pages,
+                                           int32_t max_pages) {
   QUENCH_REQUIRE(page_size == 16 || page_size == 32 || page_size == 64, "page_size ", page_size,
                  " is not supported; allowed: 16, 32, 64");
   QUENCH_REQUIRE(max_pages >= 0, "max_pages ", max_pages, " must be >= 0 (0 = fit the step)");
-  AttentionMetadata m;
-  m.page_size = page_size;
-  m.max_pages = max_pages;
-  if (max_pages == 0) {
-    for (const auto& s : decode_steps)
-      m.max_pages = std::max(m.max_pages, pages_of(s, page_size));
-    for (const auto& s : prefill_chunks)
-      m.max_pages = std::max(m.max_pages, pages_of(s, page_size));
-  }
-  m.q_offsets.push_back(0);
   for (size_t i = 0; i < decode_steps.size(); ++i) {
     QUENCH_REQUIRE(decode_steps[i].num_new_tokens == 1, "decode sequence ", i, ": num_new_tokens ",
                    decode_steps[i].num_new_tokens, " must be 1");
-    append_sequence(decode_steps[i], "decode", static_cast<int32_t>(i), m);
   }
-  m.num_decode_seqs = m.num_seqs;
-  m.num_decode_tokens = m.num_tokens;
+
+  AttentionMetadata m;
+  m.page_size = page_size;
+  std::vector<std::vector<int32_t>> seq_pages;
+  std::vector<int32_t> new_tokens;
+  m.q_offsets.push_back(0);
+  auto add = [&](std::span<const ScheduledSequence> seqs, const char* phase) {
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const ScheduledSequence& s = seqs[i];
+      seq_pages.push_back(checked_pages(s, phase, i, page_size));
+      const int32_t seq_len = s.num_cached_tokens + s.num_new_tokens;
+      m.seq_lens.push_back(seq_len);
+      new_tokens.push_back(s.num_new_tokens);
+      m.q_offsets.push_back(m.q_offsets.back() + s.num_new_tokens);
+      for (int32_t pos = s.num_cached_tokens; pos < seq_len; ++pos)
+        m.positions.push_back(pos);
+      m.max_q_len = std::max(m.max_q_len, s.num_new_tokens);
+      m.max_seq_len = std::max(m.max_seq_len, seq_len);
+    }
+  };
+  add(decode_steps, "decode");
+  m.num_decode_seqs = static_cast<int32_t>(decode_steps.size());
+  m.num_decode_tokens = m.q_offsets.back();
   m.max_decode_q_len = m.max_q_len;
   m.max_decode_seq_len = m.max_seq_len;
-  for (size_t i = 0; i < prefill_chunks.size(); ++i) {
-    append_sequence(prefill_chunks[i], "prefill", static_cast<int32_t>(i), m);
-  }
+  add(prefill_chunks, "prefill");
+  m.num_seqs = static_cast<int32_t>(m.seq_lens.size());
+  m.num_tokens = m.q_offsets.back();
   m.num_prefill_seqs = m.num_seqs - m.num_decode_seqs;
+  m.num_prefill_tokens = m.num_tokens - m.num_decode_tokens;
   for (int32_t b = m.num_decode_seqs; b < m.num_seqs; ++b) {
     const size_t i = static_cast<size_t>(b);
-    m.max_prefill_q_len = std::max(m.max_prefill_q_len, m.q_offsets[i + 1] - m.q_offsets[i]);
+    m.max_prefill_q_len = std::max(m.max_prefill_q_len, new_tokens[i]);
     m.max_prefill_seq_len = std::max(m.max_prefill_seq_len, m.seq_lens[i]);
   }
-  m.num_prefill_tokens = m.num_tokens - m.num_decode_tokens;
   for (int32_t b = m.num_decode_seqs; b <= m.num_seqs; ++b) {
     m.prefill_q_offsets.push_back(m.q_offsets[static_cast<size_t>(b)] - m.num_decode_tokens);
   }
+
+  if (max_pages == 0) {
+    max_pages = 1;  // an empty step still gets a well-formed (all padding) table when padded
+    for (const auto& pages : seq_pages) {
+      max_pages = std::max(max_pages, static_cast<int32_t>(pages.size()));
+    }
+  }
+  for (size_t i = 0; i < seq_pages.size(); ++i) {
+    QUENCH_REQUIRE(static_cast<int32_t>(seq_pages[i].size()) <= max_pages, "sequence ", i,
+                   " needs ", seq_pages[i].size(),
+                   " pages; the block table holds max_pages = ", max_pages);
+  }
+  BlockTable table = build_block_table(seq_pages, max_pages, num_pages);
+  m.max_pages = table.max_pages;
+  m.slot_mapping =
+      build_slot_mapping(table, m.seq_lens, new_tokens, page_size, num_pages, m.num_tokens);
+  m.block_table = std::move(table.pages);
   return m;
 }
 
@@ -112,8 +121,8 @@ AttentionMetadata pad_attention_metadata(const AttentionMetadata& metadata, int3
   }
   m.q_offsets.resize(static_cast<size_t>(num_seqs) + 1, real_rows);
   m.seq_lens.resize(static_cast<size_t>(num_seqs), 0);
-  m.block_table.resize(static_cast<size_t>(num_seqs) * static_cast<size_t>(m.max_pages), 0);
-  m.slot_mapping.resize(static_cast<size_t>(num_tokens), -1);
+  m.block_table.resize(static_cast<size_t>(num_seqs) * static_cast<size_t>(m.max_pages), kNullPage);
+  m.slot_mapping.resize(static_cast<size_t>(num_tokens), kPaddingSlot);
   m.positions.resize(static_cast<size_t>(num_tokens), 0);
   return m;
 }

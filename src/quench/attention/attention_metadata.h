@@ -46,12 +46,15 @@ struct AttentionMetadata {
   std::vector<int32_t> positions;     // [num_tokens] absolute position of each row; 0 for padding
 };
 
-// Builds the metadata of one step. `max_pages` fixes the block-table stride (e.g.
-// max_model_len / page_size, so CUDA graphs see one shape); 0 = the largest page count in the
-// step. Throws quench::Error naming the sequence and field when a sequence is inconsistent.
+// Builds the metadata of one step over a cache of `num_pages` pages (page ids in [1, num_pages)).
+// `max_pages` fixes the block-table stride (e.g. max_model_len / page_size, so CUDA graphs see
+// one shape); 0 = the largest page count in the step. The block table and slot mapping come
+// from kv_cache/block_table.h and kv_cache/slot_mapping.h. Throws quench::Error naming the
+// sequence and field when a sequence is inconsistent.
 AttentionMetadata build_attention_metadata(std::span<const ScheduledSequence> decode_steps,
                                            std::span<const ScheduledSequence> prefill_chunks,
-                                           int32_t page_size, int32_t max_pages = 0);
+                                           int32_t page_size, int32_t num_pages,
+                                           int32_t max_pages = 0);
 
 // Pads `metadata` to a captured batch of num_seqs sequences and num_tokens query rows: each extra
 // sequence has q_len 0, seq_len 0 and block-table row all null page 0; each extra row has slot -1
