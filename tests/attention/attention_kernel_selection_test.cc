@@ -105,6 +105,7 @@ TEST(AttentionKernelSelection, NoKernelListsEveryCandidateAndReason) {
     EXPECT_TRUE(contains(m, "reference (q bf16): must not: The CPU reference reads host memory"))
         << m;
     EXPECT_TRUE(contains(m, "Registered kernels: bad, reference.")) << m;
+    EXPECT_TRUE(contains(m, "\nNo attention kernel can serve decode for sm_90")) << m;
   }
 }
 

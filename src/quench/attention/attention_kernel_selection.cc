@@ -175,10 +175,19 @@ AttentionBackendSelection::AttentionBackendSelection(AttentionConfig config,
 AttentionBackendSelection AttentionBackendSelection::decide(
     const AttentionConfig& config, const AttentionKernelOverride& prefill_override,
     const AttentionKernelOverride& decode_override, const AttentionKernelRegistry& registry) {
-  AttentionPhaseDecision prefill =
-      decide_phase(config, AttentionPhase::kPrefill, prefill_override, registry);
-  AttentionPhaseDecision decode =
-      decide_phase(config, AttentionPhase::kDecode, decode_override, registry);
+  // Both phases are decided even when the first fails, so that one error names every problem.
+  std::string errors;
+  auto decide_or_note = [&](AttentionPhase phase, const AttentionKernelOverride& choice) {
+    try {
+      return decide_phase(config, phase, choice, registry);
+    } catch (const Error& e) {
+      errors += errors.empty() ? e.what() : std::string("\n") + e.what();
+      return AttentionPhaseDecision{};
+    }
+  };
+  AttentionPhaseDecision prefill = decide_or_note(AttentionPhase::kPrefill, prefill_override);
+  AttentionPhaseDecision decode = decide_or_note(AttentionPhase::kDecode, decode_override);
+  if (!errors.empty()) fail(errors);
   return AttentionBackendSelection(config, std::move(prefill), std::move(decode));
 }
 
