@@ -1,0 +1,63 @@
+// The interface every attention kernel implements (the CPU reference today, the GPU kernels as
+// they land). A kernel states which phases it serves, which query dtype it needs, and whether it
+// can serve a configuration; the backend selection (attention_kernel_selection.h) decides from
+// these answers once, at initialisation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "quench/attention/attention_config.h"
+#include "quench/ops/attention/attention_params.h"
+
+namespace quench {
+
+// Answer of a support check (SPEC §1.1). kMust: this kernel is required (e.g. only it handles
+// attention sinks); kMustNot: it cannot serve the configuration; kMay: no constraint either way.
+enum class SupportLevel : uint8_t { kMust, kMustNot, kMay };
+
+const char* support_level_name(SupportLevel level);  // "must", "must not", "may"
+
+struct SupportCheck {
+  SupportLevel level = SupportLevel::kMay;
+  std::string reason;  // a sentence a user can act on, e.g. "SM90 is not supported for prefill."
+
+  static SupportCheck must(std::string reason) { return {SupportLevel::kMust, std::move(reason)}; }
+  static SupportCheck must_not(std::string reason) {
+    return {SupportLevel::kMustNot, std::move(reason)};
+  }
+  static SupportCheck may(std::string reason) { return {SupportLevel::kMay, std::move(reason)}; }
+};
+
+// Where the buffers a kernel reads and writes live.
+enum class MemorySpace : uint8_t { kHost, kDevice };
+
+class AttentionKernel {
+ public:
+  virtual ~AttentionKernel() = default;
+
+  // Unique name, as users type it in kernel overrides ("reference", "decode_gqa", ...).
+  virtual std::string name() const = 0;
+  virtual bool serves(AttentionPhase phase) const = 0;
+  virtual MemorySpace memory_space() const = 0;
+  // The default policy picks, among kernels that answer kMay, the one with the highest priority.
+  virtual int32_t priority() const = 0;
+
+  // The query dtype this kernel needs in `phase` for config.kv_dtype, config.model_dtype and
+  // config.allow_fp8_query (config.q_dtype is ignored). Must be config.model_dtype when
+  // allow_fp8_query is false; the selection rejects a kernel that breaks this.
+  virtual DType query_dtype(const AttentionConfig& config, AttentionPhase phase) const = 0;
+
+  // Whether this kernel can serve `phase` of `config`, config.q_dtype being the query dtype it
+  // will receive (the one query_dtype returned).
+  virtual SupportCheck check(const AttentionConfig& config, AttentionPhase phase) const = 0;
+
+  // Computes attention as attention_params.h specifies. Pointers are host memory for a kHost
+  // kernel and device memory for a kDevice kernel; `stream` is a cudaStream_t for device
+  // kernels (nullptr = the default stream) and unused by host kernels. Must not allocate or
+  // synchronize, so that device kernels can be captured in CUDA graphs.
+  virtual void run(const AttentionParams& params, void* stream) const = 0;
+};
+
+}  // namespace quench
