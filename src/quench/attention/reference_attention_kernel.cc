@@ -2,15 +2,12 @@
 
 #include <memory>
 
+#include "quench/attention/attention_contract_check.h"
 #include "quench/core/error.h"
 #include "quench/ops/attention/attention_reference.h"
 
 namespace quench {
 namespace {
-
-bool is_supported_head_dim(int32_t head_dim) {
-  return head_dim == 64 || head_dim == 128 || head_dim == 256;
-}
 
 class ReferenceAttentionKernel final : public AttentionKernel {
  public:
@@ -29,40 +26,8 @@ class ReferenceAttentionKernel final : public AttentionKernel {
       return SupportCheck::must_not(str_cat("The CPU reference reads host memory; it cannot serve ",
                                             gpu_arch_name(config.compute_capability), "."));
     }
-    if (config.head_dim_qk != config.head_dim_vo) {
-      return SupportCheck::must_not("Different q/k and v/o head dims are not supported.");
-    }
-    if (!is_supported_head_dim(config.head_dim_qk)) {
-      return SupportCheck::must_not(
-          str_cat("head_dim ", config.head_dim_qk, " is not supported (64, 128, 256)."));
-    }
-    if (config.num_kv_heads <= 0 || config.num_q_heads % config.num_kv_heads != 0) {
-      return SupportCheck::must_not("num_qo_heads must be a multiple of num_kv_heads.");
-    }
-    if (config.kv_dtype != DType::kBF16 && !is_fp8(config.kv_dtype)) {
-      return SupportCheck::must_not(str_cat("KV dtype ", dtype_name(config.kv_dtype),
-                                            " is not supported (bf16, fp8_e4m3, fp8_e5m2)."));
-    }
-    if (config.page_size != 16 && config.page_size != 32 && config.page_size != 64) {
-      return SupportCheck::must_not(
-          str_cat("page_size ", config.page_size, " is not supported (16, 32, 64)."));
-    }
-    const DType q = config.q_dtype;
-    if (q != DType::kBF16 && q != DType::kF16 && !is_fp8(q)) {
-      return SupportCheck::must_not(str_cat("q dtype ", dtype_name(q), " is not supported."));
-    }
-    if (is_fp8(q) && !is_fp8(config.kv_dtype)) {
-      return SupportCheck::must_not("An FP8 query needs an FP8 KV cache.");
-    }
-    if (q == DType::kF16 && !is_fp8(config.kv_dtype)) {
-      return SupportCheck::must_not("An f16 query needs an FP8 KV cache (no f16 x bf16 math).");
-    }
-    const DType out = config.out_dtype;
-    if (out != DType::kBF16 && !is_fp8(out) && out != DType::kNVFP4) {
-      return SupportCheck::must_not(
-          str_cat("Output dtype ", dtype_name(out),
-                  " is not supported (bf16, fp8_e4m3, fp8_e5m2, nvfp4)."));
-    }
+    const SupportCheck contract = check_attention_contract(config);
+    if (contract.level == SupportLevel::kMustNot) return contract;
     return SupportCheck::may("CPU reference: any configuration, fp32 math, slowest.");
   }
 
