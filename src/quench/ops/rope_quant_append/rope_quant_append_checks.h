@@ -6,9 +6,13 @@
 
 namespace quench {
 
-// Shapes, dtypes, scales, null pointers, and the 16-byte alignment the GPU paths load and store
-// with: q/k/v/outputs/caches/cos_sin_cache/norm weights 16-byte aligned, row strides multiples
-// of 8 elements.
+// validate_rope_quant_append_params (the reference's array-free checks), plus what the GPU paths
+// need: 16-byte aligned q/k/v, outputs, caches, cos/sin cache and norm weights; row strides that
+// are multiples of 8 elements; rotary_dim <= 256; fewer than 2^31 head rows; no per-head scale
+// array with a bf16 cache (its scales must be 1, and a device array cannot be checked here).
+// Device arrays (positions, slot_mapping, per-head scales) are not read: a kernel writes nothing
+// for a token whose slot is outside [0, num_pages * page_size) or whose position is outside the
+// cos/sin cache.
 void check_rope_quant_append_gpu_params(const RopeQuantAppendParams& p);
 
 }  // namespace quench
