@@ -3,15 +3,17 @@
 //
 // Given inv_scale = RN(1 / scale), Markstein's correction q1 = RN(q0 + RN(x - q0 * scale) *
 // inv_scale) turns the approximate quotient q0 = RN(x * inv_scale) into the correctly rounded
-// x / scale whenever the quotient is a normal float (the residual x - q0 * scale is then exact
-// in one fma). Quotients below 2^-126 may differ by one float ulp, far under half the smallest
-// FP8 subnormal, so the FP8 code is still the same; infinities and NaN take the plain division.
+// x / scale whenever |x| and |x / scale| are at least 2^-100 (the residual x - q0 * scale is
+// then exact in one fma). Below that the result may be one float ulp off; with scale >= 2^-20
+// such quotients are far below half the smallest FP8 subnormal (2^-17), so the FP8 code is the
+// same. Infinities and NaN take the plain division.
 // tests/ops/quantize/scale_divide_test.cc checks it against x / scale.
 #pragma once
 
 #include <cmath>
 
 #include "quench/core/host_device.h"
+#include "quench/numerics/float_bits.h"
 
 namespace quench {
 
@@ -19,7 +21,8 @@ QUENCH_HD float divide_by_scale(float x, float scale, float inv_scale) {
   const float q0 = x * inv_scale;
   const float residual = fmaf(-q0, scale, x);
   const float q1 = fmaf(residual, inv_scale, q0);
-  return isfinite(q1) ? q1 : x / scale;
+  const bool finite = (float_to_bits(q1) & 0x7f800000u) != 0x7f800000u;
+  return finite ? q1 : x / scale;
 }
 
 }  // namespace quench
