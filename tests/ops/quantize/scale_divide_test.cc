@@ -60,6 +60,10 @@ TEST(ScaleDivide, MatchesIeeeQuotientAcrossExponentsAndSpecials) {
   EXPECT_EQ(divide_by_scale(std::numeric_limits<float>::infinity(), scale, inv),
             std::numeric_limits<float>::infinity());
   EXPECT_EQ(divide_by_scale(-3.0e38f, scale, inv), -std::numeric_limits<float>::infinity());
+  // The unguarded form flags exactly those cases with NaN.
+  EXPECT_TRUE(
+      std::isnan(divide_by_scale_unguarded(std::numeric_limits<float>::infinity(), scale, inv)));
+  EXPECT_TRUE(std::isnan(divide_by_scale_unguarded(-3.0e38f, scale, inv)));
   // Tiny values: at most one float ulp off, and the FP8 code is the same.
   for (float x : {1.8441517e-38f, 1.0668483e-38f, -3.0e-39f, 1.0e-45f}) {
     const float got = divide_by_scale(x, scale, inv);

@@ -203,6 +203,10 @@ class RopeAppendCase {
       k_ = make_bf16(static_cast<size_t>(T * kv_row_));
       v_ = make_bf16(static_cast<size_t>(T * kv_row_));
     }
+    // Infinite v elements (never rotated): FP8 must saturate them like fp8(inf / scale).
+    uint16_t* v_rows = spec.fused_qkv ? qkv_.data() + q_row_ + kv_row_ : v_.data();
+    v_rows[5] = 0x7f80;                                  // token 0: +inf
+    v_rows[(T - 1) * kv_stride + kv_row_ - 3] = 0xff80;  // last token: -inf
     p_.q_row_stride = q_stride;
     p_.k_row_stride = kv_stride;
     p_.v_row_stride = kv_stride;

@@ -17,10 +17,17 @@
 
 namespace quench {
 
-QUENCH_HD float divide_by_scale(float x, float scale, float inv_scale) {
+// The correction alone: equal to x / scale in the range above; NaN where x is infinite or
+// x * inv_scale overflows (the IEEE quotient is then infinite or saturates FP8 anyway). For
+// kernels that detect the NaN once per vector instead of testing every element.
+QUENCH_HD float divide_by_scale_unguarded(float x, float scale, float inv_scale) {
   const float q0 = x * inv_scale;
   const float residual = fmaf(-q0, scale, x);
-  const float q1 = fmaf(residual, inv_scale, q0);
+  return fmaf(residual, inv_scale, q0);
+}
+
+QUENCH_HD float divide_by_scale(float x, float scale, float inv_scale) {
+  const float q1 = divide_by_scale_unguarded(x, scale, inv_scale);
   const bool finite = (float_to_bits(q1) & 0x7f800000u) != 0x7f800000u;
   return finite ? q1 : x / scale;
 }

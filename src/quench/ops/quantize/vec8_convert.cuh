@@ -31,22 +31,27 @@ __device__ __forceinline__ uint4 pack_bf16x8(const float y[8]) {
 }
 
 // fp8(y / scale) for eight values (scale divides; inv_scale = 1 / scale), little-endian bytes.
+// Two values per conversion instruction: __nv_cvt_float2_to_fp8x2 is the instruction that
+// float_to_fp8_e4m3/e5m2 use, so the codes are the same. A NaN quotient is the only way to get
+// the code 0x7f (both formats' NaN; finite values saturate below it); it flags an infinite x or
+// an overflowing quotient, where the unguarded division is NaN but the IEEE quotient is not, or
+// a NaN input: such vectors are redone with the plain division.
 __device__ __forceinline__ uint2 pack_fp8x8(const float y[8], float scale, float inv_scale,
                                             Fp8Format format) {
+  const __nv_fp8_interpretation_t kind = format == Fp8Format::kE4M3 ? __NV_E4M3 : __NV_E5M2;
   uint32_t words[2] = {0u, 0u};
-  if (format == Fp8Format::kE4M3) {
+#pragma unroll
+  for (int32_t i = 0; i < 4; ++i) {
+    const float2 pair = make_float2(divide_by_scale_unguarded(y[2 * i], scale, inv_scale),
+                                    divide_by_scale_unguarded(y[2 * i + 1], scale, inv_scale));
+    words[i / 2] |= static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(pair, __NV_SATFINITE, kind))
+                    << (16 * (i % 2));
+  }
+  if ((__vcmpeq4(words[0], 0x7f7f7f7fu) | __vcmpeq4(words[1], 0x7f7f7f7fu)) != 0u) {
+    words[0] = words[1] = 0u;
 #pragma unroll
     for (int32_t i = 0; i < 8; ++i) {
-      words[i / 4] |=
-          static_cast<uint32_t>(float_to_fp8_e4m3(divide_by_scale(y[i], scale, inv_scale)))
-          << (8 * (i % 4));
-    }
-  } else {
-#pragma unroll
-    for (int32_t i = 0; i < 8; ++i) {
-      words[i / 4] |=
-          static_cast<uint32_t>(float_to_fp8_e5m2(divide_by_scale(y[i], scale, inv_scale)))
-          << (8 * (i % 4));
+      words[i / 4] |= static_cast<uint32_t>(float_to_fp8(y[i] / scale, format)) << (8 * (i % 4));
     }
   }
   return make_uint2(words[0], words[1]);
