@@ -2,9 +2,10 @@
 // group of head_dim/8 lanes holds the row in registers (one 16-byte load per lane), applies the
 // optional RMSNorm and RoPE (rope_head_row.cuh), and writes 8 elements per lane: the q row as
 // bf16 or FP8, k and v straight into their cache slot. Items are numbered token-major, so the
-// blocks of one token share its cos/sin row in L1. Memory-bound: per 8 elements a lane does one
-// load, one store and ~100 instructions (division by scale is a multiply plus Markstein's
-// correction, scale_divide.h).
+// blocks of one token share its cos/sin row in L1. Memory-bound, and at HBM speed an SM has only
+// ~200 instruction slots per lane's 24 bytes, so the ALU work is kept lean: no divide
+// instruction (a multiply plus Markstein's correction, scale_divide.h; per-tensor inverses come
+// from the host), two FP8 conversions per instruction.
 #include "quench/ops/rope_quant_append/rope_quant_append.h"
 
 #include <cstdint>
@@ -31,6 +32,9 @@ struct FusedArgs {
   int64_t cache_slots;       // num_pages * page_size: slots outside [0, cache_slots) are skipped
   int32_t page_shift;        // log2(page_size)
   int32_t cache_elem_bytes;  // 2 for bf16, 1 for FP8
+  float inv_q_scale;         // 1 / q_scale, and the per-tensor k/v inverses
+  float inv_k_scale;
+  float inv_v_scale;
 };
 
 // kFromCache: cos/sin from the cache (true) or computed by sincos (false).
@@ -68,10 +72,11 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm(kFromCache))
   unpack_bf16x8(raw, x);
   if (!is_q && !is_k) {
     const float scale = p.v_scale.at(kv_head);
+    const float inv_scale = p.v_scale.per_head ? 1.0f / scale : args.inv_v_scale;
     const int64_t offset = p.kv.offset(slot >> args.page_shift, slot & ((1 << args.page_shift) - 1),
                                        kv_head, 8 * g.lane);
     store_x8(static_cast<uint8_t*>(p.v_cache) + offset * args.cache_elem_bytes, p.kv.dtype, x,
-             scale, 1.0f / scale);
+             scale, inv_scale);
     return;
   }
   if (p.q_norm_weight != nullptr) {
@@ -84,16 +89,17 @@ __global__ void __launch_bounds__(kThreads, min_blocks_per_sm(kFromCache))
       *reinterpret_cast<uint4*>(p.q_out_bf16 + elem) = pack_bf16x8(x);
     } else {
       *reinterpret_cast<uint2*>(p.q_out_fp8 + elem) =
-          pack_fp8x8(x, p.q_scale, 1.0f / p.q_scale,
+          pack_fp8x8(x, p.q_scale, args.inv_q_scale,
                      p.q_fp8_dtype == DType::kFP8E4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2);
     }
     return;
   }
   const float scale = p.k_scale.at(kv_head);
+  const float inv_scale = p.k_scale.per_head ? 1.0f / scale : args.inv_k_scale;
   const int64_t offset = p.kv.offset(slot >> args.page_shift, slot & ((1 << args.page_shift) - 1),
                                      kv_head, 8 * g.lane);
   store_x8(static_cast<uint8_t*>(p.k_cache) + offset * args.cache_elem_bytes, p.kv.dtype, x, scale,
-           1.0f / scale);
+           inv_scale);
 }
 
 int32_t log2_exact(int32_t n) {
@@ -124,6 +130,9 @@ void rope_quant_append_cuda(const RopeQuantAppendParams& p, cudaStream_t stream)
   args.cache_slots = static_cast<int64_t>(p.kv.num_pages) * p.kv.page_size;
   args.page_shift = log2_exact(p.kv.page_size);
   args.cache_elem_bytes = p.kv.dtype == DType::kBF16 ? 2 : 1;
+  args.inv_q_scale = 1.0f / p.q_scale;
+  args.inv_k_scale = 1.0f / p.k_scale.per_tensor;
+  args.inv_v_scale = 1.0f / p.v_scale.per_tensor;
   const int64_t items = static_cast<int64_t>(p.num_tokens) * (p.num_q_heads + 2 * p.num_kv_heads);
   const int64_t items_per_block = kThreads / (p.head_dim / 8);
   const auto blocks = static_cast<unsigned>((items + items_per_block - 1) / items_per_block);
