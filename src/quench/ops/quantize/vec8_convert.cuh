@@ -33,8 +33,8 @@ __device__ __forceinline__ uint4 pack_bf16x8(const float y[8]) {
 // fp8(y / scale) for eight values (scale divides; inv_scale = 1 / scale), little-endian bytes.
 // Two values per conversion instruction: __nv_cvt_float2_to_fp8x2 is the instruction that
 // float_to_fp8_e4m3/e5m2 use, so the codes are the same. A NaN quotient is the only way to get
-// the code 0x7f (both formats' NaN; finite values saturate below it); it flags an infinite x or
-// an overflowing quotient, where the unguarded division is NaN but the IEEE quotient is not, or
+// a code 0x7f or 0xff (NaN in both formats; finite values saturate below); it flags an infinite x
+// or an overflowing quotient, where the unguarded division is NaN but the IEEE quotient is not, or
 // a NaN input: such vectors are redone with the plain division.
 __device__ __forceinline__ uint2 pack_fp8x8(const float y[8], float scale, float inv_scale,
                                             Fp8Format format) {
@@ -47,7 +47,8 @@ __device__ __forceinline__ uint2 pack_fp8x8(const float y[8], float scale, float
     words[i / 2] |= static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(pair, __NV_SATFINITE, kind))
                     << (16 * (i % 2));
   }
-  if ((__vcmpeq4(words[0], 0x7f7f7f7fu) | __vcmpeq4(words[1], 0x7f7f7f7fu)) != 0u) {
+  const uint32_t magnitudes[2] = {words[0] & 0x7f7f7f7fu, words[1] & 0x7f7f7f7fu};
+  if ((__vcmpeq4(magnitudes[0], 0x7f7f7f7fu) | __vcmpeq4(magnitudes[1], 0x7f7f7f7fu)) != 0u) {
     words[0] = words[1] = 0u;
 #pragma unroll
     for (int32_t i = 0; i < 8; ++i) {
