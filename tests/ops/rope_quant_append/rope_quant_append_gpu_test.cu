@@ -1,0 +1,579 @@
+// The fused RoPE + quantize + paged KV append kernel and the unfused chain against the CPU
+// reference (rope_quant_append_reference), over styles, partial rotary, Llama-3 scaling, cos/sin
+// cache vs in-kernel sincos, q/k RMSNorm, q bf16/FP8/split, KV bf16/e4m3/e5m2, NHD/HND, pages
+// 16/32/64, head dims 64/128/256, per-tensor and per-head non-unit scales, strided views into one
+// fused qkv tensor and padding tokens. Every output buffer starts poisoned, identically for the
+// GPU and the reference: bytes outside the rows/slots of real tokens must come back unchanged;
+// written elements must be bit-exact where the arithmetic is the same (fused, cos/sin cache, no
+// norm) and within kMaxUlps codes otherwise.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "harness/expect_error.h"
+#include "harness/random_inputs.h"
+#include "quench/core/error.h"
+#include "quench/numerics/bf16.h"
+#include "quench/numerics/fp8.h"
+#include "quench/ops/rope/rope_reference.h"
+#include "quench/ops/rope_quant_append/rope_append_path.h"
+#include "quench/ops/rope_quant_append/rope_quant_append.h"
+#include "quench/ops/rope_quant_append/rope_quant_append_reference.h"
+
+namespace quench {
+namespace {
+
+constexpr uint8_t kPoison = 0xA5;
+constexpr int32_t kMaxUlps = 2;
+
+void cuda_check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) fail(str_cat(what, ": ", cudaGetErrorString(status)));
+}
+
+// Owns one device allocation.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes > 0) cuda_check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+  }
+  template <typename T>
+  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size() * sizeof(T)) {
+    if (bytes_ > 0)
+      cuda_check(cudaMemcpy(ptr_, host.data(), bytes_, cudaMemcpyHostToDevice), "upload");
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    std::swap(ptr_, other.ptr_);
+    std::swap(bytes_, other.bytes_);
+    return *this;
+  }
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  template <typename T>
+  std::vector<T> download() const {
+    std::vector<T> host(bytes_ / sizeof(T));
+    if (bytes_ > 0)
+      cuda_check(cudaMemcpy(host.data(), ptr_, bytes_, cudaMemcpyDeviceToHost), "download");
+    return host;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+enum class QRows { kAllBf16, kAllFp8, kSplit };
+
+struct CaseSpec {
+  std::string name;
+  int32_t tokens = 37;
+  int32_t q_heads = 8;
+  int32_t kv_heads = 2;
+  int32_t head_dim = 128;
+  RopeStyle style = RopeStyle::kNeox;
+  int32_t rotary_dim = 128;
+  bool llama3 = false;
+  bool use_cache = true;
+  bool use_norm = false;
+  QRows q_rows = QRows::kSplit;
+  DType q_fp8 = DType::kFP8E4M3;
+  DType kv_dtype = DType::kFP8E4M3;
+  KvLayout layout = KvLayout::kNHD;
+  int32_t page_size = 16;
+  bool per_head_scales = false;
+  bool fused_qkv = false;  // q/k/v as strided views into one [T, (Hq + 2 Hkv) * D + 8] tensor
+  int32_t padding = 4;     // tokens with slot -1
+  int32_t max_position = 4096;
+};
+
+// Element codes as ordered integers, so that |a - b| counts representable values between them.
+int32_t ordered_code(uint32_t code, int32_t bits) {
+  const uint32_t sign = 1u << (bits - 1);
+  const auto magnitude = static_cast<int32_t>(code & (sign - 1));
+  return (code & sign) ? -magnitude : magnitude;
+}
+
+float decode(uint32_t code, DType dtype) {
+  if (dtype == DType::kBF16) return bf16_bits_to_float(static_cast<uint16_t>(code));
+  return fp8_to_float(static_cast<uint8_t>(code), fp8_format_of(dtype));
+}
+
+// Compares one output buffer element by element. written[i] says whether element i belongs to a
+// real token (reference wrote it); other elements must keep their poison bytes exactly.
+::testing::AssertionResult compare_buffer(const std::string& what, DType dtype,
+                                          const std::vector<uint8_t>& got,
+                                          const std::vector<uint8_t>& want,
+                                          const std::vector<bool>& written, int32_t row_elems,
+                                          bool exact) {
+  const size_t elem_bytes = dtype == DType::kBF16 ? 2 : 1;
+  const int32_t bits = static_cast<int32_t>(elem_bytes * 8);
+  int64_t bad = 0, touched_poison = 0, inexact = 0;
+  double max_abs = 0.0, max_rel = 0.0;
+  std::string first;
+  for (size_t i = 0; i < written.size(); ++i) {
+    uint32_t g = got[i * elem_bytes], w = want[i * elem_bytes];
+    if (elem_bytes == 2) {
+      g |= static_cast<uint32_t>(got[i * elem_bytes + 1]) << 8;
+      w |= static_cast<uint32_t>(want[i * elem_bytes + 1]) << 8;
+    }
+    if (g == w) continue;
+    const int32_t ulps = std::abs(ordered_code(g, bits) - ordered_code(w, bits));
+    const float gv = decode(g, dtype), wv = decode(w, dtype);
+    const bool ok = written[i] && !exact && ulps <= kMaxUlps;
+    if (written[i]) {
+      ++inexact;
+      max_abs = std::max(max_abs, static_cast<double>(std::fabs(gv - wv)));
+      max_rel = std::max(max_rel, std::fabs(gv - wv) / std::max(1e-6, std::fabs(double{wv})));
+    } else {
+      ++touched_poison;
+    }
+    if (ok) continue;
+    if (++bad <= 5) {
+      first += str_cat("\n    [row ", i / static_cast<size_t>(row_elems), " elem ",
+                       i % static_cast<size_t>(row_elems), "] got ", gv, " (0x", std::hex, g,
+                       ") want ", wv, " (0x", w, std::dec, ")",
+                       written[i] ? "" : " POISON OVERWRITTEN", " ulps=", ulps);
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << what << ": " << bad << " bad of " << written.size() << " (" << touched_poison
+         << " outside real tokens, " << inexact << " inexact written; max_abs " << max_abs
+         << " max_rel " << max_rel << ", " << (exact ? "bit-exact" : "tolerance") << " mode)"
+         << first;
+}
+
+// Host inputs, the reference outputs, and the device copies of one case.
+class RopeAppendCase {
+ public:
+  explicit RopeAppendCase(const CaseSpec& spec) : spec_(spec) {
+    testing_support::RandomInputs rng(1234u + spec.name.size() * 7919u);
+    const int32_t T = spec.tokens, D = spec.head_dim;
+    q_row_ = static_cast<int64_t>(spec.q_heads) * D;
+    kv_row_ = static_cast<int64_t>(spec.kv_heads) * D;
+
+    p_.num_tokens = T;
+    p_.num_q_heads = spec.q_heads;
+    p_.num_kv_heads = spec.kv_heads;
+    p_.head_dim = D;
+    p_.rope.style = spec.style;
+    p_.rope.rotary_dim = spec.rotary_dim;
+    p_.rope.theta = spec.llama3 ? 500000.0f : 10000.0f;
+    if (spec.llama3) {
+      p_.rope.llama3_factor = 8.0f;
+      p_.rope.llama3_original_max_position = 1024;  // positions reach all three regimes
+    }
+    p_.kv.page_size = spec.page_size;
+    p_.kv.num_kv_heads = spec.kv_heads;
+    p_.kv.head_dim = D;
+    p_.kv.dtype = spec.kv_dtype;
+    p_.kv.layout = spec.layout;
+    p_.kv.num_pages = (T + spec.page_size - 1) / spec.page_size + 3;  // page 0 null, spare pages
+
+    // Inputs: N(0, 2) with a few outliers that saturate FP8; one fused tensor or three.
+    const int64_t fused_row = q_row_ + 2 * kv_row_ + 8;
+    const int64_t q_stride = spec.fused_qkv ? fused_row : q_row_;
+    const int64_t kv_stride = spec.fused_qkv ? fused_row : kv_row_;
+    auto make_bf16 = [&](size_t n) {
+      std::vector<uint16_t> out;
+      for (float x : rng.normal(n, 0.0f, 2.0f))
+        out.push_back(float_to_bf16_bits(x));
+      for (size_t i = 0; i < n; i += 997)
+        out[i] = float_to_bf16_bits(i % 2 ? 300.0f : -250.0f);
+      return out;
+    };
+    if (spec.fused_qkv) {
+      qkv_ = make_bf16(static_cast<size_t>(T * fused_row));
+    } else {
+      q_ = make_bf16(static_cast<size_t>(T * q_row_));
+      k_ = make_bf16(static_cast<size_t>(T * kv_row_));
+      v_ = make_bf16(static_cast<size_t>(T * kv_row_));
+    }
+    // Infinite v elements (never rotated): FP8 must saturate them like fp8(inf / scale).
+    uint16_t* v_rows = spec.fused_qkv ? qkv_.data() + q_row_ + kv_row_ : v_.data();
+    v_rows[5] = 0x7f80;                                  // token 0: +inf
+    v_rows[(T - 1) * kv_stride + kv_row_ - 3] = 0xff80;  // last token: -inf
+    p_.q_row_stride = q_stride;
+    p_.k_row_stride = kv_stride;
+    p_.v_row_stride = kv_stride;
+
+    // Positions: a few sequences at random offsets; slots: distinct, outside the null page,
+    // shuffled, with `padding` tokens at -1.
+    int32_t start = rng.uniform_int(0, spec.max_position - T);
+    for (int32_t t = 0; t < T; ++t) {
+      if (t % 11 == 0) start = rng.uniform_int(0, spec.max_position - T);
+      positions_.push_back(start + t % 11);
+    }
+    std::vector<int64_t> free_slots;
+    for (int64_t s = spec.page_size; s < int64_t{p_.kv.num_pages} * spec.page_size; ++s) {
+      free_slots.push_back(s);
+    }
+    std::shuffle(free_slots.begin(), free_slots.end(), rng.engine());
+    slots_.assign(free_slots.begin(), free_slots.begin() + T);
+    for (int32_t i = 0; i < spec.padding && i < T; ++i)
+      slots_[static_cast<size_t>((i * 7 + 1) % T)] = -1;
+
+    if (spec.use_cache) {
+      cos_sin_ = build_rope_cos_sin_cache(p_.rope, spec.max_position);
+      p_.cos_sin_cache_positions = spec.max_position;
+    }
+    if (spec.use_norm) {
+      for (int32_t d = 0; d < D; ++d) {
+        q_norm_.push_back(float_to_bf16_bits(rng.uniform_float(0.5f, 1.5f)));
+        k_norm_.push_back(float_to_bf16_bits(rng.uniform_float(0.5f, 1.5f)));
+      }
+      p_.norm_eps = 1e-6f;
+    }
+    p_.q_bf16_rows = spec.q_rows == QRows::kAllBf16 ? T : spec.q_rows == QRows::kAllFp8 ? 0 : T / 3;
+    p_.q_fp8_dtype = spec.q_fp8;
+    p_.q_scale = 0.043f;
+    if (is_fp8(spec.kv_dtype)) {
+      p_.k_scale.per_tensor = 0.021f;
+      p_.v_scale.per_tensor = 0.0137f;
+      if (spec.per_head_scales) {
+        for (int32_t h = 0; h < spec.kv_heads; ++h) {
+          k_head_scales_.push_back(rng.uniform_float(0.01f, 0.05f));
+          v_head_scales_.push_back(rng.uniform_float(0.005f, 0.03f));
+        }
+      }
+    }
+  }
+
+  // Runs the reference on host copies of the poisoned outputs; fills want_*.
+  void run_reference() {
+    RopeQuantAppendParams h = p_;
+    bind_inputs(h, qkv_.data(), q_.data(), k_.data(), v_.data());
+    h.positions = positions_.data();
+    h.slot_mapping = slots_.data();
+    h.cos_sin_cache = cos_sin_.empty() ? nullptr : cos_sin_.data();
+    h.q_norm_weight = q_norm_.empty() ? nullptr : q_norm_.data();
+    h.k_norm_weight = k_norm_.empty() ? nullptr : k_norm_.data();
+    h.k_scale.per_head = k_head_scales_.empty() ? nullptr : k_head_scales_.data();
+    h.v_scale.per_head = v_head_scales_.empty() ? nullptr : v_head_scales_.data();
+    want_q_bf16_ = poisoned(q_bf16_bytes());
+    want_q_fp8_ = poisoned(q_fp8_bytes());
+    want_k_cache_ = poisoned(static_cast<size_t>(p_.kv.tensor_bytes()));
+    want_v_cache_ = poisoned(static_cast<size_t>(p_.kv.tensor_bytes()));
+    h.q_out_bf16 = reinterpret_cast<uint16_t*>(want_q_bf16_.data());
+    h.q_out_fp8 = want_q_fp8_.data();
+    h.k_cache = want_k_cache_.data();
+    h.v_cache = want_v_cache_.data();
+    rope_quant_append_reference(h);
+  }
+
+  // Runs one GPU path on fresh poisoned outputs and compares every buffer with the reference.
+  void run_and_compare(RopeAppendPath path) {
+    DeviceBuffer qkv(qkv_), q(q_), k(k_), v(v_), positions(positions_), slots(slots_);
+    DeviceBuffer cos_sin(cos_sin_), q_norm(q_norm_), k_norm(k_norm_);
+    DeviceBuffer k_head_scales(k_head_scales_), v_head_scales(v_head_scales_);
+    DeviceBuffer q_bf16(poisoned(q_bf16_bytes())), q_fp8(poisoned(q_fp8_bytes()));
+    DeviceBuffer k_cache(poisoned(static_cast<size_t>(p_.kv.tensor_bytes())));
+    DeviceBuffer v_cache(poisoned(static_cast<size_t>(p_.kv.tensor_bytes())));
+    RopeQuantAppendParams d = p_;
+    bind_inputs(d, qkv.as<uint16_t>(), q.as<uint16_t>(), k.as<uint16_t>(), v.as<uint16_t>());
+    d.positions = positions.as<int32_t>();
+    d.slot_mapping = slots.as<int64_t>();
+    d.cos_sin_cache = cos_sin_.empty() ? nullptr : cos_sin.as<float>();
+    d.q_norm_weight = q_norm_.empty() ? nullptr : q_norm.as<uint16_t>();
+    d.k_norm_weight = k_norm_.empty() ? nullptr : k_norm.as<uint16_t>();
+    d.k_scale.per_head = k_head_scales_.empty() ? nullptr : k_head_scales.as<float>();
+    d.v_scale.per_head = v_head_scales_.empty() ? nullptr : v_head_scales.as<float>();
+    d.q_out_bf16 = q_bf16.as<uint16_t>();
+    d.q_out_fp8 = q_fp8.as<uint8_t>();
+    d.k_cache = k_cache.as<void>();
+    d.v_cache = v_cache.as<void>();
+    DeviceBuffer workspace(rope_quant_append_workspace_bytes(d));
+    run_rope_quant_append(
+        d, path, nullptr,
+        RopeAppendWorkspace{workspace.as<void>(), rope_quant_append_workspace_bytes(d)});
+    cuda_check(cudaDeviceSynchronize(), "rope_quant_append");
+
+    // Same arithmetic as the reference only on the fused path with the cos/sin cache and no norm;
+    // the unfused chain rounds its bf16 intermediate, so only its FP8 outputs may differ.
+    const bool fused_exact = path == RopeAppendPath::kFused && spec_.use_cache && !spec_.use_norm;
+    const bool bf16_exact = spec_.use_cache && !spec_.use_norm;
+    const std::string tag = str_cat(spec_.name, " [", rope_append_path_name(path), "] ");
+    EXPECT_TRUE(compare_buffer(tag + "q_out_bf16", DType::kBF16, q_bf16.download<uint8_t>(),
+                               want_q_bf16_, q_written(true), static_cast<int32_t>(q_row_),
+                               fused_exact || bf16_exact));
+    EXPECT_TRUE(compare_buffer(tag + "q_out_fp8", p_.q_fp8_dtype, q_fp8.download<uint8_t>(),
+                               want_q_fp8_, q_written(false), static_cast<int32_t>(q_row_),
+                               fused_exact));
+    const bool kv_exact = fused_exact || (bf16_exact && p_.kv.dtype == DType::kBF16);
+    EXPECT_TRUE(compare_buffer(tag + "k_cache", p_.kv.dtype, k_cache.download<uint8_t>(),
+                               want_k_cache_, cache_written(), p_.head_dim, kv_exact));
+    // v is never rotated: every path is bit-exact.
+    EXPECT_TRUE(compare_buffer(tag + "v_cache", p_.kv.dtype, v_cache.download<uint8_t>(),
+                               want_v_cache_, cache_written(), p_.head_dim, true));
+  }
+
+ private:
+  void bind_inputs(RopeQuantAppendParams& p, uint16_t* qkv, uint16_t* q, uint16_t* k,
+                   uint16_t* v) const {
+    if (spec_.fused_qkv) {
+      p.q = qkv;
+      p.k = qkv + q_row_;
+      p.v = qkv + q_row_ + kv_row_;
+    } else {
+      p.q = q;
+      p.k = k;
+      p.v = v;
+    }
+  }
+  size_t q_bf16_bytes() const { return static_cast<size_t>(spec_.tokens * q_row_ * 2); }
+  size_t q_fp8_bytes() const { return static_cast<size_t>(spec_.tokens * q_row_); }
+  static std::vector<uint8_t> poisoned(size_t bytes) {
+    return std::vector<uint8_t>(bytes, kPoison);
+  }
+
+  // Elements of q_out_bf16 (bf16 = true) or q_out_fp8 that a real token writes.
+  std::vector<bool> q_written(bool bf16) const {
+    std::vector<bool> w(static_cast<size_t>(spec_.tokens * q_row_), false);
+    for (int32_t t = 0; t < spec_.tokens; ++t) {
+      if (slots_[static_cast<size_t>(t)] < 0 || (t < p_.q_bf16_rows) != bf16) continue;
+      std::fill_n(w.begin() + t * q_row_, q_row_, true);
+    }
+    return w;
+  }
+  std::vector<bool> cache_written() const {
+    std::vector<bool> w(static_cast<size_t>(p_.kv.tensor_elems()), false);
+    for (int64_t slot : slots_) {
+      if (slot < 0) continue;
+      for (int32_t h = 0; h < spec_.kv_heads; ++h) {
+        const int64_t at = p_.kv.offset(slot / spec_.page_size, slot % spec_.page_size, h, 0);
+        std::fill_n(w.begin() + at, p_.head_dim, true);
+      }
+    }
+    return w;
+  }
+
+  CaseSpec spec_;
+  RopeQuantAppendParams p_;
+  int64_t q_row_ = 0, kv_row_ = 0;
+  std::vector<uint16_t> qkv_, q_, k_, v_, q_norm_, k_norm_;
+  std::vector<int32_t> positions_;
+  std::vector<int64_t> slots_;
+  std::vector<float> cos_sin_, k_head_scales_, v_head_scales_;
+  std::vector<uint8_t> want_q_bf16_, want_q_fp8_, want_k_cache_, want_v_cache_;
+};
+
+std::vector<CaseSpec> grid() {
+  std::vector<CaseSpec> cases;
+  auto add = [&](const std::string& name, auto&& edit) {
+    CaseSpec c;
+    c.name = name;
+    edit(c);
+    cases.push_back(c);
+  };
+  add("neox_cache_split_e4m3_nhd16", [](CaseSpec&) {});
+  add("gptj_cache", [](CaseSpec& c) { c.style = RopeStyle::kGptj; });
+  add("neox_partial64", [](CaseSpec& c) { c.rotary_dim = 64; });
+  add("neox_partial48_hnd32", [](CaseSpec& c) {
+    c.rotary_dim = 48;  // 3 lanes per half: the partner is not a power-of-two lane away
+    c.layout = KvLayout::kHND;
+    c.page_size = 32;
+  });
+  add("gptj_partial32_e5m2", [](CaseSpec& c) {
+    c.style = RopeStyle::kGptj;
+    c.rotary_dim = 32;
+    c.kv_dtype = DType::kFP8E5M2;
+  });
+  add("neox_llama3_cache", [](CaseSpec& c) { c.llama3 = true; });
+  add("neox_llama3_sincos", [](CaseSpec& c) {
+    c.llama3 = true;
+    c.use_cache = false;
+  });
+  add("neox_sincos_far_positions", [](CaseSpec& c) {
+    c.use_cache = false;
+    c.max_position = 200000;  // exercises sincos range reduction
+  });
+  add("gptj_sincos_hnd64", [](CaseSpec& c) {
+    c.style = RopeStyle::kGptj;
+    c.use_cache = false;
+    c.layout = KvLayout::kHND;
+    c.page_size = 64;
+  });
+  add("qwen3_norm_cache", [](CaseSpec& c) {
+    c.use_norm = true;
+    c.q_heads = 16;
+    c.kv_heads = 2;
+  });
+  add("qwen3_norm_sincos_perhead", [](CaseSpec& c) {
+    c.use_norm = true;
+    c.use_cache = false;
+    c.per_head_scales = true;
+  });
+  add("q_all_bf16_kv_bf16", [](CaseSpec& c) {
+    c.q_rows = QRows::kAllBf16;
+    c.kv_dtype = DType::kBF16;
+  });
+  add("q_all_fp8_e5m2_kv_bf16_hnd", [](CaseSpec& c) {
+    c.q_rows = QRows::kAllFp8;
+    c.q_fp8 = DType::kFP8E5M2;
+    c.kv_dtype = DType::kBF16;
+    c.layout = KvLayout::kHND;
+  });
+  add("per_head_scales_hnd16", [](CaseSpec& c) {
+    c.per_head_scales = true;
+    c.layout = KvLayout::kHND;
+  });
+  add("per_head_scales_e5m2_nhd64", [](CaseSpec& c) {
+    c.per_head_scales = true;
+    c.kv_dtype = DType::kFP8E5M2;
+    c.page_size = 64;
+  });
+  add("fused_qkv_views", [](CaseSpec& c) { c.fused_qkv = true; });
+  add("fused_qkv_norm_gptj_page32", [](CaseSpec& c) {
+    c.fused_qkv = true;
+    c.use_norm = true;
+    c.style = RopeStyle::kGptj;
+    c.page_size = 32;
+  });
+  add("head_dim64_odd_kv_heads", [](CaseSpec& c) {
+    c.head_dim = 64;
+    c.rotary_dim = 64;
+    c.q_heads = 6;
+    c.kv_heads = 3;  // one warp holds a k row and a v row
+  });
+  add("head_dim256_norm", [](CaseSpec& c) {
+    c.head_dim = 256;
+    c.rotary_dim = 256;
+    c.q_heads = 4;
+    c.kv_heads = 1;
+    c.use_norm = true;
+  });
+  add("head_dim256_partial_gptj", [](CaseSpec& c) {
+    c.head_dim = 256;
+    c.rotary_dim = 64;
+    c.style = RopeStyle::kGptj;
+    c.q_heads = 4;
+    c.kv_heads = 2;
+  });
+  add("single_token", [](CaseSpec& c) {
+    c.tokens = 1;
+    c.padding = 0;
+  });
+  add("all_padding", [](CaseSpec& c) {
+    c.tokens = 8;
+    c.padding = 8;
+  });
+  add("llama3_8b_shape_many_tokens", [](CaseSpec& c) {
+    c.tokens = 300;
+    c.q_heads = 32;
+    c.kv_heads = 8;
+    c.llama3 = true;
+    c.padding = 17;
+  });
+  return cases;
+}
+
+class RopeQuantAppendGpu : public ::testing::TestWithParam<CaseSpec> {};
+
+TEST_P(RopeQuantAppendGpu, MatchesReferenceFusedAndUnfused) {
+  RopeAppendCase c(GetParam());
+  c.run_reference();
+  c.run_and_compare(RopeAppendPath::kFused);
+  c.run_and_compare(RopeAppendPath::kUnfused);
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, RopeQuantAppendGpu, ::testing::ValuesIn(grid()),
+                         [](const ::testing::TestParamInfo<CaseSpec>& info) {
+                           return info.param.name;
+                         });
+
+// Hand-checked: position 0 (cos 1, sin 0) makes RoPE the identity, so the FP8 k row is exactly
+// fp8(x / k_scale) and the bf16 q row is the input.
+TEST(RopeQuantAppendGpuHand, PositionZeroIsPlainQuantization) {
+  RopeQuantAppendParams p;
+  p.num_tokens = 1;
+  p.num_q_heads = 1;
+  p.num_kv_heads = 1;
+  p.head_dim = 64;
+  p.rope.rotary_dim = 64;
+  p.kv.num_pages = 2;
+  p.kv.page_size = 16;
+  p.kv.num_kv_heads = 1;
+  p.kv.head_dim = 64;
+  p.kv.dtype = DType::kFP8E4M3;
+  p.q_row_stride = p.k_row_stride = p.v_row_stride = 64;
+  p.q_bf16_rows = 1;
+  p.k_scale.per_tensor = 0.5f;
+  p.v_scale.per_tensor = 0.25f;
+  std::vector<uint16_t> x(64);
+  for (int32_t d = 0; d < 64; ++d)
+    x[static_cast<size_t>(d)] = float_to_bf16_bits(0.25f * static_cast<float>(d - 20));
+  DeviceBuffer q(x), k(x), v(x), pos(std::vector<int32_t>{0}), slot(std::vector<int64_t>{17});
+  DeviceBuffer q_out(std::vector<uint16_t>(64, 0xffff));
+  DeviceBuffer k_cache(std::vector<uint8_t>(static_cast<size_t>(p.kv.tensor_bytes()), kPoison));
+  DeviceBuffer v_cache(std::vector<uint8_t>(static_cast<size_t>(p.kv.tensor_bytes()), kPoison));
+  p.q = q.as<uint16_t>();
+  p.k = k.as<uint16_t>();
+  p.v = v.as<uint16_t>();
+  p.positions = pos.as<int32_t>();
+  p.slot_mapping = slot.as<int64_t>();
+  p.q_out_bf16 = q_out.as<uint16_t>();
+  p.k_cache = k_cache.as<void>();
+  p.v_cache = v_cache.as<void>();
+  rope_quant_append_cuda(p, nullptr);
+  cuda_check(cudaDeviceSynchronize(), "rope_quant_append");
+  const auto q_got = q_out.download<uint16_t>();
+  const auto k_got = k_cache.download<uint8_t>();
+  const auto v_got = v_cache.download<uint8_t>();
+  for (int32_t d = 0; d < 64; ++d) {
+    const float xd = 0.25f * static_cast<float>(d - 20);
+    EXPECT_EQ(q_got[static_cast<size_t>(d)], float_to_bf16_bits(xd)) << "d=" << d;
+    // slot 17 = page 1, offset 1 (NHD, 1 head): element 64 * 16 + 64 + d.
+    EXPECT_EQ(k_got[static_cast<size_t>(64 * 17 + d)], float_to_fp8_e4m3(xd / 0.5f)) << "d=" << d;
+    EXPECT_EQ(v_got[static_cast<size_t>(64 * 17 + d)], float_to_fp8_e4m3(xd / 0.25f)) << "d=" << d;
+  }
+  EXPECT_EQ(k_got[64 * 16], kPoison);
+  EXPECT_EQ(k_got[64 * 18], kPoison);
+}
+
+TEST(RopeQuantAppendGpuHand, RejectsWhatTheKernelsCannotDo) {
+  RopeQuantAppendParams p;
+  p.num_q_heads = 2;
+  p.num_kv_heads = 1;
+  p.head_dim = 128;
+  p.kv.num_pages = 2;
+  p.kv.num_kv_heads = 1;
+  p.kv.head_dim = 128;
+  p.q_row_stride = 256;
+  p.k_row_stride = p.v_row_stride = 128;
+  p.rope.rotary_dim = 40;
+  EXPECT_FALSE(rope_quant_append_fused_unsupported_reason(p).empty());
+  EXPECT_QUENCH_ERROR(rope_quant_append_cuda(p, nullptr), {"rotary_dim 40", "multiple of 16"});
+  p.rope.rotary_dim = 128;
+  EXPECT_TRUE(rope_quant_append_fused_unsupported_reason(p).empty());
+  p.num_tokens = 1;
+  std::vector<uint16_t> host(512);
+  DeviceBuffer buffer(host), pos(std::vector<int32_t>{0}), slot(std::vector<int64_t>{16});
+  p.q = p.k = p.v = buffer.as<uint16_t>();
+  p.positions = pos.as<int32_t>();
+  p.slot_mapping = slot.as<int64_t>();
+  p.k_cache = p.v_cache = buffer.as<void>();
+  p.q_out_fp8 = buffer.as<uint8_t>();
+  p.k_row_stride = 132;
+  EXPECT_QUENCH_ERROR(rope_quant_append_cuda(p, nullptr), {"k_row_stride 132", "multiple of 8"});
+  p.k_row_stride = 128;
+  p.q = buffer.as<uint16_t>() + 4;
+  EXPECT_QUENCH_ERROR(rope_quant_append_cuda(p, nullptr), {"q (", "16-byte aligned"});
+  EXPECT_QUENCH_ERROR(parse_rope_append_path("fast"), {"'fast'", "fused, unfused"});
+}
+
+}  // namespace
+}  // namespace quench
