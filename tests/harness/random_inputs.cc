@@ -5,14 +5,16 @@ namespace quench::testing_support {
 std::vector<float> RandomInputs::uniform(size_t n, float lo, float hi) {
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> out(n);
-  for (auto& x : out) x = dist(engine_);
+  for (auto& x : out)
+    x = dist(engine_);
   return out;
 }
 
 std::vector<float> RandomInputs::normal(size_t n, float mean, float stddev) {
   std::normal_distribution<float> dist(mean, stddev);
   std::vector<float> out(n);
-  for (auto& x : out) x = dist(engine_);
+  for (auto& x : out)
+    x = dist(engine_);
   return out;
 }
 

@@ -26,7 +26,9 @@ QUENCH_HD uint16_t float_to_bf16_bits(float x) {
   return static_cast<uint16_t>(sign | encode_rne(abs_bits, 7, 127, 0x7f80u));
 }
 
-QUENCH_HD float bf16_bits_to_float(uint16_t b) { return bits_to_float(static_cast<uint32_t>(b) << 16); }
+QUENCH_HD float bf16_bits_to_float(uint16_t b) {
+  return bits_to_float(static_cast<uint32_t>(b) << 16);
+}
 
 QUENCH_HD uint16_t float_to_f16_bits(float x) {
   const uint32_t u = float_to_bits(x);
@@ -47,9 +49,17 @@ QUENCH_HD float f16_bits_to_float(uint16_t h) {
   return sign ? -magnitude : magnitude;
 }
 
-QUENCH_HD bf16 to_bf16(float x) { return bf16{float_to_bf16_bits(x)}; }
-QUENCH_HD float to_float(bf16 x) { return bf16_bits_to_float(x.bits); }
-QUENCH_HD f16 to_f16(float x) { return f16{float_to_f16_bits(x)}; }
-QUENCH_HD float to_float(f16 x) { return f16_bits_to_float(x.bits); }
+QUENCH_HD bf16 to_bf16(float x) {
+  return bf16{float_to_bf16_bits(x)};
+}
+QUENCH_HD float to_float(bf16 x) {
+  return bf16_bits_to_float(x.bits);
+}
+QUENCH_HD f16 to_f16(float x) {
+  return f16{float_to_f16_bits(x)};
+}
+QUENCH_HD float to_float(f16 x) {
+  return f16_bits_to_float(x.bits);
+}
 
 }  // namespace quench

@@ -31,8 +31,9 @@ QUENCH_HD uint8_t float_to_e2m1(float x) {
 QUENCH_HD float e2m1_to_float(uint8_t code) {
   // Index = low three bits: 0, 0.5, 1, 1.5, 2, 3, 4, 6.
   const uint32_t m = code & 0x7u;
-  const float magnitude = m < 4 ? 0.5f * static_cast<float>(m)
-                                : static_cast<float>(1u << ((m - 2) >> 1)) * (1.0f + 0.5f * static_cast<float>(m & 1u));
+  const float magnitude =
+      m < 4 ? 0.5f * static_cast<float>(m)
+            : static_cast<float>(1u << ((m - 2) >> 1)) * (1.0f + 0.5f * static_cast<float>(m & 1u));
   return (code & 0x8u) ? -magnitude : magnitude;
 }
 
@@ -45,6 +46,11 @@ QUENCH_HD uint8_t nvfp4_block_scale(float amax, float global_scale) {
 QUENCH_HD float nvfp4_element_factor(uint8_t block_scale, float global_scale) {
   const float bs = fp8_e4m3_to_float(block_scale);
   return bs == 0.0f ? 0.0f : global_scale / bs;
+}
+
+// Dequantized value of one element: e2m1 value * block scale / global scale, in that order.
+QUENCH_HD float nvfp4_dequantize_element(uint8_t code, uint8_t block_scale, float global_scale) {
+  return e2m1_to_float(code) * fp8_e4m3_to_float(block_scale) / global_scale;
 }
 
 // Byte offset of scale column `col` (one per 16 elements) of row `row` in the 128x4-swizzled

@@ -1,0 +1,79 @@
+#include "harness/compare.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace quench::testing_support {
+
+Tolerance attention_tolerance(bool decode, DType q_dtype, DType kv_dtype, DType out_dtype) {
+  if (out_dtype == DType::kNVFP4) {
+    return decode ? tolerance::kDecodeFp8QNvfp4Out : tolerance::kPrefillFp8QNvfp4Out;
+  }
+  if (is_fp8(out_dtype))
+    return decode ? tolerance::kDecodeFp8QFp8Out : tolerance::kPrefillFp8QFp8Out;
+  if (is_fp8(q_dtype))
+    return decode ? tolerance::kDecodeFp8QBf16Out : tolerance::kPrefillFp8QBf16Out;
+  if (is_fp8(kv_dtype)) return tolerance::kDecodeBf16QFp8Kv;
+  return decode ? tolerance::kDecodeBf16 : tolerance::kPrefillBf16;
+}
+
+std::string CompareResult::summary() const {
+  std::ostringstream out;
+  out << (ok ? "PASS" : "FAIL") << ": " << num_mismatches << " of " << num_compared
+      << " elements out of tolerance; max abs error " << max_abs_error << ", max rel error "
+      << max_rel_error;
+  for (const Mismatch& m : first_mismatches) {
+    out << "\n  token " << m.token << " head " << m.head << " dim " << m.dim << ": actual "
+        << m.actual << " expected " << m.expected;
+  }
+  return out.str();
+}
+
+CompareResult compare_values(const float* actual, const float* expected, int64_t num_tokens,
+                             int64_t num_heads, int64_t head_dim, Tolerance tolerance) {
+  CompareResult result;
+  result.num_compared = num_tokens * num_heads * head_dim;
+  for (int64_t i = 0; i < result.num_compared; ++i) {
+    const double a = actual[i];
+    const double b = expected[i];
+    bool pass = false;
+    if (!std::isnan(a) && !std::isnan(b)) {
+      const double error = std::fabs(a - b);
+      if (std::isfinite(error)) {
+        result.max_abs_error = std::max(result.max_abs_error, error);
+        if (b != 0.0) result.max_rel_error = std::max(result.max_rel_error, error / std::fabs(b));
+      }
+      pass = a == b || error <= tolerance.atol + tolerance.rtol * std::fabs(b);
+    }
+    if (pass) continue;
+    ++result.num_mismatches;
+    if (static_cast<int>(result.first_mismatches.size()) < CompareResult::kMaxReported) {
+      result.first_mismatches.push_back(Mismatch{i / (num_heads * head_dim),
+                                                 (i / head_dim) % num_heads, i % head_dim,
+                                                 actual[i], expected[i]});
+    }
+  }
+  result.ok = result.num_mismatches == 0;
+  return result;
+}
+
+std::vector<float> decode_outputs(const AttentionOutputFormat& format, int64_t num_tokens,
+                                  const void* data, const uint8_t* block_scales) {
+  std::vector<float> values(static_cast<size_t>(num_tokens * format.row_elems));
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    read_attention_output_row(format, t, data, block_scales, &values[t * format.row_elems]);
+  }
+  return values;
+}
+
+CompareResult compare_outputs(const AttentionOutputFormat& format, int64_t num_tokens,
+                              int64_t num_heads, const void* actual,
+                              const uint8_t* actual_block_scales, const void* expected,
+                              const uint8_t* expected_block_scales, Tolerance tolerance) {
+  const std::vector<float> a = decode_outputs(format, num_tokens, actual, actual_block_scales);
+  const std::vector<float> b = decode_outputs(format, num_tokens, expected, expected_block_scales);
+  return compare_values(a.data(), b.data(), num_tokens, num_heads, format.row_elems / num_heads,
+                        tolerance);
+}
+
+}  // namespace quench::testing_support
