@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "quench/core/error.h"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
@@ -23,18 +26,50 @@ constexpr int kMinTilesPerSplit = 2;
 constexpr int kMaxSplits = 64;
 
 void check_cuda(cudaError_t status, const char* what) {
-  QUENCH_REQUIRE(status == cudaSuccess, "decode attention: ", what, " failed: ",
-                 cudaGetErrorString(status));
+  QUENCH_REQUIRE(status == cudaSuccess, "decode attention: ", what,
+                 " failed: ", cudaGetErrorString(status));
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 DecodeKernelInfo kernel_info(const AttentionParams& p) {
   switch (p.kv.dtype) {
-    case DType::kFP8E4M3: return decode::decode_kernel_info_kv_e4m3(p.kv.head_dim, p.q_dtype);
-    case DType::kFP8E5M2: return decode::decode_kernel_info_kv_e5m2(p.kv.head_dim, p.q_dtype);
-    default: return decode::decode_kernel_info_kv_bf16(p.kv.head_dim, p.q_dtype);
+    case DType::kFP8E4M3:
+      return decode::decode_kernel_info_kv_e4m3(p.kv.head_dim, p.q_dtype);
+    case DType::kFP8E5M2:
+      return decode::decode_kernel_info_kv_e5m2(p.kv.head_dim, p.q_dtype);
+    default:
+      return decode::decode_kernel_info_kv_bf16(p.kv.head_dim, p.q_dtype);
   }
+}
+
+struct DeviceLimits {
+  int sm_count = 0;
+  int ctas_per_sm = 0;
+};
+
+// Opts the kernel into its shared memory and asks how many CTAs fit on an SM, once per
+// (kernel, device, smem size): later calls (and CUDA graph captures) make no runtime calls.
+DeviceLimits device_limits(const void* fn, int32_t smem_bytes) {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, int, int32_t>, DeviceLimits> cache;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(fn, device, smem_bytes);
+  if (const auto it = cache.find(key); it != cache.end()) return it->second;
+  DeviceLimits limits;
+  check_cuda(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes),
+             "cudaFuncSetAttribute(max dynamic shared memory)");
+  check_cuda(cudaDeviceGetAttribute(&limits.sm_count, cudaDevAttrMultiProcessorCount, device),
+             "cudaDeviceGetAttribute(SM count)");
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&limits.ctas_per_sm, fn,
+                                                           decode::kThreads, smem_bytes),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  cache.emplace(key, limits);
+  return limits;
 }
 
 struct LaunchShape {
@@ -50,30 +85,19 @@ LaunchShape launch_shape(const AttentionParams& p) {
   DecodeKernelArgs& args = shape.args;
   args.p = p;
   args.group = p.num_q_heads / p.kv.num_kv_heads;
-  args.row_groups = std::max(
-      1, (p.max_q_len * args.group + decode::kRowsPerCta - 1) / decode::kRowsPerCta);
-  args.num_stages =
-      std::clamp(kStageBudgetBytes / shape.info.stage_bytes, 2, kMaxStages);
+  args.row_groups =
+      std::max(1, (p.max_q_len * args.group + decode::kRowsPerCta - 1) / decode::kRowsPerCta);
+  args.num_stages = std::clamp(kStageBudgetBytes / shape.info.stage_bytes, 2, kMaxStages);
   shape.smem_bytes = shape.info.fixed_bytes +
                      std::max(args.num_stages * shape.info.stage_bytes, shape.info.combine_bytes);
-  check_cuda(cudaFuncSetAttribute(shape.info.fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  shape.smem_bytes),
-             "cudaFuncSetAttribute(max dynamic shared memory)");
-
-  int device = 0, sm_count = 0, ctas_per_sm = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device),
-             "cudaDeviceGetAttribute(SM count)");
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, shape.info.fn,
-                                                           decode::kThreads, shape.smem_bytes),
-             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  const int64_t slots = static_cast<int64_t>(sm_count) * std::max(ctas_per_sm, 1);
+  const DeviceLimits limits = device_limits(shape.info.fn, shape.smem_bytes);
+  const int64_t slots = static_cast<int64_t>(limits.sm_count) * std::max(limits.ctas_per_sm, 1);
   const int64_t base = static_cast<int64_t>(p.num_seqs) * p.kv.num_kv_heads * args.row_groups;
   // KV tokens one CTA may visit: the whole sequence, or the window (+1 tile of misalignment).
   int64_t visible = p.max_seq_len;
   if (p.window_left >= 0) {
-    visible = std::min<int64_t>(visible, static_cast<int64_t>(p.window_left) + p.max_q_len +
-                                             decode::kTileTokens);
+    visible = std::min<int64_t>(
+        visible, static_cast<int64_t>(p.window_left) + p.max_q_len + decode::kTileTokens);
   }
   const int64_t tiles = (visible + decode::kTileTokens - 1) / decode::kTileTokens;
   int64_t splits = 1;
@@ -82,9 +106,9 @@ LaunchShape launch_shape(const AttentionParams& p) {
                        static_cast<int64_t>(kMaxSplits)});
   }
   args.num_splits = static_cast<int32_t>(std::max<int64_t>(splits, 1));
-  shape.grid = dim3(static_cast<unsigned>(args.num_splits),
-                    static_cast<unsigned>(p.kv.num_kv_heads),
-                    static_cast<unsigned>(p.num_seqs * args.row_groups));
+  shape.grid =
+      dim3(static_cast<unsigned>(args.num_splits), static_cast<unsigned>(p.kv.num_kv_heads),
+           static_cast<unsigned>(p.num_seqs * args.row_groups));
   return shape;
 }
 
@@ -112,16 +136,15 @@ void validate_decode_attention_params(const AttentionParams& p) {
   QUENCH_REQUIRE(p.num_seqs >= 0 && p.num_tokens >= 0 && p.max_q_len >= 0 && p.max_seq_len >= 0,
                  "decode attention: negative size (num_seqs ", p.num_seqs, ", num_tokens ",
                  p.num_tokens, ", max_q_len ", p.max_q_len, ", max_seq_len ", p.max_seq_len, ")");
-  QUENCH_REQUIRE(!is_fp8(p.out_dtype) || p.o_scale > 0.0f, "decode attention: o_scale ",
-                 p.o_scale, " must be > 0 for an FP8 output");
+  QUENCH_REQUIRE(!is_fp8(p.out_dtype) || p.o_scale > 0.0f, "decode attention: o_scale ", p.o_scale,
+                 " must be > 0 for an FP8 output");
   if (p.out_dtype == DType::kNVFP4) {
     QUENCH_REQUIRE(p.out_block_scales != nullptr,
                    "decode attention: NVFP4 output needs out_block_scales");
-    QUENCH_REQUIRE(p.out_scale_row_offset >= 0 &&
-                       p.out_scale_row_offset + p.num_tokens <= p.out_scale_rows,
-                   "decode attention: NVFP4 scale rows [", p.out_scale_row_offset, ", ",
-                   p.out_scale_row_offset + p.num_tokens, ") exceed out_scale_rows ",
-                   p.out_scale_rows);
+    QUENCH_REQUIRE(
+        p.out_scale_row_offset >= 0 && p.out_scale_row_offset + p.num_tokens <= p.out_scale_rows,
+        "decode attention: NVFP4 scale rows [", p.out_scale_row_offset, ", ",
+        p.out_scale_row_offset + p.num_tokens, ") exceed out_scale_rows ", p.out_scale_rows);
   }
   if (p.num_seqs == 0) return;
   QUENCH_REQUIRE(p.q != nullptr && p.k_cache != nullptr && p.v_cache != nullptr &&
@@ -129,8 +152,7 @@ void validate_decode_attention_params(const AttentionParams& p) {
                      p.block_table != nullptr,
                  "decode attention: q, k_cache, v_cache, out, q_offsets, seq_lens and "
                  "block_table must all be device pointers (one is null)");
-  QUENCH_REQUIRE(aligned16(p.q) && aligned16(p.k_cache) && aligned16(p.v_cache) &&
-                     aligned16(p.out),
+  QUENCH_REQUIRE(aligned16(p.q) && aligned16(p.k_cache) && aligned16(p.v_cache) && aligned16(p.out),
                  "decode attention: q, k_cache, v_cache and out must be 16-byte aligned");
   QUENCH_REQUIRE(p.block_table_stride >= 1, "decode attention: block_table_stride ",
                  p.block_table_stride, " must be >= 1");

@@ -53,7 +53,7 @@ struct DecodeTraits {
   static constexpr int kChunkGroups = kHeadDim / 64;  // 16-element K chunks per lane per token
   static constexpr int kKSteps = kHeadDim / 16;
   static constexpr int kONTiles = kHeadDim / 8;
-  static constexpr bool kQInRegisters = kHeadDim <= 128;  // hd256 re-reads Q from smem
+  static constexpr bool kQInRegisters = kHeadDim <= 128;          // hd256 re-reads Q from smem
   static constexpr int kVBytesPerLane = kHeadDim * kKvBytes / 8;  // V columns one lane owns
   static constexpr int kVLoadBytes = kVBytesPerLane < 16 ? kVBytesPerLane : 16;
   static_assert(kChunksPerThread >= 1 && kTileTokens * kChunksPerRow % kThreads == 0);
@@ -65,8 +65,7 @@ template <int kQStride>
 __device__ __forceinline__ void load_q_chunk(const uint8_t* q_smem, int g, int c, int cg,
                                              uint32_t (&lo)[8], uint32_t (&hi)[8]) {
   const uint4* p0 = reinterpret_cast<const uint4*>(q_smem + g * kQStride + (4 * cg + c) * 32);
-  const uint4* p1 =
-      reinterpret_cast<const uint4*>(q_smem + (g + 8) * kQStride + (4 * cg + c) * 32);
+  const uint4* p1 = reinterpret_cast<const uint4*>(q_smem + (g + 8) * kQStride + (4 * cg + c) * 32);
   const uint4 a = p0[0], b = p0[1], d = p1[0], e = p1[1];
   lo[0] = a.x, lo[1] = a.y, lo[2] = a.z, lo[3] = a.w, lo[4] = b.x, lo[5] = b.y, lo[6] = b.z,
   lo[7] = b.w;
@@ -222,8 +221,7 @@ __global__ void __launch_bounds__(kThreads)
         const int32_t tok = (my_tile0 + tile) * kTileTokens + row;
         const bool valid = chunk_page[i] >= 0;
         const int64_t offset =
-            valid ? p.kv.offset(chunk_page[i], tok % page_size, kv_head, 0) * T::kKvBytes +
-                        col * 16
+            valid ? p.kv.offset(chunk_page[i], tok % page_size, kv_head, 0) * T::kKvBytes + col * 16
                   : 0;
         const int smem_offset = row * T::kKvStride + col * 16;
         cp_async_16(smem_address(k_tile + smem_offset), k_global + offset, valid);
@@ -258,7 +256,8 @@ __global__ void __launch_bounds__(kThreads)
 
   float o_acc[T::kONTiles][4];
 #pragma unroll
-  for (int i = 0; i < T::kONTiles; ++i) o_acc[i][0] = o_acc[i][1] = o_acc[i][2] = o_acc[i][3] = 0.0f;
+  for (int i = 0; i < T::kONTiles; ++i)
+    o_acc[i][0] = o_acc[i][1] = o_acc[i][2] = o_acc[i][3] = 0.0f;
   float row_max[2] = {-INFINITY, -INFINITY};
   float row_sum[2] = {0.0f, 0.0f};  // this lane's share; reduced across the quad at the end
 
@@ -279,8 +278,8 @@ __global__ void __launch_bounds__(kThreads)
       uint32_t k_words[2][4 * T::kKvBytes];
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
-        const uint8_t* src = k_tile + (16 * warp + 8 * nt + g) * T::kKvStride +
-                             (4 * cg + c) * 16 * T::kKvBytes;
+        const uint8_t* src =
+            k_tile + (16 * warp + 8 * nt + g) * T::kKvStride + (4 * cg + c) * 16 * T::kKvBytes;
         load_words<16 * T::kKvBytes>(src, k_words[nt]);
       }
       uint32_t q_lo[8], q_hi[8];
@@ -327,7 +326,8 @@ __global__ void __launch_bounds__(kThreads)
     }
 #pragma unroll
     for (int ri = 0; ri < 2; ++ri) {
-      float mx = fmaxf(fmaxf(s[0][2 * ri], s[0][2 * ri + 1]), fmaxf(s[1][2 * ri], s[1][2 * ri + 1]));
+      float mx =
+          fmaxf(fmaxf(s[0][2 * ri], s[0][2 * ri + 1]), fmaxf(s[1][2 * ri], s[1][2 * ri + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = fmaxf(row_max[ri], mx);
@@ -355,8 +355,9 @@ __global__ void __launch_bounds__(kThreads)
     // O[row][d] += P[row][token] V[token][d]. This lane reads V rows 2c, 2c+1, 2c+8, 2c+9 of
     // the warp's 16 tokens, columns [g * kHeadDim / 8, (g + 1) * kHeadDim / 8): its n-tile i
     // column is d = g * kHeadDim / 8 + i.
-    const uint32_t p_frag[4] = {pack_pair<kMma>(s[0][0], s[0][1]), pack_pair<kMma>(s[0][2], s[0][3]),
-                                pack_pair<kMma>(s[1][0], s[1][1]), pack_pair<kMma>(s[1][2], s[1][3])};
+    const uint32_t p_frag[4] = {
+        pack_pair<kMma>(s[0][0], s[0][1]), pack_pair<kMma>(s[0][2], s[0][3]),
+        pack_pair<kMma>(s[1][0], s[1][1]), pack_pair<kMma>(s[1][2], s[1][3])};
     constexpr int kLoads = T::kVBytesPerLane / T::kVLoadBytes;
     constexpr int kElemsPerLoad = T::kVLoadBytes / T::kKvBytes;
 #pragma unroll
@@ -373,8 +374,10 @@ __global__ void __launch_bounds__(kThreads)
         uint32_t b0, b1;
         if constexpr (T::kFp8Kv) {
           const uint32_t sel = fp8_pair_selector(k % 4, 4 + k % 4);
-          b0 = fp8x2_to_mma_pair<T::kFp8, kMma>(byte_perm(v_words[0][k / 4], v_words[1][k / 4], sel));
-          b1 = fp8x2_to_mma_pair<T::kFp8, kMma>(byte_perm(v_words[2][k / 4], v_words[3][k / 4], sel));
+          b0 = fp8x2_to_mma_pair<T::kFp8, kMma>(
+              byte_perm(v_words[0][k / 4], v_words[1][k / 4], sel));
+          b1 = fp8x2_to_mma_pair<T::kFp8, kMma>(
+              byte_perm(v_words[2][k / 4], v_words[3][k / 4], sel));
         } else {
           const uint32_t sel = (k % 2) ? 0x7632u : 0x5410u;
           b0 = byte_perm(v_words[0][k / 2], v_words[1][k / 2], sel);
@@ -418,7 +421,8 @@ __global__ void __launch_bounds__(kThreads)
     const int d0 = unit % kBlocksPerRow * 16;
     float m = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, stat_max[w * kRowsPerCta + r]);
+    for (int w = 0; w < kWarps; ++w)
+      m = fmaxf(m, stat_max[w * kRowsPerCta + r]);
     float weight[kWarps];
     float sum = 0.0f;
 #pragma unroll
@@ -428,7 +432,8 @@ __global__ void __launch_bounds__(kThreads)
     }
     float v[16];
 #pragma unroll
-    for (int k = 0; k < 16; ++k) v[k] = 0.0f;
+    for (int k = 0; k < 16; ++k)
+      v[k] = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
       const float* src = combine + (w * kRowsPerCta + r) * T::kCombineStride + d0;
@@ -452,7 +457,8 @@ __global__ void __launch_bounds__(kThreads)
       }
       const float scale = denom > 0.0f ? fast_exp2(m - total_max) * v_factor / denom : 0.0f;
 #pragma unroll
-      for (int k = 0; k < 16; ++k) v[k] *= scale;
+      for (int k = 0; k < 16; ++k)
+        v[k] *= scale;
       write_output_block16(p, token, head, d0, v);
       if (d0 == 0 && p.lse != nullptr) {
         p.lse[static_cast<int64_t>(token) * p.num_q_heads + head] =

@@ -109,23 +109,39 @@ __device__ __forceinline__ float fast_tanh(float x) {
 __device__ __forceinline__ void cp_async_16(uint32_t smem_addr, const void* global_ptr,
                                             bool valid) {
   const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr),
-               "l"(global_ptr), "r"(src_bytes));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(global_ptr),
+               "r"(src_bytes));
 }
 
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
 
 // Waits until at most `pending` committed groups are still in flight (pending is a runtime
 // stage count; the instruction needs an immediate).
 __device__ __forceinline__ void cp_async_wait_pending(int pending) {
   switch (pending) {
-    case 0: asm volatile("cp.async.wait_group 0;\n" ::); break;
-    case 1: asm volatile("cp.async.wait_group 1;\n" ::); break;
-    case 2: asm volatile("cp.async.wait_group 2;\n" ::); break;
-    case 3: asm volatile("cp.async.wait_group 3;\n" ::); break;
-    case 4: asm volatile("cp.async.wait_group 4;\n" ::); break;
-    case 5: asm volatile("cp.async.wait_group 5;\n" ::); break;
-    default: asm volatile("cp.async.wait_group 6;\n" ::); break;
+    case 0:
+      asm volatile("cp.async.wait_group 0;\n" ::);
+      break;
+    case 1:
+      asm volatile("cp.async.wait_group 1;\n" ::);
+      break;
+    case 2:
+      asm volatile("cp.async.wait_group 2;\n" ::);
+      break;
+    case 3:
+      asm volatile("cp.async.wait_group 3;\n" ::);
+      break;
+    case 4:
+      asm volatile("cp.async.wait_group 4;\n" ::);
+      break;
+    case 5:
+      asm volatile("cp.async.wait_group 5;\n" ::);
+      break;
+    default:
+      asm volatile("cp.async.wait_group 6;\n" ::);
+      break;
   }
 }
 

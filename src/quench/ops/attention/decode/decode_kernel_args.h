@@ -20,8 +20,8 @@ inline constexpr int kWarps = 4;
 inline constexpr int kThreads = kWarps * 32;
 
 struct DecodeKernelArgs {
-  AttentionParams p;     // device pointers
-  int32_t group = 1;     // num_q_heads / num_kv_heads
+  AttentionParams p;       // device pointers
+  int32_t group = 1;       // num_q_heads / num_kv_heads
   int32_t row_groups = 1;  // ceil(max_q_len * group / kRowsPerCta): CTAs per (request, KV head)
   int32_t num_splits = 1;  // CTAs per (request, KV head, row group) along the KV sequence
   int32_t num_stages = 2;  // cp.async pipeline depth (tiles in shared memory)

@@ -26,9 +26,12 @@ DecodeKernelInfo decode_kernel_info_for_q(DType q_dtype) {
 template <DType kKvDtype>
 DecodeKernelInfo decode_kernel_info_for(int32_t head_dim, DType q_dtype) {
   switch (head_dim) {
-    case 64: return decode_kernel_info_for_q<64, kKvDtype>(q_dtype);
-    case 128: return decode_kernel_info_for_q<128, kKvDtype>(q_dtype);
-    default: return decode_kernel_info_for_q<256, kKvDtype>(q_dtype);
+    case 64:
+      return decode_kernel_info_for_q<64, kKvDtype>(q_dtype);
+    case 128:
+      return decode_kernel_info_for_q<128, kKvDtype>(q_dtype);
+    default:
+      return decode_kernel_info_for_q<256, kKvDtype>(q_dtype);
   }
 }
 

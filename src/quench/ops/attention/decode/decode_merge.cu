@@ -22,8 +22,8 @@ __global__ void __launch_bounds__(kMergeThreads)
   const int32_t blocks_per_row = head_dim / 16;
   const int64_t total = static_cast<int64_t>(p.num_tokens) * p.num_q_heads * blocks_per_row;
   const int64_t split_rows = static_cast<int64_t>(p.num_tokens) * p.num_q_heads;
-  for (int64_t unit = static_cast<int64_t>(blockIdx.x) * kMergeThreads + threadIdx.x;
-       unit < total; unit += static_cast<int64_t>(gridDim.x) * kMergeThreads) {
+  for (int64_t unit = static_cast<int64_t>(blockIdx.x) * kMergeThreads + threadIdx.x; unit < total;
+       unit += static_cast<int64_t>(gridDim.x) * kMergeThreads) {
     const int64_t row = unit / blocks_per_row;  // token * num_q_heads + head
     const int32_t d0 = static_cast<int32_t>(unit % blocks_per_row) * 16;
     const int32_t head = static_cast<int32_t>(row % p.num_q_heads);
@@ -38,7 +38,8 @@ __global__ void __launch_bounds__(kMergeThreads)
     float denom = p.sinks != nullptr ? fast_exp2(sink - total_max) : 0.0f;
     float v[16];
 #pragma unroll
-    for (int k = 0; k < 16; ++k) v[k] = 0.0f;
+    for (int k = 0; k < 16; ++k)
+      v[k] = 0.0f;
     for (int s = 0; s < args.num_splits; ++s) {
       const float lse = args.partial_lse[s * split_rows + row];
       if (lse == -INFINITY) continue;  // the split saw no visible token of this row
@@ -55,7 +56,8 @@ __global__ void __launch_bounds__(kMergeThreads)
     }
     const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
 #pragma unroll
-    for (int k = 0; k < 16; ++k) v[k] *= inv;
+    for (int k = 0; k < 16; ++k)
+      v[k] *= inv;
     write_output_block16(p, token, head, d0, v);
     if (d0 == 0 && p.lse != nullptr) p.lse[row] = (total_max + __log2f(denom)) * kMergeLn2;
   }
@@ -64,8 +66,8 @@ __global__ void __launch_bounds__(kMergeThreads)
 }  // namespace
 
 void launch_decode_merge(const DecodeKernelArgs& args, cudaStream_t stream) {
-  const int64_t units = static_cast<int64_t>(args.p.num_tokens) * args.p.num_q_heads *
-                        (args.p.kv.head_dim / 16);
+  const int64_t units =
+      static_cast<int64_t>(args.p.num_tokens) * args.p.num_q_heads * (args.p.kv.head_dim / 16);
   if (units == 0) return;
   const int64_t blocks = (units + kMergeThreads - 1) / kMergeThreads;
   const unsigned grid = static_cast<unsigned>(blocks < 65535 ? blocks : 65535);

@@ -22,7 +22,8 @@ __device__ __forceinline__ void write_output_block16(const AttentionParams& p, i
   if (p.out_dtype == DType::kBF16) {
     uint32_t packed[8];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) packed[i] = pack_pair<MmaType::kBF16>(v[2 * i], v[2 * i + 1]);
+    for (int i = 0; i < 8; ++i)
+      packed[i] = pack_pair<MmaType::kBF16>(v[2 * i], v[2 * i + 1]);
     uint4* dst = reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.out) + row_elem);
     dst[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
     dst[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
@@ -40,7 +41,8 @@ __device__ __forceinline__ void write_output_block16(const AttentionParams& p, i
   } else {  // NVFP4
     float amax = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(v[i]));
+    for (int i = 0; i < 16; ++i)
+      amax = fmaxf(amax, fabsf(v[i]));
     const uint8_t block_scale = nvfp4_block_scale(amax, p.nvfp4_global_scale);
     const float factor = nvfp4_element_factor(block_scale, p.nvfp4_global_scale);
     uint32_t packed[2] = {0, 0};
