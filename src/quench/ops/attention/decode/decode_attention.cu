@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
-#include <tuple>
+#include <utility>
 
 #include "quench/core/error.h"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
@@ -17,9 +17,11 @@ namespace {
 using decode::DecodeKernelArgs;
 using decode::DecodeKernelInfo;
 
-// Pipeline buffers per CTA: ~108 KiB keeps two CTAs per SM (227 KiB) with 2-7 tiles in
-// flight each (fp8 hd128: 5 stages of 18 KiB; bf16 hd128: 3 of 34 KiB).
-constexpr int kStageBudgetBytes = 108 * 1024;
+// Pipeline depth: at least kMinStages tiles (two in flight while one is consumed) where shared
+// memory allows, at most kMaxStages; more CTAs per SM (up to what registers allow) come first,
+// since their warps hide the latency of the FP8 conversions and MMAs.
+constexpr int kMinStages = 3;
+constexpr int kMaxCtasPerSm = 4;
 constexpr int kMaxStages = 8;
 // A split covers at least this many 64-token tiles, so the merge stays cheap.
 constexpr int kMinTilesPerSplit = 2;
@@ -45,31 +47,73 @@ DecodeKernelInfo kernel_info(const AttentionParams& p) {
   }
 }
 
-struct DeviceLimits {
+// How one kernel runs on the current device: pipeline depth, shared memory, occupancy.
+struct KernelLaunchConfig {
   int sm_count = 0;
   int ctas_per_sm = 0;
+  int num_stages = 0;
+  int smem_bytes = 0;
 };
 
-// Opts the kernel into its shared memory and asks how many CTAs fit on an SM, once per
-// (kernel, device, smem size): later calls (and CUDA graph captures) make no runtime calls.
-DeviceLimits device_limits(const void* fn, int32_t smem_bytes) {
+KernelLaunchConfig compute_launch_config(const DecodeKernelInfo& info, int device) {
+  KernelLaunchConfig config;
+  cudaFuncAttributes attributes{};
+  check_cuda(cudaFuncGetAttributes(&attributes, info.fn), "cudaFuncGetAttributes");
+  int regs_per_sm = 0, smem_per_sm = 0, smem_per_block = 0, reserved_per_block = 0;
+  check_cuda(cudaDeviceGetAttribute(&config.sm_count, cudaDevAttrMultiProcessorCount, device),
+             "cudaDeviceGetAttribute(SM count)");
+  check_cuda(cudaDeviceGetAttribute(&regs_per_sm, cudaDevAttrMaxRegistersPerMultiprocessor, device),
+             "cudaDeviceGetAttribute(registers per SM)");
+  check_cuda(
+      cudaDeviceGetAttribute(&smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device),
+      "cudaDeviceGetAttribute(shared memory per SM)");
+  check_cuda(
+      cudaDeviceGetAttribute(&smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+      "cudaDeviceGetAttribute(shared memory per block)");
+  check_cuda(
+      cudaDeviceGetAttribute(&reserved_per_block, cudaDevAttrReservedSharedMemoryPerBlock, device),
+      "cudaDeviceGetAttribute(reserved shared memory per block)");
+  const int regs_per_cta = std::max(1, attributes.numRegs) * decode::kThreads;
+  const int max_ctas = std::clamp(regs_per_sm / regs_per_cta, 1, kMaxCtasPerSm);
+  auto smem_for = [&](int stages) {
+    return info.fixed_bytes + std::max(stages * info.stage_bytes, info.combine_bytes);
+  };
+  for (int ctas = max_ctas; ctas >= 1; --ctas) {
+    const int budget =
+        std::min(smem_per_sm / ctas - reserved_per_block, smem_per_block) - info.fixed_bytes;
+    const int stages = std::min(budget / info.stage_bytes, kMaxStages);
+    if (stages >= kMinStages || (ctas == 1 && stages >= 2)) {
+      config.num_stages = stages;
+      break;
+    }
+  }
+  QUENCH_REQUIRE(config.num_stages >= 2, "decode attention: a ", info.stage_bytes,
+                 "-byte pipeline stage does not fit twice in ", smem_per_block,
+                 " bytes of shared memory");
+  // Two stages always hold the combine buffer: 2 * 128 * (D * bytes + 16) > 256 * (D + 4).
+  config.smem_bytes = smem_for(config.num_stages);
+  check_cuda(
+      cudaFuncSetAttribute(info.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, config.smem_bytes),
+      "cudaFuncSetAttribute(max dynamic shared memory)");
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&config.ctas_per_sm, info.fn,
+                                                           decode::kThreads, config.smem_bytes),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  return config;
+}
+
+// Computed once per (kernel, device): later calls, CUDA graph captures included, make no
+// runtime calls besides cudaGetDevice.
+KernelLaunchConfig launch_config(const DecodeKernelInfo& info) {
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   static std::mutex mutex;
-  static std::map<std::tuple<const void*, int, int32_t>, DeviceLimits> cache;
+  static std::map<std::pair<const void*, int>, KernelLaunchConfig> cache;
   const std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(fn, device, smem_bytes);
+  const auto key = std::make_pair(info.fn, device);
   if (const auto it = cache.find(key); it != cache.end()) return it->second;
-  DeviceLimits limits;
-  check_cuda(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes),
-             "cudaFuncSetAttribute(max dynamic shared memory)");
-  check_cuda(cudaDeviceGetAttribute(&limits.sm_count, cudaDevAttrMultiProcessorCount, device),
-             "cudaDeviceGetAttribute(SM count)");
-  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&limits.ctas_per_sm, fn,
-                                                           decode::kThreads, smem_bytes),
-             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  cache.emplace(key, limits);
-  return limits;
+  const KernelLaunchConfig config = compute_launch_config(info, device);
+  cache.emplace(key, config);
+  return config;
 }
 
 struct LaunchShape {
@@ -87,11 +131,10 @@ LaunchShape launch_shape(const AttentionParams& p) {
   args.group = p.num_q_heads / p.kv.num_kv_heads;
   args.row_groups =
       std::max(1, (p.max_q_len * args.group + decode::kRowsPerCta - 1) / decode::kRowsPerCta);
-  args.num_stages = std::clamp(kStageBudgetBytes / shape.info.stage_bytes, 2, kMaxStages);
-  shape.smem_bytes = shape.info.fixed_bytes +
-                     std::max(args.num_stages * shape.info.stage_bytes, shape.info.combine_bytes);
-  const DeviceLimits limits = device_limits(shape.info.fn, shape.smem_bytes);
-  const int64_t slots = static_cast<int64_t>(limits.sm_count) * std::max(limits.ctas_per_sm, 1);
+  const KernelLaunchConfig config = launch_config(shape.info);
+  args.num_stages = config.num_stages;
+  shape.smem_bytes = config.smem_bytes;
+  const int64_t slots = static_cast<int64_t>(config.sm_count) * std::max(config.ctas_per_sm, 1);
   const int64_t base = static_cast<int64_t>(p.num_seqs) * p.kv.num_kv_heads * args.row_groups;
   // KV tokens one CTA may visit: the whole sequence, or the window (+1 tile of misalignment).
   int64_t visible = p.max_seq_len;
@@ -136,6 +179,8 @@ void validate_decode_attention_params(const AttentionParams& p) {
   QUENCH_REQUIRE(p.num_seqs >= 0 && p.num_tokens >= 0 && p.max_q_len >= 0 && p.max_seq_len >= 0,
                  "decode attention: negative size (num_seqs ", p.num_seqs, ", num_tokens ",
                  p.num_tokens, ", max_q_len ", p.max_q_len, ", max_seq_len ", p.max_seq_len, ")");
+  QUENCH_REQUIRE(p.window_left >= -1, "decode attention: window_left ", p.window_left,
+                 " is not supported; allowed: -1 (no window) or >= 0");
   QUENCH_REQUIRE(!is_fp8(p.out_dtype) || p.o_scale > 0.0f, "decode attention: o_scale ", p.o_scale,
                  " must be > 0 for an FP8 output");
   if (p.out_dtype == DType::kNVFP4) {

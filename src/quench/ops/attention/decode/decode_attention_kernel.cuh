@@ -324,6 +324,7 @@ __global__ void __launch_bounds__(kThreads)
         s[nt][e] = x;
       }
     }
+    float alpha[2];
 #pragma unroll
     for (int ri = 0; ri < 2; ++ri) {
       float mx =
@@ -332,7 +333,7 @@ __global__ void __launch_bounds__(kThreads)
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = fmaxf(row_max[ri], mx);
       const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet
-      const float alpha = fast_exp2(row_max[ri] - m_use);
+      alpha[ri] = fast_exp2(row_max[ri] - m_use);
       row_max[ri] = m_new;
       float sum = 0.0f;
 #pragma unroll
@@ -344,11 +345,17 @@ __global__ void __launch_bounds__(kThreads)
           sum += pr;
         }
       }
-      row_sum[ri] = row_sum[ri] * alpha + sum;
+      row_sum[ri] = row_sum[ri] * alpha[ri] + sum;
+    }
+    // Once the running maxima settle (after the first tiles) no row's max moves and the warp
+    // skips rescaling its accumulators.
+    if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
       for (int i = 0; i < T::kONTiles; ++i) {
-        o_acc[i][2 * ri] *= alpha;
-        o_acc[i][2 * ri + 1] *= alpha;
+        o_acc[i][0] *= alpha[0];
+        o_acc[i][1] *= alpha[0];
+        o_acc[i][2] *= alpha[1];
+        o_acc[i][3] *= alpha[1];
       }
     }
 
