@@ -22,7 +22,6 @@ using decode::DecodeKernelInfo;
 // since their warps hide the latency of the FP8 conversions and MMAs.
 constexpr int kMinStages = 3;
 constexpr int kMaxCtasPerSm = 4;
-constexpr int kMaxStages = 8;
 // A split covers at least this many 64-token tiles, so the merge stays cheap.
 constexpr int kMinTilesPerSplit = 2;
 constexpr int kMaxSplits = 64;
@@ -81,7 +80,7 @@ KernelLaunchConfig compute_launch_config(const DecodeKernelInfo& info, int devic
   for (int ctas = max_ctas; ctas >= 1; --ctas) {
     const int budget =
         std::min(smem_per_sm / ctas - reserved_per_block, smem_per_block) - info.fixed_bytes;
-    const int stages = std::min(budget / info.stage_bytes, kMaxStages);
+    const int stages = std::min(budget / info.stage_bytes, decode::kMaxStages);
     if (stages >= kMinStages || (ctas == 1 && stages >= 2)) {
       config.num_stages = stages;
       break;

@@ -46,7 +46,9 @@ struct DecodeTraits {
   static constexpr int kQStride = kHeadDim * 2 + 16;
   static constexpr int kQBytes = kRowsPerCta * kQStride;
   static constexpr int kStatsBytes = 2 * kWarps * kRowsPerCta * 4;  // per-warp row max and sum
-  static constexpr int kFixedBytes = kQBytes + kStatsBytes;
+  // Block-table entries of the prologue's tiles, read in one parallel round.
+  static constexpr int kProloguePagesBytes = (kMaxStages - 1) * (kTileTokens / 16) * 4;
+  static constexpr int kFixedBytes = kQBytes + kStatsBytes + kProloguePagesBytes;
   static constexpr int kCombineStride = kHeadDim + 4;  // floats
   static constexpr int kCombineBytes = kWarps * kRowsPerCta * kCombineStride * 4;
 
@@ -143,33 +145,8 @@ __global__ void __launch_bounds__(kThreads)
   uint8_t* q_smem = smem;
   float* stat_max = reinterpret_cast<float*>(smem + T::kQBytes);  // [warp][row]
   float* stat_sum = stat_max + kWarps * kRowsPerCta;
+  int32_t* prologue_pages = reinterpret_cast<int32_t*>(smem + T::kQBytes + T::kStatsBytes);
   uint8_t* pipe = smem + T::kFixedBytes;
-
-  // Q rows -> shared memory (rows past num_rows are zero: their scores are 0, never written).
-  {
-    constexpr int kQChunksPerRow = kHeadDim * 2 / 16;
-    const uint8_t* q_global = static_cast<const uint8_t*>(p.q);
-    for (int idx = tid; idx < kRowsPerCta * kQChunksPerRow; idx += kThreads) {
-      const int r = idx / kQChunksPerRow;
-      const int chunk = idx % kQChunksPerRow;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (r < num_rows) {
-        const int64_t elem =
-            (static_cast<int64_t>(row_token(r)) * p.num_q_heads + row_head(r)) * kHeadDim;
-        v = *reinterpret_cast<const uint4*>(q_global + elem * 2 + chunk * 16);
-        if constexpr (kQDtype == DType::kF16 && kMma == MmaType::kBF16) {
-          // f16 query over a bf16 cache: the MMA needs one type; bf16 keeps the range.
-          uint32_t* w = reinterpret_cast<uint32_t*>(&v);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            w[i] = pack_pair<MmaType::kBF16>(f16_bits_to_float(static_cast<uint16_t>(w[i])),
-                                             f16_bits_to_float(static_cast<uint16_t>(w[i] >> 16)));
-          }
-        }
-      }
-      *reinterpret_cast<uint4*>(q_smem + r * T::kQStride + chunk * 16) = v;
-    }
-  }
 
   // Visible key range of this lane's two rows (g, g+8); rows past num_rows copy a real row.
   int32_t row_lo[2], row_hi[2];
@@ -196,17 +173,32 @@ __global__ void __launch_bounds__(kThreads)
   const int32_t page_size = p.kv.page_size;
   const int num_stages = args.num_stages;
 
-  // Page of each 16-byte chunk this thread copies for tile `tile` (-1: zero-fill). Loaded one
-  // tile ahead so the block-table read latency hides behind a tile of compute.
+  // Page of each 16-byte chunk this thread copies for tile `tile` (-1: zero-fill). In the main
+  // loop it is loaded one tile ahead, so the block-table latency hides behind a tile of
+  // compute; the prologue's tiles take theirs from prologue_pages, filled in one round.
+  const int32_t pages_per_tile = kTileTokens / page_size;
+  const int prologue_tiles = min(num_stages - 1, num_tiles);
+  for (int i = tid; i < prologue_tiles * pages_per_tile; i += kThreads) {
+    const int32_t first_tok =
+        (my_tile0 + i / pages_per_tile) * kTileTokens + i % pages_per_tile * page_size;
+    // Pages that start at or past kv_end may lie beyond the block-table row: never read them.
+    prologue_pages[i] = first_tok < kv_end ? __ldg(pages_of_seq + first_tok / page_size) : -1;
+  }
+  __syncthreads();
   int32_t chunk_page[T::kChunksPerThread];
   auto load_pages = [&](int tile) {
 #pragma unroll
     for (int i = 0; i < T::kChunksPerThread; ++i) {
       const int row = (tid + i * kThreads) / T::kChunksPerRow;
       const int32_t tok = (my_tile0 + tile) * kTileTokens + row;
-      chunk_page[i] = (tile < num_tiles && tok >= kv_begin && tok < kv_end)
-                          ? __ldg(pages_of_seq + tok / page_size)
-                          : -1;
+      const bool visible = tile < num_tiles && tok >= kv_begin && tok < kv_end;
+      if (!visible) {
+        chunk_page[i] = -1;
+      } else if (tile < prologue_tiles) {
+        chunk_page[i] = prologue_pages[tile * pages_per_tile + row / page_size];
+      } else {
+        chunk_page[i] = __ldg(pages_of_seq + tok / page_size);
+      }
     }
   };
   auto issue_tile = [&](int tile) {
@@ -236,6 +228,34 @@ __global__ void __launch_bounds__(kThreads)
     issue_tile(s);
   }
   load_pages(num_stages - 1);
+
+  // Q rows -> shared memory, while the first KV tiles are in flight (rows past num_rows are
+  // zero: their scores are 0 and they are never written).
+  {
+    constexpr int kQChunksPerRow = kHeadDim * 2 / 16;
+    const uint8_t* q_global = static_cast<const uint8_t*>(p.q);
+    for (int idx = tid; idx < kRowsPerCta * kQChunksPerRow; idx += kThreads) {
+      const int r = idx / kQChunksPerRow;
+      const int chunk = idx % kQChunksPerRow;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (r < num_rows) {
+        const int64_t elem =
+            (static_cast<int64_t>(row_token(r)) * p.num_q_heads + row_head(r)) * kHeadDim;
+        v = *reinterpret_cast<const uint4*>(q_global + elem * 2 + chunk * 16);
+        if constexpr (kQDtype == DType::kF16 && kMma == MmaType::kBF16) {
+          // f16 query over a bf16 cache: the MMA needs one type; bf16 keeps the range.
+          uint32_t* w = reinterpret_cast<uint32_t*>(&v);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            w[i] = pack_pair<MmaType::kBF16>(f16_bits_to_float(static_cast<uint16_t>(w[i])),
+                                             f16_bits_to_float(static_cast<uint16_t>(w[i] >> 16)));
+          }
+        }
+      }
+      *reinterpret_cast<uint4*>(q_smem + r * T::kQStride + chunk * 16) = v;
+    }
+  }
+
   __syncthreads();  // Q in shared memory
 
   uint32_t q_frag[T::kQInRegisters ? T::kKSteps : 1][4];

@@ -18,6 +18,8 @@ inline constexpr int kRowsPerCta = 16;
 inline constexpr int kTileTokens = 64;
 inline constexpr int kWarps = 4;
 inline constexpr int kThreads = kWarps * 32;
+// Deepest cp.async pipeline (tiles in shared memory) the launcher may choose.
+inline constexpr int kMaxStages = 8;
 
 struct DecodeKernelArgs {
   AttentionParams p;       // device pointers
