@@ -1,0 +1,250 @@
+// Host side of decode attention: validation, launch shape (pipeline depth, KV splits), dispatch
+// to the instantiation for (head dim, KV dtype, query dtype), and the split-KV merge.
+#include "quench/ops/attention/decode/decode_attention.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "quench/core/error.h"
+#include "quench/ops/attention/decode/decode_kernel_args.h"
+
+namespace quench {
+namespace {
+
+using decode::DecodeKernelArgs;
+using decode::DecodeKernelInfo;
+
+// Pipeline depth: at least kMinStages tiles (two in flight while one is consumed) where shared
+// memory allows, at most kMaxStages; more CTAs per SM (up to what registers allow) come first,
+// since their warps hide the latency of the FP8 conversions and MMAs.
+constexpr int kMinStages = 3;
+constexpr int kMaxCtasPerSm = 4;
+// A split covers at least this many 64-token tiles, so the merge stays cheap.
+constexpr int kMinTilesPerSplit = 2;
+constexpr int kMaxSplits = 64;
+
+void check_cuda(cudaError_t status, const char* what) {
+  QUENCH_REQUIRE(status == cudaSuccess, "decode attention: ", what,
+                 " failed: ", cudaGetErrorString(status));
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+DecodeKernelInfo kernel_info(const AttentionParams& p) {
+  switch (p.kv.dtype) {
+    case DType::kFP8E4M3:
+      return decode::decode_kernel_info_kv_e4m3(p.kv.head_dim, p.q_dtype);
+    case DType::kFP8E5M2:
+      return decode::decode_kernel_info_kv_e5m2(p.kv.head_dim, p.q_dtype);
+    default:
+      return decode::decode_kernel_info_kv_bf16(p.kv.head_dim, p.q_dtype);
+  }
+}
+
+// How one kernel runs on the current device: pipeline depth, shared memory, occupancy.
+struct KernelLaunchConfig {
+  int sm_count = 0;
+  int ctas_per_sm = 0;
+  int num_stages = 0;
+  int smem_bytes = 0;
+};
+
+KernelLaunchConfig compute_launch_config(const DecodeKernelInfo& info, int device) {
+  KernelLaunchConfig config;
+  cudaFuncAttributes attributes{};
+  check_cuda(cudaFuncGetAttributes(&attributes, info.fn), "cudaFuncGetAttributes");
+  int regs_per_sm = 0, smem_per_sm = 0, smem_per_block = 0, reserved_per_block = 0;
+  check_cuda(cudaDeviceGetAttribute(&config.sm_count, cudaDevAttrMultiProcessorCount, device),
+             "cudaDeviceGetAttribute(SM count)");
+  check_cuda(cudaDeviceGetAttribute(&regs_per_sm, cudaDevAttrMaxRegistersPerMultiprocessor, device),
+             "cudaDeviceGetAttribute(registers per SM)");
+  check_cuda(
+      cudaDeviceGetAttribute(&smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device),
+      "cudaDeviceGetAttribute(shared memory per SM)");
+  check_cuda(
+      cudaDeviceGetAttribute(&smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+      "cudaDeviceGetAttribute(shared memory per block)");
+  check_cuda(
+      cudaDeviceGetAttribute(&reserved_per_block, cudaDevAttrReservedSharedMemoryPerBlock, device),
+      "cudaDeviceGetAttribute(reserved shared memory per block)");
+  const int regs_per_cta = std::max(1, attributes.numRegs) * decode::kThreads;
+  const int max_ctas = std::clamp(regs_per_sm / regs_per_cta, 1, kMaxCtasPerSm);
+  auto smem_for = [&](int stages) {
+    return info.fixed_bytes + std::max(stages * info.stage_bytes, info.combine_bytes);
+  };
+  for (int ctas = max_ctas; ctas >= 1; --ctas) {
+    const int budget =
+        std::min(smem_per_sm / ctas - reserved_per_block, smem_per_block) - info.fixed_bytes;
+    const int stages = std::min(budget / info.stage_bytes, decode::kMaxStages);
+    if (stages >= kMinStages || (ctas == 1 && stages >= 2)) {
+      config.num_stages = stages;
+      break;
+    }
+  }
+  QUENCH_REQUIRE(config.num_stages >= 2, "decode attention: a ", info.stage_bytes,
+                 "-byte pipeline stage does not fit twice in ", smem_per_block,
+                 " bytes of shared memory");
+  // Two stages always hold the combine buffer: 2 * 128 * (D * bytes + 16) > 256 * (D + 4).
+  config.smem_bytes = smem_for(config.num_stages);
+  check_cuda(
+      cudaFuncSetAttribute(info.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, config.smem_bytes),
+      "cudaFuncSetAttribute(max dynamic shared memory)");
+  check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&config.ctas_per_sm, info.fn,
+                                                           decode::kThreads, config.smem_bytes),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  return config;
+}
+
+// Computed once per (kernel, device): later calls, CUDA graph captures included, make no
+// runtime calls besides cudaGetDevice.
+KernelLaunchConfig launch_config(const DecodeKernelInfo& info) {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, KernelLaunchConfig> cache;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(info.fn, device);
+  if (const auto it = cache.find(key); it != cache.end()) return it->second;
+  const KernelLaunchConfig config = compute_launch_config(info, device);
+  cache.emplace(key, config);
+  return config;
+}
+
+struct LaunchShape {
+  DecodeKernelInfo info;
+  DecodeKernelArgs args;
+  int32_t smem_bytes = 0;
+  dim3 grid;
+};
+
+LaunchShape launch_shape(const AttentionParams& p) {
+  LaunchShape shape;
+  shape.info = kernel_info(p);
+  DecodeKernelArgs& args = shape.args;
+  args.p = p;
+  args.group = p.num_q_heads / p.kv.num_kv_heads;
+  args.row_groups =
+      std::max(1, (p.max_q_len * args.group + decode::kRowsPerCta - 1) / decode::kRowsPerCta);
+  const KernelLaunchConfig config = launch_config(shape.info);
+  args.num_stages = config.num_stages;
+  shape.smem_bytes = config.smem_bytes;
+  const int64_t slots = static_cast<int64_t>(config.sm_count) * std::max(config.ctas_per_sm, 1);
+  const int64_t base = static_cast<int64_t>(p.num_seqs) * p.kv.num_kv_heads * args.row_groups;
+  // KV tokens one CTA may visit: the whole sequence, or the window (+1 tile of misalignment).
+  int64_t visible = p.max_seq_len;
+  if (p.window_left >= 0) {
+    visible = std::min<int64_t>(
+        visible, static_cast<int64_t>(p.window_left) + p.max_q_len + decode::kTileTokens);
+  }
+  const int64_t tiles = (visible + decode::kTileTokens - 1) / decode::kTileTokens;
+  int64_t splits = 1;
+  if (base > 0 && base < slots) {
+    splits = std::min({slots / base, std::max<int64_t>(1, tiles / kMinTilesPerSplit),
+                       static_cast<int64_t>(kMaxSplits)});
+  }
+  args.num_splits = static_cast<int32_t>(std::max<int64_t>(splits, 1));
+  shape.grid =
+      dim3(static_cast<unsigned>(args.num_splits), static_cast<unsigned>(p.kv.num_kv_heads),
+           static_cast<unsigned>(p.num_seqs * args.row_groups));
+  return shape;
+}
+
+size_t workspace_bytes_for(const AttentionParams& p, int32_t num_splits) {
+  if (num_splits <= 1) return 0;
+  const size_t rows = static_cast<size_t>(num_splits) * static_cast<size_t>(p.num_tokens) *
+                      static_cast<size_t>(p.num_q_heads);
+  return rows * (static_cast<size_t>(p.kv.head_dim) + 1) * sizeof(float);
+}
+
+}  // namespace
+
+void validate_decode_attention_params(const AttentionParams& p) {
+  p.kv.validate();
+  QUENCH_REQUIRE(p.q_dtype == DType::kBF16 || p.q_dtype == DType::kF16,
+                 "decode attention: query dtype ", dtype_name(p.q_dtype),
+                 " is not supported; allowed: bf16, f16 (decode never takes an FP8 query)");
+  QUENCH_REQUIRE(p.num_q_heads >= 1 && p.num_q_heads % p.kv.num_kv_heads == 0,
+                 "decode attention: num_q_heads ", p.num_q_heads,
+                 " must be a positive multiple of num_kv_heads ", p.kv.num_kv_heads);
+  QUENCH_REQUIRE(p.out_dtype == DType::kBF16 || p.out_dtype == DType::kFP8E4M3 ||
+                     p.out_dtype == DType::kFP8E5M2 || p.out_dtype == DType::kNVFP4,
+                 "decode attention: output dtype ", dtype_name(p.out_dtype),
+                 " is not supported; allowed: bf16, fp8_e4m3, fp8_e5m2, nvfp4");
+  QUENCH_REQUIRE(p.num_seqs >= 0 && p.num_tokens >= 0 && p.max_q_len >= 0 && p.max_seq_len >= 0,
+                 "decode attention: negative size (num_seqs ", p.num_seqs, ", num_tokens ",
+                 p.num_tokens, ", max_q_len ", p.max_q_len, ", max_seq_len ", p.max_seq_len, ")");
+  QUENCH_REQUIRE(p.window_left >= -1, "decode attention: window_left ", p.window_left,
+                 " is not supported; allowed: -1 (no window) or >= 0");
+  QUENCH_REQUIRE(!is_fp8(p.out_dtype) || p.o_scale > 0.0f, "decode attention: o_scale ", p.o_scale,
+                 " must be > 0 for an FP8 output");
+  if (p.out_dtype == DType::kNVFP4) {
+    QUENCH_REQUIRE(p.out_block_scales != nullptr,
+                   "decode attention: NVFP4 output needs out_block_scales");
+    QUENCH_REQUIRE(
+        p.out_scale_row_offset >= 0 && p.out_scale_row_offset + p.num_tokens <= p.out_scale_rows,
+        "decode attention: NVFP4 scale rows [", p.out_scale_row_offset, ", ",
+        p.out_scale_row_offset + p.num_tokens, ") exceed out_scale_rows ", p.out_scale_rows);
+  }
+  if (p.num_seqs == 0) return;
+  QUENCH_REQUIRE(p.q != nullptr && p.k_cache != nullptr && p.v_cache != nullptr &&
+                     p.out != nullptr && p.q_offsets != nullptr && p.seq_lens != nullptr &&
+                     p.block_table != nullptr,
+                 "decode attention: q, k_cache, v_cache, out, q_offsets, seq_lens and "
+                 "block_table must all be device pointers (one is null)");
+  QUENCH_REQUIRE(aligned16(p.q) && aligned16(p.k_cache) && aligned16(p.v_cache) && aligned16(p.out),
+                 "decode attention: q, k_cache, v_cache and out must be 16-byte aligned");
+  QUENCH_REQUIRE(p.block_table_stride >= 1, "decode attention: block_table_stride ",
+                 p.block_table_stride, " must be >= 1");
+  const int64_t row_groups =
+      (static_cast<int64_t>(p.max_q_len) * (p.num_q_heads / p.kv.num_kv_heads) +
+       decode::kRowsPerCta - 1) /
+      decode::kRowsPerCta;
+  QUENCH_REQUIRE(p.num_seqs * std::max<int64_t>(row_groups, 1) <= 65535,
+                 "decode attention: num_seqs ", p.num_seqs, " x query-row groups ", row_groups,
+                 " exceeds the grid limit 65535");
+}
+
+int decode_attention_num_splits(const AttentionParams& params) {
+  validate_decode_attention_params(params);
+  if (params.num_seqs == 0) return 1;
+  return launch_shape(params).args.num_splits;
+}
+
+size_t decode_attention_workspace_bytes(const AttentionParams& params) {
+  return workspace_bytes_for(params, decode_attention_num_splits(params));
+}
+
+void decode_attention(const AttentionParams& params, void* workspace, size_t workspace_bytes,
+                      cudaStream_t stream) {
+  validate_decode_attention_params(params);
+  if (params.num_seqs == 0 || params.num_tokens == 0) return;
+  LaunchShape shape = launch_shape(params);
+  DecodeKernelArgs& args = shape.args;
+  if (workspace == nullptr) {
+    args.num_splits = 1;
+    shape.grid.x = 1;
+  } else if (args.num_splits > 1) {
+    const size_t needed = workspace_bytes_for(params, args.num_splits);
+    QUENCH_REQUIRE(workspace_bytes >= needed, "decode attention: workspace of ", workspace_bytes,
+                   " bytes is too small; ", needed, " needed for ", args.num_splits,
+                   " KV splits (see decode_attention_workspace_bytes)");
+    QUENCH_REQUIRE(aligned16(workspace), "decode attention: workspace must be 16-byte aligned");
+    args.partial_o = static_cast<float*>(workspace);
+    args.partial_lse = args.partial_o + static_cast<size_t>(args.num_splits) *
+                                            static_cast<size_t>(params.num_tokens) *
+                                            static_cast<size_t>(params.num_q_heads) *
+                                            static_cast<size_t>(params.kv.head_dim);
+  }
+  void* kernel_args[] = {&args};
+  check_cuda(cudaLaunchKernel(shape.info.fn, shape.grid, dim3(decode::kThreads), kernel_args,
+                              static_cast<size_t>(shape.smem_bytes), stream),
+             "decode kernel launch");
+  if (args.num_splits > 1) decode::launch_decode_merge(args, stream);
+}
+
+}  // namespace quench

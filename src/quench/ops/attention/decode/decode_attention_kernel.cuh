@@ -1,0 +1,511 @@
+// The decode attention kernel: one CTA per (request, KV head, query-row group, KV split).
+//
+// Design (memory-bound: every KV byte is read once, by one CTA, for all q heads of its group):
+// - The CTA's query rows (group heads x query tokens, up to 16) are the M = 16 dimension of
+//   mma.sync m16n8k16 tiles; KV tokens are N for S = Q K^T and K for O = P V.
+// - KV tiles of 64 tokens stream through a cp.async pipeline of num_stages shared-memory
+//   buffers (16-byte copies, whole pages, zero-filled outside the visible range). Each of the 4
+//   warps owns 16 tokens of a tile and keeps its own online-softmax state; the warps are merged
+//   once at the end through shared memory.
+// - FP8 K/V are widened to bf16 (or f16 for an f16 query) in registers (fp8x2_to_mma_pair).
+//   K's head dimension is permuted (identically for Q and K, so dot products are unchanged) so
+//   that one 16-byte shared load feeds four k-steps; V's token pairs are gathered with prmt.
+// - fp32 online softmax in log2 units; k_scale folds into the score scale, v_scale into the
+//   epilogue. With one split the epilogue writes bf16/FP8/NVFP4 output (and lse); with several
+//   it writes fp32 partials that decode_merge_kernel combines.
+#pragma once
+
+#include <cstdint>
+
+#include "quench/numerics/bf16.h"
+#include "quench/ops/attention/decode/decode_fragments.cuh"
+#include "quench/ops/attention/decode/decode_kernel_args.h"
+#include "quench/ops/attention/decode/decode_output.cuh"
+
+namespace quench::decode {
+
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+
+template <int kHeadDim, DType kKvDtype, DType kQDtype>
+struct DecodeTraits {
+  static constexpr bool kFp8Kv = kKvDtype != DType::kBF16;
+  static constexpr int kKvBytes = kFp8Kv ? 1 : 2;
+  static constexpr MmaType kMma =
+      (kFp8Kv && kQDtype == DType::kF16) ? MmaType::kF16 : MmaType::kBF16;
+  static constexpr Fp8Kind kFp8 = kKvDtype == DType::kFP8E5M2 ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
+  // True K/V value = value in the MMA registers * this.
+  static constexpr float kBitsFactor = kFp8Kv ? fp8_to_mma_factor<kFp8, kMma>() : 1.0f;
+
+  static constexpr int kRowBytes = kHeadDim * kKvBytes;  // one token of one head
+  static constexpr int kKvStride = kRowBytes + 16;       // padded against bank conflicts
+  static constexpr int kChunksPerRow = kRowBytes / 16;
+  static constexpr int kChunksPerThread = kTileTokens * kChunksPerRow / kThreads;
+  static constexpr int kStageBytes = 2 * kTileTokens * kKvStride;  // K tile then V tile
+
+  static constexpr int kQStride = kHeadDim * 2 + 16;
+  static constexpr int kQBytes = kRowsPerCta * kQStride;
+  static constexpr int kStatsBytes = 2 * kWarps * kRowsPerCta * 4;  // per-warp row max and sum
+  // Block-table entries of the prologue's tiles, read in one parallel round.
+  static constexpr int kProloguePagesBytes = (kMaxStages - 1) * (kTileTokens / 16) * 4;
+  static constexpr int kFixedBytes = kQBytes + kStatsBytes + kProloguePagesBytes;
+  static constexpr int kCombineStride = kHeadDim + 4;  // floats
+  static constexpr int kCombineBytes = kWarps * kRowsPerCta * kCombineStride * 4;
+
+  static constexpr int kChunkGroups = kHeadDim / 64;  // 16-element K chunks per lane per token
+  static constexpr int kKSteps = kHeadDim / 16;
+  static constexpr int kONTiles = kHeadDim / 8;
+  static constexpr bool kQInRegisters = kHeadDim <= 128;          // hd256 re-reads Q from smem
+  static constexpr int kVBytesPerLane = kHeadDim * kKvBytes / 8;  // V columns one lane owns
+  static constexpr int kVLoadBytes = kVBytesPerLane < 16 ? kVBytesPerLane : 16;
+  static_assert(kChunksPerThread >= 1 && kTileTokens * kChunksPerRow % kThreads == 0);
+};
+
+// Loads one lane's Q A-fragment words for 16-element chunk group `cg`: rows g and g+8, 8 words
+// each (4 k-steps x 2 words).
+template <int kQStride>
+__device__ __forceinline__ void load_q_chunk(const uint8_t* q_smem, int g, int c, int cg,
+                                             uint32_t (&lo)[8], uint32_t (&hi)[8]) {
+  const uint4* p0 = reinterpret_cast<const uint4*>(q_smem + g * kQStride + (4 * cg + c) * 32);
+  const uint4* p1 = reinterpret_cast<const uint4*>(q_smem + (g + 8) * kQStride + (4 * cg + c) * 32);
+  const uint4 a = p0[0], b = p0[1], d = p1[0], e = p1[1];
+  lo[0] = a.x, lo[1] = a.y, lo[2] = a.z, lo[3] = a.w, lo[4] = b.x, lo[5] = b.y, lo[6] = b.z,
+  lo[7] = b.w;
+  hi[0] = d.x, hi[1] = d.y, hi[2] = d.z, hi[3] = d.w, hi[4] = e.x, hi[5] = e.y, hi[6] = e.z,
+  hi[7] = e.w;
+}
+
+// Loads kBytes (8, 16 or 32; 8-byte aligned) of shared memory into words w[0, kBytes / 4).
+template <int kBytes>
+__device__ __forceinline__ void load_words(const uint8_t* src, uint32_t* w) {
+  if constexpr (kBytes == 8) {
+    const uint2 v = *reinterpret_cast<const uint2*>(src);
+    w[0] = v.x, w[1] = v.y;
+  } else {
+    static_assert(kBytes % 16 == 0);
+#pragma unroll
+    for (int i = 0; i < kBytes / 16; ++i) {
+      const uint4 v = reinterpret_cast<const uint4*>(src)[i];
+      w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
+    }
+  }
+}
+
+template <int kHeadDim, DType kKvDtype, DType kQDtype>
+__global__ void __launch_bounds__(kThreads)
+    decode_attention_kernel(const __grid_constant__ DecodeKernelArgs args) {
+  using T = DecodeTraits<kHeadDim, kKvDtype, kQDtype>;
+  constexpr MmaType kMma = T::kMma;
+  const AttentionParams& p = args.p;
+
+  const int32_t split = static_cast<int32_t>(blockIdx.x);
+  const int32_t kv_head = static_cast<int32_t>(blockIdx.y);
+  const int32_t seq = static_cast<int32_t>(blockIdx.z) / args.row_groups;
+  const int32_t row0 = static_cast<int32_t>(blockIdx.z) % args.row_groups * kRowsPerCta;
+  const int32_t q_begin = p.q_offsets[seq];
+  const int32_t q_len = p.q_offsets[seq + 1] - q_begin;
+  const int32_t seq_len = p.seq_lens[seq];
+  const int32_t group = args.group;
+  const int32_t num_rows = min(kRowsPerCta, q_len * group - row0);
+  if (num_rows <= 0 || seq_len <= 0) return;  // graph padding, or rows another CTA owns
+
+  // Query row R (of this request and KV head) is query token R / group at absolute position
+  // first_pos + R / group, q head kv_head * group + R % group.
+  const int32_t first_pos = seq_len - q_len;
+  const int32_t qi_first = row0 / group;
+  const int32_t qi_last = (row0 + num_rows - 1) / group;
+  const bool windowed = p.window_left >= 0;
+  const int32_t kv_end = first_pos + qi_last + 1;
+  const int32_t kv_begin = windowed ? max(0, first_pos + qi_first - p.window_left) : 0;
+  const int32_t tile_begin = kv_begin / kTileTokens;
+  const int32_t tile_count = (kv_end + kTileTokens - 1) / kTileTokens - tile_begin;
+  const int32_t tiles_per_split = (tile_count + args.num_splits - 1) / args.num_splits;
+  const int32_t my_tile0 = tile_begin + split * tiles_per_split;
+  const int32_t num_tiles = min(tile_count - split * tiles_per_split, tiles_per_split);
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int g = lane / 4;  // MMA group id: row g / g+8, token or column g
+  const int c = lane % 4;  // MMA thread-in-group
+
+  auto row_token = [&](int r) { return q_begin + (row0 + r) / group; };
+  auto row_head = [&](int r) { return kv_head * group + (row0 + r) % group; };
+
+  if (num_tiles <= 0) {  // an empty split: the merge skips it
+    if (tid < num_rows) {
+      args.partial_lse[(static_cast<int64_t>(split) * p.num_tokens + row_token(tid)) *
+                           p.num_q_heads +
+                       row_head(tid)] = -INFINITY;
+    }
+    return;
+  }
+
+  extern __shared__ __align__(16) uint8_t smem[];
+  uint8_t* q_smem = smem;
+  float* stat_max = reinterpret_cast<float*>(smem + T::kQBytes);  // [warp][row]
+  float* stat_sum = stat_max + kWarps * kRowsPerCta;
+  int32_t* prologue_pages = reinterpret_cast<int32_t*>(smem + T::kQBytes + T::kStatsBytes);
+  uint8_t* pipe = smem + T::kFixedBytes;
+
+  // Visible key range of this lane's two rows (g, g+8); rows past num_rows copy a real row.
+  int32_t row_lo[2], row_hi[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = min(g + 8 * i, num_rows - 1);
+    const int32_t pos = first_pos + (row0 + r) / group;
+    row_hi[i] = pos + 1;
+    row_lo[i] = windowed ? pos - p.window_left : 0;
+  }
+  // Tiles wholly inside [mask_lo, mask_hi) are visible to every row and skip masking.
+  const int32_t mask_lo = windowed ? first_pos + qi_last - p.window_left : 0;
+  const int32_t mask_hi = first_pos + qi_first + 1;
+
+  const float soft_cap = p.logit_soft_cap;
+  const float qk_scale = p.sm_scale * p.k_scale.at(kv_head) * T::kBitsFactor;
+  const float score_mul = soft_cap > 0.0f ? qk_scale / soft_cap : qk_scale * kLog2e;
+  const float cap_mul = soft_cap * kLog2e;
+
+  // --- cp.async pipeline ---------------------------------------------------------------
+  const uint8_t* k_global = static_cast<const uint8_t*>(p.k_cache);
+  const uint8_t* v_global = static_cast<const uint8_t*>(p.v_cache);
+  const int32_t* pages_of_seq = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
+  const int32_t page_size = p.kv.page_size;
+  const int num_stages = args.num_stages;
+
+  // Page of each 16-byte chunk this thread copies for tile `tile` (-1: zero-fill). In the main
+  // loop it is loaded one tile ahead, so the block-table latency hides behind a tile of
+  // compute; the prologue's tiles take theirs from prologue_pages, filled in one round.
+  const int32_t pages_per_tile = kTileTokens / page_size;
+  const int prologue_tiles = min(num_stages - 1, num_tiles);
+  for (int i = tid; i < prologue_tiles * pages_per_tile; i += kThreads) {
+    const int32_t first_tok =
+        (my_tile0 + i / pages_per_tile) * kTileTokens + i % pages_per_tile * page_size;
+    // Pages that start at or past kv_end may lie beyond the block-table row: never read them.
+    prologue_pages[i] = first_tok < kv_end ? __ldg(pages_of_seq + first_tok / page_size) : -1;
+  }
+  __syncthreads();
+  int32_t chunk_page[T::kChunksPerThread];
+  auto load_pages = [&](int tile) {
+#pragma unroll
+    for (int i = 0; i < T::kChunksPerThread; ++i) {
+      const int row = (tid + i * kThreads) / T::kChunksPerRow;
+      const int32_t tok = (my_tile0 + tile) * kTileTokens + row;
+      const bool visible = tile < num_tiles && tok >= kv_begin && tok < kv_end;
+      if (!visible) {
+        chunk_page[i] = -1;
+      } else if (tile < prologue_tiles) {
+        chunk_page[i] = prologue_pages[tile * pages_per_tile + row / page_size];
+      } else {
+        chunk_page[i] = __ldg(pages_of_seq + tok / page_size);
+      }
+    }
+  };
+  auto issue_tile = [&](int tile) {
+    if (tile < num_tiles) {
+      uint8_t* k_tile = pipe + (tile % num_stages) * T::kStageBytes;
+      uint8_t* v_tile = k_tile + kTileTokens * T::kKvStride;
+#pragma unroll
+      for (int i = 0; i < T::kChunksPerThread; ++i) {
+        const int id = tid + i * kThreads;
+        const int row = id / T::kChunksPerRow;
+        const int col = id % T::kChunksPerRow;
+        const int32_t tok = (my_tile0 + tile) * kTileTokens + row;
+        const bool valid = chunk_page[i] >= 0;
+        const int64_t offset =
+            valid ? p.kv.offset(chunk_page[i], tok % page_size, kv_head, 0) * T::kKvBytes + col * 16
+                  : 0;
+        const int smem_offset = row * T::kKvStride + col * 16;
+        cp_async_16(smem_address(k_tile + smem_offset), k_global + offset, valid);
+        cp_async_16(smem_address(v_tile + smem_offset), v_global + offset, valid);
+      }
+    }
+    cp_async_commit();  // empty groups too: the wait count below stays uniform
+  };
+
+  for (int s = 0; s < num_stages - 1; ++s) {
+    load_pages(s);
+    issue_tile(s);
+  }
+  load_pages(num_stages - 1);
+
+  // Q rows -> shared memory, while the first KV tiles are in flight (rows past num_rows are
+  // zero: their scores are 0 and they are never written).
+  {
+    constexpr int kQChunksPerRow = kHeadDim * 2 / 16;
+    const uint8_t* q_global = static_cast<const uint8_t*>(p.q);
+    for (int idx = tid; idx < kRowsPerCta * kQChunksPerRow; idx += kThreads) {
+      const int r = idx / kQChunksPerRow;
+      const int chunk = idx % kQChunksPerRow;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (r < num_rows) {
+        const int64_t elem =
+            (static_cast<int64_t>(row_token(r)) * p.num_q_heads + row_head(r)) * kHeadDim;
+        v = *reinterpret_cast<const uint4*>(q_global + elem * 2 + chunk * 16);
+        if constexpr (kQDtype == DType::kF16 && kMma == MmaType::kBF16) {
+          // f16 query over a bf16 cache: the MMA needs one type; bf16 keeps the range.
+          uint32_t* w = reinterpret_cast<uint32_t*>(&v);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            w[i] = pack_pair<MmaType::kBF16>(f16_bits_to_float(static_cast<uint16_t>(w[i])),
+                                             f16_bits_to_float(static_cast<uint16_t>(w[i] >> 16)));
+          }
+        }
+      }
+      *reinterpret_cast<uint4*>(q_smem + r * T::kQStride + chunk * 16) = v;
+    }
+  }
+
+  __syncthreads();  // Q in shared memory
+
+  uint32_t q_frag[T::kQInRegisters ? T::kKSteps : 1][4];
+  if constexpr (T::kQInRegisters) {
+#pragma unroll
+    for (int cg = 0; cg < T::kChunkGroups; ++cg) {
+      uint32_t lo[8], hi[8];
+      load_q_chunk<T::kQStride>(q_smem, g, c, cg, lo, hi);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        q_frag[4 * cg + j][0] = lo[2 * j];
+        q_frag[4 * cg + j][1] = hi[2 * j];
+        q_frag[4 * cg + j][2] = lo[2 * j + 1];
+        q_frag[4 * cg + j][3] = hi[2 * j + 1];
+      }
+    }
+  }
+
+  float o_acc[T::kONTiles][4];
+#pragma unroll
+  for (int i = 0; i < T::kONTiles; ++i)
+    o_acc[i][0] = o_acc[i][1] = o_acc[i][2] = o_acc[i][3] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY};
+  float row_sum[2] = {0.0f, 0.0f};  // this lane's share; reduced across the quad at the end
+
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    cp_async_wait_pending(num_stages - 2);
+    __syncthreads();  // tile `tile` landed for all threads; buffer tile-1 is free again
+    issue_tile(tile + num_stages - 1);
+    load_pages(tile + num_stages);
+
+    const uint8_t* k_tile = pipe + (tile % num_stages) * T::kStageBytes;
+    const uint8_t* v_tile = k_tile + kTileTokens * T::kKvStride;
+    const int32_t tile_tok0 = (my_tile0 + tile) * kTileTokens;
+
+    // S[row][token] for this warp's 16 tokens: two n-tiles of 8.
+    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int cg = 0; cg < T::kChunkGroups; ++cg) {
+      uint32_t k_words[2][4 * T::kKvBytes];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const uint8_t* src =
+            k_tile + (16 * warp + 8 * nt + g) * T::kKvStride + (4 * cg + c) * 16 * T::kKvBytes;
+        load_words<16 * T::kKvBytes>(src, k_words[nt]);
+      }
+      uint32_t q_lo[8], q_hi[8];
+      if constexpr (!T::kQInRegisters) load_q_chunk<T::kQStride>(q_smem, g, c, cg, q_lo, q_hi);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        uint32_t a[4];
+        if constexpr (T::kQInRegisters) {
+          a[0] = q_frag[4 * cg + j][0], a[1] = q_frag[4 * cg + j][1];
+          a[2] = q_frag[4 * cg + j][2], a[3] = q_frag[4 * cg + j][3];
+        } else {
+          a[0] = q_lo[2 * j], a[1] = q_hi[2 * j], a[2] = q_lo[2 * j + 1], a[3] = q_hi[2 * j + 1];
+        }
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          uint32_t b0, b1;
+          if constexpr (T::kFp8Kv) {
+            const uint32_t w = k_words[nt][j];
+            b0 = fp8x2_to_mma_pair<T::kFp8, kMma>(byte_perm(w, w, fp8_pair_selector(0, 1)));
+            b1 = fp8x2_to_mma_pair<T::kFp8, kMma>(byte_perm(w, w, fp8_pair_selector(2, 3)));
+          } else {
+            b0 = k_words[nt][2 * j];
+            b1 = k_words[nt][2 * j + 1];
+          }
+          mma_16816<kMma>(s[nt], a, b0, b1);
+        }
+      }
+    }
+
+    // Scores -> log2 units, soft-cap, mask; online softmax per row.
+    const bool need_mask = tile_tok0 < mask_lo || tile_tok0 + kTileTokens > mask_hi;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[nt][e] * score_mul;
+        if (soft_cap > 0.0f) x = fast_tanh(x) * cap_mul;
+        if (need_mask) {
+          const int32_t tok = tile_tok0 + 16 * warp + 8 * nt + 2 * c + (e & 1);
+          if (tok < row_lo[e >> 1] || tok >= row_hi[e >> 1]) x = -INFINITY;
+        }
+        s[nt][e] = x;
+      }
+    }
+    float alpha[2];
+#pragma unroll
+    for (int ri = 0; ri < 2; ++ri) {
+      float mx =
+          fmaxf(fmaxf(s[0][2 * ri], s[0][2 * ri + 1]), fmaxf(s[1][2 * ri], s[1][2 * ri + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(row_max[ri], mx);
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet
+      alpha[ri] = fast_exp2(row_max[ri] - m_use);
+      row_max[ri] = m_new;
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float pr = fast_exp2(s[nt][2 * ri + e] - m_use);
+          s[nt][2 * ri + e] = pr;
+          sum += pr;
+        }
+      }
+      row_sum[ri] = row_sum[ri] * alpha[ri] + sum;
+    }
+    // Once the running maxima settle (after the first tiles) no row's max moves and the warp
+    // skips rescaling its accumulators.
+    if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+      for (int i = 0; i < T::kONTiles; ++i) {
+        o_acc[i][0] *= alpha[0];
+        o_acc[i][1] *= alpha[0];
+        o_acc[i][2] *= alpha[1];
+        o_acc[i][3] *= alpha[1];
+      }
+    }
+
+    // O[row][d] += P[row][token] V[token][d]. This lane reads V rows 2c, 2c+1, 2c+8, 2c+9 of
+    // the warp's 16 tokens, columns [g * kHeadDim / 8, (g + 1) * kHeadDim / 8): its n-tile i
+    // column is d = g * kHeadDim / 8 + i.
+    const uint32_t p_frag[4] = {
+        pack_pair<kMma>(s[0][0], s[0][1]), pack_pair<kMma>(s[0][2], s[0][3]),
+        pack_pair<kMma>(s[1][0], s[1][1]), pack_pair<kMma>(s[1][2], s[1][3])};
+    constexpr int kLoads = T::kVBytesPerLane / T::kVLoadBytes;
+    constexpr int kElemsPerLoad = T::kVLoadBytes / T::kKvBytes;
+#pragma unroll
+    for (int ld = 0; ld < kLoads; ++ld) {
+      uint32_t v_words[4][T::kVLoadBytes / 4];
+      const int col_byte = g * T::kVBytesPerLane + ld * T::kVLoadBytes;
+      const int tok0 = 16 * warp + 2 * c;
+      load_words<T::kVLoadBytes>(v_tile + tok0 * T::kKvStride + col_byte, v_words[0]);
+      load_words<T::kVLoadBytes>(v_tile + (tok0 + 1) * T::kKvStride + col_byte, v_words[1]);
+      load_words<T::kVLoadBytes>(v_tile + (tok0 + 8) * T::kKvStride + col_byte, v_words[2]);
+      load_words<T::kVLoadBytes>(v_tile + (tok0 + 9) * T::kKvStride + col_byte, v_words[3]);
+#pragma unroll
+      for (int k = 0; k < kElemsPerLoad; ++k) {
+        uint32_t b0, b1;
+        if constexpr (T::kFp8Kv) {
+          const uint32_t sel = fp8_pair_selector(k % 4, 4 + k % 4);
+          b0 = fp8x2_to_mma_pair<T::kFp8, kMma>(
+              byte_perm(v_words[0][k / 4], v_words[1][k / 4], sel));
+          b1 = fp8x2_to_mma_pair<T::kFp8, kMma>(
+              byte_perm(v_words[2][k / 4], v_words[3][k / 4], sel));
+        } else {
+          const uint32_t sel = (k % 2) ? 0x7632u : 0x5410u;
+          b0 = byte_perm(v_words[0][k / 2], v_words[1][k / 2], sel);
+          b1 = byte_perm(v_words[2][k / 2], v_words[3][k / 2], sel);
+        }
+        mma_16816<kMma>(o_acc[ld * kElemsPerLoad + k], p_frag, b0, b1);
+      }
+    }
+  }
+  cp_async_wait_pending(0);
+  __syncthreads();  // every warp is done with the pipeline buffers: reuse them to combine
+
+#pragma unroll
+  for (int ri = 0; ri < 2; ++ri) {
+    row_sum[ri] += __shfl_xor_sync(0xffffffffu, row_sum[ri], 1);
+    row_sum[ri] += __shfl_xor_sync(0xffffffffu, row_sum[ri], 2);
+  }
+  float* combine = reinterpret_cast<float*>(pipe);  // [warp][row][kCombineStride]
+  if (c == 0) {
+    stat_max[warp * kRowsPerCta + g] = row_max[0];
+    stat_max[warp * kRowsPerCta + g + 8] = row_max[1];
+    stat_sum[warp * kRowsPerCta + g] = row_sum[0];
+    stat_sum[warp * kRowsPerCta + g + 8] = row_sum[1];
+  }
+#pragma unroll
+  for (int i = 0; i < T::kONTiles; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = g + 8 * (e >> 1);
+      const int d = (2 * c + (e & 1)) * (kHeadDim / 8) + i;
+      combine[(warp * kRowsPerCta + row) * T::kCombineStride + d] = o_acc[i][e];
+    }
+  }
+  __syncthreads();
+
+  // Epilogue: one thread per 16 consecutive output elements of a row.
+  constexpr int kBlocksPerRow = kHeadDim / 16;
+  const float v_factor = p.v_scale.at(kv_head) * T::kBitsFactor;
+  for (int unit = tid; unit < num_rows * kBlocksPerRow; unit += kThreads) {
+    const int r = unit / kBlocksPerRow;
+    const int d0 = unit % kBlocksPerRow * 16;
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      m = fmaxf(m, stat_max[w * kRowsPerCta + r]);
+    float weight[kWarps];
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      weight[w] = m == -INFINITY ? 0.0f : fast_exp2(stat_max[w * kRowsPerCta + r] - m);
+      sum += weight[w] * stat_sum[w * kRowsPerCta + r];
+    }
+    float v[16];
+#pragma unroll
+    for (int k = 0; k < 16; ++k)
+      v[k] = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float* src = combine + (w * kRowsPerCta + r) * T::kCombineStride + d0;
+#pragma unroll
+      for (int k = 0; k < 16; k += 4) {
+        const float4 x = *reinterpret_cast<const float4*>(src + k);
+        v[k] += weight[w] * x.x, v[k + 1] += weight[w] * x.y;
+        v[k + 2] += weight[w] * x.z, v[k + 3] += weight[w] * x.w;
+      }
+    }
+    const int32_t token = row_token(r);
+    const int32_t head = row_head(r);
+    if (args.num_splits == 1) {
+      // The sink joins the denominator only: rescale to the larger of the two maxima.
+      float total_max = m;
+      float denom = sum;
+      if (p.sinks != nullptr) {
+        const float sink = p.sinks[head] * kLog2e;
+        total_max = fmaxf(m, sink);
+        denom = sum * fast_exp2(m - total_max) + fast_exp2(sink - total_max);
+      }
+      const float scale = denom > 0.0f ? fast_exp2(m - total_max) * v_factor / denom : 0.0f;
+#pragma unroll
+      for (int k = 0; k < 16; ++k)
+        v[k] *= scale;
+      write_output_block16(p, token, head, d0, v);
+      if (d0 == 0 && p.lse != nullptr) {
+        p.lse[static_cast<int64_t>(token) * p.num_q_heads + head] =
+            (total_max + __log2f(denom)) * kLn2;
+      }
+    } else {
+      const int64_t row_index =
+          (static_cast<int64_t>(split) * p.num_tokens + token) * p.num_q_heads + head;
+      if (d0 == 0) args.partial_lse[row_index] = sum > 0.0f ? m + __log2f(sum) : -INFINITY;
+      if (sum > 0.0f) {
+        const float scale = v_factor / sum;
+        float4* dst = reinterpret_cast<float4*>(args.partial_o + row_index * kHeadDim + d0);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          dst[k] = make_float4(v[4 * k] * scale, v[4 * k + 1] * scale, v[4 * k + 2] * scale,
+                               v[4 * k + 3] * scale);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace quench::decode

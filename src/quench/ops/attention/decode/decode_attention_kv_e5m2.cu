@@ -1,0 +1,10 @@
+// Decode kernel instantiations for a e5m2 KV cache (one file per KV dtype: parallel builds).
+#include "quench/ops/attention/decode/decode_kernel_select.cuh"
+
+namespace quench::decode {
+
+DecodeKernelInfo decode_kernel_info_kv_e5m2(int32_t head_dim, DType q_dtype) {
+  return decode_kernel_info_for<DType::kFP8E5M2>(head_dim, q_dtype);
+}
+
+}  // namespace quench::decode

@@ -1,0 +1,152 @@
+// Register-level building blocks of the decode kernel: the m16n8k16 tensor-core product,
+// FP8 -> bf16/f16 pair conversion in registers, packing, exp2/tanh, and cp.async.
+//
+// All of it is sm_80 PTX (mma.sync, cp.async, prmt), so the compute_80 pass compiles the same
+// code the sm_90a pass does.
+#pragma once
+
+#include <cstdint>
+
+namespace quench::decode {
+
+// Which 16-bit type the tensor cores multiply in: bf16, or f16 when the query is f16 and the
+// cache is FP8 (every FP8 value is exact in f16, and an f16 query must not lose bits).
+enum class MmaType { kBF16, kF16 };
+
+// c += a * b for one m16n8k16 tile. a: 16x16 row-major fragment (4 regs), b: 16x8 column
+// fragment (2 regs), c: 16x8 fp32 accumulator (4 regs), PTX ISA fragment layouts.
+template <MmaType kType>
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1) {
+  if constexpr (kType == MmaType::kBF16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Byte permute: result byte i = byte (selector nibble i) of the 8-byte value {b, a}.
+__device__ __forceinline__ uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t selector) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
+  return r;
+}
+
+// Selector placing byte `lo` of {b,a} in result byte 1 and byte `hi` in result byte 3: each
+// 16-bit half then holds fp8 << 8, the start of the conversion below.
+__host__ __device__ constexpr uint32_t fp8_pair_selector(uint32_t lo, uint32_t hi) {
+  return (lo << 4) | (hi << 12);
+}
+
+enum class Fp8Kind { kE4M3, kE5M2 };
+
+// Converts two FP8 values, held as the high bytes of the two halves of `x` (fp8 << 8), into a
+// packed pair of the MMA type. The FP8 bits are moved into the wider format's fields, which
+// divides the value by a power of two (the exponent bias difference): for bf16 the result is
+// multiplied back exactly (a power-of-two bf16 multiply, subnormals included) so that the
+// tensor cores never see values near fp32's subnormal range; for f16 the factor (2^8 for
+// e4m3, 1 for e5m2) is left in and returned by fp8_to_mma_factor() for the caller's scales.
+template <Fp8Kind kKind, MmaType kType>
+__device__ __forceinline__ uint32_t fp8x2_to_mma_pair(uint32_t x) {
+  if constexpr (kKind == Fp8Kind::kE5M2 && kType == MmaType::kF16) {
+    return x & 0xff00ff00u;  // e5m2 is the top byte of an f16
+  } else {
+    constexpr int kShift = kType == MmaType::kF16 ? 1 : (kKind == Fp8Kind::kE4M3 ? 4 : 3);
+    const uint32_t r = (x & 0x80008000u) | ((x & 0x7f007f00u) >> kShift);
+    if constexpr (kType == MmaType::kF16) {
+      return r;
+    } else {
+      // 2^120 (e4m3: bias 127 - 7) or 2^112 (e5m2: bias 127 - 15), as bf16 pairs.
+      constexpr uint32_t kRestore = kKind == Fp8Kind::kE4M3 ? 0x7b807b80u : 0x77807780u;
+      uint32_t out;
+      asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(out) : "r"(r), "r"(kRestore), "r"(0x80008000u));
+      return out;
+    }
+  }
+}
+
+// True value = converted value * this factor (see fp8x2_to_mma_pair).
+template <Fp8Kind kKind, MmaType kType>
+__host__ __device__ constexpr float fp8_to_mma_factor() {
+  return (kType == MmaType::kF16 && kKind == Fp8Kind::kE4M3) ? 256.0f : 1.0f;
+}
+
+// Packs two floats into a pair of the MMA type (round to nearest even); `lo` in the low half.
+template <MmaType kType>
+__device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
+  uint32_t r;
+  if constexpr (kType == MmaType::kBF16) {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  } else {
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  }
+  return r;
+}
+
+// 2^x; exact 0 for -inf.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+  return r;
+}
+
+__device__ __forceinline__ float fast_tanh(float x) {
+  float r;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+  return r;
+}
+
+// 16-byte global -> shared copy that bypasses L1; when !valid nothing is read and the 16 bytes
+// are zero-filled (masked tokens must hold finite values: 0 * NaN would poison P.V).
+__device__ __forceinline__ void cp_async_16(uint32_t smem_addr, const void* global_ptr,
+                                            bool valid) {
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(global_ptr),
+               "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+
+// Waits until at most `pending` committed groups are still in flight (pending is a runtime
+// stage count; the instruction needs an immediate).
+__device__ __forceinline__ void cp_async_wait_pending(int pending) {
+  switch (pending) {
+    case 0:
+      asm volatile("cp.async.wait_group 0;\n" ::);
+      break;
+    case 1:
+      asm volatile("cp.async.wait_group 1;\n" ::);
+      break;
+    case 2:
+      asm volatile("cp.async.wait_group 2;\n" ::);
+      break;
+    case 3:
+      asm volatile("cp.async.wait_group 3;\n" ::);
+      break;
+    case 4:
+      asm volatile("cp.async.wait_group 4;\n" ::);
+      break;
+    case 5:
+      asm volatile("cp.async.wait_group 5;\n" ::);
+      break;
+    default:
+      asm volatile("cp.async.wait_group 6;\n" ::);
+      break;
+  }
+}
+
+__device__ __forceinline__ uint32_t smem_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+}  // namespace quench::decode

@@ -1,0 +1,56 @@
+// What the decode kernels receive (by value): the attention contract plus the launch shape the
+// host chose. Plain data, shared by the launcher, the main kernel and the merge kernel.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "quench/ops/attention/attention_params.h"
+
+namespace quench::decode {
+
+// Query rows one CTA serves: the m16 dimension of the tensor-core tiles. A CTA of KV head h
+// serves rows r = q_token * group + (q_head - h * group) of one request, 16 at a time.
+inline constexpr int kRowsPerCta = 16;
+// KV tokens per pipeline stage (one 16-token MMA step for each of the four warps). Every page
+// size (16/32/64) divides it, so a tile never straddles part of a page.
+inline constexpr int kTileTokens = 64;
+inline constexpr int kWarps = 4;
+inline constexpr int kThreads = kWarps * 32;
+// Deepest cp.async pipeline (tiles in shared memory) the launcher may choose.
+inline constexpr int kMaxStages = 8;
+
+struct DecodeKernelArgs {
+  AttentionParams p;       // device pointers
+  int32_t group = 1;       // num_q_heads / num_kv_heads
+  int32_t row_groups = 1;  // ceil(max_q_len * group / kRowsPerCta): CTAs per (request, KV head)
+  int32_t num_splits = 1;  // CTAs per (request, KV head, row group) along the KV sequence
+  int32_t num_stages = 2;  // cp.async pipeline depth (tiles in shared memory)
+  // Split-KV partials (num_splits > 1 only), indexed by query token t and q head:
+  //   partial_o   [num_splits, num_tokens, num_q_heads, head_dim] fp32, normalised, v-scaled
+  //   partial_lse [num_splits, num_tokens, num_q_heads] fp32, log2 of the split's softmax
+  //               denominator plus its max (scores in log2 units); -inf when it saw no token.
+  float* partial_o = nullptr;
+  float* partial_lse = nullptr;
+};
+
+// One compiled decode kernel (head dim x KV dtype x query dtype) and its shared-memory needs:
+// fixed_bytes (Q tile, softmax stats) + max(num_stages * stage_bytes, combine_bytes).
+struct DecodeKernelInfo {
+  const void* fn = nullptr;  // __global__ void(DecodeKernelArgs)
+  int32_t stage_bytes = 0;
+  int32_t fixed_bytes = 0;
+  int32_t combine_bytes = 0;
+};
+
+// Defined one per KV dtype (decode_attention_kv_*.cu) so the instantiations compile in
+// parallel. head_dim: 64/128/256; q_dtype: bf16/f16 (validated by the caller).
+DecodeKernelInfo decode_kernel_info_kv_bf16(int32_t head_dim, DType q_dtype);
+DecodeKernelInfo decode_kernel_info_kv_e4m3(int32_t head_dim, DType q_dtype);
+DecodeKernelInfo decode_kernel_info_kv_e5m2(int32_t head_dim, DType q_dtype);
+
+// The split-KV merge (decode_merge.cu): combines args.partial_* and runs the output epilogue.
+void launch_decode_merge(const DecodeKernelArgs& args, cudaStream_t stream);
+
+}  // namespace quench::decode

@@ -1,0 +1,38 @@
+// Picks the decode kernel instantiation for a KV dtype (compile-time) from the head dim and
+// query dtype (run time). Included only by the decode_attention_kv_*.cu files.
+#pragma once
+
+#include "quench/ops/attention/decode/decode_attention_kernel.cuh"
+
+namespace quench::decode {
+
+template <int kHeadDim, DType kKvDtype, DType kQDtype>
+DecodeKernelInfo decode_kernel_info() {
+  using T = DecodeTraits<kHeadDim, kKvDtype, kQDtype>;
+  DecodeKernelInfo info;
+  info.fn = reinterpret_cast<const void*>(&decode_attention_kernel<kHeadDim, kKvDtype, kQDtype>);
+  info.stage_bytes = T::kStageBytes;
+  info.fixed_bytes = T::kFixedBytes;
+  info.combine_bytes = T::kCombineBytes;
+  return info;
+}
+
+template <int kHeadDim, DType kKvDtype>
+DecodeKernelInfo decode_kernel_info_for_q(DType q_dtype) {
+  return q_dtype == DType::kF16 ? decode_kernel_info<kHeadDim, kKvDtype, DType::kF16>()
+                                : decode_kernel_info<kHeadDim, kKvDtype, DType::kBF16>();
+}
+
+template <DType kKvDtype>
+DecodeKernelInfo decode_kernel_info_for(int32_t head_dim, DType q_dtype) {
+  switch (head_dim) {
+    case 64:
+      return decode_kernel_info_for_q<64, kKvDtype>(q_dtype);
+    case 128:
+      return decode_kernel_info_for_q<128, kKvDtype>(q_dtype);
+    default:
+      return decode_kernel_info_for_q<256, kKvDtype>(q_dtype);
+  }
+}
+
+}  // namespace quench::decode

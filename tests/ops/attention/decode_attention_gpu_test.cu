@@ -1,0 +1,316 @@
+// GPU decode attention against the CPU reference (SPEC §3 tolerances) over the grid of query /
+// KV / output dtypes, GQA group sizes, head dims, page sizes, layouts and lengths (1 to 128k),
+// with non-unit per-head scales, windows, soft-cap, sinks, padding requests and multi-token
+// (speculative) queries. Every case runs twice: with a workspace (split-KV where the launcher
+// picks it, then the merge kernel) and without one (one CTA per request and KV head).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "harness/attention_device_problem.h"
+#include "harness/attention_problem.h"
+#include "harness/compare.h"
+#include "harness/device_buffer.h"
+#include "quench/core/error.h"
+#include "quench/ops/attention/attention_reference.h"
+#include "quench/ops/attention/decode/decode_attention.h"
+
+namespace quench::testing_support {
+namespace {
+
+struct DecodeCase {
+  std::string name;
+  AttentionProblemConfig config;
+};
+
+std::string short_dtype(DType d) {
+  switch (d) {
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    case DType::kFP8E4M3:
+      return "e4m3";
+    case DType::kFP8E5M2:
+      return "e5m2";
+    case DType::kNVFP4:
+      return "nvfp4";
+    default:
+      return dtype_name(d);
+  }
+}
+
+// Four decode requests of lengths 1, 17, 1000 and 4096 (one token each), 2 KV heads.
+AttentionProblemConfig grid_config(DType kv, DType q, int32_t group, int32_t head_dim,
+                                   int32_t page_size, KvLayout layout, uint64_t seed) {
+  AttentionProblemConfig c;
+  c.seqs = {{1, 1}, {1, 17}, {1, 1000}, {1, 4096}};
+  c.num_kv_heads = 2;
+  c.num_q_heads = 2 * group;
+  c.head_dim = head_dim;
+  c.page_size = page_size;
+  c.layout = layout;
+  c.q_dtype = q;
+  c.kv_dtype = kv;
+  // Stored = x / scale: FP8 scales put N(0,1) values well inside e4m3's range.
+  c.k_scale = is_fp8(kv) ? 0.02f : 0.5f;
+  c.v_scale = is_fp8(kv) ? 0.03f : 1.7f;
+  c.per_head_kv_scales = true;
+  c.seed = seed;
+  return c;
+}
+
+std::string grid_name(const AttentionProblemConfig& c) {
+  return "kv_" + short_dtype(c.kv_dtype) + "_q_" + short_dtype(c.q_dtype) + "_g" +
+         std::to_string(c.num_q_heads / c.num_kv_heads) + "_hd" + std::to_string(c.head_dim) +
+         "_p" + std::to_string(c.page_size) + "_" + kv_layout_name(c.layout) + "_out_" +
+         short_dtype(c.out_dtype);
+}
+
+std::vector<DecodeCase> decode_cases() {
+  std::vector<DecodeCase> cases;
+  uint64_t seed = 100;
+  // Dtypes x head dims (group 4, page 16, NHD).
+  for (DType kv : {DType::kBF16, DType::kFP8E4M3, DType::kFP8E5M2}) {
+    for (DType q : {DType::kBF16, DType::kF16}) {
+      for (int32_t hd : {64, 128, 256}) {
+        AttentionProblemConfig c = grid_config(kv, q, 4, hd, 16, KvLayout::kNHD, ++seed);
+        cases.push_back({"dtypes_" + grid_name(c), c});
+      }
+    }
+  }
+  // Group sizes x pages x layouts (e4m3, bf16 query, hd128).
+  for (int32_t group : {1, 4, 8, 16}) {
+    for (int32_t page : {16, 32, 64}) {
+      for (KvLayout layout : {KvLayout::kNHD, KvLayout::kHND}) {
+        AttentionProblemConfig c =
+            grid_config(DType::kFP8E4M3, DType::kBF16, group, 128, page, layout, ++seed);
+        cases.push_back({"groups_" + grid_name(c), c});
+      }
+    }
+  }
+  // Output dtypes.
+  for (DType kv : {DType::kFP8E4M3, DType::kBF16}) {
+    for (DType out : {DType::kFP8E4M3, DType::kFP8E5M2, DType::kNVFP4}) {
+      AttentionProblemConfig c = grid_config(kv, DType::kBF16, 8, 128, 16, KvLayout::kNHD, ++seed);
+      c.out_dtype = out;
+      c.o_scale = 0.01f;
+      c.out_scale_row_offset = 5;
+      cases.push_back({"out_" + grid_name(c), c});
+    }
+  }
+  auto feature = [&](const std::string& name, auto&& edit) {
+    AttentionProblemConfig c =
+        grid_config(DType::kFP8E4M3, DType::kBF16, 4, 128, 16, KvLayout::kNHD, ++seed);
+    edit(c);
+    cases.push_back({name, c});
+  };
+  feature("window_100", [](AttentionProblemConfig& c) { c.window_left = 100; });
+  feature("window_0_hnd_p32", [](AttentionProblemConfig& c) {
+    c.window_left = 0;
+    c.layout = KvLayout::kHND;
+    c.page_size = 32;
+  });
+  feature("softcap_20", [](AttentionProblemConfig& c) { c.logit_soft_cap = 20.0f; });
+  feature("sinks", [](AttentionProblemConfig& c) { c.sinks = true; });
+  feature("sinks_softcap_window_nvfp4", [](AttentionProblemConfig& c) {
+    c.sinks = true;
+    c.logit_soft_cap = 30.0f;
+    c.window_left = 700;
+    c.out_dtype = DType::kNVFP4;
+  });
+  feature("padding_requests", [](AttentionProblemConfig& c) {
+    c.seqs = {{0, 0}, {1, 300}, {0, 0}, {1, 5}, {0, 0}};
+  });
+  feature("multi_token_g4", [](AttentionProblemConfig& c) {
+    c.seqs = {{4, 100}, {8, 1000}, {2, 2}, {3, 4096}, {0, 0}};
+  });
+  feature("multi_token_g8_window_hnd_p32", [](AttentionProblemConfig& c) {
+    c.num_q_heads = 16;
+    c.seqs = {{8, 999}, {5, 64}, {1, 3000}};
+    c.window_left = 70;
+    c.layout = KvLayout::kHND;
+    c.page_size = 32;
+  });
+  feature("multi_token_g1_bf16kv_hd256_fp8out", [](AttentionProblemConfig& c) {
+    c.num_q_heads = 2;
+    c.head_dim = 256;
+    c.kv_dtype = DType::kBF16;
+    c.k_scale = 0.5f;
+    c.v_scale = 1.5f;
+    c.seqs = {{7, 777}, {2, 40}};
+    c.out_dtype = DType::kFP8E4M3;
+    c.o_scale = 0.01f;
+  });
+  feature("batch_64_no_split", [](AttentionProblemConfig& c) {
+    c.num_kv_heads = 8;
+    c.num_q_heads = 32;
+    c.seqs = random_decode_seqs(64, 1, 700, 7);
+  });
+  feature("long_32k", [](AttentionProblemConfig& c) {
+    c.num_kv_heads = 1;
+    c.seqs = {{1, 32768}};
+  });
+  feature("long_128k_g8_p64_e5m2", [](AttentionProblemConfig& c) {
+    c.num_kv_heads = 1;
+    c.num_q_heads = 8;
+    c.page_size = 64;
+    c.kv_dtype = DType::kFP8E5M2;
+    c.seqs = {{1, 131072}};
+  });
+  return cases;
+}
+
+// The reference's output before storage (fp32 rounded to bf16): the truth an NVFP4 output is
+// judged against.
+std::vector<float> reference_bf16_values(const AttentionProblem& problem) {
+  const int64_t row_elems = int64_t{problem.config().num_q_heads} * problem.config().head_dim;
+  std::vector<uint8_t> out(static_cast<size_t>(problem.num_tokens() * row_elems * 2 + 16));
+  AttentionParams p = problem.host_params(out.data(), nullptr, nullptr);
+  p.out_dtype = DType::kBF16;
+  attention_reference(p);
+  AttentionOutputFormat format;
+  format.dtype = DType::kBF16;
+  format.row_elems = row_elems;
+  return decode_outputs(format, problem.num_tokens(), out.data(), nullptr);
+}
+
+// NVFP4 output: a value that sits near an e2m1 rounding boundary may round to the neighbouring
+// code on the GPU (its fp32 sums differ from the reference's doubles by ~1e-3), and one code is
+// up to a third of the block's amax. So: every decoded value within tolerance + amax/3 of the
+// truth, and at most 3% of the values differing from the reference's stored output at all.
+void expect_nvfp4_close(const AttentionProblem& problem, const std::vector<float>& truth,
+                        const std::vector<uint8_t>& out, const std::vector<uint8_t>& scales,
+                        Tolerance tolerance) {
+  const std::vector<float> actual =
+      decode_outputs(problem.output_format(), problem.num_tokens(), out.data(), scales.data());
+  const std::vector<float> expected = problem.expected_values();
+  int64_t differing = 0, bad = 0;
+  std::string first_bad;
+  for (size_t block = 0; block < truth.size() / 16; ++block) {
+    float amax = 0.0f;
+    for (size_t i = 16 * block; i < 16 * block + 16; ++i)
+      amax = std::max(amax, std::fabs(truth[i]));
+    for (size_t i = 16 * block; i < 16 * block + 16; ++i) {
+      if (actual[i] != expected[i]) ++differing;
+      const double bound = tolerance.atol + tolerance.rtol * std::fabs(truth[i]) + amax / 3.0;
+      if (!(std::fabs(actual[i] - truth[i]) <= bound)) {
+        if (bad++ < 4) {
+          first_bad += " [" + std::to_string(i) + "] got " + std::to_string(actual[i]) + " truth " +
+                       std::to_string(truth[i]) + ";";
+        }
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0) << "NVFP4 values off by more than one code:" << first_bad;
+  EXPECT_LE(differing, static_cast<int64_t>(actual.size()) * 3 / 100)
+      << differing << " of " << actual.size() << " NVFP4 values differ from the reference's";
+}
+
+class DecodeAttentionGpu : public ::testing::TestWithParam<DecodeCase> {};
+
+TEST_P(DecodeAttentionGpu, MatchesReference) {
+  const AttentionProblemConfig& config = GetParam().config;
+  AttentionProblem problem(config);
+  problem.compute_reference();
+  AttentionDeviceProblem device(problem);
+  const AttentionParams& params = device.params();
+  const Tolerance out_tolerance =
+      attention_tolerance(true, config.q_dtype, config.kv_dtype, config.out_dtype);
+  // Scores go through tanh.approx with a soft-cap; otherwise lse is near-exact fp32.
+  const Tolerance lse_tolerance =
+      config.logit_soft_cap > 0.0f ? Tolerance{1e-2, 5e-2} : Tolerance{2e-3, 5e-3};
+
+  const std::vector<float> truth =
+      config.out_dtype == DType::kNVFP4 ? reference_bf16_values(problem) : std::vector<float>();
+  const size_t workspace_bytes = decode_attention_workspace_bytes(params);
+  DeviceBuffer workspace(workspace_bytes);
+  const int splits = decode_attention_num_splits(params);
+  for (bool use_workspace : {true, false}) {
+    SCOPED_TRACE(use_workspace ? "with workspace: " + std::to_string(splits) + " KV splits"
+                               : std::string("without workspace: 1 KV split"));
+    device.poison_outputs();
+    decode_attention(params, use_workspace ? workspace.get() : nullptr,
+                     use_workspace ? workspace_bytes : 0, nullptr);
+    QUENCH_CUDA_CHECK(cudaGetLastError());
+    QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+    if (config.out_dtype == DType::kNVFP4) {
+      expect_nvfp4_close(problem, truth, device.download_out(), device.download_block_scales(),
+                         out_tolerance);
+    } else {
+      const CompareResult out = device.compare_output(out_tolerance);
+      EXPECT_TRUE(out.ok) << "output: " << out.summary();
+    }
+    const CompareResult lse = device.compare_lse(lse_tolerance);
+    EXPECT_TRUE(lse.ok) << "lse: " << lse.summary();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, DecodeAttentionGpu, ::testing::ValuesIn(decode_cases()),
+                         [](const ::testing::TestParamInfo<DecodeCase>& info) {
+                           return info.param.name;
+                         });
+
+// A decode step captured in a CUDA graph and replayed gives the same result (no host state).
+TEST(DecodeAttentionGpuGraph, CapturedLaunchMatchesReference) {
+  AttentionProblemConfig c =
+      grid_config(DType::kFP8E4M3, DType::kBF16, 4, 128, 16, KvLayout::kNHD, 7);
+  c.seqs = {{1, 2000}, {0, 0}, {1, 33}};
+  AttentionProblem problem(c);
+  problem.compute_reference();
+  AttentionDeviceProblem device(problem);
+  const AttentionParams& params = device.params();
+  DeviceBuffer workspace(decode_attention_workspace_bytes(params));
+  cudaStream_t stream;
+  QUENCH_CUDA_CHECK(cudaStreamCreate(&stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  QUENCH_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  decode_attention(params, workspace.get(), workspace.bytes(), stream);
+  QUENCH_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  QUENCH_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 2; ++replay) {
+    device.poison_outputs();
+    QUENCH_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    QUENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const CompareResult out = device.compare_output(tolerance::kDecodeBf16QFp8Kv);
+    EXPECT_TRUE(out.ok) << "replay " << replay << ": " << out.summary();
+  }
+  QUENCH_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  QUENCH_CUDA_CHECK(cudaGraphDestroy(graph));
+  QUENCH_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// An all-padding batch launches nothing and writes nothing.
+TEST(DecodeAttentionGpuPadding, AllPaddingBatchWritesNothing) {
+  AttentionProblemConfig c =
+      grid_config(DType::kFP8E4M3, DType::kBF16, 4, 128, 16, KvLayout::kNHD, 8);
+  c.seqs = {{0, 0}, {0, 0}};
+  AttentionProblem problem(c);
+  AttentionDeviceProblem device(problem);
+  DeviceBuffer workspace(decode_attention_workspace_bytes(device.params()));
+  decode_attention(device.params(), workspace.get(), workspace.bytes(), nullptr);
+  QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(device.download_out(), problem.poisoned_out());
+}
+
+TEST(DecodeAttentionGpuValidation, RejectsFp8QueryAndNamesAllowedDtypes) {
+  AttentionProblemConfig c =
+      grid_config(DType::kFP8E4M3, DType::kFP8E4M3, 4, 128, 16, KvLayout::kNHD, 9);
+  c.q_scale = 0.05f;
+  AttentionProblem problem(c);
+  AttentionDeviceProblem device(problem);
+  try {
+    decode_attention(device.params(), nullptr, 0, nullptr);
+    FAIL() << "an FP8 query must be rejected";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("allowed: bf16, f16"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace quench::testing_support
