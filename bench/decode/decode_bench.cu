@@ -156,7 +156,7 @@ void run_shape(const DecodeShape& shape, DType kv_dtype, int32_t page_size, DTyp
   DeviceBuffer d_offsets = DeviceBuffer::from_host(q_offsets);
   DeviceBuffer d_seq_lens = DeviceBuffer::from_host(seq_lens);
   DeviceBuffer q(static_cast<size_t>(shape.batch) * kNumQHeads * kHeadDim * 2);
-  fill(q, true, 3);  // bf16 bits in [2^-3, 2) are also finite f16 bits (|x| < 2^-12)
+  fill(q, true, 3);  // read as f16, the same bits are finite too (|x| in [1, 2))
   DeviceBuffer out(static_cast<size_t>(shape.batch) * kNumQHeads * kHeadDim * 2);
   const int64_t scale_cols = int64_t{kNumQHeads} * kHeadDim / 16;
   DeviceBuffer block_scales(static_cast<size_t>((shape.batch + 127) / 128 * 128 * scale_cols));
