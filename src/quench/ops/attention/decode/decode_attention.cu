@@ -3,6 +3,7 @@
 #include "quench/ops/attention/decode/decode_attention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -25,6 +26,7 @@ constexpr int kMaxCtasPerSm = 4;
 // A split covers at least this many 64-token tiles, so the merge stays cheap.
 constexpr int kMinTilesPerSplit = 2;
 constexpr int kMaxSplits = 64;
+constexpr int kMinTilesPerLongSplit = 16;
 
 void check_cuda(cudaError_t status, const char* what) {
   QUENCH_REQUIRE(status == cudaSuccess, "decode attention: ", what,
@@ -115,6 +117,30 @@ KernelLaunchConfig launch_config(const DecodeKernelInfo& info) {
   return config;
 }
 
+// KV splits per (request, KV head, row group), from `base` such work items, `slots` CTAs the GPU
+// holds at once and `tiles` KV tiles per item.
+// - base < slots (small batch, long context): split until the GPU is full, keeping at least
+//   kMinTilesPerSplit tiles per split so that the merge stays cheap.
+// - otherwise: 1-3 splits, whichever fills the last wave of CTAs best (64 x 4096 on 396 slots:
+//   512 CTAs leave the second wave 29% full, 1536 CTAs fill four waves 97%), keeping at least
+//   kMinTilesPerLongSplit tiles per split; another split must gain 5% of wave efficiency.
+int64_t choose_num_splits(int64_t base, int64_t slots, int64_t tiles) {
+  if (base <= 0) return 1;
+  if (base < slots) {
+    return std::max<int64_t>(
+        1, std::min({slots / base, tiles / kMinTilesPerSplit, static_cast<int64_t>(kMaxSplits)}));
+  }
+  auto wave_efficiency = [&](int64_t splits) {
+    const double waves = static_cast<double>(base * splits) / static_cast<double>(slots);
+    return waves / std::ceil(waves);
+  };
+  int64_t best = 1;
+  for (int64_t splits = 2; splits <= 3 && tiles / splits >= kMinTilesPerLongSplit; ++splits) {
+    if (wave_efficiency(splits) > wave_efficiency(best) + 0.05) best = splits;
+  }
+  return best;
+}
+
 struct LaunchShape {
   DecodeKernelInfo info;
   DecodeKernelArgs args;
@@ -142,12 +168,7 @@ LaunchShape launch_shape(const AttentionParams& p) {
         visible, static_cast<int64_t>(p.window_left) + p.max_q_len + decode::kTileTokens);
   }
   const int64_t tiles = (visible + decode::kTileTokens - 1) / decode::kTileTokens;
-  int64_t splits = 1;
-  if (base > 0 && base < slots) {
-    splits = std::min({slots / base, std::max<int64_t>(1, tiles / kMinTilesPerSplit),
-                       static_cast<int64_t>(kMaxSplits)});
-  }
-  args.num_splits = static_cast<int32_t>(std::max<int64_t>(splits, 1));
+  args.num_splits = static_cast<int32_t>(choose_num_splits(base, slots, tiles));
   shape.grid =
       dim3(static_cast<unsigned>(args.num_splits), static_cast<unsigned>(p.kv.num_kv_heads),
            static_cast<unsigned>(p.num_seqs * args.row_groups));

@@ -7,7 +7,7 @@
 //   buffers (16-byte copies, whole pages, zero-filled outside the visible range). Each of the 4
 //   warps owns 16 tokens of a tile and keeps its own online-softmax state; the warps are merged
 //   once at the end through shared memory.
-// - FP8 K/V are widened to bf16 (or f16 for an f16 query) in registers (fp8x2_to_mma_pair).
+// - FP8 K/V are widened to bf16 (or f16 for an f16 query) in registers (fp8_pair_to_mma).
 //   K's head dimension is permuted (identically for Q and K, so dot products are unchanged) so
 //   that one 16-byte shared load feeds four k-steps; V's token pairs are gathered with prmt.
 // - fp32 online softmax in log2 units; k_scale folds into the score scale, v_scale into the
@@ -34,8 +34,6 @@ struct DecodeTraits {
   static constexpr MmaType kMma =
       (kFp8Kv && kQDtype == DType::kF16) ? MmaType::kF16 : MmaType::kBF16;
   static constexpr Fp8Kind kFp8 = kKvDtype == DType::kFP8E5M2 ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
-  // True K/V value = value in the MMA registers * this.
-  static constexpr float kBitsFactor = kFp8Kv ? fp8_to_mma_factor<kFp8, kMma>() : 1.0f;
 
   static constexpr int kRowBytes = kHeadDim * kKvBytes;  // one token of one head
   static constexpr int kKvStride = kRowBytes + 16;       // padded against bank conflicts
@@ -162,7 +160,7 @@ __global__ void __launch_bounds__(kThreads)
   const int32_t mask_hi = first_pos + qi_first + 1;
 
   const float soft_cap = p.logit_soft_cap;
-  const float qk_scale = p.sm_scale * p.k_scale.at(kv_head) * T::kBitsFactor;
+  const float qk_scale = p.sm_scale * p.k_scale.at(kv_head);
   const float score_mul = soft_cap > 0.0f ? qk_scale / soft_cap : qk_scale * kLog2e;
   const float cap_mul = soft_cap * kLog2e;
 
@@ -318,8 +316,8 @@ __global__ void __launch_bounds__(kThreads)
           uint32_t b0, b1;
           if constexpr (T::kFp8Kv) {
             const uint32_t w = k_words[nt][j];
-            b0 = fp8x2_to_mma_pair<T::kFp8, kMma>(byte_perm(w, w, fp8_pair_selector(0, 1)));
-            b1 = fp8x2_to_mma_pair<T::kFp8, kMma>(byte_perm(w, w, fp8_pair_selector(2, 3)));
+            b0 = fp8_pair_to_mma<T::kFp8, kMma>(w, w, 0, 1);
+            b1 = fp8_pair_to_mma<T::kFp8, kMma>(w, w, 2, 3);
           } else {
             b0 = k_words[nt][2 * j];
             b1 = k_words[nt][2 * j + 1];
@@ -400,11 +398,10 @@ __global__ void __launch_bounds__(kThreads)
       for (int k = 0; k < kElemsPerLoad; ++k) {
         uint32_t b0, b1;
         if constexpr (T::kFp8Kv) {
-          const uint32_t sel = fp8_pair_selector(k % 4, 4 + k % 4);
-          b0 = fp8x2_to_mma_pair<T::kFp8, kMma>(
-              byte_perm(v_words[0][k / 4], v_words[1][k / 4], sel));
-          b1 = fp8x2_to_mma_pair<T::kFp8, kMma>(
-              byte_perm(v_words[2][k / 4], v_words[3][k / 4], sel));
+          b0 = fp8_pair_to_mma<T::kFp8, kMma>(v_words[0][k / 4], v_words[1][k / 4], k % 4,
+                                              4 + k % 4);
+          b1 = fp8_pair_to_mma<T::kFp8, kMma>(v_words[2][k / 4], v_words[3][k / 4], k % 4,
+                                              4 + k % 4);
         } else {
           const uint32_t sel = (k % 2) ? 0x7632u : 0x5410u;
           b0 = byte_perm(v_words[0][k / 2], v_words[1][k / 2], sel);
@@ -442,7 +439,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // Epilogue: one thread per 16 consecutive output elements of a row.
   constexpr int kBlocksPerRow = kHeadDim / 16;
-  const float v_factor = p.v_scale.at(kv_head) * T::kBitsFactor;
+  const float v_factor = p.v_scale.at(kv_head);
   for (int unit = tid; unit < num_rows * kBlocksPerRow; unit += kThreads) {
     const int r = unit / kBlocksPerRow;
     const int d0 = unit % kBlocksPerRow * 16;

@@ -49,34 +49,57 @@ __host__ __device__ constexpr uint32_t fp8_pair_selector(uint32_t lo, uint32_t h
 enum class Fp8Kind { kE4M3, kE5M2 };
 
 // Converts two FP8 values, held as the high bytes of the two halves of `x` (fp8 << 8), into a
-// packed pair of the MMA type. The FP8 bits are moved into the wider format's fields, which
-// divides the value by a power of two (the exponent bias difference): for bf16 the result is
-// multiplied back exactly (a power-of-two bf16 multiply, subnormals included) so that the
-// tensor cores never see values near fp32's subnormal range; for f16 the factor (2^8 for
-// e4m3, 1 for e5m2) is left in and returned by fp8_to_mma_factor() for the caller's scales.
+// packed pair of the MMA type with the exact same values. The FP8 bits are moved into the wider
+// format's fields, which divides the value by a power of two (the exponent-bias difference);
+// a power-of-two multiply (exact, subnormals included) restores it, so the tensor cores never
+// see values near fp32's subnormal range.
 template <Fp8Kind kKind, MmaType kType>
-__device__ __forceinline__ uint32_t fp8x2_to_mma_pair(uint32_t x) {
+__device__ __forceinline__ uint32_t fp8x2_bits_to_mma_pair(uint32_t x) {
   if constexpr (kKind == Fp8Kind::kE5M2 && kType == MmaType::kF16) {
     return x & 0xff00ff00u;  // e5m2 is the top byte of an f16
   } else {
     constexpr int kShift = kType == MmaType::kF16 ? 1 : (kKind == Fp8Kind::kE4M3 ? 4 : 3);
     const uint32_t r = (x & 0x80008000u) | ((x & 0x7f007f00u) >> kShift);
+    uint32_t out;
     if constexpr (kType == MmaType::kF16) {
-      return r;
+      // e4m3 -> f16 fields: value / 2^8; 256.0 as an f16 pair.
+      asm("fma.rn.f16x2 %0, %1, %2, %3;\n"
+          : "=r"(out)
+          : "r"(r), "r"(0x5c005c00u), "r"(0x80008000u));
     } else {
       // 2^120 (e4m3: bias 127 - 7) or 2^112 (e5m2: bias 127 - 15), as bf16 pairs.
       constexpr uint32_t kRestore = kKind == Fp8Kind::kE4M3 ? 0x7b807b80u : 0x77807780u;
-      uint32_t out;
       asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(out) : "r"(r), "r"(kRestore), "r"(0x80008000u));
-      return out;
     }
+    return out;
   }
 }
 
-// True value = converted value * this factor (see fp8x2_to_mma_pair).
+// The pair (byte `lo` of {b,a}, byte `hi` of {b,a}) of FP8 values as a pair of the MMA type,
+// `lo` in the low half. sm_89+ converts to f16 with one instruction; bf16 (and older GPUs) use
+// the bit moves above. lo and hi are compile-time constants after unrolling.
 template <Fp8Kind kKind, MmaType kType>
-__host__ __device__ constexpr float fp8_to_mma_factor() {
-  return (kType == MmaType::kF16 && kKind == Fp8Kind::kE4M3) ? 256.0f : 1.0f;
+__device__ __forceinline__ uint32_t fp8_pair_to_mma(uint32_t a, uint32_t b, uint32_t lo,
+                                                    uint32_t hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if constexpr (kType == MmaType::kF16) {
+    const uint32_t packed = byte_perm(a, b, lo | (hi << 4));
+    uint32_t out;
+    if constexpr (kKind == Fp8Kind::kE4M3) {
+      asm("{\n .reg .b16 lo16, hi16;\n mov.b32 {lo16, hi16}, %1;\n"
+          " cvt.rn.f16x2.e4m3x2 %0, lo16;\n}\n"
+          : "=r"(out)
+          : "r"(packed));
+    } else {
+      asm("{\n .reg .b16 lo16, hi16;\n mov.b32 {lo16, hi16}, %1;\n"
+          " cvt.rn.f16x2.e5m2x2 %0, lo16;\n}\n"
+          : "=r"(out)
+          : "r"(packed));
+    }
+    return out;
+  }
+#endif
+  return fp8x2_bits_to_mma_pair<kKind, kType>(byte_perm(a, b, fp8_pair_selector(lo, hi)));
 }
 
 // Packs two floats into a pair of the MMA type (round to nearest even); `lo` in the low half.
