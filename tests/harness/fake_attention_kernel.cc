@@ -23,7 +23,7 @@ class FakeKernel final : public AttentionKernel {
   SupportCheck check(const AttentionConfig& config, AttentionPhase phase) const override {
     return spec_.check ? spec_.check(config, phase) : SupportCheck::may("fake");
   }
-  void run(const AttentionParams& params, void*) const override {
+  void run(const AttentionParams& params, const KernelWorkspace&, void*) const override {
     spec_.runs->push_back(params);
     if (spec_.run_reference) {
       validate_attention_params(params);

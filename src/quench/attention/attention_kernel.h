@@ -4,6 +4,8 @@
 // these answers once, at initialisation.
 #pragma once
 
+#include <cstddef>
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -30,6 +32,12 @@ struct SupportCheck {
   static SupportCheck may(std::string reason) { return {SupportLevel::kMay, std::move(reason)}; }
 };
 
+// Scratch memory handed to a kernel's run().
+struct KernelWorkspace {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
 // Where the buffers a kernel reads and writes live.
 enum class MemorySpace : uint8_t { kHost, kDevice };
 
@@ -53,11 +61,20 @@ class AttentionKernel {
   // will receive (the one query_dtype returned).
   virtual SupportCheck check(const AttentionConfig& config, AttentionPhase phase) const = 0;
 
+  // Scratch memory run() needs for `params` (in the kernel's memory space), e.g. split-KV
+  // partials; 0 for most kernels. The caller allocates it once, before any graph capture.
+  virtual size_t workspace_bytes(const AttentionParams& params) const {
+    (void)params;
+    return 0;
+  }
+
   // Computes attention as attention_params.h specifies. Pointers are host memory for a kHost
   // kernel and device memory for a kDevice kernel; `stream` is a cudaStream_t for device
-  // kernels (nullptr = the default stream) and unused by host kernels. Must not allocate or
-  // synchronize, so that device kernels can be captured in CUDA graphs.
-  virtual void run(const AttentionParams& params, void* stream) const = 0;
+  // kernels (nullptr = the default stream) and unused by host kernels. `workspace` holds at
+  // least workspace_bytes(params) bytes (a kernel may run slower, never wrong, with less). Must
+  // not allocate or synchronize, so that device kernels can be captured in CUDA graphs.
+  virtual void run(const AttentionParams& params, const KernelWorkspace& workspace,
+                   void* stream) const = 0;
 };
 
 }  // namespace quench

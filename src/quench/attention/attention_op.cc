@@ -1,5 +1,7 @@
 #include "quench/attention/attention_op.h"
 
+#include <algorithm>
+
 #include <type_traits>
 #include <utility>
 
@@ -78,7 +80,44 @@ void AttentionOp::run(const AttentionOpArgs& args, void* stream) const {
   if (args.metadata.num_prefill_seqs > 0) run_phase(args, AttentionPhase::kPrefill, stream);
 }
 
+size_t AttentionOp::workspace_bytes(const AttentionOpArgs& args) const {
+  size_t bytes = 0;
+  for (AttentionPhase phase : {AttentionPhase::kDecode, AttentionPhase::kPrefill}) {
+    const bool prefill = phase == AttentionPhase::kPrefill;
+    if ((prefill ? args.metadata.num_prefill_seqs : args.metadata.num_decode_seqs) == 0) continue;
+    bytes =
+        std::max(bytes, selection_.at(phase).kernel->workspace_bytes(phase_params(args, phase)));
+  }
+  return bytes;
+}
+
 void AttentionOp::run_phase(const AttentionOpArgs& args, AttentionPhase phase, void* stream) const {
+  const AttentionConfig& config = selection_.config();
+  const AttentionPhaseDecision& decision = selection_.at(phase);
+  const AttentionMetadataView& m = args.metadata;
+  const bool prefill = phase == AttentionPhase::kPrefill;
+  const bool device = decision.kernel->memory_space() == MemorySpace::kDevice;
+  const int32_t first_row = prefill ? m.num_decode_tokens : 0;
+  const int32_t num_rows = prefill ? m.num_prefill_tokens : m.num_decode_tokens;
+  const int64_t q_row_elems = static_cast<int64_t>(config.num_q_heads) * config.head_dim_qk;
+
+  const AttentionParams params = phase_params(args, phase);  // checks q_fp8 is there
+  if (is_fp8(decision.q_dtype) && !args.q_fp8_ready && num_rows > 0) {
+    const auto* q_rows = static_cast<const uint16_t*>(args.q) + first_row * q_row_elems;
+    uint8_t* q_fp8_rows = args.q_fp8 + first_row * q_row_elems;
+    const int64_t count = num_rows * q_row_elems;
+    if (device) {
+      quantize_query_device(q_rows, config.model_dtype, q_fp8_rows, decision.q_dtype, count,
+                            scales_.q_scale(), stream);
+    } else {
+      quantize_query_host(q_rows, config.model_dtype, q_fp8_rows, decision.q_dtype, count,
+                          scales_.q_scale());
+    }
+  }
+  decision.kernel->run(params, KernelWorkspace{args.workspace, args.workspace_bytes}, stream);
+}
+
+AttentionParams AttentionOp::phase_params(const AttentionOpArgs& args, AttentionPhase phase) const {
   const AttentionConfig& config = selection_.config();
   const AttentionPhaseDecision& decision = selection_.at(phase);
   const AttentionMetadataView& m = args.metadata;
@@ -95,19 +134,7 @@ void AttentionOp::run_phase(const AttentionOpArgs& args, AttentionPhase phase, v
   if (is_fp8(decision.q_dtype)) {
     QUENCH_REQUIRE(args.q_fp8 != nullptr || num_rows == 0, "the ", attention_phase_name(phase),
                    " kernel '", decision.kernel->name(), "' takes an FP8 query: q_fp8 is needed");
-    uint8_t* q_fp8_rows = args.q_fp8 + first_row * q_row_elems;
-    if (!args.q_fp8_ready && num_rows > 0) {
-      const auto* q_rows = static_cast<const uint16_t*>(args.q) + first_row * q_row_elems;
-      const int64_t count = num_rows * q_row_elems;
-      if (device) {
-        quantize_query_device(q_rows, config.model_dtype, q_fp8_rows, decision.q_dtype, count,
-                              scales_.q_scale(), stream);
-      } else {
-        quantize_query_host(q_rows, config.model_dtype, q_fp8_rows, decision.q_dtype, count,
-                            scales_.q_scale());
-      }
-    }
-    p.q = q_fp8_rows;
+    p.q = args.q_fp8 == nullptr ? nullptr : args.q_fp8 + first_row * q_row_elems;
     p.q_scale = scales_.q_scale();
   } else {
     QUENCH_REQUIRE(decision.q_dtype == config.model_dtype, "the ", attention_phase_name(phase),
@@ -153,7 +180,7 @@ void AttentionOp::run_phase(const AttentionOpArgs& args, AttentionPhase phase, v
   p.lse = args.lse == nullptr ? nullptr
                               : args.lse + static_cast<int64_t>(first_row) * config.num_q_heads;
 
-  decision.kernel->run(p, stream);
+  return p;
 }
 
 }  // namespace quench

@@ -79,6 +79,11 @@ struct AttentionOpArgs {
   float nvfp4_global_scale = 1.0f;  // multiplies before NVFP4 quantization
 
   float* lse = nullptr;  // optional [num_tokens, num_q_heads]
+
+  // Scratch for the kernels (split-KV partials), in their memory space: at least
+  // AttentionOp::workspace_bytes(args) bytes, allocated once before graph capture.
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
 
 class AttentionOp {
@@ -97,8 +102,13 @@ class AttentionOp {
   // written. Throws when args disagree with the configuration (KV layout, missing buffers).
   void run(const AttentionOpArgs& args, void* stream) const;
 
+  // Scratch run(args) needs: the larger of the two phases' kernels' needs.
+  size_t workspace_bytes(const AttentionOpArgs& args) const;
+
  private:
   void run_phase(const AttentionOpArgs& args, AttentionPhase phase, void* stream) const;
+  // The kernel parameters of one phase's slice of the batch (no side effects).
+  AttentionParams phase_params(const AttentionOpArgs& args, AttentionPhase phase) const;
 
   AttentionBackendSelection selection_;
   AttentionScales scales_;

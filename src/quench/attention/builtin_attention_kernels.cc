@@ -3,6 +3,7 @@
 // rather than static self-registration: quench_lib is a static library, and the linker would
 // drop a kernel object file that nothing references.)
 #include "quench/attention/attention_kernel_registry.h"
+#include "quench/attention/decode_gqa_attention_kernel.h"
 #include "quench/attention/prefill_mma_attention_kernel.h"
 #include "quench/attention/reference_attention_kernel.h"
 
@@ -11,6 +12,7 @@ namespace quench {
 void register_builtin_attention_kernels(AttentionKernelRegistry& registry) {
   register_reference_attention_kernel(registry);
   register_prefill_mma_attention_kernel(registry);
+  register_decode_gqa_attention_kernel(registry);
 }
 
 }  // namespace quench

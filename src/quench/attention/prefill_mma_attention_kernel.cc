@@ -35,7 +35,7 @@ class PrefillMmaAttentionKernel final : public AttentionKernel {
     return SupportCheck::may("Generic tensor-core prefill (mma.sync, sm_80+).");
   }
 
-  void run(const AttentionParams& params, void* stream) const override {
+  void run(const AttentionParams& params, const KernelWorkspace&, void* stream) const override {
     prefill_attention_generic(params, static_cast<cudaStream_t>(stream));
   }
 };

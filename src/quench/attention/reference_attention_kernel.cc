@@ -31,7 +31,7 @@ class ReferenceAttentionKernel final : public AttentionKernel {
     return SupportCheck::may("CPU reference: any configuration, fp32 math, slowest.");
   }
 
-  void run(const AttentionParams& params, void*) const override {
+  void run(const AttentionParams& params, const KernelWorkspace&, void*) const override {
     validate_attention_params(params);
     attention_reference(params);
   }
