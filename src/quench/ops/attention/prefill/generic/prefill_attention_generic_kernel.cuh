@@ -14,6 +14,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <climits>
 #include <cstdint>
 
 #include "quench/numerics/fp8.h"
@@ -78,6 +79,14 @@ __device__ __forceinline__ uint4 load_q_chunk_as_bf16(const void* src, DType q_d
   words[2] = fp8x2_to_bf16x2(raw.y & 0xffffu, format);
   words[3] = fp8x2_to_bf16x2(raw.y >> 16, format);
   return out;
+}
+
+// 2^x in one MUFU op (-inf -> +0). Its ~2 ulp error matches exp2f's and sits far below the bf16
+// rounding of P; flushing results under 2^-126 to zero cannot change a bf16 P * V sum.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 
 // is_fp8 of dtype.h, callable in device code.
@@ -149,22 +158,40 @@ __global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const At
   }
 
   // K/V tile gather: key j of the tile comes from page block_table[j / page_size]. Keys at or
-  // past kv_end are zero-filled so that masked lanes never multiply garbage (NaN) from V.
+  // past kv_end are zero-filled so that masked lanes never multiply garbage (NaN) from V. Each
+  // thread copies one fixed 16-byte column of kRowsPerPass-spaced rows; their page ids are all
+  // read before the first cp.async so the block-table loads overlap instead of serializing.
   const int32_t* pages = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
+  const int page_shift = __ffs(p.kv.page_size) - 1;  // page_size is a power of two (16/32/64)
+  // Byte strides; one page of one tensor is at most 64 * heads * 256 * 2 bytes, so in-page
+  // offsets fit in 32 bits and only page * page_bytes needs 64.
+  const int page_bytes = static_cast<int>(p.kv.page_elems()) * kKvElemBytes;
+  const int token_bytes = static_cast<int>(p.kv.token_stride()) * kKvElemBytes;
+  const int head_bytes = kv_head * static_cast<int>(p.kv.head_stride()) * kKvElemBytes;
   const auto load_kv_tile = [&](int kv0, int stage) {
     constexpr int kChunksPerRow = kHeadDim * kKvElemBytes / 16;
-    for (int idx = tid; idx < kBlockN * kChunksPerRow; idx += Cfg::kThreads) {
-      const int row = idx / kChunksPerRow;
-      const int chunk = idx % kChunksPerRow;
-      const int j = kv0 + row;
-      const bool valid = j < kv_end;
-      int64_t src = 0;
-      if (valid) {
-        const int page = pages[j / p.kv.page_size];
-        src = p.kv.offset(page, j % p.kv.page_size, kv_head, 0) * kKvElemBytes + chunk * 16;
-      }
-      const unsigned char* k_src = static_cast<const unsigned char*>(p.k_cache) + src;
-      const unsigned char* v_src = static_cast<const unsigned char*>(p.v_cache) + src;
+    constexpr int kRowsPerPass = Cfg::kThreads / kChunksPerRow;
+    constexpr int kPasses = kBlockN / kRowsPerPass;
+    static_assert(Cfg::kThreads % kChunksPerRow == 0 && kBlockN % kRowsPerPass == 0);
+    const int chunk = tid % kChunksPerRow;
+    const int first_row = tid / kChunksPerRow;
+    const int column_bytes = head_bytes + chunk * 16;
+    // Keys past kv_end read the last valid key's page id (always inside the block table) and
+    // are then zero-filled instead of copied.
+    int64_t src[kPasses];
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int j = min(kv0 + first_row + i * kRowsPerPass, kv_end - 1);
+      const int page = pages[j >> page_shift];
+      src[i] = static_cast<int64_t>(page) * page_bytes +
+               ((j & (p.kv.page_size - 1)) * token_bytes + column_bytes);
+    }
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int row = first_row + i * kRowsPerPass;
+      const bool valid = kv0 + row < kv_end;
+      const unsigned char* k_src = static_cast<const unsigned char*>(p.k_cache) + src[i];
+      const unsigned char* v_src = static_cast<const unsigned char*>(p.v_cache) + src[i];
       unsigned char* k_dst;
       unsigned char* v_dst;
       if constexpr (Cfg::kFp8Kv) {
@@ -218,6 +245,10 @@ __global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const At
   const float q_scale_eff = device_is_fp8(p.q_dtype) ? p.q_scale : 1.0f;
   const float score_scale = p.sm_scale * q_scale_eff * p.k_scale.at(kv_head);
   const bool soft_cap = p.logit_soft_cap > 0.0f;
+  const float score_scale_log2 = score_scale * kLog2e;
+  // Soft-capped log2 score: cap_log2 * tanh(s * scale_over_cap) = log2(e) * cap * tanh(x / cap).
+  const float scale_over_cap = soft_cap ? score_scale / p.logit_soft_cap : 0.0f;
+  const float cap_log2 = p.logit_soft_cap * kLog2e;
   float o_acc[kHeadDim / 8][4] = {};
   float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (score * log2(e))
   float row_sum[2] = {0.0f, 0.0f};            // this thread's partial; quad-reduced at the end
@@ -255,22 +286,42 @@ __global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const At
       }
     }
 
-    // Scale, soft-cap and mask (log2 units), then the online softmax update.
+    // Scores -> log2 units (scale, optional soft-cap), then the mask, each as one warp-uniform
+    // branch per tile: only the diagonal and window-edge tiles pay for the mask.
+    if (soft_cap) {
+#pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[nt][e] = cap_log2 * tanhf(s[nt][e] * scale_over_cap);
+      }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[nt][e] *= score_scale_log2;
+      }
+    }
     const bool needs_mask =
         kv0 + kBlockN - 1 > pos_lo || (p.window_left >= 0 && kv0 < pos_hi - p.window_left);
+    if (needs_mask) {
+      // Column c of the tile (this thread's key kv0 + c) is visible to row r iff
+      // visible_lo[r] <= c <= visible_hi[r].
+      const int lane_key = kv0 + 2 * lane_in_group;
+      int visible_lo[2], visible_hi[2];
 #pragma unroll
-    for (int nt = 0; nt < kBlockN / 8; ++nt) {
+      for (int r = 0; r < 2; ++r) {
+        visible_hi[r] = row_pos[r] - lane_key;
+        visible_lo[r] = p.window_left >= 0 ? row_pos[r] - p.window_left - lane_key : INT_MIN;
+      }
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[nt][e] * score_scale;
-        if (soft_cap) x = p.logit_soft_cap * tanhf(x / p.logit_soft_cap);
-        x *= kLog2e;
-        if (needs_mask) {
-          const int j = kv0 + nt * 8 + 2 * lane_in_group + (e & 1);
-          const int pos = row_pos[e / 2];
-          if (j > pos || (p.window_left >= 0 && j < pos - p.window_left)) x = -INFINITY;
+      for (int nt = 0; nt < kBlockN / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int c = nt * 8 + (e & 1);
+          if (c > visible_hi[e / 2] || c < visible_lo[e / 2]) s[nt][e] = -INFINITY;
         }
-        s[nt][e] = x;
       }
     }
 #pragma unroll
@@ -285,7 +336,7 @@ __global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const At
       const float new_max = fmaxf(row_max[r], tile_max);
       // A row that has seen only masked keys keeps max -inf; subtract 0 to avoid inf - inf.
       const float offset = new_max == -INFINITY ? 0.0f : new_max;
-      const float correction = exp2f(row_max[r] - offset);
+      const float correction = fast_exp2(row_max[r] - offset);
       row_max[r] = new_max;
       row_sum[r] *= correction;
 #pragma unroll
@@ -295,8 +346,8 @@ __global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const At
       }
 #pragma unroll
       for (int nt = 0; nt < kBlockN / 8; ++nt) {
-        s[nt][2 * r] = exp2f(s[nt][2 * r] - offset);
-        s[nt][2 * r + 1] = exp2f(s[nt][2 * r + 1] - offset);
+        s[nt][2 * r] = fast_exp2(s[nt][2 * r] - offset);
+        s[nt][2 * r + 1] = fast_exp2(s[nt][2 * r + 1] - offset);
         row_sum[r] += s[nt][2 * r] + s[nt][2 * r + 1];
       }
     }
