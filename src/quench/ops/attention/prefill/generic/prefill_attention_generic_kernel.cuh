@@ -26,6 +26,10 @@ namespace quench::prefill_generic {
 
 enum class KvKind : uint8_t { kBF16, kE4M3, kE5M2 };
 
+constexpr int cmax(int a, int b) {
+  return a > b ? a : b;
+}
+
 template <int kHeadDim, KvKind kKv>
 struct PrefillConfig {
   static constexpr int kThreads = 128;
@@ -33,7 +37,12 @@ struct PrefillConfig {
   static constexpr int kBlockN = kHeadDim > 128 ? 32 : 64;  // keys per K/V tile
   static constexpr bool kFp8Kv = kKv != KvKind::kBF16;
   static constexpr int kChunks = kHeadDim / 8;  // 16-byte bf16 chunks per row
+  // head_dim <= 128: each warp keeps its Q A-fragments in registers for the whole KV loop (32
+  // registers at 128), so the Q tile is only a staging area and the K/V buffers reuse it;
+  // head_dim 256 has no registers to spare and re-reads Q from shared memory every tile.
+  static constexpr bool kQInRegisters = kHeadDim <= 128;
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
+  static constexpr int kKvOffset = kQInRegisters ? 0 : kQBytes;
   static constexpr int kTileBytes = kBlockN * kHeadDim * 2;  // one bf16 K or V tile
   static constexpr int kStagingBytes = kBlockN * kHeadDim;   // one FP8 K or V tile
   // bf16 KV: K and V tiles, two stages each. FP8 KV: one bf16 K and V tile plus two stages of
@@ -41,7 +50,11 @@ struct PrefillConfig {
   static constexpr int kKvBytes = kFp8Kv ? 2 * kTileBytes + 4 * kStagingBytes : 4 * kTileBytes;
   static constexpr int kOutStride = kHeadDim + 8;  // floats; padding spreads the banks
   static constexpr int kOutBytes = kBlockM * kOutStride * 4;
-  static constexpr int kSmemBytes = kQBytes + kKvBytes > kOutBytes ? kQBytes + kKvBytes : kOutBytes;
+  static constexpr int kSmemBytes = cmax(cmax(kQBytes, kKvOffset + kKvBytes), kOutBytes);
+  // CTAs per SM the register budget is sized for (65536 / (n * 128) registers, rounded down to
+  // the allocation granule of 8): head_dim 64: 4 (128 registers, 32 KB of shared memory each);
+  // 128: 3 (168 registers, 64 KB each); 256: 1 (no cap; shared memory allows 2).
+  static constexpr int kMinBlocksPerSm = kHeadDim == 64 ? 4 : kHeadDim == 128 ? 3 : 1;
 };
 
 // Element offset of 8-element chunk `chunk` of row `row` in a [rows][kHeadDim] bf16 tile whose
@@ -105,7 +118,9 @@ __device__ __forceinline__ QueryRow query_row(int m, int group, int kv_head) {
 }
 
 template <int kHeadDim, KvKind kKv>
-__global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const AttentionParams p) {
+__global__ void __launch_bounds__(PrefillConfig<kHeadDim, kKv>::kThreads,
+                                  PrefillConfig<kHeadDim, kKv>::kMinBlocksPerSm)
+    prefill_attention_generic_kernel(const AttentionParams p) {
   using Cfg = PrefillConfig<kHeadDim, kKv>;
   constexpr int kBlockM = Cfg::kBlockM;
   constexpr int kBlockN = Cfg::kBlockN;
@@ -113,7 +128,7 @@ __global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const At
   constexpr float kLog2e = 1.4426950408889634f;
   extern __shared__ __align__(128) unsigned char smem[];
   __nv_bfloat16* q_tile = reinterpret_cast<__nv_bfloat16*>(smem);
-  unsigned char* kv_smem = smem + Cfg::kQBytes;
+  unsigned char* kv_smem = smem + Cfg::kKvOffset;
 
   const int seq = blockIdx.z;
   const int kv_head = blockIdx.y;
@@ -253,17 +268,33 @@ __global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const At
   float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (score * log2(e))
   float row_sum[2] = {0.0f, 0.0f};            // this thread's partial; quad-reduced at the end
 
+  // This warp's Q A-fragment kk (16 rows x 16 dims) from the shared tile.
+  const auto load_q_fragment = [&](int kk, uint32_t(&a)[4]) {
+    const int q_row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+    ldmatrix_x4(a, q_tile + swizzled<kHeadDim>(q_row, kk * 2 + lane / 16));
+  };
+  uint32_t q_frag[Cfg::kQInRegisters ? kHeadDim / 16 : 1][4];
+  if constexpr (Cfg::kQInRegisters) {
+    __syncthreads();  // the Q tile is complete
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk)
+      load_q_fragment(kk, q_frag[kk]);
+    __syncthreads();  // every warp holds its fragments before K/V overwrite the Q tile
+  }
+
   if (num_kv_tiles > 0) load_kv_tile(kv_begin, 0);
   for (int tile = 0; tile < num_kv_tiles; ++tile) {
     const int kv0 = kv_begin + tile * kBlockN;
     const int stage = tile & 1;
     cp_async_wait_all();
     __syncthreads();  // tile's data visible; every warp is done with the previous tile
+    // The next tile's copies start before the FP8 widening so they overlap it; they land in the
+    // other stage, which the previous iteration finished reading before the barrier above.
+    if (tile + 1 < num_kv_tiles) load_kv_tile(kv0 + kBlockN, stage ^ 1);
     if constexpr (Cfg::kFp8Kv) {
       widen_fp8_tiles(stage);
       __syncthreads();
     }
-    if (tile + 1 < num_kv_tiles) load_kv_tile(kv0 + kBlockN, stage ^ 1);
     const int tile_stage = Cfg::kFp8Kv ? 0 : stage;
     const __nv_bfloat16* k_tile =
         reinterpret_cast<const __nv_bfloat16*>(kv_smem + tile_stage * 2 * Cfg::kTileBytes);
@@ -274,8 +305,13 @@ __global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const At
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
       uint32_t a[4];
-      const int q_row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
-      ldmatrix_x4(a, q_tile + swizzled<kHeadDim>(q_row, kk * 2 + lane / 16));
+      if constexpr (Cfg::kQInRegisters) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          a[i] = q_frag[kk][i];
+      } else {
+        load_q_fragment(kk, a);
+      }
 #pragma unroll
       for (int np = 0; np < kBlockN / 16; ++np) {
         uint32_t b[4];
@@ -324,6 +360,7 @@ __global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const At
         }
       }
     }
+    float offset[2], correction[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float tile_max = -INFINITY;
@@ -335,21 +372,28 @@ __global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const At
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
       const float new_max = fmaxf(row_max[r], tile_max);
       // A row that has seen only masked keys keeps max -inf; subtract 0 to avoid inf - inf.
-      const float offset = new_max == -INFINITY ? 0.0f : new_max;
-      const float correction = fast_exp2(row_max[r] - offset);
+      offset[r] = new_max == -INFINITY ? 0.0f : new_max;
+      correction[r] = fast_exp2(row_max[r] - offset[r]);
       row_max[r] = new_max;
-      row_sum[r] *= correction;
+      row_sum[r] *= correction[r];
+    }
+    // Once the running maxima settle, most tiles leave every row's max unchanged; the warp then
+    // skips the rescale of its accumulators (a multiply by exactly 1).
+    if (__any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f)) {
 #pragma unroll
       for (int dt = 0; dt < kHeadDim / 8; ++dt) {
-        o_acc[dt][2 * r] *= correction;
-        o_acc[dt][2 * r + 1] *= correction;
-      }
 #pragma unroll
-      for (int nt = 0; nt < kBlockN / 8; ++nt) {
-        s[nt][2 * r] = fast_exp2(s[nt][2 * r] - offset);
-        s[nt][2 * r + 1] = fast_exp2(s[nt][2 * r + 1] - offset);
-        row_sum[r] += s[nt][2 * r] + s[nt][2 * r + 1];
+        for (int e = 0; e < 4; ++e)
+          o_acc[dt][e] *= correction[e / 2];
       }
+    }
+#pragma unroll
+    for (int nt = 0; nt < kBlockN / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        s[nt][e] = fast_exp2(s[nt][e] - offset[e / 2]);
+      row_sum[0] += s[nt][0] + s[nt][1];
+      row_sum[1] += s[nt][2] + s[nt][3];
     }
 
     // O += P V, P taken from the S accumulators as bf16 A fragments.
