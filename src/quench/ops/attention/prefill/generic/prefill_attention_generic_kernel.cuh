@@ -193,20 +193,20 @@ __global__ void __launch_bounds__(PrefillConfig<kHeadDim, kKv>::kThreads,
     const int column_bytes = head_bytes + chunk * 16;
     // Keys past kv_end read the last valid key's page id (always inside the block table) and
     // are then zero-filled instead of copied.
-    int64_t src[kPasses];
+    int page[kPasses];
 #pragma unroll
     for (int i = 0; i < kPasses; ++i) {
-      const int j = min(kv0 + first_row + i * kRowsPerPass, kv_end - 1);
-      const int page = pages[j >> page_shift];
-      src[i] = static_cast<int64_t>(page) * page_bytes +
-               ((j & (p.kv.page_size - 1)) * token_bytes + column_bytes);
+      page[i] = pages[min(kv0 + first_row + i * kRowsPerPass, kv_end - 1) >> page_shift];
     }
 #pragma unroll
     for (int i = 0; i < kPasses; ++i) {
       const int row = first_row + i * kRowsPerPass;
-      const bool valid = kv0 + row < kv_end;
-      const unsigned char* k_src = static_cast<const unsigned char*>(p.k_cache) + src[i];
-      const unsigned char* v_src = static_cast<const unsigned char*>(p.v_cache) + src[i];
+      const int j = kv0 + row;
+      const bool valid = j < kv_end;
+      const int64_t src = static_cast<int64_t>(page[i]) * page_bytes +
+                          ((j & (p.kv.page_size - 1)) * token_bytes + column_bytes);
+      const unsigned char* k_src = static_cast<const unsigned char*>(p.k_cache) + src;
+      const unsigned char* v_src = static_cast<const unsigned char*>(p.v_cache) + src;
       unsigned char* k_dst;
       unsigned char* v_dst;
       if constexpr (Cfg::kFp8Kv) {
@@ -224,30 +224,38 @@ __global__ void __launch_bounds__(PrefillConfig<kHeadDim, kKv>::kThreads,
     cp_async_commit();
   };
 
-  // FP8 staging of `stage` -> the bf16 K and V tiles.
+  // FP8 staging of `stage` -> the bf16 K and V tiles. Each thread widens one fixed 16-byte
+  // column of every kRowsPerPass-th row, so the loop is unrolled with invariant addressing.
   const auto widen_fp8_tiles = [&](int stage) {
     constexpr __nv_fp8_interpretation_t kFormat = kKv == KvKind::kE4M3 ? __NV_E4M3 : __NV_E5M2;
     constexpr int kChunks16 = kHeadDim / 16;  // 16 FP8 values per staging chunk
+    constexpr int kRowsPerPass = Cfg::kThreads / kChunks16;
+    static_assert(Cfg::kThreads % kChunks16 == 0 && kBlockN % kRowsPerPass == 0);
+    const int chunk = tid % kChunks16;
+    const int first_row = tid / kChunks16;
     const unsigned char* staging = kv_smem + 2 * Cfg::kTileBytes + stage * 2 * Cfg::kStagingBytes;
-    for (int idx = tid; idx < 2 * kBlockN * kChunks16; idx += Cfg::kThreads) {
-      const int tensor = idx / (kBlockN * kChunks16);  // 0: K, 1: V
-      const int row = idx / kChunks16 % kBlockN;
-      const int chunk = idx % kChunks16;
-      const uint4 raw = *reinterpret_cast<const uint4*>(staging + tensor * Cfg::kStagingBytes +
-                                                        row * kHeadDim + chunk * 16);
-      const uint32_t* in = &raw.x;
-      uint4 lo, hi;
-      uint32_t* lo_words = &lo.x;
-      uint32_t* hi_words = &hi.x;
-      for (int i = 0; i < 2; ++i) {
-        lo_words[2 * i] = fp8x2_to_bf16x2(in[i] & 0xffffu, kFormat);
-        lo_words[2 * i + 1] = fp8x2_to_bf16x2(in[i] >> 16, kFormat);
-        hi_words[2 * i] = fp8x2_to_bf16x2(in[i + 2] & 0xffffu, kFormat);
-        hi_words[2 * i + 1] = fp8x2_to_bf16x2(in[i + 2] >> 16, kFormat);
+#pragma unroll
+    for (int tensor = 0; tensor < 2; ++tensor) {  // 0: K, 1: V
+#pragma unroll
+      for (int i = 0; i < kBlockN / kRowsPerPass; ++i) {
+        const int row = first_row + i * kRowsPerPass;
+        const uint4 raw = *reinterpret_cast<const uint4*>(staging + tensor * Cfg::kStagingBytes +
+                                                          row * kHeadDim + chunk * 16);
+        const uint32_t* in = &raw.x;
+        uint4 lo, hi;
+        uint32_t* lo_words = &lo.x;
+        uint32_t* hi_words = &hi.x;
+#pragma unroll
+        for (int w = 0; w < 2; ++w) {
+          lo_words[2 * w] = fp8x2_to_bf16x2(in[w] & 0xffffu, kFormat);
+          lo_words[2 * w + 1] = fp8x2_to_bf16x2(in[w] >> 16, kFormat);
+          hi_words[2 * w] = fp8x2_to_bf16x2(in[w + 2] & 0xffffu, kFormat);
+          hi_words[2 * w + 1] = fp8x2_to_bf16x2(in[w + 2] >> 16, kFormat);
+        }
+        __nv_bfloat16* tile = reinterpret_cast<__nv_bfloat16*>(kv_smem + tensor * Cfg::kTileBytes);
+        *reinterpret_cast<uint4*>(tile + swizzled<kHeadDim>(row, 2 * chunk)) = lo;
+        *reinterpret_cast<uint4*>(tile + swizzled<kHeadDim>(row, 2 * chunk + 1)) = hi;
       }
-      __nv_bfloat16* tile = reinterpret_cast<__nv_bfloat16*>(kv_smem + tensor * Cfg::kTileBytes);
-      *reinterpret_cast<uint4*>(tile + swizzled<kHeadDim>(row, 2 * chunk)) = lo;
-      *reinterpret_cast<uint4*>(tile + swizzled<kHeadDim>(row, 2 * chunk + 1)) = hi;
     }
   };
 
