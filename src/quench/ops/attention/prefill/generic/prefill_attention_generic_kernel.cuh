@@ -2,12 +2,15 @@
 //
 // One CTA of 4 warps per (tile of 64 packed query rows, KV head, sequence). The query heads of
 // one GQA group are packed into the rows (row m = token m / group, head h_kv * group + m % group)
-// so each K/V tile gathered from the paged cache serves the whole group. Each warp owns 16 rows.
-// K/V tiles of kBlockN keys are gathered page by page through the block table with cp.async,
-// double-buffered; FP8 tiles land in a byte staging buffer and are widened to bf16 in shared
-// memory (exact: every e4m3/e5m2 value is a bf16 value), so one bf16 mma path serves every
-// dtype. Scales never touch the operands: q_scale * k_scale * sm_scale multiplies the scores,
-// v_scale / denominator multiplies the output in the epilogue (SPEC §1.2).
+// so each K/V tile gathered from the paged cache serves the whole group. Each warp owns 16 rows
+// (their Q fragments stay in registers for head_dim <= 128). K/V tiles of kBlockN keys are
+// gathered page by page through the block table with cp.async, double-buffered; FP8 tiles land
+// in a byte staging buffer and are widened to bf16 in shared memory (exact: every e4m3/e5m2
+// value is a bf16 value), so one bf16 mma path serves every dtype. The per-tile path is kept
+// short and branch-free: the soft-cap and the causal/window mask are one warp-uniform branch
+// per tile each (the mask only on diagonal and window-edge tiles). Scales never touch the operands:
+// q_scale * k_scale * sm_scale multiplies the scores, v_scale / denominator multiplies the output
+// in the epilogue (SPEC §1.2).
 #pragma once
 
 #include <cuda_bf16.h>
