@@ -14,8 +14,14 @@ template <int kHeadDim, KvKind kKv>
 void launch(const AttentionParams& params, cudaStream_t stream) {
   using Cfg = prefill_generic::PrefillConfig<kHeadDim, kKv>;
   const auto kernel = prefill_generic::prefill_attention_generic_kernel<kHeadDim, kKv>;
-  static const cudaError_t attribute_status =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  // The whole L1/shared carveout goes to shared memory so that kMinBlocksPerSm CTAs fit.
+  static const cudaError_t attribute_status = [kernel] {
+    const cudaError_t status =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+    if (status != cudaSuccess) return status;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                cudaSharedmemCarveoutMaxShared);
+  }();
   QUENCH_REQUIRE(attribute_status == cudaSuccess, "prefill_attention_generic: cannot reserve ",
                  Cfg::kSmemBytes,
                  " bytes of shared memory: ", cudaGetErrorString(attribute_status));

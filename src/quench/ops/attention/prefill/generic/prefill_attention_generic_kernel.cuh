@@ -2,18 +2,22 @@
 //
 // One CTA of 4 warps per (tile of 64 packed query rows, KV head, sequence). The query heads of
 // one GQA group are packed into the rows (row m = token m / group, head h_kv * group + m % group)
-// so each K/V tile gathered from the paged cache serves the whole group. Each warp owns 16 rows.
-// K/V tiles of kBlockN keys are gathered page by page through the block table with cp.async,
-// double-buffered; FP8 tiles land in a byte staging buffer and are widened to bf16 in shared
-// memory (exact: every e4m3/e5m2 value is a bf16 value), so one bf16 mma path serves every
-// dtype. Scales never touch the operands: q_scale * k_scale * sm_scale multiplies the scores,
-// v_scale / denominator multiplies the output in the epilogue (SPEC §1.2).
+// so each K/V tile gathered from the paged cache serves the whole group. Each warp owns 16 rows
+// (their Q fragments stay in registers for head_dim <= 128). K/V tiles of kBlockN keys are
+// gathered page by page through the block table with cp.async, double-buffered; FP8 tiles land
+// in a byte staging buffer and are widened to bf16 in shared memory (exact: every e4m3/e5m2
+// value is a bf16 value), so one bf16 mma path serves every dtype. The per-tile path is kept
+// short and branch-free: the soft-cap and the causal/window mask are one warp-uniform branch
+// per tile each (the mask only on diagonal and window-edge tiles). Scales never touch the operands:
+// q_scale * k_scale * sm_scale multiplies the scores, v_scale / denominator multiplies the output
+// in the epilogue (SPEC §1.2).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <climits>
 #include <cstdint>
 
 #include "quench/numerics/fp8.h"
@@ -25,6 +29,10 @@ namespace quench::prefill_generic {
 
 enum class KvKind : uint8_t { kBF16, kE4M3, kE5M2 };
 
+constexpr int cmax(int a, int b) {
+  return a > b ? a : b;
+}
+
 template <int kHeadDim, KvKind kKv>
 struct PrefillConfig {
   static constexpr int kThreads = 128;
@@ -32,7 +40,12 @@ struct PrefillConfig {
   static constexpr int kBlockN = kHeadDim > 128 ? 32 : 64;  // keys per K/V tile
   static constexpr bool kFp8Kv = kKv != KvKind::kBF16;
   static constexpr int kChunks = kHeadDim / 8;  // 16-byte bf16 chunks per row
+  // head_dim <= 128: each warp keeps its Q A-fragments in registers for the whole KV loop (32
+  // registers at 128), so the Q tile is only a staging area and the K/V buffers reuse it;
+  // head_dim 256 has no registers to spare and re-reads Q from shared memory every tile.
+  static constexpr bool kQInRegisters = kHeadDim <= 128;
   static constexpr int kQBytes = kBlockM * kHeadDim * 2;
+  static constexpr int kKvOffset = kQInRegisters ? 0 : kQBytes;
   static constexpr int kTileBytes = kBlockN * kHeadDim * 2;  // one bf16 K or V tile
   static constexpr int kStagingBytes = kBlockN * kHeadDim;   // one FP8 K or V tile
   // bf16 KV: K and V tiles, two stages each. FP8 KV: one bf16 K and V tile plus two stages of
@@ -40,7 +53,11 @@ struct PrefillConfig {
   static constexpr int kKvBytes = kFp8Kv ? 2 * kTileBytes + 4 * kStagingBytes : 4 * kTileBytes;
   static constexpr int kOutStride = kHeadDim + 8;  // floats; padding spreads the banks
   static constexpr int kOutBytes = kBlockM * kOutStride * 4;
-  static constexpr int kSmemBytes = kQBytes + kKvBytes > kOutBytes ? kQBytes + kKvBytes : kOutBytes;
+  static constexpr int kSmemBytes = cmax(cmax(kQBytes, kKvOffset + kKvBytes), kOutBytes);
+  // CTAs per SM the register budget is sized for (65536 / (n * 128) registers, rounded down to
+  // the allocation granule of 8): head_dim 64: 4 (128 registers, 32 KB of shared memory each);
+  // 128: 3 (168 registers, 64 KB each); 256: 1 (no cap; shared memory allows 2).
+  static constexpr int kMinBlocksPerSm = kHeadDim == 64 ? 4 : kHeadDim == 128 ? 3 : 1;
 };
 
 // Element offset of 8-element chunk `chunk` of row `row` in a [rows][kHeadDim] bf16 tile whose
@@ -80,6 +97,14 @@ __device__ __forceinline__ uint4 load_q_chunk_as_bf16(const void* src, DType q_d
   return out;
 }
 
+// 2^x in one MUFU op (-inf -> +0). Its ~2 ulp error matches exp2f's and sits far below the bf16
+// rounding of P; flushing results under 2^-126 to zero cannot change a bf16 P * V sum.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // is_fp8 of dtype.h, callable in device code.
 __device__ __forceinline__ bool device_is_fp8(DType dtype) {
   return dtype == DType::kFP8E4M3 || dtype == DType::kFP8E5M2;
@@ -96,7 +121,9 @@ __device__ __forceinline__ QueryRow query_row(int m, int group, int kv_head) {
 }
 
 template <int kHeadDim, KvKind kKv>
-__global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const AttentionParams p) {
+__global__ void __launch_bounds__(PrefillConfig<kHeadDim, kKv>::kThreads,
+                                  PrefillConfig<kHeadDim, kKv>::kMinBlocksPerSm)
+    prefill_attention_generic_kernel(const AttentionParams p) {
   using Cfg = PrefillConfig<kHeadDim, kKv>;
   constexpr int kBlockM = Cfg::kBlockM;
   constexpr int kBlockN = Cfg::kBlockN;
@@ -104,7 +131,7 @@ __global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const At
   constexpr float kLog2e = 1.4426950408889634f;
   extern __shared__ __align__(128) unsigned char smem[];
   __nv_bfloat16* q_tile = reinterpret_cast<__nv_bfloat16*>(smem);
-  unsigned char* kv_smem = smem + Cfg::kQBytes;
+  unsigned char* kv_smem = smem + Cfg::kKvOffset;
 
   const int seq = blockIdx.z;
   const int kv_head = blockIdx.y;
@@ -149,20 +176,38 @@ __global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const At
   }
 
   // K/V tile gather: key j of the tile comes from page block_table[j / page_size]. Keys at or
-  // past kv_end are zero-filled so that masked lanes never multiply garbage (NaN) from V.
+  // past kv_end are zero-filled so that masked lanes never multiply garbage (NaN) from V. Each
+  // thread copies one fixed 16-byte column of kRowsPerPass-spaced rows; their page ids are all
+  // read before the first cp.async so the block-table loads overlap instead of serializing.
   const int32_t* pages = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
+  const int page_shift = __ffs(p.kv.page_size) - 1;  // page_size is a power of two (16/32/64)
+  // Byte strides; one page of one tensor is at most 64 * heads * 256 * 2 bytes, so in-page
+  // offsets fit in 32 bits and only page * page_bytes needs 64.
+  const int page_bytes = static_cast<int>(p.kv.page_elems()) * kKvElemBytes;
+  const int token_bytes = static_cast<int>(p.kv.token_stride()) * kKvElemBytes;
+  const int head_bytes = kv_head * static_cast<int>(p.kv.head_stride()) * kKvElemBytes;
   const auto load_kv_tile = [&](int kv0, int stage) {
     constexpr int kChunksPerRow = kHeadDim * kKvElemBytes / 16;
-    for (int idx = tid; idx < kBlockN * kChunksPerRow; idx += Cfg::kThreads) {
-      const int row = idx / kChunksPerRow;
-      const int chunk = idx % kChunksPerRow;
+    constexpr int kRowsPerPass = Cfg::kThreads / kChunksPerRow;
+    constexpr int kPasses = kBlockN / kRowsPerPass;
+    static_assert(Cfg::kThreads % kChunksPerRow == 0 && kBlockN % kRowsPerPass == 0);
+    const int chunk = tid % kChunksPerRow;
+    const int first_row = tid / kChunksPerRow;
+    const int column_bytes = head_bytes + chunk * 16;
+    // Keys past kv_end read the last valid key's page id (always inside the block table) and
+    // are then zero-filled instead of copied.
+    int page[kPasses];
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      page[i] = pages[min(kv0 + first_row + i * kRowsPerPass, kv_end - 1) >> page_shift];
+    }
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int row = first_row + i * kRowsPerPass;
       const int j = kv0 + row;
       const bool valid = j < kv_end;
-      int64_t src = 0;
-      if (valid) {
-        const int page = pages[j / p.kv.page_size];
-        src = p.kv.offset(page, j % p.kv.page_size, kv_head, 0) * kKvElemBytes + chunk * 16;
-      }
+      const int64_t src = static_cast<int64_t>(page[i]) * page_bytes +
+                          ((j & (p.kv.page_size - 1)) * token_bytes + column_bytes);
       const unsigned char* k_src = static_cast<const unsigned char*>(p.k_cache) + src;
       const unsigned char* v_src = static_cast<const unsigned char*>(p.v_cache) + src;
       unsigned char* k_dst;
@@ -182,30 +227,38 @@ __global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const At
     cp_async_commit();
   };
 
-  // FP8 staging of `stage` -> the bf16 K and V tiles.
+  // FP8 staging of `stage` -> the bf16 K and V tiles. Each thread widens one fixed 16-byte
+  // column of every kRowsPerPass-th row, so the loop is unrolled with invariant addressing.
   const auto widen_fp8_tiles = [&](int stage) {
     constexpr __nv_fp8_interpretation_t kFormat = kKv == KvKind::kE4M3 ? __NV_E4M3 : __NV_E5M2;
     constexpr int kChunks16 = kHeadDim / 16;  // 16 FP8 values per staging chunk
+    constexpr int kRowsPerPass = Cfg::kThreads / kChunks16;
+    static_assert(Cfg::kThreads % kChunks16 == 0 && kBlockN % kRowsPerPass == 0);
+    const int chunk = tid % kChunks16;
+    const int first_row = tid / kChunks16;
     const unsigned char* staging = kv_smem + 2 * Cfg::kTileBytes + stage * 2 * Cfg::kStagingBytes;
-    for (int idx = tid; idx < 2 * kBlockN * kChunks16; idx += Cfg::kThreads) {
-      const int tensor = idx / (kBlockN * kChunks16);  // 0: K, 1: V
-      const int row = idx / kChunks16 % kBlockN;
-      const int chunk = idx % kChunks16;
-      const uint4 raw = *reinterpret_cast<const uint4*>(staging + tensor * Cfg::kStagingBytes +
-                                                        row * kHeadDim + chunk * 16);
-      const uint32_t* in = &raw.x;
-      uint4 lo, hi;
-      uint32_t* lo_words = &lo.x;
-      uint32_t* hi_words = &hi.x;
-      for (int i = 0; i < 2; ++i) {
-        lo_words[2 * i] = fp8x2_to_bf16x2(in[i] & 0xffffu, kFormat);
-        lo_words[2 * i + 1] = fp8x2_to_bf16x2(in[i] >> 16, kFormat);
-        hi_words[2 * i] = fp8x2_to_bf16x2(in[i + 2] & 0xffffu, kFormat);
-        hi_words[2 * i + 1] = fp8x2_to_bf16x2(in[i + 2] >> 16, kFormat);
+#pragma unroll
+    for (int tensor = 0; tensor < 2; ++tensor) {  // 0: K, 1: V
+#pragma unroll
+      for (int i = 0; i < kBlockN / kRowsPerPass; ++i) {
+        const int row = first_row + i * kRowsPerPass;
+        const uint4 raw = *reinterpret_cast<const uint4*>(staging + tensor * Cfg::kStagingBytes +
+                                                          row * kHeadDim + chunk * 16);
+        const uint32_t* in = &raw.x;
+        uint4 lo, hi;
+        uint32_t* lo_words = &lo.x;
+        uint32_t* hi_words = &hi.x;
+#pragma unroll
+        for (int w = 0; w < 2; ++w) {
+          lo_words[2 * w] = fp8x2_to_bf16x2(in[w] & 0xffffu, kFormat);
+          lo_words[2 * w + 1] = fp8x2_to_bf16x2(in[w] >> 16, kFormat);
+          hi_words[2 * w] = fp8x2_to_bf16x2(in[w + 2] & 0xffffu, kFormat);
+          hi_words[2 * w + 1] = fp8x2_to_bf16x2(in[w + 2] >> 16, kFormat);
+        }
+        __nv_bfloat16* tile = reinterpret_cast<__nv_bfloat16*>(kv_smem + tensor * Cfg::kTileBytes);
+        *reinterpret_cast<uint4*>(tile + swizzled<kHeadDim>(row, 2 * chunk)) = lo;
+        *reinterpret_cast<uint4*>(tile + swizzled<kHeadDim>(row, 2 * chunk + 1)) = hi;
       }
-      __nv_bfloat16* tile = reinterpret_cast<__nv_bfloat16*>(kv_smem + tensor * Cfg::kTileBytes);
-      *reinterpret_cast<uint4*>(tile + swizzled<kHeadDim>(row, 2 * chunk)) = lo;
-      *reinterpret_cast<uint4*>(tile + swizzled<kHeadDim>(row, 2 * chunk + 1)) = hi;
     }
   };
 
@@ -218,9 +271,27 @@ __global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const At
   const float q_scale_eff = device_is_fp8(p.q_dtype) ? p.q_scale : 1.0f;
   const float score_scale = p.sm_scale * q_scale_eff * p.k_scale.at(kv_head);
   const bool soft_cap = p.logit_soft_cap > 0.0f;
+  const float score_scale_log2 = score_scale * kLog2e;
+  // Soft-capped log2 score: cap_log2 * tanh(s * scale_over_cap) = log2(e) * cap * tanh(x / cap).
+  const float scale_over_cap = soft_cap ? score_scale / p.logit_soft_cap : 0.0f;
+  const float cap_log2 = p.logit_soft_cap * kLog2e;
   float o_acc[kHeadDim / 8][4] = {};
   float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (score * log2(e))
   float row_sum[2] = {0.0f, 0.0f};            // this thread's partial; quad-reduced at the end
+
+  // This warp's Q A-fragment kk (16 rows x 16 dims) from the shared tile.
+  const auto load_q_fragment = [&](int kk, uint32_t(&a)[4]) {
+    const int q_row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+    ldmatrix_x4(a, q_tile + swizzled<kHeadDim>(q_row, kk * 2 + lane / 16));
+  };
+  uint32_t q_frag[Cfg::kQInRegisters ? kHeadDim / 16 : 1][4];
+  if constexpr (Cfg::kQInRegisters) {
+    __syncthreads();  // the Q tile is complete
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 16; ++kk)
+      load_q_fragment(kk, q_frag[kk]);
+    __syncthreads();  // every warp holds its fragments before K/V overwrite the Q tile
+  }
 
   if (num_kv_tiles > 0) load_kv_tile(kv_begin, 0);
   for (int tile = 0; tile < num_kv_tiles; ++tile) {
@@ -228,11 +299,13 @@ __global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const At
     const int stage = tile & 1;
     cp_async_wait_all();
     __syncthreads();  // tile's data visible; every warp is done with the previous tile
+    // The next tile's copies start before the FP8 widening so they overlap it; they land in the
+    // other stage, which the previous iteration finished reading before the barrier above.
+    if (tile + 1 < num_kv_tiles) load_kv_tile(kv0 + kBlockN, stage ^ 1);
     if constexpr (Cfg::kFp8Kv) {
       widen_fp8_tiles(stage);
       __syncthreads();
     }
-    if (tile + 1 < num_kv_tiles) load_kv_tile(kv0 + kBlockN, stage ^ 1);
     const int tile_stage = Cfg::kFp8Kv ? 0 : stage;
     const __nv_bfloat16* k_tile =
         reinterpret_cast<const __nv_bfloat16*>(kv_smem + tile_stage * 2 * Cfg::kTileBytes);
@@ -243,8 +316,13 @@ __global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const At
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk) {
       uint32_t a[4];
-      const int q_row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
-      ldmatrix_x4(a, q_tile + swizzled<kHeadDim>(q_row, kk * 2 + lane / 16));
+      if constexpr (Cfg::kQInRegisters) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          a[i] = q_frag[kk][i];
+      } else {
+        load_q_fragment(kk, a);
+      }
 #pragma unroll
       for (int np = 0; np < kBlockN / 16; ++np) {
         uint32_t b[4];
@@ -255,24 +333,45 @@ __global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const At
       }
     }
 
-    // Scale, soft-cap and mask (log2 units), then the online softmax update.
-    const bool needs_mask =
-        kv0 + kBlockN - 1 > pos_lo || (p.window_left >= 0 && kv0 < pos_hi - p.window_left);
+    // Scores -> log2 units (scale, optional soft-cap), then the mask, each as one warp-uniform
+    // branch per tile: only the diagonal and window-edge tiles pay for the mask.
+    if (soft_cap) {
 #pragma unroll
-    for (int nt = 0; nt < kBlockN / 8; ++nt) {
+      for (int nt = 0; nt < kBlockN / 8; ++nt) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[nt][e] * score_scale;
-        if (soft_cap) x = p.logit_soft_cap * tanhf(x / p.logit_soft_cap);
-        x *= kLog2e;
-        if (needs_mask) {
-          const int j = kv0 + nt * 8 + 2 * lane_in_group + (e & 1);
-          const int pos = row_pos[e / 2];
-          if (j > pos || (p.window_left >= 0 && j < pos - p.window_left)) x = -INFINITY;
-        }
-        s[nt][e] = x;
+        for (int e = 0; e < 4; ++e)
+          s[nt][e] = cap_log2 * tanhf(s[nt][e] * scale_over_cap);
+      }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[nt][e] *= score_scale_log2;
       }
     }
+    const bool needs_mask =
+        kv0 + kBlockN - 1 > pos_lo || (p.window_left >= 0 && kv0 < pos_hi - p.window_left);
+    if (needs_mask) {
+      // Column c of the tile (this thread's key kv0 + c) is visible to row r iff
+      // visible_lo[r] <= c <= visible_hi[r].
+      const int lane_key = kv0 + 2 * lane_in_group;
+      int visible_lo[2], visible_hi[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        visible_hi[r] = row_pos[r] - lane_key;
+        visible_lo[r] = p.window_left >= 0 ? row_pos[r] - p.window_left - lane_key : INT_MIN;
+      }
+#pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int c = nt * 8 + (e & 1);
+          if (c > visible_hi[e / 2] || c < visible_lo[e / 2]) s[nt][e] = -INFINITY;
+        }
+      }
+    }
+    float offset[2], correction[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float tile_max = -INFINITY;
@@ -284,21 +383,28 @@ __global__ void __launch_bounds__(128) prefill_attention_generic_kernel(const At
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
       const float new_max = fmaxf(row_max[r], tile_max);
       // A row that has seen only masked keys keeps max -inf; subtract 0 to avoid inf - inf.
-      const float offset = new_max == -INFINITY ? 0.0f : new_max;
-      const float correction = exp2f(row_max[r] - offset);
+      offset[r] = new_max == -INFINITY ? 0.0f : new_max;
+      correction[r] = fast_exp2(row_max[r] - offset[r]);
       row_max[r] = new_max;
-      row_sum[r] *= correction;
+      row_sum[r] *= correction[r];
+    }
+    // Once the running maxima settle, most tiles leave every row's max unchanged; the warp then
+    // skips the rescale of its accumulators (a multiply by exactly 1).
+    if (__any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f)) {
 #pragma unroll
       for (int dt = 0; dt < kHeadDim / 8; ++dt) {
-        o_acc[dt][2 * r] *= correction;
-        o_acc[dt][2 * r + 1] *= correction;
-      }
 #pragma unroll
-      for (int nt = 0; nt < kBlockN / 8; ++nt) {
-        s[nt][2 * r] = exp2f(s[nt][2 * r] - offset);
-        s[nt][2 * r + 1] = exp2f(s[nt][2 * r + 1] - offset);
-        row_sum[r] += s[nt][2 * r] + s[nt][2 * r + 1];
+        for (int e = 0; e < 4; ++e)
+          o_acc[dt][e] *= correction[e / 2];
       }
+    }
+#pragma unroll
+    for (int nt = 0; nt < kBlockN / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        s[nt][e] = fast_exp2(s[nt][e] - offset[e / 2]);
+      row_sum[0] += s[nt][0] + s[nt][1];
+      row_sum[1] += s[nt][2] + s[nt][3];
     }
 
     // O += P V, P taken from the S accumulators as bf16 A fragments.
