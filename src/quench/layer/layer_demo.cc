@@ -179,7 +179,9 @@ void run_layer_demo(const LayerDemoOptions& o, std::ostream& out) {
   out << "time (ms)  "
       << (target.gpu ? "CUDA events, mean of 10 runs after a warm-up" : "host wall time, one run")
       << "\n";
-  out << "  stage             " << dtype_name(kv.dtype) << "        bf16\n";
+  char header[64];
+  std::snprintf(header, sizeof(header), "  stage        %10s%10s\n", dtype_name(kv.dtype), "bf16");
+  out << header;
   out << "  prefix fill  " << format_ms(fp8.timings.prefix_fill_ms)
       << format_ms(bf16.timings.prefix_fill_ms) << "\n";
   out << "  rope+append  " << format_ms(fp8.timings.rope_append_ms)
