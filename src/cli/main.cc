@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "explain_command.h"
+#include "layer_command.h"
 
 namespace {
 
@@ -17,6 +18,8 @@ struct Command {
 constexpr Command kCommands[] = {
     {"explain", "print the attention kernel chosen per phase, with dtypes and reasons",
      quench::cli::run_explain_command},
+    {"layer", "run one decoder layer's FP8 attention path on a built-in default and report it",
+     quench::cli::run_layer_command},
 };
 
 void print_usage(std::FILE* out) {

@@ -1,0 +1,106 @@
+// `quench layer` on the CPU backend with a tiny configuration: the report names both phases'
+// kernels, FP8 costs a little accuracy against the bf16 KV cache (non-zero, bounded), and bad
+// flags exit 2 naming the allowed values.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "quench/layer/layer_demo.h"
+
+namespace quench {
+namespace {
+
+struct CommandRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+CommandRun run_layer(std::vector<std::string> args) {
+  args.insert(args.begin(), "layer");
+  std::vector<char*> argv;
+  for (std::string& a : args)
+    argv.push_back(a.data());
+  std::ostringstream out;
+  std::ostringstream err;
+  CommandRun run;
+  run.exit_code = run_layer_command(static_cast<int>(argv.size()), argv.data(), out, err);
+  run.out = out.str();
+  run.err = err.str();
+  return run;
+}
+
+// The value after `key` in the summary line ("... key=1.234e-02 ...").
+double summary_value(const std::string& out, const std::string& key) {
+  const size_t at = out.find(key + "=");
+  EXPECT_NE(at, std::string::npos) << "no " << key << " in:\n" << out;
+  return at == std::string::npos ? -1.0 : std::stod(out.substr(at + key.size() + 1));
+}
+
+const std::vector<std::string> kTinyCpu = {
+    "--device",   "cpu", "--num-q-heads", "4", "--num-kv-heads", "2",
+    "--head-dim", "64",  "--decode-seqs", "3", "--prefill-seqs", "2",
+    "--context",  "40",  "--chunk",       "9", "--seed",         "7"};
+
+TEST(LayerCommand, TinyCpuRunReportsKernelsAndSmallFp8Error) {
+  const CommandRun run = run_layer(kTinyCpu);
+  ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
+  EXPECT_NE(run.out.find("prefill  reference"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("decode   reference"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("prefill=reference decode=reference"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("kv=fp8_e4m3"), std::string::npos) << run.out;
+  // 3 decode rows + 2 chunks of 9.
+  EXPECT_NE(run.out.find("rows=21"), std::string::npos) << run.out;
+  // e4m3 keeps 3 mantissa bits: a few percent rounding error per cached element, which the
+  // attention average neither removes nor grows (3.4e-2 here). Zero would mean the cache was
+  // not FP8; far more would mean a scale applied the wrong way.
+  const double rel = summary_value(run.out, "rel_l2_vs_bf16");
+  EXPECT_GT(rel, 1e-3) << run.out;
+  EXPECT_LT(rel, 5e-2) << run.out;
+}
+
+TEST(LayerCommand, Bf16CacheMatchesTheReferenceExactlyOnCpu) {
+  std::vector<std::string> args = kTinyCpu;
+  args.insert(args.end(), {"--kv-cache-dtype", "bf16", "--layout", "HND", "--page-size", "32"});
+  const CommandRun run = run_layer(args);
+  ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
+  EXPECT_EQ(summary_value(run.out, "rel_l2_vs_bf16"), 0.0) << run.out;
+}
+
+TEST(LayerCommand, BadFlagsExit2WithAllowedValues) {
+  const CommandRun dtype = run_layer({"--kv-cache-dtype", "int4"});
+  EXPECT_EQ(dtype.exit_code, 2);
+  EXPECT_NE(dtype.err.find("allowed: bf16, fp8, fp8_e4m3, fp8_e5m2"), std::string::npos)
+      << dtype.err;
+
+  const CommandRun device = run_layer({"--device", "tpu"});
+  EXPECT_EQ(device.exit_code, 2);
+  EXPECT_NE(device.err.find("allowed: cpu, gpu, auto"), std::string::npos) << device.err;
+
+  const CommandRun page = run_layer({"--page-size=8"});
+  EXPECT_EQ(page.exit_code, 2);
+  EXPECT_NE(page.err.find("allowed: 16, 32, 64"), std::string::npos) << page.err;
+
+  const CommandRun unknown = run_layer({"--batch", "4"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("usage: quench layer"), std::string::npos) << unknown.err;
+
+  const CommandRun kernel = run_layer({"--decode-kernel", "nonexistent"});
+  EXPECT_EQ(kernel.exit_code, 2);
+  EXPECT_NE(kernel.err.find("reference"), std::string::npos) << kernel.err;
+
+  EXPECT_TRUE(dtype.out.empty() && device.out.empty());
+}
+
+TEST(LayerCommand, UnfusedOnCpuIsARunErrorNotAUsageError) {
+  std::vector<std::string> args = kTinyCpu;
+  args.insert(args.end(), {"--fusion", "unfused"});
+  const CommandRun run = run_layer(args);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("--fusion unfused is a GPU path"), std::string::npos) << run.err;
+}
+
+}  // namespace
+}  // namespace quench
