@@ -1,0 +1,345 @@
+// The Hopper (sm_90a) FP8 prefill attention kernel: FP8 e4m3 Q over an FP8 e4m3 paged cache,
+// head_dim 128, on warpgroup MMA (wgmma) with FP8 operands and fp32 accumulation.
+//
+// One CTA of two warpgroups per (tile of 128 packed query rows, KV head, sequence); warpgroup w
+// owns packed rows 64w..64w+63 (GQA heads packed into rows as in the generic kernel). Per KV
+// tile of 128 keys, gathered page by page through the block table with cp.async (all 256
+// threads, double-buffered, the next tile in flight while the current one is computed):
+//   S = Q K^T       wgmma SS, Q and K tiles in 128-byte-swizzled K-major shared memory,
+//                   4 k32 steps over head_dim 128 (descriptor start + 32 bytes per step);
+//   online softmax  on the accumulator registers (the mma.sync C layout, as in the generic
+//                   kernel), in log2 units with q_scale * k_scale * sm_scale folded into the
+//                   score scale (SPEC §1.2);
+//   P -> e4m3       P * 256 (<= 256 < 448, keeps probabilities down to 2^-14 normal), packed
+//                   straight from the S registers into wgmma A fragments;
+//   T = P V         wgmma RS into a zeroed accumulator; V needs K-major (keys contiguous), so a
+//                   copy pass writes V^T into a swizzled tile, permuting each 32-key block so
+//                   that k position 16h + 4t + i holds key 16h + 8(i/2) + 2t + i%2: exactly the
+//                   keys a thread's S registers hold where the 8-bit A fragment expects
+//                   k = 16h + 4t + i (t = lane % 4);
+//   O = O * correction + T  in fp32 registers: the two-level accumulation that keeps FP8
+//                   tensor-core accumulation (about 22 bits) to one 128-key tile (SPEC §3).
+// The epilogue multiplies by v_scale / (256 * denominator) and stores through the shared
+// output epilogue (bf16, FP8, NVFP4), as the generic kernel does.
+#pragma once
+
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "quench/ops/attention/attention_params.h"
+#include "quench/ops/attention/prefill/generic/mma_sm80.cuh"
+#include "quench/ops/attention/prefill/hopper/sm90_ptx.cuh"
+#include "quench/ops/attention/prefill/prefill_output_store.cuh"
+
+namespace quench::prefill_hopper {
+
+struct HopperFp8Config {
+  static constexpr int kHeadDim = 128;
+  static constexpr int kWarpgroups = 2;
+  static constexpr int kThreads = 128 * kWarpgroups;
+  static constexpr int kBlockM = 64 * kWarpgroups;  // packed query rows per CTA
+  static constexpr int kBlockN = 128;               // keys per K/V tile
+  static constexpr int kTileBytes = 128 * 128;      // one FP8 tile: Q, K, V or V^T
+  // Shared memory: Q, two K stages, two V stages, V^T; all 1024-byte aligned.
+  static constexpr int kQOffset = 0;
+  static constexpr int kKOffset = kTileBytes;
+  static constexpr int kVOffset = 3 * kTileBytes;
+  static constexpr int kVtOffset = 5 * kTileBytes;
+  static constexpr int kOperandBytes = 6 * kTileBytes;
+  static constexpr int kOutStride = kHeadDim + 4;  // floats; padding spreads the banks
+  static constexpr int kOutBytes = kBlockM * kOutStride * 4;
+  static_assert(kOutBytes <= kOperandBytes, "the fp32 output tile reuses the operand tiles");
+  // + slack to align the dynamic shared memory window to the 1024-byte swizzle atom.
+  static constexpr int kSmemBytes = kOperandBytes + 1024;
+  // P is stored as e4m3(p * kPScale); the epilogue divides it out.
+  static constexpr float kPScale = 256.0f;
+};
+
+#ifdef QUENCH_SM90A_ENABLED
+
+// Four floats -> four e4m3 bytes (first in the low byte), round to nearest even, saturating.
+__device__ __forceinline__ uint32_t pack_e4m3x4(float a, float b, float c, float d) {
+  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+  return lo | (hi << 16);
+}
+
+// Byte i of the result = byte `byte` of word i (a 4x4 byte transpose step, see transpose_v).
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t selector) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
+  return r;
+}
+
+// V staging (swizzled [key][dim], 128 x 128 bytes) -> V^T (swizzled [dim][k position]) with
+// the key permutation described at the top. Unit u moves 4 keys x 4 dims: keys
+// 32c + 16h + {2t, 2t+1, 2t+8, 2t+9} of dims 4q..4q+3 land at k positions 32c + 16h + 4t + 0..3
+// of rows 4q..4q+3. Lanes vary over (q % 8, t) so the reads hit 32 distinct banks.
+__device__ __forceinline__ void transpose_v(const unsigned char* v, unsigned char* vt, int tid) {
+  constexpr int kUnits = 4 * 2 * 4 * 32;
+  for (int u = tid; u < kUnits; u += HopperFp8Config::kThreads) {
+    const int lane_part = u % 32;
+    const int rest = u / 32;
+    const int t = lane_part / 8;
+    const int q = lane_part % 8 + 8 * (rest / 8);
+    const int h = rest % 2;
+    const int c = (rest / 2) % 4;
+    const int key0 = 32 * c + 16 * h + 2 * t;
+    const int keys[4] = {key0, key0 + 1, key0 + 8, key0 + 9};
+    uint32_t in[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      in[i] = *reinterpret_cast<const uint32_t*>(v + sm90::swizzle128_offset(keys[i], q / 4) +
+                                                 (q % 4) * 4);
+    }
+    // Interleave pairs, then pairs of pairs: out[e] = bytes e of in[0..3].
+    const uint32_t k01_lo = prmt(in[0], in[1], 0x5140);  // in0.b0 in1.b0 in0.b1 in1.b1
+    const uint32_t k01_hi = prmt(in[0], in[1], 0x7362);  // in0.b2 in1.b2 in0.b3 in1.b3
+    const uint32_t k23_lo = prmt(in[2], in[3], 0x5140);
+    const uint32_t k23_hi = prmt(in[2], in[3], 0x7362);
+    const uint32_t out[4] = {prmt(k01_lo, k23_lo, 0x5410), prmt(k01_lo, k23_lo, 0x7632),
+                             prmt(k01_hi, k23_hi, 0x5410), prmt(k01_hi, k23_hi, 0x7632)};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      *reinterpret_cast<uint32_t*>(vt + sm90::swizzle128_offset(4 * q + e, 2 * c + h) + 4 * t) =
+          out[e];
+    }
+  }
+}
+
+#endif  // QUENCH_SM90A_ENABLED
+
+__global__ void __launch_bounds__(HopperFp8Config::kThreads, 1)
+    prefill_attention_hopper_fp8_kernel(const AttentionParams p) {
+#ifdef QUENCH_SM90A_ENABLED
+  using Cfg = HopperFp8Config;
+  using prefill_common::OutputTile;
+  using prefill_common::query_row;
+  using prefill_common::QueryRow;
+  using prefill_generic::cp_async_16;
+  constexpr int kHeadDim = Cfg::kHeadDim;
+  constexpr int kBlockM = Cfg::kBlockM;
+  constexpr int kBlockN = Cfg::kBlockN;
+  constexpr float kLog2e = 1.4426950408889634f;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  // The swizzle works on shared addresses: align the window to the 1024-byte atom.
+  const uint32_t raw_address = sm90::smem_address(smem_raw);
+  unsigned char* smem = smem_raw + ((1024u - raw_address % 1024u) % 1024u);
+  unsigned char* q_tile = smem + Cfg::kQOffset;
+  unsigned char* vt_tile = smem + Cfg::kVtOffset;
+
+  const int seq = blockIdx.z;
+  const int kv_head = blockIdx.y;
+  const int group = p.num_q_heads / p.kv.num_kv_heads;
+  const int q_begin = p.q_offsets[seq];
+  const int q_len = p.q_offsets[seq + 1] - q_begin;
+  const int seq_len = p.seq_lens[seq];
+  const int rows = q_len * group;
+  const int m_tiles = (rows + kBlockM - 1) / kBlockM;
+  // blockIdx.x == 0 takes the last (most keys under causality) tile, so heavy CTAs start first.
+  const int m_tile = m_tiles - 1 - static_cast<int>(blockIdx.x);
+  if (m_tile < 0) return;
+  const int m0 = m_tile * kBlockM;
+  const int first_pos = seq_len - q_len;  // absolute position of the chunk's token 0
+  const int pos_lo = first_pos + m0 / group;
+  const int pos_hi = first_pos + min(q_len - 1, (m0 + kBlockM - 1) / group);
+  const int kv_begin = p.window_left >= 0 ? max(0, pos_lo - p.window_left) / kBlockN * kBlockN : 0;
+  const int kv_end = pos_hi + 1;
+  const int num_kv_tiles = (kv_end - kv_begin + kBlockN - 1) / kBlockN;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warpgroup = tid / 128;
+  const int warp_in_group = tid % 128 / 32;
+  const int lane = tid % 32;
+  const int lane_group = lane / 4;  // accumulator row within the warp's 8-row half
+  const int lane_in_group = lane % 4;
+
+  // Query tile (FP8 rows of 128 bytes) -> swizzled shared memory; rows past the chunk are zero.
+  for (int idx = tid; idx < kBlockM * 8; idx += Cfg::kThreads) {
+    const int row = idx / 8;
+    const int chunk = idx % 8;
+    const int m = m0 + row;
+    const bool valid = m < rows;
+    int64_t src = 0;
+    if (valid) {
+      const QueryRow qr = query_row(m, group, kv_head);
+      src = (static_cast<int64_t>(q_begin + qr.token) * p.num_q_heads + qr.head) * kHeadDim +
+            chunk * 16;
+    }
+    cp_async_16(q_tile + sm90::swizzle128_offset(row, chunk),
+                static_cast<const unsigned char*>(p.q) + src, valid);
+  }
+
+  // K/V tile gather: key j of the tile comes from page block_table[j / page_size]. Keys at or
+  // past kv_end are zero-filled so that masked lanes never multiply garbage (NaN) from V.
+  const int32_t* pages = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
+  const auto load_kv_tile = [&](int kv0, int stage) {
+    unsigned char* k_dst_tile = smem + Cfg::kKOffset + stage * Cfg::kTileBytes;
+    unsigned char* v_dst_tile = smem + Cfg::kVOffset + stage * Cfg::kTileBytes;
+    for (int idx = tid; idx < kBlockN * 8; idx += Cfg::kThreads) {
+      const int row = idx / 8;
+      const int chunk = idx % 8;
+      const int j = kv0 + row;
+      const bool valid = j < kv_end;
+      int64_t src = 0;
+      if (valid) {
+        const int page = pages[j / p.kv.page_size];
+        src = p.kv.offset(page, j % p.kv.page_size, kv_head, 0) + chunk * 16;
+      }
+      const int dst = sm90::swizzle128_offset(row, chunk);
+      cp_async_16(k_dst_tile + dst, static_cast<const unsigned char*>(p.k_cache) + src, valid);
+      cp_async_16(v_dst_tile + dst, static_cast<const unsigned char*>(p.v_cache) + src, valid);
+    }
+    prefill_generic::cp_async_commit();
+  };
+
+  // Per-thread rows r = 0, 1: packed rows lane_group and lane_group + 8 of this warp.
+  int row_pos[2];
+  for (int r = 0; r < 2; ++r) {
+    const int m = m0 + warpgroup * 64 + warp_in_group * 16 + lane_group + 8 * r;
+    row_pos[r] = first_pos + min(m / group, q_len - 1);  // rows past the chunk: never stored
+  }
+  const float score_scale = p.sm_scale * p.q_scale * p.k_scale.at(kv_head);
+  const bool soft_cap = p.logit_soft_cap > 0.0f;
+  float o_acc[64] = {};                       // O, accumulator layout: o_acc[4 * dt + 2 * r + c]
+  float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (score * log2(e))
+  float row_sum[2] = {0.0f, 0.0f};            // this thread's partial; quad-reduced at the end
+
+  const uint32_t q_address = sm90::smem_address(q_tile) + warpgroup * 64 * 128;
+  const uint32_t vt_address = sm90::smem_address(vt_tile);
+
+  if (num_kv_tiles > 0) load_kv_tile(kv_begin, 0);
+  for (int tile = 0; tile < num_kv_tiles; ++tile) {
+    const int kv0 = kv_begin + tile * kBlockN;
+    const int stage = tile & 1;
+    prefill_generic::cp_async_wait_all();
+    sm90::fence_proxy_async_shared();
+    // The tile (and Q) visible to all; every warpgroup is done with the previous tile's wgmmas.
+    __syncthreads();
+    transpose_v(smem + Cfg::kVOffset + stage * Cfg::kTileBytes, vt_tile, tid);
+    sm90::fence_proxy_async_shared();
+    if (tile + 1 < num_kv_tiles) load_kv_tile(kv0 + kBlockN, stage ^ 1);
+    __syncthreads();  // V^T complete
+
+    // S = Q K^T for this warpgroup's 64 rows.
+    const uint32_t k_address = sm90::smem_address(smem + Cfg::kKOffset + stage * Cfg::kTileBytes);
+    float s[64];
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kHeadDim / 32; ++ks) {
+      sm90::wgmma_m64n128k32_e4m3_ss(s, sm90::smem_descriptor_sw128(q_address + 32 * ks),
+                                     sm90::smem_descriptor_sw128(k_address + 32 * ks), ks > 0);
+    }
+    sm90::wgmma_commit_group();
+    sm90::wgmma_wait_group<0>();
+    sm90::fence_registers(s);
+
+    // Scale, soft-cap and mask (log2 units), then the online softmax update.
+    const bool needs_mask =
+        kv0 + kBlockN - 1 > pos_lo || (p.window_left >= 0 && kv0 < pos_hi - p.window_left);
+#pragma unroll
+    for (int nt = 0; nt < kBlockN / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[4 * nt + e] * score_scale;
+        if (soft_cap) x = p.logit_soft_cap * tanhf(x / p.logit_soft_cap);
+        x *= kLog2e;
+        if (needs_mask) {
+          const int j = kv0 + nt * 8 + 2 * lane_in_group + (e & 1);
+          const int pos = row_pos[e / 2];
+          if (j > pos || (p.window_left >= 0 && j < pos - p.window_left)) x = -INFINITY;
+        }
+        s[4 * nt + e] = x;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; ++nt) {
+        tile_max = fmaxf(tile_max, fmaxf(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]));
+      }
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      const float new_max = fmaxf(row_max[r], tile_max);
+      // A row that has seen only masked keys keeps max -inf; subtract 0 to avoid inf - inf.
+      const float offset = new_max == -INFINITY ? 0.0f : new_max;
+      const float correction = exp2f(row_max[r] - offset);
+      row_max[r] = new_max;
+      row_sum[r] *= correction;
+#pragma unroll
+      for (int dt = 0; dt < kHeadDim / 8; ++dt) {
+        o_acc[4 * dt + 2 * r] *= correction;
+        o_acc[4 * dt + 2 * r + 1] *= correction;
+      }
+#pragma unroll
+      for (int nt = 0; nt < kBlockN / 8; ++nt) {
+        s[4 * nt + 2 * r] = exp2f(s[4 * nt + 2 * r] - offset);
+        s[4 * nt + 2 * r + 1] = exp2f(s[4 * nt + 2 * r + 1] - offset);
+        row_sum[r] += s[4 * nt + 2 * r] + s[4 * nt + 2 * r + 1];
+      }
+    }
+
+    // T = P V: for k32 step ks (keys 32ks..32ks+31), A register i holds row r = i % 2 at
+    // permuted k positions 16(i/2) + 4t + 0..3 = keys 32ks + 16(i/2) + {2t, 2t+1, 2t+8, 2t+9},
+    // i.e. S column blocks nt = 4ks + 2(i/2) and nt + 1, elements 2r and 2r + 1.
+    uint32_t p_frag[kBlockN / 32][4];
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 32; ++ks) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int nt = 4 * ks + 2 * (i / 2);
+        const int r = i % 2;
+        p_frag[ks][i] = pack_e4m3x4(
+            s[4 * nt + 2 * r] * Cfg::kPScale, s[4 * nt + 2 * r + 1] * Cfg::kPScale,
+            s[4 * (nt + 1) + 2 * r] * Cfg::kPScale, s[4 * (nt + 1) + 2 * r + 1] * Cfg::kPScale);
+      }
+    }
+    float t_acc[64];
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kBlockN / 32; ++ks) {
+      sm90::wgmma_m64n128k32_e4m3_rs(t_acc, p_frag[ks],
+                                     sm90::smem_descriptor_sw128(vt_address + 32 * ks), ks > 0);
+    }
+    sm90::wgmma_commit_group();
+    sm90::wgmma_wait_group<0>();
+    sm90::fence_registers(t_acc);
+#pragma unroll
+    for (int i = 0; i < 64; ++i)
+      o_acc[i] += t_acc[i];
+  }
+
+  // Epilogue: normalize (sinks join the denominator), apply v_scale and 1 / kPScale, write the
+  // LSE, stage the fp32 rows in shared memory, then store them in the output dtype.
+  __syncthreads();
+  float* out_tile = reinterpret_cast<float*>(smem);
+  const float v_scale = p.v_scale.at(kv_head);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = row_sum[r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int row = warpgroup * 64 + warp_in_group * 16 + lane_group + 8 * r;
+    const int m = m0 + row;
+    const QueryRow qr = query_row(m, group, kv_head);
+    if (p.sinks != nullptr && m < rows) sum += exp2f(p.sinks[qr.head] * kLog2e - row_max[r]);
+    const float factor = sum > 0.0f ? v_scale / (sum * Cfg::kPScale) : 0.0f;
+    if (p.lse != nullptr && m < rows && lane_in_group == 0) {
+      p.lse[static_cast<int64_t>(q_begin + qr.token) * p.num_q_heads + qr.head] =
+          (row_max[r] + log2f(sum)) * 0.6931471805599453f;
+    }
+#pragma unroll
+    for (int dt = 0; dt < kHeadDim / 8; ++dt) {
+      *reinterpret_cast<float2*>(out_tile + row * Cfg::kOutStride + dt * 8 + 2 * lane_in_group) =
+          make_float2(o_acc[4 * dt + 2 * r] * factor, o_acc[4 * dt + 2 * r + 1] * factor);
+    }
+  }
+  __syncthreads();
+  prefill_common::store_output_tile<kHeadDim, kBlockM, Cfg::kThreads>(
+      p, out_tile, Cfg::kOutStride, OutputTile{m0, rows, group, kv_head, q_begin}, tid);
+#endif  // QUENCH_SM90A_ENABLED
+}
+
+}  // namespace quench::prefill_hopper
