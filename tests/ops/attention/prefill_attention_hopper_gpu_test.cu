@@ -1,7 +1,8 @@
 // GPU tests of the Hopper (sm_90a, wgmma) prefill kernel against the CPU reference, at the SPEC §3
-// prefill tolerances (FP8 Q, bf16 out: rtol 2e-2, atol 3e-2): small hand-sized shapes first (one
-// key, one tile, two tiles: a failure there points at the operand layouts), then a grid over
-// output dtype x page size x layout x GQA group x chunk/prefix lengths with non-unit scales;
+// prefill tolerances (FP8 Q, bf16 out: rtol 2e-2, atol 3e-2), for each operand kind (FP8 q over
+// FP8 KV, bf16 over bf16, bf16 q over FP8 KV): small hand-sized shapes first (one key, one tile,
+// two tiles: a failure there points at the operand layouts), then a grid over output dtype x
+// page size x layout x GQA group x chunk/prefix lengths with non-unit scales;
 // window, soft-cap, sinks, per-head scales, padding sequences, long prefixes, decode
 // consistency. Skipped unless the device is sm_90. Failures print the first mismatches, the
 // maxima and an error map (by accumulator row, head-dim block, number of key tiles).
@@ -24,6 +25,10 @@ namespace quench::testing_support {
 namespace {
 
 constexpr DtypeCase kFp8Bf16Out{DType::kFP8E4M3, DType::kFP8E4M3, DType::kBF16};
+// The three operand kinds, bf16 output.
+constexpr DtypeCase kKinds[] = {kFp8Bf16Out,
+                                {DType::kBF16, DType::kBF16, DType::kBF16},
+                                {DType::kBF16, DType::kFP8E4M3, DType::kBF16}};
 
 #define SKIP_UNLESS_SM90() \
   if (!device_is_sm90()) GTEST_SKIP() << "the Hopper kernel needs an sm_90 device"
@@ -40,17 +45,19 @@ TEST(PrefillAttentionHopper, SmallShapes) {
   const std::vector<std::vector<SeqShape>> shapes = {{{1, 1}},   {{1, 128}},  {{128, 128}},
                                                      {{1, 129}}, {{64, 300}}, {{200, 333}}};
   uint64_t seed = 1;
-  for (const std::vector<SeqShape>& seqs : shapes) {
-    AttentionProblemConfig c = base_config(kFp8Bf16Out, 128, seed++);
-    c.num_q_heads = 1;
-    c.num_kv_heads = 1;
-    c.seqs = seqs;
-    expect_hopper_matches_reference(c);
+  for (const DtypeCase& kind : kKinds) {
+    for (const std::vector<SeqShape>& seqs : shapes) {
+      AttentionProblemConfig c = base_config(kind, 128, seed++);
+      c.num_q_heads = 1;
+      c.num_kv_heads = 1;
+      c.seqs = seqs;
+      expect_hopper_matches_reference(c);
+    }
   }
 }
 
-// Grid: each output dtype meets every page size, layout and GQA group; sequences are ragged
-// chunks after cached prefixes, plus one exact 128-row tile.
+// Grid: each operand kind meets every page size, layout, GQA group and output dtype; sequences
+// are ragged chunks after cached prefixes, plus one exact 128-row tile.
 TEST(PrefillAttentionHopper, Grid) {
   SKIP_UNLESS_SM90();
   const DType outs[] = {DType::kBF16, DType::kFP8E4M3, DType::kFP8E5M2, DType::kNVFP4};
@@ -81,19 +88,21 @@ TEST(PrefillAttentionHopper, Grid) {
 
 TEST(PrefillAttentionHopper, SlidingWindowSoftCapSinksPerHeadScales) {
   SKIP_UNLESS_SM90();
-  for (const int window : {37, 200}) {
-    AttentionProblemConfig c = base_config(kFp8Bf16Out, 128, 800 + static_cast<uint64_t>(window));
-    c.num_q_heads = 8;
-    c.num_kv_heads = 2;
-    c.page_size = window == 37 ? 16 : 64;
-    c.layout = window == 37 ? KvLayout::kNHD : KvLayout::kHND;
-    c.window_left = window;
-    c.logit_soft_cap = 30.0f;
-    c.sm_scale = 0.3f;  // scores large enough for the cap to bend them
-    c.sinks = true;
-    c.per_head_kv_scales = true;
-    c.seqs = {{90, 300}, {1, 77}, {200, 200}, {150, 700}};
-    expect_hopper_matches_reference(c);
+  for (const DtypeCase& kind : kKinds) {
+    for (const int window : {37, 200}) {
+      AttentionProblemConfig c = base_config(kind, 128, 800 + static_cast<uint64_t>(window));
+      c.num_q_heads = 8;
+      c.num_kv_heads = 2;
+      c.page_size = window == 37 ? 16 : 64;
+      c.layout = window == 37 ? KvLayout::kNHD : KvLayout::kHND;
+      c.window_left = window;
+      c.logit_soft_cap = 30.0f;
+      c.sm_scale = 0.3f;  // scores large enough for the cap to bend them
+      c.sinks = true;
+      c.per_head_kv_scales = true;
+      c.seqs = {{90, 300}, {1, 77}, {200, 200}, {150, 700}};
+      expect_hopper_matches_reference(c);
+    }
   }
 }
 
@@ -110,12 +119,14 @@ TEST(PrefillAttentionHopper, GraphPaddingAndNvfp4RowOffset) {
 
 TEST(PrefillAttentionHopper, ManyTilesLongPrefix) {
   SKIP_UNLESS_SM90();
-  AttentionProblemConfig c = base_config(kFp8Bf16Out, 128, 1001);
-  c.num_q_heads = 8;
-  c.num_kv_heads = 1;
-  c.page_size = 16;
-  c.seqs = {{300, 3000}, {257, 257}, {1, 4097}};
-  expect_hopper_matches_reference(c);
+  for (const DtypeCase& kind : kKinds) {
+    AttentionProblemConfig c = base_config(kind, 128, 1001);
+    c.num_q_heads = 8;
+    c.num_kv_heads = 1;
+    c.page_size = 16;
+    c.seqs = {{300, 3000}, {257, 257}, {1, 4097}};
+    expect_hopper_matches_reference(c);
+  }
 }
 
 // Host-side checks: every unserved configuration has a reason naming the bad value.
@@ -131,11 +142,13 @@ TEST(PrefillAttentionHopper, RejectsUnsupportedConfigurations) {
     const std::string reason = prefill_attention_hopper_unsupported_reason(p);
     return reason.find(text) != std::string::npos;
   };
-  p.q_dtype = DType::kBF16;
-  EXPECT_TRUE(reason_contains("q dtype bf16"));
+  p.q_dtype = DType::kF16;
+  EXPECT_TRUE(reason_contains("q dtype f16 over kv dtype fp8_e4m3"));
   p.q_dtype = DType::kFP8E4M3;
+  p.kv.dtype = DType::kBF16;
+  EXPECT_TRUE(reason_contains("q dtype fp8_e4m3 over kv dtype bf16"));
   p.kv.dtype = DType::kFP8E5M2;
-  EXPECT_TRUE(reason_contains("kv dtype"));
+  EXPECT_TRUE(reason_contains("kv dtype fp8_e5m2"));
   p.kv.dtype = DType::kFP8E4M3;
   p.kv.head_dim = 64;
   EXPECT_TRUE(reason_contains("head_dim=64"));
@@ -154,9 +167,8 @@ TEST(PrefillAttentionHopper, RejectsUnsupportedConfigurations) {
 
 // Decode consistency: the last row of a prefill equals the reference's decode of that token
 // (decode tolerance) and the same kernel run as a one-row decode step, bit for bit.
-TEST(PrefillAttentionHopper, LastPrefillRowEqualsDecode) {
-  SKIP_UNLESS_SM90();
-  AttentionProblemConfig c = base_config(kFp8Bf16Out, 128, 1101);
+void expect_last_prefill_row_equals_decode(const DtypeCase& kind) {
+  AttentionProblemConfig c = base_config(kind, 128, 1101);
   c.num_q_heads = 32;
   c.num_kv_heads = 8;
   c.seqs = {{200, 1000}};
@@ -170,7 +182,8 @@ TEST(PrefillAttentionHopper, LastPrefillRowEqualsDecode) {
   const AttentionOutputFormat format = problem.output_format();
   const int64_t row_bytes = attention_output_row_bytes(format);
   const int64_t last = problem.num_tokens() - 1;
-  const int64_t q_row_bytes = static_cast<int64_t>(c.num_q_heads) * c.head_dim;  // FP8 query
+  const int64_t q_row_bytes = static_cast<int64_t>(
+      dtype_bytes(c.q_dtype, static_cast<size_t>(c.num_q_heads) * static_cast<size_t>(c.head_dim)));
   const std::vector<int32_t> decode_offsets = {0, 1};
 
   std::vector<uint8_t> reference_out(static_cast<size_t>(row_bytes));
@@ -202,6 +215,12 @@ TEST(PrefillAttentionHopper, LastPrefillRowEqualsDecode) {
       format, 1, c.num_q_heads, prefill_last, nullptr, kernel_decode.data(), nullptr, {0.0, 0.0});
   EXPECT_TRUE(vs_kernel_decode.ok) << describe(c) << " (kernel decode)\n"
                                    << vs_kernel_decode.summary();
+}
+
+TEST(PrefillAttentionHopper, LastPrefillRowEqualsDecode) {
+  SKIP_UNLESS_SM90();
+  for (const DtypeCase& kind : kKinds)
+    expect_last_prefill_row_equals_decode(kind);
 }
 
 }  // namespace

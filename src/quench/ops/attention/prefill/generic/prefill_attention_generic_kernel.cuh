@@ -18,11 +18,12 @@
 
 #include "quench/ops/attention/attention_params.h"
 #include "quench/ops/attention/prefill/generic/mma_sm80.cuh"
-#include "quench/ops/attention/prefill/prefill_output_store.cuh"
+#include "quench/ops/attention/prefill/prefill_kernel_common.cuh"
 
 namespace quench::prefill_generic {
 
 using prefill_common::device_is_fp8;
+using prefill_common::fp8x2_to_bf16x2;
 using prefill_common::OutputTile;
 using prefill_common::pack_bf16x2;
 using prefill_common::query_row;
@@ -54,13 +55,6 @@ struct PrefillConfig {
 template <int kHeadDim>
 __device__ __forceinline__ int swizzled(int row, int chunk) {
   return row * kHeadDim + ((chunk ^ (row & 7)) << 3);
-}
-
-__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t two_bytes,
-                                                    __nv_fp8_interpretation_t format) {
-  const __half2 h(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes), format));
-  const float2 f = __half22float2(h);
-  return pack_bf16x2(f.x, f.y);
 }
 
 // 8 query elements of dtype `q_dtype` at `src` -> 8 bf16 (exact for bf16 and FP8; f16 rounds).

@@ -1,5 +1,6 @@
 // Host launcher of the Hopper prefill kernel: support check (device architecture, dtypes,
-// head_dim, page size, GQA) and grid (query tiles of 128 packed rows, KV heads, sequences).
+// head_dim, page size, GQA), dispatch on the operand kind (3 instantiations) and grid (query
+// tiles of 128 packed rows, KV heads, sequences).
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
 
 #include "quench/core/error.h"
@@ -26,15 +27,39 @@ std::string device_unsupported_reason() {
   return {};
 }
 
+using prefill_hopper::HopperKind;
+
+template <HopperKind kKind>
+void launch(const AttentionParams& params, cudaStream_t stream) {
+  using Cfg = prefill_hopper::HopperConfig<kKind>;
+  const auto kernel = prefill_hopper::prefill_attention_hopper_kernel<kKind>;
+  static const cudaError_t attribute_status =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  QUENCH_REQUIRE(attribute_status == cudaSuccess, "prefill_attention_hopper: cannot reserve ",
+                 Cfg::kSmemBytes,
+                 " bytes of shared memory: ", cudaGetErrorString(attribute_status));
+  const int group = params.num_q_heads / params.kv.num_kv_heads;
+  const int64_t rows = static_cast<int64_t>(params.max_q_len) * group;
+  const dim3 grid(static_cast<unsigned>((rows + Cfg::kBlockM - 1) / Cfg::kBlockM),
+                  static_cast<unsigned>(params.kv.num_kv_heads),
+                  static_cast<unsigned>(params.num_seqs));
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(params);
+  const cudaError_t status = cudaGetLastError();
+  QUENCH_REQUIRE(status == cudaSuccess,
+                 "prefill_attention_hopper: launch failed: ", cudaGetErrorString(status));
+}
+
 }  // namespace
 
 std::string prefill_attention_hopper_unsupported_reason(const AttentionParams& params) {
-  if (params.q_dtype != DType::kFP8E4M3) {
-    return str_cat("q dtype ", dtype_name(params.q_dtype), " is not supported; allowed: fp8_e4m3");
-  }
-  if (params.kv.dtype != DType::kFP8E4M3) {
-    return str_cat("kv dtype ", dtype_name(params.kv.dtype),
-                   " is not supported; allowed: fp8_e4m3");
+  const DType q = params.q_dtype;
+  const DType kv = params.kv.dtype;
+  const bool served = (q == DType::kFP8E4M3 && kv == DType::kFP8E4M3) ||
+                      (q == DType::kBF16 && (kv == DType::kBF16 || kv == DType::kFP8E4M3));
+  if (!served) {
+    return str_cat("q dtype ", dtype_name(q), " over kv dtype ", dtype_name(kv),
+                   " is not supported; allowed (q over kv): fp8_e4m3 over fp8_e4m3, bf16 over "
+                   "bf16, bf16 over fp8_e4m3");
   }
   if (params.kv.head_dim != 128) {
     return str_cat("head_dim=", params.kv.head_dim, " is not supported; allowed: 128");
@@ -62,22 +87,9 @@ void prefill_attention_hopper(const AttentionParams& params, cudaStream_t stream
   const std::string reason = prefill_attention_hopper_unsupported_reason(params);
   QUENCH_REQUIRE(reason.empty(), "prefill_attention_hopper: ", reason);
   if (params.num_seqs == 0 || params.max_q_len == 0) return;
-  using Cfg = prefill_hopper::HopperFp8Config;
-  const auto kernel = prefill_hopper::prefill_attention_hopper_fp8_kernel;
-  static const cudaError_t attribute_status =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
-  QUENCH_REQUIRE(attribute_status == cudaSuccess, "prefill_attention_hopper: cannot reserve ",
-                 Cfg::kSmemBytes,
-                 " bytes of shared memory: ", cudaGetErrorString(attribute_status));
-  const int group = params.num_q_heads / params.kv.num_kv_heads;
-  const int64_t rows = static_cast<int64_t>(params.max_q_len) * group;
-  const dim3 grid(static_cast<unsigned>((rows + Cfg::kBlockM - 1) / Cfg::kBlockM),
-                  static_cast<unsigned>(params.kv.num_kv_heads),
-                  static_cast<unsigned>(params.num_seqs));
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(params);
-  const cudaError_t status = cudaGetLastError();
-  QUENCH_REQUIRE(status == cudaSuccess,
-                 "prefill_attention_hopper: launch failed: ", cudaGetErrorString(status));
+  if (params.q_dtype == DType::kFP8E4M3) return launch<HopperKind::kFp8>(params, stream);
+  if (params.kv.dtype == DType::kBF16) return launch<HopperKind::kBf16>(params, stream);
+  return launch<HopperKind::kBf16QFp8Kv>(params, stream);
 }
 
 }  // namespace quench

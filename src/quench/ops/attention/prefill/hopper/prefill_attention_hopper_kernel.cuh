@@ -1,25 +1,30 @@
-// The Hopper (sm_90a) FP8 prefill attention kernel: FP8 e4m3 Q over an FP8 e4m3 paged cache,
-// head_dim 128, on warpgroup MMA (wgmma) with FP8 operands and fp32 accumulation.
+// The Hopper (sm_90a) prefill attention kernel on warpgroup MMA (wgmma), head_dim 128, in three
+// operand kinds: FP8 (e4m3 Q over an e4m3 cache, FP8 wgmma), bf16 (bf16 Q over a bf16 cache) and
+// bf16 Q over an e4m3 cache (K and V widened exactly to bf16 in shared memory, bf16 wgmma).
 //
 // One CTA of two warpgroups per (tile of 128 packed query rows, KV head, sequence); warpgroup w
 // owns packed rows 64w..64w+63 (GQA heads packed into rows as in the generic kernel). Per KV
 // tile of 128 keys, gathered page by page through the block table with cp.async (all 256
 // threads, double-buffered, the next tile in flight while the current one is computed):
-//   S = Q K^T       wgmma SS, Q and K tiles in 128-byte-swizzled K-major shared memory,
-//                   4 k32 steps over head_dim 128 (descriptor start + 32 bytes per step);
+//   S = Q K^T       wgmma SS, Q and K tiles in 128-byte-swizzled K-major shared memory (rows
+//                   of 256 bf16 bytes as two 128-byte column blocks), one 32-byte k step per
+//                   wgmma (k32 FP8, k16 bf16; descriptor start + 32 bytes per step);
 //   online softmax  on the accumulator registers (the mma.sync C layout, as in the generic
 //                   kernel), in log2 units with q_scale * k_scale * sm_scale folded into the
-//                   score scale (SPEC §1.2);
-//   P -> e4m3       P * 256 (<= 256 < 448, keeps probabilities down to 2^-14 normal), packed
-//                   straight from the S registers into wgmma A fragments;
-//   T = P V         wgmma RS into a zeroed accumulator; V needs K-major (keys contiguous), so a
-//                   copy pass writes V^T into a swizzled tile, permuting each 32-key block so
-//                   that k position 16h + 4t + i holds key 16h + 8(i/2) + 2t + i%2: exactly the
-//                   keys a thread's S registers hold where the 8-bit A fragment expects
-//                   k = 16h + 4t + i (t = lane % 4);
-//   O = O * correction + T  in fp32 registers: the two-level accumulation that keeps FP8
-//                   tensor-core accumulation (about 22 bits) to one 128-key tile (SPEC §3).
-// The epilogue multiplies by v_scale / (256 * denominator) and stores through the shared
+//                   score scale (SPEC §1.2; no q_scale for a bf16 query);
+//   P -> A operand  straight from the S registers: bf16 pairs, whose layout is the accumulator
+//                   layout; or e4m3 of P * 256 (<= 256 < 448, keeps probabilities down to 2^-14
+//                   normal);
+//   P V             wgmma RS; V needs K-major (keys contiguous), so a copy pass writes V^T into
+//                   a swizzled tile. For FP8 it permutes each 32-key block so that k position
+//                   16h + 4t + i holds key 16h + 8(i/2) + 2t + i%2: exactly the keys a thread's
+//                   S registers hold where the 8-bit A fragment expects k = 16h + 4t + i
+//                   (t = lane % 4);
+//   FP8 two-level   each tile's P V goes into a zeroed accumulator T, then O = O + T in fp32
+//                   registers (O was scaled by the softmax correction before): FP8 tensor-core
+//                   accumulation (about 22 bits) is confined to one 128-key tile (SPEC §3).
+//                   bf16 accumulates into O directly (fp32 on the tensor core).
+// The epilogue multiplies by v_scale / (P scale * denominator) and stores through the shared
 // output epilogue (bf16, FP8, NVFP4), as the generic kernel does.
 #pragma once
 
@@ -30,33 +35,63 @@
 #include "quench/ops/attention/attention_params.h"
 #include "quench/ops/attention/prefill/generic/mma_sm80.cuh"
 #include "quench/ops/attention/prefill/hopper/sm90_ptx.cuh"
-#include "quench/ops/attention/prefill/prefill_output_store.cuh"
+#include "quench/ops/attention/prefill/prefill_kernel_common.cuh"
 
 namespace quench::prefill_hopper {
 
-struct HopperFp8Config {
+enum class HopperKind : uint8_t {
+  kFp8,         // q e4m3, KV e4m3: FP8 wgmma
+  kBf16,        // q bf16, KV bf16: bf16 wgmma
+  kBf16QFp8Kv,  // q bf16, KV e4m3 widened to bf16 in shared memory: bf16 wgmma
+};
+
+template <HopperKind kKind>
+struct HopperConfig {
+  static constexpr bool kFp8Mma = kKind == HopperKind::kFp8;
+  static constexpr bool kFp8Kv = kKind != HopperKind::kBf16;
+  static constexpr bool kWidenK = kKind == HopperKind::kBf16QFp8Kv;
   static constexpr int kHeadDim = 128;
   static constexpr int kWarpgroups = 2;
   static constexpr int kThreads = 128 * kWarpgroups;
-  static constexpr int kBlockM = 64 * kWarpgroups;  // packed query rows per CTA
-  static constexpr int kBlockN = 128;               // keys per K/V tile
-  static constexpr int kTileBytes = 128 * 128;      // one FP8 tile: Q, K, V or V^T
-  // Shared memory: Q, two K stages, two V stages, V^T; all 1024-byte aligned.
+  static constexpr int kBlockM = 64 * kWarpgroups;   // packed query rows per CTA
+  static constexpr int kBlockN = 128;                // keys per K/V tile
+  static constexpr int kMmaBytes = kFp8Mma ? 1 : 2;  // bytes per MMA operand element (and q)
+  static constexpr int kKvBytes = kFp8Kv ? 1 : 2;    // bytes per cached element
+  static constexpr int kQBytes = kBlockM * kHeadDim * kMmaBytes;
+  static constexpr int kOperandTileBytes = kBlockN * kHeadDim * kMmaBytes;  // K or V^T operand
+  static constexpr int kStageBytes = kBlockN * kHeadDim * kKvBytes;  // one cached K or V tile
+  // Shared memory, every tile 1024-byte aligned: Q; two stages of K and of V as cached; the
+  // widened K operand (bf16 q over FP8 KV only); V^T.
   static constexpr int kQOffset = 0;
-  static constexpr int kKOffset = kTileBytes;
-  static constexpr int kVOffset = 3 * kTileBytes;
-  static constexpr int kVtOffset = 5 * kTileBytes;
-  static constexpr int kOperandBytes = 6 * kTileBytes;
+  static constexpr int kKStageOffset = kQBytes;
+  static constexpr int kVStageOffset = kKStageOffset + 2 * kStageBytes;
+  static constexpr int kKWideOffset = kVStageOffset + 2 * kStageBytes;
+  static constexpr int kVtOffset = kKWideOffset + (kWidenK ? kOperandTileBytes : 0);
+  static constexpr int kOperandBytes = kVtOffset + kOperandTileBytes;
   static constexpr int kOutStride = kHeadDim + 4;  // floats; padding spreads the banks
   static constexpr int kOutBytes = kBlockM * kOutStride * 4;
   static_assert(kOutBytes <= kOperandBytes, "the fp32 output tile reuses the operand tiles");
   // + slack to align the dynamic shared memory window to the 1024-byte swizzle atom.
   static constexpr int kSmemBytes = kOperandBytes + 1024;
-  // P is stored as e4m3(p * kPScale); the epilogue divides it out.
-  static constexpr float kPScale = 256.0f;
+  // P enters P V as mma_type(P * kPScale); the epilogue divides it out.
+  static constexpr float kPScale = kFp8Mma ? 256.0f : 1.0f;
+  static constexpr int kQkSteps = kHeadDim * kMmaBytes / 32;  // 32-byte k steps of Q K^T
+  static constexpr int kPvSteps = kBlockN * kMmaBytes / 32;   // 32-byte k steps of P V
 };
 
 #ifdef QUENCH_SM90A_ENABLED
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a tile of `tile_rows` rows whose rows
+// are split into 128-byte column blocks, each a 128-byte-swizzled K-major tile.
+__device__ __forceinline__ int block_tile_offset(int tile_rows, int row, int chunk) {
+  return (chunk >> 3) * tile_rows * 128 + sm90::swizzle128_offset(row, chunk & 7);
+}
+
+// Shared address of 32-byte k step `step` of a block-split tile (see block_tile_offset) whose
+// first row of interest starts at `base` within column block 0.
+__device__ __forceinline__ uint32_t kstep_address(uint32_t base, int tile_rows, int step) {
+  return base + static_cast<uint32_t>((step >> 2) * tile_rows * 128 + 32 * (step & 3));
+}
 
 // Four floats -> four e4m3 bytes (first in the low byte), round to nearest even, saturating.
 __device__ __forceinline__ uint32_t pack_e4m3x4(float a, float b, float c, float d) {
@@ -65,20 +100,22 @@ __device__ __forceinline__ uint32_t pack_e4m3x4(float a, float b, float c, float
   return lo | (hi << 16);
 }
 
-// Byte i of the result = byte `byte` of word i (a 4x4 byte transpose step, see transpose_v).
+// Byte i of the result = byte (selector nibble i) of the 8 bytes {b, a} (a = bytes 0-3).
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t selector) {
   uint32_t r;
   asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
   return r;
 }
 
-// V staging (swizzled [key][dim], 128 x 128 bytes) -> V^T (swizzled [dim][k position]) with
-// the key permutation described at the top. Unit u moves 4 keys x 4 dims: keys
+// FP8: V as cached (swizzled [key][dim], 128 x 128 bytes) -> V^T (swizzled [dim][k position])
+// with the key permutation described at the top. Unit u moves 4 keys x 4 dims: keys
 // 32c + 16h + {2t, 2t+1, 2t+8, 2t+9} of dims 4q..4q+3 land at k positions 32c + 16h + 4t + 0..3
 // of rows 4q..4q+3. Lanes vary over (q % 8, t) so the reads hit 32 distinct banks.
-__device__ __forceinline__ void transpose_v(const unsigned char* v, unsigned char* vt, int tid) {
+template <int kThreads>
+__device__ __forceinline__ void transpose_v_fp8(const unsigned char* v, unsigned char* vt,
+                                                int tid) {
   constexpr int kUnits = 4 * 2 * 4 * 32;
-  for (int u = tid; u < kUnits; u += HopperFp8Config::kThreads) {
+  for (int u = tid; u < kUnits; u += kThreads) {
     const int lane_part = u % 32;
     const int rest = u / 32;
     const int t = lane_part / 8;
@@ -108,13 +145,71 @@ __device__ __forceinline__ void transpose_v(const unsigned char* v, unsigned cha
   }
 }
 
+// bf16 operands: V as cached (bf16 [key][dim] in two column blocks, or e4m3 [key][dim],
+// widened here) -> V^T bf16 [dim][key] in two column blocks of 64 keys. Unit u moves keys
+// 2p, 2p+1 x dims 2e, 2e+1; lanes vary over (e % 8, p % 4).
+template <int kThreads, bool kFp8Source>
+__device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigned char* vt,
+                                                 int tid) {
+  constexpr int kUnits = 64 * 64;
+  for (int u = tid; u < kUnits; u += kThreads) {
+    const int lane_part = u % 32;
+    const int rest = u / 32;
+    const int e = lane_part % 8 + 8 * (rest % 8);
+    const int key = 2 * (lane_part / 8 + 4 * (rest / 8));
+    uint32_t in[2];  // dims 2e, 2e+1 of keys key, key + 1 as bf16x2
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      if constexpr (kFp8Source) {
+        const uint16_t two = *reinterpret_cast<const uint16_t*>(
+            v + sm90::swizzle128_offset(key + i, e / 8) + (2 * e) % 16);
+        in[i] = prefill_common::fp8x2_to_bf16x2(two, __NV_E4M3);
+      } else {
+        in[i] = *reinterpret_cast<const uint32_t*>(v + block_tile_offset(128, key + i, e / 4) +
+                                                   (e % 4) * 4);
+      }
+    }
+    const int byte_in_chunk = (key % 8) * 2;
+    *reinterpret_cast<uint32_t*>(vt + block_tile_offset(128, 2 * e, key / 8) + byte_in_chunk) =
+        prmt(in[0], in[1], 0x5410);
+    *reinterpret_cast<uint32_t*>(vt + block_tile_offset(128, 2 * e + 1, key / 8) + byte_in_chunk) =
+        prmt(in[0], in[1], 0x7632);
+  }
+}
+
+// bf16 q over FP8 KV: K as cached (e4m3, swizzled [key][dim]) -> the bf16 K operand (two
+// column blocks), exactly.
+template <int kThreads>
+__device__ __forceinline__ void widen_k(const unsigned char* k, unsigned char* k_wide, int tid) {
+  for (int u = tid; u < 128 * 8; u += kThreads) {
+    const int key = u / 8;
+    const int chunk = u % 8;
+    const uint4 raw = *reinterpret_cast<const uint4*>(k + sm90::swizzle128_offset(key, chunk));
+    const uint32_t* in = &raw.x;
+    uint4 lo, hi;
+    uint32_t* lo_words = &lo.x;
+    uint32_t* hi_words = &hi.x;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      lo_words[2 * i] = prefill_common::fp8x2_to_bf16x2(in[i] & 0xffffu, __NV_E4M3);
+      lo_words[2 * i + 1] = prefill_common::fp8x2_to_bf16x2(in[i] >> 16, __NV_E4M3);
+      hi_words[2 * i] = prefill_common::fp8x2_to_bf16x2(in[i + 2] & 0xffffu, __NV_E4M3);
+      hi_words[2 * i + 1] = prefill_common::fp8x2_to_bf16x2(in[i + 2] >> 16, __NV_E4M3);
+    }
+    *reinterpret_cast<uint4*>(k_wide + block_tile_offset(128, key, 2 * chunk)) = lo;
+    *reinterpret_cast<uint4*>(k_wide + block_tile_offset(128, key, 2 * chunk + 1)) = hi;
+  }
+}
+
 #endif  // QUENCH_SM90A_ENABLED
 
-__global__ void __launch_bounds__(HopperFp8Config::kThreads, 1)
-    prefill_attention_hopper_fp8_kernel(const AttentionParams p) {
+template <HopperKind kKind>
+__global__ void __launch_bounds__(HopperConfig<kKind>::kThreads, 1)
+    prefill_attention_hopper_kernel(const AttentionParams p) {
 #ifdef QUENCH_SM90A_ENABLED
-  using Cfg = HopperFp8Config;
+  using Cfg = HopperConfig<kKind>;
   using prefill_common::OutputTile;
+  using prefill_common::pack_bf16x2;
   using prefill_common::query_row;
   using prefill_common::QueryRow;
   using prefill_generic::cp_async_16;
@@ -155,19 +250,22 @@ __global__ void __launch_bounds__(HopperFp8Config::kThreads, 1)
   const int lane_group = lane / 4;  // accumulator row within the warp's 8-row half
   const int lane_in_group = lane % 4;
 
-  // Query tile (FP8 rows of 128 bytes) -> swizzled shared memory; rows past the chunk are zero.
-  for (int idx = tid; idx < kBlockM * 8; idx += Cfg::kThreads) {
-    const int row = idx / 8;
-    const int chunk = idx % 8;
+  // Query tile -> swizzled shared memory (column blocks of 128 bytes); rows past the chunk are
+  // zero.
+  constexpr int kQChunks = kHeadDim * Cfg::kMmaBytes / 16;
+  for (int idx = tid; idx < kBlockM * kQChunks; idx += Cfg::kThreads) {
+    const int row = idx / kQChunks;
+    const int chunk = idx % kQChunks;
     const int m = m0 + row;
     const bool valid = m < rows;
     int64_t src = 0;
     if (valid) {
       const QueryRow qr = query_row(m, group, kv_head);
-      src = (static_cast<int64_t>(q_begin + qr.token) * p.num_q_heads + qr.head) * kHeadDim +
+      src = (static_cast<int64_t>(q_begin + qr.token) * p.num_q_heads + qr.head) * kHeadDim *
+                Cfg::kMmaBytes +
             chunk * 16;
     }
-    cp_async_16(q_tile + sm90::swizzle128_offset(row, chunk),
+    cp_async_16(q_tile + block_tile_offset(kBlockM, row, chunk),
                 static_cast<const unsigned char*>(p.q) + src, valid);
   }
 
@@ -175,19 +273,20 @@ __global__ void __launch_bounds__(HopperFp8Config::kThreads, 1)
   // past kv_end are zero-filled so that masked lanes never multiply garbage (NaN) from V.
   const int32_t* pages = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
   const auto load_kv_tile = [&](int kv0, int stage) {
-    unsigned char* k_dst_tile = smem + Cfg::kKOffset + stage * Cfg::kTileBytes;
-    unsigned char* v_dst_tile = smem + Cfg::kVOffset + stage * Cfg::kTileBytes;
-    for (int idx = tid; idx < kBlockN * 8; idx += Cfg::kThreads) {
-      const int row = idx / 8;
-      const int chunk = idx % 8;
+    constexpr int kKvChunks = kHeadDim * Cfg::kKvBytes / 16;
+    unsigned char* k_dst_tile = smem + Cfg::kKStageOffset + stage * Cfg::kStageBytes;
+    unsigned char* v_dst_tile = smem + Cfg::kVStageOffset + stage * Cfg::kStageBytes;
+    for (int idx = tid; idx < kBlockN * kKvChunks; idx += Cfg::kThreads) {
+      const int row = idx / kKvChunks;
+      const int chunk = idx % kKvChunks;
       const int j = kv0 + row;
       const bool valid = j < kv_end;
       int64_t src = 0;
       if (valid) {
         const int page = pages[j / p.kv.page_size];
-        src = p.kv.offset(page, j % p.kv.page_size, kv_head, 0) + chunk * 16;
+        src = p.kv.offset(page, j % p.kv.page_size, kv_head, 0) * Cfg::kKvBytes + chunk * 16;
       }
-      const int dst = sm90::swizzle128_offset(row, chunk);
+      const int dst = block_tile_offset(kBlockN, row, chunk);
       cp_async_16(k_dst_tile + dst, static_cast<const unsigned char*>(p.k_cache) + src, valid);
       cp_async_16(v_dst_tile + dst, static_cast<const unsigned char*>(p.v_cache) + src, valid);
     }
@@ -200,12 +299,14 @@ __global__ void __launch_bounds__(HopperFp8Config::kThreads, 1)
     const int m = m0 + warpgroup * 64 + warp_in_group * 16 + lane_group + 8 * r;
     row_pos[r] = first_pos + min(m / group, q_len - 1);  // rows past the chunk: never stored
   }
-  const float score_scale = p.sm_scale * p.q_scale * p.k_scale.at(kv_head);
+  const float q_scale_eff = Cfg::kFp8Mma ? p.q_scale : 1.0f;
+  const float score_scale = p.sm_scale * q_scale_eff * p.k_scale.at(kv_head);
   const bool soft_cap = p.logit_soft_cap > 0.0f;
   float o_acc[64] = {};                       // O, accumulator layout: o_acc[4 * dt + 2 * r + c]
   float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (score * log2(e))
   float row_sum[2] = {0.0f, 0.0f};            // this thread's partial; quad-reduced at the end
 
+  // This warpgroup's 64 Q rows start 64 * 128 bytes into each column block.
   const uint32_t q_address = sm90::smem_address(q_tile) + warpgroup * 64 * 128;
   const uint32_t vt_address = sm90::smem_address(vt_tile);
 
@@ -213,28 +314,43 @@ __global__ void __launch_bounds__(HopperFp8Config::kThreads, 1)
   for (int tile = 0; tile < num_kv_tiles; ++tile) {
     const int kv0 = kv_begin + tile * kBlockN;
     const int stage = tile & 1;
+    unsigned char* k_stage = smem + Cfg::kKStageOffset + stage * Cfg::kStageBytes;
+    const unsigned char* v_stage = smem + Cfg::kVStageOffset + stage * Cfg::kStageBytes;
     prefill_generic::cp_async_wait_all();
     sm90::fence_proxy_async_shared();
     // The tile (and Q) visible to all; every warpgroup is done with the previous tile's wgmmas.
     __syncthreads();
-    transpose_v(smem + Cfg::kVOffset + stage * Cfg::kTileBytes, vt_tile, tid);
+    unsigned char* k_operand = k_stage;
+    if constexpr (Cfg::kFp8Mma) {
+      transpose_v_fp8<Cfg::kThreads>(v_stage, vt_tile, tid);
+    } else {
+      transpose_v_bf16<Cfg::kThreads, Cfg::kFp8Kv>(v_stage, vt_tile, tid);
+    }
+    if constexpr (Cfg::kWidenK) {
+      k_operand = smem + Cfg::kKWideOffset;
+      widen_k<Cfg::kThreads>(k_stage, k_operand, tid);
+    }
     sm90::fence_proxy_async_shared();
     if (tile + 1 < num_kv_tiles) load_kv_tile(kv0 + kBlockN, stage ^ 1);
-    __syncthreads();  // V^T complete
+    __syncthreads();  // V^T (and the widened K) complete
 
     // S = Q K^T for this warpgroup's 64 rows.
-    const uint32_t k_address = sm90::smem_address(smem + Cfg::kKOffset + stage * Cfg::kTileBytes);
+    const uint32_t k_address = sm90::smem_address(k_operand);
     float s[64];
     sm90::wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < kHeadDim / 32; ++ks) {
-      sm90::wgmma_m64n128k32_e4m3_ss(s, sm90::smem_descriptor_sw128(q_address + 32 * ks),
-                                     sm90::smem_descriptor_sw128(k_address + 32 * ks), ks > 0);
+    for (int ks = 0; ks < Cfg::kQkSteps; ++ks) {
+      const uint64_t a = sm90::smem_descriptor_sw128(kstep_address(q_address, kBlockM, ks));
+      const uint64_t b = sm90::smem_descriptor_sw128(kstep_address(k_address, kBlockN, ks));
+      if constexpr (Cfg::kFp8Mma) {
+        sm90::wgmma_m64n128k32_e4m3_ss(s, a, b, ks > 0);
+      } else {
+        sm90::wgmma_m64n128k16_bf16_ss(s, a, b, ks > 0);
+      }
     }
     sm90::wgmma_commit_group();
     sm90::wgmma_wait_group<0>();
     sm90::fence_registers(s);
-
     // Scale, soft-cap and mask (log2 units), then the online softmax update.
     const bool needs_mask =
         kv0 + kBlockN - 1 > pos_lo || (p.window_left >= 0 && kv0 < pos_hi - p.window_left);
@@ -281,34 +397,63 @@ __global__ void __launch_bounds__(HopperFp8Config::kThreads, 1)
       }
     }
 
-    // T = P V: for k32 step ks (keys 32ks..32ks+31), A register i holds row r = i % 2 at
-    // permuted k positions 16(i/2) + 4t + 0..3 = keys 32ks + 16(i/2) + {2t, 2t+1, 2t+8, 2t+9},
-    // i.e. S column blocks nt = 4ks + 2(i/2) and nt + 1, elements 2r and 2r + 1.
-    uint32_t p_frag[kBlockN / 32][4];
+    if constexpr (Cfg::kFp8Mma) {
+      // T = P V: for k32 step ks (keys 32ks..32ks+31), A register i holds row r = i % 2 at
+      // permuted k positions 16(i/2) + 4t + 0..3 = keys 32ks + 16(i/2) + {2t, 2t+1, 2t+8,
+      // 2t+9}, i.e. S column blocks nt = 4ks + 2(i/2) and nt + 1, elements 2r and 2r + 1.
+      uint32_t p_frag[Cfg::kPvSteps][4];
 #pragma unroll
-    for (int ks = 0; ks < kBlockN / 32; ++ks) {
+      for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int nt = 4 * ks + 2 * (i / 2);
-        const int r = i % 2;
-        p_frag[ks][i] = pack_e4m3x4(
-            s[4 * nt + 2 * r] * Cfg::kPScale, s[4 * nt + 2 * r + 1] * Cfg::kPScale,
-            s[4 * (nt + 1) + 2 * r] * Cfg::kPScale, s[4 * (nt + 1) + 2 * r + 1] * Cfg::kPScale);
+        for (int i = 0; i < 4; ++i) {
+          const int nt = 4 * ks + 2 * (i / 2);
+          const int r = i % 2;
+          p_frag[ks][i] = pack_e4m3x4(
+              s[4 * nt + 2 * r] * Cfg::kPScale, s[4 * nt + 2 * r + 1] * Cfg::kPScale,
+              s[4 * (nt + 1) + 2 * r] * Cfg::kPScale, s[4 * (nt + 1) + 2 * r + 1] * Cfg::kPScale);
+        }
       }
-    }
-    float t_acc[64];
-    sm90::wgmma_fence();
+      float t_acc[64];
+      sm90::wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < kBlockN / 32; ++ks) {
-      sm90::wgmma_m64n128k32_e4m3_rs(t_acc, p_frag[ks],
-                                     sm90::smem_descriptor_sw128(vt_address + 32 * ks), ks > 0);
-    }
-    sm90::wgmma_commit_group();
-    sm90::wgmma_wait_group<0>();
-    sm90::fence_registers(t_acc);
+      for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
+        sm90::wgmma_m64n128k32_e4m3_rs(
+            t_acc, p_frag[ks], sm90::smem_descriptor_sw128(kstep_address(vt_address, 128, ks)),
+            ks > 0);
+      }
+      sm90::wgmma_commit_group();
+      sm90::wgmma_wait_group<0>();
+      sm90::fence_registers(t_acc);
+      sm90::fence_registers(p_frag);
 #pragma unroll
-    for (int i = 0; i < 64; ++i)
-      o_acc[i] += t_acc[i];
+      for (int i = 0; i < 64; ++i)
+        o_acc[i] += t_acc[i];
+    } else {
+      // O += P V: for k16 step ks (keys 16ks..16ks+15) the bf16 A fragment is the accumulator
+      // layout of S column blocks 2ks (registers 0, 1: rows r = 0, 1) and 2ks + 1 (2, 3).
+      uint32_t p_frag[Cfg::kPvSteps][4];
+#pragma unroll
+      for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int nt = 2 * ks + i / 2;
+          const int r = i % 2;
+          p_frag[ks][i] = pack_bf16x2(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]);
+        }
+      }
+      sm90::fence_registers(o_acc);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
+        sm90::wgmma_m64n128k16_bf16_rs(
+            o_acc, p_frag[ks], sm90::smem_descriptor_sw128(kstep_address(vt_address, 128, ks)),
+            true);
+      }
+      sm90::wgmma_commit_group();
+      sm90::wgmma_wait_group<0>();
+      sm90::fence_registers(o_acc);
+      sm90::fence_registers(p_frag);
+    }
   }
 
   // Epilogue: normalize (sinks join the denominator), apply v_scale and 1 / kPScale, write the

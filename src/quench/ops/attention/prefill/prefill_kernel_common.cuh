@@ -1,10 +1,12 @@
-// Device helpers shared by every prefill attention kernel: the packed query-row mapping of a
-// GQA group and the output epilogue that stores a tile of finished fp32 rows (already
-// normalized and multiplied by v_scale) in the output dtype of AttentionParams (bf16, FP8 with
-// o_scale, or NVFP4 with block scales, SPEC §1.2-1.3).
+// Device helpers shared by every prefill attention kernel: dtype conversions, the packed
+// query-row mapping of a GQA group, and the output epilogue that stores a tile of finished fp32
+// rows (already normalized and multiplied by v_scale) in the output dtype of AttentionParams (bf16,
+// FP8 with o_scale, or NVFP4 with block scales, SPEC §1.2-1.3).
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
@@ -24,6 +26,14 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   uint32_t packed;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(hi), "f"(lo));
   return packed;
+}
+
+// Two FP8 values (low byte first) -> packed bf16x2, exact (every e4m3/e5m2 value is a bf16).
+__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t two_bytes,
+                                                    __nv_fp8_interpretation_t format) {
+  const __half2 h(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes), format));
+  const float2 f = __half22float2(h);
+  return pack_bf16x2(f.x, f.y);
 }
 
 // Where packed query row m of a sequence lives: the query heads of one GQA group are packed
