@@ -17,7 +17,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 TOTAL_TOKENS = 16384
 Q_HEADS = 32
 # (label, head_dim) pairs prefill_attention_hopper serves; their cases get a " hopper" twin.
-HOPPER_SERVED = {("fp8", 128), ("bf16", 128), ("bf16q_fp8kv", 128)}
+HOPPER_SERVED = {("fp8", 128)} | {(label, d) for label in ("bf16", "bf16q_fp8kv")
+                                  for d in (64, 128, 256)}
 
 
 def cases(quick):

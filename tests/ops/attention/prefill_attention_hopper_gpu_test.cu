@@ -2,10 +2,11 @@
 // prefill tolerances (FP8 Q, bf16 out: rtol 2e-2, atol 3e-2), for each operand kind (FP8 q over
 // FP8 KV, bf16 over bf16, bf16 q over FP8 KV): small hand-sized shapes first (one key, one tile,
 // two tiles: a failure there points at the operand layouts), then a grid over output dtype x
-// page size x layout x GQA group x chunk/prefix lengths with non-unit scales;
-// window, soft-cap, sinks, per-head scales, padding sequences, long prefixes, decode
-// consistency. Skipped unless the device is sm_90. Failures print the first mismatches, the
-// maxima and an error map (by accumulator row, head-dim block, number of key tiles).
+// page size x layout x GQA group x chunk/prefix lengths with non-unit scales; head_dim 64/256
+// for the bf16 kinds; window, soft-cap, sinks, per-head scales, padding sequences, long
+// prefixes, decode consistency. Skipped unless the device is sm_90. Failures print the first
+// mismatches, the maxima and an error map (by accumulator row, head-dim block, number of key
+// tiles).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -102,6 +103,40 @@ TEST(PrefillAttentionHopper, SlidingWindowSoftCapSinksPerHeadScales) {
       c.per_head_kv_scales = true;
       c.seqs = {{90, 300}, {1, 77}, {200, 200}, {150, 700}};
       expect_hopper_matches_reference(c);
+    }
+  }
+}
+
+// head_dim 64 and 256 (bf16 operand kinds only; 64-key tiles at 256): ragged chunks over
+// prefixes, every page size and layout, one case with window, soft-cap, sinks and per-head
+// scales, one with FP8 output.
+TEST(PrefillAttentionHopper, Bf16HeadDims64And256) {
+  SKIP_UNLESS_SM90();
+  int index = 0;
+  for (const DtypeCase& kind : {kKinds[1], kKinds[2]}) {
+    for (const int head_dim : {64, 256}) {
+      for (const int page : {16, 32, 64}) {
+        AttentionProblemConfig c = base_config(kind, head_dim, 1200 + static_cast<uint64_t>(index));
+        c.page_size = page;
+        c.layout = index % 2 == 0 ? KvLayout::kNHD : KvLayout::kHND;
+        c.num_kv_heads = 2;
+        c.num_q_heads = 8;
+        c.seqs = random_prefill_seqs(3, 1, 150, 300, 31 + static_cast<uint64_t>(index));
+        c.seqs.push_back(SeqShape{128, 128});
+        if (page == 32) {
+          c.window_left = 50;
+          c.logit_soft_cap = 30.0f;
+          c.sm_scale = 0.3f;
+          c.sinks = true;
+          c.per_head_kv_scales = true;
+        }
+        if (page == 64) {
+          c.out_dtype = DType::kFP8E4M3;
+          c.seqs = {{96, 1100}, {1, 1000}, {130, 1130}};
+        }
+        expect_hopper_matches_reference(c);
+        ++index;
+      }
     }
   }
 }

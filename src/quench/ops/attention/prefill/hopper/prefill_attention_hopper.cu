@@ -1,6 +1,6 @@
 // Host launcher of the Hopper prefill kernel: support check (device architecture, dtypes,
-// head_dim, page size, GQA), dispatch on the operand kind (3 instantiations) and grid (query
-// tiles of 128 packed rows, KV heads, sequences).
+// head_dim, page size, GQA), dispatch on the operand kind and head_dim (7 instantiations) and
+// grid (query tiles of 128 packed rows, KV heads, sequences).
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
 
 #include "quench/core/error.h"
@@ -29,10 +29,10 @@ std::string device_unsupported_reason() {
 
 using prefill_hopper::HopperKind;
 
-template <HopperKind kKind>
+template <HopperKind kKind, int kHeadDim>
 void launch(const AttentionParams& params, cudaStream_t stream) {
-  using Cfg = prefill_hopper::HopperConfig<kKind>;
-  const auto kernel = prefill_hopper::prefill_attention_hopper_kernel<kKind>;
+  using Cfg = prefill_hopper::HopperConfig<kKind, kHeadDim>;
+  const auto kernel = prefill_hopper::prefill_attention_hopper_kernel<kKind, kHeadDim>;
   static const cudaError_t attribute_status =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   QUENCH_REQUIRE(attribute_status == cudaSuccess, "prefill_attention_hopper: cannot reserve ",
@@ -49,6 +49,18 @@ void launch(const AttentionParams& params, cudaStream_t stream) {
                  "prefill_attention_hopper: launch failed: ", cudaGetErrorString(status));
 }
 
+template <HopperKind kKind>
+void dispatch_head_dim(const AttentionParams& params, cudaStream_t stream) {
+  switch (params.kv.head_dim) {
+    case 64:
+      return launch<kKind, 64>(params, stream);
+    case 128:
+      return launch<kKind, 128>(params, stream);
+    default:
+      return launch<kKind, 256>(params, stream);
+  }
+}
+
 }  // namespace
 
 std::string prefill_attention_hopper_unsupported_reason(const AttentionParams& params) {
@@ -61,8 +73,12 @@ std::string prefill_attention_hopper_unsupported_reason(const AttentionParams& p
                    " is not supported; allowed (q over kv): fp8_e4m3 over fp8_e4m3, bf16 over "
                    "bf16, bf16 over fp8_e4m3");
   }
-  if (params.kv.head_dim != 128) {
-    return str_cat("head_dim=", params.kv.head_dim, " is not supported; allowed: 128");
+  const int head_dim = params.kv.head_dim;
+  if (q == DType::kFP8E4M3 && head_dim != 128) {
+    return str_cat("head_dim=", head_dim, " is not supported with an fp8_e4m3 query; allowed: 128");
+  }
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
+    return str_cat("head_dim=", head_dim, " is not supported; allowed: 64, 128, 256");
   }
   const int page = params.kv.page_size;
   if (page != 16 && page != 32 && page != 64) {
@@ -87,9 +103,9 @@ void prefill_attention_hopper(const AttentionParams& params, cudaStream_t stream
   const std::string reason = prefill_attention_hopper_unsupported_reason(params);
   QUENCH_REQUIRE(reason.empty(), "prefill_attention_hopper: ", reason);
   if (params.num_seqs == 0 || params.max_q_len == 0) return;
-  if (params.q_dtype == DType::kFP8E4M3) return launch<HopperKind::kFp8>(params, stream);
-  if (params.kv.dtype == DType::kBF16) return launch<HopperKind::kBf16>(params, stream);
-  return launch<HopperKind::kBf16QFp8Kv>(params, stream);
+  if (params.q_dtype == DType::kFP8E4M3) return launch<HopperKind::kFp8, 128>(params, stream);
+  if (params.kv.dtype == DType::kBF16) return dispatch_head_dim<HopperKind::kBf16>(params, stream);
+  return dispatch_head_dim<HopperKind::kBf16QFp8Kv>(params, stream);
 }
 
 }  // namespace quench

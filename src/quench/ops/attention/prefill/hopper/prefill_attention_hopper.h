@@ -3,7 +3,8 @@
 // Q over a bf16 cache, and bf16 Q over an FP8 e4m3 cache (widened to bf16), with bf16 operands.
 //
 // Serves: an sm_90 device; q/KV fp8_e4m3/fp8_e4m3, bf16/bf16 or bf16/fp8_e4m3 (f16 and e5m2
-// are not served); head_dim 128, NHD or HND, pages of 16/32/64; any GQA group; causal with a cached
+// are not served); head_dim 128 (FP8 q) or 64/128/256 (bf16 q), NHD or HND, pages of
+// 16/32/64; any GQA group; causal with a cached
 // prefix, sliding window, soft-cap, sinks; output bf16 / fp8_e4m3 / fp8_e5m2 / nvfp4; optional LSE.
 // Everything else gets a reason, and the caller falls back to the generic kernel
 // (prefill_attention_generic.h). Numerics: FP8: Q·Kᵀ on FP8 tensor cores; P is rounded to e4m3 (as

@@ -45,21 +45,29 @@ enum class HopperKind : uint8_t {
   kBf16QFp8Kv,  // q bf16, KV e4m3 widened to bf16 in shared memory: bf16 wgmma
 };
 
-template <HopperKind kKind>
+template <HopperKind kKind, int kHeadDimT>
 struct HopperConfig {
   static constexpr bool kFp8Mma = kKind == HopperKind::kFp8;
   static constexpr bool kFp8Kv = kKind != HopperKind::kBf16;
   static constexpr bool kWidenK = kKind == HopperKind::kBf16QFp8Kv;
-  static constexpr int kHeadDim = 128;
+  static constexpr int kHeadDim = kHeadDimT;
   static constexpr int kWarpgroups = 2;
   static constexpr int kThreads = 128 * kWarpgroups;
-  static constexpr int kBlockM = 64 * kWarpgroups;   // packed query rows per CTA
-  static constexpr int kBlockN = 128;                // keys per K/V tile
+  static constexpr int kBlockM = 64 * kWarpgroups;  // packed query rows per CTA
+  // Keys per K/V tile: 64 at head_dim 256 keeps S and O in registers.
+  static constexpr int kBlockN = kHeadDim == 256 ? 64 : 128;
   static constexpr int kMmaBytes = kFp8Mma ? 1 : 2;  // bytes per MMA operand element (and q)
   static constexpr int kKvBytes = kFp8Kv ? 1 : 2;    // bytes per cached element
+  // The FP8 operand layouts (128-byte rows of Q, K and V^T, the V^T permutation, T in 64
+  // registers) need head_dim 128; bf16 operand rows are 128, 256 or 512 bytes.
+  static_assert(kHeadDim == 128 || (!kFp8Mma && (kHeadDim == 64 || kHeadDim == 256)),
+                "unsupported head_dim for this operand kind");
   static constexpr int kQBytes = kBlockM * kHeadDim * kMmaBytes;
   static constexpr int kOperandTileBytes = kBlockN * kHeadDim * kMmaBytes;  // K or V^T operand
-  static constexpr int kStageBytes = kBlockN * kHeadDim * kKvBytes;  // one cached K or V tile
+  // One cached K or V tile; rows shorter than 128 bytes (FP8 at head_dim 64) are padded to one
+  // swizzled 128-byte row.
+  static constexpr int kKvRowBytes = kHeadDim * kKvBytes < 128 ? 128 : kHeadDim * kKvBytes;
+  static constexpr int kStageBytes = kBlockN * kKvRowBytes;
   // Shared memory, every tile 1024-byte aligned: Q; two stages of K and of V as cached; the
   // widened K operand (bf16 q over FP8 KV only); V^T.
   static constexpr int kQOffset = 0;
@@ -77,6 +85,8 @@ struct HopperConfig {
   static constexpr float kPScale = kFp8Mma ? 256.0f : 1.0f;
   static constexpr int kQkSteps = kHeadDim * kMmaBytes / 32;  // 32-byte k steps of Q K^T
   static constexpr int kPvSteps = kBlockN * kMmaBytes / 32;   // 32-byte k steps of P V
+  static_assert(kQBytes % 1024 == 0 && kStageBytes % 1024 == 0 && kOperandTileBytes % 1024 == 0,
+                "every tile starts on a swizzle atom");
 };
 
 #ifdef QUENCH_SM90A_ENABLED
@@ -153,46 +163,48 @@ __device__ __forceinline__ void transpose_v_fp8(const unsigned char* v, unsigned
   }
 }
 
-// bf16 operands: V as cached (bf16 [key][dim] in two column blocks, or e4m3 [key][dim],
-// widened here) -> V^T bf16 [dim][key] in two column blocks of 64 keys. Unit u moves keys
-// 2p, 2p+1 x dims 2e, 2e+1; lanes vary over (e % 8, p % 4).
-template <int kThreads, bool kFp8Source>
+// bf16 operands: V as cached (bf16 [key][dim], or e4m3 [key][dim] widened here; both
+// block-split swizzled tiles of kBlockN rows) -> V^T bf16 [dim][key] (block-split swizzled tile
+// of kHeadDim rows). Unit u moves keys 2p, 2p+1 x dims 2e, 2e+1; lanes vary over (e % 8, p % 4).
+template <int kThreads, bool kFp8Source, int kHeadDim, int kBlockN>
 __device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigned char* vt,
                                                  int tid) {
-  constexpr int kUnits = 64 * 64;
+  constexpr int kDimGroups = kHeadDim / 16;  // groups of 8 dim pairs
+  constexpr int kUnits = kHeadDim / 2 * kBlockN / 2;
   for (int u = tid; u < kUnits; u += kThreads) {
     const int lane_part = u % 32;
     const int rest = u / 32;
-    const int e = lane_part % 8 + 8 * (rest % 8);
-    const int key = 2 * (lane_part / 8 + 4 * (rest / 8));
+    const int e = lane_part % 8 + 8 * (rest % kDimGroups);
+    const int key = 2 * (lane_part / 8 + 4 * (rest / kDimGroups));
     uint32_t in[2];  // dims 2e, 2e+1 of keys key, key + 1 as bf16x2
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       if constexpr (kFp8Source) {
         const uint16_t two = *reinterpret_cast<const uint16_t*>(
-            v + sm90::swizzle128_offset(key + i, e / 8) + (2 * e) % 16);
+            v + block_tile_offset(kBlockN, key + i, e / 8) + (2 * e) % 16);
         in[i] = prefill_common::fp8x2_to_bf16x2(two, __NV_E4M3);
       } else {
-        in[i] = *reinterpret_cast<const uint32_t*>(v + block_tile_offset(128, key + i, e / 4) +
+        in[i] = *reinterpret_cast<const uint32_t*>(v + block_tile_offset(kBlockN, key + i, e / 4) +
                                                    (e % 4) * 4);
       }
     }
     const int byte_in_chunk = (key % 8) * 2;
-    *reinterpret_cast<uint32_t*>(vt + block_tile_offset(128, 2 * e, key / 8) + byte_in_chunk) =
+    *reinterpret_cast<uint32_t*>(vt + block_tile_offset(kHeadDim, 2 * e, key / 8) + byte_in_chunk) =
         prmt(in[0], in[1], 0x5410);
-    *reinterpret_cast<uint32_t*>(vt + block_tile_offset(128, 2 * e + 1, key / 8) + byte_in_chunk) =
-        prmt(in[0], in[1], 0x7632);
+    *reinterpret_cast<uint32_t*>(vt + block_tile_offset(kHeadDim, 2 * e + 1, key / 8) +
+                                 byte_in_chunk) = prmt(in[0], in[1], 0x7632);
   }
 }
 
-// bf16 q over FP8 KV: K as cached (e4m3, swizzled [key][dim]) -> the bf16 K operand (two
-// column blocks), exactly.
-template <int kThreads>
+// bf16 q over FP8 KV: K as cached (e4m3 [key][dim], block-split swizzled) -> the bf16 K
+// operand (block-split swizzled), exactly.
+template <int kThreads, int kHeadDim, int kBlockN>
 __device__ __forceinline__ void widen_k(const unsigned char* k, unsigned char* k_wide, int tid) {
-  for (int u = tid; u < 128 * 8; u += kThreads) {
-    const int key = u / 8;
-    const int chunk = u % 8;
-    const uint4 raw = *reinterpret_cast<const uint4*>(k + sm90::swizzle128_offset(key, chunk));
+  constexpr int kChunks = kHeadDim / 16;  // 16 FP8 values per chunk
+  for (int u = tid; u < kBlockN * kChunks; u += kThreads) {
+    const int key = u / kChunks;
+    const int chunk = u % kChunks;
+    const uint4 raw = *reinterpret_cast<const uint4*>(k + block_tile_offset(kBlockN, key, chunk));
     const uint32_t* in = &raw.x;
     uint4 lo, hi;
     uint32_t* lo_words = &lo.x;
@@ -204,18 +216,43 @@ __device__ __forceinline__ void widen_k(const unsigned char* k, unsigned char* k
       hi_words[2 * i] = prefill_common::fp8x2_to_bf16x2(in[i + 2] & 0xffffu, __NV_E4M3);
       hi_words[2 * i + 1] = prefill_common::fp8x2_to_bf16x2(in[i + 2] >> 16, __NV_E4M3);
     }
-    *reinterpret_cast<uint4*>(k_wide + block_tile_offset(128, key, 2 * chunk)) = lo;
-    *reinterpret_cast<uint4*>(k_wide + block_tile_offset(128, key, 2 * chunk + 1)) = hi;
+    *reinterpret_cast<uint4*>(k_wide + block_tile_offset(kBlockN, key, 2 * chunk)) = lo;
+    *reinterpret_cast<uint4*>(k_wide + block_tile_offset(kBlockN, key, 2 * chunk + 1)) = hi;
+  }
+}
+
+// bf16 wgmma with B of N rows (N = 64, 128 or 256), A from shared memory (SS) or registers.
+template <int N>
+__device__ __forceinline__ void wgmma_bf16_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
+                                              bool accumulate) {
+  if constexpr (N == 64) {
+    sm90::wgmma_m64n64k16_bf16_ss(d, desc_a, desc_b, accumulate);
+  } else {
+    static_assert(N == 128, "Q K^T tiles have 64 or 128 keys");
+    sm90::wgmma_m64n128k16_bf16_ss(d, desc_a, desc_b, accumulate);
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void wgmma_bf16_rs(float (&d)[N / 2], const uint32_t (&a)[4],
+                                              uint64_t desc_b, bool accumulate) {
+  if constexpr (N == 64) {
+    sm90::wgmma_m64n64k16_bf16_rs(d, a, desc_b, accumulate);
+  } else if constexpr (N == 128) {
+    sm90::wgmma_m64n128k16_bf16_rs(d, a, desc_b, accumulate);
+  } else {
+    static_assert(N == 256, "P V covers head_dim 64, 128 or 256");
+    sm90::wgmma_m64n256k16_bf16_rs(d, a, desc_b, accumulate);
   }
 }
 
 #endif  // QUENCH_SM90A_ENABLED
 
-template <HopperKind kKind>
-__global__ void __launch_bounds__(HopperConfig<kKind>::kThreads, 1)
+template <HopperKind kKind, int kHeadDimT>
+__global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     prefill_attention_hopper_kernel(const AttentionParams p) {
 #ifdef QUENCH_SM90A_ENABLED
-  using Cfg = HopperConfig<kKind>;
+  using Cfg = HopperConfig<kKind, kHeadDimT>;
   using prefill_common::OutputTile;
   using prefill_common::pack_bf16x2;
   using prefill_common::query_row;
@@ -311,7 +348,7 @@ __global__ void __launch_bounds__(HopperConfig<kKind>::kThreads, 1)
   const float score_scale = p.sm_scale * q_scale_eff * p.k_scale.at(kv_head);
   const float score_scale_log2 = score_scale * kLog2e;
   const bool soft_cap = p.logit_soft_cap > 0.0f;
-  float o_acc[64] = {};                       // O, accumulator layout: o_acc[4 * dt + 2 * r + c]
+  float o_acc[kHeadDim / 2] = {};             // O, accumulator layout: o_acc[4 * dt + 2 * r + c]
   float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (score * log2(e))
   float row_sum[2] = {0.0f, 0.0f};            // this thread's partial; quad-reduced at the end
 
@@ -333,11 +370,11 @@ __global__ void __launch_bounds__(HopperConfig<kKind>::kThreads, 1)
     if constexpr (Cfg::kFp8Mma) {
       transpose_v_fp8<Cfg::kThreads>(v_stage, vt_tile, tid);
     } else {
-      transpose_v_bf16<Cfg::kThreads, Cfg::kFp8Kv>(v_stage, vt_tile, tid);
+      transpose_v_bf16<Cfg::kThreads, Cfg::kFp8Kv, kHeadDim, kBlockN>(v_stage, vt_tile, tid);
     }
     if constexpr (Cfg::kWidenK) {
       k_operand = smem + Cfg::kKWideOffset;
-      widen_k<Cfg::kThreads>(k_stage, k_operand, tid);
+      widen_k<Cfg::kThreads, kHeadDim, kBlockN>(k_stage, k_operand, tid);
     }
     sm90::fence_proxy_async_shared();
     if (tile + 1 < num_kv_tiles) load_kv_tile(kv0 + kBlockN, stage ^ 1);
@@ -345,7 +382,7 @@ __global__ void __launch_bounds__(HopperConfig<kKind>::kThreads, 1)
 
     // S = Q K^T for this warpgroup's 64 rows.
     const uint32_t k_address = sm90::smem_address(k_operand);
-    float s[64];
+    float s[kBlockN / 2];
     sm90::wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < Cfg::kQkSteps; ++ks) {
@@ -354,7 +391,7 @@ __global__ void __launch_bounds__(HopperConfig<kKind>::kThreads, 1)
       if constexpr (Cfg::kFp8Mma) {
         sm90::wgmma_m64n128k32_e4m3_ss(s, a, b, ks > 0);
       } else {
-        sm90::wgmma_m64n128k16_bf16_ss(s, a, b, ks > 0);
+        wgmma_bf16_ss<kBlockN>(s, a, b, ks > 0);
       }
     }
     sm90::wgmma_commit_group();
@@ -430,7 +467,7 @@ __global__ void __launch_bounds__(HopperConfig<kKind>::kThreads, 1)
 #pragma unroll
       for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
         sm90::wgmma_m64n128k32_e4m3_rs(
-            t_acc, p_frag[ks], sm90::smem_descriptor_sw128(kstep_address(vt_address, 128, ks)),
+            t_acc, p_frag[ks], sm90::smem_descriptor_sw128(kstep_address(vt_address, kHeadDim, ks)),
             ks > 0);
       }
       sm90::wgmma_commit_group();
@@ -457,8 +494,8 @@ __global__ void __launch_bounds__(HopperConfig<kKind>::kThreads, 1)
       sm90::wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
-        sm90::wgmma_m64n128k16_bf16_rs(
-            o_acc, p_frag[ks], sm90::smem_descriptor_sw128(kstep_address(vt_address, 128, ks)),
+        wgmma_bf16_rs<kHeadDim>(
+            o_acc, p_frag[ks], sm90::smem_descriptor_sw128(kstep_address(vt_address, kHeadDim, ks)),
             true);
       }
       sm90::wgmma_commit_group();
