@@ -75,7 +75,14 @@ struct HopperConfig {
   static constexpr int kVStageOffset = kKStageOffset + 2 * kStageBytes;
   static constexpr int kKWideOffset = kVStageOffset + 2 * kStageBytes;
   static constexpr int kVtOffset = kKWideOffset + (kWidenK ? kOperandTileBytes : 0);
-  static constexpr int kOperandBytes = kVtOffset + kOperandTileBytes;
+  // bf16 operands: two V^T buffers let tile i's P V run on the tensor cores while tile i + 1
+  // is prepared (its wait moves to tile i + 1's Q K^T wait), where they fit (not at head_dim
+  // 256). FP8 waits at once: T living across the next Q K^T would spill registers.
+  static constexpr int kMaxSmemBytes = 227 * 1024;
+  static constexpr bool kDeferPv =
+      !kFp8Mma && kVtOffset + 2 * kOperandTileBytes + 1024 <= kMaxSmemBytes;
+  static constexpr int kVtStages = kDeferPv ? 2 : 1;
+  static constexpr int kOperandBytes = kVtOffset + kVtStages * kOperandTileBytes;
   static constexpr int kOutStride = kHeadDim + 4;  // floats; padding spreads the banks
   static constexpr int kOutBytes = kBlockM * kOutStride * 4;
   static_assert(kOutBytes <= kOperandBytes, "the fp32 output tile reuses the operand tiles");
@@ -267,7 +274,6 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
   const uint32_t raw_address = sm90::smem_address(smem_raw);
   unsigned char* smem = smem_raw + ((1024u - raw_address % 1024u) % 1024u);
   unsigned char* q_tile = smem + Cfg::kQOffset;
-  unsigned char* vt_tile = smem + Cfg::kVtOffset;
 
   const int seq = blockIdx.z;
   const int kv_head = blockIdx.y;
@@ -348,13 +354,28 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
   const float score_scale = p.sm_scale * q_scale_eff * p.k_scale.at(kv_head);
   const float score_scale_log2 = score_scale * kLog2e;
   const bool soft_cap = p.logit_soft_cap > 0.0f;
-  float o_acc[kHeadDim / 2] = {};             // O, accumulator layout: o_acc[4 * dt + 2 * r + c]
+  float o_acc[kHeadDim / 2] = {};  // O, accumulator layout: o_acc[4 * dt + 2 * r + c]
+  // P V's A fragments and FP8 result T: with kDeferPv they stay in flight until the Q K^T
+  // wait of the next tile (or the end of the loop).
+  uint32_t p_frag[Cfg::kPvSteps][4];
+  float t_acc[Cfg::kFp8Mma ? kHeadDim / 2 : 1];
+  // After P V's wait: pin its registers, and (FP8) add T into O.
+  const auto finish_pv = [&] {
+    sm90::fence_registers(p_frag);
+    if constexpr (Cfg::kFp8Mma) {
+      sm90::fence_registers(t_acc);
+#pragma unroll
+      for (int i = 0; i < kHeadDim / 2; ++i)
+        o_acc[i] += t_acc[i];
+    } else {
+      sm90::fence_registers(o_acc);
+    }
+  };
   float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (score * log2(e))
   float row_sum[2] = {0.0f, 0.0f};            // this thread's partial; quad-reduced at the end
 
   // This warpgroup's 64 Q rows start 64 * 128 bytes into each column block.
   const uint32_t q_address = sm90::smem_address(q_tile) + warpgroup * 64 * 128;
-  const uint32_t vt_address = sm90::smem_address(vt_tile);
 
   if (num_kv_tiles > 0) load_kv_tile(kv_begin, 0);
   for (int tile = 0; tile < num_kv_tiles; ++tile) {
@@ -366,6 +387,8 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     sm90::fence_proxy_async_shared();
     // The tile (and Q) visible to all; every warpgroup is done with the previous tile's wgmmas.
     __syncthreads();
+    unsigned char* vt_tile = smem + Cfg::kVtOffset + tile % Cfg::kVtStages * Cfg::kOperandTileBytes;
+    const uint32_t vt_address = sm90::smem_address(vt_tile);
     unsigned char* k_operand = k_stage;
     if constexpr (Cfg::kFp8Mma) {
       transpose_v_fp8<Cfg::kThreads>(v_stage, vt_tile, tid);
@@ -395,8 +418,11 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
       }
     }
     sm90::wgmma_commit_group();
-    sm90::wgmma_wait_group<0>();
+    sm90::wgmma_wait_group<0>();  // with kDeferPv, also the previous tile's P V
     sm90::fence_registers(s);
+    if constexpr (Cfg::kDeferPv) {
+      if (tile > 0) finish_pv();
+    }
     // Scale, soft-cap and mask (log2 units), then the online softmax update.
     const bool needs_mask =
         kv0 + kBlockN - 1 > pos_lo || (p.window_left >= 0 && kv0 < pos_hi - p.window_left);
@@ -450,7 +476,6 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
       // T = P V: for k32 step ks (keys 32ks..32ks+31), A register i holds row r = i % 2 at
       // permuted k positions 16(i/2) + 4t + 0..3 = keys 32ks + 16(i/2) + {2t, 2t+1, 2t+8,
       // 2t+9}, i.e. S column blocks nt = 4ks + 2(i/2) and nt + 1, elements 2r and 2r + 1.
-      uint32_t p_frag[Cfg::kPvSteps][4];
 #pragma unroll
       for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
 #pragma unroll
@@ -462,7 +487,7 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
               s[4 * (nt + 1) + 2 * r] * Cfg::kPScale, s[4 * (nt + 1) + 2 * r + 1] * Cfg::kPScale);
         }
       }
-      float t_acc[64];
+      sm90::fence_registers(t_acc);
       sm90::wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
@@ -470,17 +495,9 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
             t_acc, p_frag[ks], sm90::smem_descriptor_sw128(kstep_address(vt_address, kHeadDim, ks)),
             ks > 0);
       }
-      sm90::wgmma_commit_group();
-      sm90::wgmma_wait_group<0>();
-      sm90::fence_registers(t_acc);
-      sm90::fence_registers(p_frag);
-#pragma unroll
-      for (int i = 0; i < 64; ++i)
-        o_acc[i] += t_acc[i];
     } else {
       // O += P V: for k16 step ks (keys 16ks..16ks+15) the bf16 A fragment is the accumulator
       // layout of S column blocks 2ks (registers 0, 1: rows r = 0, 1) and 2ks + 1 (2, 3).
-      uint32_t p_frag[Cfg::kPvSteps][4];
 #pragma unroll
       for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
 #pragma unroll
@@ -498,10 +515,17 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
             o_acc, p_frag[ks], sm90::smem_descriptor_sw128(kstep_address(vt_address, kHeadDim, ks)),
             true);
       }
-      sm90::wgmma_commit_group();
+    }
+    sm90::wgmma_commit_group();
+    if constexpr (!Cfg::kDeferPv) {
       sm90::wgmma_wait_group<0>();
-      sm90::fence_registers(o_acc);
-      sm90::fence_registers(p_frag);
+      finish_pv();
+    }
+  }
+  if constexpr (Cfg::kDeferPv) {
+    if (num_kv_tiles > 0) {  // the last tile's P V
+      sm90::wgmma_wait_group<0>();
+      finish_pv();
     }
   }
 
