@@ -269,6 +269,7 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
   constexpr int kBlockM = Cfg::kBlockM;
   constexpr int kBlockN = Cfg::kBlockN;
   constexpr float kLog2e = 1.4426950408889634f;
+  constexpr int kQkOrderBarrier = 1;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // The swizzle works on shared addresses: align the window to the 1024-byte atom.
   const uint32_t raw_address = sm90::smem_address(smem_raw);
@@ -406,6 +407,11 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     // S = Q K^T for this warpgroup's 64 rows.
     const uint32_t k_address = sm90::smem_address(k_operand);
     float s[kBlockN / 2];
+    // Warpgroup 1 issues its Q K^T after warpgroup 0's, so the tensor cores finish warpgroup 0
+    // first and its softmax runs while warpgroup 1's Q K^T (then warpgroup 0's P V while
+    // warpgroup 1's softmax) still computes: the two alternate instead of idling the tensor
+    // cores together.
+    if (warpgroup == 1) sm90::named_barrier_sync(kQkOrderBarrier, Cfg::kThreads);
     sm90::wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < Cfg::kQkSteps; ++ks) {
@@ -418,6 +424,7 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
       }
     }
     sm90::wgmma_commit_group();
+    if (warpgroup == 0) sm90::named_barrier_arrive(kQkOrderBarrier, Cfg::kThreads);
     sm90::wgmma_wait_group<0>();  // with kDeferPv, also the previous tile's P V
     sm90::fence_registers(s);
     if constexpr (Cfg::kDeferPv) {
