@@ -386,7 +386,8 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     const unsigned char* v_stage = smem + Cfg::kVStageOffset + stage * Cfg::kStageBytes;
     prefill_generic::cp_async_wait_all();
     sm90::fence_proxy_async_shared();
-    // The tile (and Q) visible to all; every warpgroup is done with the previous tile's wgmmas.
+    // The tile (and Q) visible to all; every warpgroup is done with the previous tile's Q K^T
+    // (and P V, unless kDeferPv: then it may still read the other V^T buffer).
     __syncthreads();
     unsigned char* vt_tile = smem + Cfg::kVtOffset + tile % Cfg::kVtStages * Cfg::kOperandTileBytes;
     const uint32_t vt_address = sm90::smem_address(vt_tile);
