@@ -253,6 +253,90 @@ __device__ __forceinline__ void wgmma_bf16_rs(float (&d)[N / 2], const uint32_t 
   }
 }
 
+// The steps of one KV tile, shared by the kernel and the layout probe test
+// (tests/ops/attention/prefill_hopper_layout_gpu_test.cu). Cfg is a HopperConfig.
+
+// V as cached -> V^T operand (and, bf16 q over FP8 KV, K as cached -> widened K operand);
+// returns the K operand. All threads of the CTA call it; the caller fences and syncs.
+template <class Cfg>
+__device__ __forceinline__ const unsigned char* prepare_kv_operands(const unsigned char* k_stage,
+                                                                    const unsigned char* v_stage,
+                                                                    unsigned char* k_wide,
+                                                                    unsigned char* vt, int tid) {
+  if constexpr (Cfg::kFp8Mma) {
+    transpose_v_fp8<Cfg::kThreads>(v_stage, vt, tid);
+  } else {
+    transpose_v_bf16<Cfg::kThreads, Cfg::kFp8Kv, Cfg::kHeadDim, Cfg::kBlockN>(v_stage, vt, tid);
+  }
+  if constexpr (Cfg::kWidenK) {
+    widen_k<Cfg::kThreads, Cfg::kHeadDim, Cfg::kBlockN>(k_stage, k_wide, tid);
+    return k_wide;
+  } else {
+    return k_stage;
+  }
+}
+
+// Issues S = Q K^T for one warpgroup (64 Q rows at q_address, see the kernel); the caller
+// fences before and commits / waits after.
+template <class Cfg>
+__device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], uint32_t q_address,
+                                         uint32_t k_address) {
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kQkSteps; ++ks) {
+    const uint64_t a = sm90::smem_descriptor_sw128(kstep_address(q_address, Cfg::kBlockM, ks));
+    const uint64_t b = sm90::smem_descriptor_sw128(kstep_address(k_address, Cfg::kBlockN, ks));
+    if constexpr (Cfg::kFp8Mma) {
+      sm90::wgmma_m64n128k32_e4m3_ss(s, a, b, ks > 0);
+    } else {
+      wgmma_bf16_ss<Cfg::kBlockN>(s, a, b, ks > 0);
+    }
+  }
+}
+
+// P (the S registers after the softmax) -> the A fragments of P V.
+template <class Cfg>
+__device__ __forceinline__ void pack_p(const float (&s)[Cfg::kBlockN / 2],
+                                       uint32_t (&p_frag)[Cfg::kPvSteps][4]) {
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = i % 2;
+      if constexpr (Cfg::kFp8Mma) {
+        // k32 step ks (keys 32ks..32ks+31): A register i holds row r = i % 2 at permuted k
+        // positions 16(i/2) + 4t + 0..3 = keys 32ks + 16(i/2) + {2t, 2t+1, 2t+8, 2t+9}, i.e. S
+        // column blocks nt = 4ks + 2(i/2) and nt + 1, elements 2r and 2r + 1.
+        const int nt = 4 * ks + 2 * (i / 2);
+        p_frag[ks][i] = pack_e4m3x4(
+            s[4 * nt + 2 * r] * Cfg::kPScale, s[4 * nt + 2 * r + 1] * Cfg::kPScale,
+            s[4 * (nt + 1) + 2 * r] * Cfg::kPScale, s[4 * (nt + 1) + 2 * r + 1] * Cfg::kPScale);
+      } else {
+        // k16 step ks (keys 16ks..16ks+15): the bf16 A fragment is the accumulator layout of S
+        // column blocks 2ks (registers 0, 1: rows r = 0, 1) and 2ks + 1 (registers 2, 3).
+        const int nt = 2 * ks + i / 2;
+        p_frag[ks][i] = prefill_common::pack_bf16x2(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]);
+      }
+    }
+  }
+}
+
+// Issues acc (+)= P V^T-operand: FP8 overwrites acc (the tile accumulator T), bf16 accumulates
+// into O. The caller fences before and commits / waits after.
+template <class Cfg>
+__device__ __forceinline__ void issue_pv(float (&acc)[Cfg::kHeadDim / 2],
+                                         const uint32_t (&p_frag)[Cfg::kPvSteps][4],
+                                         uint32_t vt_address) {
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
+    const uint64_t b = sm90::smem_descriptor_sw128(kstep_address(vt_address, Cfg::kHeadDim, ks));
+    if constexpr (Cfg::kFp8Mma) {
+      sm90::wgmma_m64n128k32_e4m3_rs(acc, p_frag[ks], b, ks > 0);
+    } else {
+      wgmma_bf16_rs<Cfg::kHeadDim>(acc, p_frag[ks], b, true);
+    }
+  }
+}
+
 #endif  // QUENCH_SM90A_ENABLED
 
 template <HopperKind kKind, int kHeadDimT>
@@ -359,7 +443,7 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
   // P V's A fragments and FP8 result T: with kDeferPv they stay in flight until the Q K^T
   // wait of the next tile (or the end of the loop).
   uint32_t p_frag[Cfg::kPvSteps][4];
-  float t_acc[Cfg::kFp8Mma ? kHeadDim / 2 : 1];
+  float t_acc[kHeadDim / 2];  // FP8 only; unused (and removed) for bf16 operands
   // After P V's wait: pin its registers, and (FP8) add T into O.
   const auto finish_pv = [&] {
     sm90::fence_registers(p_frag);
@@ -391,16 +475,8 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     __syncthreads();
     unsigned char* vt_tile = smem + Cfg::kVtOffset + tile % Cfg::kVtStages * Cfg::kOperandTileBytes;
     const uint32_t vt_address = sm90::smem_address(vt_tile);
-    unsigned char* k_operand = k_stage;
-    if constexpr (Cfg::kFp8Mma) {
-      transpose_v_fp8<Cfg::kThreads>(v_stage, vt_tile, tid);
-    } else {
-      transpose_v_bf16<Cfg::kThreads, Cfg::kFp8Kv, kHeadDim, kBlockN>(v_stage, vt_tile, tid);
-    }
-    if constexpr (Cfg::kWidenK) {
-      k_operand = smem + Cfg::kKWideOffset;
-      widen_k<Cfg::kThreads, kHeadDim, kBlockN>(k_stage, k_operand, tid);
-    }
+    const unsigned char* k_operand =
+        prepare_kv_operands<Cfg>(k_stage, v_stage, smem + Cfg::kKWideOffset, vt_tile, tid);
     sm90::fence_proxy_async_shared();
     if (tile + 1 < num_kv_tiles) load_kv_tile(kv0 + kBlockN, stage ^ 1);
     __syncthreads();  // V^T (and the widened K) complete
@@ -414,16 +490,7 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     // cores together.
     if (warpgroup == 1) sm90::named_barrier_sync(kQkOrderBarrier, Cfg::kThreads);
     sm90::wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < Cfg::kQkSteps; ++ks) {
-      const uint64_t a = sm90::smem_descriptor_sw128(kstep_address(q_address, kBlockM, ks));
-      const uint64_t b = sm90::smem_descriptor_sw128(kstep_address(k_address, kBlockN, ks));
-      if constexpr (Cfg::kFp8Mma) {
-        sm90::wgmma_m64n128k32_e4m3_ss(s, a, b, ks > 0);
-      } else {
-        wgmma_bf16_ss<kBlockN>(s, a, b, ks > 0);
-      }
-    }
+    issue_qk<Cfg>(s, q_address, k_address);
     sm90::wgmma_commit_group();
     if (warpgroup == 0) sm90::named_barrier_arrive(kQkOrderBarrier, Cfg::kThreads);
     sm90::wgmma_wait_group<0>();  // with kDeferPv, also the previous tile's P V
@@ -480,49 +547,16 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
       }
     }
 
+    // FP8: T = P V into the tile accumulator; bf16: O += P V.
+    pack_p<Cfg>(s, p_frag);
     if constexpr (Cfg::kFp8Mma) {
-      // T = P V: for k32 step ks (keys 32ks..32ks+31), A register i holds row r = i % 2 at
-      // permuted k positions 16(i/2) + 4t + 0..3 = keys 32ks + 16(i/2) + {2t, 2t+1, 2t+8,
-      // 2t+9}, i.e. S column blocks nt = 4ks + 2(i/2) and nt + 1, elements 2r and 2r + 1.
-#pragma unroll
-      for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int nt = 4 * ks + 2 * (i / 2);
-          const int r = i % 2;
-          p_frag[ks][i] = pack_e4m3x4(
-              s[4 * nt + 2 * r] * Cfg::kPScale, s[4 * nt + 2 * r + 1] * Cfg::kPScale,
-              s[4 * (nt + 1) + 2 * r] * Cfg::kPScale, s[4 * (nt + 1) + 2 * r + 1] * Cfg::kPScale);
-        }
-      }
       sm90::fence_registers(t_acc);
       sm90::wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
-        sm90::wgmma_m64n128k32_e4m3_rs(
-            t_acc, p_frag[ks], sm90::smem_descriptor_sw128(kstep_address(vt_address, kHeadDim, ks)),
-            ks > 0);
-      }
+      issue_pv<Cfg>(t_acc, p_frag, vt_address);
     } else {
-      // O += P V: for k16 step ks (keys 16ks..16ks+15) the bf16 A fragment is the accumulator
-      // layout of S column blocks 2ks (registers 0, 1: rows r = 0, 1) and 2ks + 1 (2, 3).
-#pragma unroll
-      for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int nt = 2 * ks + i / 2;
-          const int r = i % 2;
-          p_frag[ks][i] = pack_bf16x2(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]);
-        }
-      }
       sm90::fence_registers(o_acc);
       sm90::wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
-        wgmma_bf16_rs<kHeadDim>(
-            o_acc, p_frag[ks], sm90::smem_descriptor_sw128(kstep_address(vt_address, kHeadDim, ks)),
-            true);
-      }
+      issue_pv<Cfg>(o_acc, p_frag, vt_address);
     }
     sm90::wgmma_commit_group();
     if constexpr (!Cfg::kDeferPv) {
