@@ -19,7 +19,7 @@
 #include "quench/core/error.h"
 #include "quench/numerics/bf16.h"
 #include "quench/numerics/fp8.h"
-#include "quench/ops/attention/prefill/hopper/prefill_attention_hopper_kernel.cuh"
+#include "quench/ops/attention/prefill/hopper/prefill_hopper_tile.cuh"
 
 namespace quench::testing_support {
 namespace {
