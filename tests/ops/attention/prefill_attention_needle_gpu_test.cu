@@ -23,7 +23,6 @@
 #include "quench/ops/attention/attention_output.h"
 #include "quench/ops/attention/attention_reference.h"
 #include "quench/ops/attention/prefill/generic/prefill_attention_generic.h"
-#include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
 
 namespace quench::testing_support {
 namespace {
@@ -206,11 +205,13 @@ TEST(PrefillAttentionNeedle, Context128k) {
 }
 TEST(PrefillAttentionNeedle, HopperContext32k) {
   if (!device_is_sm90()) GTEST_SKIP() << "the Hopper kernel needs an sm_90 device";
-  expect_needle_retrieved(32768, prefill_attention_hopper, "hopper");
+  expect_needle_retrieved(32768, run_hopper_bf16_pv, "hopper, bf16 P·V");
+  expect_needle_retrieved(32768, run_hopper_fp8_pv, "hopper, FP8 P·V");
 }
 TEST(PrefillAttentionNeedle, HopperContext128k) {
   if (!device_is_sm90()) GTEST_SKIP() << "the Hopper kernel needs an sm_90 device";
-  expect_needle_retrieved(131072, prefill_attention_hopper, "hopper");
+  expect_needle_retrieved(131072, run_hopper_bf16_pv, "hopper, bf16 P·V");
+  expect_needle_retrieved(131072, run_hopper_fp8_pv, "hopper, FP8 P·V");
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(256, 1)
   unsigned char* vt = smem + Cfg::kVtOffset;
   const int tid = static_cast<int>(threadIdx.x);
 
-  constexpr int kQChunks = kHeadDim * Cfg::kMmaBytes / 16;
+  constexpr int kQChunks = kHeadDim * Cfg::kQkBytes / 16;
   for (int idx = tid; idx < kBlockM * kQChunks; idx += Cfg::kThreads) {
     const int row = idx / kQChunks;
     const int chunk = idx % kQChunks;
@@ -197,7 +197,7 @@ void run_layout_probe(const char* name) {
     }
   }
 
-  DeviceBuffer d_q = DeviceBuffer::from_host(encode(q, Cfg::kMmaBytes));
+  DeviceBuffer d_q = DeviceBuffer::from_host(encode(q, Cfg::kQkBytes));
   DeviceBuffer d_k = DeviceBuffer::from_host(encode(k, Cfg::kKvBytes));
   DeviceBuffer d_v = DeviceBuffer::from_host(encode(v, Cfg::kKvBytes));
   DeviceBuffer d_p = DeviceBuffer::from_host(p);
@@ -221,6 +221,11 @@ void run_layout_probe(const char* name) {
 TEST(PrefillHopperLayout, Fp8) {
   SKIP_UNLESS_SM90();
   run_layout_probe<HopperKind::kFp8, 128>("fp8");
+}
+
+TEST(PrefillHopperLayout, Fp8QkBf16Pv) {
+  SKIP_UNLESS_SM90();
+  run_layout_probe<HopperKind::kFp8QkBf16Pv, 128>("fp8 q·k, bf16 p·v");
 }
 
 TEST(PrefillHopperLayout, Bf16) {

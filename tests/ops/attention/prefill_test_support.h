@@ -19,11 +19,20 @@
 #include "harness/device_buffer.h"
 #include "quench/core/error.h"
 #include "quench/ops/attention/attention_params.h"
+#include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
 
 namespace quench::testing_support {
 
-// A prefill kernel entry point (prefill_attention_generic, prefill_attention_hopper).
+// A prefill kernel entry point (prefill_attention_generic, the Hopper runs below).
 using PrefillKernel = void (*)(const AttentionParams&, cudaStream_t);
+
+// The Hopper kernel with each P·V precision for an FP8 query (bf16 is its default).
+inline void run_hopper_bf16_pv(const AttentionParams& params, cudaStream_t stream) {
+  prefill_attention_hopper(params, stream, HopperPvPrecision::kBf16);
+}
+inline void run_hopper_fp8_pv(const AttentionParams& params, cudaStream_t stream) {
+  prefill_attention_hopper(params, stream, HopperPvPrecision::kFp8);
+}
 
 inline constexpr Tolerance kLseTolerance{1e-3, 1e-2};
 

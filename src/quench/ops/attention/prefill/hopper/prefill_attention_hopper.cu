@@ -1,5 +1,5 @@
 // Host launcher of the Hopper prefill kernel: support check (device architecture, dtypes,
-// head_dim, page size, GQA), dispatch on the operand kind and head_dim (7 instantiations) and
+// head_dim, page size, GQA), dispatch on the operand kind and head_dim (8 instantiations) and
 // grid (query tiles of 128 packed rows, KV heads, sequences).
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
 
@@ -99,11 +99,16 @@ std::string prefill_attention_hopper_unsupported_reason(const AttentionParams& p
   return device_unsupported_reason();
 }
 
-void prefill_attention_hopper(const AttentionParams& params, cudaStream_t stream) {
+void prefill_attention_hopper(const AttentionParams& params, cudaStream_t stream,
+                              HopperPvPrecision pv_precision) {
   const std::string reason = prefill_attention_hopper_unsupported_reason(params);
   QUENCH_REQUIRE(reason.empty(), "prefill_attention_hopper: ", reason);
   if (params.num_seqs == 0 || params.max_q_len == 0) return;
-  if (params.q_dtype == DType::kFP8E4M3) return launch<HopperKind::kFp8, 128>(params, stream);
+  if (params.q_dtype == DType::kFP8E4M3) {
+    if (pv_precision == HopperPvPrecision::kFp8)
+      return launch<HopperKind::kFp8, 128>(params, stream);
+    return launch<HopperKind::kFp8QkBf16Pv, 128>(params, stream);
+  }
   if (params.kv.dtype == DType::kBF16) return dispatch_head_dim<HopperKind::kBf16>(params, stream);
   return dispatch_head_dim<HopperKind::kBf16QFp8Kv>(params, stream);
 }

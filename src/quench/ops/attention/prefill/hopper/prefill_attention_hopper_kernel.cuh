@@ -1,6 +1,8 @@
-// The Hopper (sm_90a) prefill attention kernel on warpgroup MMA (wgmma), head_dim 128, in three
-// operand kinds: FP8 (e4m3 Q over an e4m3 cache, FP8 wgmma), bf16 (bf16 Q over a bf16 cache) and
-// bf16 Q over an e4m3 cache (K and V widened exactly to bf16 in shared memory, bf16 wgmma).
+// The Hopper (sm_90a) prefill attention kernel on warpgroup MMA (wgmma), in four operand kinds
+// (HopperKind): FP8 q over an FP8 cache with FP8 Q K^T and either bf16 P V (V widened exactly
+// to bf16 in shared memory; the default: bf16 P keeps short rows within the SPEC tolerance) or
+// FP8 P V with two-level accumulation; bf16 q over a bf16 cache; bf16 q over an FP8 cache (K
+// and V widened to bf16). head_dim 128 for FP8 q; 64/128/256 for bf16 q.
 //
 // One CTA of two warpgroups per (tile of 128 packed query rows, KV head, sequence); warpgroup w
 // owns packed rows 64w..64w+63 (GQA heads packed into rows as in the generic kernel). Per KV
@@ -20,10 +22,11 @@
 //                   16h + 4t + i holds key 16h + 8(i/2) + 2t + i%2: exactly the keys a thread's
 //                   S registers hold where the 8-bit A fragment expects k = 16h + 4t + i
 //                   (t = lane % 4);
-//   FP8 two-level   each tile's P V goes into a zeroed accumulator T, then O = O + T in fp32
-//                   registers (O was scaled by the softmax correction before): FP8 tensor-core
-//                   accumulation (about 22 bits) is confined to one 128-key tile (SPEC §3).
-//                   bf16 accumulates into O directly (fp32 on the tensor core).
+//   FP8 two-level   each tile's FP8 P V goes into a zeroed accumulator T, then O = O + T in
+//                   fp32 registers (O was scaled by the softmax correction before): FP8
+//                   tensor-core accumulation (about 22 bits) is confined to one 128-key tile
+//                   (SPEC §3). bf16 P V accumulates into O directly (fp32 on the tensor core)
+//                   and stays in flight while the next tile is prepared (kDeferPv).
 // The epilogue multiplies by v_scale / (P scale * denominator) and stores through the shared
 // output epilogue (bf16, FP8, NVFP4), as the generic kernel does.
 #pragma once
@@ -87,7 +90,7 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
 
   // Query tile -> swizzled shared memory (column blocks of 128 bytes); rows past the chunk are
   // zero.
-  constexpr int kQChunks = kHeadDim * Cfg::kMmaBytes / 16;
+  constexpr int kQChunks = kHeadDim * Cfg::kQkBytes / 16;
   for (int idx = tid; idx < kBlockM * kQChunks; idx += Cfg::kThreads) {
     const int row = idx / kQChunks;
     const int chunk = idx % kQChunks;
@@ -97,7 +100,7 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     if (valid) {
       const QueryRow qr = query_row(m, group, kv_head);
       src = (static_cast<int64_t>(q_begin + qr.token) * p.num_q_heads + qr.head) * kHeadDim *
-                Cfg::kMmaBytes +
+                Cfg::kQkBytes +
             chunk * 16;
     }
     cp_async_16(q_tile + block_tile_offset(kBlockM, row, chunk),
@@ -134,7 +137,7 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     const int m = m0 + warpgroup * 64 + warp_in_group * 16 + lane_group + 8 * r;
     row_pos[r] = first_pos + min(m / group, q_len - 1);  // rows past the chunk: never stored
   }
-  const float q_scale_eff = Cfg::kFp8Mma ? p.q_scale : 1.0f;
+  const float q_scale_eff = Cfg::kFp8Qk ? p.q_scale : 1.0f;
   const float score_scale = p.sm_scale * q_scale_eff * p.k_scale.at(kv_head);
   const float score_scale_log2 = score_scale * kLog2e;
   const bool soft_cap = p.logit_soft_cap > 0.0f;
@@ -142,11 +145,11 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
   // P V's A fragments and FP8 result T: with kDeferPv they stay in flight until the Q K^T
   // wait of the next tile (or the end of the loop).
   uint32_t p_frag[Cfg::kPvSteps][4];
-  float t_acc[kHeadDim / 2];  // FP8 only; unused (and removed) for bf16 operands
+  float t_acc[kHeadDim / 2];  // FP8 P V only; unused (and removed) otherwise
   // After P V's wait: pin its registers, and (FP8) add T into O.
   const auto finish_pv = [&] {
     sm90::fence_registers(p_frag);
-    if constexpr (Cfg::kFp8Mma) {
+    if constexpr (Cfg::kFp8Pv) {
       sm90::fence_registers(t_acc);
 #pragma unroll
       for (int i = 0; i < kHeadDim / 2; ++i)
@@ -172,7 +175,7 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     // The tile (and Q) visible to all; every warpgroup is done with the previous tile's Q K^T
     // (and P V, unless kDeferPv: then it may still read the other V^T buffer).
     __syncthreads();
-    unsigned char* vt_tile = smem + Cfg::kVtOffset + tile % Cfg::kVtStages * Cfg::kOperandTileBytes;
+    unsigned char* vt_tile = smem + Cfg::kVtOffset + tile % Cfg::kVtStages * Cfg::kVtBytes;
     const uint32_t vt_address = sm90::smem_address(vt_tile);
     const unsigned char* k_operand =
         prepare_kv_operands<Cfg>(k_stage, v_stage, smem + Cfg::kKWideOffset, vt_tile, tid);
@@ -246,9 +249,9 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
       }
     }
 
-    // FP8: T = P V into the tile accumulator; bf16: O += P V.
+    // FP8 P V: T = P V into the tile accumulator; bf16: O += P V.
     pack_p<Cfg>(s, p_frag);
-    if constexpr (Cfg::kFp8Mma) {
+    if constexpr (Cfg::kFp8Pv) {
       sm90::fence_registers(t_acc);
       sm90::wgmma_fence();
       issue_pv<Cfg>(t_acc, p_frag, vt_address);

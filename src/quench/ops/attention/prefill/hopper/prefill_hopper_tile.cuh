@@ -16,14 +16,17 @@
 namespace quench::prefill_hopper {
 
 enum class HopperKind : uint8_t {
-  kFp8,         // q e4m3, KV e4m3: FP8 wgmma
-  kBf16,        // q bf16, KV bf16: bf16 wgmma
-  kBf16QFp8Kv,  // q bf16, KV e4m3 widened to bf16 in shared memory: bf16 wgmma
+  kFp8,          // q e4m3, KV e4m3: FP8 wgmma
+  kBf16,         // q bf16, KV bf16: bf16 wgmma
+  kBf16QFp8Kv,   // q bf16, KV e4m3 widened to bf16 in shared memory: bf16 wgmma
+  kFp8QkBf16Pv,  // q e4m3, KV e4m3: FP8 wgmma for Q K^T, bf16 P and widened V for P V
 };
 
 template <HopperKind kKind, int kHeadDimT>
 struct HopperConfig {
-  static constexpr bool kFp8Mma = kKind == HopperKind::kFp8;
+  // Q K^T on FP8 operands (e4m3 q and K); P V on FP8 operands (e4m3 P and V, two-level).
+  static constexpr bool kFp8Qk = kKind == HopperKind::kFp8 || kKind == HopperKind::kFp8QkBf16Pv;
+  static constexpr bool kFp8Pv = kKind == HopperKind::kFp8;
   static constexpr bool kFp8Kv = kKind != HopperKind::kBf16;
   static constexpr bool kWidenK = kKind == HopperKind::kBf16QFp8Kv;
   static constexpr int kHeadDim = kHeadDimT;
@@ -32,14 +35,17 @@ struct HopperConfig {
   static constexpr int kBlockM = 64 * kWarpgroups;  // packed query rows per CTA
   // Keys per K/V tile: 64 at head_dim 256 keeps S and O in registers.
   static constexpr int kBlockN = kHeadDim == 256 ? 64 : 128;
-  static constexpr int kMmaBytes = kFp8Mma ? 1 : 2;  // bytes per MMA operand element (and q)
-  static constexpr int kKvBytes = kFp8Kv ? 1 : 2;    // bytes per cached element
+  static constexpr int kQkBytes = kFp8Qk ? 1 : 2;  // bytes per Q (and K operand) element
+  static constexpr int kPvBytes = kFp8Pv ? 1 : 2;  // bytes per P (and V^T operand) element
+  static constexpr int kKvBytes = kFp8Kv ? 1 : 2;  // bytes per cached element
   // The FP8 operand layouts (128-byte rows of Q, K and V^T, the V^T permutation, T in 64
-  // registers) need head_dim 128; bf16 operand rows are 128, 256 or 512 bytes.
-  static_assert(kHeadDim == 128 || (!kFp8Mma && (kHeadDim == 64 || kHeadDim == 256)),
+  // registers, 128-key tiles for FP8 Q K^T) need head_dim 128; bf16 operand rows are 128, 256
+  // or 512 bytes.
+  static_assert(kHeadDim == 128 || (!kFp8Qk && (kHeadDim == 64 || kHeadDim == 256)),
                 "unsupported head_dim for this operand kind");
-  static constexpr int kQBytes = kBlockM * kHeadDim * kMmaBytes;
-  static constexpr int kOperandTileBytes = kBlockN * kHeadDim * kMmaBytes;  // K or V^T operand
+  static constexpr int kQBytes = kBlockM * kHeadDim * kQkBytes;
+  static constexpr int kKOperandBytes = kBlockN * kHeadDim * kQkBytes;
+  static constexpr int kVtBytes = kBlockN * kHeadDim * kPvBytes;
   // One cached K or V tile; rows shorter than 128 bytes (FP8 at head_dim 64) are padded to one
   // swizzled 128-byte row.
   static constexpr int kKvRowBytes = kHeadDim * kKvBytes < 128 ? 128 : kHeadDim * kKvBytes;
@@ -50,25 +56,25 @@ struct HopperConfig {
   static constexpr int kKStageOffset = kQBytes;
   static constexpr int kVStageOffset = kKStageOffset + 2 * kStageBytes;
   static constexpr int kKWideOffset = kVStageOffset + 2 * kStageBytes;
-  static constexpr int kVtOffset = kKWideOffset + (kWidenK ? kOperandTileBytes : 0);
-  // bf16 operands: two V^T buffers let tile i's P V run on the tensor cores while tile i + 1
+  static constexpr int kVtOffset = kKWideOffset + (kWidenK ? kKOperandBytes : 0);
+  // bf16 P V: two V^T buffers let tile i's P V run on the tensor cores while tile i + 1
   // is prepared (its wait moves to tile i + 1's Q K^T wait), where they fit (not at head_dim
   // 256). FP8 waits at once: T living across the next Q K^T would spill registers.
   static constexpr int kMaxSmemBytes = 227 * 1024;
-  static constexpr bool kDeferPv =
-      !kFp8Mma && kVtOffset + 2 * kOperandTileBytes + 1024 <= kMaxSmemBytes;
+  static constexpr bool kDeferPv = !kFp8Pv && kVtOffset + 2 * kVtBytes + 1024 <= kMaxSmemBytes;
   static constexpr int kVtStages = kDeferPv ? 2 : 1;
-  static constexpr int kOperandBytes = kVtOffset + kVtStages * kOperandTileBytes;
+  static constexpr int kOperandBytes = kVtOffset + kVtStages * kVtBytes;
   static constexpr int kOutStride = kHeadDim + 4;  // floats; padding spreads the banks
   static constexpr int kOutBytes = kBlockM * kOutStride * 4;
   static_assert(kOutBytes <= kOperandBytes, "the fp32 output tile reuses the operand tiles");
   // + slack to align the dynamic shared memory window to the 1024-byte swizzle atom.
   static constexpr int kSmemBytes = kOperandBytes + 1024;
   // P enters P V as mma_type(P * kPScale); the epilogue divides it out.
-  static constexpr float kPScale = kFp8Mma ? 256.0f : 1.0f;
-  static constexpr int kQkSteps = kHeadDim * kMmaBytes / 32;  // 32-byte k steps of Q K^T
-  static constexpr int kPvSteps = kBlockN * kMmaBytes / 32;   // 32-byte k steps of P V
-  static_assert(kQBytes % 1024 == 0 && kStageBytes % 1024 == 0 && kOperandTileBytes % 1024 == 0,
+  static constexpr float kPScale = kFp8Pv ? 256.0f : 1.0f;
+  static constexpr int kQkSteps = kHeadDim * kQkBytes / 32;  // 32-byte k steps of Q K^T
+  static constexpr int kPvSteps = kBlockN * kPvBytes / 32;   // 32-byte k steps of P V
+  static_assert(kQBytes % 1024 == 0 && kStageBytes % 1024 == 0 && kKOperandBytes % 1024 == 0 &&
+                    kVtBytes % 1024 == 0,
                 "every tile starts on a swizzle atom");
 };
 
@@ -240,7 +246,7 @@ __device__ __forceinline__ const unsigned char* prepare_kv_operands(const unsign
                                                                     const unsigned char* v_stage,
                                                                     unsigned char* k_wide,
                                                                     unsigned char* vt, int tid) {
-  if constexpr (Cfg::kFp8Mma) {
+  if constexpr (Cfg::kFp8Pv) {
     transpose_v_fp8<Cfg::kThreads>(v_stage, vt, tid);
   } else {
     transpose_v_bf16<Cfg::kThreads, Cfg::kFp8Kv, Cfg::kHeadDim, Cfg::kBlockN>(v_stage, vt, tid);
@@ -262,7 +268,7 @@ __device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], uint32_t 
   for (int ks = 0; ks < Cfg::kQkSteps; ++ks) {
     const uint64_t a = sm90::smem_descriptor_sw128(kstep_address(q_address, Cfg::kBlockM, ks));
     const uint64_t b = sm90::smem_descriptor_sw128(kstep_address(k_address, Cfg::kBlockN, ks));
-    if constexpr (Cfg::kFp8Mma) {
+    if constexpr (Cfg::kFp8Qk) {
       sm90::wgmma_m64n128k32_e4m3_ss(s, a, b, ks > 0);
     } else {
       wgmma_bf16_ss<Cfg::kBlockN>(s, a, b, ks > 0);
@@ -279,7 +285,7 @@ __device__ __forceinline__ void pack_p(const float (&s)[Cfg::kBlockN / 2],
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int r = i % 2;
-      if constexpr (Cfg::kFp8Mma) {
+      if constexpr (Cfg::kFp8Pv) {
         // k32 step ks (keys 32ks..32ks+31): A register i holds row r = i % 2 at permuted k
         // positions 16(i/2) + 4t + 0..3 = keys 32ks + 16(i/2) + {2t, 2t+1, 2t+8, 2t+9}, i.e. S
         // column blocks nt = 4ks + 2(i/2) and nt + 1, elements 2r and 2r + 1.
@@ -306,7 +312,7 @@ __device__ __forceinline__ void issue_pv(float (&acc)[Cfg::kHeadDim / 2],
 #pragma unroll
   for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
     const uint64_t b = sm90::smem_descriptor_sw128(kstep_address(vt_address, Cfg::kHeadDim, ks));
-    if constexpr (Cfg::kFp8Mma) {
+    if constexpr (Cfg::kFp8Pv) {
       sm90::wgmma_m64n128k32_e4m3_rs(acc, p_frag[ks], b, ks > 0);
     } else {
       wgmma_bf16_rs<Cfg::kHeadDim>(acc, p_frag[ks], b, true);
