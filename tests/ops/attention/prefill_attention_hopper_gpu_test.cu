@@ -26,7 +26,8 @@ namespace quench::testing_support {
 namespace {
 
 constexpr DtypeCase kFp8Bf16Out{DType::kFP8E4M3, DType::kFP8E4M3, DType::kBF16};
-// The three operand kinds, bf16 output.
+// The three q/KV dtype combinations, bf16 output (FP8 q runs the default bf16 P·V here; FP8
+// P·V has Fp8PvLongPrefixes and the needle test).
 constexpr DtypeCase kKinds[] = {kFp8Bf16Out,
                                 {DType::kBF16, DType::kBF16, DType::kBF16},
                                 {DType::kBF16, DType::kFP8E4M3, DType::kBF16}};
