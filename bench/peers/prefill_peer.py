@@ -5,7 +5,8 @@ Prints one JSON line per case of bench/prefill/prefill_bench.cu, with the identi
 {"bench":"prefill","case":...,"peer":"cudnn_bf16","peer_value":TFLOP/s}. The peer runs bf16 on
 contiguous [B, H, S, D] tensors (it has no paged cache and no FP8); GQA is expanded to 32 KV
 heads for SDPA (enable_gqa would fall off the cuDNN path). Causal FLOPs count as half:
-4 * S * S * H * D / 2 per sequence. Usage: python3 bench/peers/prefill_peer.py [--quick]
+4 * S * S * H * D / 2 per sequence. Cases the Hopper kernel serves appear again with the suffix
+" hopper" (and, FP8 q, " hopper_fp8pv"), with the same peer value. Usage: python3 bench/peers/prefill_peer.py [--quick]
 """
 import json
 import sys
@@ -15,6 +16,16 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 TOTAL_TOKENS = 16384
 Q_HEADS = 32
+# Kernel suffixes per (label, head_dim): the generic kernel's case ("") and the Hopper variants
+# that serve it.
+HOPPER_SERVED = {("fp8", 128)} | {(label, d) for label in ("bf16", "bf16q_fp8kv")
+                                  for d in (64, 128, 256)}
+
+
+def kernel_tags(label, d):
+    if (label, d) not in HOPPER_SERVED:
+        return ("",)
+    return ("", "hopper", "hopper_fp8pv") if label == "fp8" else ("", "hopper")
 
 
 def cases(quick):
@@ -27,8 +38,8 @@ def cases(quick):
             yield label, 2, 8192, d, 16
 
 
-def case_name(label, b, s, d, page):
-    return f"{label} b{b} s{s} h32/8 d{d} page{page} causal"
+def case_name(label, b, s, d, page, kernel=""):
+    return f"{label} b{b} s{s} h32/8 d{d} page{page} causal" + (f" {kernel}" if kernel else "")
 
 
 def tflops(b, s, d):
@@ -59,9 +70,10 @@ def main():
     for label, b, s, d, page in cases(quick):
         if (b, s, d) not in measured:
             measured[(b, s, d)] = tflops(b, s, d)
-        print(json.dumps({"bench": "prefill", "case": case_name(label, b, s, d, page),
-                          "peer": "cudnn_bf16", "peer_value": round(measured[(b, s, d)], 1)}),
-              flush=True)
+        for kernel in kernel_tags(label, d):
+            print(json.dumps({"bench": "prefill", "case": case_name(label, b, s, d, page, kernel),
+                              "peer": "cudnn_bf16", "peer_value": round(measured[(b, s, d)], 1)}),
+                  flush=True)
 
 
 if __name__ == "__main__":

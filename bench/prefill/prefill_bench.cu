@@ -1,8 +1,11 @@
 // Benchmark "prefill": causal prefill attention over the paged cache, TFLOP/s with causal FLOPs
 // counted as half (4 * S * S * Hq * D / 2 per sequence). Cases: FP8 (q, K, V e4m3), bf16, and
 // bf16 q over an FP8 cache; 32 q / 8 KV heads; S = 1k..16k with B * S = 16k tokens; hd128 with
-// pages 16 and 64, hd64 and hd256 at page 16. bench/peers/prefill_peer.py measures cuDNN bf16
-// SDPA on the same shapes under the same case strings.
+// pages 16 and 64, hd64 and hd256 at page 16. Each case runs the generic kernel, and again the
+// Hopper kernel where it serves the case (sm_90 device; case string + " hopper"), and for an FP8
+// query once more with FP8 P·V (case string + " hopper_fp8pv").
+// bench/peers/prefill_peer.py measures cuDNN bf16 SDPA on the same shapes under the same case
+// strings.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,6 +19,7 @@
 #include "quench/numerics/bf16.h"
 #include "quench/numerics/fp8.h"
 #include "quench/ops/attention/prefill/generic/prefill_attention_generic.h"
+#include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
 #include "support/bench_registry.h"
 
 namespace quench::bench {
@@ -47,6 +51,8 @@ DeviceBuffer random_buffer(int64_t n, DType dtype, uint32_t seed) {
   return buffer;
 }
 
+using PrefillKernel = void (*)(const AttentionParams&, cudaStream_t);
+
 struct PrefillCase {
   const char* label;  // "fp8", "bf16", "bf16q_fp8kv"
   DType q_dtype;
@@ -55,22 +61,35 @@ struct PrefillCase {
   int seq_len;
   int head_dim;
   int page_size;
+  const char* kernel = "generic";  // "generic", "hopper" or "hopper_fp8pv"
 };
+
+bool is_generic(const PrefillCase& c) {
+  return std::string(c.kernel) == "generic";
+}
+
+void run_hopper_fp8_pv(const AttentionParams& params, cudaStream_t stream) {
+  prefill_attention_hopper(params, stream, HopperPvPrecision::kFp8);
+}
+
+void run_hopper_bf16_pv(const AttentionParams& params, cudaStream_t stream) {
+  prefill_attention_hopper(params, stream, HopperPvPrecision::kBf16);
+}
 
 std::string case_name(const PrefillCase& c) {
   return str_cat(c.label, " b", c.batch, " s", c.seq_len, " h32/8 d", c.head_dim, " page",
-                 c.page_size, " causal");
+                 c.page_size, " causal", is_generic(c) ? "" : " ", is_generic(c) ? "" : c.kernel);
 }
 
 // Milliseconds per launch, averaged after warm-up over enough launches to last ~200 ms.
-float time_ms(const AttentionParams& params) {
+float time_ms(PrefillKernel kernel, const AttentionParams& params) {
   for (int i = 0; i < 3; ++i)
-    prefill_attention_generic(params, nullptr);
+    kernel(params, nullptr);
   cudaEvent_t start, stop;
   QUENCH_CUDA_CHECK(cudaEventCreate(&start));
   QUENCH_CUDA_CHECK(cudaEventCreate(&stop));
   QUENCH_CUDA_CHECK(cudaEventRecord(start));
-  prefill_attention_generic(params, nullptr);
+  kernel(params, nullptr);
   QUENCH_CUDA_CHECK(cudaEventRecord(stop));
   QUENCH_CUDA_CHECK(cudaEventSynchronize(stop));
   float one = 0.0f;
@@ -79,7 +98,7 @@ float time_ms(const AttentionParams& params) {
       one > 0.0f ? std::max(3, std::min(200, static_cast<int>(200.0f / one))) : 10;
   QUENCH_CUDA_CHECK(cudaEventRecord(start));
   for (int i = 0; i < iterations; ++i)
-    prefill_attention_generic(params, nullptr);
+    kernel(params, nullptr);
   QUENCH_CUDA_CHECK(cudaEventRecord(stop));
   QUENCH_CUDA_CHECK(cudaEventSynchronize(stop));
   float total = 0.0f;
@@ -115,6 +134,9 @@ void run_case(const PrefillCase& c, BenchReporter& reporter) {
   p.max_seq_len = c.seq_len;
   p.sm_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   p.out_dtype = DType::kBF16;
+  if (!is_generic(c) && !prefill_attention_hopper_unsupported_reason(p).empty()) return;
+  const bool fp8_pv = std::string(c.kernel) == "hopper_fp8pv";
+  if (fp8_pv && c.q_dtype != DType::kFP8E4M3) return;  // P·V precision only varies for FP8 q
 
   const int64_t kv_elems = p.kv.tensor_elems();
   DeviceBuffer q = random_buffer(static_cast<int64_t>(tokens) * kQHeads * c.head_dim, c.q_dtype, 1);
@@ -139,7 +161,10 @@ void run_case(const PrefillCase& c, BenchReporter& reporter) {
   p.block_table = d_table.as<int32_t>();
   p.out = out.get();
 
-  const float ms = time_ms(p);
+  const PrefillKernel kernel = is_generic(c) ? prefill_attention_generic
+                               : fp8_pv      ? run_hopper_fp8_pv
+                                             : run_hopper_bf16_pv;
+  const float ms = time_ms(kernel, p);
   const double flops =
       4.0 * c.seq_len * static_cast<double>(c.seq_len) * kQHeads * c.head_dim / 2.0 * c.batch;
   BenchRecord record;
@@ -148,7 +173,7 @@ void run_case(const PrefillCase& c, BenchReporter& reporter) {
   record.metric = "TFLOP/s";
   record.value = flops / (ms * 1e-3) / 1e12;
   record.peer = "cudnn_bf16";
-  record.note = str_cat("kernel=generic time_us=", ms * 1e3);
+  record.note = str_cat("kernel=", c.kernel, " time_us=", ms * 1e3);
   reporter.record(record);
 }
 
@@ -167,7 +192,10 @@ void run_prefill_bench(const BenchOptions& options, BenchReporter& reporter) {
         c.seq_len = seq_len;
         c.head_dim = 128;
         c.page_size = page;
-        run_case(c, reporter);
+        for (const char* kernel : {"generic", "hopper", "hopper_fp8pv"}) {
+          c.kernel = kernel;
+          run_case(c, reporter);
+        }
       }
     }
     for (const int head_dim : {64, 256}) {
@@ -176,7 +204,10 @@ void run_prefill_bench(const BenchOptions& options, BenchReporter& reporter) {
       c.seq_len = 8192;
       c.head_dim = head_dim;
       c.page_size = 16;
-      run_case(c, reporter);
+      for (const char* kernel : {"generic", "hopper", "hopper_fp8pv"}) {
+        c.kernel = kernel;
+        run_case(c, reporter);
+      }
     }
   }
 }

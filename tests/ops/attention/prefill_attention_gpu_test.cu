@@ -15,6 +15,7 @@
 #include "harness/compare.h"
 #include "harness/device_buffer.h"
 #include "harness/random_inputs.h"
+#include "prefill_test_support.h"
 #include "quench/numerics/bf16.h"
 #include "quench/numerics/fp8.h"
 #include "quench/ops/attention/attention_reference.h"
@@ -22,37 +23,6 @@
 
 namespace quench::testing_support {
 namespace {
-
-constexpr Tolerance kLseTolerance{1e-3, 1e-2};
-
-std::string describe(const AttentionProblemConfig& c) {
-  return str_cat("q=", dtype_name(c.q_dtype), " kv=", dtype_name(c.kv_dtype),
-                 " out=", dtype_name(c.out_dtype), " hq=", c.num_q_heads, " hkv=", c.num_kv_heads,
-                 " d=", c.head_dim, " page=", c.page_size, " ", kv_layout_name(c.layout),
-                 " window=", c.window_left, " cap=", c.logit_soft_cap, " sinks=", c.sinks,
-                 " per_head=", c.per_head_kv_scales, " seqs=", c.seqs.size());
-}
-
-// Runs the generic kernel on `config` and checks output and LSE against the reference.
-void expect_generic_matches_reference(const AttentionProblemConfig& config) {
-  AttentionProblem problem(config);
-  problem.compute_reference();
-  AttentionDeviceProblem device(problem);
-  prefill_attention_generic(device.params(), nullptr);
-  QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
-  const Tolerance tolerance =
-      attention_tolerance(false, config.q_dtype, config.kv_dtype, config.out_dtype);
-  const CompareResult out = device.compare_output(tolerance);
-  EXPECT_TRUE(out.ok) << describe(config) << "\n" << out.summary();
-  if (config.lse) {
-    const CompareResult lse = device.compare_lse(kLseTolerance);
-    EXPECT_TRUE(lse.ok) << describe(config) << " (lse)\n" << lse.summary();
-  }
-}
-
-struct DtypeCase {
-  DType q, kv, out;
-};
 
 // Every query/KV/output combination the engine uses (SPEC §1.1), plus e5m2 and f16 queries.
 const DtypeCase kDtypeCases[] = {
@@ -64,20 +34,6 @@ const DtypeCase kDtypeCases[] = {
     {DType::kF16, DType::kFP8E5M2, DType::kFP8E5M2},
     {DType::kFP8E5M2, DType::kFP8E5M2, DType::kBF16},
 };
-
-AttentionProblemConfig base_config(const DtypeCase& dtypes, int head_dim, uint64_t seed) {
-  AttentionProblemConfig c;
-  c.q_dtype = dtypes.q;
-  c.kv_dtype = dtypes.kv;
-  c.out_dtype = dtypes.out;
-  c.head_dim = head_dim;
-  c.q_scale = 0.75f;
-  c.k_scale = 1.5f;
-  c.v_scale = 0.6f;
-  c.o_scale = 0.02f;
-  c.seed = seed;
-  return c;
-}
 
 // Grid: each (dtype combination, head_dim) runs once, cycling page size, layout, GQA group and
 // sequence shapes so every value of each axis meets every other axis at least once overall.
@@ -101,7 +57,7 @@ TEST(PrefillAttentionGeneric, Grid) {
         // moves o across rounding boundaries; long prefixes keep |o| small (~N(0, 0.05)).
         c.seqs = {{96, 1100}, {1, 1000}, {130, 1130}, {64, 1064}};
       }
-      expect_generic_matches_reference(c);
+      expect_matches_reference(c, prefill_attention_generic);
       ++index;
     }
   }
@@ -122,7 +78,7 @@ TEST(PrefillAttentionGeneric, SlidingWindowSoftCapSinksPerHeadScales) {
       c.sinks = true;
       c.per_head_kv_scales = true;
       c.seqs = {{90, 300}, {1, 77}, {200, 200}};
-      expect_generic_matches_reference(c);
+      expect_matches_reference(c, prefill_attention_generic);
     }
   }
 }
@@ -133,7 +89,7 @@ TEST(PrefillAttentionGeneric, GraphPaddingAndNvfp4RowOffset) {
   c.out_scale_row_offset = 5;
   c.num_q_heads = 4;
   c.num_kv_heads = 4;
-  expect_generic_matches_reference(c);
+  expect_matches_reference(c, prefill_attention_generic);
 }
 
 TEST(PrefillAttentionGeneric, ManyTilesLongPrefix) {
@@ -143,7 +99,7 @@ TEST(PrefillAttentionGeneric, ManyTilesLongPrefix) {
     c.num_kv_heads = 1;
     c.page_size = 16;
     c.seqs = {{300, 3000}, {257, 257}};
-    expect_generic_matches_reference(c);
+    expect_matches_reference(c, prefill_attention_generic);
   }
 }
 

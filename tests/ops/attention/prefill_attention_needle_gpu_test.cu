@@ -4,7 +4,8 @@
 // error at most 2x that of the bf16 path; this is where FP8 tensor-core accumulation without
 // fp32 promotion loses accuracy (SPEC §3). Errors are measured against the needle's value as
 // each path stores it (dequantized FP8, or bf16), up to the bf16 rounding of the output, and
-// each output is also checked against the CPU reference on the same inputs.
+// each output is also checked against the CPU reference on the same inputs. The FP8 path runs
+// through the generic kernel and, on sm_90, through the Hopper kernel (HopperContext*).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 #include "harness/compare.h"
 #include "harness/device_buffer.h"
 #include "harness/random_inputs.h"
+#include "prefill_test_support.h"
 #include "quench/numerics/bf16.h"
 #include "quench/numerics/fp8.h"
 #include "quench/ops/attention/attention_output.h"
@@ -76,8 +78,9 @@ struct NeedleResult {
   CompareResult vs_reference;
 };
 
-// Runs one path (dtype for q and KV, scales 0.05 for FP8) and measures its retrieval error.
-NeedleResult run_needle(const NeedleValues& v, int n, DType dtype) {
+// Runs one path (dtype for q and KV, scales 0.05 for FP8) through `kernel` and measures its
+// retrieval error.
+NeedleResult run_needle(const NeedleValues& v, int n, DType dtype, PrefillKernel kernel) {
   const float scale = dtype == DType::kBF16 ? 1.0f : 0.05f;
   std::vector<float> q_rows;
   for (int r = 0; r < kQueryRows; ++r)
@@ -150,7 +153,7 @@ NeedleResult run_needle(const NeedleValues& v, int n, DType dtype) {
   device.seq_lens = d_lens.as<int32_t>();
   device.block_table = d_table.as<int32_t>();
   device.out = d_out.get();
-  prefill_attention_generic(device, nullptr);
+  kernel(device, nullptr);
   QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<uint8_t> actual = d_out.to_host<uint8_t>();
 
@@ -175,12 +178,13 @@ NeedleResult run_needle(const NeedleValues& v, int n, DType dtype) {
   return result;
 }
 
-void expect_needle_retrieved(int n) {
+// The bf16 path always runs the generic kernel; the FP8 path runs `fp8_kernel`.
+void expect_needle_retrieved(int n, PrefillKernel fp8_kernel, const char* fp8_kernel_name) {
   const NeedleValues v = make_needle_values(n, 77 + static_cast<uint64_t>(n));
-  const NeedleResult bf16 = run_needle(v, n, DType::kBF16);
-  const NeedleResult fp8 = run_needle(v, n, DType::kFP8E4M3);
-  std::printf("needle n=%d: bf16 error %.3g, fp8 error %.3g\n", n, bf16.needle_error,
-              fp8.needle_error);
+  const NeedleResult bf16 = run_needle(v, n, DType::kBF16, prefill_attention_generic);
+  const NeedleResult fp8 = run_needle(v, n, DType::kFP8E4M3, fp8_kernel);
+  std::printf("needle n=%d: bf16 error %.3g, fp8 (%s) error %.3g\n", n, bf16.needle_error,
+              fp8_kernel_name, fp8.needle_error);
   EXPECT_TRUE(bf16.vs_reference.ok) << "bf16 path n=" << n << "\n" << bf16.vs_reference.summary();
   EXPECT_TRUE(fp8.vs_reference.ok) << "fp8 path n=" << n << "\n" << fp8.vs_reference.summary();
   EXPECT_LT(bf16.needle_error, 0.05) << "bf16 path did not retrieve the needle, n=" << n;
@@ -194,10 +198,20 @@ void expect_needle_retrieved(int n) {
 }
 
 TEST(PrefillAttentionNeedle, Context32k) {
-  expect_needle_retrieved(32768);
+  expect_needle_retrieved(32768, prefill_attention_generic, "generic");
 }
 TEST(PrefillAttentionNeedle, Context128k) {
-  expect_needle_retrieved(131072);
+  expect_needle_retrieved(131072, prefill_attention_generic, "generic");
+}
+TEST(PrefillAttentionNeedle, HopperContext32k) {
+  if (!device_is_sm90()) GTEST_SKIP() << "the Hopper kernel needs an sm_90 device";
+  expect_needle_retrieved(32768, run_hopper_bf16_pv, "hopper, bf16 P·V");
+  expect_needle_retrieved(32768, run_hopper_fp8_pv, "hopper, FP8 P·V");
+}
+TEST(PrefillAttentionNeedle, HopperContext128k) {
+  if (!device_is_sm90()) GTEST_SKIP() << "the Hopper kernel needs an sm_90 device";
+  expect_needle_retrieved(131072, run_hopper_bf16_pv, "hopper, bf16 P·V");
+  expect_needle_retrieved(131072, run_hopper_fp8_pv, "hopper, FP8 P·V");
 }
 
 }  // namespace

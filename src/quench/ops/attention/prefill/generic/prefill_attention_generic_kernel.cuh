@@ -20,12 +20,20 @@
 #include <climits>
 #include <cstdint>
 
-#include "quench/numerics/fp8.h"
-#include "quench/numerics/nvfp4.h"
 #include "quench/ops/attention/attention_params.h"
 #include "quench/ops/attention/prefill/generic/mma_sm80.cuh"
+#include "quench/ops/attention/prefill/prefill_kernel_common.cuh"
 
 namespace quench::prefill_generic {
+
+using prefill_common::device_is_fp8;
+using prefill_common::fast_exp2;
+using prefill_common::fp8x2_to_bf16x2;
+using prefill_common::OutputTile;
+using prefill_common::pack_bf16x2;
+using prefill_common::query_row;
+using prefill_common::QueryRow;
+using prefill_common::store_output_tile;
 
 enum class KvKind : uint8_t { kBF16, kE4M3, kE5M2 };
 
@@ -67,13 +75,6 @@ __device__ __forceinline__ int swizzled(int row, int chunk) {
   return row * kHeadDim + ((chunk ^ (row & 7)) << 3);
 }
 
-__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t two_bytes,
-                                                    __nv_fp8_interpretation_t format) {
-  const __half2 h(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes), format));
-  const float2 f = __half22float2(h);
-  return pack_bf16x2(f.x, f.y);
-}
-
 // 8 query elements of dtype `q_dtype` at `src` -> 8 bf16 (exact for bf16 and FP8; f16 rounds).
 __device__ __forceinline__ uint4 load_q_chunk_as_bf16(const void* src, DType q_dtype) {
   uint4 out;
@@ -95,29 +96,6 @@ __device__ __forceinline__ uint4 load_q_chunk_as_bf16(const void* src, DType q_d
   words[2] = fp8x2_to_bf16x2(raw.y & 0xffffu, format);
   words[3] = fp8x2_to_bf16x2(raw.y >> 16, format);
   return out;
-}
-
-// 2^x in one MUFU op (-inf -> +0). Its ~2 ulp error matches exp2f's and sits far below the bf16
-// rounding of P; flushing results under 2^-126 to zero cannot change a bf16 P * V sum.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// is_fp8 of dtype.h, callable in device code.
-__device__ __forceinline__ bool device_is_fp8(DType dtype) {
-  return dtype == DType::kFP8E4M3 || dtype == DType::kFP8E5M2;
-}
-
-// Where packed query row m of a sequence lives.
-struct QueryRow {
-  int token;  // index within the sequence's chunk
-  int head;   // q head
-};
-
-__device__ __forceinline__ QueryRow query_row(int m, int group, int kv_head) {
-  return QueryRow{m / group, kv_head * group + m % group};
 }
 
 template <int kHeadDim, KvKind kKv>
@@ -452,59 +430,8 @@ __global__ void __launch_bounds__(PrefillConfig<kHeadDim, kKv>::kThreads,
   }
   __syncthreads();
 
-  const int64_t row_elems = static_cast<int64_t>(p.num_q_heads) * kHeadDim;
-  if (p.out_dtype == DType::kNVFP4) {
-    const int64_t scale_cols = row_elems / kNvfp4BlockSize;
-    for (int idx = tid; idx < kBlockM * kHeadDim / 16; idx += Cfg::kThreads) {
-      const int row = idx / (kHeadDim / 16);
-      const int block = idx % (kHeadDim / 16);
-      const int m = m0 + row;
-      if (m >= rows) continue;
-      const QueryRow qr = query_row(m, group, kv_head);
-      const float* x = out_tile + row * Cfg::kOutStride + block * 16;
-      float amax = 0.0f;
-      for (int i = 0; i < 16; ++i)
-        amax = fmaxf(amax, fabsf(x[i]));
-      const uint8_t block_scale = nvfp4_block_scale(amax, p.nvfp4_global_scale);
-      const float element_factor = nvfp4_element_factor(block_scale, p.nvfp4_global_scale);
-      uint32_t packed[2] = {0, 0};
-      for (int i = 0; i < 16; ++i) {
-        packed[i / 8] |= static_cast<uint32_t>(float_to_e2m1(x[i] * element_factor))
-                         << (4 * (i % 8));
-      }
-      const int64_t token = q_begin + qr.token;
-      const int64_t element = token * row_elems + qr.head * kHeadDim + block * 16;
-      *reinterpret_cast<uint2*>(static_cast<unsigned char*>(p.out) + element / 2) =
-          make_uint2(packed[0], packed[1]);
-      p.out_block_scales[nvfp4_scale_offset(p.out_scale_row_offset + token,
-                                            element / 16 % scale_cols, scale_cols)] = block_scale;
-    }
-    return;
-  }
-  for (int idx = tid; idx < kBlockM * Cfg::kChunks; idx += Cfg::kThreads) {
-    const int row = idx / Cfg::kChunks;
-    const int chunk = idx % Cfg::kChunks;
-    const int m = m0 + row;
-    if (m >= rows) continue;
-    const QueryRow qr = query_row(m, group, kv_head);
-    const float* x = out_tile + row * Cfg::kOutStride + chunk * 8;
-    const int64_t element =
-        static_cast<int64_t>(q_begin + qr.token) * row_elems + qr.head * kHeadDim + chunk * 8;
-    if (p.out_dtype == DType::kBF16) {
-      const uint4 v = make_uint4(pack_bf16x2(x[0], x[1]), pack_bf16x2(x[2], x[3]),
-                                 pack_bf16x2(x[4], x[5]), pack_bf16x2(x[6], x[7]));
-      *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.out) + element) = v;
-    } else {
-      const Fp8Format format = p.out_dtype == DType::kFP8E4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2;
-      uint32_t words[2] = {0, 0};
-      for (int i = 0; i < 8; ++i) {
-        words[i / 4] |= static_cast<uint32_t>(float_to_fp8(x[i] / p.o_scale, format))
-                        << (8 * (i % 4));
-      }
-      *reinterpret_cast<uint2*>(static_cast<unsigned char*>(p.out) + element) =
-          make_uint2(words[0], words[1]);
-    }
-  }
+  store_output_tile<kHeadDim, kBlockM, Cfg::kThreads>(
+      p, out_tile, Cfg::kOutStride, OutputTile{m0, rows, group, kv_head, q_begin}, tid);
 }
 
 }  // namespace quench::prefill_generic

@@ -1,0 +1,116 @@
+// Host launcher of the Hopper prefill kernel: support check (device architecture, dtypes,
+// head_dim, page size, GQA), dispatch on the operand kind and head_dim (8 instantiations) and
+// grid (query tiles of 128 packed rows, KV heads, sequences).
+#include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
+
+#include "quench/core/error.h"
+#include "quench/ops/attention/prefill/hopper/prefill_attention_hopper_kernel.cuh"
+
+namespace quench {
+namespace {
+
+// Empty when the current device is an sm_90 (Hopper) GPU, else why not.
+std::string device_unsupported_reason() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();  // clear it so that later calls are not blamed for it
+    return "no CUDA device; the Hopper kernel needs an sm_90 GPU";
+  }
+  int major = 0;
+  int minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  if (major != 9 || minor != 0) {
+    return str_cat("device compute capability ", major, ".", minor,
+                   " is not supported; allowed: 9.0 (sm_90a, Hopper)");
+  }
+  return {};
+}
+
+using prefill_hopper::HopperKind;
+
+template <HopperKind kKind, int kHeadDim>
+void launch(const AttentionParams& params, cudaStream_t stream) {
+  using Cfg = prefill_hopper::HopperConfig<kKind, kHeadDim>;
+  const auto kernel = prefill_hopper::prefill_attention_hopper_kernel<kKind, kHeadDim>;
+  static const cudaError_t attribute_status =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  QUENCH_REQUIRE(attribute_status == cudaSuccess, "prefill_attention_hopper: cannot reserve ",
+                 Cfg::kSmemBytes,
+                 " bytes of shared memory: ", cudaGetErrorString(attribute_status));
+  const int group = params.num_q_heads / params.kv.num_kv_heads;
+  const int64_t rows = static_cast<int64_t>(params.max_q_len) * group;
+  const dim3 grid(static_cast<unsigned>((rows + Cfg::kBlockM - 1) / Cfg::kBlockM),
+                  static_cast<unsigned>(params.kv.num_kv_heads),
+                  static_cast<unsigned>(params.num_seqs));
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(params);
+  const cudaError_t status = cudaGetLastError();
+  QUENCH_REQUIRE(status == cudaSuccess,
+                 "prefill_attention_hopper: launch failed: ", cudaGetErrorString(status));
+}
+
+template <HopperKind kKind>
+void dispatch_head_dim(const AttentionParams& params, cudaStream_t stream) {
+  switch (params.kv.head_dim) {
+    case 64:
+      return launch<kKind, 64>(params, stream);
+    case 128:
+      return launch<kKind, 128>(params, stream);
+    default:
+      return launch<kKind, 256>(params, stream);
+  }
+}
+
+}  // namespace
+
+std::string prefill_attention_hopper_unsupported_reason(const AttentionParams& params) {
+  const DType q = params.q_dtype;
+  const DType kv = params.kv.dtype;
+  const bool served = (q == DType::kFP8E4M3 && kv == DType::kFP8E4M3) ||
+                      (q == DType::kBF16 && (kv == DType::kBF16 || kv == DType::kFP8E4M3));
+  if (!served) {
+    return str_cat("q dtype ", dtype_name(q), " over kv dtype ", dtype_name(kv),
+                   " is not supported; allowed (q over kv): fp8_e4m3 over fp8_e4m3, bf16 over "
+                   "bf16, bf16 over fp8_e4m3");
+  }
+  const int head_dim = params.kv.head_dim;
+  if (q == DType::kFP8E4M3 && head_dim != 128) {
+    return str_cat("head_dim=", head_dim, " is not supported with an fp8_e4m3 query; allowed: 128");
+  }
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
+    return str_cat("head_dim=", head_dim, " is not supported; allowed: 64, 128, 256");
+  }
+  const int page = params.kv.page_size;
+  if (page != 16 && page != 32 && page != 64) {
+    return str_cat("page_size=", page, " is not supported; allowed: 16, 32, 64");
+  }
+  const DType out = params.out_dtype;
+  if (out != DType::kBF16 && !is_fp8(out) && out != DType::kNVFP4) {
+    return str_cat("out dtype ", dtype_name(out),
+                   " is not supported; allowed: bf16, fp8_e4m3, fp8_e5m2, nvfp4");
+  }
+  if (params.kv.num_kv_heads <= 0 || params.num_q_heads % params.kv.num_kv_heads != 0) {
+    return str_cat("num_q_heads=", params.num_q_heads,
+                   " must be a positive multiple of num_kv_heads=", params.kv.num_kv_heads);
+  }
+  if (out == DType::kNVFP4 && params.out_block_scales == nullptr) {
+    return "nvfp4 output needs out_block_scales";
+  }
+  return device_unsupported_reason();
+}
+
+void prefill_attention_hopper(const AttentionParams& params, cudaStream_t stream,
+                              HopperPvPrecision pv_precision) {
+  const std::string reason = prefill_attention_hopper_unsupported_reason(params);
+  QUENCH_REQUIRE(reason.empty(), "prefill_attention_hopper: ", reason);
+  if (params.num_seqs == 0 || params.max_q_len == 0) return;
+  if (params.q_dtype == DType::kFP8E4M3) {
+    if (pv_precision == HopperPvPrecision::kFp8)
+      return launch<HopperKind::kFp8, 128>(params, stream);
+    return launch<HopperKind::kFp8QkBf16Pv, 128>(params, stream);
+  }
+  if (params.kv.dtype == DType::kBF16) return dispatch_head_dim<HopperKind::kBf16>(params, stream);
+  return dispatch_head_dim<HopperKind::kBf16QFp8Kv>(params, stream);
+}
+
+}  // namespace quench

@@ -1,0 +1,42 @@
+// The Hopper (sm_90a) prefill attention kernel on warpgroup MMA: FP8 e4m3 Q over an FP8 e4m3
+// paged cache with FP8 Q·Kᵀ and bf16 P·V (default) or FP8 P·V with two-level (per 128-key
+// tile) fp32 accumulation; bf16 Q over a bf16 cache, and bf16 Q over an FP8 e4m3 cache (widened
+// to bf16), with bf16 operands.
+//
+// Serves: an sm_90 device; q/KV fp8_e4m3/fp8_e4m3, bf16/bf16 or bf16/fp8_e4m3 (f16 and e5m2
+// are not served); head_dim 128 (FP8 q) or 64/128/256 (bf16 q), NHD or HND, pages of
+// 16/32/64; any GQA group; causal with a cached prefix, sliding window, soft-cap, sinks; output
+// bf16 / fp8_e4m3 / fp8_e5m2 / nvfp4; optional LSE. Everything else gets a reason, and the
+// caller falls back to the generic kernel (prefill_attention_generic.h).
+// Numerics: FP8 Q·Kᵀ accumulates in fp32 on the tensor cores. bf16 P·V: P rounded to bf16, V
+// widened exactly, fp32 accumulation (as the generic kernel). FP8 P·V: P rounded to e4m3 (as
+// P * 256, 3 mantissa bits: rows over a handful of keys can miss the SPEC FP8 prefill
+// tolerance by ~10%), each tile's P·V accumulated on the tensor core, tiles in fp32 registers.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "quench/ops/attention/attention_params.h"
+
+namespace quench {
+
+// Empty when the Hopper kernel serves `params` on the current CUDA device (host-side fields
+// and the device's compute capability only); otherwise the reason, naming the bad value and
+// the allowed ones.
+std::string prefill_attention_hopper_unsupported_reason(const AttentionParams& params);
+
+// Operand precision of P·V for an FP8 query (ignored for a bf16 query, whose P·V is bf16).
+enum class HopperPvPrecision : uint8_t {
+  kBf16,  // bf16 P and V: the accuracy of the generic kernel
+  kFp8,   // e4m3 P and V, two-level accumulation: fewer tensor-core cycles, coarser P
+};
+
+// Runs the prefill attention of params (device pointers) on `stream`. Throws quench::Error for
+// an unsupported configuration (see above) or a failed launch. No host synchronization.
+void prefill_attention_hopper(const AttentionParams& params, cudaStream_t stream,
+                              HopperPvPrecision pv_precision = HopperPvPrecision::kBf16);
+
+}  // namespace quench

@@ -1,0 +1,317 @@
+// The building blocks of the Hopper prefill kernel (prefill_attention_hopper_kernel.cuh), one
+// KV tile's worth: the per-(operand kind, head_dim) configuration with its shared-memory plan,
+// the 128-byte-swizzled tile layouts, the copy passes that build the V^T (and widened K)
+// operands, and the wgmma steps S = Q K^T, P -> A fragments, P V. Kept apart from the kernel so
+// that the layout probe test (tests/ops/attention/prefill_hopper_layout_gpu_test.cu) runs
+// exactly these steps on exact integer data.
+#pragma once
+
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "quench/ops/attention/prefill/hopper/sm90_ptx.cuh"
+#include "quench/ops/attention/prefill/prefill_kernel_common.cuh"
+
+namespace quench::prefill_hopper {
+
+enum class HopperKind : uint8_t {
+  kFp8,          // q e4m3, KV e4m3: FP8 wgmma
+  kBf16,         // q bf16, KV bf16: bf16 wgmma
+  kBf16QFp8Kv,   // q bf16, KV e4m3 widened to bf16 in shared memory: bf16 wgmma
+  kFp8QkBf16Pv,  // q e4m3, KV e4m3: FP8 wgmma for Q K^T, bf16 P and widened V for P V
+};
+
+template <HopperKind kKind, int kHeadDimT>
+struct HopperConfig {
+  // Q K^T on FP8 operands (e4m3 q and K); P V on FP8 operands (e4m3 P and V, two-level).
+  static constexpr bool kFp8Qk = kKind == HopperKind::kFp8 || kKind == HopperKind::kFp8QkBf16Pv;
+  static constexpr bool kFp8Pv = kKind == HopperKind::kFp8;
+  static constexpr bool kFp8Kv = kKind != HopperKind::kBf16;
+  static constexpr bool kWidenK = kKind == HopperKind::kBf16QFp8Kv;
+  static constexpr int kHeadDim = kHeadDimT;
+  static constexpr int kWarpgroups = 2;
+  static constexpr int kThreads = 128 * kWarpgroups;
+  static constexpr int kBlockM = 64 * kWarpgroups;  // packed query rows per CTA
+  // Keys per K/V tile: 64 at head_dim 256 keeps S and O in registers.
+  static constexpr int kBlockN = kHeadDim == 256 ? 64 : 128;
+  static constexpr int kQkBytes = kFp8Qk ? 1 : 2;  // bytes per Q (and K operand) element
+  static constexpr int kPvBytes = kFp8Pv ? 1 : 2;  // bytes per P (and V^T operand) element
+  static constexpr int kKvBytes = kFp8Kv ? 1 : 2;  // bytes per cached element
+  // The FP8 operand layouts (128-byte rows of Q, K and V^T, the V^T permutation, T in 64
+  // registers, 128-key tiles for FP8 Q K^T) need head_dim 128; bf16 operand rows are 128, 256
+  // or 512 bytes.
+  static_assert(kHeadDim == 128 || (!kFp8Qk && (kHeadDim == 64 || kHeadDim == 256)),
+                "unsupported head_dim for this operand kind");
+  static constexpr int kQBytes = kBlockM * kHeadDim * kQkBytes;
+  static constexpr int kKOperandBytes = kBlockN * kHeadDim * kQkBytes;
+  static constexpr int kVtBytes = kBlockN * kHeadDim * kPvBytes;
+  // One cached K or V tile; rows shorter than 128 bytes (FP8 at head_dim 64) are padded to one
+  // swizzled 128-byte row.
+  static constexpr int kKvRowBytes = kHeadDim * kKvBytes < 128 ? 128 : kHeadDim * kKvBytes;
+  static constexpr int kStageBytes = kBlockN * kKvRowBytes;
+  // Shared memory, every tile 1024-byte aligned: Q; two stages of K and of V as cached; the
+  // widened K operand (bf16 q over FP8 KV only); V^T.
+  static constexpr int kQOffset = 0;
+  static constexpr int kKStageOffset = kQBytes;
+  static constexpr int kVStageOffset = kKStageOffset + 2 * kStageBytes;
+  static constexpr int kKWideOffset = kVStageOffset + 2 * kStageBytes;
+  static constexpr int kVtOffset = kKWideOffset + (kWidenK ? kKOperandBytes : 0);
+  // bf16 P V: two V^T buffers let tile i's P V run on the tensor cores while tile i + 1
+  // is prepared (its wait moves to tile i + 1's Q K^T wait), where they fit (not at head_dim
+  // 256). FP8 waits at once: T living across the next Q K^T would spill registers.
+  static constexpr int kMaxSmemBytes = 227 * 1024;
+  static constexpr bool kDeferPv = !kFp8Pv && kVtOffset + 2 * kVtBytes + 1024 <= kMaxSmemBytes;
+  static constexpr int kVtStages = kDeferPv ? 2 : 1;
+  static constexpr int kOperandBytes = kVtOffset + kVtStages * kVtBytes;
+  static constexpr int kOutStride = kHeadDim + 4;  // floats; padding spreads the banks
+  static constexpr int kOutBytes = kBlockM * kOutStride * 4;
+  static_assert(kOutBytes <= kOperandBytes, "the fp32 output tile reuses the operand tiles");
+  // + slack to align the dynamic shared memory window to the 1024-byte swizzle atom.
+  static constexpr int kSmemBytes = kOperandBytes + 1024;
+  // P enters P V as mma_type(P * kPScale); the epilogue divides it out.
+  static constexpr float kPScale = kFp8Pv ? 256.0f : 1.0f;
+  static constexpr int kQkSteps = kHeadDim * kQkBytes / 32;  // 32-byte k steps of Q K^T
+  static constexpr int kPvSteps = kBlockN * kPvBytes / 32;   // 32-byte k steps of P V
+  static_assert(kQBytes % 1024 == 0 && kStageBytes % 1024 == 0 && kKOperandBytes % 1024 == 0 &&
+                    kVtBytes % 1024 == 0,
+                "every tile starts on a swizzle atom");
+};
+
+#ifdef QUENCH_SM90A_ENABLED
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a tile of `tile_rows` rows whose rows
+// are split into 128-byte column blocks, each a 128-byte-swizzled K-major tile.
+__device__ __forceinline__ int block_tile_offset(int tile_rows, int row, int chunk) {
+  return (chunk >> 3) * tile_rows * 128 + sm90::swizzle128_offset(row, chunk & 7);
+}
+
+// Shared address of 32-byte k step `step` of a block-split tile (see block_tile_offset) whose
+// first row of interest starts at `base` within column block 0.
+__device__ __forceinline__ uint32_t kstep_address(uint32_t base, int tile_rows, int step) {
+  return base + static_cast<uint32_t>((step >> 2) * tile_rows * 128 + 32 * (step & 3));
+}
+
+// Four floats -> four e4m3 bytes (first in the low byte), round to nearest even, saturating.
+__device__ __forceinline__ uint32_t pack_e4m3x4(float a, float b, float c, float d) {
+  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+  return lo | (hi << 16);
+}
+
+// Byte i of the result = byte (selector nibble i) of the 8 bytes {b, a} (a = bytes 0-3).
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t selector) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
+  return r;
+}
+
+// FP8: V as cached (swizzled [key][dim], 128 x 128 bytes) -> V^T (swizzled [dim][k position])
+// with the key permutation described in prefill_attention_hopper_kernel.cuh. Unit u moves
+// 4 keys x 4 dims: keys 32c + 16h + {2t, 2t+1, 2t+8, 2t+9} of dims 4q..4q+3 land at k positions
+// 32c + 16h + 4t + 0..3 of rows 4q..4q+3. Lanes vary over (q % 8, t) so the reads hit 32
+// distinct banks.
+template <int kThreads>
+__device__ __forceinline__ void transpose_v_fp8(const unsigned char* v, unsigned char* vt,
+                                                int tid) {
+  constexpr int kUnits = 4 * 2 * 4 * 32;
+  for (int u = tid; u < kUnits; u += kThreads) {
+    const int lane_part = u % 32;
+    const int rest = u / 32;
+    const int t = lane_part / 8;
+    const int q = lane_part % 8 + 8 * (rest / 8);
+    const int h = rest % 2;
+    const int c = (rest / 2) % 4;
+    const int key0 = 32 * c + 16 * h + 2 * t;
+    const int keys[4] = {key0, key0 + 1, key0 + 8, key0 + 9};
+    uint32_t in[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      in[i] = *reinterpret_cast<const uint32_t*>(v + sm90::swizzle128_offset(keys[i], q / 4) +
+                                                 (q % 4) * 4);
+    }
+    // Interleave pairs, then pairs of pairs: out[e] = bytes e of in[0..3].
+    const uint32_t k01_lo = prmt(in[0], in[1], 0x5140);  // in0.b0 in1.b0 in0.b1 in1.b1
+    const uint32_t k01_hi = prmt(in[0], in[1], 0x7362);  // in0.b2 in1.b2 in0.b3 in1.b3
+    const uint32_t k23_lo = prmt(in[2], in[3], 0x5140);
+    const uint32_t k23_hi = prmt(in[2], in[3], 0x7362);
+    const uint32_t out[4] = {prmt(k01_lo, k23_lo, 0x5410), prmt(k01_lo, k23_lo, 0x7632),
+                             prmt(k01_hi, k23_hi, 0x5410), prmt(k01_hi, k23_hi, 0x7632)};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      *reinterpret_cast<uint32_t*>(vt + sm90::swizzle128_offset(4 * q + e, 2 * c + h) + 4 * t) =
+          out[e];
+    }
+  }
+}
+
+// bf16 operands: V as cached (bf16 [key][dim], or e4m3 [key][dim] widened here; both
+// block-split swizzled tiles of kBlockN rows) -> V^T bf16 [dim][key] (block-split swizzled tile
+// of kHeadDim rows). Unit u moves keys 2p, 2p+1 x dims 2e, 2e+1; lanes vary over (e % 8, p % 4).
+template <int kThreads, bool kFp8Source, int kHeadDim, int kBlockN>
+__device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigned char* vt,
+                                                 int tid) {
+  constexpr int kDimGroups = kHeadDim / 16;  // groups of 8 dim pairs
+  constexpr int kUnits = kHeadDim / 2 * kBlockN / 2;
+  for (int u = tid; u < kUnits; u += kThreads) {
+    const int lane_part = u % 32;
+    const int rest = u / 32;
+    const int e = lane_part % 8 + 8 * (rest % kDimGroups);
+    const int key = 2 * (lane_part / 8 + 4 * (rest / kDimGroups));
+    uint32_t in[2];  // dims 2e, 2e+1 of keys key, key + 1 as bf16x2
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      if constexpr (kFp8Source) {
+        const uint16_t two = *reinterpret_cast<const uint16_t*>(
+            v + block_tile_offset(kBlockN, key + i, e / 8) + (2 * e) % 16);
+        in[i] = prefill_common::fp8x2_to_bf16x2(two, __NV_E4M3);
+      } else {
+        in[i] = *reinterpret_cast<const uint32_t*>(v + block_tile_offset(kBlockN, key + i, e / 4) +
+                                                   (e % 4) * 4);
+      }
+    }
+    const int byte_in_chunk = (key % 8) * 2;
+    *reinterpret_cast<uint32_t*>(vt + block_tile_offset(kHeadDim, 2 * e, key / 8) + byte_in_chunk) =
+        prmt(in[0], in[1], 0x5410);
+    *reinterpret_cast<uint32_t*>(vt + block_tile_offset(kHeadDim, 2 * e + 1, key / 8) +
+                                 byte_in_chunk) = prmt(in[0], in[1], 0x7632);
+  }
+}
+
+// bf16 q over FP8 KV: K as cached (e4m3 [key][dim], block-split swizzled) -> the bf16 K
+// operand (block-split swizzled), exactly.
+template <int kThreads, int kHeadDim, int kBlockN>
+__device__ __forceinline__ void widen_k(const unsigned char* k, unsigned char* k_wide, int tid) {
+  constexpr int kChunks = kHeadDim / 16;  // 16 FP8 values per chunk
+  for (int u = tid; u < kBlockN * kChunks; u += kThreads) {
+    const int key = u / kChunks;
+    const int chunk = u % kChunks;
+    const uint4 raw = *reinterpret_cast<const uint4*>(k + block_tile_offset(kBlockN, key, chunk));
+    const uint32_t* in = &raw.x;
+    uint4 lo, hi;
+    uint32_t* lo_words = &lo.x;
+    uint32_t* hi_words = &hi.x;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      lo_words[2 * i] = prefill_common::fp8x2_to_bf16x2(in[i] & 0xffffu, __NV_E4M3);
+      lo_words[2 * i + 1] = prefill_common::fp8x2_to_bf16x2(in[i] >> 16, __NV_E4M3);
+      hi_words[2 * i] = prefill_common::fp8x2_to_bf16x2(in[i + 2] & 0xffffu, __NV_E4M3);
+      hi_words[2 * i + 1] = prefill_common::fp8x2_to_bf16x2(in[i + 2] >> 16, __NV_E4M3);
+    }
+    *reinterpret_cast<uint4*>(k_wide + block_tile_offset(kBlockN, key, 2 * chunk)) = lo;
+    *reinterpret_cast<uint4*>(k_wide + block_tile_offset(kBlockN, key, 2 * chunk + 1)) = hi;
+  }
+}
+
+// bf16 wgmma with B of N rows (N = 64, 128 or 256), A from shared memory (SS) or registers.
+template <int N>
+__device__ __forceinline__ void wgmma_bf16_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
+                                              bool accumulate) {
+  if constexpr (N == 64) {
+    sm90::wgmma_m64n64k16_bf16_ss(d, desc_a, desc_b, accumulate);
+  } else {
+    static_assert(N == 128, "Q K^T tiles have 64 or 128 keys");
+    sm90::wgmma_m64n128k16_bf16_ss(d, desc_a, desc_b, accumulate);
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void wgmma_bf16_rs(float (&d)[N / 2], const uint32_t (&a)[4],
+                                              uint64_t desc_b, bool accumulate) {
+  if constexpr (N == 64) {
+    sm90::wgmma_m64n64k16_bf16_rs(d, a, desc_b, accumulate);
+  } else if constexpr (N == 128) {
+    sm90::wgmma_m64n128k16_bf16_rs(d, a, desc_b, accumulate);
+  } else {
+    static_assert(N == 256, "P V covers head_dim 64, 128 or 256");
+    sm90::wgmma_m64n256k16_bf16_rs(d, a, desc_b, accumulate);
+  }
+}
+
+// The steps of one KV tile, shared by the kernel and the layout probe test
+// (tests/ops/attention/prefill_hopper_layout_gpu_test.cu). Cfg is a HopperConfig.
+
+// V as cached -> V^T operand (and, bf16 q over FP8 KV, K as cached -> widened K operand);
+// returns the K operand. All threads of the CTA call it; the caller fences and syncs.
+template <class Cfg>
+__device__ __forceinline__ const unsigned char* prepare_kv_operands(const unsigned char* k_stage,
+                                                                    const unsigned char* v_stage,
+                                                                    unsigned char* k_wide,
+                                                                    unsigned char* vt, int tid) {
+  if constexpr (Cfg::kFp8Pv) {
+    transpose_v_fp8<Cfg::kThreads>(v_stage, vt, tid);
+  } else {
+    transpose_v_bf16<Cfg::kThreads, Cfg::kFp8Kv, Cfg::kHeadDim, Cfg::kBlockN>(v_stage, vt, tid);
+  }
+  if constexpr (Cfg::kWidenK) {
+    widen_k<Cfg::kThreads, Cfg::kHeadDim, Cfg::kBlockN>(k_stage, k_wide, tid);
+    return k_wide;
+  } else {
+    return k_stage;
+  }
+}
+
+// Issues S = Q K^T for one warpgroup (64 Q rows at q_address, see the kernel); the caller
+// fences before and commits / waits after.
+template <class Cfg>
+__device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], uint32_t q_address,
+                                         uint32_t k_address) {
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kQkSteps; ++ks) {
+    const uint64_t a = sm90::smem_descriptor_sw128(kstep_address(q_address, Cfg::kBlockM, ks));
+    const uint64_t b = sm90::smem_descriptor_sw128(kstep_address(k_address, Cfg::kBlockN, ks));
+    if constexpr (Cfg::kFp8Qk) {
+      sm90::wgmma_m64n128k32_e4m3_ss(s, a, b, ks > 0);
+    } else {
+      wgmma_bf16_ss<Cfg::kBlockN>(s, a, b, ks > 0);
+    }
+  }
+}
+
+// P (the S registers after the softmax) -> the A fragments of P V.
+template <class Cfg>
+__device__ __forceinline__ void pack_p(const float (&s)[Cfg::kBlockN / 2],
+                                       uint32_t (&p_frag)[Cfg::kPvSteps][4]) {
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = i % 2;
+      if constexpr (Cfg::kFp8Pv) {
+        // k32 step ks (keys 32ks..32ks+31): A register i holds row r = i % 2 at permuted k
+        // positions 16(i/2) + 4t + 0..3 = keys 32ks + 16(i/2) + {2t, 2t+1, 2t+8, 2t+9}, i.e. S
+        // column blocks nt = 4ks + 2(i/2) and nt + 1, elements 2r and 2r + 1.
+        const int nt = 4 * ks + 2 * (i / 2);
+        p_frag[ks][i] = pack_e4m3x4(
+            s[4 * nt + 2 * r] * Cfg::kPScale, s[4 * nt + 2 * r + 1] * Cfg::kPScale,
+            s[4 * (nt + 1) + 2 * r] * Cfg::kPScale, s[4 * (nt + 1) + 2 * r + 1] * Cfg::kPScale);
+      } else {
+        // k16 step ks (keys 16ks..16ks+15): the bf16 A fragment is the accumulator layout of S
+        // column blocks 2ks (registers 0, 1: rows r = 0, 1) and 2ks + 1 (registers 2, 3).
+        const int nt = 2 * ks + i / 2;
+        p_frag[ks][i] = prefill_common::pack_bf16x2(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]);
+      }
+    }
+  }
+}
+
+// Issues acc (+)= P V^T-operand: FP8 overwrites acc (the tile accumulator T), bf16 accumulates
+// into O. The caller fences before and commits / waits after.
+template <class Cfg>
+__device__ __forceinline__ void issue_pv(float (&acc)[Cfg::kHeadDim / 2],
+                                         const uint32_t (&p_frag)[Cfg::kPvSteps][4],
+                                         uint32_t vt_address) {
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
+    const uint64_t b = sm90::smem_descriptor_sw128(kstep_address(vt_address, Cfg::kHeadDim, ks));
+    if constexpr (Cfg::kFp8Pv) {
+      sm90::wgmma_m64n128k32_e4m3_rs(acc, p_frag[ks], b, ks > 0);
+    } else {
+      wgmma_bf16_rs<Cfg::kHeadDim>(acc, p_frag[ks], b, true);
+    }
+  }
+}
+
+#endif  // QUENCH_SM90A_ENABLED
+
+}  // namespace quench::prefill_hopper

@@ -1,0 +1,290 @@
+// GPU tests of the Hopper (sm_90a, wgmma) prefill kernel against the CPU reference, at the SPEC §3
+// prefill tolerances (FP8 Q, bf16 out: rtol 2e-2, atol 3e-2), for each operand kind (FP8 q over
+// FP8 KV, bf16 over bf16, bf16 q over FP8 KV): small hand-sized shapes first (one key, one tile,
+// two tiles: a failure there points at the operand layouts), then a grid over output dtype x
+// page size x layout x GQA group x chunk/prefix lengths with non-unit scales; head_dim 64/256
+// for the bf16 kinds; window, soft-cap, sinks, per-head scales, padding sequences, long
+// prefixes, decode consistency. Skipped unless the device is sm_90. Failures print the first
+// mismatches, the maxima and an error map (by accumulator row, head-dim block, number of key
+// tiles).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "harness/attention_device_problem.h"
+#include "harness/attention_problem.h"
+#include "harness/compare.h"
+#include "harness/device_buffer.h"
+#include "harness/random_inputs.h"
+#include "prefill_test_support.h"
+#include "quench/ops/attention/attention_reference.h"
+#include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
+
+namespace quench::testing_support {
+namespace {
+
+constexpr DtypeCase kFp8Bf16Out{DType::kFP8E4M3, DType::kFP8E4M3, DType::kBF16};
+// The three q/KV dtype combinations, bf16 output (FP8 q runs the default bf16 P·V here; FP8
+// P·V has Fp8PvLongPrefixes and the needle test).
+constexpr DtypeCase kKinds[] = {kFp8Bf16Out,
+                                {DType::kBF16, DType::kBF16, DType::kBF16},
+                                {DType::kBF16, DType::kFP8E4M3, DType::kBF16}};
+
+#define SKIP_UNLESS_SM90() \
+  if (!device_is_sm90()) GTEST_SKIP() << "the Hopper kernel needs an sm_90 device"
+
+void expect_hopper_matches_reference(const AttentionProblemConfig& config) {
+  SCOPED_TRACE(describe(config));
+  expect_matches_reference(config, run_hopper_bf16_pv);
+}
+
+// One query row over one key (P = 1: checks the V^T copy and the epilogue alone), one full tile
+// of 128 rows x 128 keys (the causal diagonal inside one tile), and rows that see 1 to 3 tiles.
+TEST(PrefillAttentionHopper, SmallShapes) {
+  SKIP_UNLESS_SM90();
+  const std::vector<std::vector<SeqShape>> shapes = {{{1, 1}},   {{1, 128}},  {{128, 128}},
+                                                     {{1, 129}}, {{64, 300}}, {{200, 333}}};
+  uint64_t seed = 1;
+  for (const DtypeCase& kind : kKinds) {
+    for (const std::vector<SeqShape>& seqs : shapes) {
+      AttentionProblemConfig c = base_config(kind, 128, seed++);
+      c.num_q_heads = 1;
+      c.num_kv_heads = 1;
+      c.seqs = seqs;
+      expect_hopper_matches_reference(c);
+    }
+  }
+}
+
+// Grid: each operand kind meets every page size, layout, GQA group and output dtype; sequences
+// are ragged chunks after cached prefixes, plus one exact 128-row tile.
+TEST(PrefillAttentionHopper, Grid) {
+  SKIP_UNLESS_SM90();
+  const DType outs[] = {DType::kBF16, DType::kFP8E4M3, DType::kFP8E5M2, DType::kNVFP4};
+  const int pages[] = {16, 32, 64};
+  const int groups[] = {1, 4, 8};
+  int index = 0;
+  for (const DType out : outs) {
+    for (const int page : pages) {
+      for (const KvLayout layout : {KvLayout::kNHD, KvLayout::kHND}) {
+        AttentionProblemConfig c = base_config({DType::kFP8E4M3, DType::kFP8E4M3, out}, 128,
+                                               700 + static_cast<uint64_t>(index));
+        c.page_size = page;
+        c.layout = layout;
+        c.num_kv_heads = 2;
+        c.num_q_heads = 2 * groups[index % 3];
+        c.seqs = random_prefill_seqs(3, 1, 150, 300, 17 + static_cast<uint64_t>(index));
+        c.seqs.push_back(SeqShape{128, 128});
+        if (is_fp8(out)) {
+          // One FP8 ulp of |o| > 0.3 exceeds the tolerance; long prefixes keep |o| small.
+          c.seqs = {{96, 1100}, {1, 1000}, {130, 1130}, {128, 1128}};
+        }
+        expect_hopper_matches_reference(c);
+        ++index;
+      }
+    }
+  }
+}
+
+TEST(PrefillAttentionHopper, SlidingWindowSoftCapSinksPerHeadScales) {
+  SKIP_UNLESS_SM90();
+  for (const DtypeCase& kind : kKinds) {
+    for (const int window : {37, 200}) {
+      AttentionProblemConfig c = base_config(kind, 128, 800 + static_cast<uint64_t>(window));
+      c.num_q_heads = 8;
+      c.num_kv_heads = 2;
+      c.page_size = window == 37 ? 16 : 64;
+      c.layout = window == 37 ? KvLayout::kNHD : KvLayout::kHND;
+      c.window_left = window;
+      c.logit_soft_cap = 30.0f;
+      c.sm_scale = 0.3f;  // scores large enough for the cap to bend them
+      c.sinks = true;
+      c.per_head_kv_scales = true;
+      c.seqs = {{90, 300}, {1, 77}, {200, 200}, {150, 700}};
+      expect_hopper_matches_reference(c);
+    }
+  }
+}
+
+// head_dim 64 and 256 (bf16 operand kinds only; 64-key tiles at 256): ragged chunks over
+// prefixes, every page size and layout, one case with window, soft-cap, sinks and per-head
+// scales, one with FP8 output.
+TEST(PrefillAttentionHopper, Bf16HeadDims64And256) {
+  SKIP_UNLESS_SM90();
+  int index = 0;
+  for (const DtypeCase& kind : {kKinds[1], kKinds[2]}) {
+    for (const int head_dim : {64, 256}) {
+      for (const int page : {16, 32, 64}) {
+        AttentionProblemConfig c = base_config(kind, head_dim, 1200 + static_cast<uint64_t>(index));
+        c.page_size = page;
+        c.layout = index % 2 == 0 ? KvLayout::kNHD : KvLayout::kHND;
+        c.num_kv_heads = 2;
+        c.num_q_heads = 8;
+        c.seqs = random_prefill_seqs(3, 1, 150, 300, 31 + static_cast<uint64_t>(index));
+        c.seqs.push_back(SeqShape{128, 128});
+        if (page == 32) {
+          c.window_left = 50;
+          c.logit_soft_cap = 30.0f;
+          c.sm_scale = 0.3f;
+          c.sinks = true;
+          c.per_head_kv_scales = true;
+        }
+        if (page == 64) {
+          c.out_dtype = DType::kFP8E4M3;
+          c.seqs = {{96, 1100}, {1, 1000}, {130, 1130}};
+        }
+        expect_hopper_matches_reference(c);
+        ++index;
+      }
+    }
+  }
+}
+
+TEST(PrefillAttentionHopper, GraphPaddingAndNvfp4RowOffset) {
+  SKIP_UNLESS_SM90();
+  AttentionProblemConfig c =
+      base_config({DType::kFP8E4M3, DType::kFP8E4M3, DType::kNVFP4}, 128, 901);
+  c.seqs = {{0, 0}, {33, 100}, {0, 0}, {70, 70}};
+  c.out_scale_row_offset = 5;
+  c.num_q_heads = 4;
+  c.num_kv_heads = 4;
+  expect_hopper_matches_reference(c);
+}
+
+TEST(PrefillAttentionHopper, ManyTilesLongPrefix) {
+  SKIP_UNLESS_SM90();
+  for (const DtypeCase& kind : kKinds) {
+    AttentionProblemConfig c = base_config(kind, 128, 1001);
+    c.num_q_heads = 8;
+    c.num_kv_heads = 1;
+    c.page_size = 16;
+    c.seqs = {{300, 3000}, {257, 257}, {1, 4097}};
+    expect_hopper_matches_reference(c);
+  }
+}
+
+// FP8 P·V (e4m3 P, two-level accumulation) on rows over long prefixes, where the SPEC
+// tolerance holds (rows over a handful of keys can miss it by ~10%: P has 3 mantissa bits),
+// with every output dtype; its long-context accuracy is the needle test's.
+TEST(PrefillAttentionHopper, Fp8PvLongPrefixes) {
+  SKIP_UNLESS_SM90();
+  const DType outs[] = {DType::kBF16, DType::kFP8E4M3, DType::kFP8E5M2, DType::kNVFP4};
+  int index = 0;
+  for (const DType out : outs) {
+    AttentionProblemConfig c = base_config({DType::kFP8E4M3, DType::kFP8E4M3, out}, 128,
+                                           1300 + static_cast<uint64_t>(index));
+    c.page_size = 16 << (index % 3);
+    c.layout = index % 2 == 0 ? KvLayout::kNHD : KvLayout::kHND;
+    c.num_kv_heads = 2;
+    c.num_q_heads = 8;
+    c.seqs = {{96, 1100}, {1, 1000}, {130, 1130}, {128, 1128}};
+    if (index == 0) {
+      c.window_left = 700;
+      c.logit_soft_cap = 30.0f;
+      c.sinks = true;
+      c.per_head_kv_scales = true;
+    }
+    SCOPED_TRACE("FP8 P·V");
+    expect_matches_reference(c, run_hopper_fp8_pv);
+    ++index;
+  }
+}
+
+// Host-side checks: every unserved configuration has a reason naming the bad value.
+TEST(PrefillAttentionHopper, RejectsUnsupportedConfigurations) {
+  AttentionParams p;
+  p.q_dtype = DType::kFP8E4M3;
+  p.kv.dtype = DType::kFP8E4M3;
+  p.kv.head_dim = 128;
+  p.kv.page_size = 16;
+  p.kv.num_kv_heads = 1;
+  p.num_q_heads = 1;
+  const auto reason_contains = [&](const char* text) {
+    const std::string reason = prefill_attention_hopper_unsupported_reason(p);
+    return reason.find(text) != std::string::npos;
+  };
+  p.q_dtype = DType::kF16;
+  EXPECT_TRUE(reason_contains("q dtype f16 over kv dtype fp8_e4m3"));
+  p.q_dtype = DType::kFP8E4M3;
+  p.kv.dtype = DType::kBF16;
+  EXPECT_TRUE(reason_contains("q dtype fp8_e4m3 over kv dtype bf16"));
+  p.kv.dtype = DType::kFP8E5M2;
+  EXPECT_TRUE(reason_contains("kv dtype fp8_e5m2"));
+  p.kv.dtype = DType::kFP8E4M3;
+  p.kv.head_dim = 64;
+  EXPECT_TRUE(reason_contains("head_dim=64"));
+  p.kv.head_dim = 128;
+  p.kv.page_size = 8;
+  EXPECT_TRUE(reason_contains("page_size=8"));
+  p.kv.page_size = 16;
+  p.num_q_heads = 3;
+  p.kv.num_kv_heads = 2;
+  EXPECT_TRUE(reason_contains("num_q_heads=3"));
+  EXPECT_THROW(prefill_attention_hopper(p, nullptr), Error);
+  p.num_q_heads = 2;
+  p.kv.num_kv_heads = 1;
+  EXPECT_EQ(prefill_attention_hopper_unsupported_reason(p).empty(), device_is_sm90());
+}
+
+// Decode consistency: the last row of a prefill equals the reference's decode of that token
+// (decode tolerance) and the same kernel run as a one-row decode step, bit for bit.
+void expect_last_prefill_row_equals_decode(const DtypeCase& kind) {
+  AttentionProblemConfig c = base_config(kind, 128, 1101);
+  c.num_q_heads = 32;
+  c.num_kv_heads = 8;
+  c.seqs = {{200, 1000}};
+  c.lse = false;
+  AttentionProblem problem(c);
+  AttentionDeviceProblem device(problem);
+  run_hopper_bf16_pv(device.params(), nullptr);
+  QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint8_t> prefill_out = device.download_out();
+
+  const AttentionOutputFormat format = problem.output_format();
+  const int64_t row_bytes = attention_output_row_bytes(format);
+  const int64_t last = problem.num_tokens() - 1;
+  const int64_t q_row_bytes = static_cast<int64_t>(
+      dtype_bytes(c.q_dtype, static_cast<size_t>(c.num_q_heads) * static_cast<size_t>(c.head_dim)));
+  const std::vector<int32_t> decode_offsets = {0, 1};
+
+  std::vector<uint8_t> reference_out(static_cast<size_t>(row_bytes));
+  AttentionParams host = problem.host_params(reference_out.data(), nullptr, nullptr);
+  host.q = problem.q_bytes().data() + last * q_row_bytes;
+  host.q_offsets = decode_offsets.data();
+  host.num_tokens = 1;
+  host.max_q_len = 1;
+  attention_reference(host);
+
+  DeviceBuffer offsets = DeviceBuffer::from_host(decode_offsets);
+  DeviceBuffer decode_out(static_cast<size_t>(row_bytes));
+  AttentionParams step = device.params();
+  step.q = static_cast<const uint8_t*>(step.q) + last * q_row_bytes;
+  step.q_offsets = offsets.as<int32_t>();
+  step.num_tokens = 1;
+  step.max_q_len = 1;
+  step.out = decode_out.get();
+  run_hopper_bf16_pv(step, nullptr);
+  QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint8_t> kernel_decode = decode_out.to_host<uint8_t>();
+
+  const uint8_t* prefill_last = prefill_out.data() + last * row_bytes;
+  const CompareResult vs_reference =
+      compare_outputs(format, 1, c.num_q_heads, prefill_last, nullptr, reference_out.data(),
+                      nullptr, attention_tolerance(true, c.q_dtype, c.kv_dtype, c.out_dtype));
+  EXPECT_TRUE(vs_reference.ok) << describe(c) << "\n" << vs_reference.summary();
+  const CompareResult vs_kernel_decode = compare_outputs(
+      format, 1, c.num_q_heads, prefill_last, nullptr, kernel_decode.data(), nullptr, {0.0, 0.0});
+  EXPECT_TRUE(vs_kernel_decode.ok) << describe(c) << " (kernel decode)\n"
+                                   << vs_kernel_decode.summary();
+}
+
+TEST(PrefillAttentionHopper, LastPrefillRowEqualsDecode) {
+  SKIP_UNLESS_SM90();
+  for (const DtypeCase& kind : kKinds)
+    expect_last_prefill_row_equals_decode(kind);
+}
+
+}  // namespace
+}  // namespace quench::testing_support

@@ -1,0 +1,157 @@
+// Helpers shared by the prefill attention GPU tests (generic and Hopper kernels): test-case
+// construction, the run-and-compare step against the CPU reference, and an error map that
+// locates a mismatch pattern (accumulator row, head-dim block, number of KV tiles) from one log.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "harness/attention_device_problem.h"
+#include "harness/attention_problem.h"
+#include "harness/compare.h"
+#include "harness/device_buffer.h"
+#include "quench/core/error.h"
+#include "quench/ops/attention/attention_params.h"
+#include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
+
+namespace quench::testing_support {
+
+// A prefill kernel entry point (prefill_attention_generic, the Hopper runs below).
+using PrefillKernel = void (*)(const AttentionParams&, cudaStream_t);
+
+// The Hopper kernel with each P·V precision for an FP8 query (bf16 is its default).
+inline void run_hopper_bf16_pv(const AttentionParams& params, cudaStream_t stream) {
+  prefill_attention_hopper(params, stream, HopperPvPrecision::kBf16);
+}
+inline void run_hopper_fp8_pv(const AttentionParams& params, cudaStream_t stream) {
+  prefill_attention_hopper(params, stream, HopperPvPrecision::kFp8);
+}
+
+inline constexpr Tolerance kLseTolerance{1e-3, 1e-2};
+
+// True when the current device is an sm_90 (Hopper) GPU, where the Hopper kernel runs.
+inline bool device_is_sm90() {
+  int device = 0;
+  int major = 0;
+  int minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  return major == 9 && minor == 0;
+}
+
+struct DtypeCase {
+  DType q, kv, out;
+};
+
+inline std::string describe(const AttentionProblemConfig& c) {
+  return str_cat("q=", dtype_name(c.q_dtype), " kv=", dtype_name(c.kv_dtype),
+                 " out=", dtype_name(c.out_dtype), " hq=", c.num_q_heads, " hkv=", c.num_kv_heads,
+                 " d=", c.head_dim, " page=", c.page_size, " ", kv_layout_name(c.layout),
+                 " window=", c.window_left, " cap=", c.logit_soft_cap, " sinks=", c.sinks,
+                 " per_head=", c.per_head_kv_scales, " seqs=", c.seqs.size());
+}
+
+// Non-unit scales everywhere (SPEC §1.2 bugs hide behind scales of 1).
+inline AttentionProblemConfig base_config(const DtypeCase& dtypes, int head_dim, uint64_t seed) {
+  AttentionProblemConfig c;
+  c.q_dtype = dtypes.q;
+  c.kv_dtype = dtypes.kv;
+  c.out_dtype = dtypes.out;
+  c.head_dim = head_dim;
+  c.q_scale = 0.75f;
+  c.k_scale = 1.5f;
+  c.v_scale = 0.6f;
+  c.o_scale = 0.02f;
+  c.seed = seed;
+  return c;
+}
+
+// Where the errors of a failed run sit, as max |actual - expected| per class: packed row within
+// a 128-row tile (8 classes of 16 rows = one warp's accumulator rows, then row % 16), head-dim
+// block of 8 (one accumulator column block), number of 128-key tiles the row attends to, and
+// whether the row is the diagonal's neighbourhood (position within 8 of the chunk's last key).
+inline std::string error_map(const AttentionProblem& problem, const std::vector<float>& actual) {
+  const AttentionProblemConfig& c = problem.config();
+  const std::vector<float> expected = problem.expected_values();
+  const int group = c.num_q_heads / c.num_kv_heads;
+  std::vector<double> by_warp_rows(8, 0.0), by_row16(16, 0.0);
+  std::vector<double> by_dim_block(static_cast<size_t>(c.head_dim / 8), 0.0);
+  std::vector<double> by_tiles(4, 0.0);  // 1, 2, 3, 4+ tiles of 128 keys
+  int64_t nans = 0;
+  const std::vector<int32_t>& offsets = problem.q_offsets();
+  for (int64_t t = 0; t < problem.num_tokens(); ++t) {
+    const int32_t seq = problem.seq_of_token(t);
+    const int64_t token_in_chunk = t - offsets[static_cast<size_t>(seq)];
+    const int32_t pos = problem.pos_of_token(t);
+    const size_t tiles = static_cast<size_t>(std::min(3, pos / 128));
+    for (int h = 0; h < c.num_q_heads; ++h) {
+      const int64_t m = token_in_chunk * group + h % group;
+      const size_t tile_row = static_cast<size_t>(m % 128);
+      for (int d = 0; d < c.head_dim; ++d) {
+        const size_t i =
+            (static_cast<size_t>(t) * static_cast<size_t>(c.num_q_heads) + static_cast<size_t>(h)) *
+                static_cast<size_t>(c.head_dim) +
+            static_cast<size_t>(d);
+        if (std::isnan(actual[i])) {
+          ++nans;
+          continue;
+        }
+        const double err = std::fabs(static_cast<double>(actual[i]) - expected[i]);
+        by_warp_rows[tile_row / 16] = std::max(by_warp_rows[tile_row / 16], err);
+        by_row16[tile_row % 16] = std::max(by_row16[tile_row % 16], err);
+        by_dim_block[static_cast<size_t>(d / 8)] =
+            std::max(by_dim_block[static_cast<size_t>(d / 8)], err);
+        by_tiles[tiles] = std::max(by_tiles[tiles], err);
+      }
+    }
+  }
+  const auto line = [](const char* name, const std::vector<double>& v) {
+    std::string s = str_cat("  max err by ", name, ":");
+    char buf[32];
+    for (const double x : v) {
+      std::snprintf(buf, sizeof(buf), " %.3g", x);
+      s += buf;
+    }
+    return s + "\n";
+  };
+  return str_cat("error map (NaN outputs: ", nans, ")\n",
+                 line("16-row warp slice of the 128-row tile", by_warp_rows),
+                 line("row % 16 (accumulator row = lane/4 + 8r)", by_row16),
+                 line("head-dim block of 8", by_dim_block),
+                 line("128-key tiles before the row (0,1,2,3+)", by_tiles));
+}
+
+// Runs `kernel` on `config` and checks output and LSE against the reference; on a mismatch the
+// message adds the error map.
+inline void expect_matches_reference(const AttentionProblemConfig& config, PrefillKernel kernel) {
+  AttentionProblem problem(config);
+  problem.compute_reference();
+  AttentionDeviceProblem device(problem);
+  kernel(device.params(), nullptr);
+  QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  const Tolerance tolerance =
+      attention_tolerance(false, config.q_dtype, config.kv_dtype, config.out_dtype);
+  const CompareResult out = device.compare_output(tolerance);
+  if (!out.ok) {
+    const std::vector<uint8_t> bytes = device.download_out();
+    const std::vector<uint8_t> scales = device.download_block_scales();
+    const std::vector<float> actual =
+        decode_outputs(problem.output_format(), problem.num_tokens(), bytes.data(),
+                       scales.empty() ? nullptr : scales.data());
+    ADD_FAILURE() << describe(config) << "\n" << out.summary() << error_map(problem, actual);
+  }
+  if (config.lse) {
+    const CompareResult lse = device.compare_lse(kLseTolerance);
+    EXPECT_TRUE(lse.ok) << describe(config) << " (lse)\n" << lse.summary();
+  }
+}
+
+}  // namespace quench::testing_support
