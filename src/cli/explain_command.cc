@@ -1,29 +1,21 @@
 #include "explain_command.h"
 
-#include <charconv>
 #include <cstdio>
 #include <map>
-#include <optional>
 #include <string>
-#include <string_view>
 
 #include "quench/attention/attention_decision_table.h"
 #include "quench/attention/attention_kernel_selection.h"
 #include "quench/attention/hf_attention_config.h"
 #include "quench/core/error.h"
+#include "quench/core/flag_parsing.h"
 #include "quench/core/log.h"
 
 namespace quench::cli {
 namespace {
 
-// Thrown for a bad command line (exit code 2), as opposed to a configuration no kernel serves.
-struct UsageError : Error {
-  using Error::Error;
-};
-
-const std::map<std::string_view, bool>& known_flags() {
-  // flag -> takes a value
-  static const std::map<std::string_view, bool> flags = {
+const FlagTable& known_flags() {
+  static const FlagTable flags = {
       {"--model-config", true},   {"--num-q-heads", true},    {"--num-kv-heads", true},
       {"--head-dim", true},       {"--kv-cache-dtype", true}, {"--page-size", true},
       {"--layout", true},         {"--sliding-window", true}, {"--softcap", true},
@@ -31,38 +23,6 @@ const std::map<std::string_view, bool>& known_flags() {
       {"--prefill-kernel", true}, {"--decode-kernel", true},  {"--no-q-quant", false},
       {"--help", false}};
   return flags;
-}
-
-std::map<std::string, std::string> parse_flags(int argc, char** argv) {
-  std::map<std::string, std::string> values;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::optional<std::string> value;
-    if (const size_t eq = arg.find('='); eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg.resize(eq);
-    }
-    const auto flag = known_flags().find(arg);
-    if (flag == known_flags().end()) {
-      throw UsageError(str_cat("unknown argument '", argv[i], "'. ", explain_usage()));
-    }
-    if (flag->second && !value) {
-      if (i + 1 >= argc) throw UsageError(str_cat(arg, " needs a value. ", explain_usage()));
-      value = argv[++i];
-    }
-    if (!flag->second && value) throw UsageError(str_cat(arg, " takes no value"));
-    values[arg] = value.value_or("");
-  }
-  return values;
-}
-
-int32_t parse_count(const std::string& flag, const std::string& text, int32_t min_value) {
-  int32_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < min_value) {
-    throw UsageError(str_cat(flag, " '", text, "' must be an integer >= ", min_value));
-  }
-  return value;
 }
 
 float parse_non_negative(const std::string& flag, const std::string& text) {
@@ -79,34 +39,15 @@ float parse_non_negative(const std::string& flag, const std::string& text) {
   return value;
 }
 
-// Runs a quench parser on a flag's value, turning its error into a usage error.
-template <typename Parse>
-auto parse_flag_value(const std::string& flag, const Parse& parse) {
-  try {
-    return parse();
-  } catch (const UsageError&) {
-    throw;
-  } catch (const Error& e) {
-    throw UsageError(str_cat(flag, ": ", e.what()));
-  }
-}
-
 DType parse_kv_cache_dtype(const std::string& text, DType model_dtype) {
-  if (text == "auto") return model_dtype;
-  if (text == "bf16" || text == "fp8" || text == "fp8_e4m3" || text == "fp8_e5m2") {
-    return parse_dtype(text);
-  }
-  throw UsageError(str_cat("--kv-cache-dtype '", text,
-                           "' is not supported; allowed: auto, bf16, fp8, fp8_e4m3, fp8_e5m2"));
+  require_allowed_flag_value("--kv-cache-dtype", text,
+                             {"auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"});
+  return text == "auto" ? model_dtype : parse_dtype(text);
 }
 
 DType parse_out_dtype(const std::string& text) {
-  if (text == "bf16" || text == "fp8" || text == "fp8_e4m3" || text == "fp8_e5m2" ||
-      text == "nvfp4") {
-    return parse_dtype(text);
-  }
-  throw UsageError(str_cat("--out-dtype '", text,
-                           "' is not supported; allowed: bf16, fp8, fp8_e4m3, fp8_e5m2, nvfp4"));
+  require_allowed_flag_value("--out-dtype", text, {"bf16", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4"});
+  return parse_dtype(text);
 }
 
 AttentionConfig config_from_flags(const std::map<std::string, std::string>& flags) {
@@ -124,16 +65,16 @@ AttentionConfig config_from_flags(const std::map<std::string, std::string>& flag
         str_cat("give --model-config, or --num-q-heads and --head-dim. ", explain_usage()));
   }
   if (const auto* v = get("--num-q-heads")) {
-    config.num_q_heads = parse_count("--num-q-heads", *v, 1);
+    config.num_q_heads = parse_int_flag("--num-q-heads", *v, 1);
     if (!get("--model-config")) config.num_kv_heads = config.num_q_heads;
   }
   if (const auto* v = get("--num-kv-heads"))
-    config.num_kv_heads = parse_count("--num-kv-heads", *v, 1);
+    config.num_kv_heads = parse_int_flag("--num-kv-heads", *v, 1);
   if (const auto* v = get("--head-dim")) {
-    config.head_dim_qk = config.head_dim_vo = parse_count("--head-dim", *v, 1);
+    config.head_dim_qk = config.head_dim_vo = parse_int_flag("--head-dim", *v, 1);
   }
   if (const auto* v = get("--sliding-window")) {
-    config.sliding_window = parse_count("--sliding-window", *v, 0);
+    config.sliding_window = parse_int_flag("--sliding-window", *v, 0);
   }
   if (const auto* v = get("--softcap")) config.logit_soft_cap = parse_non_negative("--softcap", *v);
   config.has_sinks = get("--sinks") != nullptr;
@@ -142,10 +83,8 @@ AttentionConfig config_from_flags(const std::map<std::string, std::string>& flag
       get("--kv-cache-dtype") ? *get("--kv-cache-dtype") : "auto", config.model_dtype);
   config.out_dtype = get("--out-dtype") ? parse_out_dtype(*get("--out-dtype")) : config.model_dtype;
   if (const auto* v = get("--page-size")) {
-    config.page_size = parse_count("--page-size", *v, 1);
-    if (config.page_size != 16 && config.page_size != 32 && config.page_size != 64) {
-      throw UsageError(str_cat("--page-size '", *v, "' is not supported; allowed: 16, 32, 64"));
-    }
+    config.page_size = parse_int_flag("--page-size", *v, 1);
+    require_allowed_flag_value("--page-size", *v, config.page_size, {16, 32, 64});
   }
   if (const auto* v = get("--layout")) {
     config.layout = parse_flag_value("--layout", [&] { return parse_kv_layout(*v); });
@@ -172,7 +111,7 @@ int run_explain_command(int argc, char** argv) {
   AttentionKernelOverride prefill_override;
   AttentionKernelOverride decode_override;
   try {
-    const auto flags = parse_flags(argc, argv);
+    const auto flags = split_flags(argc, argv, known_flags(), explain_usage());
     if (flags.count("--help")) {
       std::printf("%s", explain_usage());
       return 0;

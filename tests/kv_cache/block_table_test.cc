@@ -2,34 +2,18 @@
 
 #include <gtest/gtest.h>
 
-#include <functional>
-#include <initializer_list>
-#include <string>
-
-#include "quench/core/error.h"
+#include "harness/expect_error.h"
 
 namespace quench {
 namespace {
-
-void expect_error(const std::function<void()>& call, std::initializer_list<const char*> parts) {
-  try {
-    call();
-    ADD_FAILURE() << "expected quench::Error containing '" << *parts.begin() << "'";
-  } catch (const Error& e) {
-    for (const char* part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-          << "message \"" << e.what() << "\" lacks \"" << part << "\"";
-    }
-  }
-}
 
 TEST(BlockTable, PagesForTokens) {
   EXPECT_EQ(pages_for_tokens(0, 16), 0);
   EXPECT_EQ(pages_for_tokens(1, 16), 1);
   EXPECT_EQ(pages_for_tokens(16, 16), 1);
   EXPECT_EQ(pages_for_tokens(17, 16), 2);
-  expect_error([] { pages_for_tokens(5, 0); }, {"page_size 0", ">= 1"});
-  expect_error([] { pages_for_tokens(-1, 16); }, {"token count -1", ">= 0"});
+  EXPECT_QUENCH_ERROR(pages_for_tokens(5, 0), {"page_size 0", ">= 1"});
+  EXPECT_QUENCH_ERROR(pages_for_tokens(-1, 16), {"token count -1", ">= 0"});
 }
 
 TEST(BlockTable, RowsArePaddedWithTheNullPage) {
@@ -43,47 +27,41 @@ TEST(BlockTable, RowsArePaddedWithTheNullPage) {
 }
 
 TEST(BlockTable, BuildRejectsBadPages) {
-  expect_error(
-      [] {
-        build_block_table({{1, 2, 3}}, 2, 8);
-      },
-      {"sequence 0", "3 pages", "max_pages is 2"});
-  expect_error(
-      [] {
-        build_block_table({{1}, {4, 0}}, 4, 8);
-      },
-      {"sequence 1 page 1 is 0", "[1, 8)", "null page"});
-  expect_error([] { build_block_table({{8}}, 4, 8); }, {"sequence 0 page 0 is 8", "[1, 8)"});
-  expect_error([] { build_block_table({{1}}, 0, 8); }, {"max_pages 0", ">= 1"});
+  EXPECT_QUENCH_ERROR(build_block_table({{1, 2, 3}}, 2, 8),
+                      {"sequence 0", "3 pages", "max_pages is 2"});
+  EXPECT_QUENCH_ERROR(build_block_table({{1}, {4, 0}}, 4, 8),
+                      {"sequence 1 page 1 is 0", "[1, 8)", "null page"});
+  EXPECT_QUENCH_ERROR(build_block_table({{8}}, 4, 8), {"sequence 0 page 0 is 8", "[1, 8)"});
+  EXPECT_QUENCH_ERROR(build_block_table({{1}}, 0, 8), {"max_pages 0", ">= 1"});
 }
 
 TEST(BlockTable, ValidateChecksPagesAgainstSeqLens) {
   const BlockTable table = build_block_table({{7, 3}, {5}}, 3, 8);
   // Sequence 1 needs a second page for 17 tokens, but column 1 is the null page.
   std::vector<int32_t> seq_lens = {20, 17};
-  expect_error([&] { validate_block_table(table, seq_lens, 16, 8); },
-               {"sequence 1 column 1 is page 0", "seq_len 17", "[1, 8)"});
+  EXPECT_QUENCH_ERROR(validate_block_table(table, seq_lens, 16, 8),
+                      {"sequence 1 column 1 is page 0", "seq_len 17", "[1, 8)"});
   // 49 tokens need 4 pages of 16; the table has 3 columns.
   seq_lens = {49, 1};
-  expect_error([&] { validate_block_table(table, seq_lens, 16, 8); },
-               {"sequence 0", "seq_len 49", "4 pages", "only 3 columns"});
+  EXPECT_QUENCH_ERROR(validate_block_table(table, seq_lens, 16, 8),
+                      {"sequence 0", "seq_len 49", "4 pages", "only 3 columns"});
   seq_lens = {-3, 1};
-  expect_error([&] { validate_block_table(table, seq_lens, 16, 8); },
-               {"sequence 0", "seq_len -3", ">= 0"});
+  EXPECT_QUENCH_ERROR(validate_block_table(table, seq_lens, 16, 8),
+                      {"sequence 0", "seq_len -3", ">= 0"});
   seq_lens = {20};
-  expect_error([&] { validate_block_table(table, seq_lens, 16, 8); },
-               {"seq_lens has 1 entries", "2 sequences"});
+  EXPECT_QUENCH_ERROR(validate_block_table(table, seq_lens, 16, 8),
+                      {"seq_lens has 1 entries", "2 sequences"});
   // Page ids beyond num_pages, in used and in unused columns.
   seq_lens = {20, 1};
-  expect_error([&] { validate_block_table(table, seq_lens, 16, 6); },
-               {"sequence 0 column 0 is page 7", "[1, 6)"});
+  EXPECT_QUENCH_ERROR(validate_block_table(table, seq_lens, 16, 6),
+                      {"sequence 0 column 0 is page 7", "[1, 6)"});
   BlockTable garbage = table;
   garbage.pages[5] = -4;  // sequence 1, column 2: unused for seq_len 1
-  expect_error([&] { validate_block_table(garbage, seq_lens, 16, 8); },
-               {"sequence 1 column 2 is page -4", "[0, 8)"});
+  EXPECT_QUENCH_ERROR(validate_block_table(garbage, seq_lens, 16, 8),
+                      {"sequence 1 column 2 is page -4", "[0, 8)"});
   garbage.pages.pop_back();
-  expect_error([&] { validate_block_table(garbage, seq_lens, 16, 8); },
-               {"holds 5 entries", "[2, 3]", "needs 6"});
+  EXPECT_QUENCH_ERROR(validate_block_table(garbage, seq_lens, 16, 8),
+                      {"holds 5 entries", "[2, 3]", "needs 6"});
 }
 
 }  // namespace

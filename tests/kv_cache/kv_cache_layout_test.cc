@@ -2,27 +2,12 @@
 
 #include <gtest/gtest.h>
 
-#include <functional>
-#include <initializer_list>
 #include <set>
-#include <string>
 
-#include "quench/core/error.h"
+#include "harness/expect_error.h"
 
 namespace quench {
 namespace {
-
-void expect_error(const std::function<void()>& call, std::initializer_list<const char*> parts) {
-  try {
-    call();
-    ADD_FAILURE() << "expected quench::Error containing '" << *parts.begin() << "'";
-  } catch (const Error& e) {
-    for (const char* part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-          << "message \"" << e.what() << "\" lacks \"" << part << "\"";
-    }
-  }
-}
 
 KvCacheLayout small_layout(KvLayout layout) {
   KvCacheLayout l;
@@ -83,25 +68,25 @@ TEST(KvCacheLayout, ValidateNamesTheBadFieldAndTheAllowedValues) {
   EXPECT_NO_THROW(small_layout(KvLayout::kNHD).validate());
   KvCacheLayout l = small_layout(KvLayout::kNHD);
   l.page_size = 8;
-  expect_error([&] { l.validate(); }, {"page_size 8", "16, 32, 64"});
+  EXPECT_QUENCH_ERROR(l.validate(), {"page_size 8", "16, 32, 64"});
   l = small_layout(KvLayout::kNHD);
   l.head_dim = 96;
-  expect_error([&] { l.validate(); }, {"head_dim 96", "64, 128, 256"});
+  EXPECT_QUENCH_ERROR(l.validate(), {"head_dim 96", "64, 128, 256"});
   l = small_layout(KvLayout::kNHD);
   l.num_kv_heads = 0;
-  expect_error([&] { l.validate(); }, {"num_kv_heads 0", ">= 1"});
+  EXPECT_QUENCH_ERROR(l.validate(), {"num_kv_heads 0", ">= 1"});
   l = small_layout(KvLayout::kNHD);
   l.num_pages = 1;
-  expect_error([&] { l.validate(); }, {"num_pages 1", ">= 2", "null page"});
+  EXPECT_QUENCH_ERROR(l.validate(), {"num_pages 1", ">= 2", "null page"});
   l = small_layout(KvLayout::kNHD);
   l.dtype = DType::kF16;
-  expect_error([&] { l.validate(); }, {"f16", "bf16, fp8_e4m3, fp8_e5m2"});
+  EXPECT_QUENCH_ERROR(l.validate(), {"f16", "bf16, fp8_e4m3, fp8_e5m2"});
 }
 
 TEST(KvCacheLayout, ParseAndDescribe) {
   EXPECT_EQ(parse_kv_layout("nhd"), KvLayout::kNHD);
   EXPECT_EQ(parse_kv_layout("HND"), KvLayout::kHND);
-  expect_error([] { parse_kv_layout("NDH"); }, {"'NDH'", "NHD, HND"});
+  EXPECT_QUENCH_ERROR(parse_kv_layout("NDH"), {"'NDH'", "NHD, HND"});
   EXPECT_EQ(small_layout(KvLayout::kHND).describe(),
             "HND pages=3 page_size=16 kv_heads=2 head_dim=64 dtype=fp8_e4m3");
 }

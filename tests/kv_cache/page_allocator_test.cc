@@ -3,27 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <functional>
-#include <initializer_list>
-#include <string>
 
-#include "quench/core/error.h"
+#include "harness/expect_error.h"
 
 namespace quench {
 namespace {
-
-// The call must throw quench::Error whose message contains every part.
-void expect_error(const std::function<void()>& call, std::initializer_list<const char*> parts) {
-  try {
-    call();
-    ADD_FAILURE() << "expected quench::Error containing '" << *parts.begin() << "'";
-  } catch (const Error& e) {
-    for (const char* part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-          << "message \"" << e.what() << "\" lacks \"" << part << "\"";
-    }
-  }
-}
 
 TEST(PageAllocator, NeverHandsOutTheNullPage) {
   PageAllocator allocator(5);
@@ -64,25 +48,25 @@ TEST(PageAllocator, RefCountsKeepSharedPagesAlive) {
 TEST(PageAllocator, FailedAllocationChangesNothing) {
   PageAllocator allocator(4);
   allocator.allocate(1);
-  expect_error([&] { allocator.allocate(3); },
-               {"requested 3 pages", "only 2 of 3 allocatable pages are free"});
+  EXPECT_QUENCH_ERROR(allocator.allocate(3),
+                      {"requested 3 pages", "only 2 of 3 allocatable pages are free"});
   EXPECT_EQ(allocator.free_pages(), 2);
-  expect_error([&] { allocator.allocate(-1); }, {"requested -1 pages", ">= 0"});
+  EXPECT_QUENCH_ERROR(allocator.allocate(-1), {"requested -1 pages", ">= 0"});
 }
 
 TEST(PageAllocator, ErrorPathsNameThePageAndTheValidRange) {
-  expect_error([] { PageAllocator allocator(1); }, {"num_pages 1", ">= 2", "null page"});
+  EXPECT_QUENCH_ERROR(PageAllocator allocator(1), {"num_pages 1", ">= 2", "null page"});
   PageAllocator allocator(4);
   const int32_t page = allocator.allocate(1)[0];
-  expect_error([&] { allocator.retain(0); }, {"retain", "page 0", "null page", "[1, 4)"});
-  expect_error([&] { allocator.release(0); }, {"release", "page 0", "null page", "[1, 4)"});
-  expect_error([&] { allocator.retain(4); }, {"retain", "page 4", "out of range", "[1, 4)"});
-  expect_error([&] { allocator.release(-2); }, {"release", "page -2", "out of range", "[1, 4)"});
-  expect_error([&] { allocator.retain(3); }, {"retain", "page 3 is free"});
-  expect_error([&] { allocator.ref_count(9); }, {"page 9", "[0, 4)"});
+  EXPECT_QUENCH_ERROR(allocator.retain(0), {"retain", "page 0", "null page", "[1, 4)"});
+  EXPECT_QUENCH_ERROR(allocator.release(0), {"release", "page 0", "null page", "[1, 4)"});
+  EXPECT_QUENCH_ERROR(allocator.retain(4), {"retain", "page 4", "out of range", "[1, 4)"});
+  EXPECT_QUENCH_ERROR(allocator.release(-2), {"release", "page -2", "out of range", "[1, 4)"});
+  EXPECT_QUENCH_ERROR(allocator.retain(3), {"retain", "page 3 is free"});
+  EXPECT_QUENCH_ERROR(allocator.ref_count(9), {"page 9", "[0, 4)"});
   allocator.release(page);
-  expect_error([&] { allocator.release(page); },
-               {"release", ("page " + std::to_string(page)).c_str(), "already free"});
+  EXPECT_QUENCH_ERROR(allocator.release(page),
+                      {"release", ("page " + std::to_string(page)).c_str(), "already free"});
 }
 
 }  // namespace

@@ -2,26 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include <functional>
-#include <initializer_list>
-#include <string>
-
-#include "quench/core/error.h"
+#include "harness/expect_error.h"
 
 namespace quench {
 namespace {
-
-void expect_error(const std::function<void()>& call, std::initializer_list<const char*> parts) {
-  try {
-    call();
-    ADD_FAILURE() << "expected quench::Error containing '" << *parts.begin() << "'";
-  } catch (const Error& e) {
-    for (const char* part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-          << "message \"" << e.what() << "\" lacks \"" << part << "\"";
-    }
-  }
-}
 
 TEST(SlotMapping, MixedPrefillDecodeAndPaddingByHand) {
   // page_size 4. Sequence 0: a decode step at position 5 (page 3, offset 1).
@@ -39,44 +23,35 @@ TEST(SlotMapping, BuildRejectsInconsistentInput) {
   const BlockTable table = build_block_table({{7, 3}, {6}}, 2, 8);
   std::vector<int32_t> seq_lens = {6, 2};
   std::vector<int32_t> new_tokens = {3, 4};
-  expect_error([&] { build_slot_mapping(table, seq_lens, new_tokens, 4, 8, 16); },
-               {"sequence 1 has 4 new tokens", "[0, seq_len = 2]"});
+  EXPECT_QUENCH_ERROR(build_slot_mapping(table, seq_lens, new_tokens, 4, 8, 16),
+                      {"sequence 1 has 4 new tokens", "[0, seq_len = 2]"});
   new_tokens = {-1, 1};
-  expect_error([&] { build_slot_mapping(table, seq_lens, new_tokens, 4, 8, 16); },
-               {"sequence 0 has -1 new tokens"});
+  EXPECT_QUENCH_ERROR(build_slot_mapping(table, seq_lens, new_tokens, 4, 8, 16),
+                      {"sequence 0 has -1 new tokens"});
   new_tokens = {3, 2};
-  expect_error([&] { build_slot_mapping(table, seq_lens, new_tokens, 4, 8, 4); },
-               {"5 new tokens", "num_tokens is 4", ">= 5"});
+  EXPECT_QUENCH_ERROR(build_slot_mapping(table, seq_lens, new_tokens, 4, 8, 4),
+                      {"5 new tokens", "num_tokens is 4", ">= 5"});
   new_tokens = {1};
-  expect_error([&] { build_slot_mapping(table, seq_lens, new_tokens, 4, 8, 4); },
-               {"new_tokens has 1 entries", "seq_lens has 2"});
+  EXPECT_QUENCH_ERROR(build_slot_mapping(table, seq_lens, new_tokens, 4, 8, 4),
+                      {"new_tokens has 1 entries", "seq_lens has 2"});
   // The block table is validated first: 9 tokens need 3 pages of 4.
   seq_lens = {9, 2};
   new_tokens = {1, 1};
-  expect_error([&] { build_slot_mapping(table, seq_lens, new_tokens, 4, 8, 4); },
-               {"sequence 0", "seq_len 9", "3 pages", "only 2 columns"});
+  EXPECT_QUENCH_ERROR(build_slot_mapping(table, seq_lens, new_tokens, 4, 8, 4),
+                      {"sequence 0", "seq_len 9", "3 pages", "only 2 columns"});
 }
 
 TEST(SlotMapping, ValidateRejectsNullPageOutOfRangeAndDuplicates) {
-  expect_error(
-      [] {
-        validate_slot_mapping(std::vector<int64_t>{17, 2}, 4, 8);
-      },
-      {"token 1 has slot 2", "-1 (padding) or [4, 32)", "null page"});
-  expect_error(
-      [] {
-        validate_slot_mapping(std::vector<int64_t>{-1, 32}, 4, 8);
-      },
-      {"token 1 has slot 32", "[4, 32)"});
-  expect_error([] { validate_slot_mapping(std::vector<int64_t>{-2}, 4, 8); },
-               {"token 0 has slot -2"});
-  expect_error(
-      [] {
-        validate_slot_mapping(std::vector<int64_t>{9, -1, 9}, 4, 8);
-      },
-      {"tokens 0 and 2 both write slot 9"});
-  expect_error([] { validate_slot_mapping(std::vector<int64_t>{9}, 0, 8); },
-               {"page_size 0", ">= 1"});
+  EXPECT_QUENCH_ERROR(validate_slot_mapping(std::vector<int64_t>{17, 2}, 4, 8),
+                      {"token 1 has slot 2", "-1 (padding) or [4, 32)", "null page"});
+  EXPECT_QUENCH_ERROR(validate_slot_mapping(std::vector<int64_t>{-1, 32}, 4, 8),
+                      {"token 1 has slot 32", "[4, 32)"});
+  EXPECT_QUENCH_ERROR(validate_slot_mapping(std::vector<int64_t>{-2}, 4, 8),
+                      {"token 0 has slot -2"});
+  EXPECT_QUENCH_ERROR(validate_slot_mapping(std::vector<int64_t>{9, -1, 9}, 4, 8),
+                      {"tokens 0 and 2 both write slot 9"});
+  EXPECT_QUENCH_ERROR(validate_slot_mapping(std::vector<int64_t>{9}, 0, 8),
+                      {"page_size 0", ">= 1"});
 }
 
 }  // namespace

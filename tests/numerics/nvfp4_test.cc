@@ -6,13 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <set>
 #include <vector>
 
+#include "harness/expect_error.h"
 #include "harness/random_inputs.h"
-#include "quench/core/error.h"
 #include "quench/numerics/nvfp4_quantize.h"
 
 namespace quench {
@@ -185,27 +184,17 @@ TEST(Nvfp4QuantizeRow, WritesOnlyItsRowOfScales) {
   }
 }
 
-void expect_error(const std::function<void()>& call, const std::string& fragment) {
-  try {
-    call();
-    ADD_FAILURE() << "expected an error containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
-
 TEST(Nvfp4QuantizeRow, RejectsBadArguments) {
   std::vector<float> x(32, 1.0f);
   std::vector<uint8_t> packed(16), scales(512);
-  expect_error([&] { nvfp4_quantize_row(x.data(), 24, 1.0f, packed.data(), scales.data(), 0, 2); },
-               "n=24 must be a positive multiple of 16");
-  expect_error([&] { nvfp4_quantize_row(x.data(), 32, 0.0f, packed.data(), scales.data(), 0, 2); },
-               "global_scale 0 must be finite and > 0");
-  expect_error([&] { nvfp4_quantize_row(x.data(), 32, 1.0f, packed.data(), scales.data(), 0, 3); },
-               "num_scale_cols=3 must equal n / 16 = 2");
-  expect_error(
-      [&] { nvfp4_dequantize_row(packed.data(), 32, 1.0f, scales.data(), -1, 2, x.data()); },
-      "scale_row -1 must be >= 0");
+  EXPECT_QUENCH_ERROR(nvfp4_quantize_row(x.data(), 24, 1.0f, packed.data(), scales.data(), 0, 2),
+                      {"n=24 must be a positive multiple of 16"});
+  EXPECT_QUENCH_ERROR(nvfp4_quantize_row(x.data(), 32, 0.0f, packed.data(), scales.data(), 0, 2),
+                      {"global_scale 0 must be finite and > 0"});
+  EXPECT_QUENCH_ERROR(nvfp4_quantize_row(x.data(), 32, 1.0f, packed.data(), scales.data(), 0, 3),
+                      {"num_scale_cols=3 must equal n / 16 = 2"});
+  EXPECT_QUENCH_ERROR(nvfp4_dequantize_row(packed.data(), 32, 1.0f, scales.data(), -1, 2, x.data()),
+                      {"scale_row -1 must be >= 0"});
 }
 
 }  // namespace

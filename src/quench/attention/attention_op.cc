@@ -21,6 +21,21 @@ T* advance_bytes(T* pointer, int64_t bytes) {
   return reinterpret_cast<T*>(reinterpret_cast<Byte*>(pointer) + bytes);
 }
 
+// The part of the batch a phase owns: decode sequences and their query rows come first, prefill
+// ones after them (the order attention_metadata.h documents).
+struct PhaseSlice {
+  int32_t first_seq = 0;
+  int32_t first_row = 0;
+  int32_t num_rows = 0;
+};
+
+PhaseSlice phase_slice(const AttentionMetadataView& m, AttentionPhase phase) {
+  if (phase == AttentionPhase::kPrefill) {
+    return {m.num_decode_seqs, m.num_decode_tokens, m.num_prefill_tokens};
+  }
+  return {0, 0, m.num_decode_tokens};
+}
+
 void require_kv_matches(const AttentionConfig& config, const KvCacheLayout& kv) {
   QUENCH_REQUIRE(kv.dtype == config.kv_dtype && kv.page_size == config.page_size &&
                      kv.num_kv_heads == config.num_kv_heads && kv.head_dim == config.head_dim_qk &&
@@ -94,18 +109,15 @@ size_t AttentionOp::workspace_bytes(const AttentionOpArgs& args) const {
 void AttentionOp::run_phase(const AttentionOpArgs& args, AttentionPhase phase, void* stream) const {
   const AttentionConfig& config = selection_.config();
   const AttentionPhaseDecision& decision = selection_.at(phase);
-  const AttentionMetadataView& m = args.metadata;
-  const bool prefill = phase == AttentionPhase::kPrefill;
   const bool device = decision.kernel->memory_space() == MemorySpace::kDevice;
-  const int32_t first_row = prefill ? m.num_decode_tokens : 0;
-  const int32_t num_rows = prefill ? m.num_prefill_tokens : m.num_decode_tokens;
+  const PhaseSlice slice = phase_slice(args.metadata, phase);
   const int64_t q_row_elems = static_cast<int64_t>(config.num_q_heads) * config.head_dim_qk;
 
   const AttentionParams params = phase_params(args, phase);  // checks q_fp8 is there
-  if (is_fp8(decision.q_dtype) && !args.q_fp8_ready && num_rows > 0) {
-    const auto* q_rows = static_cast<const uint16_t*>(args.q) + first_row * q_row_elems;
-    uint8_t* q_fp8_rows = args.q_fp8 + first_row * q_row_elems;
-    const int64_t count = num_rows * q_row_elems;
+  if (is_fp8(decision.q_dtype) && !args.q_fp8_ready && slice.num_rows > 0) {
+    const auto* q_rows = static_cast<const uint16_t*>(args.q) + slice.first_row * q_row_elems;
+    uint8_t* q_fp8_rows = args.q_fp8 + slice.first_row * q_row_elems;
+    const int64_t count = slice.num_rows * q_row_elems;
     if (device) {
       quantize_query_device(q_rows, config.model_dtype, q_fp8_rows, decision.q_dtype, count,
                             scales_.q_scale(), stream);
@@ -124,9 +136,7 @@ AttentionParams AttentionOp::phase_params(const AttentionOpArgs& args, Attention
   const bool prefill = phase == AttentionPhase::kPrefill;
   const bool device = decision.kernel->memory_space() == MemorySpace::kDevice;
 
-  const int32_t first_row = prefill ? m.num_decode_tokens : 0;
-  const int32_t first_seq = prefill ? m.num_decode_seqs : 0;
-  const int32_t num_rows = prefill ? m.num_prefill_tokens : m.num_decode_tokens;
+  const auto [first_seq, first_row, num_rows] = phase_slice(m, phase);
   const int64_t q_row_elems = static_cast<int64_t>(config.num_q_heads) * config.head_dim_qk;
 
   AttentionParams p;

@@ -6,14 +6,22 @@ namespace quench {
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "f16";
-    case DType::kFP8E4M3: return "fp8_e4m3";
-    case DType::kFP8E5M2: return "fp8_e5m2";
-    case DType::kNVFP4: return "nvfp4";
-    case DType::kI32: return "i32";
-    case DType::kU8: return "u8";
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    case DType::kFP8E4M3:
+      return "fp8_e4m3";
+    case DType::kFP8E5M2:
+      return "fp8_e5m2";
+    case DType::kNVFP4:
+      return "nvfp4";
+    case DType::kI32:
+      return "i32";
+    case DType::kU8:
+      return "u8";
   }
   return "unknown";
 }
@@ -33,14 +41,22 @@ DType parse_dtype(std::string_view name) {
 
 int dtype_bits(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return 32;
-    case DType::kI32: return 32;
-    case DType::kBF16: return 16;
-    case DType::kF16: return 16;
-    case DType::kFP8E4M3: return 8;
-    case DType::kFP8E5M2: return 8;
-    case DType::kU8: return 8;
-    case DType::kNVFP4: return 4;
+    case DType::kF32:
+      return 32;
+    case DType::kI32:
+      return 32;
+    case DType::kBF16:
+      return 16;
+    case DType::kF16:
+      return 16;
+    case DType::kFP8E4M3:
+      return 8;
+    case DType::kFP8E5M2:
+      return 8;
+    case DType::kU8:
+      return 8;
+    case DType::kNVFP4:
+      return 4;
   }
   return 0;
 }

@@ -29,7 +29,9 @@ DType parse_dtype(std::string_view name);
 // Storage size of one element in bits (4 for nvfp4's e2m1 data).
 int dtype_bits(DType dtype);
 
-inline bool is_fp8(DType dtype) { return dtype == DType::kFP8E4M3 || dtype == DType::kFP8E5M2; }
+inline bool is_fp8(DType dtype) {
+  return dtype == DType::kFP8E4M3 || dtype == DType::kFP8E5M2;
+}
 
 // Bytes needed for n elements (rounded up for sub-byte types).
 inline size_t dtype_bytes(DType dtype, size_t n) {

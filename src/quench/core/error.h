@@ -23,13 +23,15 @@ std::string str_cat(Args&&... args) {
   return out.str();
 }
 
-[[noreturn]] inline void fail(const std::string& message) { throw Error(message); }
+[[noreturn]] inline void fail(const std::string& message) {
+  throw Error(message);
+}
 
 }  // namespace quench
 
 // QUENCH_REQUIRE(cond, parts...): throws quench::Error(str_cat(parts...)) when cond is false.
 // The message parts are only evaluated on failure.
-#define QUENCH_REQUIRE(cond, ...)                                  \
-  do {                                                             \
-    if (!(cond)) ::quench::fail(::quench::str_cat(__VA_ARGS__));   \
+#define QUENCH_REQUIRE(cond, ...)                                \
+  do {                                                           \
+    if (!(cond)) ::quench::fail(::quench::str_cat(__VA_ARGS__)); \
   } while (false)

@@ -9,8 +9,12 @@ namespace quench {
 enum class LogLevel { kDebug, kInfo, kWarning, kError };
 
 void log(LogLevel level, const std::string& message);
-inline void log_info(const std::string& message) { log(LogLevel::kInfo, message); }
-inline void log_warning(const std::string& message) { log(LogLevel::kWarning, message); }
+inline void log_info(const std::string& message) {
+  log(LogLevel::kInfo, message);
+}
+inline void log_warning(const std::string& message) {
+  log(LogLevel::kWarning, message);
+}
 
 // Replaces the stderr writer (nullptr restores it). Returns the previous sink.
 using LogSink = std::function<void(LogLevel, const std::string&)>;

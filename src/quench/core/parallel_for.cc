@@ -21,7 +21,8 @@ void parallel_for(int64_t n, const std::function<void(int64_t)>& body) {
   if (n <= 0) return;
   const int64_t workers = std::min<int64_t>(parallel_threads(), n);
   if (workers == 1) {
-    for (int64_t i = 0; i < n; ++i) body(i);
+    for (int64_t i = 0; i < n; ++i)
+      body(i);
     return;
   }
   std::exception_ptr first_error;
@@ -33,14 +34,16 @@ void parallel_for(int64_t n, const std::function<void(int64_t)>& body) {
       const int64_t begin = n * w / workers;
       const int64_t end = n * (w + 1) / workers;
       try {
-        for (int64_t i = begin; i < end; ++i) body(i);
+        for (int64_t i = begin; i < end; ++i)
+          body(i);
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mutex);
         if (!first_error) first_error = std::current_exception();
       }
     });
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   if (first_error) std::rethrow_exception(first_error);
 }
 

@@ -28,6 +28,9 @@ std::vector<int64_t> build_slot_mapping(const BlockTable& table, std::span<const
 
 // Checks slots a kernel will write: each is -1 or in [page_size, num_pages * page_size) (never
 // the null page), and no slot appears twice. Throws naming the token and the bad slot.
+// Stricter than the append ops' validate_kv_slot_mapping (ops/kv_append/kv_append_reference.h),
+// which accepts page 0: here page 0 is the null page that block tables pad with and that no
+// sequence owns, so a slot in it means the mapping was built wrong.
 void validate_slot_mapping(std::span<const int64_t> slots, int32_t page_size, int32_t num_pages);
 
 }  // namespace quench

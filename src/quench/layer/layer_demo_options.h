@@ -7,17 +7,12 @@
 
 #include "quench/attention/attention_kernel_override.h"
 #include "quench/core/dtype.h"
-#include "quench/core/error.h"
+#include "quench/core/flag_parsing.h"
 #include "quench/kv_cache/kv_cache_layout.h"
 #include "quench/ops/rope/rope_config.h"
 #include "quench/ops/rope_quant_append/rope_append_path.h"
 
 namespace quench {
-
-// A bad command line (exit code 2), as opposed to a run that fails (exit code 1).
-struct LayerUsageError : Error {
-  using Error::Error;
-};
 
 // kAuto: the GPU when the CUDA runtime reports one, else the CPU.
 enum class LayerDevice : uint8_t { kCpu, kGpu, kAuto };
@@ -45,8 +40,8 @@ struct LayerDemoOptions {
 // over the whole head.
 RopeConfig llama3_rope_config(int32_t head_dim);
 
-// Parses `quench layer` flags (argv[0] is "layer"). Throws LayerUsageError naming the bad flag
-// or value and the allowed values.
+// Parses `quench layer` flags (argv[0] is "layer"). Throws UsageError (quench/core/flag_parsing.h)
+// naming the bad flag or value and the allowed values.
 LayerDemoOptions parse_layer_demo_flags(int argc, char** argv);
 
 const char* layer_demo_usage();

@@ -42,7 +42,7 @@ struct AttentionParams {
 
   int32_t num_q_heads = 0;  // multiple of kv.num_kv_heads; q head h reads KV head h / group
   int32_t num_seqs = 0;
-  int32_t num_tokens = 0;          // q_offsets[num_seqs]
+  int32_t num_tokens = 0;                // q_offsets[num_seqs]
   const int32_t* q_offsets = nullptr;    // [num_seqs + 1], non-decreasing, q_offsets[0] == 0
   const int32_t* seq_lens = nullptr;     // [num_seqs], KV tokens incl. the new ones
   const int32_t* block_table = nullptr;  // [num_seqs, block_table_stride] page ids

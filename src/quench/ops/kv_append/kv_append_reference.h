@@ -16,6 +16,10 @@ namespace quench {
 
 // Throws naming the token index, the slot and the allowed range when a slot is < -1 or
 // >= num_pages * page_size, or when two tokens share a slot. slot_mapping: host int64 [num_tokens].
+// This is the op's contract, looser on purpose than the block manager's validate_slot_mapping
+// (quench/kv_cache/slot_mapping.h), which also rejects page 0: SPEC §1.4 only says page 0 *can*
+// be reserved as the null page, so the op writes any slot of the cache and leaves that policy to
+// whoever builds the slots.
 void validate_kv_slot_mapping(const KvCacheLayout& layout, const int64_t* slot_mapping,
                               int32_t num_tokens);
 

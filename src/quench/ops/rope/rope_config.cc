@@ -4,7 +4,9 @@
 
 namespace quench {
 
-const char* rope_style_name(RopeStyle style) { return style == RopeStyle::kNeox ? "neox" : "gptj"; }
+const char* rope_style_name(RopeStyle style) {
+  return style == RopeStyle::kNeox ? "neox" : "gptj";
+}
 
 RopeStyle parse_rope_style(const std::string& name) {
   if (name == "neox") return RopeStyle::kNeox;
@@ -18,7 +20,8 @@ void RopeConfig::validate(int32_t head_dim) const {
   QUENCH_REQUIRE(theta > 1.0f, "rope theta ", theta, " must be > 1");
   if (llama3_factor > 0.0f) {
     QUENCH_REQUIRE(llama3_high_freq_factor > llama3_low_freq_factor, "llama3 high_freq_factor ",
-                   llama3_high_freq_factor, " must exceed low_freq_factor ", llama3_low_freq_factor);
+                   llama3_high_freq_factor, " must exceed low_freq_factor ",
+                   llama3_low_freq_factor);
     QUENCH_REQUIRE(llama3_original_max_position > 0, "llama3 original_max_position_embeddings ",
                    llama3_original_max_position, " must be > 0");
   }

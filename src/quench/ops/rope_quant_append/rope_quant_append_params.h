@@ -44,8 +44,9 @@ struct RopeQuantAppendParams {
 
   const int32_t* positions = nullptr;  // [T] absolute positions (>= 0)
   RopeConfig rope;
-  // Optional [max_position, rotary_dim] fp32: cos of pair i at [p][i], sin at [p][rotary_dim/2 + i].
-  // nullptr: cos/sin computed from rope_inv_freq in the op (sincos of p * inv_freq in fp32).
+  // Optional [max_position, rotary_dim] fp32: cos of pair i at [p][i], sin at
+  // [p][rotary_dim/2 + i]. nullptr: cos/sin computed from rope_inv_freq in the op (sincos of
+  // p * inv_freq in fp32).
   const float* cos_sin_cache = nullptr;
   int32_t cos_sin_cache_positions = 0;  // rows of cos_sin_cache; positions must be below it
 
@@ -67,8 +68,8 @@ struct RopeQuantAppendParams {
   void* k_cache = nullptr;
   void* v_cache = nullptr;
   KvCacheLayout kv;
-  HeadScales k_scale;  // divides when storing
-  HeadScales v_scale;  // divides when storing
+  HeadScales k_scale;                     // divides when storing
+  HeadScales v_scale;                     // divides when storing
   const int64_t* slot_mapping = nullptr;  // [T]; -1 = padding token
 };
 
