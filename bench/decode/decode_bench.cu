@@ -174,6 +174,7 @@ void run_shape(const DecodeShape& shape, DType kv_dtype, int32_t page_size, DTyp
   p.num_tokens = shape.batch;
   p.q_offsets = d_offsets.as<int32_t>();
   p.seq_lens = d_seq_lens.as<int32_t>();
+  p.block_table = tables.as<int32_t>();  // each captured call below points at its own copy
   p.block_table_stride = pages_per_seq;
   p.max_q_len = 1;
   p.max_seq_len = shape.seq_len;

@@ -4,6 +4,7 @@
 // drop a kernel object file that nothing references.)
 #include "quench/attention/attention_kernel_registry.h"
 #include "quench/attention/decode_gqa_attention_kernel.h"
+#include "quench/attention/prefill_hopper_attention_kernel.h"
 #include "quench/attention/prefill_mma_attention_kernel.h"
 #include "quench/attention/reference_attention_kernel.h"
 
@@ -13,6 +14,7 @@ void register_builtin_attention_kernels(AttentionKernelRegistry& registry) {
   register_reference_attention_kernel(registry);
   register_prefill_mma_attention_kernel(registry);
   register_decode_gqa_attention_kernel(registry);
+  register_prefill_hopper_attention_kernel(registry);
 }
 
 }  // namespace quench

@@ -1,0 +1,57 @@
+#include "quench/attention/prefill_hopper_attention_kernel.h"
+
+#include <memory>
+
+#include "quench/attention/attention_contract_check.h"
+#include "quench/core/error.h"
+#include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
+
+namespace quench {
+namespace {
+
+class PrefillHopperAttentionKernel final : public AttentionKernel {
+ public:
+  std::string name() const override { return kPrefillHopperKernelName; }
+  bool serves(AttentionPhase phase) const override { return phase == AttentionPhase::kPrefill; }
+  MemorySpace memory_space() const override { return MemorySpace::kDevice; }
+  int32_t priority() const override { return 5; }
+
+  // FP8 Q·Kᵀ on the tensor cores needs an FP8 query over an e4m3 cache (head_dim 128 only).
+  DType query_dtype(const AttentionConfig& config, AttentionPhase) const override {
+    const bool fp8_path =
+        config.allow_fp8_query && config.kv_dtype == DType::kFP8E4M3 && config.head_dim_qk == 128;
+    return fp8_path ? DType::kFP8E4M3 : config.model_dtype;
+  }
+
+  SupportCheck check(const AttentionConfig& config, AttentionPhase) const override {
+    if (config.compute_capability != 90) {
+      return SupportCheck::must_not(
+          str_cat("wgmma needs sm_90; got ", gpu_arch_name(config.compute_capability), "."));
+    }
+    const SupportCheck contract = check_attention_contract(config);
+    if (contract.level == SupportLevel::kMustNot) return contract;
+    if (config.kv_dtype == DType::kFP8E5M2) {
+      return SupportCheck::must_not("prefill_hopper does not support an fp8_e5m2 cache.");
+    }
+    if (config.q_dtype == DType::kF16) {
+      return SupportCheck::must_not("prefill_hopper does not support an f16 query.");
+    }
+    if (is_fp8(config.q_dtype) && config.head_dim_qk != 128) {
+      return SupportCheck::must_not("prefill_hopper takes an FP8 query only at head_dim 128.");
+    }
+    return SupportCheck::may(
+        "Hopper wgmma prefill; slower than prefill_mma today, chosen only when forced.");
+  }
+
+  void run(const AttentionParams& params, const KernelWorkspace&, void* stream) const override {
+    prefill_attention_hopper(params, static_cast<cudaStream_t>(stream));
+  }
+};
+
+}  // namespace
+
+void register_prefill_hopper_attention_kernel(AttentionKernelRegistry& registry) {
+  registry.add(std::make_unique<PrefillHopperAttentionKernel>());
+}
+
+}  // namespace quench
