@@ -53,11 +53,17 @@ struct DecodeTraits {
   static constexpr int kChunkGroups = kHeadDim / 64;  // 16-element K chunks per lane per token
   static constexpr int kKSteps = kHeadDim / 16;
   static constexpr int kONTiles = kHeadDim / 8;
-  static constexpr bool kQInRegisters = kHeadDim <= 128;          // hd256 re-reads Q from smem
+  static constexpr bool kQInRegisters = kHeadDim <= 64;           // wider heads re-read Q from smem
   static constexpr int kVBytesPerLane = kHeadDim * kKvBytes / 8;  // V columns one lane owns
   static constexpr int kVLoadBytes = kVBytesPerLane < 16 ? kVBytesPerLane : 16;
   static_assert(kChunksPerThread >= 1 && kTileTokens * kChunksPerRow % kThreads == 0);
 };
+
+// CTAs per SM the register allocation must allow. The kernel is latency-bound (one 16-row MMA
+// chain per warp, four warps per CTA): at hd <= 128, capping registers at 65536 / (4 * 128) = 128
+// per thread lets four CTAs (16 warps) share an SM instead of three.
+template <int kHeadDim>
+inline constexpr int kMinCtasPerSm = kHeadDim <= 128 ? 4 : 1;
 
 // Loads one lane's Q A-fragment words for 16-element chunk group `cg`: rows g and g+8, 8 words
 // each (4 k-steps x 2 words).
@@ -90,7 +96,7 @@ __device__ __forceinline__ void load_words(const uint8_t* src, uint32_t* w) {
 }
 
 template <int kHeadDim, DType kKvDtype, DType kQDtype>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kMinCtasPerSm<kHeadDim>)
     decode_attention_kernel(const __grid_constant__ DecodeKernelArgs args) {
   using T = DecodeTraits<kHeadDim, kKvDtype, kQDtype>;
   constexpr MmaType kMma = T::kMma;
