@@ -7,7 +7,10 @@
 //   buffers (16-byte copies, whole pages, zero-filled outside the visible range). Each of the 4
 //   warps owns 16 tokens of a tile and keeps its own online-softmax state; the warps are merged
 //   once at the end through shared memory.
-// - FP8 K/V are widened to bf16 (or f16 for an f16 query) in registers (fp8_pair_to_mma).
+// - FP8 K/V are widened to f16 in registers (fp8_pair_to_mma: one cvt per pair on sm_89+). A
+//   bf16 query row is multiplied by a power of two 2^e that puts its largest |q| in
+//   [2^15, 2^16), where every bf16 value down to 2^-29 of the row max is exact in f16; the
+//   row's scores are multiplied by 2^-e (q_unscale), so the products are unchanged.
 //   K's head dimension is permuted (identically for Q and K, so dot products are unchanged) so
 //   that one 16-byte shared load feeds four k-steps; V's token pairs are gathered with prmt.
 // - fp32 online softmax in log2 units; k_scale folds into the score scale, v_scale into the
@@ -31,8 +34,9 @@ template <int kHeadDim, DType kKvDtype, DType kQDtype>
 struct DecodeTraits {
   static constexpr bool kFp8Kv = kKvDtype != DType::kBF16;
   static constexpr int kKvBytes = kFp8Kv ? 1 : 2;
-  static constexpr MmaType kMma =
-      (kFp8Kv && kQDtype == DType::kF16) ? MmaType::kF16 : MmaType::kBF16;
+  static constexpr MmaType kMma = kFp8Kv ? MmaType::kF16 : MmaType::kBF16;
+  // bf16 query rows are scaled by a power of two into f16 range (see the top of this file).
+  static constexpr bool kScaleQ = kQDtype == DType::kBF16 && kMma == MmaType::kF16;
   static constexpr Fp8Kind kFp8 = kKvDtype == DType::kFP8E5M2 ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
 
   static constexpr int kRowBytes = kHeadDim * kKvBytes;  // one token of one head
@@ -46,7 +50,8 @@ struct DecodeTraits {
   static constexpr int kStatsBytes = 2 * kWarps * kRowsPerCta * 4;  // per-warp row max and sum
   // Block-table entries of the prologue's tiles, read in one parallel round.
   static constexpr int kProloguePagesBytes = (kMaxStages - 1) * (kTileTokens / 16) * 4;
-  static constexpr int kFixedBytes = kQBytes + kStatsBytes + kProloguePagesBytes;
+  static constexpr int kQUnscaleBytes = kRowsPerCta * 4;  // per row: 2^-e, multiplies scores
+  static constexpr int kFixedBytes = kQBytes + kStatsBytes + kQUnscaleBytes + kProloguePagesBytes;
   static constexpr int kCombineStride = kHeadDim + 4;  // floats
   static constexpr int kCombineBytes = kWarps * kRowsPerCta * kCombineStride * 4;
 
@@ -77,6 +82,38 @@ __device__ __forceinline__ void load_q_chunk(const uint8_t* q_smem, int g, int c
   lo[7] = b.w;
   hi[0] = d.x, hi[1] = d.y, hi[2] = d.z, hi[3] = d.w, hi[4] = e.x, hi[5] = e.y, hi[6] = e.z,
   hi[7] = e.w;
+}
+
+// Rewrites one 16-byte chunk of a bf16 query row (8 values) as f16 values times 2^e, where e is
+// shared by the row: its kChunksPerRow chunks are held by that many consecutive lanes (the
+// caller's loop gives every lane the same trip count), which agree on the row's max |q| by
+// shuffles. e puts the max in [2^15, 2^16): bf16 values there are <= 65280 < f16 max, and
+// every value >= 2^-29 of the max is an f16 normal, exact (8-bit significand). An all-zero row
+// keeps e = 0. unscale = 2^-e.
+template <int kChunksPerRow>
+__device__ __forceinline__ void scale_bf16_chunk_to_f16(uint4& v, float& unscale) {
+  uint32_t* w = reinterpret_cast<uint32_t*>(&v);
+  float lo[4], hi[4];
+  float max_abs = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    lo[i] = __uint_as_float(w[i] << 16);
+    hi[i] = __uint_as_float(w[i] & 0xffff0000u);
+    max_abs = fmaxf(max_abs, fmaxf(fabsf(lo[i]), fabsf(hi[i])));
+  }
+#pragma unroll
+  for (int offset = 1; offset < kChunksPerRow; offset *= 2)
+    max_abs = fmaxf(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, offset));
+  int e = 0;
+  if (max_abs > 0.0f) {
+    const int max_exponent = static_cast<int>((__float_as_uint(max_abs) >> 23) & 0xffu) - 127;
+    e = min(max(15 - max_exponent, -126), 126);  // 2^e and 2^-e stay fp32 normals
+  }
+  const float scale = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+  unscale = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    w[i] = pack_pair<MmaType::kF16>(lo[i] * scale, hi[i] * scale);
 }
 
 // Loads kBytes (8, 16 or 32; 8-byte aligned) of shared memory into words w[0, kBytes / 4).
@@ -149,7 +186,9 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm<kHeadDim>)
   uint8_t* q_smem = smem;
   float* stat_max = reinterpret_cast<float*>(smem + T::kQBytes);  // [warp][row]
   float* stat_sum = stat_max + kWarps * kRowsPerCta;
-  int32_t* prologue_pages = reinterpret_cast<int32_t*>(smem + T::kQBytes + T::kStatsBytes);
+  float* q_unscale = reinterpret_cast<float*>(smem + T::kQBytes + T::kStatsBytes);  // [row]
+  int32_t* prologue_pages =
+      reinterpret_cast<int32_t*>(smem + T::kQBytes + T::kStatsBytes + T::kQUnscaleBytes);
   uint8_t* pipe = smem + T::kFixedBytes;
 
   // Visible key range of this lane's two rows (g, g+8); rows past num_rows copy a real row.
@@ -256,11 +295,17 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm<kHeadDim>)
           }
         }
       }
+      float unscale = 1.0f;
+      if constexpr (T::kScaleQ) scale_bf16_chunk_to_f16<kQChunksPerRow>(v, unscale);
+      if (chunk == 0) q_unscale[r] = unscale;
       *reinterpret_cast<uint4*>(q_smem + r * T::kQStride + chunk * 16) = v;
     }
   }
 
   __syncthreads();  // Q in shared memory
+
+  // Score multiplier of this lane's rows g and g+8 (rows past num_rows hold zeros: 2^0).
+  const float row_score_mul[2] = {score_mul * q_unscale[g], score_mul * q_unscale[g + 8]};
 
   uint32_t q_frag[T::kQInRegisters ? T::kKSteps : 1][4];
   if constexpr (T::kQInRegisters) {
@@ -339,7 +384,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm<kHeadDim>)
     for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float x = s[nt][e] * score_mul;
+        float x = s[nt][e] * row_score_mul[e >> 1];
         if (soft_cap > 0.0f) x = fast_tanh(x) * cap_mul;
         if (need_mask) {
           const int32_t tok = tile_tok0 + 16 * warp + 8 * nt + 2 * c + (e & 1);
