@@ -65,10 +65,11 @@ struct DecodeTraits {
 };
 
 // CTAs per SM the register allocation must allow. The kernel is latency-bound (one 16-row MMA
-// chain per warp, four warps per CTA): at hd <= 128, capping registers at 65536 / (4 * 128) = 128
-// per thread lets four CTAs (16 warps) share an SM instead of three.
-template <int kHeadDim>
-inline constexpr int kMinCtasPerSm = kHeadDim <= 128 ? 4 : 1;
+// chain per warp, four warps per CTA), so more warps per SM pay. 128 registers per thread let
+// four CTAs (16 warps) share an SM, which shared memory allows when a token row is <= 128 bytes
+// (hd128 FP8, hd64 bf16: 4 CTAs x 2 stages); hd128 bf16 fits three CTAs (168 registers).
+template <int kHeadDim, int kKvBytes>
+inline constexpr int kMinCtasPerSm = kHeadDim > 128 ? 1 : (kHeadDim* kKvBytes <= 128 ? 4 : 3);
 
 // Loads one lane's Q A-fragment words for 16-element chunk group `cg`: rows g and g+8, 8 words
 // each (4 k-steps x 2 words).
@@ -133,7 +134,8 @@ __device__ __forceinline__ void load_words(const uint8_t* src, uint32_t* w) {
 }
 
 template <int kHeadDim, DType kKvDtype, DType kQDtype>
-__global__ void __launch_bounds__(kThreads, kMinCtasPerSm<kHeadDim>)
+__global__ void __launch_bounds__(kThreads,
+                                  kMinCtasPerSm<kHeadDim, kKvDtype == DType::kBF16 ? 2 : 1>)
     decode_attention_kernel(const __grid_constant__ DecodeKernelArgs args) {
   using T = DecodeTraits<kHeadDim, kKvDtype, kQDtype>;
   constexpr MmaType kMma = T::kMma;
