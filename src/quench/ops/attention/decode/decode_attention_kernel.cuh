@@ -69,7 +69,7 @@ struct DecodeTraits {
 // four CTAs (16 warps) share an SM, which shared memory allows when a token row is <= 128 bytes
 // (hd128 FP8, hd64 bf16: 4 CTAs x 2 stages); hd128 bf16 fits three CTAs (168 registers).
 template <int kHeadDim, int kKvBytes>
-inline constexpr int kMinCtasPerSm = kHeadDim > 128 ? 1 : (kHeadDim* kKvBytes <= 128 ? 4 : 3);
+inline constexpr int kMinCtasPerSm = kHeadDim > 128 ? 1 : ((kHeadDim * kKvBytes) <= 128 ? 4 : 3);
 
 // Loads one lane's Q A-fragment words for 16-element chunk group `cg`: rows g and g+8, 8 words
 // each (4 k-steps x 2 words).
