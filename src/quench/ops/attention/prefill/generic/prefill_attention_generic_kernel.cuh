@@ -68,8 +68,8 @@ struct PrefillConfig {
   static constexpr int kSmemBytes = cmax(cmax(kQBytes, kKvOffset + kKvBytes), kOutBytes);
   static_assert(kBlockM == kThreads / 32 * 16, "every warp owns 16 packed query rows");
   // CTAs per SM the register budget is sized for (65536 / (n * kThreads) registers, rounded down
-  // to the allocation granule of 8): head_dim 64: 2 (128 registers, 16 warps, 37 KB of shared
-  // memory each); 128: 1 (no cap, so no spills; 8 warps, 70 KB); 256: 1 (no cap; 4 warps, 96 KB,
+  // to the allocation granule of 8): head_dim 64: 2 (128 registers, 16 warps, 36 KB of shared
+  // memory each); 128: 1 (no cap, so no spills; 8 warps, 68 KB); 256: 1 (no cap; 4 warps, 96 KB,
   // shared memory allows 2).
   static constexpr int kMinBlocksPerSm = kHeadDim == 64 ? 2 : 1;
   static_assert(kMinBlocksPerSm * kSmemBytes <= 227 * 1024, "shared memory per SM exceeded");
@@ -86,7 +86,8 @@ __device__ __forceinline__ int swizzled(int row, int chunk) {
 // without the quarter-rate conversion units: each byte's sign, exponent and mantissa bits are
 // moved into bf16 position (reading the exponent with bf16's bias 127 instead of FP8's 7 / 15,
 // subnormals included), and one bf16x2 multiply by 2^120 (e4m3) / 2^112 (e5m2) restores the
-// bias; the product is exact. NaN/Inf codes are not preserved (the cache holds finite values).
+// bias; the product is exact. NaN/Inf codes become finite values: the cache never holds them, as
+// every FP8 store saturates to ±max (SPEC §1.2).
 template <KvKind kKv>
 __device__ __forceinline__ void fp8x4_to_bf16x2x2(uint32_t four, uint32_t& lo, uint32_t& hi) {
   constexpr bool kE4M3 = kKv == KvKind::kE4M3;
@@ -95,7 +96,8 @@ __device__ __forceinline__ void fp8x4_to_bf16x2x2(uint32_t four, uint32_t& lo, u
   constexpr int kShift = kE4M3 ? 4 : 3;
   constexpr uint32_t kMagnitude = kE4M3 ? 0x07f007f0u : 0x0fe00fe0u;
   constexpr uint32_t kBias = kE4M3 ? 0x7b807b80u : 0x77807780u;  // bf16x2 2^120 / 2^112
-  const auto widen_pair = [](uint32_t bytes_high) {              // FP8 codes in bits 8-15 and 24-31
+  // Input: two FP8 codes in bits 8-15 and 24-31, the other bits 0.
+  const auto widen_pair = [](uint32_t bytes_high) {
     const uint32_t bits = (bytes_high & 0x80008000u) | ((bytes_high >> kShift) & kMagnitude);
     uint32_t out;
     asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(out) : "r"(bits), "r"(kBias), "r"(0x80008000u));
