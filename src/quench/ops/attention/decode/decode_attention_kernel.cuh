@@ -7,7 +7,10 @@
 //   buffers (16-byte copies, whole pages, zero-filled outside the visible range). Each of the 4
 //   warps owns 16 tokens of a tile and keeps its own online-softmax state; the warps are merged
 //   once at the end through shared memory.
-// - FP8 K/V are widened to bf16 (or f16 for an f16 query) in registers (fp8_pair_to_mma).
+// - FP8 K/V are widened to f16 in registers (fp8_pair_to_mma: one cvt per pair on sm_89+). A
+//   bf16 query row is multiplied by a power of two 2^e that puts its largest |q| in
+//   [2^15, 2^16), where every bf16 value down to 2^-29 of the row max is exact in f16; the
+//   row's scores are multiplied by 2^-e (q_unscale), so the products are unchanged.
 //   K's head dimension is permuted (identically for Q and K, so dot products are unchanged) so
 //   that one 16-byte shared load feeds four k-steps; V's token pairs are gathered with prmt.
 // - fp32 online softmax in log2 units; k_scale folds into the score scale, v_scale into the
@@ -31,8 +34,9 @@ template <int kHeadDim, DType kKvDtype, DType kQDtype>
 struct DecodeTraits {
   static constexpr bool kFp8Kv = kKvDtype != DType::kBF16;
   static constexpr int kKvBytes = kFp8Kv ? 1 : 2;
-  static constexpr MmaType kMma =
-      (kFp8Kv && kQDtype == DType::kF16) ? MmaType::kF16 : MmaType::kBF16;
+  static constexpr MmaType kMma = kFp8Kv ? MmaType::kF16 : MmaType::kBF16;
+  // bf16 query rows are scaled by a power of two into f16 range (see the top of this file).
+  static constexpr bool kScaleQ = kQDtype == DType::kBF16 && kMma == MmaType::kF16;
   static constexpr Fp8Kind kFp8 = kKvDtype == DType::kFP8E5M2 ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
 
   static constexpr int kRowBytes = kHeadDim * kKvBytes;  // one token of one head
@@ -46,18 +50,26 @@ struct DecodeTraits {
   static constexpr int kStatsBytes = 2 * kWarps * kRowsPerCta * 4;  // per-warp row max and sum
   // Block-table entries of the prologue's tiles, read in one parallel round.
   static constexpr int kProloguePagesBytes = (kMaxStages - 1) * (kTileTokens / 16) * 4;
-  static constexpr int kFixedBytes = kQBytes + kStatsBytes + kProloguePagesBytes;
+  static constexpr int kQUnscaleBytes = kRowsPerCta * 4;  // per row: 2^-e, multiplies scores
+  static constexpr int kFixedBytes = kQBytes + kStatsBytes + kQUnscaleBytes + kProloguePagesBytes;
   static constexpr int kCombineStride = kHeadDim + 4;  // floats
   static constexpr int kCombineBytes = kWarps * kRowsPerCta * kCombineStride * 4;
 
   static constexpr int kChunkGroups = kHeadDim / 64;  // 16-element K chunks per lane per token
   static constexpr int kKSteps = kHeadDim / 16;
   static constexpr int kONTiles = kHeadDim / 8;
-  static constexpr bool kQInRegisters = kHeadDim <= 128;          // hd256 re-reads Q from smem
+  static constexpr bool kQInRegisters = kHeadDim <= 64;           // wider heads re-read Q from smem
   static constexpr int kVBytesPerLane = kHeadDim * kKvBytes / 8;  // V columns one lane owns
   static constexpr int kVLoadBytes = kVBytesPerLane < 16 ? kVBytesPerLane : 16;
   static_assert(kChunksPerThread >= 1 && kTileTokens * kChunksPerRow % kThreads == 0);
 };
+
+// CTAs per SM the register allocation must allow. The kernel is latency-bound (one 16-row MMA
+// chain per warp, four warps per CTA), so more warps per SM pay. 128 registers per thread let
+// four CTAs (16 warps) share an SM, which shared memory allows when a token row is <= 128 bytes
+// (hd128 FP8, hd64 bf16: 4 CTAs x 2 stages); hd128 bf16 fits three CTAs (168 registers).
+template <int kHeadDim, int kKvBytes>
+inline constexpr int kMinCtasPerSm = kHeadDim > 128 ? 1 : ((kHeadDim * kKvBytes) <= 128 ? 4 : 3);
 
 // Loads one lane's Q A-fragment words for 16-element chunk group `cg`: rows g and g+8, 8 words
 // each (4 k-steps x 2 words).
@@ -71,6 +83,38 @@ __device__ __forceinline__ void load_q_chunk(const uint8_t* q_smem, int g, int c
   lo[7] = b.w;
   hi[0] = d.x, hi[1] = d.y, hi[2] = d.z, hi[3] = d.w, hi[4] = e.x, hi[5] = e.y, hi[6] = e.z,
   hi[7] = e.w;
+}
+
+// Rewrites one 16-byte chunk of a bf16 query row (8 values) as f16 values times 2^e, where e is
+// shared by the row: its kChunksPerRow chunks are held by that many consecutive lanes (the
+// caller's loop gives every lane the same trip count), which agree on the row's max |q| by
+// shuffles. e puts the max in [2^15, 2^16): bf16 values there are <= 65280 < f16 max, and
+// every value >= 2^-29 of the max is an f16 normal, exact (8-bit significand). An all-zero row
+// keeps e = 0. unscale = 2^-e.
+template <int kChunksPerRow>
+__device__ __forceinline__ void scale_bf16_chunk_to_f16(uint4& v, float& unscale) {
+  uint32_t* w = reinterpret_cast<uint32_t*>(&v);
+  float lo[4], hi[4];
+  float max_abs = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    lo[i] = __uint_as_float(w[i] << 16);
+    hi[i] = __uint_as_float(w[i] & 0xffff0000u);
+    max_abs = fmaxf(max_abs, fmaxf(fabsf(lo[i]), fabsf(hi[i])));
+  }
+#pragma unroll
+  for (int offset = 1; offset < kChunksPerRow; offset *= 2)
+    max_abs = fmaxf(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, offset));
+  int e = 0;
+  if (max_abs > 0.0f) {
+    const int max_exponent = static_cast<int>((__float_as_uint(max_abs) >> 23) & 0xffu) - 127;
+    e = min(max(15 - max_exponent, -126), 126);  // 2^e and 2^-e stay fp32 normals
+  }
+  const float scale = __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+  unscale = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    w[i] = pack_pair<MmaType::kF16>(lo[i] * scale, hi[i] * scale);
 }
 
 // Loads kBytes (8, 16 or 32; 8-byte aligned) of shared memory into words w[0, kBytes / 4).
@@ -90,7 +134,8 @@ __device__ __forceinline__ void load_words(const uint8_t* src, uint32_t* w) {
 }
 
 template <int kHeadDim, DType kKvDtype, DType kQDtype>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads,
+                                  kMinCtasPerSm<kHeadDim, kKvDtype == DType::kBF16 ? 2 : 1>)
     decode_attention_kernel(const __grid_constant__ DecodeKernelArgs args) {
   using T = DecodeTraits<kHeadDim, kKvDtype, kQDtype>;
   constexpr MmaType kMma = T::kMma;
@@ -143,7 +188,9 @@ __global__ void __launch_bounds__(kThreads)
   uint8_t* q_smem = smem;
   float* stat_max = reinterpret_cast<float*>(smem + T::kQBytes);  // [warp][row]
   float* stat_sum = stat_max + kWarps * kRowsPerCta;
-  int32_t* prologue_pages = reinterpret_cast<int32_t*>(smem + T::kQBytes + T::kStatsBytes);
+  float* q_unscale = reinterpret_cast<float*>(smem + T::kQBytes + T::kStatsBytes);  // [row]
+  int32_t* prologue_pages =
+      reinterpret_cast<int32_t*>(smem + T::kQBytes + T::kStatsBytes + T::kQUnscaleBytes);
   uint8_t* pipe = smem + T::kFixedBytes;
 
   // Visible key range of this lane's two rows (g, g+8); rows past num_rows copy a real row.
@@ -169,18 +216,26 @@ __global__ void __launch_bounds__(kThreads)
   const uint8_t* v_global = static_cast<const uint8_t*>(p.v_cache);
   const int32_t* pages_of_seq = p.block_table + static_cast<int64_t>(seq) * p.block_table_stride;
   const int32_t page_size = p.kv.page_size;
+  // page_size is 16, 32 or 64 (KvCacheLayout::validate): a shift and a mask replace the integer
+  // divisions (~20 instructions each, 8 per thread per tile) of token -> (page, slot).
+  const int page_shift = __ffs(page_size) - 1;
+  const int32_t page_mask = page_size - 1;
+  // Byte strides of KvCacheLayout::offset; a page (<= 64 tokens x all heads) fits in int32.
+  const int64_t page_bytes = p.kv.page_elems() * T::kKvBytes;
+  const int32_t token_bytes = static_cast<int32_t>(p.kv.token_stride() * T::kKvBytes);
+  const int32_t head_bytes = static_cast<int32_t>(kv_head * p.kv.head_stride() * T::kKvBytes);
   const int num_stages = args.num_stages;
 
   // Page of each 16-byte chunk this thread copies for tile `tile` (-1: zero-fill). In the main
   // loop it is loaded one tile ahead, so the block-table latency hides behind a tile of
   // compute; the prologue's tiles take theirs from prologue_pages, filled in one round.
-  const int32_t pages_per_tile = kTileTokens / page_size;
+  const int32_t pages_per_tile = kTileTokens >> page_shift;
   const int prologue_tiles = min(num_stages - 1, num_tiles);
   for (int i = tid; i < prologue_tiles * pages_per_tile; i += kThreads) {
     const int32_t first_tok =
         (my_tile0 + i / pages_per_tile) * kTileTokens + i % pages_per_tile * page_size;
     // Pages that start at or past kv_end may lie beyond the block-table row: never read them.
-    prologue_pages[i] = first_tok < kv_end ? __ldg(pages_of_seq + first_tok / page_size) : -1;
+    prologue_pages[i] = first_tok < kv_end ? __ldg(pages_of_seq + (first_tok >> page_shift)) : -1;
   }
   __syncthreads();
   int32_t chunk_page[T::kChunksPerThread];
@@ -193,9 +248,9 @@ __global__ void __launch_bounds__(kThreads)
       if (!visible) {
         chunk_page[i] = -1;
       } else if (tile < prologue_tiles) {
-        chunk_page[i] = prologue_pages[tile * pages_per_tile + row / page_size];
+        chunk_page[i] = prologue_pages[tile * pages_per_tile + (row >> page_shift)];
       } else {
-        chunk_page[i] = __ldg(pages_of_seq + tok / page_size);
+        chunk_page[i] = __ldg(pages_of_seq + (tok >> page_shift));
       }
     }
   };
@@ -210,9 +265,10 @@ __global__ void __launch_bounds__(kThreads)
         const int col = id % T::kChunksPerRow;
         const int32_t tok = (my_tile0 + tile) * kTileTokens + row;
         const bool valid = chunk_page[i] >= 0;
-        const int64_t offset =
-            valid ? p.kv.offset(chunk_page[i], tok % page_size, kv_head, 0) * T::kKvBytes + col * 16
-                  : 0;
+        // = p.kv.offset(page, tok % page_size, kv_head, 0) * kKvBytes + col * 16.
+        const int64_t offset = valid ? chunk_page[i] * page_bytes +
+                                           ((tok & page_mask) * token_bytes + head_bytes + col * 16)
+                                     : 0;
         const int smem_offset = row * T::kKvStride + col * 16;
         cp_async_16(smem_address(k_tile + smem_offset), k_global + offset, valid);
         cp_async_16(smem_address(v_tile + smem_offset), v_global + offset, valid);
@@ -250,11 +306,17 @@ __global__ void __launch_bounds__(kThreads)
           }
         }
       }
+      float unscale = 1.0f;
+      if constexpr (T::kScaleQ) scale_bf16_chunk_to_f16<kQChunksPerRow>(v, unscale);
+      if (chunk == 0) q_unscale[r] = unscale;
       *reinterpret_cast<uint4*>(q_smem + r * T::kQStride + chunk * 16) = v;
     }
   }
 
   __syncthreads();  // Q in shared memory
+
+  // Score multiplier of this lane's rows g and g+8 (rows past num_rows hold zeros: 2^0).
+  const float row_score_mul[2] = {score_mul * q_unscale[g], score_mul * q_unscale[g + 8]};
 
   uint32_t q_frag[T::kQInRegisters ? T::kKSteps : 1][4];
   if constexpr (T::kQInRegisters) {
@@ -333,7 +395,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float x = s[nt][e] * score_mul;
+        float x = s[nt][e] * row_score_mul[e >> 1];
         if (soft_cap > 0.0f) x = fast_tanh(x) * cap_mul;
         if (need_mask) {
           const int32_t tok = tile_tok0 + 16 * warp + 8 * nt + 2 * c + (e & 1);

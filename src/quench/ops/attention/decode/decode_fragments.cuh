@@ -9,8 +9,8 @@
 
 namespace quench::decode {
 
-// Which 16-bit type the tensor cores multiply in: bf16, or f16 when the query is f16 and the
-// cache is FP8 (every FP8 value is exact in f16, and an f16 query must not lose bits).
+// Which 16-bit type the tensor cores multiply in: bf16 over a bf16 cache, f16 over an FP8 cache
+// (every FP8 value is exact in f16; a bf16 query is scaled into f16 range exactly first).
 enum class MmaType { kBF16, kF16 };
 
 // c += a * b for one m16n8k16 tile. a: 16x16 row-major fragment (4 regs), b: 16x8 column

@@ -1,5 +1,6 @@
 // Host launcher of the generic prefill kernel: support check, dispatch on head_dim and KV dtype
-// (9 instantiations), grid (query tiles of 64 packed rows, KV heads, sequences).
+// (9 instantiations), grid (query tiles of PrefillConfig::kBlockM packed rows, KV heads,
+// sequences).
 #include "quench/ops/attention/prefill/generic/prefill_attention_generic.h"
 
 #include "quench/core/error.h"

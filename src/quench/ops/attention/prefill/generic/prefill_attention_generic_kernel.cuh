@@ -1,16 +1,16 @@
 // The generic tensor-core prefill attention kernel (FlashAttention-2 style, mma.sync, sm_80+).
 //
-// One CTA of 4 warps per (tile of 64 packed query rows, KV head, sequence). The query heads of
-// one GQA group are packed into the rows (row m = token m / group, head h_kv * group + m % group)
-// so each K/V tile gathered from the paged cache serves the whole group. Each warp owns 16 rows
-// (their Q fragments stay in registers for head_dim <= 128). K/V tiles of kBlockN keys are
-// gathered page by page through the block table with cp.async, double-buffered; FP8 tiles land
-// in a byte staging buffer and are widened to bf16 in shared memory (exact: every e4m3/e5m2
-// value is a bf16 value), so one bf16 mma path serves every dtype. The per-tile path is kept
-// short and branch-free: the soft-cap and the causal/window mask are one warp-uniform branch
-// per tile each (the mask only on diagonal and window-edge tiles). Scales never touch the operands:
-// q_scale * k_scale * sm_scale multiplies the scores, v_scale / denominator multiplies the output
-// in the epilogue (SPEC §1.2).
+// One CTA of 8 warps (head_dim 256: 4) per (tile of 16 packed query rows per warp, KV head,
+// sequence). The query heads of one GQA group are packed into the rows (row m = token m / group,
+// head h_kv * group + m % group) so each K/V tile gathered from the paged cache serves the whole
+// group. Each warp owns 16 rows (their Q fragments stay in registers for head_dim <= 128). K/V
+// tiles of kBlockN keys are gathered page by page through the block table with cp.async,
+// double-buffered; FP8 tiles land in a byte staging buffer and are widened to bf16 in shared memory
+// (exact: every e4m3/e5m2 value is a bf16 value), so one bf16 mma path serves every dtype. The
+// per-tile path is kept short and branch-free: the soft-cap and the causal/window mask are one
+// warp-uniform branch per tile each (the mask only on diagonal and window-edge tiles). Scales never
+// touch the operands: q_scale * k_scale * sm_scale multiplies the scores, v_scale / denominator
+// multiplies the output in the epilogue (SPEC §1.2).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -43,8 +43,12 @@ constexpr int cmax(int a, int b) {
 
 template <int kHeadDim, KvKind kKv>
 struct PrefillConfig {
-  static constexpr int kThreads = 128;
-  static constexpr int kBlockM = 64;  // packed query rows per CTA, 16 per warp
+  // head_dim <= 128: 8 warps and 128 rows per CTA, so every K/V tile gathered (and, for FP8,
+  // widened) in shared memory serves twice the rows of a 4-warp CTA. head_dim 256 keeps 4 warps
+  // and 64 rows: its 128 fp32 accumulators per thread leave one 8-warp CTA no room to hide
+  // latency, and its 128-row shared memory would not leave room for a second CTA.
+  static constexpr int kThreads = kHeadDim <= 128 ? 256 : 128;
+  static constexpr int kBlockM = kThreads / 32 * 16;  // packed query rows per CTA, 16 per warp
   static constexpr int kBlockN = kHeadDim > 128 ? 32 : 64;  // keys per K/V tile
   static constexpr bool kFp8Kv = kKv != KvKind::kBF16;
   static constexpr int kChunks = kHeadDim / 8;  // 16-byte bf16 chunks per row
@@ -62,10 +66,13 @@ struct PrefillConfig {
   static constexpr int kOutStride = kHeadDim + 8;  // floats; padding spreads the banks
   static constexpr int kOutBytes = kBlockM * kOutStride * 4;
   static constexpr int kSmemBytes = cmax(cmax(kQBytes, kKvOffset + kKvBytes), kOutBytes);
-  // CTAs per SM the register budget is sized for (65536 / (n * 128) registers, rounded down to
-  // the allocation granule of 8): head_dim 64: 4 (128 registers, 32 KB of shared memory each);
-  // 128: 3 (168 registers, 64 KB each); 256: 1 (no cap; shared memory allows 2).
-  static constexpr int kMinBlocksPerSm = kHeadDim == 64 ? 4 : kHeadDim == 128 ? 3 : 1;
+  static_assert(kBlockM == kThreads / 32 * 16, "every warp owns 16 packed query rows");
+  // CTAs per SM the register budget is sized for (65536 / (n * kThreads) registers, rounded down
+  // to the allocation granule of 8): head_dim 64: 2 (128 registers, 16 warps, 36 KB of shared
+  // memory each); 128: 1 (no cap, so no spills; 8 warps, 68 KB); 256: 1 (no cap; 4 warps, 96 KB,
+  // shared memory allows 2).
+  static constexpr int kMinBlocksPerSm = kHeadDim == 64 ? 2 : 1;
+  static_assert(kMinBlocksPerSm * kSmemBytes <= 227 * 1024, "shared memory per SM exceeded");
 };
 
 // Element offset of 8-element chunk `chunk` of row `row` in a [rows][kHeadDim] bf16 tile whose
@@ -73,6 +80,31 @@ struct PrefillConfig {
 template <int kHeadDim>
 __device__ __forceinline__ int swizzled(int row, int chunk) {
   return row * kHeadDim + ((chunk ^ (row & 7)) << 3);
+}
+
+// Four FP8 values (byte i of `four`) -> bf16 pairs (lo = values 0, 1; hi = values 2, 3), exact,
+// without the quarter-rate conversion units: each byte's sign, exponent and mantissa bits are
+// moved into bf16 position (reading the exponent with bf16's bias 127 instead of FP8's 7 / 15,
+// subnormals included), and one bf16x2 multiply by 2^120 (e4m3) / 2^112 (e5m2) restores the
+// bias; the product is exact. NaN/Inf codes become finite values: the cache never holds them, as
+// every FP8 store saturates to ±max (SPEC §1.2).
+template <KvKind kKv>
+__device__ __forceinline__ void fp8x4_to_bf16x2x2(uint32_t four, uint32_t& lo, uint32_t& hi) {
+  constexpr bool kE4M3 = kKv == KvKind::kE4M3;
+  // A code in bits 8-15 of a half, shifted right by 4 (e4m3) / 3 (e5m2), puts its exponent in
+  // the low bits of bf16's exponent field (bit 7 up) and its mantissa below it.
+  constexpr int kShift = kE4M3 ? 4 : 3;
+  constexpr uint32_t kMagnitude = kE4M3 ? 0x07f007f0u : 0x0fe00fe0u;
+  constexpr uint32_t kBias = kE4M3 ? 0x7b807b80u : 0x77807780u;  // bf16x2 2^120 / 2^112
+  // Input: two FP8 codes in bits 8-15 and 24-31, the other bits 0.
+  const auto widen_pair = [](uint32_t bytes_high) {
+    const uint32_t bits = (bytes_high & 0x80008000u) | ((bytes_high >> kShift) & kMagnitude);
+    uint32_t out;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(out) : "r"(bits), "r"(kBias), "r"(0x80008000u));
+    return out;
+  };
+  lo = widen_pair(__byte_perm(four, 0u, 0x1404));  // bytes 0, 1 -> bits 8-15, 24-31; rest 0
+  hi = widen_pair(__byte_perm(four, 0u, 0x3424));  // bytes 2, 3 -> bits 8-15, 24-31; rest 0
 }
 
 // 8 query elements of dtype `q_dtype` at `src` -> 8 bf16 (exact for bf16 and FP8; f16 rounds).
@@ -208,7 +240,6 @@ __global__ void __launch_bounds__(PrefillConfig<kHeadDim, kKv>::kThreads,
   // FP8 staging of `stage` -> the bf16 K and V tiles. Each thread widens one fixed 16-byte
   // column of every kRowsPerPass-th row, so the loop is unrolled with invariant addressing.
   const auto widen_fp8_tiles = [&](int stage) {
-    constexpr __nv_fp8_interpretation_t kFormat = kKv == KvKind::kE4M3 ? __NV_E4M3 : __NV_E5M2;
     constexpr int kChunks16 = kHeadDim / 16;  // 16 FP8 values per staging chunk
     constexpr int kRowsPerPass = Cfg::kThreads / kChunks16;
     static_assert(Cfg::kThreads % kChunks16 == 0 && kBlockN % kRowsPerPass == 0);
@@ -228,10 +259,8 @@ __global__ void __launch_bounds__(PrefillConfig<kHeadDim, kKv>::kThreads,
         uint32_t* hi_words = &hi.x;
 #pragma unroll
         for (int w = 0; w < 2; ++w) {
-          lo_words[2 * w] = fp8x2_to_bf16x2(in[w] & 0xffffu, kFormat);
-          lo_words[2 * w + 1] = fp8x2_to_bf16x2(in[w] >> 16, kFormat);
-          hi_words[2 * w] = fp8x2_to_bf16x2(in[w + 2] & 0xffffu, kFormat);
-          hi_words[2 * w + 1] = fp8x2_to_bf16x2(in[w + 2] >> 16, kFormat);
+          fp8x4_to_bf16x2x2<kKv>(in[w], lo_words[2 * w], lo_words[2 * w + 1]);
+          fp8x4_to_bf16x2x2<kKv>(in[w + 2], hi_words[2 * w], hi_words[2 * w + 1]);
         }
         __nv_bfloat16* tile = reinterpret_cast<__nv_bfloat16*>(kv_smem + tensor * Cfg::kTileBytes);
         *reinterpret_cast<uint4*>(tile + swizzled<kHeadDim>(row, 2 * chunk)) = lo;
