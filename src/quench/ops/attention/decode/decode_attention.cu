@@ -29,7 +29,6 @@ constexpr int kMinBytesInFlightPerSm = 64 * 1024;
 constexpr int kMaxCtasPerSm = 4;
 // A split covers at least this many 64-token tiles, so the merge stays cheap.
 constexpr int kMinTilesPerSplit = 2;
-constexpr int kMaxSplits = 64;
 constexpr int kMinTilesPerLongSplit = 16;
 
 void check_cuda(cudaError_t status, const char* what) {
@@ -97,7 +96,7 @@ KernelLaunchConfig compute_launch_config(const DecodeKernelInfo& info, int devic
   QUENCH_REQUIRE(config.num_stages >= 2, "decode attention: a ", info.stage_bytes,
                  "-byte pipeline stage does not fit twice in ", smem_per_block,
                  " bytes of shared memory");
-  // Two stages always hold the combine buffer: 2 * 128 * (D * bytes + 16) > 256 * (D + 4).
+  // The combine buffer reuses the pipeline buffers: whichever is larger sizes the window.
   config.smem_bytes = smem_for(config.num_stages);
   check_cuda(
       cudaFuncSetAttribute(info.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, config.smem_bytes),
@@ -134,7 +133,7 @@ int64_t choose_num_splits(int64_t base, int64_t slots, int64_t tiles) {
   if (base <= 0) return 1;
   if (base < slots) {
     return std::max<int64_t>(
-        1, std::min({slots / base, tiles / kMinTilesPerSplit, static_cast<int64_t>(kMaxSplits)}));
+        1, std::min({slots / base, tiles / kMinTilesPerSplit, static_cast<int64_t>(decode::kMaxSplits)}));
   }
   auto wave_efficiency = [&](int64_t splits) {
     const double waves = static_cast<double>(base * splits) / static_cast<double>(slots);

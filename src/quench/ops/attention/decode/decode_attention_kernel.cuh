@@ -40,7 +40,12 @@ struct DecodeTraits {
   static constexpr Fp8Kind kFp8 = kKvDtype == DType::kFP8E5M2 ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
 
   static constexpr int kRowBytes = kHeadDim * kKvBytes;  // one token of one head
-  static constexpr int kKvStride = kRowBytes + 16;       // padded against bank conflicts
+  // FP8 rows of whole 128-byte lines are stored unpadded with their 16-byte chunks swizzled
+  // (kv_smem_offset): 12% less shared memory per stage than padding, which is what lets hd128
+  // FP8 keep two tiles in flight in each of four CTAs per SM. Other rows are padded by 16 bytes
+  // against bank conflicts (the bf16 K fragment loads read 32 contiguous bytes).
+  static constexpr bool kSwizzleKv = kFp8Kv && kRowBytes % 128 == 0;
+  static constexpr int kKvStride = kSwizzleKv ? kRowBytes : kRowBytes + 16;
   static constexpr int kChunksPerRow = kRowBytes / 16;
   static constexpr int kChunksPerThread = kTileTokens * kChunksPerRow / kThreads;
   static constexpr int kStageBytes = 2 * kTileTokens * kKvStride;  // K tile then V tile
@@ -62,6 +67,20 @@ struct DecodeTraits {
   static constexpr int kVBytesPerLane = kHeadDim * kKvBytes / 8;  // V columns one lane owns
   static constexpr int kVLoadBytes = kVBytesPerLane < 16 ? kVBytesPerLane : 16;
   static_assert(kChunksPerThread >= 1 && kTileTokens * kChunksPerRow % kThreads == 0);
+
+  // Shared-memory offset of byte `byte` (16-byte aligned accesses only) of KV tile row `row`.
+  // Swizzled rows XOR the chunk index with f(row) = 2 * ((row / 2) % 4) ^ 4 * (row % 2), chosen
+  // so that both fragment reads are conflict-free per 8-lane phase: K reads rows {2k, 2k+1} x
+  // chunks {4b..4b+3} (f differs in bit 2 between the rows), V reads rows {r, r+2, r+4, r+6} x
+  // chunks {2a, 2a+1} (f / 2 differs across the rows).
+  static __device__ __forceinline__ int kv_smem_offset(int row, int byte) {
+    if constexpr (kSwizzleKv) {
+      const int f = (((row >> 1) & 3) << 1) ^ ((row & 1) << 2);
+      return row * kKvStride + (byte ^ (f << 4));
+    } else {
+      return row * kKvStride + byte;
+    }
+  }
 };
 
 // CTAs per SM the register allocation must allow. The kernel is latency-bound (one 16-row MMA
@@ -269,7 +288,7 @@ __global__ void __launch_bounds__(kThreads,
         const int64_t offset = valid ? chunk_page[i] * page_bytes +
                                            ((tok & page_mask) * token_bytes + head_bytes + col * 16)
                                      : 0;
-        const int smem_offset = row * T::kKvStride + col * 16;
+        const int smem_offset = T::kv_smem_offset(row, col * 16);
         cp_async_16(smem_address(k_tile + smem_offset), k_global + offset, valid);
         cp_async_16(smem_address(v_tile + smem_offset), v_global + offset, valid);
       }
@@ -359,7 +378,7 @@ __global__ void __launch_bounds__(kThreads,
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         const uint8_t* src =
-            k_tile + (16 * warp + 8 * nt + g) * T::kKvStride + (4 * cg + c) * 16 * T::kKvBytes;
+            k_tile + T::kv_smem_offset(16 * warp + 8 * nt + g, (4 * cg + c) * 16 * T::kKvBytes);
         load_words<16 * T::kKvBytes>(src, k_words[nt]);
       }
       uint32_t q_lo[8], q_hi[8];
@@ -452,10 +471,10 @@ __global__ void __launch_bounds__(kThreads,
       uint32_t v_words[4][T::kVLoadBytes / 4];
       const int col_byte = g * T::kVBytesPerLane + ld * T::kVLoadBytes;
       const int tok0 = 16 * warp + 2 * c;
-      load_words<T::kVLoadBytes>(v_tile + tok0 * T::kKvStride + col_byte, v_words[0]);
-      load_words<T::kVLoadBytes>(v_tile + (tok0 + 1) * T::kKvStride + col_byte, v_words[1]);
-      load_words<T::kVLoadBytes>(v_tile + (tok0 + 8) * T::kKvStride + col_byte, v_words[2]);
-      load_words<T::kVLoadBytes>(v_tile + (tok0 + 9) * T::kKvStride + col_byte, v_words[3]);
+      load_words<T::kVLoadBytes>(v_tile + T::kv_smem_offset(tok0, col_byte), v_words[0]);
+      load_words<T::kVLoadBytes>(v_tile + T::kv_smem_offset(tok0 + 1, col_byte), v_words[1]);
+      load_words<T::kVLoadBytes>(v_tile + T::kv_smem_offset(tok0 + 8, col_byte), v_words[2]);
+      load_words<T::kVLoadBytes>(v_tile + T::kv_smem_offset(tok0 + 9, col_byte), v_words[3]);
 #pragma unroll
       for (int k = 0; k < kElemsPerLoad; ++k) {
         uint32_t b0, b1;

@@ -20,6 +20,8 @@ inline constexpr int kWarps = 4;
 inline constexpr int kThreads = kWarps * 32;
 // Deepest cp.async pipeline (tiles in shared memory) the launcher may choose.
 inline constexpr int kMaxStages = 8;
+// Most KV splits per (request, KV head, row group): the merge holds one weight per split.
+inline constexpr int kMaxSplits = 64;
 
 struct DecodeKernelArgs {
   AttentionParams p;       // device pointers
