@@ -273,9 +273,14 @@ __global__ void __launch_bounds__(kThreads,
       }
     }
   };
+  // Stage buffers are used round robin; the tile loop advances these offsets instead of taking
+  // tile % num_stages (num_stages is a runtime value: a division per use).
+  const int ring_bytes = num_stages * T::kStageBytes;
+  int write_offset = 0;  // stage buffer of the next tile issue_tile loads
   auto issue_tile = [&](int tile) {
     if (tile < num_tiles) {
-      uint8_t* k_tile = pipe + (tile % num_stages) * T::kStageBytes;
+      uint8_t* k_tile = pipe + write_offset;
+      write_offset = write_offset + T::kStageBytes == ring_bytes ? 0 : write_offset + T::kStageBytes;
       uint8_t* v_tile = k_tile + kTileTokens * T::kKvStride;
 #pragma unroll
       for (int i = 0; i < T::kChunksPerThread; ++i) {
@@ -360,13 +365,15 @@ __global__ void __launch_bounds__(kThreads,
   float row_max[2] = {-INFINITY, -INFINITY};
   float row_sum[2] = {0.0f, 0.0f};  // this lane's share; reduced across the quad at the end
 
+  int read_offset = 0;  // stage buffer of tile `tile`
   for (int tile = 0; tile < num_tiles; ++tile) {
     cp_async_wait_pending(num_stages - 2);
     __syncthreads();  // tile `tile` landed for all threads; buffer tile-1 is free again
     issue_tile(tile + num_stages - 1);
     load_pages(tile + num_stages);
 
-    const uint8_t* k_tile = pipe + (tile % num_stages) * T::kStageBytes;
+    const uint8_t* k_tile = pipe + read_offset;
+    read_offset = read_offset + T::kStageBytes == ring_bytes ? 0 : read_offset + T::kStageBytes;
     const uint8_t* v_tile = k_tile + kTileTokens * T::kKvStride;
     const int32_t tile_tok0 = (my_tile0 + tile) * kTileTokens;
 
