@@ -258,24 +258,42 @@ __global__ void __launch_bounds__(kThreads,
   }
   __syncthreads();
   int32_t chunk_page[T::kChunksPerThread];
+  auto load_prologue_pages = [&](int tile) {
+#pragma unroll
+    for (int i = 0; i < T::kChunksPerThread; ++i) {
+      const int row = (tid + i * kThreads) / T::kChunksPerRow;
+      const int32_t tok = (my_tile0 + tile) * kTileTokens + row;
+      const bool visible = tile < num_tiles && tok >= kv_begin && tok < kv_end;
+      chunk_page[i] =
+          visible ? prologue_pages[tile * pages_per_tile + (row >> page_shift)] : -1;
+    }
+  };
+  // In the loop: branch-free. The block-table index is clamped to the last visible page, so the
+  // read stays inside the request's row even for chunks that are not visible (their page is
+  // then replaced by -1).
+  const int32_t last_page_index = (kv_end - 1) >> page_shift;
   auto load_pages = [&](int tile) {
 #pragma unroll
     for (int i = 0; i < T::kChunksPerThread; ++i) {
       const int row = (tid + i * kThreads) / T::kChunksPerRow;
       const int32_t tok = (my_tile0 + tile) * kTileTokens + row;
       const bool visible = tile < num_tiles && tok >= kv_begin && tok < kv_end;
-      if (!visible) {
-        chunk_page[i] = -1;
-      } else if (tile < prologue_tiles) {
-        chunk_page[i] = prologue_pages[tile * pages_per_tile + (row >> page_shift)];
-      } else {
-        chunk_page[i] = __ldg(pages_of_seq + (tok >> page_shift));
-      }
+      const int32_t page = __ldg(pages_of_seq + min(tok >> page_shift, last_page_index));
+      chunk_page[i] = visible ? page : -1;
     }
   };
   // Stage buffers are used round robin; the tile loop advances these offsets instead of taking
   // tile % num_stages (num_stages is a runtime value: a division per use).
   const int ring_bytes = num_stages * T::kStageBytes;
+  // Every tile starts on a page boundary (page_size divides kTileTokens), so a chunk's byte
+  // offset inside its page is the same for every tile.
+  int32_t chunk_in_page[T::kChunksPerThread];
+#pragma unroll
+  for (int i = 0; i < T::kChunksPerThread; ++i) {
+    const int id = tid + i * kThreads;
+    chunk_in_page[i] = ((id / T::kChunksPerRow) & page_mask) * token_bytes + head_bytes +
+                       id % T::kChunksPerRow * 16;
+  }
   int write_offset = 0;  // stage buffer of the next tile issue_tile loads
   auto issue_tile = [&](int tile) {
     if (tile < num_tiles) {
@@ -287,12 +305,9 @@ __global__ void __launch_bounds__(kThreads,
         const int id = tid + i * kThreads;
         const int row = id / T::kChunksPerRow;
         const int col = id % T::kChunksPerRow;
-        const int32_t tok = (my_tile0 + tile) * kTileTokens + row;
         const bool valid = chunk_page[i] >= 0;
-        // = p.kv.offset(page, tok % page_size, kv_head, 0) * kKvBytes + col * 16.
-        const int64_t offset = valid ? chunk_page[i] * page_bytes +
-                                           ((tok & page_mask) * token_bytes + head_bytes + col * 16)
-                                     : 0;
+        // = p.kv.offset(page, token % page_size, kv_head, 0) * kKvBytes + col * 16.
+        const int64_t offset = valid ? chunk_page[i] * page_bytes + chunk_in_page[i] : 0;
         const int smem_offset = T::kv_smem_offset(row, col * 16);
         cp_async_16(smem_address(k_tile + smem_offset), k_global + offset, valid);
         cp_async_16(smem_address(v_tile + smem_offset), v_global + offset, valid);
@@ -302,7 +317,7 @@ __global__ void __launch_bounds__(kThreads,
   };
 
   for (int s = 0; s < num_stages - 1; ++s) {
-    load_pages(s);
+    load_prologue_pages(s);
     issue_tile(s);
   }
   load_pages(num_stages - 1);
@@ -342,6 +357,31 @@ __global__ void __launch_bounds__(kThreads,
   // Score multiplier of this lane's rows g and g+8 (rows past num_rows hold zeros: 2^0).
   const float row_score_mul[2] = {score_mul * q_unscale[g], score_mul * q_unscale[g + 8]};
 
+  // Heads wider than 64 re-read Q every tile. Rewrite it in fragment order (k-step, lane, the
+  // four A registers), so that each k-step is one conflict-free 16-byte load straight into the
+  // MMA's operand registers: the row-major pairs would need register moves per tile.
+  const uint4* q_frags = reinterpret_cast<const uint4*>(q_smem);
+  if constexpr (!T::kQInRegisters) {
+    static_assert(T::kKSteps * 32 * 16 <= T::kQBytes, "Q fragments reuse the Q rows' space");
+    constexpr int kFragsPerThread = T::kKSteps * 32 / kThreads;
+    uint4 frag[kFragsPerThread];
+#pragma unroll
+    for (int f = 0; f < kFragsPerThread; ++f) {
+      const int idx = tid + f * kThreads;  // k-step idx / 32 of lane idx % 32
+      const int ks = idx / 32, fg = idx % 32 / 4, fc = idx % 4;
+      // Words 2j, 2j+1 (j = ks % 4) of load_q_chunk's lo (row fg) and hi (row fg + 8).
+      const int byte = (4 * (ks / 4) + fc) * 32 + 8 * (ks % 4);
+      const uint2 lo = *reinterpret_cast<const uint2*>(q_smem + fg * T::kQStride + byte);
+      const uint2 hi = *reinterpret_cast<const uint2*>(q_smem + (fg + 8) * T::kQStride + byte);
+      frag[f] = make_uint4(lo.x, hi.x, lo.y, hi.y);
+    }
+    __syncthreads();  // every row-major read is done before the rewrite
+#pragma unroll
+    for (int f = 0; f < kFragsPerThread; ++f)
+      reinterpret_cast<uint4*>(q_smem)[tid + f * kThreads] = frag[f];
+    __syncthreads();
+  }
+
   uint32_t q_frag[T::kQInRegisters ? T::kKSteps : 1][4];
   if constexpr (T::kQInRegisters) {
 #pragma unroll
@@ -377,8 +417,11 @@ __global__ void __launch_bounds__(kThreads,
     const uint8_t* v_tile = k_tile + kTileTokens * T::kKvStride;
     const int32_t tile_tok0 = (my_tile0 + tile) * kTileTokens;
 
-    // S[row][token] for this warp's 16 tokens: two n-tiles of 8.
-    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    // S[row][token] for this warp's 16 tokens: two n-tiles of 8, each accumulated in two
+    // independent chains (even and odd k-steps) that are summed at the end: half the
+    // dependent-MMA latency per tile.
+    float s[2][4];
+    float s_chain[2][2][4] = {};
 #pragma unroll
     for (int cg = 0; cg < T::kChunkGroups; ++cg) {
       uint32_t k_words[2][4 * T::kKvBytes];
@@ -388,8 +431,6 @@ __global__ void __launch_bounds__(kThreads,
             k_tile + T::kv_smem_offset(16 * warp + 8 * nt + g, (4 * cg + c) * 16 * T::kKvBytes);
         load_words<16 * T::kKvBytes>(src, k_words[nt]);
       }
-      uint32_t q_lo[8], q_hi[8];
-      if constexpr (!T::kQInRegisters) load_q_chunk<T::kQStride>(q_smem, g, c, cg, q_lo, q_hi);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         uint32_t a[4];
@@ -397,22 +438,27 @@ __global__ void __launch_bounds__(kThreads,
           a[0] = q_frag[4 * cg + j][0], a[1] = q_frag[4 * cg + j][1];
           a[2] = q_frag[4 * cg + j][2], a[3] = q_frag[4 * cg + j][3];
         } else {
-          a[0] = q_lo[2 * j], a[1] = q_hi[2 * j], a[2] = q_lo[2 * j + 1], a[3] = q_hi[2 * j + 1];
+          const uint4 f = q_frags[(4 * cg + j) * 32 + lane];
+          a[0] = f.x, a[1] = f.y, a[2] = f.z, a[3] = f.w;
         }
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
           uint32_t b0, b1;
           if constexpr (T::kFp8Kv) {
-            const uint32_t w = k_words[nt][j];
-            b0 = fp8_pair_to_mma<T::kFp8, kMma>(w, w, 0, 1);
-            b1 = fp8_pair_to_mma<T::kFp8, kMma>(w, w, 2, 3);
+            fp8_quad_to_mma<T::kFp8, kMma>(k_words[nt][j], b0, b1);
           } else {
             b0 = k_words[nt][2 * j];
             b1 = k_words[nt][2 * j + 1];
           }
-          mma_16816<kMma>(s[nt], a, b0, b1);
+          mma_16816<kMma>(s_chain[j % 2][nt], a, b0, b1);
         }
       }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        s[nt][e] = s_chain[0][nt][e] + s_chain[1][nt][e];
     }
 
     // Scores -> log2 units, soft-cap, mask; online softmax per row.

@@ -102,6 +102,31 @@ __device__ __forceinline__ uint32_t fp8_pair_to_mma(uint32_t a, uint32_t b, uint
   return fp8x2_bits_to_mma_pair<kKind, kType>(byte_perm(a, b, fp8_pair_selector(lo, hi)));
 }
 
+// The four FP8 values of word w (byte 0 first) as two MMA pairs: lo_pair = bytes 0, 1 and
+// hi_pair = bytes 2, 3. On sm_89+ with f16 this is two conversions reading the word's halves
+// directly, without the byte permutes fp8_pair_to_mma needs for arbitrary bytes.
+template <Fp8Kind kKind, MmaType kType>
+__device__ __forceinline__ void fp8_quad_to_mma(uint32_t w, uint32_t& lo_pair, uint32_t& hi_pair) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if constexpr (kType == MmaType::kF16) {
+    if constexpr (kKind == Fp8Kind::kE4M3) {
+      asm("{\n .reg .b16 lo16, hi16;\n mov.b32 {lo16, hi16}, %2;\n"
+          " cvt.rn.f16x2.e4m3x2 %0, lo16;\n cvt.rn.f16x2.e4m3x2 %1, hi16;\n}\n"
+          : "=r"(lo_pair), "=r"(hi_pair)
+          : "r"(w));
+    } else {
+      asm("{\n .reg .b16 lo16, hi16;\n mov.b32 {lo16, hi16}, %2;\n"
+          " cvt.rn.f16x2.e5m2x2 %0, lo16;\n cvt.rn.f16x2.e5m2x2 %1, hi16;\n}\n"
+          : "=r"(lo_pair), "=r"(hi_pair)
+          : "r"(w));
+    }
+    return;
+  }
+#endif
+  lo_pair = fp8_pair_to_mma<kKind, kType>(w, w, 0, 1);
+  hi_pair = fp8_pair_to_mma<kKind, kType>(w, w, 2, 3);
+}
+
 // Packs two floats into a pair of the MMA type (round to nearest even); `lo` in the low half.
 template <MmaType kType>
 __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
