@@ -116,16 +116,19 @@ struct DecodeShape {
   int32_t seq_len;
 };
 
-// The query is bf16 unless the name says q=f16.
-std::string case_name(const DecodeShape& s, DType kv, int32_t page, DType out, DType q) {
+// The query is bf16 unless the name says q=f16; the cache is NHD unless it says HND.
+std::string case_name(const DecodeShape& s, DType kv, int32_t page, DType out, DType q,
+                      KvLayout layout) {
   return str_cat("B", s.batch, "xL", s.seq_len, " kv=", dtype_name(kv), " page=", page,
-                 " out=", dtype_name(out), " hq32/hkv8 hd128", q == DType::kF16 ? " q=f16" : "");
+                 " out=", dtype_name(out), " hq32/hkv8 hd128", q == DType::kF16 ? " q=f16" : "",
+                 layout == KvLayout::kHND ? " HND" : "");
 }
 
 // One shape: a cache holding `copies` disjoint sets of the batch's pages (in random order), one
 // block table per set, and every output dtype asked for.
 void run_shape(const DecodeShape& shape, DType kv_dtype, int32_t page_size, DType q_dtype,
-               const std::vector<DType>& outputs, double ceiling_tbs, BenchReporter& reporter) {
+               const std::vector<DType>& outputs, double ceiling_tbs, BenchReporter& reporter,
+               KvLayout layout = KvLayout::kNHD) {
   const int64_t kv_bytes_per_token = int64_t{kNumKvHeads} * kHeadDim * dtype_bits(kv_dtype) / 8;
   const int64_t read_bytes = 2 * kv_bytes_per_token * shape.batch * shape.seq_len;  // K and V
   const int32_t copies =
@@ -139,7 +142,7 @@ void run_shape(const DecodeShape& shape, DType kv_dtype, int32_t page_size, DTyp
   kv.num_kv_heads = kNumKvHeads;
   kv.head_dim = kHeadDim;
   kv.dtype = kv_dtype;
-  kv.layout = KvLayout::kNHD;
+  kv.layout = layout;
   DeviceBuffer k_cache(static_cast<size_t>(kv.tensor_bytes()));
   DeviceBuffer v_cache(static_cast<size_t>(kv.tensor_bytes()));
   fill(k_cache, kv_dtype == DType::kBF16, 1);
@@ -209,7 +212,7 @@ void run_shape(const DecodeShape& shape, DType kv_dtype, int32_t page_size, DTyp
     QUENCH_CUDA_CHECK(cudaGraphDestroy(graph));
     QUENCH_CUDA_CHECK(cudaStreamDestroy(stream));
     QUENCH_CUDA_CHECK(cudaGetLastError());
-    const std::string name = case_name(shape, kv_dtype, page_size, out_dtype, q_dtype);
+    const std::string name = case_name(shape, kv_dtype, page_size, out_dtype, q_dtype, layout);
     const double tbs = static_cast<double>(read_bytes) / (us * 1e-6) / 1e12;
     char note[96];
     std::snprintf(note, sizeof(note), "time_us=%.2f splits=%d pct_of_ceiling=%.1f", us, splits,
@@ -236,6 +239,9 @@ void run_decode_bench(const BenchOptions& options, BenchReporter& reporter) {
         run_shape(shape, kv, page, DType::kBF16,
                   all ? all_outputs : std::vector<DType>{DType::kBF16}, ceiling, reporter);
       }
+      // HND keeps a head's page rows contiguous (16 x 128 bytes for FP8 page 16) where NHD
+      // interleaves the heads every row: the pair shows what the access pattern costs.
+      run_shape(shape, kv, 16, DType::kBF16, {DType::kBF16}, ceiling, reporter, KvLayout::kHND);
     }
   }
   // An f16 query over FP8 KV runs the f16 MMA path (one cvt per FP8 pair instead of the bf16

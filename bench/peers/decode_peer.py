@@ -30,6 +30,7 @@ def case_names(batch, seq_len):
     for kv in ("fp8_e4m3", "bf16"):
         for page in (16, 64):
             names.append(f"B{batch}xL{seq_len} kv={kv} page={page} out=bf16 hq32/hkv8 hd128")
+        names.append(f"B{batch}xL{seq_len} kv={kv} page=16 out=bf16 hq32/hkv8 hd128 HND")
     return names
 
 

@@ -546,6 +546,9 @@ __global__ void __launch_bounds__(kThreads,
     }
   }
   cp_async_wait_pending(0);
+  // The split merge (launched as a programmatic dependent of this grid) may start now: its
+  // launch overlaps this epilogue, and it waits for this grid's completion before reading.
+  allow_dependent_launch();
   __syncthreads();  // every warp is done with the pipeline buffers: reuse them to combine
 
 #pragma unroll

@@ -26,6 +26,7 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
   constexpr int kColsPerLane = kHeadDim / 32;  // 2, 4 or 8: float2 loads
   __shared__ float weights[kMergeWarps][kMaxSplits];
   __shared__ __align__(16) float merged[kMergeWarps][kHeadDim];
+  wait_for_primary_grid();  // the partials are complete and visible past this point
   const AttentionParams& p = args.p;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -110,21 +111,36 @@ void launch_decode_merge(const DecodeKernelArgs& args, cudaStream_t stream) {
   QUENCH_REQUIRE(args.num_splits <= kMaxSplits, "decode merge: num_splits ", args.num_splits,
                  " exceeds ", kMaxSplits);
   const int64_t blocks = (rows + kMergeWarps - 1) / kMergeWarps;
-  const unsigned grid = static_cast<unsigned>(blocks < 65535 ? blocks : 65535);
+  void (*kernel)(DecodeKernelArgs) = nullptr;
   switch (args.p.kv.head_dim) {
     case 64:
-      decode_merge_kernel<64><<<grid, kMergeWarps * 32, 0, stream>>>(args);
+      kernel = decode_merge_kernel<64>;
       break;
     case 128:
-      decode_merge_kernel<128><<<grid, kMergeWarps * 32, 0, stream>>>(args);
+      kernel = decode_merge_kernel<128>;
       break;
     default:
       QUENCH_REQUIRE(args.p.kv.head_dim == 256, "decode merge: head_dim ", args.p.kv.head_dim,
                      " is not supported; allowed: 64, 128, 256");
-      decode_merge_kernel<256><<<grid, kMergeWarps * 32, 0, stream>>>(args);
+      kernel = decode_merge_kernel<256>;
       break;
   }
-  const cudaError_t status = cudaGetLastError();
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(blocks < 65535 ? blocks : 65535));
+  config.blockDim = dim3(kMergeWarps * 32);
+  config.stream = stream;
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  // Programmatic dependent launch needs sm_90; older GPUs launch the merge after the kernel.
+  int device = 0, major = 0;
+  QUENCH_REQUIRE(cudaGetDevice(&device) == cudaSuccess &&
+                     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
+                         cudaSuccess,
+                 "decode merge: cannot query the device's compute capability");
+  config.attrs = &attribute;
+  config.numAttrs = major >= 9 ? 1 : 0;
+  const cudaError_t status = cudaLaunchKernelEx(&config, kernel, args);
   QUENCH_REQUIRE(status == cudaSuccess, "decode merge launch failed: ", cudaGetErrorString(status));
 }
 
