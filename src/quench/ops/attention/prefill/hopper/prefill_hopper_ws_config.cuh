@@ -55,8 +55,9 @@ struct WsConfig {
   static constexpr int kSmemBytes = kBarrierOffset + 2 * kStages * 8 + kAlignSlack;
   static_assert(Tile::kOutBytes <= kBarrierOffset, "the fp32 output tile reuses the operands");
 
-  // bf16 P V of tile t stays in flight until tile t + 1's Q K^T wait (its slot is released
-  // there); FP8 P V waits at once (T living across the next Q K^T would cost 64 registers).
+  // bf16 P V of tile t is issued after tile t + 1's Q K^T and completes under its softmax
+  // (tile t's slot is released then); FP8 P V waits at once (T living across the next Q K^T
+  // would cost 64 registers).
   static constexpr bool kDeferPv = !Tile::kFp8Pv;
 };
 

@@ -15,7 +15,9 @@
 //             arrive on `empty` once the wgmmas reading the slot have completed. Ping-pong:
 //             consumer c issues its Q K^T only after the other consumer issued its own (two
 //             named barriers), so one consumer's softmax runs under the other's GEMMs. bf16
-//             P V of tile t stays in flight until tile t + 1's Q K^T completes (kDeferPv).
+//             P V of tile t is issued right after tile t + 1's Q K^T and runs under tile
+//             t + 1's softmax (kDeferPv, FA3's intra-warpgroup overlap); FP8 P V (two-level,
+//             T in 64 more registers) waits at once.
 // Ring protocol (kStages slots, tile t in slot t % kStages, use k = t / kStages):
 //   full[s]  128 producer arrivals; the consumer of tile t waits parity k & 1.
 //   empty[s] 256 consumer arrivals; the producer of tile t >= kStages waits parity (k-1) & 1.
@@ -202,9 +204,9 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   const float score_scale = p.sm_scale * q_scale_eff * p.k_scale.at(w.kv_head);
   const float score_scale_log2 = score_scale * kLog2e;
   const bool soft_cap = p.logit_soft_cap > 0.0f;
-  float o_acc[kHeadDim / 2] = {};  // O, accumulator layout: o_acc[4 * dt + 2 * r + c]
-  uint32_t p_frag[Tile::kPvSteps][4];
-  float t_acc[kHeadDim / 2];  // FP8 P V only; unused (and removed) otherwise
+  float o_acc[kHeadDim / 2] = {};           // O, accumulator layout: o_acc[4 * dt + 2 * r + c]
+  uint32_t p_frag[Tile::kPvSteps][4] = {};  // zero: see the first P V below
+  float t_acc[kHeadDim / 2];                // FP8 P V only; unused (and removed) otherwise
   // After P V's wait: pin its registers, and (FP8) add T into O.
   const auto finish_pv = [&] {
     sm90::fence_registers(p_frag);
@@ -220,38 +222,10 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (score * log2(e))
   float row_sum[2] = {0.0f, 0.0f};            // this thread's partial; quad-reduced at the end
 
-  // Consumer 0 issues first: consumer 1 opens its barrier once.
-  if (consumer == 1 && n_tiles > 0) {
-    sm90::named_barrier_arrive(Cfg::kScheduleBarrier + 0, Cfg::kConsumerThreads);
-  }
-  for (int tile = 0; tile < n_tiles; ++tile) {
-    const int kv0 = w.kv_begin + tile * kBlockN;
-    const int slot = tile % kStages;
-    const unsigned char* k_slot = smem + Cfg::kSlotOffset + slot * Cfg::kSlotBytes;
-    const uint32_t k_address = sm90::smem_address(k_slot);
-    const uint32_t vt_address = k_address + Cfg::kSlotKBytes;
-    sm90::mbarrier_wait(&full[slot], static_cast<uint32_t>((tile / kStages) & 1));
-
-    // S = Q K^T, issued in turn with the other consumer.
-    float s[kBlockN / 2];
-    sm90::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
-    sm90::wgmma_fence();
-    issue_qk<Tile>(s, q_address, k_address);
-    sm90::wgmma_commit_group();
-    // Consumer 1's last turn would open a barrier that consumer 0 never waits on again.
-    if (consumer == 0 || tile + 1 < n_tiles) {
-      sm90::named_barrier_arrive(Cfg::kScheduleBarrier + (1 - consumer), Cfg::kConsumerThreads);
-    }
-    sm90::wgmma_wait_group<0>();  // with kDeferPv, also the previous tile's P V
-    sm90::fence_registers(s);
-    if constexpr (Cfg::kDeferPv) {
-      if (tile > 0) {
-        finish_pv();
-        sm90::mbarrier_arrive(&empty[(tile - 1) % kStages]);
-      }
-    }
-
-    // Scale, soft-cap and mask (log2 units), then the online softmax update.
+  // Scale, soft-cap and mask S (log2 units), then the online softmax update of row_max and
+  // row_sum; S becomes P. O is left alone (it may still be in flight): the caller multiplies
+  // it by `correction` once it is not.
+  const auto softmax_tile = [&](float(&s)[kBlockN / 2], int kv0, float(&correction)[2]) {
     const bool needs_mask =
         kv0 + kBlockN - 1 > w.pos_lo || (p.window_left >= 0 && kv0 < w.pos_hi - p.window_left);
 #pragma unroll
@@ -284,14 +258,9 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
       const float new_max = fmaxf(row_max[r], tile_max);
       // A row that has seen only masked keys keeps max -inf; subtract 0 to avoid inf - inf.
       const float offset = new_max == -INFINITY ? 0.0f : new_max;
-      const float correction = exp2f(row_max[r] - offset);
+      correction[r] = exp2f(row_max[r] - offset);
       row_max[r] = new_max;
-      row_sum[r] *= correction;
-#pragma unroll
-      for (int dt = 0; dt < kHeadDim / 8; ++dt) {
-        o_acc[4 * dt + 2 * r] *= correction;
-        o_acc[4 * dt + 2 * r + 1] *= correction;
-      }
+      row_sum[r] *= correction[r];
 #pragma unroll
       for (int nt = 0; nt < kBlockN / 8; ++nt) {
         s[4 * nt + 2 * r] = fast_exp2(s[4 * nt + 2 * r] - offset);
@@ -299,28 +268,88 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
         row_sum[r] += s[4 * nt + 2 * r] + s[4 * nt + 2 * r + 1];
       }
     }
+  };
+  const auto rescale_o = [&](const float(&correction)[2]) {
+#pragma unroll
+    for (int dt = 0; dt < kHeadDim / 8; ++dt) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        o_acc[4 * dt + 2 * r] *= correction[r];
+        o_acc[4 * dt + 2 * r + 1] *= correction[r];
+      }
+    }
+  };
+  const auto vt_address_of = [&](int tile) {
+    return sm90::smem_address(smem + Cfg::kSlotOffset + tile % kStages * Cfg::kSlotBytes) +
+           static_cast<uint32_t>(Cfg::kSlotKBytes);
+  };
 
-    // FP8 P V: T = P V into the tile accumulator; bf16: O += P V.
-    pack_p<Tile>(s, p_frag);
-    if constexpr (Tile::kFp8Pv) {
+  // Consumer 0 issues first: consumer 1 opens its barrier once.
+  if (consumer == 1 && n_tiles > 0) {
+    sm90::named_barrier_arrive(Cfg::kScheduleBarrier + 0, Cfg::kConsumerThreads);
+  }
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    const int kv0 = w.kv_begin + tile * kBlockN;
+    const int slot = tile % kStages;
+    const uint32_t k_address = sm90::smem_address(smem + Cfg::kSlotOffset + slot * Cfg::kSlotBytes);
+    sm90::mbarrier_wait(&full[slot], static_cast<uint32_t>((tile / kStages) & 1));
+
+    // In turn with the other consumer: S = Q K^T of this tile and, deferring, the previous
+    // tile's O += P V (FA3's intra-warpgroup overlap: that P V runs under this softmax). At
+    // tile 0 that P V is O += 0 * V^T of tile 0 (P zeroed, V finite as everywhere): the code
+    // has no branch around a wgmma, which would make the compiler serialize every wgmma.
+    float s[kBlockN / 2];
+    sm90::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
+    if constexpr (Cfg::kDeferPv) {
+      sm90::fence_registers(o_acc);
+      sm90::fence_registers(p_frag);
+    }
+    sm90::wgmma_fence();
+    issue_qk<Tile>(s, q_address, k_address);
+    sm90::wgmma_commit_group();
+    if constexpr (Cfg::kDeferPv) {
+      issue_pv<Tile>(o_acc, p_frag, vt_address_of(max(tile - 1, 0)));
+      sm90::wgmma_commit_group();
+    }
+    // Consumer 1's last turn would open a barrier that consumer 0 never waits on again.
+    if (consumer == 0 || tile + 1 < n_tiles) {
+      sm90::named_barrier_arrive(Cfg::kScheduleBarrier + (1 - consumer), Cfg::kConsumerThreads);
+    }
+    // Groups complete in order: with the P V group pending at most, Q K^T is done.
+    sm90::wgmma_wait_group<Cfg::kDeferPv ? 1 : 0>();
+    sm90::fence_registers(s);
+    float correction[2];
+    softmax_tile(s, kv0, correction);
+
+    if constexpr (Cfg::kDeferPv) {
+      sm90::wgmma_wait_group<0>();
+      finish_pv();
+      if (tile > 0) sm90::mbarrier_arrive(&empty[(tile - 1) % kStages]);
+      rescale_o(correction);
+      pack_p<Tile>(s, p_frag);
+    } else {
+      // FP8: T = P V into the tile accumulator, then O = O * correction + T.
+      rescale_o(correction);
+      pack_p<Tile>(s, p_frag);
       sm90::fence_registers(t_acc);
       sm90::wgmma_fence();
-      issue_pv<Tile>(t_acc, p_frag, vt_address);
-    } else {
-      sm90::fence_registers(o_acc);
-      sm90::wgmma_fence();
-      issue_pv<Tile>(o_acc, p_frag, vt_address);
-    }
-    sm90::wgmma_commit_group();
-    if constexpr (!Cfg::kDeferPv) {
+      issue_pv<Tile>(t_acc, p_frag, vt_address_of(tile));
+      sm90::wgmma_commit_group();
       sm90::wgmma_wait_group<0>();
       finish_pv();
       sm90::mbarrier_arrive(&empty[slot]);
     }
   }
   if constexpr (Cfg::kDeferPv) {
-    // The last tile's P V (nobody waits for its slot any more). Unconditional, so that the
-    // compiler sees every path wait before O is read.
+    // The last tile's P V (nobody waits for its slot any more). The wait is unconditional so
+    // that the compiler sees every path wait before O is read.
+    if (n_tiles > 0) {
+      sm90::fence_registers(o_acc);
+      sm90::fence_registers(p_frag);
+      sm90::wgmma_fence();
+      issue_pv<Tile>(o_acc, p_frag, vt_address_of(n_tiles - 1));
+      sm90::wgmma_commit_group();
+    }
     sm90::wgmma_wait_group<0>();
     if (n_tiles > 0) finish_pv();
   }
