@@ -56,8 +56,8 @@ struct WsConfig {
   static_assert(Tile::kOutBytes <= kBarrierOffset, "the fp32 output tile reuses the operands");
 
   // bf16 P V of tile t is issued after tile t + 1's Q K^T and completes under its softmax
-  // (tile t's slot is released then); FP8 P V waits at once (T living across the next Q K^T
-  // would cost 64 registers).
+  // (tile t's slot is released then); FP8 P V waits at once: T living across the next
+  // Q K^T and softmax spills (180 bytes at 224 registers, CUDA 13.0).
   static constexpr bool kDeferPv = !Tile::kFp8Pv;
 };
 
