@@ -33,7 +33,7 @@ struct WsConfig {
   // Shared memory, every tile 1024-byte aligned: Q (128 rows); two producer-private raw stages
   // (V as cached, and K as cached where it is widened); the ring of kStages slots, each the K
   // operand (K as cached, written by cp.async straight into the slot, or the widened K) and
-  // the V^T operand; then the full/empty mbarriers of the ring.
+  // the V^T operand; then the ring's mbarriers (full, k_empty, v_empty per slot).
   static constexpr int kQOffset = 0;
   static constexpr int kRawStageBytes = (Tile::kWidenK ? 2 : 1) * Tile::kStageBytes;
   static constexpr int kRawOffset = Tile::kQBytes;
@@ -44,15 +44,17 @@ struct WsConfig {
   static_assert(Tile::kWidenK || Tile::kStageBytes == kSlotKBytes,
                 "K as cached is the K operand where it is not widened");
   static constexpr int kMaxSmemBytes = 227 * 1024;
-  static constexpr int kAlignSlack = 1024;  // to align the window to the swizzle atom
+  static constexpr int kAlignSlack = 1024;    // to align the window to the swizzle atom
+  static constexpr int kBarriersPerSlot = 3;  // full, k_empty, v_empty
 
   static constexpr bool ring_fits(int stages) {
-    return kSlotOffset + stages * kSlotBytes + 2 * stages * 8 + kAlignSlack <= kMaxSmemBytes;
+    return kSlotOffset + stages * kSlotBytes + kBarriersPerSlot * stages * 8 + kAlignSlack <=
+           kMaxSmemBytes;
   }
   static constexpr int kStages = ring_fits(4) ? 4 : (ring_fits(3) ? 3 : 2);
   static_assert(ring_fits(2), "two ring slots must fit");
   static constexpr int kBarrierOffset = kSlotOffset + kStages * kSlotBytes;
-  static constexpr int kSmemBytes = kBarrierOffset + 2 * kStages * 8 + kAlignSlack;
+  static constexpr int kSmemBytes = kBarrierOffset + kBarriersPerSlot * kStages * 8 + kAlignSlack;
   static_assert(Tile::kOutBytes <= kBarrierOffset, "the fp32 output tile reuses the operands");
 
   // bf16 P V of tile t is issued after tile t + 1's Q K^T and completes under its softmax

@@ -19,8 +19,11 @@
 //             t + 1's softmax (kDeferPv, FA3's intra-warpgroup overlap); FP8 P V (two-level,
 //             T in 64 more registers) waits at once.
 // Ring protocol (kStages slots, tile t in slot t % kStages, use k = t / kStages):
-//   full[s]  128 producer arrivals; the consumer of tile t waits parity k & 1.
-//   empty[s] 256 consumer arrivals; the producer of tile t >= kStages waits parity (k-1) & 1.
+//   full[s]    128 producer arrivals; the consumer of tile t waits parity k & 1.
+//   k_empty[s] 256 consumer arrivals once Q K^T has read the slot's K; v_empty[s] once P V has
+//              read its V^T. The producer of tile t >= kStages waits parity (k-1) & 1 of
+//              k_empty before loading K into the slot, and of v_empty before writing V^T: K
+//              loads start while the previous P V still reads the slot's V^T.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +53,13 @@ struct WsWork {
   int kv_begin;  // first key (a multiple of kBlockN)
   int kv_end;    // one past the last key
   int num_kv_tiles;
+};
+
+// The ring's mbarriers, kStages each (see the protocol above).
+struct WsRingBarriers {
+  uint64_t* full;
+  uint64_t* k_empty;
+  uint64_t* v_empty;
 };
 
 #ifdef QUENCH_SM90A_ENABLED
@@ -82,7 +92,7 @@ __device__ __forceinline__ bool ws_work(const AttentionParams& p, WsWork& w) {
 // Warpgroup 0: fills the ring. ptid = threadIdx.x (0..127).
 template <class Cfg>
 __device__ __forceinline__ void ws_producer(const AttentionParams& p, const WsWork& w,
-                                            unsigned char* smem, uint64_t* full, uint64_t* empty,
+                                            unsigned char* smem, const WsRingBarriers& ring,
                                             int ptid) {
   using Tile = typename Cfg::Tile;
   using prefill_generic::cp_async_16;
@@ -128,15 +138,19 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const WsWo
     unsigned char* k_slot = slot_k(tile);
     unsigned char* vt_slot = k_slot + Cfg::kSlotKBytes;
     const unsigned char* raw = raw_stage(tile);
+    if (tile >= kStages) {
+      sm90::mbarrier_wait(&ring.v_empty[tile % kStages],
+                          static_cast<uint32_t>((tile / kStages - 1) & 1));
+    }
     prepare_kv_operands<Tile, Cfg::kProducerThreads>(raw + Cfg::kRawKOffsetInStage, raw, k_slot,
                                                      vt_slot, ptid);
     // V^T, the widened K and the cp.async K are generic-proxy writes that wgmma reads.
     sm90::fence_proxy_async_shared();
-    sm90::mbarrier_arrive(&full[tile % kStages]);
+    sm90::mbarrier_arrive(&ring.full[tile % kStages]);
     const int next = tile + 1;
     if (next < w.num_kv_tiles) {
       if (next >= kStages) {
-        sm90::mbarrier_wait(&empty[next % kStages],
+        sm90::mbarrier_wait(&ring.k_empty[next % kStages],
                             static_cast<uint32_t>((next / kStages - 1) & 1));
       }
       issue_loads(next);
@@ -148,7 +162,7 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const WsWo
 // epilogue. ctid = threadIdx.x - 128 (0..255), c = ctid / 128.
 template <class Cfg>
 __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWork& w,
-                                            unsigned char* smem, uint64_t* full, uint64_t* empty,
+                                            unsigned char* smem, const WsRingBarriers& ring,
                                             int ctid) {
   using Tile = typename Cfg::Tile;
   using prefill_common::fast_exp2;
@@ -292,7 +306,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     const int kv0 = w.kv_begin + tile * kBlockN;
     const int slot = tile % kStages;
     const uint32_t k_address = sm90::smem_address(smem + Cfg::kSlotOffset + slot * Cfg::kSlotBytes);
-    sm90::mbarrier_wait(&full[slot], static_cast<uint32_t>((tile / kStages) & 1));
+    sm90::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((tile / kStages) & 1));
 
     // In turn with the other consumer: S = Q K^T of this tile and, deferring, the previous
     // tile's O += P V (FA3's intra-warpgroup overlap: that P V runs under this softmax). At
@@ -318,13 +332,14 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     // Groups complete in order: with the P V group pending at most, Q K^T is done.
     sm90::wgmma_wait_group<Cfg::kDeferPv ? 1 : 0>();
     sm90::fence_registers(s);
+    sm90::mbarrier_arrive(&ring.k_empty[slot]);
     float correction[2];
     softmax_tile(s, kv0, correction);
 
     if constexpr (Cfg::kDeferPv) {
       sm90::wgmma_wait_group<0>();
       finish_pv();
-      if (tile > 0) sm90::mbarrier_arrive(&empty[(tile - 1) % kStages]);
+      if (tile > 0) sm90::mbarrier_arrive(&ring.v_empty[(tile - 1) % kStages]);
       rescale_o(correction);
       pack_p<Tile>(s, p_frag);
     } else {
@@ -337,7 +352,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
       sm90::wgmma_commit_group();
       sm90::wgmma_wait_group<0>();
       finish_pv();
-      sm90::mbarrier_arrive(&empty[slot]);
+      sm90::mbarrier_arrive(&ring.v_empty[slot]);
     }
   }
   if constexpr (Cfg::kDeferPv) {
@@ -400,12 +415,13 @@ __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
   WsWork w;
   if (!ws_work<typename Cfg::Tile>(p, w)) return;  // the whole CTA, before any barrier
 
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
-  uint64_t* empty = full + Cfg::kStages;
+  uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
+  const WsRingBarriers ring{barriers, barriers + Cfg::kStages, barriers + 2 * Cfg::kStages};
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::kStages; ++s) {
-      sm90::mbarrier_init(&full[s], Cfg::kProducerThreads);
-      sm90::mbarrier_init(&empty[s], Cfg::kConsumerThreads);
+      sm90::mbarrier_init(&ring.full[s], Cfg::kProducerThreads);
+      sm90::mbarrier_init(&ring.k_empty[s], Cfg::kConsumerThreads);
+      sm90::mbarrier_init(&ring.v_empty[s], Cfg::kConsumerThreads);
     }
   }
   __syncthreads();
@@ -413,10 +429,10 @@ __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
   const int tid = static_cast<int>(threadIdx.x);
   if (tid < Cfg::kProducerThreads) {
     sm90::warpgroup_release_registers<Cfg::kProducerRegisters>();
-    ws_producer<Cfg>(p, w, smem, full, empty, tid);
+    ws_producer<Cfg>(p, w, smem, ring, tid);
   } else {
     sm90::warpgroup_claim_registers<Cfg::kConsumerRegisters>();
-    ws_consumer<Cfg>(p, w, smem, full, empty, tid - Cfg::kProducerThreads);
+    ws_consumer<Cfg>(p, w, smem, ring, tid - Cfg::kProducerThreads);
   }
 #endif  // QUENCH_SM90A_ENABLED
 }
