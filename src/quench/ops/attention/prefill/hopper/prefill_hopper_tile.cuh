@@ -232,19 +232,20 @@ __device__ __forceinline__ void wgmma_bf16_rs(float (&d)[N / 2], const uint32_t 
 // (tests/ops/attention/prefill_hopper_layout_gpu_test.cu). Cfg is a HopperConfig.
 
 // V as cached -> V^T operand (and, bf16 q over FP8 KV, K as cached -> widened K operand);
-// returns the K operand. All threads of the CTA call it; the caller fences and syncs.
-template <class Cfg>
+// returns the K operand. All kWorkers threads (tid < kWorkers: the CTA, or the producer
+// warpgroup of the warp-specialized kernel) call it; the caller fences and syncs.
+template <class Cfg, int kWorkers = Cfg::kThreads>
 __device__ __forceinline__ const unsigned char* prepare_kv_operands(const unsigned char* k_stage,
                                                                     const unsigned char* v_stage,
                                                                     unsigned char* k_wide,
                                                                     unsigned char* vt, int tid) {
   if constexpr (Cfg::kFp8Pv) {
-    transpose_v_fp8<Cfg::kThreads>(v_stage, vt, tid);
+    transpose_v_fp8<kWorkers>(v_stage, vt, tid);
   } else {
-    transpose_v_bf16<Cfg::kThreads, Cfg::kFp8Kv, Cfg::kHeadDim, Cfg::kBlockN>(v_stage, vt, tid);
+    transpose_v_bf16<kWorkers, Cfg::kFp8Kv, Cfg::kHeadDim, Cfg::kBlockN>(v_stage, vt, tid);
   }
   if constexpr (Cfg::kWidenK) {
-    widen_k<Cfg::kThreads, Cfg::kHeadDim, Cfg::kBlockN>(k_stage, k_wide, tid);
+    widen_k<kWorkers, Cfg::kHeadDim, Cfg::kBlockN>(k_stage, k_wide, tid);
     return k_wide;
   } else {
     return k_stage;
