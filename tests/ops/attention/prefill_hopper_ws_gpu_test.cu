@@ -109,7 +109,12 @@ TEST(PrefillHopperWs, HalfEmptyCtas) {
 }
 
 // Sliding windows whose first KV tile is past 0 (kv_begin > 0), with soft-cap, sinks and
-// per-head scales, over enough tiles to wrap the ring.
+// per-head scales, over enough tiles to wrap the ring. FP8 P·V gets a tighter cap: with cap 30
+// and sm_scale 0.3 a few keys carry weights of 0.1-0.5, and rounding P to e4m3 (3 mantissa
+// bits) alone moves 1-3 outputs per seed past the SPEC tolerance (max error 0.039-0.047 on
+// seeds 2301-2304 in a CPU emulation of the kernel's arithmetic, which reproduces the H200's
+// worst output of seed 2301 exactly; 0.004 with P unrounded); cap 5 keeps the logits within
+// +-5 (emulated max error 0.009).
 TEST(PrefillHopperWs, SlidingWindowOverTheRing) {
   SKIP_UNLESS_SM90();
   uint64_t seed = 2300;
@@ -120,7 +125,7 @@ TEST(PrefillHopperWs, SlidingWindowOverTheRing) {
     c.page_size = 16;
     c.layout = KvLayout::kHND;
     c.window_left = is_fp8_pv(kind) ? 900 : 300;
-    c.logit_soft_cap = 30.0f;
+    c.logit_soft_cap = is_fp8_pv(kind) ? 5.0f : 30.0f;
     c.sm_scale = 0.3f;
     c.sinks = true;
     c.per_head_kv_scales = true;
