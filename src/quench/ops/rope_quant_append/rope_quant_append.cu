@@ -1,13 +1,11 @@
-// Fused RoPE + quantize + paged KV append. A group of head_dim/8 lanes holds one head row in
-// registers (one 16-byte load per lane per row) and writes 8 elements per lane: the q row as bf16
-// or FP8, k and v straight into their cache slot. Work item = kRowsPerGroup consecutive heads of
-// one token (heads numbered q, then k, then v), so a lane issues the loads of all its rows, the
-// token's position and slot before using any of them (bytes in flight per thread, not
-// occupancy, is what keeps HBM busy), and fetches the token's cos/sin (and the norm weights)
-// once for all its rows. Items are numbered token-major, so neighbouring groups share the
-// token's cos/sin row in L1. Memory-bound, so the ALU work is kept lean: no divide instruction
-// (a multiply plus Markstein's correction, scale_divide.h; per-tensor inverses come from the
-// host), two FP8 conversions per instruction.
+// Fused RoPE + quantize + paged KV append. Work item = one (token, head) row of q, k or v; a
+// group of head_dim/8 lanes holds the row in registers (one 16-byte load per lane), applies the
+// optional RMSNorm and RoPE (rope_head_row.cuh), and writes 8 elements per lane: the q row as
+// bf16 or FP8, k and v straight into their cache slot. Items are numbered token-major, so the
+// blocks of one token share its cos/sin row in L1. Memory-bound, and at HBM speed an SM has only
+// ~200 instruction slots per lane's 24 bytes, so the ALU work is kept lean: no divide
+// instruction (a multiply plus Markstein's correction, scale_divide.h; per-tensor inverses come
+// from the host), two FP8 conversions per instruction.
 #include "quench/ops/rope_quant_append/rope_quant_append.h"
 
 #include <cstdint>
@@ -22,14 +20,11 @@ namespace quench {
 namespace {
 
 constexpr int32_t kThreads = 256;
-// Head rows per lane group: 64 bytes of loads in flight per lane. 4 divides the head counts of
-// the common GQA shapes (Hq + 2*Hkv = 48 for Llama-3-8B, 80 for Qwen3-32B); a ragged last item
-// just has fewer rows.
-constexpr int32_t kRowsPerGroup = 4;
-// Blocks of 256 threads per SM: 3 (up to 85 registers) holds 48 KB of row loads in flight per SM
-// (the one-row kernel at 6 blocks held 24 KB, then waited on its cos/sin load) without spills in
-// any of the four variants; at 4 (64 registers) every variant spills.
-constexpr int32_t kMinBlocksPerSm = 3;
+// Blocks of 256 threads per SM: 6 (40 registers, an 8-byte spill) keeps enough 16-byte loads in
+// flight for HBM on the cache path; the sincos path needs more registers for its range reduction.
+constexpr int32_t min_blocks_per_sm(bool from_cache) {
+  return from_cache ? 6 : 4;
+}
 
 struct FusedArgs {
   RopeQuantAppendParams p;
@@ -42,112 +37,69 @@ struct FusedArgs {
   float inv_v_scale;
 };
 
-// First element of head h (of the q, k, v numbering) of token t: bf16 bits.
-__device__ __forceinline__ const uint16_t* head_row(const RopeQuantAppendParams& p, int32_t t,
-                                                    int32_t h) {
-  if (h < p.num_q_heads) return p.q + t * p.q_row_stride + static_cast<int64_t>(h) * p.head_dim;
-  h -= p.num_q_heads;
-  if (h < p.num_kv_heads) return p.k + t * p.k_row_stride + static_cast<int64_t>(h) * p.head_dim;
-  h -= p.num_kv_heads;
-  return p.v + t * p.v_row_stride + static_cast<int64_t>(h) * p.head_dim;
-}
-
-// Quantizes x to the cache dtype and stores the lane's 8 elements of kv head kv_head at slot.
-__device__ __forceinline__ void store_to_cache(const FusedArgs& args, const LaneGroup& g,
-                                               void* cache, const HeadScales& scales,
-                                               float inv_per_tensor, int32_t kv_head, int64_t slot,
-                                               const float x[8]) {
-  const float scale = scales.at(kv_head);
-  const float inv_scale = scales.per_head ? 1.0f / scale : inv_per_tensor;
-  const int64_t offset = args.p.kv.offset(slot >> args.page_shift,
-                                          slot & ((1 << args.page_shift) - 1), kv_head, 8 * g.lane);
-  store_x8(static_cast<uint8_t*>(cache) + offset * args.cache_elem_bytes, args.p.kv.dtype, x, scale,
-           inv_scale);
-}
-
-// Norm (kQkNorm), RoPE and store of head h of token t, whose lane bits are in raw (uniform per
-// group).
-template <bool kQkNorm>
-__device__ __forceinline__ void finish_row(const FusedArgs& args, const LaneGroup& g, int32_t t,
-                                           int32_t h, int64_t slot, const uint4& raw,
-                                           const RopeLaneAngles& angles, const uint4& q_norm_bits,
-                                           const uint4& k_norm_bits) {
-  const RopeQuantAppendParams& p = args.p;
-  float x[8];
-  unpack_bf16x8(raw, x);
-  const bool is_q = h < p.num_q_heads;
-  const bool is_k = !is_q && h < p.num_q_heads + p.num_kv_heads;
-  if (!is_q && !is_k) {
-    store_to_cache(args, g, p.v_cache, p.v_scale, args.inv_v_scale,
-                   h - p.num_q_heads - p.num_kv_heads, slot, x);
-    return;
-  }
-  if constexpr (kQkNorm) {
-    // Selected word by word: a select of the two uint4 objects would put them in local memory.
-    const uint4 weight_bits =
-        make_uint4(is_q ? q_norm_bits.x : k_norm_bits.x, is_q ? q_norm_bits.y : k_norm_bits.y,
-                   is_q ? q_norm_bits.z : k_norm_bits.z, is_q ? q_norm_bits.w : k_norm_bits.w);
-    rms_norm_x8(x, g, p.head_dim, weight_bits, p.norm_eps);
-  }
-  rope_x8(x, g, args.angles, angles);
-  if (is_k) {
-    store_to_cache(args, g, p.k_cache, p.k_scale, args.inv_k_scale, h - p.num_q_heads, slot, x);
-    return;
-  }
-  const int64_t elem = (static_cast<int64_t>(t) * p.num_q_heads + h) * p.head_dim + 8 * g.lane;
-  if (t < p.q_bf16_rows) {
-    *reinterpret_cast<uint4*>(p.q_out_bf16 + elem) = pack_bf16x8(x);
-  } else {
-    *reinterpret_cast<uint2*>(p.q_out_fp8 + elem) =
-        pack_fp8x8(x, p.q_scale, args.inv_q_scale,
-                   p.q_fp8_dtype == DType::kFP8E4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2);
-  }
-}
-
-// kFromCache: cos/sin from the cache (true) or computed by sincos (false). kQkNorm: q and k
-// RMSNorm weights given (a template argument so the plain path does not hold their registers).
-template <bool kFromCache, bool kQkNorm>
-__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
+// kFromCache: cos/sin from the cache (true) or computed by sincos (false).
+template <bool kFromCache>
+__global__ void __launch_bounds__(kThreads, min_blocks_per_sm(kFromCache))
     rope_quant_append_kernel(const FusedArgs args) {
   __shared__ float smem_inv_freq[kMaxRopePairs];
   if constexpr (!kFromCache) stage_inv_freq(args.angles, smem_inv_freq);
   const RopeQuantAppendParams& p = args.p;
   const LaneGroup g = make_lane_group(p.head_dim);
   const int32_t heads = p.num_q_heads + 2 * p.num_kv_heads;
-  const int32_t items_per_token = (heads + kRowsPerGroup - 1) / kRowsPerGroup;
   const int32_t item = static_cast<int32_t>(blockIdx.x) * (kThreads / g.lanes) +
                        static_cast<int32_t>(threadIdx.x) / g.lanes;
-  if (item >= p.num_tokens * items_per_token) return;  // whole lane groups leave together
-  const int32_t t = item / items_per_token;
-  const int32_t first_head = (item - t * items_per_token) * kRowsPerGroup;
+  if (item >= p.num_tokens * heads) return;  // whole lane groups leave together
+  const int32_t t = item / heads;
+  const int32_t h = item - t * heads;
 
-  // Every load that does not depend on another is issued here, before any is used.
-  uint4 raw[kRowsPerGroup];
-#pragma unroll
-  for (int32_t r = 0; r < kRowsPerGroup; ++r) {
-    raw[r] = first_head + r < heads
-                 ? __ldg(reinterpret_cast<const uint4*>(head_row(p, t, first_head + r)) + g.lane)
-                 : make_uint4(0u, 0u, 0u, 0u);
-  }
+  // Which row: q head h, k head h - Hq, or v head h - Hq - Hkv (uniform per lane group).
+  const bool is_q = h < p.num_q_heads;
+  const bool is_k = !is_q && h < p.num_q_heads + p.num_kv_heads;
+  const int32_t kv_head =
+      is_q ? 0 : (is_k ? h - p.num_q_heads : h - p.num_q_heads - p.num_kv_heads);
+  const uint16_t* src = is_q ? p.q + t * p.q_row_stride + static_cast<int64_t>(h) * p.head_dim
+                        : is_k
+                            ? p.k + t * p.k_row_stride + static_cast<int64_t>(kv_head) * p.head_dim
+                            : p.v + t * p.v_row_stride + static_cast<int64_t>(kv_head) * p.head_dim;
+  // Issue the row load before the (dependent) slot and position checks.
+  const uint4 raw = __ldg(reinterpret_cast<const uint4*>(src) + g.lane);
   const int64_t slot = __ldg(p.slot_mapping + t);
   const int32_t pos = __ldg(p.positions + t);
-  const bool rotates = first_head < p.num_q_heads + p.num_kv_heads;  // some row is q or k
-  uint4 q_norm_bits = make_uint4(0u, 0u, 0u, 0u);
-  uint4 k_norm_bits = make_uint4(0u, 0u, 0u, 0u);
-  if (kQkNorm && rotates) {
-    q_norm_bits = __ldg(reinterpret_cast<const uint4*>(p.q_norm_weight) + g.lane);
-    k_norm_bits = __ldg(reinterpret_cast<const uint4*>(p.k_norm_weight) + g.lane);
-  }
   if (slot < 0 || slot >= args.cache_slots) return;  // padding: nothing of it is written
   if (pos < 0 || (p.cos_sin_cache != nullptr && pos >= p.cos_sin_cache_positions)) return;
 
-  RopeLaneAngles angles;
-  if (rotates) load_rope_lane_angles<kFromCache>(g, args.angles, smem_inv_freq, pos, angles);
-#pragma unroll
-  for (int32_t r = 0; r < kRowsPerGroup; ++r) {
-    if (first_head + r >= heads) break;
-    finish_row<kQkNorm>(args, g, t, first_head + r, slot, raw[r], angles, q_norm_bits, k_norm_bits);
+  float x[8];
+  unpack_bf16x8(raw, x);
+  if (!is_q && !is_k) {
+    const float scale = p.v_scale.at(kv_head);
+    const float inv_scale = p.v_scale.per_head ? 1.0f / scale : args.inv_v_scale;
+    const int64_t offset = p.kv.offset(slot >> args.page_shift, slot & ((1 << args.page_shift) - 1),
+                                       kv_head, 8 * g.lane);
+    store_x8(static_cast<uint8_t*>(p.v_cache) + offset * args.cache_elem_bytes, p.kv.dtype, x,
+             scale, inv_scale);
+    return;
   }
+  if (p.q_norm_weight != nullptr) {
+    rms_norm_x8(x, g, p.head_dim, is_q ? p.q_norm_weight : p.k_norm_weight, p.norm_eps);
+  }
+  rope_x8<kFromCache>(x, g, args.angles, smem_inv_freq, pos);
+  if (is_q) {
+    const int64_t elem = (static_cast<int64_t>(t) * p.num_q_heads + h) * p.head_dim + 8 * g.lane;
+    if (t < p.q_bf16_rows) {
+      *reinterpret_cast<uint4*>(p.q_out_bf16 + elem) = pack_bf16x8(x);
+    } else {
+      *reinterpret_cast<uint2*>(p.q_out_fp8 + elem) =
+          pack_fp8x8(x, p.q_scale, args.inv_q_scale,
+                     p.q_fp8_dtype == DType::kFP8E4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2);
+    }
+    return;
+  }
+  const float scale = p.k_scale.at(kv_head);
+  const float inv_scale = p.k_scale.per_head ? 1.0f / scale : args.inv_k_scale;
+  const int64_t offset = p.kv.offset(slot >> args.page_shift, slot & ((1 << args.page_shift) - 1),
+                                     kv_head, 8 * g.lane);
+  store_x8(static_cast<uint8_t*>(p.k_cache) + offset * args.cache_elem_bytes, p.kv.dtype, x, scale,
+           inv_scale);
 }
 
 int32_t log2_exact(int32_t n) {
@@ -181,20 +133,13 @@ void rope_quant_append_cuda(const RopeQuantAppendParams& p, cudaStream_t stream)
   args.inv_q_scale = 1.0f / p.q_scale;
   args.inv_k_scale = 1.0f / p.k_scale.per_tensor;
   args.inv_v_scale = 1.0f / p.v_scale.per_tensor;
-  const int64_t heads = p.num_q_heads + 2 * p.num_kv_heads;
-  const int64_t items = p.num_tokens * ((heads + kRowsPerGroup - 1) / kRowsPerGroup);
+  const int64_t items = static_cast<int64_t>(p.num_tokens) * (p.num_q_heads + 2 * p.num_kv_heads);
   const int64_t items_per_block = kThreads / (p.head_dim / 8);
   const auto blocks = static_cast<unsigned>((items + items_per_block - 1) / items_per_block);
-  const bool from_cache = p.cos_sin_cache != nullptr;
-  const bool qk_norm = p.q_norm_weight != nullptr;
-  if (from_cache && qk_norm) {
-    rope_quant_append_kernel<true, true><<<blocks, kThreads, 0, stream>>>(args);
-  } else if (from_cache) {
-    rope_quant_append_kernel<true, false><<<blocks, kThreads, 0, stream>>>(args);
-  } else if (qk_norm) {
-    rope_quant_append_kernel<false, true><<<blocks, kThreads, 0, stream>>>(args);
+  if (p.cos_sin_cache != nullptr) {
+    rope_quant_append_kernel<true><<<blocks, kThreads, 0, stream>>>(args);
   } else {
-    rope_quant_append_kernel<false, false><<<blocks, kThreads, 0, stream>>>(args);
+    rope_quant_append_kernel<false><<<blocks, kThreads, 0, stream>>>(args);
   }
   const cudaError_t status = cudaGetLastError();
   QUENCH_REQUIRE(status == cudaSuccess,
