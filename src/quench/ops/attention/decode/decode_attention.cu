@@ -132,8 +132,8 @@ KernelLaunchConfig launch_config(const DecodeKernelInfo& info) {
 int64_t choose_num_splits(int64_t base, int64_t slots, int64_t tiles) {
   if (base <= 0) return 1;
   if (base < slots) {
-    return std::max<int64_t>(
-        1, std::min({slots / base, tiles / kMinTilesPerSplit, static_cast<int64_t>(decode::kMaxSplits)}));
+    return std::max<int64_t>(1, std::min({slots / base, tiles / kMinTilesPerSplit,
+                                          static_cast<int64_t>(decode::kMaxSplits)}));
   }
   auto wave_efficiency = [&](int64_t splits) {
     const double waves = static_cast<double>(base * splits) / static_cast<double>(slots);

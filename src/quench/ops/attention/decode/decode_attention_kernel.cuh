@@ -7,7 +7,8 @@
 //   buffers (16-byte copies, whole pages, zero-filled outside the visible range). Each of the 4
 //   warps owns 16 tokens of a tile and keeps its own online-softmax state; the warps are merged
 //   once at the end through shared memory.
-// - FP8 K/V are widened to f16 in registers (fp8_pair_to_mma: one cvt per pair on sm_89+). A
+// - FP8 K/V are widened to f16 in registers (one cvt per pair on sm_89+: fp8_quad_to_mma for K,
+//   whose pairs are adjacent bytes; fp8_pair_to_mma after a byte permute for V). A
 //   bf16 query row is multiplied by a power of two 2^e that puts its largest |q| in
 //   [2^15, 2^16), where every bf16 value down to 2^-29 of the row max is exact in f16; the
 //   row's scores are multiplied by 2^-e (q_unscale), so the products are unchanged.
@@ -86,7 +87,8 @@ struct DecodeTraits {
 // CTAs per SM the register allocation must allow. The kernel is latency-bound (one 16-row MMA
 // chain per warp, four warps per CTA), so more warps per SM pay. 128 registers per thread let
 // four CTAs (16 warps) share an SM, which shared memory allows when a token row is <= 128 bytes
-// (hd128 FP8, hd64 bf16: 4 CTAs x 2 stages); hd128 bf16 fits three CTAs (168 registers).
+// (hd128 FP8 with its unpadded rows: 4 CTAs x 3 stages; hd64 bf16); hd128 bf16 fits three CTAs
+// (168 registers). Measured on the H200: 3 CTAs x 4 stages for hd128 FP8 is no faster.
 template <int kHeadDim, int kKvBytes>
 inline constexpr int kMinCtasPerSm = kHeadDim > 128 ? 1 : ((kHeadDim * kKvBytes) <= 128 ? 4 : 3);
 
@@ -264,8 +266,7 @@ __global__ void __launch_bounds__(kThreads,
       const int row = (tid + i * kThreads) / T::kChunksPerRow;
       const int32_t tok = (my_tile0 + tile) * kTileTokens + row;
       const bool visible = tile < num_tiles && tok >= kv_begin && tok < kv_end;
-      chunk_page[i] =
-          visible ? prologue_pages[tile * pages_per_tile + (row >> page_shift)] : -1;
+      chunk_page[i] = visible ? prologue_pages[tile * pages_per_tile + (row >> page_shift)] : -1;
     }
   };
   // In the loop: branch-free. The block-table index is clamped to the last visible page, so the
@@ -298,7 +299,8 @@ __global__ void __launch_bounds__(kThreads,
   auto issue_tile = [&](int tile) {
     if (tile < num_tiles) {
       uint8_t* k_tile = pipe + write_offset;
-      write_offset = write_offset + T::kStageBytes == ring_bytes ? 0 : write_offset + T::kStageBytes;
+      write_offset =
+          write_offset + T::kStageBytes == ring_bytes ? 0 : write_offset + T::kStageBytes;
       uint8_t* v_tile = k_tile + kTileTokens * T::kKvStride;
 #pragma unroll
       for (int i = 0; i < T::kChunksPerThread; ++i) {

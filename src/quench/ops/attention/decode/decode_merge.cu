@@ -134,10 +134,10 @@ void launch_decode_merge(const DecodeKernelArgs& args, cudaStream_t stream) {
   attribute.val.programmaticStreamSerializationAllowed = 1;
   // Programmatic dependent launch needs sm_90; older GPUs launch the merge after the kernel.
   int device = 0, major = 0;
-  QUENCH_REQUIRE(cudaGetDevice(&device) == cudaSuccess &&
-                     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
-                         cudaSuccess,
-                 "decode merge: cannot query the device's compute capability");
+  QUENCH_REQUIRE(
+      cudaGetDevice(&device) == cudaSuccess &&
+          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess,
+      "decode merge: cannot query the device's compute capability");
   config.attrs = &attribute;
   config.numAttrs = major >= 9 ? 1 : 0;
   const cudaError_t status = cudaLaunchKernelEx(&config, kernel, args);
