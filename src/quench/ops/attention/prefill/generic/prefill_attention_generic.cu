@@ -5,6 +5,7 @@
 
 #include "quench/core/error.h"
 #include "quench/ops/attention/prefill/generic/prefill_attention_generic_kernel.cuh"
+#include "quench/ops/attention/prefill/prefill_launch.h"
 
 namespace quench {
 namespace {
@@ -16,25 +17,11 @@ void launch(const AttentionParams& params, cudaStream_t stream) {
   using Cfg = prefill_generic::PrefillConfig<kHeadDim, kKv>;
   const auto kernel = prefill_generic::prefill_attention_generic_kernel<kHeadDim, kKv>;
   // The whole L1/shared carveout goes to shared memory so that kMinBlocksPerSm CTAs fit.
-  static const cudaError_t attribute_status = [kernel] {
-    const cudaError_t status =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
-    if (status != cudaSuccess) return status;
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                cudaSharedmemCarveoutMaxShared);
-  }();
-  QUENCH_REQUIRE(attribute_status == cudaSuccess, "prefill_attention_generic: cannot reserve ",
-                 Cfg::kSmemBytes,
-                 " bytes of shared memory: ", cudaGetErrorString(attribute_status));
-  const int group = params.num_q_heads / params.kv.num_kv_heads;
-  const int64_t rows = static_cast<int64_t>(params.max_q_len) * group;
-  const dim3 grid(static_cast<unsigned>((rows + Cfg::kBlockM - 1) / Cfg::kBlockM),
-                  static_cast<unsigned>(params.kv.num_kv_heads),
-                  static_cast<unsigned>(params.num_seqs));
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(params);
-  const cudaError_t status = cudaGetLastError();
-  QUENCH_REQUIRE(status == cudaSuccess,
-                 "prefill_attention_generic: launch failed: ", cudaGetErrorString(status));
+  static const cudaError_t reserve_status =
+      prefill_common::reserve_shared_memory(kernel, Cfg::kSmemBytes, /*max_carveout=*/true);
+  prefill_common::launch_on_query_tiles(kernel, "prefill_attention_generic", reserve_status,
+                                        Cfg::kBlockM, Cfg::kThreads, Cfg::kSmemBytes, params,
+                                        stream);
 }
 
 template <int kHeadDim>

@@ -1,0 +1,39 @@
+#include "quench/ops/attention/prefill/prefill_launch.h"
+
+#include <cstdint>
+
+#include "quench/core/error.h"
+
+namespace quench::prefill_common {
+
+cudaError_t reserve_shared_memory(PrefillKernelFn kernel, int smem_bytes, bool max_carveout) {
+  const auto fn = reinterpret_cast<const void*>(kernel);
+  cudaError_t status =
+      cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  if (status == cudaSuccess && max_carveout) {
+    status = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared);
+  }
+  return status;
+}
+
+void launch_on_query_tiles(PrefillKernelFn kernel, const char* kernel_name,
+                           cudaError_t reserve_status, int block_m, int threads, int smem_bytes,
+                           const AttentionParams& params, cudaStream_t stream) {
+  QUENCH_REQUIRE(reserve_status == cudaSuccess, kernel_name, ": cannot reserve ", smem_bytes,
+                 " bytes of shared memory: ", cudaGetErrorString(reserve_status));
+  const int group = params.num_q_heads / params.kv.num_kv_heads;
+  const int64_t rows = static_cast<int64_t>(params.max_q_len) * group;
+  const dim3 grid(static_cast<unsigned>((rows + block_m - 1) / block_m),
+                  static_cast<unsigned>(params.kv.num_kv_heads),
+                  static_cast<unsigned>(params.num_seqs));
+  AttentionParams args = params;
+  void* kernel_args[] = {&args};
+  const cudaError_t status = cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid,
+                                              dim3(static_cast<unsigned>(threads)), kernel_args,
+                                              static_cast<size_t>(smem_bytes), stream);
+  QUENCH_REQUIRE(status == cudaSuccess, kernel_name,
+                 ": launch failed: ", cudaGetErrorString(status));
+}
+
+}  // namespace quench::prefill_common

@@ -1,0 +1,25 @@
+// The host side every prefill kernel shares: reserving its dynamic shared memory and launching
+// it on one CTA per (tile of packed query rows, KV head, sequence).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "quench/ops/attention/attention_params.h"
+
+namespace quench::prefill_common {
+
+using PrefillKernelFn = void (*)(AttentionParams);
+
+// Raises `kernel`'s dynamic shared-memory limit to `smem_bytes` (and, with max_carveout, gives
+// all of the unified L1/shared storage to shared memory so more CTAs fit). Returns the first
+// failing status. Callers keep the result in a function-local static: once per kernel.
+cudaError_t reserve_shared_memory(PrefillKernelFn kernel, int smem_bytes, bool max_carveout);
+
+// Launches `kernel` with `threads` threads and `smem_bytes` of dynamic shared memory on a grid of
+// ceil(max_q_len * group / block_m) x num_kv_heads x num_seqs CTAs. `reserve_status` is what
+// reserve_shared_memory returned; `kernel_name` names the kernel in errors.
+void launch_on_query_tiles(PrefillKernelFn kernel, const char* kernel_name,
+                           cudaError_t reserve_status, int block_m, int threads, int smem_bytes,
+                           const AttentionParams& params, cudaStream_t stream);
+
+}  // namespace quench::prefill_common
