@@ -57,6 +57,7 @@ struct KernelLaunchConfig {
   int ctas_per_sm = 0;
   int num_stages = 0;
   int smem_bytes = 0;
+  bool dependent_merge = false;  // sm_90+: the merge is a programmatic dependent launch
 };
 
 KernelLaunchConfig compute_launch_config(const DecodeKernelInfo& info, int device) {
@@ -101,6 +102,10 @@ KernelLaunchConfig compute_launch_config(const DecodeKernelInfo& info, int devic
   check_cuda(
       cudaFuncSetAttribute(info.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, config.smem_bytes),
       "cudaFuncSetAttribute(max dynamic shared memory)");
+  int major = 0;
+  check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+             "cudaDeviceGetAttribute(compute capability)");
+  config.dependent_merge = major >= 9;
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&config.ctas_per_sm, info.fn,
                                                            decode::kThreads, config.smem_bytes),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
@@ -150,6 +155,7 @@ struct LaunchShape {
   DecodeKernelInfo info;
   DecodeKernelArgs args;
   int32_t smem_bytes = 0;
+  bool dependent_merge = false;
   dim3 grid;
 };
 
@@ -164,6 +170,7 @@ LaunchShape launch_shape(const AttentionParams& p) {
   const KernelLaunchConfig config = launch_config(shape.info);
   args.num_stages = config.num_stages;
   shape.smem_bytes = config.smem_bytes;
+  shape.dependent_merge = config.dependent_merge;
   const int64_t slots = static_cast<int64_t>(config.sm_count) * std::max(config.ctas_per_sm, 1);
   const int64_t base = static_cast<int64_t>(p.num_seqs) * p.kv.num_kv_heads * args.row_groups;
   // KV tokens one CTA may visit: the whole sequence, or the window (+1 tile of misalignment).
@@ -270,7 +277,7 @@ void decode_attention(const AttentionParams& params, void* workspace, size_t wor
   check_cuda(cudaLaunchKernel(shape.info.fn, shape.grid, dim3(decode::kThreads), kernel_args,
                               static_cast<size_t>(shape.smem_bytes), stream),
              "decode kernel launch");
-  if (args.num_splits > 1) decode::launch_decode_merge(args, stream);
+  if (args.num_splits > 1) decode::launch_decode_merge(args, shape.dependent_merge, stream);
 }
 
 }  // namespace quench

@@ -25,6 +25,7 @@
 #include "quench/ops/attention/decode/decode_fragments.cuh"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
 #include "quench/ops/attention/decode/decode_output.cuh"
+#include "quench/ops/attention/decode/dependent_launch.cuh"
 
 namespace quench::decode {
 
@@ -260,26 +261,19 @@ __global__ void __launch_bounds__(kThreads,
   }
   __syncthreads();
   int32_t chunk_page[T::kChunksPerThread];
-  auto load_prologue_pages = [&](int tile) {
-#pragma unroll
-    for (int i = 0; i < T::kChunksPerThread; ++i) {
-      const int row = (tid + i * kThreads) / T::kChunksPerRow;
-      const int32_t tok = (my_tile0 + tile) * kTileTokens + row;
-      const bool visible = tile < num_tiles && tok >= kv_begin && tok < kv_end;
-      chunk_page[i] = visible ? prologue_pages[tile * pages_per_tile + (row >> page_shift)] : -1;
-    }
-  };
-  // In the loop: branch-free. The block-table index is clamped to the last visible page, so the
-  // read stays inside the request's row even for chunks that are not visible (their page is
-  // then replaced by -1).
+  // Page of each chunk of tile `tile`, or -1 where its token is not visible. The prologue's
+  // tiles take theirs from prologue_pages; the loop's read the block table branch-free, the
+  // index clamped to the last visible page so that the read stays inside the request's row.
   const int32_t last_page_index = (kv_end - 1) >> page_shift;
-  auto load_pages = [&](int tile) {
+  auto load_pages = [&](int tile, bool from_prologue) {
 #pragma unroll
     for (int i = 0; i < T::kChunksPerThread; ++i) {
       const int row = (tid + i * kThreads) / T::kChunksPerRow;
       const int32_t tok = (my_tile0 + tile) * kTileTokens + row;
       const bool visible = tile < num_tiles && tok >= kv_begin && tok < kv_end;
-      const int32_t page = __ldg(pages_of_seq + min(tok >> page_shift, last_page_index));
+      const int32_t page = from_prologue
+                               ? prologue_pages[tile * pages_per_tile + (row >> page_shift)]
+                               : __ldg(pages_of_seq + min(tok >> page_shift, last_page_index));
       chunk_page[i] = visible ? page : -1;
     }
   };
@@ -319,10 +313,10 @@ __global__ void __launch_bounds__(kThreads,
   };
 
   for (int s = 0; s < num_stages - 1; ++s) {
-    load_prologue_pages(s);
+    load_pages(s, /*from_prologue=*/true);
     issue_tile(s);
   }
-  load_pages(num_stages - 1);
+  load_pages(num_stages - 1, /*from_prologue=*/false);
 
   // Q rows -> shared memory, while the first KV tiles are in flight (rows past num_rows are
   // zero: their scores are 0 and they are never written).
@@ -412,7 +406,7 @@ __global__ void __launch_bounds__(kThreads,
     cp_async_wait_pending(num_stages - 2);
     __syncthreads();  // tile `tile` landed for all threads; buffer tile-1 is free again
     issue_tile(tile + num_stages - 1);
-    load_pages(tile + num_stages);
+    load_pages(tile + num_stages, /*from_prologue=*/false);
 
     const uint8_t* k_tile = pipe + read_offset;
     read_offset = read_offset + T::kStageBytes == ring_bytes ? 0 : read_offset + T::kStageBytes;

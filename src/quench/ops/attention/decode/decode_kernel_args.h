@@ -53,22 +53,8 @@ DecodeKernelInfo decode_kernel_info_kv_e4m3(int32_t head_dim, DType q_dtype);
 DecodeKernelInfo decode_kernel_info_kv_e5m2(int32_t head_dim, DType q_dtype);
 
 // The split-KV merge (decode_merge.cu): combines args.partial_* and runs the output epilogue.
-// Launched as a programmatic dependent launch of the main kernel where the GPU has it (sm_90+):
-// it is scheduled while the main kernel finishes, and waits for it before reading.
-void launch_decode_merge(const DecodeKernelArgs& args, cudaStream_t stream);
-
-// Programmatic dependent launch (sm_90+; nothing on older GPUs): the primary grid lets its
-// dependent start launching; the dependent waits until the primary grid has completed and its
-// memory operations are visible.
-__device__ __forceinline__ void allow_dependent_launch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wait_for_primary_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
+// With `dependent` (the GPU is sm_90+) it is a programmatic dependent launch of the main kernel:
+// scheduled while the main kernel finishes, it waits for it before reading.
+void launch_decode_merge(const DecodeKernelArgs& args, bool dependent, cudaStream_t stream);
 
 }  // namespace quench::decode

@@ -11,6 +11,7 @@
 #include "quench/ops/attention/decode/decode_fragments.cuh"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
 #include "quench/ops/attention/decode/decode_output.cuh"
+#include "quench/ops/attention/decode/dependent_launch.cuh"
 
 namespace quench::decode {
 namespace {
@@ -105,7 +106,7 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
 
 }  // namespace
 
-void launch_decode_merge(const DecodeKernelArgs& args, cudaStream_t stream) {
+void launch_decode_merge(const DecodeKernelArgs& args, bool dependent, cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(args.p.num_tokens) * args.p.num_q_heads;
   if (rows == 0) return;
   QUENCH_REQUIRE(args.num_splits <= kMaxSplits, "decode merge: num_splits ", args.num_splits,
@@ -132,14 +133,8 @@ void launch_decode_merge(const DecodeKernelArgs& args, cudaStream_t stream) {
   cudaLaunchAttribute attribute = {};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
-  // Programmatic dependent launch needs sm_90; older GPUs launch the merge after the kernel.
-  int device = 0, major = 0;
-  QUENCH_REQUIRE(
-      cudaGetDevice(&device) == cudaSuccess &&
-          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess,
-      "decode merge: cannot query the device's compute capability");
   config.attrs = &attribute;
-  config.numAttrs = major >= 9 ? 1 : 0;
+  config.numAttrs = dependent ? 1 : 0;  // older GPUs: launched after the kernel
   const cudaError_t status = cudaLaunchKernelEx(&config, kernel, args);
   QUENCH_REQUIRE(status == cudaSuccess, "decode merge launch failed: ", cudaGetErrorString(status));
 }

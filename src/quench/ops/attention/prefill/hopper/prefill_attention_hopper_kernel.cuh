@@ -47,7 +47,6 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     prefill_attention_hopper_kernel(const AttentionParams p) {
 #ifdef QUENCH_SM90A_ENABLED
   using Cfg = HopperConfig<kKind, kHeadDimT>;
-  using prefill_common::fast_exp2;
   using prefill_common::OutputTile;
   using prefill_common::pack_bf16x2;
   using prefill_common::query_row;
@@ -140,9 +139,13 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     row_pos[r] = first_pos + min(m / group, q_len - 1);  // rows past the chunk: never stored
   }
   const float q_scale_eff = Cfg::kFp8Qk ? p.q_scale : 1.0f;
-  const float score_scale = p.sm_scale * q_scale_eff * p.k_scale.at(kv_head);
-  const float score_scale_log2 = score_scale * kLog2e;
-  const bool soft_cap = p.logit_soft_cap > 0.0f;
+  const ScoreTransform scores{p.sm_scale * q_scale_eff * p.k_scale.at(kv_head),
+                              p.logit_soft_cap,
+                              p.window_left,
+                              pos_lo,
+                              pos_hi,
+                              {row_pos[0], row_pos[1]},
+                              lane_in_group};
   float o_acc[kHeadDim / 2] = {};  // O, accumulator layout: o_acc[4 * dt + 2 * r + c]
   // P V's A fragments and FP8 result T: with kDeferPv they stay in flight until the Q K^T
   // wait of the next tile (or the end of the loop).
@@ -202,52 +205,15 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     if constexpr (Cfg::kDeferPv) {
       if (tile > 0) finish_pv();
     }
-    // Scale, soft-cap and mask (log2 units), then the online softmax update.
-    const bool needs_mask =
-        kv0 + kBlockN - 1 > pos_lo || (p.window_left >= 0 && kv0 < pos_hi - p.window_left);
-#pragma unroll
-    for (int nt = 0; nt < kBlockN / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x;
-        if (soft_cap) {
-          x = p.logit_soft_cap * tanhf(s[4 * nt + e] * score_scale / p.logit_soft_cap) * kLog2e;
-        } else {
-          x = s[4 * nt + e] * score_scale_log2;
-        }
-        if (needs_mask) {
-          const int j = kv0 + nt * 8 + 2 * lane_in_group + (e & 1);
-          const int pos = row_pos[e / 2];
-          if (j > pos || (p.window_left >= 0 && j < pos - p.window_left)) x = -INFINITY;
-        }
-        s[4 * nt + e] = x;
-      }
-    }
+    // Scale, soft-cap and mask (log2 units), the online softmax update, then O rescaled.
+    float correction[2];
+    online_softmax_tile<kBlockN>(scores, kv0, s, row_max, row_sum, correction);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < kBlockN / 8; ++nt) {
-        tile_max = fmaxf(tile_max, fmaxf(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]));
-      }
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      const float new_max = fmaxf(row_max[r], tile_max);
-      // A row that has seen only masked keys keeps max -inf; subtract 0 to avoid inf - inf.
-      const float offset = new_max == -INFINITY ? 0.0f : new_max;
-      const float correction = exp2f(row_max[r] - offset);
-      row_max[r] = new_max;
-      row_sum[r] *= correction;
 #pragma unroll
       for (int dt = 0; dt < kHeadDim / 8; ++dt) {
-        o_acc[4 * dt + 2 * r] *= correction;
-        o_acc[4 * dt + 2 * r + 1] *= correction;
-      }
-#pragma unroll
-      for (int nt = 0; nt < kBlockN / 8; ++nt) {
-        s[4 * nt + 2 * r] = fast_exp2(s[4 * nt + 2 * r] - offset);
-        s[4 * nt + 2 * r + 1] = fast_exp2(s[4 * nt + 2 * r + 1] - offset);
-        row_sum[r] += s[4 * nt + 2 * r] + s[4 * nt + 2 * r + 1];
+        o_acc[4 * dt + 2 * r] *= correction[r];
+        o_acc[4 * dt + 2 * r + 1] *= correction[r];
       }
     }
 

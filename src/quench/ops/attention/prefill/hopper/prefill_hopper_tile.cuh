@@ -313,6 +313,73 @@ __device__ __forceinline__ void issue_pv(float (&acc)[Cfg::kHeadDim / 2],
   }
 }
 
+// What scales and masks the S accumulators of one thread's two rows (packed rows lane / 4 and
+// lane / 4 + 8 of its warp); fixed for the CTA. Shared by both Hopper kernels.
+struct ScoreTransform {
+  float score_scale;     // sm_scale * q_scale (FP8 q only) * k_scale: multiplies raw Q K^T
+  float logit_soft_cap;  // > 0: scores become cap * tanh(score / cap)
+  int window_left;       // -1: no sliding window
+  int pos_lo;            // lowest / highest absolute position among the CTA's rows
+  int pos_hi;
+  int row_pos[2];     // absolute position of this thread's two rows
+  int lane_in_group;  // lane % 4: which key pair of each 8-key column block the thread holds
+};
+
+// Scales, soft-caps and masks one S tile (log2 units), then updates the online softmax state of
+// the thread's rows (row_max in log2 units, row_sum this thread's partial); S becomes P, whose
+// max-relative scale changed by `correction` per row. O is left to the caller, which multiplies
+// it by `correction` once it is not in flight.
+template <int kBlockN>
+__device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int kv0,
+                                                    float (&s)[kBlockN / 2], float (&row_max)[2],
+                                                    float (&row_sum)[2], float (&correction)[2]) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float score_scale_log2 = t.score_scale * kLog2e;
+  const bool soft_cap = t.logit_soft_cap > 0.0f;
+  const bool needs_mask =
+      kv0 + kBlockN - 1 > t.pos_lo || (t.window_left >= 0 && kv0 < t.pos_hi - t.window_left);
+#pragma unroll
+  for (int nt = 0; nt < kBlockN / 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x;
+      if (soft_cap) {
+        x = t.logit_soft_cap * tanhf(s[4 * nt + e] * t.score_scale / t.logit_soft_cap) * kLog2e;
+      } else {
+        x = s[4 * nt + e] * score_scale_log2;
+      }
+      if (needs_mask) {
+        const int j = kv0 + nt * 8 + 2 * t.lane_in_group + (e & 1);
+        const int pos = t.row_pos[e / 2];
+        if (j > pos || (t.window_left >= 0 && j < pos - t.window_left)) x = -INFINITY;
+      }
+      s[4 * nt + e] = x;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < kBlockN / 8; ++nt) {
+      tile_max = fmaxf(tile_max, fmaxf(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]));
+    }
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    const float new_max = fmaxf(row_max[r], tile_max);
+    // A row that has seen only masked keys keeps max -inf; subtract 0 to avoid inf - inf.
+    const float offset = new_max == -INFINITY ? 0.0f : new_max;
+    correction[r] = exp2f(row_max[r] - offset);
+    row_max[r] = new_max;
+    row_sum[r] *= correction[r];
+#pragma unroll
+    for (int nt = 0; nt < kBlockN / 8; ++nt) {
+      s[4 * nt + 2 * r] = prefill_common::fast_exp2(s[4 * nt + 2 * r] - offset);
+      s[4 * nt + 2 * r + 1] = prefill_common::fast_exp2(s[4 * nt + 2 * r + 1] - offset);
+      row_sum[r] += s[4 * nt + 2 * r] + s[4 * nt + 2 * r + 1];
+    }
+  }
+}
+
 #endif  // QUENCH_SM90A_ENABLED
 
 }  // namespace quench::prefill_hopper

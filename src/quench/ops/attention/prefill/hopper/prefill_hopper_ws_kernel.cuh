@@ -165,7 +165,6 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
                                             unsigned char* smem, const WsRingBarriers& ring,
                                             int ctid) {
   using Tile = typename Cfg::Tile;
-  using prefill_common::fast_exp2;
   using prefill_common::OutputTile;
   using prefill_common::query_row;
   using prefill_common::QueryRow;
@@ -215,9 +214,13 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     row_pos[r] = w.first_pos + min(m / w.group, w.q_len - 1);  // rows past the chunk: unstored
   }
   const float q_scale_eff = Tile::kFp8Qk ? p.q_scale : 1.0f;
-  const float score_scale = p.sm_scale * q_scale_eff * p.k_scale.at(w.kv_head);
-  const float score_scale_log2 = score_scale * kLog2e;
-  const bool soft_cap = p.logit_soft_cap > 0.0f;
+  const ScoreTransform scores{p.sm_scale * q_scale_eff * p.k_scale.at(w.kv_head),
+                              p.logit_soft_cap,
+                              p.window_left,
+                              w.pos_lo,
+                              w.pos_hi,
+                              {row_pos[0], row_pos[1]},
+                              lane_in_group};
   float o_acc[kHeadDim / 2] = {};           // O, accumulator layout: o_acc[4 * dt + 2 * r + c]
   uint32_t p_frag[Tile::kPvSteps][4] = {};  // zero: see the first P V below
   float t_acc[kHeadDim / 2];                // FP8 P V only; unused (and removed) otherwise
@@ -236,53 +239,6 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (score * log2(e))
   float row_sum[2] = {0.0f, 0.0f};            // this thread's partial; quad-reduced at the end
 
-  // Scale, soft-cap and mask S (log2 units), then the online softmax update of row_max and
-  // row_sum; S becomes P. O is left alone (it may still be in flight): the caller multiplies
-  // it by `correction` once it is not.
-  const auto softmax_tile = [&](float(&s)[kBlockN / 2], int kv0, float(&correction)[2]) {
-    const bool needs_mask =
-        kv0 + kBlockN - 1 > w.pos_lo || (p.window_left >= 0 && kv0 < w.pos_hi - p.window_left);
-#pragma unroll
-    for (int nt = 0; nt < kBlockN / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x;
-        if (soft_cap) {
-          x = p.logit_soft_cap * tanhf(s[4 * nt + e] * score_scale / p.logit_soft_cap) * kLog2e;
-        } else {
-          x = s[4 * nt + e] * score_scale_log2;
-        }
-        if (needs_mask) {
-          const int j = kv0 + nt * 8 + 2 * lane_in_group + (e & 1);
-          const int pos = row_pos[e / 2];
-          if (j > pos || (p.window_left >= 0 && j < pos - p.window_left)) x = -INFINITY;
-        }
-        s[4 * nt + e] = x;
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < kBlockN / 8; ++nt) {
-        tile_max = fmaxf(tile_max, fmaxf(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]));
-      }
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      const float new_max = fmaxf(row_max[r], tile_max);
-      // A row that has seen only masked keys keeps max -inf; subtract 0 to avoid inf - inf.
-      const float offset = new_max == -INFINITY ? 0.0f : new_max;
-      correction[r] = exp2f(row_max[r] - offset);
-      row_max[r] = new_max;
-      row_sum[r] *= correction[r];
-#pragma unroll
-      for (int nt = 0; nt < kBlockN / 8; ++nt) {
-        s[4 * nt + 2 * r] = fast_exp2(s[4 * nt + 2 * r] - offset);
-        s[4 * nt + 2 * r + 1] = fast_exp2(s[4 * nt + 2 * r + 1] - offset);
-        row_sum[r] += s[4 * nt + 2 * r] + s[4 * nt + 2 * r + 1];
-      }
-    }
-  };
   const auto rescale_o = [&](const float(&correction)[2]) {
 #pragma unroll
     for (int dt = 0; dt < kHeadDim / 8; ++dt) {
@@ -334,7 +290,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     sm90::fence_registers(s);
     sm90::mbarrier_arrive(&ring.k_empty[slot]);
     float correction[2];
-    softmax_tile(s, kv0, correction);
+    online_softmax_tile<kBlockN>(scores, kv0, s, row_max, row_sum, correction);
 
     if constexpr (Cfg::kDeferPv) {
       sm90::wgmma_wait_group<0>();
