@@ -150,19 +150,7 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
   // P V's A fragments and FP8 result T: with kDeferPv they stay in flight until the Q K^T
   // wait of the next tile (or the end of the loop).
   uint32_t p_frag[Cfg::kPvSteps][4];
-  float t_acc[kHeadDim / 2];  // FP8 P V only; unused (and removed) otherwise
-  // After P V's wait: pin its registers, and (FP8) add T into O.
-  const auto finish_pv = [&] {
-    sm90::fence_registers(p_frag);
-    if constexpr (Cfg::kFp8Pv) {
-      sm90::fence_registers(t_acc);
-#pragma unroll
-      for (int i = 0; i < kHeadDim / 2; ++i)
-        o_acc[i] += t_acc[i];
-    } else {
-      sm90::fence_registers(o_acc);
-    }
-  };
+  float t_acc[kHeadDim / 2];                  // FP8 P V only; unused (and removed) otherwise
   float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (score * log2(e))
   float row_sum[2] = {0.0f, 0.0f};            // this thread's partial; quad-reduced at the end
 
@@ -203,7 +191,7 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     sm90::wgmma_wait_group<0>();  // with kDeferPv, also the previous tile's P V
     sm90::fence_registers(s);
     if constexpr (Cfg::kDeferPv) {
-      if (tile > 0) finish_pv();
+      if (tile > 0) finish_pv<Cfg>(p_frag, t_acc, o_acc);
     }
     // Scale, soft-cap and mask (log2 units), the online softmax update, then O rescaled.
     float correction[2];
@@ -231,13 +219,13 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     sm90::wgmma_commit_group();
     if constexpr (!Cfg::kDeferPv) {
       sm90::wgmma_wait_group<0>();
-      finish_pv();
+      finish_pv<Cfg>(p_frag, t_acc, o_acc);
     }
   }
   if constexpr (Cfg::kDeferPv) {
     if (num_kv_tiles > 0) {  // the last tile's P V
       sm90::wgmma_wait_group<0>();
-      finish_pv();
+      finish_pv<Cfg>(p_frag, t_acc, o_acc);
     }
   }
 

@@ -313,6 +313,24 @@ __device__ __forceinline__ void issue_pv(float (&acc)[Cfg::kHeadDim / 2],
   }
 }
 
+// After P V's wait: pins P's A fragments (and the accumulator P V wrote) so that no register
+// is reused before the wgmma completed; FP8 P V then adds its tile result T into O in fp32 (the
+// two-level accumulation), bf16 P V accumulated into O already. Cfg is a HopperConfig.
+template <class Cfg>
+__device__ __forceinline__ void finish_pv(uint32_t (&p_frag)[Cfg::kPvSteps][4],
+                                          float (&t_acc)[Cfg::kHeadDim / 2],
+                                          float (&o_acc)[Cfg::kHeadDim / 2]) {
+  sm90::fence_registers(p_frag);
+  if constexpr (Cfg::kFp8Pv) {
+    sm90::fence_registers(t_acc);
+#pragma unroll
+    for (int i = 0; i < Cfg::kHeadDim / 2; ++i)
+      o_acc[i] += t_acc[i];
+  } else {
+    sm90::fence_registers(o_acc);
+  }
+}
+
 // What scales and masks the S accumulators of one thread's two rows (packed rows lane / 4 and
 // lane / 4 + 8 of its warp); fixed for the CTA. Shared by both Hopper kernels.
 struct ScoreTransform {

@@ -221,21 +221,9 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
                               w.pos_hi,
                               {row_pos[0], row_pos[1]},
                               lane_in_group};
-  float o_acc[kHeadDim / 2] = {};           // O, accumulator layout: o_acc[4 * dt + 2 * r + c]
-  uint32_t p_frag[Tile::kPvSteps][4] = {};  // zero: see the first P V below
-  float t_acc[kHeadDim / 2];                // FP8 P V only; unused (and removed) otherwise
-  // After P V's wait: pin its registers, and (FP8) add T into O.
-  const auto finish_pv = [&] {
-    sm90::fence_registers(p_frag);
-    if constexpr (Tile::kFp8Pv) {
-      sm90::fence_registers(t_acc);
-#pragma unroll
-      for (int i = 0; i < kHeadDim / 2; ++i)
-        o_acc[i] += t_acc[i];
-    } else {
-      sm90::fence_registers(o_acc);
-    }
-  };
+  float o_acc[kHeadDim / 2] = {};             // O, accumulator layout: o_acc[4 * dt + 2 * r + c]
+  uint32_t p_frag[Tile::kPvSteps][4] = {};    // zero: see the first P V below
+  float t_acc[kHeadDim / 2];                  // FP8 P V only; unused (and removed) otherwise
   float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (score * log2(e))
   float row_sum[2] = {0.0f, 0.0f};            // this thread's partial; quad-reduced at the end
 
@@ -294,7 +282,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
 
     if constexpr (Cfg::kDeferPv) {
       sm90::wgmma_wait_group<0>();
-      finish_pv();
+      finish_pv<Tile>(p_frag, t_acc, o_acc);
       if (tile > 0) sm90::mbarrier_arrive(&ring.v_empty[(tile - 1) % kStages]);
       rescale_o(correction);
       pack_p<Tile>(s, p_frag);
@@ -307,7 +295,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
       issue_pv<Tile>(t_acc, p_frag, vt_address_of(tile));
       sm90::wgmma_commit_group();
       sm90::wgmma_wait_group<0>();
-      finish_pv();
+      finish_pv<Tile>(p_frag, t_acc, o_acc);
       sm90::mbarrier_arrive(&ring.v_empty[slot]);
     }
   }
@@ -322,7 +310,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
       sm90::wgmma_commit_group();
     }
     sm90::wgmma_wait_group<0>();
-    if (n_tiles > 0) finish_pv();
+    if (n_tiles > 0) finish_pv<Tile>(p_frag, t_acc, o_acc);
   }
 
   // Epilogue: normalize (sinks join the denominator), apply v_scale and 1 / kPScale, write the
