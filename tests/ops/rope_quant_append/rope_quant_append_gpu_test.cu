@@ -478,6 +478,37 @@ std::vector<CaseSpec> grid() {
     c.llama3 = true;
     c.padding = 17;
   });
+  // Large batches: the fused kernel streams several 4-head items per lane group (a group's range
+  // crosses token boundaries and padding tokens, the next item's rows load during the current).
+  add("llama3_8b_shape_streamed_fused_qkv", [](CaseSpec& c) {
+    c.tokens = 2048;
+    c.q_heads = 32;
+    c.kv_heads = 8;
+    c.llama3 = true;
+    c.fused_qkv = true;
+    c.padding = 40;
+  });
+  add("streamed_ragged_heads_norm_sincos_perhead_hnd32", [](CaseSpec& c) {
+    c.tokens = 3000;
+    c.q_heads = 9;
+    c.kv_heads = 3;  // 15 heads: the last item of every token has 3 rows
+    c.use_norm = true;
+    c.use_cache = false;
+    c.per_head_scales = true;
+    c.layout = KvLayout::kHND;
+    c.page_size = 32;
+    c.padding = 25;
+  });
+  add("streamed_gptj_q_fp8_e5m2_kv_bf16", [](CaseSpec& c) {
+    c.tokens = 2048;
+    c.q_heads = 16;
+    c.kv_heads = 4;
+    c.style = RopeStyle::kGptj;
+    c.q_rows = QRows::kAllFp8;
+    c.q_fp8 = DType::kFP8E5M2;
+    c.kv_dtype = DType::kBF16;
+    c.padding = 31;
+  });
   return cases;
 }
 

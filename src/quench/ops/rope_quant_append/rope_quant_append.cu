@@ -1,13 +1,18 @@
 // Fused RoPE + quantize + paged KV append. A group of head_dim/8 lanes holds one head row in
 // registers (one 16-byte load per lane per row) and writes 8 elements per lane: the q row as bf16
-// or FP8, k and v straight into their cache slot. Work item = kRowsPerGroup consecutive heads of
-// one token (heads numbered q, then k, then v), so a lane issues the loads of all its rows, the
-// token's position and slot before using any of them (bytes in flight per thread, not
-// occupancy, is what keeps HBM busy), and fetches the token's cos/sin (and the norm weights)
-// once for all its rows. Items are numbered token-major, so neighbouring groups share the
-// token's cos/sin row in L1. Memory-bound, so the ALU work is kept lean: no divide instruction
-// (a multiply plus Markstein's correction, scale_divide.h; per-tensor inverses come from the
-// host), two FP8 conversions per instruction.
+// or FP8, k and v straight into their cache slot. Work item = kRows consecutive heads of one
+// token (heads numbered q, then k, then v), items numbered token-major.
+// Large batches (4-head items): one wave of lane groups, each streaming a contiguous range of
+// items as a two-stage pipeline: the next item's rows (and, at a token boundary, its position and
+// slot) are loaded before the current item is finished, so a lane always has 64 bytes in flight
+// instead of loading, waiting, computing and retiring (bytes in flight, not occupancy, keeps HBM
+// busy). A token's cos/sin are loaded once per group and kept for its later items, so the
+// dependent position -> cos/sin load is paid once per token boundary, not per item.
+// Small batches (rows <= what one wave holds): one head per group, so the serial per-lane work
+// (norm reduction, RoPE shuffles, quantization) is one row long and the whole batch runs at once.
+// Memory-bound, so the ALU work is kept lean: no divide instruction (a multiply plus Markstein's
+// correction, scale_divide.h; per-tensor inverses come from the host), two FP8 conversions per
+// instruction.
 #include "quench/ops/rope_quant_append/rope_quant_append.h"
 
 #include <cstdint>
@@ -26,7 +31,7 @@ constexpr int32_t kThreads = 256;
 // bytes) in flight while it finishes the current one. 4 divides the head counts of the common GQA
 // shapes (Hq + 2*Hkv = 48 for Llama-3-8B, 80 for Qwen3-32B); a ragged last item just has fewer
 // rows.
-constexpr int32_t kRowsPerGroup = 4;
+constexpr int32_t kStreamedItemRows = 4;
 // Blocks of 256 threads per SM (the launch bound). One-row items: 3 (up to 85 registers), no
 // spills. Streamed 4-row items hold two items' rows (32 registers): at 3 blocks every variant
 // spills, at 2 (up to 128 registers) none does, and 512 threads x 64 bytes = 32 KB of row loads
@@ -300,14 +305,14 @@ void rope_quant_append_cuda(const RopeQuantAppendParams& p, cudaStream_t stream)
   } else {
     // One wave of resident groups, each streaming its share of the items.
     const int64_t resident_groups =
-        sm_count * min_blocks_per_sm<kRowsPerGroup>() * groups_per_block;
+        sm_count * min_blocks_per_sm<kStreamedItemRows>() * groups_per_block;
     const int64_t items =
-        static_cast<int64_t>(p.num_tokens) * ((heads + kRowsPerGroup - 1) / kRowsPerGroup);
+        static_cast<int64_t>(p.num_tokens) * ((heads + kStreamedItemRows - 1) / kStreamedItemRows);
     const auto items_per_group =
         static_cast<int32_t>((items + resident_groups - 1) / resident_groups);
     const int64_t groups = (items + items_per_group - 1) / items_per_group;
-    launch_kernel<kRowsPerGroup>(args, from_cache, qk_norm, groups, groups_per_block,
-                                 items_per_group, stream);
+    launch_kernel<kStreamedItemRows>(args, from_cache, qk_norm, groups, groups_per_block,
+                                     items_per_group, stream);
   }
   const cudaError_t status = cudaGetLastError();
   QUENCH_REQUIRE(status == cudaSuccess,
