@@ -2,7 +2,9 @@
 // registers (one 16-byte load per lane per row) and writes 8 elements per lane: the q row as bf16
 // or FP8, k and v straight into their cache slot. Work item = kRows consecutive heads of one
 // token (heads numbered q, then k, then v), items numbered token-major.
-// Large batches (4-head items): one wave of lane groups, each streaming a contiguous range of
+// Large batches on sm_90 take the bulk-copy kernel (rope_quant_append_bulk.cu) unless one token
+// is too wide for its shared-memory ring; elsewhere, and for those, the register path here:
+// 4-head items, one wave of lane groups, each streaming a contiguous range of
 // items as a two-stage pipeline: the next item's rows (and, at a token boundary, its position and
 // slot) are loaded before the current item is finished, so a lane always has 64 bytes in flight
 // instead of loading, waiting, computing and retiring (bytes in flight, not occupancy, keeps HBM
@@ -18,10 +20,9 @@
 #include <cstdint>
 
 #include "quench/core/error.h"
-#include "quench/ops/quantize/vec8_convert.cuh"
-#include "quench/ops/rope/rope_angles.h"
-#include "quench/ops/rope/rope_head_row.cuh"
+#include "quench/ops/rope_quant_append/rope_quant_append_bulk.h"
 #include "quench/ops/rope_quant_append/rope_quant_append_checks.h"
+#include "quench/ops/rope_quant_append/rope_quant_append_row.cuh"
 
 namespace quench {
 namespace {
@@ -41,17 +42,6 @@ constexpr int32_t min_blocks_per_sm() {
   return kRows == 1 ? 3 : 2;
 }
 
-struct FusedArgs {
-  RopeQuantAppendParams p;
-  RopeAngles angles;
-  int64_t cache_slots;       // num_pages * page_size: slots outside [0, cache_slots) are skipped
-  int32_t page_shift;        // log2(page_size)
-  int32_t cache_elem_bytes;  // 2 for bf16, 1 for FP8
-  float inv_q_scale;         // 1 / q_scale, and the per-tensor k/v inverses
-  float inv_k_scale;
-  float inv_v_scale;
-};
-
 // First element of head h (of the q, k, v numbering) of token t: bf16 bits.
 __device__ __forceinline__ const uint16_t* head_row(const RopeQuantAppendParams& p, int32_t t,
                                                     int32_t h) {
@@ -60,58 +50,6 @@ __device__ __forceinline__ const uint16_t* head_row(const RopeQuantAppendParams&
   if (h < p.num_kv_heads) return p.k + t * p.k_row_stride + static_cast<int64_t>(h) * p.head_dim;
   h -= p.num_kv_heads;
   return p.v + t * p.v_row_stride + static_cast<int64_t>(h) * p.head_dim;
-}
-
-// Quantizes x to the cache dtype and stores the lane's 8 elements of kv head kv_head at slot.
-__device__ __forceinline__ void store_to_cache(const FusedArgs& args, const LaneGroup& g,
-                                               void* cache, const HeadScales& scales,
-                                               float inv_per_tensor, int32_t kv_head, int64_t slot,
-                                               const float x[8]) {
-  const float scale = scales.at(kv_head);
-  const float inv_scale = scales.per_head ? 1.0f / scale : inv_per_tensor;
-  const int64_t offset = args.p.kv.offset(slot >> args.page_shift,
-                                          slot & ((1 << args.page_shift) - 1), kv_head, 8 * g.lane);
-  store_x8(static_cast<uint8_t*>(cache) + offset * args.cache_elem_bytes, args.p.kv.dtype, x, scale,
-           inv_scale);
-}
-
-// Norm (kQkNorm), RoPE and store of head h of token t, whose lane bits are in raw (uniform per
-// group).
-template <bool kQkNorm>
-__device__ __forceinline__ void finish_row(const FusedArgs& args, const LaneGroup& g, int32_t t,
-                                           int32_t h, int64_t slot, const uint4& raw,
-                                           const RopeLaneAngles& angles, const uint4& q_norm_bits,
-                                           const uint4& k_norm_bits) {
-  const RopeQuantAppendParams& p = args.p;
-  float x[8];
-  unpack_bf16x8(raw, x);
-  const bool is_q = h < p.num_q_heads;
-  const bool is_k = !is_q && h < p.num_q_heads + p.num_kv_heads;
-  if (!is_q && !is_k) {
-    store_to_cache(args, g, p.v_cache, p.v_scale, args.inv_v_scale,
-                   h - p.num_q_heads - p.num_kv_heads, slot, x);
-    return;
-  }
-  if constexpr (kQkNorm) {
-    // Selected word by word: a select of the two uint4 objects would put them in local memory.
-    const uint4 weight_bits =
-        make_uint4(is_q ? q_norm_bits.x : k_norm_bits.x, is_q ? q_norm_bits.y : k_norm_bits.y,
-                   is_q ? q_norm_bits.z : k_norm_bits.z, is_q ? q_norm_bits.w : k_norm_bits.w);
-    rms_norm_x8(x, g, p.head_dim, weight_bits, p.norm_eps);
-  }
-  rope_x8(x, g, args.angles, angles);
-  if (is_k) {
-    store_to_cache(args, g, p.k_cache, p.k_scale, args.inv_k_scale, h - p.num_q_heads, slot, x);
-    return;
-  }
-  const int64_t elem = (static_cast<int64_t>(t) * p.num_q_heads + h) * p.head_dim + 8 * g.lane;
-  if (t < p.q_bf16_rows) {
-    *reinterpret_cast<uint4*>(p.q_out_bf16 + elem) = pack_bf16x8(x);
-  } else {
-    *reinterpret_cast<uint2*>(p.q_out_fp8 + elem) =
-        pack_fp8x8(x, p.q_scale, args.inv_q_scale,
-                   p.q_fp8_dtype == DType::kFP8E4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2);
-  }
 }
 
 // One work item in flight: the raw bits of kRows consecutive heads of token t (heads numbered q,
@@ -235,17 +173,26 @@ int32_t log2_exact(int32_t n) {
   return shift;
 }
 
-// Streaming multiprocessors of the current device.
-int64_t device_sm_count() {
+// Streaming multiprocessors and compute capability major of the current device.
+struct DeviceShape {
+  int64_t sm_count;
+  int32_t cc_major;
+};
+
+DeviceShape current_device_shape() {
   int device = 0;
   int sm_count = 0;
+  int cc_major = 0;
   cudaError_t status = cudaGetDevice(&device);
   if (status == cudaSuccess) {
     status = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
   }
+  if (status == cudaSuccess) {
+    status = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device);
+  }
   QUENCH_REQUIRE(status == cudaSuccess,
-                 "rope_quant_append: SM count query failed: ", cudaGetErrorString(status));
-  return sm_count;
+                 "rope_quant_append: device query failed: ", cudaGetErrorString(status));
+  return DeviceShape{sm_count, cc_major};
 }
 
 // Launches the variant of kernel for (from_cache, qk_norm) over `groups` lane groups.
@@ -297,13 +244,20 @@ void rope_quant_append_cuda(const RopeQuantAppendParams& p, cudaStream_t stream)
   const int32_t heads = p.num_q_heads + 2 * p.num_kv_heads;
   const int64_t rows = static_cast<int64_t>(p.num_tokens) * heads;
   const int32_t groups_per_block = kThreads / (p.head_dim / 8);
-  const int64_t sm_count = device_sm_count();
+  const DeviceShape device = current_device_shape();
+  const int64_t sm_count = device.sm_count;
+  const int32_t bulk_chunk_tokens =
+      rope_quant_append_bulk_chunk_tokens(p, device.cc_major, sm_count);
   if (rows <= sm_count * min_blocks_per_sm<1>() * groups_per_block) {
     // A small batch: one head per lane group, so each lane's serial work (norm, RoPE, one store)
     // is a single row and the whole batch runs at once.
     launch_kernel<1>(args, from_cache, qk_norm, rows, groups_per_block, 1, stream);
+  } else if (bulk_chunk_tokens > 0) {
+    // sm_90: rows through a shared-memory ring fed by bulk copies (rope_quant_append_bulk.cu).
+    launch_rope_quant_append_bulk(args, bulk_chunk_tokens, sm_count, stream);
   } else {
-    // One wave of resident groups, each streaming its share of the items.
+    // Below sm_90, or tokens too wide for the bulk ring: one wave of resident lane groups, each
+    // streaming its share of the items with register-held rows.
     const int64_t resident_groups =
         sm_count * min_blocks_per_sm<kStreamedItemRows>() * groups_per_block;
     const int64_t items =
