@@ -286,7 +286,7 @@ class RopeAppendCase {
     const int64_t small_batch_rows = 132 * 3 * (256 / (spec_.head_dim / 8));
     RopeQuantAppendParams p = p_;
     p.cos_sin_cache = spec_.use_cache ? cos_sin_.data() : nullptr;
-    return rows > small_batch_rows && rope_quant_append_bulk_chunk_tokens(p, 9, 132) > 0;
+    return rows > small_batch_rows && rope_quant_append_bulk_chunk_tokens(p, true, 132) > 0;
   }
 
   // Runs one GPU path on fresh poisoned outputs and compares every buffer with the reference.
@@ -647,6 +647,17 @@ TEST(RopeQuantAppendGpuHand, PositionZeroIsPlainQuantization) {
   }
   EXPECT_EQ(k_got[64 * 16], kPoison);
   EXPECT_EQ(k_got[64 * 18], kPoison);
+}
+
+// The `bulk` grid cases run the bulk kernel only if the binary holds it for this device: it does
+// on sm_90 (the sm_90a build) and cannot below (newer GPUs depend on the build's targets).
+TEST(RopeQuantAppendGpuHand, BulkKernelAvailableOnSm90NotBelow) {
+  int device = 0, cc_major = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  cuda_check(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device),
+             "compute capability");
+  if (cc_major > 9) GTEST_SKIP() << "sm_" << cc_major << "x";
+  EXPECT_EQ(rope_quant_append_bulk_kernel_available(), cc_major == 9) << "sm_" << cc_major << "x";
 }
 
 TEST(RopeQuantAppendGpuHand, RejectsWhatTheKernelsCannotDo) {

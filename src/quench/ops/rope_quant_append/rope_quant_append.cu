@@ -173,26 +173,17 @@ int32_t log2_exact(int32_t n) {
   return shift;
 }
 
-// Streaming multiprocessors and compute capability major of the current device.
-struct DeviceShape {
-  int64_t sm_count;
-  int32_t cc_major;
-};
-
-DeviceShape current_device_shape() {
+// Streaming multiprocessors of the current device.
+int64_t device_sm_count() {
   int device = 0;
   int sm_count = 0;
-  int cc_major = 0;
   cudaError_t status = cudaGetDevice(&device);
   if (status == cudaSuccess) {
     status = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
   }
-  if (status == cudaSuccess) {
-    status = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device);
-  }
   QUENCH_REQUIRE(status == cudaSuccess,
-                 "rope_quant_append: device query failed: ", cudaGetErrorString(status));
-  return DeviceShape{sm_count, cc_major};
+                 "rope_quant_append: SM count query failed: ", cudaGetErrorString(status));
+  return sm_count;
 }
 
 // Launches the variant of kernel for (from_cache, qk_norm) over `groups` lane groups.
@@ -244,17 +235,16 @@ void rope_quant_append_cuda(const RopeQuantAppendParams& p, cudaStream_t stream)
   const int32_t heads = p.num_q_heads + 2 * p.num_kv_heads;
   const int64_t rows = static_cast<int64_t>(p.num_tokens) * heads;
   const int32_t groups_per_block = kThreads / (p.head_dim / 8);
-  const DeviceShape device = current_device_shape();
-  const int64_t sm_count = device.sm_count;
-  const int32_t bulk_chunk_tokens =
-      rope_quant_append_bulk_chunk_tokens(p, device.cc_major, sm_count);
+  const int64_t sm_count = device_sm_count();
   if (rows <= sm_count * min_blocks_per_sm<1>() * groups_per_block) {
     // A small batch: one head per lane group, so each lane's serial work (norm, RoPE, one store)
     // is a single row and the whole batch runs at once.
     launch_kernel<1>(args, from_cache, qk_norm, rows, groups_per_block, 1, stream);
-  } else if (bulk_chunk_tokens > 0) {
+  } else if (const int32_t chunk_tokens = rope_quant_append_bulk_chunk_tokens(
+                 p, rope_quant_append_bulk_kernel_available(), sm_count);
+             chunk_tokens > 0) {
     // sm_90: rows through a shared-memory ring fed by bulk copies (rope_quant_append_bulk.cu).
-    launch_rope_quant_append_bulk(args, bulk_chunk_tokens, sm_count, stream);
+    launch_rope_quant_append_bulk(args, chunk_tokens, sm_count, stream);
   } else {
     // Below sm_90, or tokens too wide for the bulk ring: one wave of resident lane groups, each
     // streaming its share of the items with register-held rows.

@@ -240,9 +240,18 @@ void launch_variant(const FusedArgs& args, const StageGeometry& geo, int32_t num
 
 }  // namespace
 
-int32_t rope_quant_append_bulk_chunk_tokens(const RopeQuantAppendParams& p, int32_t cc_major,
+bool rope_quant_append_bulk_kernel_available() {
+  cudaFuncAttributes attributes;
+  const cudaError_t status =
+      cudaFuncGetAttributes(&attributes, rope_quant_append_bulk_kernel<true, false>);
+  QUENCH_REQUIRE(status == cudaSuccess, "rope_quant_append: bulk kernel attribute query failed: ",
+                 cudaGetErrorString(status));
+  return attributes.ptxVersion >= 90;
+}
+
+int32_t rope_quant_append_bulk_chunk_tokens(const RopeQuantAppendParams& p, bool kernel_available,
                                             int64_t sm_count) {
-  if (cc_major < 9) return 0;
+  if (!kernel_available) return 0;
   const StageGeometry one = make_stage_geometry(p, 1);
   const auto fit = static_cast<int32_t>(
       std::min<int64_t>(kMaxChunkTokens, kRingBytes / (kStages * int64_t{one.stage_bytes})));
