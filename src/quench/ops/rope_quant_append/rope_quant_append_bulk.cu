@@ -229,10 +229,16 @@ template <bool kFromCache, bool kQkNorm>
 void launch_variant(const FusedArgs& args, const StageGeometry& geo, int32_t num_chunks,
                     unsigned blocks, cudaStream_t stream) {
   const int32_t smem_bytes = kStages * geo.stage_bytes;
-  const cudaError_t status =
-      cudaFuncSetAttribute(rope_quant_append_bulk_kernel<kFromCache, kQkNorm>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
-  QUENCH_REQUIRE(status == cudaSuccess, "rope_quant_append: setting ", smem_bytes,
+  const auto kernel = rope_quant_append_bulk_kernel<kFromCache, kQkNorm>;
+  cudaError_t status =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  // All of the unified L1/shared storage as shared memory, so kBlocksPerSm rings fit (the kernel
+  // reads nothing through L1 but its slots and positions, once each).
+  if (status == cudaSuccess) {
+    status = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  cudaSharedmemCarveoutMaxShared);
+  }
+  QUENCH_REQUIRE(status == cudaSuccess, "rope_quant_append: reserving ", smem_bytes,
                  " bytes of dynamic shared memory failed: ", cudaGetErrorString(status));
   rope_quant_append_bulk_kernel<kFromCache, kQkNorm>
       <<<blocks, kThreads, static_cast<size_t>(smem_bytes), stream>>>(args, geo, num_chunks);
