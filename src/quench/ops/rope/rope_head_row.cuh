@@ -81,6 +81,34 @@ __device__ __forceinline__ void load_rope_lane_angles(const LaneGroup& g, const 
   rope_cos_sin4<kFromCache>(angles, smem_inv_freq, pos, first_pair + 4, a.c + 4, a.s + 4);
 }
 
+// cos/sin of pairs [first_pair, first_pair + 4) from a cos/sin row (see below).
+__device__ __forceinline__ void rope_cos_sin4_from_row(const float* row, int32_t rotary_dim,
+                                                       int32_t first_pair, float c[4], float s[4]) {
+  const float4 cv = *reinterpret_cast<const float4*>(row + first_pair);
+  const float4 sv = *reinterpret_cast<const float4*>(row + rotary_dim / 2 + first_pair);
+  c[0] = cv.x, c[1] = cv.y, c[2] = cv.z, c[3] = cv.w;
+  s[0] = sv.x, s[1] = sv.y, s[2] = sv.z, s[3] = sv.w;
+}
+
+// As load_rope_lane_angles<true>, with the position's cos/sin row already at `row` (rotary_dim
+// floats: cos of pair i at [i], sin at [rotary_dim/2 + i]; 16-byte aligned, in any state space,
+// e.g. staged in shared memory): the same values, so the same rotation bits.
+__device__ __forceinline__ void load_rope_lane_angles_from_row(const LaneGroup& g,
+                                                               const RopeAngles& angles,
+                                                               const float* row,
+                                                               RopeLaneAngles& a) {
+  const int32_t first_elem = 8 * g.lane;
+  if (first_elem >= angles.rotary_dim) return;
+  if (angles.style == RopeStyle::kGptj) {
+    rope_cos_sin4_from_row(row, angles.rotary_dim, first_elem / 2, a.c, a.s);
+    return;
+  }
+  const int32_t half_lanes = angles.rotary_dim / 16;
+  const int32_t first_pair = g.lane < half_lanes ? first_elem : first_elem - angles.rotary_dim / 2;
+  rope_cos_sin4_from_row(row, angles.rotary_dim, first_pair, a.c, a.s);
+  rope_cos_sin4_from_row(row, angles.rotary_dim, first_pair + 4, a.c + 4, a.s + 4);
+}
+
 // Rotates the row in place with the lane's cos/sin from load_rope_lane_angles (all lanes of g
 // call it; lanes past rotary_dim keep their values). Bit-exact with the reference's
 // rope_rotate_pair given the same cos/sin.
