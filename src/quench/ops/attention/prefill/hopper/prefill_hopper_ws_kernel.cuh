@@ -105,26 +105,48 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const WsWo
   const auto slot_k = [&](int tile) {
     return smem + Cfg::kSlotOffset + tile % kStages * Cfg::kSlotBytes;
   };
-  // Key j of the tile comes from page block_table[j / page_size]; keys at or past kv_end are
-  // zero-filled so that masked lanes never multiply garbage (NaN) from V.
+  // Each thread copies one fixed 16-byte chunk of every kRowStride-th row of a tile (128 is a
+  // multiple of kKvChunks), so its destination advances by a constant (kRowStride is a multiple
+  // of the swizzle's 8 rows) and its source costs a shuffle, a shift, a mask and two
+  // multiply-adds per row: page_size is a power of two (16/32/64) and kv0 a multiple of kBlockN,
+  // so no row needs a division, and a tile's pages are read from the block table once per warp.
+  constexpr int kKvChunks = Tile::kHeadDim * Tile::kKvBytes / 16;
+  static_assert(Cfg::kProducerThreads % kKvChunks == 0, "a thread keeps one chunk column");
+  constexpr int kRowStride = Cfg::kProducerThreads / kKvChunks;
+  static_assert(kRowStride % 8 == 0, "every row of a thread has the same swizzle phase");
+  constexpr int kRowsPerThread = kBlockN / kRowStride;
+  const int lane = ptid % 32;
+  const int chunk = ptid % kKvChunks;
+  const int first_row = ptid / kKvChunks;
+  const int dst0 = block_tile_offset(kBlockN, first_row, chunk);
+  const int page_shift = __ffs(p.kv.page_size) - 1;
+  const int page_mask = p.kv.page_size - 1;
+  const int64_t page_bytes = p.kv.page_elems() * Tile::kKvBytes;
+  const int64_t token_bytes = p.kv.token_stride() * Tile::kKvBytes;
+  const int64_t head_chunk_bytes = w.kv_head * p.kv.head_stride() * Tile::kKvBytes + chunk * 16;
+  const auto* k_cache = static_cast<const unsigned char*>(p.k_cache) + head_chunk_bytes;
+  const auto* v_cache = static_cast<const unsigned char*>(p.v_cache) + head_chunk_bytes;
+  // Key kv0 + row comes from page block_table[(kv0 + row) >> page_shift]; rows at or past
+  // kv_end are zero-filled (their address clamped to the last key) so that masked lanes never
+  // multiply garbage (NaN) from V, and pages past kv_end are never read.
   const auto issue_loads = [&](int tile) {
-    constexpr int kKvChunks = Tile::kHeadDim * Tile::kKvBytes / 16;
     const int kv0 = w.kv_begin + tile * kBlockN;
-    unsigned char* v_dst = raw_stage(tile);
-    unsigned char* k_dst = Tile::kWidenK ? raw_stage(tile) + Cfg::kRawKOffsetInStage : slot_k(tile);
-    for (int idx = ptid; idx < kBlockN * kKvChunks; idx += Cfg::kProducerThreads) {
-      const int row = idx / kKvChunks;
-      const int chunk = idx % kKvChunks;
-      const int j = kv0 + row;
-      const bool valid = j < w.kv_end;
-      int64_t src = 0;
-      if (valid) {
-        const int page = pages[j / p.kv.page_size];
-        src = p.kv.offset(page, j % p.kv.page_size, w.kv_head, 0) * Tile::kKvBytes + chunk * 16;
-      }
-      const int dst = block_tile_offset(kBlockN, row, chunk);
-      cp_async_16(k_dst + dst, static_cast<const unsigned char*>(p.k_cache) + src, valid);
-      cp_async_16(v_dst + dst, static_cast<const unsigned char*>(p.v_cache) + src, valid);
+    const int last_row = w.kv_end - 1 - kv0;
+    // Lane l holds the tile's page l (a tile spans kBlockN >> page_shift <= 8 pages) where
+    // that page holds a key before kv_end.
+    const bool lane_reads = lane < (kBlockN >> page_shift) && lane <= (last_row >> page_shift);
+    const int32_t lane_page = lane_reads ? pages[(kv0 >> page_shift) + lane] : 0;
+    unsigned char* v_dst = raw_stage(tile) + dst0;
+    unsigned char* k_dst =
+        (Tile::kWidenK ? raw_stage(tile) + Cfg::kRawKOffsetInStage : slot_k(tile)) + dst0;
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const int row = first_row + i * kRowStride;
+      const int src_row = min(row, last_row);
+      const int32_t page = __shfl_sync(0xffffffffu, lane_page, src_row >> page_shift);
+      const int64_t src = page * page_bytes + (src_row & page_mask) * token_bytes;
+      cp_async_16(k_dst + i * kRowStride * 128, k_cache + src, row <= last_row);
+      cp_async_16(v_dst + i * kRowStride * 128, v_cache + src, row <= last_row);
     }
     prefill_generic::cp_async_commit();
   };
