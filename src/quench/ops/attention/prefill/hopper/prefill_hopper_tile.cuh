@@ -115,7 +115,13 @@ template <int kThreads>
 __device__ __forceinline__ void transpose_v_fp8(const unsigned char* v, unsigned char* vt,
                                                 int tid) {
   constexpr int kUnits = 4 * 2 * 4 * 32;
-  for (int u = tid; u < kUnits; u += kThreads) {
+  static_assert(kUnits % kThreads == 0, "every thread moves the same number of units");
+  // A fixed trip count, unrolled by 4: lane_part is the thread's own (kThreads is a multiple
+  // of 32) and the index math folds to per-thread invariants plus constants. A full unroll
+  // hoists every load and spills (the producer warpgroup keeps 56 registers).
+#pragma unroll 4
+  for (int it = 0; it < kUnits / kThreads; ++it) {
+    const int u = tid + it * kThreads;
     const int lane_part = u % 32;
     const int rest = u / 32;
     const int t = lane_part / 8;
@@ -153,7 +159,11 @@ __device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigne
                                                  int tid) {
   constexpr int kDimGroups = kHeadDim / 16;  // groups of 8 dim pairs
   constexpr int kUnits = kHeadDim / 2 * kBlockN / 2;
-  for (int u = tid; u < kUnits; u += kThreads) {
+  static_assert(kUnits % kThreads == 0, "every thread moves the same number of units");
+  // Fixed trip count, unrolled by 4 (see transpose_v_fp8).
+#pragma unroll 4
+  for (int it = 0; it < kUnits / kThreads; ++it) {
+    const int u = tid + it * kThreads;
     const int lane_part = u % 32;
     const int rest = u / 32;
     const int e = lane_part % 8 + 8 * (rest % kDimGroups);
@@ -183,7 +193,11 @@ __device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigne
 template <int kThreads, int kHeadDim, int kBlockN>
 __device__ __forceinline__ void widen_k(const unsigned char* k, unsigned char* k_wide, int tid) {
   constexpr int kChunks = kHeadDim / 16;  // 16 FP8 values per chunk
-  for (int u = tid; u < kBlockN * kChunks; u += kThreads) {
+  static_assert(kBlockN * kChunks % kThreads == 0, "every thread widens the same number of chunks");
+  // Fixed trip count, unrolled by 4 (see transpose_v_fp8).
+#pragma unroll 4
+  for (int it = 0; it < kBlockN * kChunks / kThreads; ++it) {
+    const int u = tid + it * kThreads;
     const int key = u / kChunks;
     const int chunk = u % kChunks;
     const uint4 raw = *reinterpret_cast<const uint4*>(k + block_tile_offset(kBlockN, key, chunk));
