@@ -55,6 +55,11 @@ struct WsConfig {
   static_assert(ring_fits(2), "two ring slots must fit");
   static constexpr int kBarrierOffset = kSlotOffset + kStages * kSlotBytes;
   static constexpr int kSmemBytes = kBarrierOffset + kBarriersPerSlot * kStages * 8 + kAlignSlack;
+  // Tiles whose loads the producer keeps in flight while it prepares an earlier one (the raw
+  // stages hold two tiles). Two, so that the gather latency hides under a tile's V^T pass,
+  // where tile t + 2's K lands in a slot other than tile t's (3 or more slots); with 2 slots
+  // loading tile t + 2's K would wait for tile t's Q K^T, so one.
+  static constexpr int kPrefetchTiles = kStages >= 3 ? 2 : 1;
   static_assert(Tile::kOutBytes <= kBarrierOffset, "the fp32 output tile reuses the operands");
 
   // bf16 P V of tile t is issued after tile t + 1's Q K^T and completes under its softmax

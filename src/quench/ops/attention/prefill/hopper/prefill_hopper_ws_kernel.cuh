@@ -6,7 +6,8 @@
 // One CTA of three warpgroups per (tile of 128 packed query rows, KV head, sequence).
 //   producer  warpgroup 0 (setmaxnreg down): gathers each 128-key K/V tile page by page
 //             through the block table with cp.async (K straight into its ring slot unless it
-//             is widened, V into a private raw stage, double-buffered), then builds the V^T
+//             is widened, V into a private raw stage; two raw stages let the loads of
+//             kPrefetchTiles tiles fly while an earlier tile is prepared), then builds the V^T
 //             operand (and the widened K) into the slot, fences the generic writes for the
 //             async proxy and arrives on the slot's `full` mbarrier. It waits on the slot's
 //             `empty` mbarrier before reusing it.
@@ -148,14 +149,20 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const WsWo
       cp_async_16(k_dst + i * kRowStride * 128, k_cache + src, row <= last_row);
       cp_async_16(v_dst + i * kRowStride * 128, v_cache + src, row <= last_row);
     }
-    prefill_generic::cp_async_commit();
   };
 
-  if (w.num_kv_tiles > 0) issue_loads(0);  // every slot starts empty
+  // Tiles 0 .. kPrefetch - 1 load at once (every slot starts empty); then tile t + kPrefetch
+  // loads while tile t + 1 .. is prepared. One cp.async group per tile, empty past the last
+  // tile, so that "all but the newest kPrefetch - 1 groups" is always tile t and before.
+  constexpr int kPrefetch = Cfg::kPrefetchTiles;
+  for (int tile = 0; tile < kPrefetch; ++tile) {
+    if (tile < w.num_kv_tiles) issue_loads(tile);
+    prefill_generic::cp_async_commit();
+  }
   for (int tile = 0; tile < w.num_kv_tiles; ++tile) {
-    prefill_generic::cp_async_wait_all();
-    // Every producer thread's share of the tile has landed, and every thread is done reading
-    // the raw stage that the next tile's loads overwrite (it held tile - 1).
+    prefill_generic::cp_async_wait_group<kPrefetch - 1>();
+    // Every producer thread's share of the tile has landed (and, prefetching one tile, every
+    // thread is done reading the raw stage that the next tile's loads overwrite).
     sm90::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
     unsigned char* k_slot = slot_k(tile);
     unsigned char* vt_slot = k_slot + Cfg::kSlotKBytes;
@@ -169,7 +176,12 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const WsWo
     // V^T, the widened K and the cp.async K are generic-proxy writes that wgmma reads.
     sm90::fence_proxy_async_shared();
     sm90::mbarrier_arrive(&ring.full[tile % kStages]);
-    const int next = tile + 1;
+    // Prefetching two tiles, tile + 2 overwrites this tile's raw stage: every thread must be
+    // done reading it.
+    if constexpr (kPrefetch == 2) {
+      sm90::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
+    }
+    const int next = tile + kPrefetch;
     if (next < w.num_kv_tiles) {
       if (next >= kStages) {
         sm90::mbarrier_wait(&ring.k_empty[next % kStages],
@@ -177,6 +189,7 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const WsWo
       }
       issue_loads(next);
     }
+    prefill_generic::cp_async_commit();
   }
 }
 
