@@ -229,16 +229,16 @@ __device__ __forceinline__ void wgmma_bf16_ss(float (&d)[N / 2], uint64_t desc_a
   }
 }
 
-template <int N>
+template <int N, bool kBMnMajor = false>
 __device__ __forceinline__ void wgmma_bf16_rs(float (&d)[N / 2], const uint32_t (&a)[4],
                                               uint64_t desc_b, bool accumulate) {
   if constexpr (N == 64) {
-    sm90::wgmma_m64n64k16_bf16_rs(d, a, desc_b, accumulate);
+    sm90::wgmma_m64n64k16_bf16_rs<kBMnMajor>(d, a, desc_b, accumulate);
   } else if constexpr (N == 128) {
-    sm90::wgmma_m64n128k16_bf16_rs(d, a, desc_b, accumulate);
+    sm90::wgmma_m64n128k16_bf16_rs<kBMnMajor>(d, a, desc_b, accumulate);
   } else {
     static_assert(N == 256, "P V covers head_dim 64, 128 or 256");
-    sm90::wgmma_m64n256k16_bf16_rs(d, a, desc_b, accumulate);
+    sm90::wgmma_m64n256k16_bf16_rs<kBMnMajor>(d, a, desc_b, accumulate);
   }
 }
 
@@ -324,6 +324,24 @@ __device__ __forceinline__ void issue_pv(float (&acc)[Cfg::kHeadDim / 2],
     } else {
       wgmma_bf16_rs<Cfg::kHeadDim>(acc, p_frag[ks], b, true);
     }
+  }
+}
+
+// bf16 V as cached (a block-split swizzled tile of kBlockN key rows, see block_tile_offset) is
+// already the MN-major B operand of P V: keys are K, dims are N, each key row's 64-dim column
+// block is one swizzled 128-byte row. O += P V with no V^T pass; k16 step ks starts at key
+// 16 ks, 2048 bytes into column block 0. The caller fences before and commits / waits after.
+template <class Cfg>
+__device__ __forceinline__ void issue_pv_v_mn_major(float (&o)[Cfg::kHeadDim / 2],
+                                                    const uint32_t (&p_frag)[Cfg::kPvSteps][4],
+                                                    uint32_t v_address) {
+  static_assert(!Cfg::kFp8Pv && !Cfg::kFp8Kv, "wgmma takes an N-major B for 16-bit types only");
+  constexpr uint32_t kColumnBlockBytes = Cfg::kBlockN * 128;
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
+    const uint64_t b = sm90::smem_descriptor_sw128_mn_major(
+        v_address + static_cast<uint32_t>(ks * 16 * 128), kColumnBlockBytes);
+    wgmma_bf16_rs<Cfg::kHeadDim, true>(o, p_frag[ks], b, true);
   }
 }
 

@@ -10,7 +10,8 @@
 //             kPrefetchTiles tiles fly while an earlier tile is prepared), then builds the V^T
 //             operand (and the widened K) into the slot, fences the generic writes for the
 //             async proxy and arrives on the slot's `full` mbarrier. It waits on the slot's
-//             `empty` mbarrier before reusing it.
+//             `empty` mbarrier before reusing it. bf16 V as cached is P V's MN-major B
+//             operand (kVMnMajor): it goes straight into the slot too, and nothing is built.
 //   consumers warpgroups 1 and 2 (setmaxnreg up), packed rows 64c..64c+63 for consumer c:
 //             wait `full`, S = Q K^T (wgmma SS), online softmax in registers, P V (wgmma RS),
 //             arrive on `empty` once the wgmmas reading the slot have completed. Ping-pong:
@@ -24,7 +25,8 @@
 //   k_empty[s] 256 consumer arrivals once Q K^T has read the slot's K; v_empty[s] once P V has
 //              read its V^T. The producer of tile t >= kStages waits parity (k-1) & 1 of
 //              k_empty before loading K into the slot, and of v_empty before writing V^T: K
-//              loads start while the previous P V still reads the slot's V^T.
+//              loads start while the previous P V still reads the slot's V^T. MN-major V
+//              loads wait for both.
 #pragma once
 
 #include <cstdint>
@@ -90,6 +92,18 @@ __device__ __forceinline__ bool ws_work(const AttentionParams& p, WsWork& w) {
   return true;
 }
 
+// Issues acc (+)= P V from the slot's V operand at `v_address` (V^T, or MN-major V as cached).
+template <class Cfg>
+__device__ __forceinline__ void ws_issue_pv(float (&acc)[Cfg::Tile::kHeadDim / 2],
+                                            const uint32_t (&p_frag)[Cfg::Tile::kPvSteps][4],
+                                            uint32_t v_address) {
+  if constexpr (Cfg::kVMnMajor) {
+    issue_pv_v_mn_major<typename Cfg::Tile>(acc, p_frag, v_address);
+  } else {
+    issue_pv<typename Cfg::Tile>(acc, p_frag, v_address);
+  }
+}
+
 // Warpgroup 0: fills the ring. ptid = threadIdx.x (0..127).
 template <class Cfg>
 __device__ __forceinline__ void ws_producer(const AttentionParams& p, const WsWork& w,
@@ -137,7 +151,8 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const WsWo
     // that page holds a key before kv_end.
     const bool lane_reads = lane < (kBlockN >> page_shift) && lane <= (last_row >> page_shift);
     const int32_t lane_page = lane_reads ? pages[(kv0 >> page_shift) + lane] : 0;
-    unsigned char* v_dst = raw_stage(tile) + dst0;
+    unsigned char* v_dst =
+        (Cfg::kVMnMajor ? slot_k(tile) + Cfg::kSlotKBytes : raw_stage(tile)) + dst0;
     unsigned char* k_dst =
         (Tile::kWidenK ? raw_stage(tile) + Cfg::kRawKOffsetInStage : slot_k(tile)) + dst0;
 #pragma unroll
@@ -164,28 +179,32 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const WsWo
     // Every producer thread's share of the tile has landed (and, prefetching one tile, every
     // thread is done reading the raw stage that the next tile's loads overwrite).
     sm90::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
-    unsigned char* k_slot = slot_k(tile);
-    unsigned char* vt_slot = k_slot + Cfg::kSlotKBytes;
-    const unsigned char* raw = raw_stage(tile);
-    if (tile >= kStages) {
-      sm90::mbarrier_wait(&ring.v_empty[tile % kStages],
-                          static_cast<uint32_t>((tile / kStages - 1) & 1));
+    if constexpr (!Cfg::kVMnMajor) {
+      unsigned char* k_slot = slot_k(tile);
+      const unsigned char* raw = raw_stage(tile);
+      if (tile >= kStages) {
+        sm90::mbarrier_wait(&ring.v_empty[tile % kStages],
+                            static_cast<uint32_t>((tile / kStages - 1) & 1));
+      }
+      prepare_kv_operands<Tile, Cfg::kProducerThreads>(raw + Cfg::kRawKOffsetInStage, raw, k_slot,
+                                                       k_slot + Cfg::kSlotKBytes, ptid);
     }
-    prepare_kv_operands<Tile, Cfg::kProducerThreads>(raw + Cfg::kRawKOffsetInStage, raw, k_slot,
-                                                     vt_slot, ptid);
-    // V^T, the widened K and the cp.async K are generic-proxy writes that wgmma reads.
+    // V^T, the widened K and the cp.async K (and MN-major V) are generic-proxy writes that
+    // wgmma reads.
     sm90::fence_proxy_async_shared();
     sm90::mbarrier_arrive(&ring.full[tile % kStages]);
     // Prefetching two tiles, tile + 2 overwrites this tile's raw stage: every thread must be
     // done reading it.
-    if constexpr (kPrefetch == 2) {
+    if constexpr (kPrefetch == 2 && !Cfg::kVMnMajor) {
       sm90::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
     }
     const int next = tile + kPrefetch;
     if (next < w.num_kv_tiles) {
       if (next >= kStages) {
-        sm90::mbarrier_wait(&ring.k_empty[next % kStages],
-                            static_cast<uint32_t>((next / kStages - 1) & 1));
+        const uint32_t parity = static_cast<uint32_t>((next / kStages - 1) & 1);
+        sm90::mbarrier_wait(&ring.k_empty[next % kStages], parity);
+        // MN-major V lands in the slot itself: P V of its previous tile must be done.
+        if constexpr (Cfg::kVMnMajor) sm90::mbarrier_wait(&ring.v_empty[next % kStages], parity);
       }
       issue_loads(next);
     }
@@ -357,7 +376,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     issue_qk<Tile>(s, q_address, k_address);
     sm90::wgmma_commit_group();
     if constexpr (Cfg::kDeferPv) {
-      issue_pv<Tile>(o_acc, p_frag, vt_address_of(max(tile - 1, 0)));
+      ws_issue_pv<Cfg>(o_acc, p_frag, vt_address_of(max(tile - 1, 0)));
       sm90::wgmma_commit_group();
     }
     // Consumer 1's last turn would open a barrier that consumer 0 never waits on again.
@@ -383,7 +402,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
       pack_p<Tile>(s, p_frag);
       sm90::fence_registers(t_acc);
       sm90::wgmma_fence();
-      issue_pv<Tile>(t_acc, p_frag, vt_address_of(tile));
+      ws_issue_pv<Cfg>(t_acc, p_frag, vt_address_of(tile));
       sm90::wgmma_commit_group();
       sm90::wgmma_wait_group<0>();
       finish_pv();
@@ -397,7 +416,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
       sm90::fence_registers(o_acc);
       sm90::fence_registers(p_frag);
       sm90::wgmma_fence();
-      issue_pv<Tile>(o_acc, p_frag, vt_address_of(n_tiles - 1));
+      ws_issue_pv<Cfg>(o_acc, p_frag, vt_address_of(n_tiles - 1));
       sm90::wgmma_commit_group();
     }
     sm90::wgmma_wait_group<0>();
