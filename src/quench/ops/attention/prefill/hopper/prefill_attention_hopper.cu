@@ -1,10 +1,14 @@
-// Host launcher of the Hopper prefill kernel: support check (device architecture, dtypes,
-// head_dim, page size, GQA), dispatch on the operand kind and head_dim (8 instantiations) and
-// grid (query tiles of 128 packed rows, KV heads, sequences).
+// Host launcher of the Hopper prefill kernels: support check (device architecture, dtypes,
+// head_dim, page size, GQA), dispatch on the operand kind and head_dim (8 instantiations: the
+// warp-specialized kernel at head_dim 64 and 128, the synchronous one at 256) and grid (query
+// tiles of 128 packed rows, KV heads, sequences).
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
+
+#include <type_traits>
 
 #include "quench/core/error.h"
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper_kernel.cuh"
+#include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_kernel.cuh"
 
 namespace quench {
 namespace {
@@ -29,10 +33,20 @@ std::string device_unsupported_reason() {
 
 using prefill_hopper::HopperKind;
 
+// head_dim 64 and 128: the warp-specialized kernel (prefill_hopper_ws_kernel.cuh); 256: the
+// synchronous one, whose Q and 64-key tiles leave no room for a ring.
 template <HopperKind kKind, int kHeadDim>
 void launch(const AttentionParams& params, cudaStream_t stream) {
-  using Cfg = prefill_hopper::HopperConfig<kKind, kHeadDim>;
-  const auto kernel = prefill_hopper::prefill_attention_hopper_kernel<kKind, kHeadDim>;
+  constexpr bool kWarpSpecialized = kHeadDim != 256;
+  using Cfg = std::conditional_t<kWarpSpecialized, prefill_hopper::WsConfig<kKind, kHeadDim>,
+                                 prefill_hopper::HopperConfig<kKind, kHeadDim>>;
+  const auto kernel = [] {
+    if constexpr (kWarpSpecialized) {
+      return prefill_hopper::prefill_attention_hopper_ws_kernel<kKind, kHeadDim>;
+    } else {
+      return prefill_hopper::prefill_attention_hopper_kernel<kKind, kHeadDim>;
+    }
+  }();
   static const cudaError_t attribute_status =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   QUENCH_REQUIRE(attribute_status == cudaSuccess, "prefill_attention_hopper: cannot reserve ",

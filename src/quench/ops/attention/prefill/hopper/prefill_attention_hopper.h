@@ -1,7 +1,8 @@
 // The Hopper (sm_90a) prefill attention kernel on warpgroup MMA: FP8 e4m3 Q over an FP8 e4m3
 // paged cache with FP8 Q·Kᵀ and bf16 P·V (default) or FP8 P·V with two-level (per 128-key
 // tile) fp32 accumulation; bf16 Q over a bf16 cache, and bf16 Q over an FP8 e4m3 cache (widened
-// to bf16), with bf16 operands.
+// to bf16), with bf16 operands. head_dim 64 and 128 run the warp-specialized kernel
+// (prefill_hopper_ws_kernel.cuh), head_dim 256 the synchronous one.
 //
 // Serves: an sm_90 device; q/KV fp8_e4m3/fp8_e4m3, bf16/bf16 or bf16/fp8_e4m3 (f16 and e5m2
 // are not served); head_dim 128 (FP8 q) or 64/128/256 (bf16 q), NHD or HND, pages of

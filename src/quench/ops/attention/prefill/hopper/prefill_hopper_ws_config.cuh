@@ -1,0 +1,78 @@
+// The CTA plan of the warp-specialized Hopper prefill kernel (prefill_hopper_ws_kernel.cuh):
+// roles, register budgets, named-barrier ids and the shared-memory map of the K/V^T ring.
+// The per-tile operand layouts and step counts are HopperConfig's (prefill_hopper_tile.cuh).
+#pragma once
+
+#include "quench/ops/attention/prefill/hopper/prefill_hopper_tile.cuh"
+
+namespace quench::prefill_hopper {
+
+template <HopperKind kKind, int kHeadDimT>
+struct WsConfig {
+  using Tile = HopperConfig<kKind, kHeadDimT>;
+  // head_dim 256 (64-key tiles, 64 KB Q) leaves no room for a ring: the synchronous kernel
+  // serves it.
+  static_assert(kHeadDimT == 64 || kHeadDimT == 128, "the warp-specialized kernel serves 64, 128");
+
+  // Warpgroup 0 produces (gathers K/V, builds V^T and the widened K); warpgroups 1 and 2
+  // consume, each owning 64 of the CTA's 128 packed query rows.
+  static constexpr int kProducerThreads = 128;
+  static constexpr int kConsumerThreads = 256;
+  static constexpr int kThreads = kProducerThreads + kConsumerThreads;
+  static constexpr int kBlockM = Tile::kBlockM;  // packed query rows per CTA
+  // setmaxnreg budgets: 128 * 56 + 256 * 224 = 64512 <= 65536 registers of the SM.
+  static constexpr int kProducerRegisters = 56;
+  static constexpr int kConsumerRegisters = 224;
+
+  // Named barriers (0 is __syncthreads, unused after the role split).
+  static constexpr int kProducerBarrier = 1;  // 128 producer threads: a raw tile has landed
+  static constexpr int kScheduleBarrier = 2;  // + consumer c (256): c may issue its Q K^T
+  static constexpr int kQReadyBarrier = 4;    // + consumer c (128): c's Q rows have landed
+  static constexpr int kEpilogueBarrier = 6;  // 256 consumer threads
+
+  // bf16 V as cached is the MN-major B operand of P V (issue_pv_v_mn_major): cp.async writes
+  // it straight into the slot, and the producer builds nothing.
+  static constexpr bool kVMnMajor = kKind == HopperKind::kBf16;
+  static_assert(!kVMnMajor || Tile::kVtBytes == Tile::kStageBytes, "V fills the V^T space");
+
+  // Shared memory, every tile 1024-byte aligned: Q (128 rows); two producer-private raw stages
+  // (V as cached, and K as cached where it is widened; none where V is MN-major); the ring of
+  // kStages slots, each the K operand (K as cached, written by cp.async straight into the slot,
+  // or the widened K) and the V operand (V^T, or V as cached where MN-major); then the ring's
+  // mbarriers (full, k_empty, v_empty per slot).
+  static constexpr int kQOffset = 0;
+  static constexpr int kRawStageBytes = kVMnMajor ? 0 : (Tile::kWidenK ? 2 : 1) * Tile::kStageBytes;
+  static constexpr int kRawOffset = Tile::kQBytes;
+  static constexpr int kRawKOffsetInStage = Tile::kStageBytes;  // widened kinds only
+  static constexpr int kSlotOffset = kRawOffset + 2 * kRawStageBytes;
+  static constexpr int kSlotKBytes = Tile::kKOperandBytes;
+  static constexpr int kSlotBytes = kSlotKBytes + Tile::kVtBytes;
+  static_assert(Tile::kWidenK || Tile::kStageBytes == kSlotKBytes,
+                "K as cached is the K operand where it is not widened");
+  static constexpr int kMaxSmemBytes = 227 * 1024;
+  static constexpr int kAlignSlack = 1024;    // to align the window to the swizzle atom
+  static constexpr int kBarriersPerSlot = 3;  // full, k_empty, v_empty
+
+  static constexpr bool ring_fits(int stages) {
+    return kSlotOffset + stages * kSlotBytes + kBarriersPerSlot * stages * 8 + kAlignSlack <=
+           kMaxSmemBytes;
+  }
+  static constexpr int kStages = ring_fits(4) ? 4 : (ring_fits(3) ? 3 : 2);
+  static_assert(ring_fits(2), "two ring slots must fit");
+  static constexpr int kBarrierOffset = kSlotOffset + kStages * kSlotBytes;
+  static constexpr int kSmemBytes = kBarrierOffset + kBarriersPerSlot * kStages * 8 + kAlignSlack;
+  // Tiles whose loads the producer keeps in flight while it prepares an earlier one (the raw
+  // stages hold two tiles). Two, so that the gather latency hides under a tile's V^T pass,
+  // where tile t + 2's K lands in a slot other than tile t's (3 or more slots); with 2 slots
+  // loading tile t + 2's K would wait for tile t's Q K^T, so one. (bf16 at head_dim 128 has 3
+  // slots because V needs no raw stage.)
+  static constexpr int kPrefetchTiles = kStages >= 3 ? 2 : 1;
+  static_assert(Tile::kOutBytes <= kBarrierOffset, "the fp32 output tile reuses the operands");
+
+  // bf16 P V of tile t is issued after tile t + 1's Q K^T and completes under its softmax
+  // (tile t's slot is released then); FP8 P V waits at once: T living across the next
+  // Q K^T and softmax spills (180 bytes at 224 registers, CUDA 13.0).
+  static constexpr bool kDeferPv = !Tile::kFp8Pv;
+};
+
+}  // namespace quench::prefill_hopper

@@ -1,0 +1,203 @@
+// GPU tests aimed at the warp-specialized Hopper prefill kernel (prefill_hopper_ws_kernel.cuh,
+// head_dim 64 and 128) through the public prefill_attention_hopper entry: the K/V^T ring's
+// mbarrier phases (KV tile counts around and far past the ring depth: 2, 3 or 4 slots per
+// kind, so every slot wraps and its parity flips both ways), the ping-pong of the two consumer
+// warpgroups (CTAs whose second consumer has no rows), ragged batches on 16-token pages in the
+// HND layout, sliding windows whose first tile is not 0, and bit-identical repeat runs (a ring
+// race shows up as run-to-run differences). Every operand kind runs, FP8 P·V included, against
+// the CPU reference at the SPEC §3 tolerances. Skipped unless the device is sm_90.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "harness/attention_device_problem.h"
+#include "harness/attention_problem.h"
+#include "prefill_test_support.h"
+#include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
+
+namespace quench::testing_support {
+namespace {
+
+#define SKIP_UNLESS_SM90() \
+  if (!device_is_sm90()) GTEST_SKIP() << "the Hopper kernel needs an sm_90 device"
+
+// An operand kind: the dtypes and the entry that selects its P·V precision.
+struct KindCase {
+  DtypeCase dtypes;
+  PrefillKernel run;
+  const char* name;
+};
+
+const KindCase kAllKinds[] = {
+    {{DType::kFP8E4M3, DType::kFP8E4M3, DType::kBF16}, run_hopper_bf16_pv, "fp8 q, bf16 P·V"},
+    {{DType::kFP8E4M3, DType::kFP8E4M3, DType::kBF16}, run_hopper_fp8_pv, "fp8 q, FP8 P·V"},
+    {{DType::kBF16, DType::kBF16, DType::kBF16}, run_hopper_bf16_pv, "bf16 q, bf16 KV"},
+    {{DType::kBF16, DType::kFP8E4M3, DType::kBF16}, run_hopper_bf16_pv, "bf16 q, fp8 KV"},
+};
+
+bool is_fp8_pv(const KindCase& kind) {
+  return kind.run == run_hopper_fp8_pv;
+}
+
+void expect_kind_matches_reference(const KindCase& kind, const AttentionProblemConfig& config) {
+  SCOPED_TRACE(kind.name);
+  expect_matches_reference(config, kind.run);
+}
+
+// One 128-row chunk per sequence over 1..12 KV tiles of 128 keys: tile counts at, one past and
+// far past the ring depth of every kind (FP8: 4 slots, FP8 q with bf16 P·V: 3, bf16 at
+// head_dim 128: 2). FP8 P·V rows need long prefixes for the SPEC tolerance (3-bit P), so its
+// shortest sequence is 9 tiles.
+TEST(PrefillHopperWs, RingWrapAround) {
+  SKIP_UNLESS_SM90();
+  uint64_t seed = 2000;
+  for (const KindCase& kind : kAllKinds) {
+    AttentionProblemConfig c = base_config(kind.dtypes, 128, seed++);
+    c.num_q_heads = 2;
+    c.num_kv_heads = 2;
+    c.page_size = 32;
+    if (is_fp8_pv(kind)) {
+      c.seqs = {{128, 1152}, {128, 1280}, {100, 1500}, {128, 1536}};
+    } else {
+      c.seqs = {{128, 128}, {128, 256},  {128, 384}, {128, 512},
+                {128, 640}, {100, 1000}, {128, 1536}};
+    }
+    expect_kind_matches_reference(kind, c);
+  }
+}
+
+// Ragged batch on 16-token pages in HND with GQA group 4 (several CTAs per sequence, each with
+// its own tile count; padding sequences in between), head_dim 128 for every kind and 64 for
+// the bf16 kinds.
+TEST(PrefillHopperWs, RaggedBatchPage16Hnd) {
+  SKIP_UNLESS_SM90();
+  uint64_t seed = 2100;
+  for (const KindCase& kind : kAllKinds) {
+    for (const int head_dim : {64, 128}) {
+      if (head_dim == 64 && kind.dtypes.q != DType::kBF16) continue;
+      AttentionProblemConfig c = base_config(kind.dtypes, head_dim, seed);
+      c.page_size = 16;
+      c.layout = KvLayout::kHND;
+      c.num_kv_heads = 2;
+      c.num_q_heads = 8;
+      if (is_fp8_pv(kind)) {
+        c.seqs = {{70, 1100}, {0, 0}, {200, 1300}, {1, 1000}};
+      } else {
+        c.seqs = random_prefill_seqs(4, 1, 260, 700, seed);
+        c.seqs.insert(c.seqs.begin() + 2, SeqShape{0, 0});
+      }
+      expect_kind_matches_reference(kind, c);
+      ++seed;
+    }
+  }
+}
+
+// CTAs whose second consumer warpgroup holds only rows past the chunk (q_len * group <= 64),
+// and single-row decode-like chunks: that consumer still takes its turns on the ring.
+TEST(PrefillHopperWs, HalfEmptyCtas) {
+  SKIP_UNLESS_SM90();
+  uint64_t seed = 2200;
+  for (const KindCase& kind : kAllKinds) {
+    AttentionProblemConfig c = base_config(kind.dtypes, 128, seed++);
+    c.num_q_heads = 4;
+    c.num_kv_heads = 1;
+    c.page_size = 64;
+    c.seqs = {{16, 1040}, {1, 1300}, {3, 1027}};
+    expect_kind_matches_reference(kind, c);
+  }
+}
+
+// Sliding windows whose first KV tile is past 0 (kv_begin > 0), with soft-cap, sinks and
+// per-head scales, over enough tiles to wrap the ring. FP8 P·V gets a tighter cap: with cap 30
+// and sm_scale 0.3 a few keys carry weights of 0.1-0.5, and rounding P to e4m3 (3 mantissa
+// bits) alone moves 1-3 outputs per seed past the SPEC tolerance (max error 0.039-0.047 on
+// seeds 2301-2304 in a CPU emulation of the kernel's arithmetic, which gives the H200's worst
+// output of seed 2301 exactly; 0.004 with P unrounded); cap 5 keeps the logits within +-5
+// (max error 0.009).
+TEST(PrefillHopperWs, SlidingWindowOverTheRing) {
+  SKIP_UNLESS_SM90();
+  uint64_t seed = 2300;
+  for (const KindCase& kind : kAllKinds) {
+    AttentionProblemConfig c = base_config(kind.dtypes, 128, seed++);
+    c.num_q_heads = 8;
+    c.num_kv_heads = 2;
+    c.page_size = 16;
+    c.layout = KvLayout::kHND;
+    c.window_left = is_fp8_pv(kind) ? 900 : 300;
+    c.logit_soft_cap = is_fp8_pv(kind) ? 5.0f : 30.0f;
+    c.sm_scale = 0.3f;
+    c.sinks = true;
+    c.per_head_kv_scales = true;
+    c.seqs = {{300, 2000}, {129, 1500}};
+    expect_kind_matches_reference(kind, c);
+  }
+}
+
+// The producer's gather (a tile's pages read once per warp and shuffled, token -> page slot
+// by shift and mask) on every page size in both layouts, over 1, 2 and 3 KV tiles (fewer
+// tiles than the producer prefetches, and partial last tiles whose keys past seq_len must be
+// zero-filled: the cache holds NaN there). FP8 P·V rows need long prefixes (see
+// RingWrapAround).
+TEST(PrefillHopperWs, GatherEveryPageSizeAndLayout) {
+  SKIP_UNLESS_SM90();
+  uint64_t seed = 2500;
+  for (const KindCase& kind : kAllKinds) {
+    for (const int page_size : {16, 32, 64}) {
+      for (const KvLayout layout : {KvLayout::kNHD, KvLayout::kHND}) {
+        AttentionProblemConfig c = base_config(kind.dtypes, 128, seed++);
+        c.num_q_heads = 4;
+        c.num_kv_heads = 2;
+        c.page_size = page_size;
+        c.layout = layout;
+        if (is_fp8_pv(kind)) {
+          c.seqs = {{70, 1100}, {128, 1200}, {1, 1153}};
+        } else {
+          c.seqs = {{1, 1}, {128, 200}, {60, 300}, {128, 129}, {37, 383}};
+        }
+        expect_kind_matches_reference(kind, c);
+      }
+    }
+  }
+}
+
+// Five launches on the same inputs (outputs poisoned in between) give the same bytes: the
+// kernel has no reduction whose order depends on timing, so a difference is a ring or barrier
+// race (a slot overwritten while read, a tile read before it landed).
+TEST(PrefillHopperWs, RepeatRunsAreBitIdentical) {
+  SKIP_UNLESS_SM90();
+  uint64_t seed = 2400;
+  for (const KindCase& kind : kAllKinds) {
+    SCOPED_TRACE(kind.name);
+    AttentionProblemConfig c = base_config(kind.dtypes, 128, seed++);
+    c.num_q_heads = 16;
+    c.num_kv_heads = 4;
+    c.page_size = 16;
+    c.seqs = {{512, 3000}, {300, 300}};
+    AttentionProblem problem(c);
+    AttentionDeviceProblem device(problem);
+    kind.run(device.params(), nullptr);
+    QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<uint8_t> first = device.download_out();
+    for (int run = 1; run < 5; ++run) {
+      device.poison_outputs();
+      kind.run(device.params(), nullptr);
+      QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+      const std::vector<uint8_t> again = device.download_out();
+      ASSERT_EQ(again.size(), first.size());
+      size_t differing = 0;
+      size_t first_difference = again.size();
+      for (size_t i = 0; i < again.size(); ++i) {
+        if (again[i] == first[i]) continue;
+        if (differing == 0) first_difference = i;
+        ++differing;
+      }
+      EXPECT_EQ(differing, 0u) << "run " << run << ": " << differing << " of " << again.size()
+                               << " output bytes differ from run 0, the first at byte "
+                               << first_difference;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace quench::testing_support
