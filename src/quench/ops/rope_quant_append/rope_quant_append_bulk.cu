@@ -22,7 +22,7 @@
 #include <algorithm>
 
 #include "quench/core/error.h"
-#include "quench/ops/rope_quant_append/bulk_copy_sm90.cuh"
+#include "quench/core/sm90_async.cuh"
 #include "quench/ops/rope_quant_append/rope_quant_append_row.cuh"
 
 namespace quench {
@@ -67,7 +67,7 @@ StageGeometry make_stage_geometry(const RopeQuantAppendParams& p, int32_t chunk_
   return s;
 }
 
-#ifdef QUENCH_BULK_COPY_ENABLED
+#ifdef QUENCH_SM90_ASYNC_ENABLED
 
 // The producer warp: fills stage i % kStages with chunk i of this CTA once its consumers have
 // released the stage's previous chunk.
@@ -99,7 +99,8 @@ __device__ __forceinline__ void produce(const FusedArgs& args, const StageGeomet
     }
     const int32_t stage = i % kStages;
     if (i >= kStages) {
-      bulk_copy::mbarrier_wait(&control.empty[stage], static_cast<uint32_t>((i / kStages - 1) & 1));
+      sm90_async::mbarrier_wait(&control.empty[stage],
+                                static_cast<uint32_t>((i / kStages - 1) & 1));
     }
     const bool writes = has_token && slot >= 0 && slot < args.cache_slots && pos >= 0 &&
                         (!kFromCache || pos < p.cos_sin_cache_positions);
@@ -108,23 +109,23 @@ __device__ __forceinline__ void produce(const FusedArgs& args, const StageGeomet
       control.pos[stage][lane] = pos;
     }
     if (!writes) {
-      bulk_copy::mbarrier_arrive(&control.full[stage]);
+      sm90_async::mbarrier_arrive(&control.full[stage]);
       continue;
     }
-    bulk_copy::mbarrier_arrive_expect_bytes(
+    sm90_async::mbarrier_arrive_expect_bytes(
         &control.full[stage], static_cast<uint32_t>(geo.token_row_bytes + geo.angle_bytes));
     const int32_t t = chunk * geo.chunk_tokens + lane;
     uint8_t* rows = ring + stage * geo.stage_bytes + lane * geo.token_row_bytes;
     const int32_t q_bytes = p.num_q_heads * p.head_dim * 2;
     const int32_t kv_bytes = p.num_kv_heads * p.head_dim * 2;
-    bulk_copy::bulk_copy_to_shared(rows, p.q + t * p.q_row_stride, static_cast<uint32_t>(q_bytes),
-                                   &control.full[stage]);
-    bulk_copy::bulk_copy_to_shared(rows + q_bytes, p.k + t * p.k_row_stride,
-                                   static_cast<uint32_t>(kv_bytes), &control.full[stage]);
-    bulk_copy::bulk_copy_to_shared(rows + q_bytes + kv_bytes, p.v + t * p.v_row_stride,
-                                   static_cast<uint32_t>(kv_bytes), &control.full[stage]);
+    sm90_async::bulk_copy_to_shared(rows, p.q + t * p.q_row_stride, static_cast<uint32_t>(q_bytes),
+                                    &control.full[stage]);
+    sm90_async::bulk_copy_to_shared(rows + q_bytes, p.k + t * p.k_row_stride,
+                                    static_cast<uint32_t>(kv_bytes), &control.full[stage]);
+    sm90_async::bulk_copy_to_shared(rows + q_bytes + kv_bytes, p.v + t * p.v_row_stride,
+                                    static_cast<uint32_t>(kv_bytes), &control.full[stage]);
     if constexpr (kFromCache) {
-      bulk_copy::bulk_copy_to_shared(
+      sm90_async::bulk_copy_to_shared(
           ring + stage * geo.stage_bytes + geo.rows_bytes + lane * geo.angle_bytes,
           p.cos_sin_cache + static_cast<int64_t>(pos) * p.rope.rotary_dim,
           static_cast<uint32_t>(geo.angle_bytes), &control.full[stage]);
@@ -154,7 +155,7 @@ __device__ __forceinline__ void consume(const FusedArgs& args, const StageGeomet
   int32_t chunk = static_cast<int32_t>(blockIdx.x);
   for (int32_t i = 0; chunk < num_chunks; ++i, chunk += static_cast<int32_t>(gridDim.x)) {
     const int32_t stage = i % kStages;
-    bulk_copy::mbarrier_wait(&control.full[stage], static_cast<uint32_t>((i / kStages) & 1));
+    sm90_async::mbarrier_wait(&control.full[stage], static_cast<uint32_t>((i / kStages) & 1));
     const uint8_t* rows = ring + stage * geo.stage_bytes;
     const int32_t first_token = chunk * geo.chunk_tokens;
     const int32_t stage_rows = std::min(geo.chunk_tokens, p.num_tokens - first_token) * heads;
@@ -189,11 +190,11 @@ __device__ __forceinline__ void consume(const FusedArgs& args, const StageGeomet
       finish_row<kQkNorm>(args, g, first_token + j, h, slot, raw, angles, q_norm_bits, k_norm_bits);
     }
     __syncwarp();
-    if ((threadIdx.x & 31) == 0) bulk_copy::mbarrier_arrive(&control.empty[stage]);
+    if ((threadIdx.x & 31) == 0) sm90_async::mbarrier_arrive(&control.empty[stage]);
   }
 }
 
-#endif  // QUENCH_BULK_COPY_ENABLED
+#endif  // QUENCH_SM90_ASYNC_ENABLED
 
 // kFromCache: cos/sin from the cache (copied into the ring) or computed by sincos; kQkNorm: q and
 // k RMSNorm weights given. Dynamic shared memory: kStages * geo.stage_bytes.
@@ -201,16 +202,16 @@ template <bool kFromCache, bool kQkNorm>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     rope_quant_append_bulk_kernel(const FusedArgs args, const StageGeometry geo,
                                   int32_t num_chunks) {
-#ifdef QUENCH_BULK_COPY_ENABLED
+#ifdef QUENCH_SM90_ASYNC_ENABLED
   __shared__ RingControl control;
   __shared__ float smem_inv_freq[kMaxRopePairs];
   extern __shared__ __align__(128) uint8_t ring[];
   if (threadIdx.x == 0) {
     for (int32_t s = 0; s < kStages; ++s) {
-      bulk_copy::mbarrier_init(&control.full[s], 32);
-      bulk_copy::mbarrier_init(&control.empty[s], kConsumerWarps);
+      sm90_async::mbarrier_init(&control.full[s], 32);
+      sm90_async::mbarrier_init(&control.empty[s], kConsumerWarps);
     }
-    bulk_copy::mbarrier_init_fence();
+    sm90_async::mbarrier_init_fence();
   }
   if constexpr (!kFromCache) {
     stage_inv_freq(args.angles, smem_inv_freq);  // ends with a block barrier

@@ -183,8 +183,8 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const WsWo
       unsigned char* k_slot = slot_k(tile);
       const unsigned char* raw = raw_stage(tile);
       if (tile >= kStages) {
-        sm90::mbarrier_wait(&ring.v_empty[tile % kStages],
-                            static_cast<uint32_t>((tile / kStages - 1) & 1));
+        sm90_async::mbarrier_wait(&ring.v_empty[tile % kStages],
+                                  static_cast<uint32_t>((tile / kStages - 1) & 1));
       }
       prepare_kv_operands<Tile, Cfg::kProducerThreads>(raw + Cfg::kRawKOffsetInStage, raw, k_slot,
                                                        k_slot + Cfg::kSlotKBytes, ptid);
@@ -192,7 +192,7 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const WsWo
     // V^T, the widened K and the cp.async K (and MN-major V) are generic-proxy writes that
     // wgmma reads.
     sm90::fence_proxy_async_shared();
-    sm90::mbarrier_arrive(&ring.full[tile % kStages]);
+    sm90_async::mbarrier_arrive(&ring.full[tile % kStages]);
     // Prefetching two tiles, tile + 2 overwrites this tile's raw stage: every thread must be
     // done reading it.
     if constexpr (kPrefetch == 2 && !Cfg::kVMnMajor) {
@@ -202,9 +202,10 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const WsWo
     if (next < w.num_kv_tiles) {
       if (next >= kStages) {
         const uint32_t parity = static_cast<uint32_t>((next / kStages - 1) & 1);
-        sm90::mbarrier_wait(&ring.k_empty[next % kStages], parity);
+        sm90_async::mbarrier_wait(&ring.k_empty[next % kStages], parity);
         // MN-major V lands in the slot itself: P V of its previous tile must be done.
-        if constexpr (Cfg::kVMnMajor) sm90::mbarrier_wait(&ring.v_empty[next % kStages], parity);
+        if constexpr (Cfg::kVMnMajor)
+          sm90_async::mbarrier_wait(&ring.v_empty[next % kStages], parity);
       }
       issue_loads(next);
     }
@@ -360,7 +361,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     const int kv0 = w.kv_begin + tile * kBlockN;
     const int slot = tile % kStages;
     const uint32_t k_address = sm90::smem_address(smem + Cfg::kSlotOffset + slot * Cfg::kSlotBytes);
-    sm90::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((tile / kStages) & 1));
+    sm90_async::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((tile / kStages) & 1));
 
     // In turn with the other consumer: S = Q K^T of this tile and, deferring, the previous
     // tile's O += P V (FA3's intra-warpgroup overlap: that P V runs under this softmax). At
@@ -386,14 +387,14 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     // Groups complete in order: with the P V group pending at most, Q K^T is done.
     sm90::wgmma_wait_group<Cfg::kDeferPv ? 1 : 0>();
     sm90::fence_registers(s);
-    sm90::mbarrier_arrive(&ring.k_empty[slot]);
+    sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
     float correction[2];
     softmax_tile(s, kv0, correction);
 
     if constexpr (Cfg::kDeferPv) {
       sm90::wgmma_wait_group<0>();
       finish_pv();
-      if (tile > 0) sm90::mbarrier_arrive(&ring.v_empty[(tile - 1) % kStages]);
+      if (tile > 0) sm90_async::mbarrier_arrive(&ring.v_empty[(tile - 1) % kStages]);
       rescale_o(correction);
       pack_p<Tile>(s, p_frag);
     } else {
@@ -406,7 +407,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
       sm90::wgmma_commit_group();
       sm90::wgmma_wait_group<0>();
       finish_pv();
-      sm90::mbarrier_arrive(&ring.v_empty[slot]);
+      sm90_async::mbarrier_arrive(&ring.v_empty[slot]);
     }
   }
   if constexpr (Cfg::kDeferPv) {
@@ -473,9 +474,9 @@ __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
   const WsRingBarriers ring{barriers, barriers + Cfg::kStages, barriers + 2 * Cfg::kStages};
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::kStages; ++s) {
-      sm90::mbarrier_init(&ring.full[s], Cfg::kProducerThreads);
-      sm90::mbarrier_init(&ring.k_empty[s], Cfg::kConsumerThreads);
-      sm90::mbarrier_init(&ring.v_empty[s], Cfg::kConsumerThreads);
+      sm90_async::mbarrier_init(&ring.full[s], Cfg::kProducerThreads);
+      sm90_async::mbarrier_init(&ring.k_empty[s], Cfg::kConsumerThreads);
+      sm90_async::mbarrier_init(&ring.v_empty[s], Cfg::kConsumerThreads);
     }
   }
   __syncthreads();

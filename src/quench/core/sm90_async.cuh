@@ -1,20 +1,21 @@
-// Thin wrappers over the sm_90 PTX of a shared-memory ring fed by bulk asynchronous copies
-// (1-D TMA: cp.async.bulk global -> shared, no tensor map) and synchronised by mbarriers
-// (PTX ISA "Data Movement: cp.async.bulk", "Parallel Synchronization: mbarrier"). A copy
-// signals its bytes to an mbarrier (complete_tx); a phase of a "full" barrier completes once
-// every expected arrival has arrived and every announced byte has landed. Only compiled for
-// sm_90 and later (QUENCH_BULK_COPY_ENABLED).
+// Thin wrappers over the sm_90 PTX with which threads of one CTA hand shared-memory tiles to
+// each other: mbarriers (PTX ISA "Parallel Synchronization: mbarrier") and bulk asynchronous
+// copies (1-D TMA: cp.async.bulk global -> shared, no tensor map). A barrier phase completes
+// once every expected arrival has arrived and every announced byte (complete_tx) has landed; a
+// waiter names the parity of the phase it waits for (use k of a ring slot waits with parity
+// k & 1). Used by every ring-buffered kernel (the Hopper prefill, the bulk RoPE/append). Only
+// compiled for sm_90 and later (QUENCH_SM90_ASYNC_ENABLED).
 #pragma once
 
 #include <cstdint>
 
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-#define QUENCH_BULK_COPY_ENABLED 1
+#define QUENCH_SM90_ASYNC_ENABLED 1
 #endif
 
-namespace quench::bulk_copy {
+namespace quench::sm90_async {
 
-#ifdef QUENCH_BULK_COPY_ENABLED
+#ifdef QUENCH_SM90_ASYNC_ENABLED
 
 __device__ __forceinline__ uint32_t smem_address(const void* ptr) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
@@ -73,6 +74,6 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
       : "memory");
 }
 
-#endif  // QUENCH_BULK_COPY_ENABLED
+#endif  // QUENCH_SM90_ASYNC_ENABLED
 
-}  // namespace quench::bulk_copy
+}  // namespace quench::sm90_async
