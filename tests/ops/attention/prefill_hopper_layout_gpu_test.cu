@@ -1,10 +1,11 @@
 // Layout probe of the Hopper prefill kernel: runs one KV tile's S = Q K^T and O = P V through
 // the kernel's own device steps (shared-memory tile layouts, prepare_kv_operands, issue_qk,
-// pack_p, issue_pv, with the kernel's shared-memory offsets and both warpgroups) on small
-// integers, where every product and sum is exact, and compares S and O with the host's exact
-// values bit for bit. When the attention tests fail, this says whether the wgmma descriptors,
-// swizzle, V^T permutation or fragment layouts are wrong (and where: row % 16 = accumulator row
-// within a warp's 16, column % 8 = accumulator column pair) before any softmax is involved.
+// pack_p, issue_pv, and for bf16 issue_pv_v_mn_major, with the kernel's shared-memory offsets
+// and both warpgroups) on small integers, where every product and sum is exact, and compares S
+// and O with the host's exact values bit for bit. When the attention tests fail, this says whether
+// the wgmma descriptors, swizzle, V^T permutation or fragment layouts are wrong (and where: row %
+// 16 = accumulator row within a warp's 16, column % 8 = accumulator column pair) before any softmax
+// is involved.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -28,11 +29,13 @@ using prefill_hopper::HopperConfig;
 using prefill_hopper::HopperKind;
 
 // q: [kBlockM][D] (MMA operand dtype), k, v: [kBlockN][D] (cache dtype), p: [kBlockM][kBlockN];
-// s_out: [kBlockM][kBlockN], o_out: [kBlockM][D] (O divided by the P scale).
+// s_out: [kBlockM][kBlockN], o_out: [kBlockM][D] (O divided by the P scale); o_mn_major_out
+// (bf16 only): [kBlockM][D], O from V as cached as the MN-major B operand (the
+// warp-specialized kernel's bf16 P V).
 template <HopperKind kKind, int kHeadDim>
 __global__ void __launch_bounds__(256, 1)
     hopper_layout_probe_kernel(const uint8_t* q, const uint8_t* k, const uint8_t* v, const float* p,
-                               float* s_out, float* o_out) {
+                               float* s_out, float* o_out, float* o_mn_major_out) {
 #ifdef QUENCH_SM90A_ENABLED
   using Cfg = HopperConfig<kKind, kHeadDim>;
   constexpr int kBlockM = Cfg::kBlockM;
@@ -102,6 +105,23 @@ __global__ void __launch_bounds__(256, 1)
       const int row = 64 * warpgroup + 16 * warp + lane / 4 + 8 * (e / 2);
       const int col = 8 * dt + 2 * (lane % 4) + (e & 1);
       o_out[row * kHeadDim + col] = o[4 * dt + e] / Cfg::kPScale;
+    }
+  }
+  if constexpr (kKind == HopperKind::kBf16) {
+    float o_mn[kHeadDim / 2] = {};
+    sm90::fence_registers(o_mn);
+    sm90::wgmma_fence();
+    prefill_hopper::issue_pv_v_mn_major<Cfg>(o_mn, p_frag, sm90::smem_address(v_stage));
+    sm90::wgmma_commit_group();
+    sm90::wgmma_wait_group<0>();
+    sm90::fence_registers(o_mn);
+    sm90::fence_registers(p_frag);
+    for (int dt = 0; dt < kHeadDim / 8; ++dt) {
+      for (int e = 0; e < 4; ++e) {
+        const int row = 64 * warpgroup + 16 * warp + lane / 4 + 8 * (e / 2);
+        const int col = 8 * dt + 2 * (lane % 4) + (e & 1);
+        o_mn_major_out[row * kHeadDim + col] = o_mn[4 * dt + e];
+      }
     }
   }
 #endif  // QUENCH_SM90A_ENABLED
@@ -203,16 +223,21 @@ void run_layout_probe(const char* name) {
   DeviceBuffer d_p = DeviceBuffer::from_host(p);
   DeviceBuffer d_s = DeviceBuffer::from_host(std::vector<float>(s_expected.size(), NAN));
   DeviceBuffer d_o = DeviceBuffer::from_host(std::vector<float>(o_expected.size(), NAN));
+  DeviceBuffer d_o_mn_major = DeviceBuffer::from_host(std::vector<float>(o_expected.size(), NAN));
   const auto kernel = hopper_layout_probe_kernel<kKind, kHeadDim>;
   QUENCH_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
   kernel<<<1, Cfg::kThreads, Cfg::kSmemBytes>>>(d_q.as<uint8_t>(), d_k.as<uint8_t>(),
                                                 d_v.as<uint8_t>(), d_p.as<float>(), d_s.as<float>(),
-                                                d_o.as<float>());
+                                                d_o.as<float>(), d_o_mn_major.as<float>());
   QUENCH_CUDA_CHECK(cudaGetLastError());
   QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
   expect_exact("S = Q K^T", d_s.to_host<float>(), s_expected, kM, kN, context);
   expect_exact("O = P V", d_o.to_host<float>(), o_expected, kM, kHeadDim, context);
+  if constexpr (kKind == HopperKind::kBf16) {
+    expect_exact("O = P V (V MN-major)", d_o_mn_major.to_host<float>(), o_expected, kM, kHeadDim,
+                 context);
+  }
 }
 
 #define SKIP_UNLESS_SM90() \

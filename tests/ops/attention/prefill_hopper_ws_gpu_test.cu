@@ -134,6 +134,33 @@ TEST(PrefillHopperWs, SlidingWindowOverTheRing) {
   }
 }
 
+// The producer's gather (a tile's pages read once per warp and shuffled, token -> page slot
+// by shift and mask) on every page size in both layouts, over 1, 2 and 3 KV tiles (fewer
+// tiles than the producer prefetches, and partial last tiles whose keys past seq_len must be
+// zero-filled: the cache holds NaN there). FP8 P·V rows need long prefixes (see
+// RingWrapAround).
+TEST(PrefillHopperWs, GatherEveryPageSizeAndLayout) {
+  SKIP_UNLESS_SM90();
+  uint64_t seed = 2500;
+  for (const KindCase& kind : kAllKinds) {
+    for (const int page_size : {16, 32, 64}) {
+      for (const KvLayout layout : {KvLayout::kNHD, KvLayout::kHND}) {
+        AttentionProblemConfig c = base_config(kind.dtypes, 128, seed++);
+        c.num_q_heads = 4;
+        c.num_kv_heads = 2;
+        c.page_size = page_size;
+        c.layout = layout;
+        if (is_fp8_pv(kind)) {
+          c.seqs = {{70, 1100}, {128, 1200}, {1, 1153}};
+        } else {
+          c.seqs = {{1, 1}, {128, 200}, {60, 300}, {128, 129}, {37, 383}};
+        }
+        expect_kind_matches_reference(kind, c);
+      }
+    }
+  }
+}
+
 // Five launches on the same inputs (outputs poisoned in between) give the same bytes: the
 // kernel has no reduction whose order depends on timing, so a difference is a ring or barrier
 // race (a slot overwritten while read, a tile read before it landed).

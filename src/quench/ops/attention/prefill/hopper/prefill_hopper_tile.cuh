@@ -115,7 +115,13 @@ template <int kThreads>
 __device__ __forceinline__ void transpose_v_fp8(const unsigned char* v, unsigned char* vt,
                                                 int tid) {
   constexpr int kUnits = 4 * 2 * 4 * 32;
-  for (int u = tid; u < kUnits; u += kThreads) {
+  static_assert(kUnits % kThreads == 0, "every thread moves the same number of units");
+  // A fixed trip count, unrolled by 4: lane_part is the thread's own (kThreads is a multiple
+  // of 32) and the index math folds to per-thread invariants plus constants. A full unroll
+  // hoists every load and spills (the producer warpgroup keeps 56 registers).
+#pragma unroll 4
+  for (int it = 0; it < kUnits / kThreads; ++it) {
+    const int u = tid + it * kThreads;
     const int lane_part = u % 32;
     const int rest = u / 32;
     const int t = lane_part / 8;
@@ -153,7 +159,11 @@ __device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigne
                                                  int tid) {
   constexpr int kDimGroups = kHeadDim / 16;  // groups of 8 dim pairs
   constexpr int kUnits = kHeadDim / 2 * kBlockN / 2;
-  for (int u = tid; u < kUnits; u += kThreads) {
+  static_assert(kUnits % kThreads == 0, "every thread moves the same number of units");
+  // Fixed trip count, unrolled by 4 (see transpose_v_fp8).
+#pragma unroll 4
+  for (int it = 0; it < kUnits / kThreads; ++it) {
+    const int u = tid + it * kThreads;
     const int lane_part = u % 32;
     const int rest = u / 32;
     const int e = lane_part % 8 + 8 * (rest % kDimGroups);
@@ -183,7 +193,11 @@ __device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigne
 template <int kThreads, int kHeadDim, int kBlockN>
 __device__ __forceinline__ void widen_k(const unsigned char* k, unsigned char* k_wide, int tid) {
   constexpr int kChunks = kHeadDim / 16;  // 16 FP8 values per chunk
-  for (int u = tid; u < kBlockN * kChunks; u += kThreads) {
+  static_assert(kBlockN * kChunks % kThreads == 0, "every thread widens the same number of chunks");
+  // Fixed trip count, unrolled by 4 (see transpose_v_fp8).
+#pragma unroll 4
+  for (int it = 0; it < kBlockN * kChunks / kThreads; ++it) {
+    const int u = tid + it * kThreads;
     const int key = u / kChunks;
     const int chunk = u % kChunks;
     const uint4 raw = *reinterpret_cast<const uint4*>(k + block_tile_offset(kBlockN, key, chunk));
@@ -215,16 +229,16 @@ __device__ __forceinline__ void wgmma_bf16_ss(float (&d)[N / 2], uint64_t desc_a
   }
 }
 
-template <int N>
+template <int N, bool kBMnMajor = false>
 __device__ __forceinline__ void wgmma_bf16_rs(float (&d)[N / 2], const uint32_t (&a)[4],
                                               uint64_t desc_b, bool accumulate) {
   if constexpr (N == 64) {
-    sm90::wgmma_m64n64k16_bf16_rs(d, a, desc_b, accumulate);
+    sm90::wgmma_m64n64k16_bf16_rs<kBMnMajor>(d, a, desc_b, accumulate);
   } else if constexpr (N == 128) {
-    sm90::wgmma_m64n128k16_bf16_rs(d, a, desc_b, accumulate);
+    sm90::wgmma_m64n128k16_bf16_rs<kBMnMajor>(d, a, desc_b, accumulate);
   } else {
     static_assert(N == 256, "P V covers head_dim 64, 128 or 256");
-    sm90::wgmma_m64n256k16_bf16_rs(d, a, desc_b, accumulate);
+    sm90::wgmma_m64n256k16_bf16_rs<kBMnMajor>(d, a, desc_b, accumulate);
   }
 }
 
@@ -395,6 +409,24 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
       s[4 * nt + 2 * r + 1] = prefill_common::fast_exp2(s[4 * nt + 2 * r + 1] - offset);
       row_sum[r] += s[4 * nt + 2 * r] + s[4 * nt + 2 * r + 1];
     }
+  }
+}
+
+// bf16 V as cached (a block-split swizzled tile of kBlockN key rows, see block_tile_offset) is
+// already the MN-major B operand of P V: keys are K, dims are N, each key row's 64-dim column
+// block is one swizzled 128-byte row. O += P V with no V^T pass; k16 step ks starts at key
+// 16 ks, 2048 bytes into column block 0. The caller fences before and commits / waits after.
+template <class Cfg>
+__device__ __forceinline__ void issue_pv_v_mn_major(float (&o)[Cfg::kHeadDim / 2],
+                                                    const uint32_t (&p_frag)[Cfg::kPvSteps][4],
+                                                    uint32_t v_address) {
+  static_assert(!Cfg::kFp8Pv && !Cfg::kFp8Kv, "wgmma takes an N-major B for 16-bit types only");
+  constexpr uint32_t kColumnBlockBytes = Cfg::kBlockN * 128;
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
+    const uint64_t b = sm90::smem_descriptor_sw128_mn_major(
+        v_address + static_cast<uint32_t>(ks * 16 * 128), kColumnBlockBytes);
+    wgmma_bf16_rs<Cfg::kHeadDim, true>(o, p_frag[ks], b, true);
   }
 }
 

@@ -30,12 +30,18 @@ struct WsConfig {
   static constexpr int kQReadyBarrier = 4;    // + consumer c (128): c's Q rows have landed
   static constexpr int kEpilogueBarrier = 6;  // 256 consumer threads
 
+  // bf16 V as cached is the MN-major B operand of P V (issue_pv_v_mn_major): cp.async writes
+  // it straight into the slot, and the producer builds nothing.
+  static constexpr bool kVMnMajor = kKind == HopperKind::kBf16;
+  static_assert(!kVMnMajor || Tile::kVtBytes == Tile::kStageBytes, "V fills the V^T space");
+
   // Shared memory, every tile 1024-byte aligned: Q (128 rows); two producer-private raw stages
-  // (V as cached, and K as cached where it is widened); the ring of kStages slots, each the K
-  // operand (K as cached, written by cp.async straight into the slot, or the widened K) and
-  // the V^T operand; then the ring's mbarriers (full, k_empty, v_empty per slot).
+  // (V as cached, and K as cached where it is widened; none where V is MN-major); the ring of
+  // kStages slots, each the K operand (K as cached, written by cp.async straight into the slot,
+  // or the widened K) and the V operand (V^T, or V as cached where MN-major); then the ring's
+  // mbarriers (full, k_empty, v_empty per slot).
   static constexpr int kQOffset = 0;
-  static constexpr int kRawStageBytes = (Tile::kWidenK ? 2 : 1) * Tile::kStageBytes;
+  static constexpr int kRawStageBytes = kVMnMajor ? 0 : (Tile::kWidenK ? 2 : 1) * Tile::kStageBytes;
   static constexpr int kRawOffset = Tile::kQBytes;
   static constexpr int kRawKOffsetInStage = Tile::kStageBytes;  // widened kinds only
   static constexpr int kSlotOffset = kRawOffset + 2 * kRawStageBytes;
@@ -55,6 +61,12 @@ struct WsConfig {
   static_assert(ring_fits(2), "two ring slots must fit");
   static constexpr int kBarrierOffset = kSlotOffset + kStages * kSlotBytes;
   static constexpr int kSmemBytes = kBarrierOffset + kBarriersPerSlot * kStages * 8 + kAlignSlack;
+  // Tiles whose loads the producer keeps in flight while it prepares an earlier one (the raw
+  // stages hold two tiles). Two, so that the gather latency hides under a tile's V^T pass,
+  // where tile t + 2's K lands in a slot other than tile t's (3 or more slots); with 2 slots
+  // loading tile t + 2's K would wait for tile t's Q K^T, so one. (bf16 at head_dim 128 has 3
+  // slots because V needs no raw stage.)
+  static constexpr int kPrefetchTiles = kStages >= 3 ? 2 : 1;
   static_assert(Tile::kOutBytes <= kBarrierOffset, "the fp32 output tile reuses the operands");
 
   // bf16 P V of tile t is issued after tile t + 1's Q K^T and completes under its softmax

@@ -6,10 +6,12 @@
 // One CTA of three warpgroups per (tile of 128 packed query rows, KV head, sequence).
 //   producer  warpgroup 0 (setmaxnreg down): gathers each 128-key K/V tile page by page
 //             through the block table with cp.async (K straight into its ring slot unless it
-//             is widened, V into a private raw stage, double-buffered), then builds the V^T
+//             is widened, V into a private raw stage; two raw stages let the loads of
+//             kPrefetchTiles tiles fly while an earlier tile is prepared), then builds the V^T
 //             operand (and the widened K) into the slot, fences the generic writes for the
 //             async proxy and arrives on the slot's `full` mbarrier. It waits on the slot's
-//             `empty` mbarrier before reusing it.
+//             `empty` mbarrier before reusing it. bf16 V as cached is P V's MN-major B
+//             operand (kVMnMajor): it goes straight into the slot too, and nothing is built.
 //   consumers warpgroups 1 and 2 (setmaxnreg up), packed rows 64c..64c+63 for consumer c:
 //             wait `full`, S = Q K^T (wgmma SS), online softmax in registers, P V (wgmma RS),
 //             arrive on `empty` once the wgmmas reading the slot have completed. Ping-pong:
@@ -23,7 +25,8 @@
 //   k_empty[s] 256 consumer arrivals once Q K^T has read the slot's K; v_empty[s] once P V has
 //              read its V^T. The producer of tile t >= kStages waits parity (k-1) & 1 of
 //              k_empty before loading K into the slot, and of v_empty before writing V^T: K
-//              loads start while the previous P V still reads the slot's V^T.
+//              loads start while the previous P V still reads the slot's V^T. MN-major V
+//              loads wait for both.
 #pragma once
 
 #include <cstdint>
@@ -89,6 +92,18 @@ __device__ __forceinline__ bool ws_work(const AttentionParams& p, WsWork& w) {
   return true;
 }
 
+// Issues acc (+)= P V from the slot's V operand at `v_address` (V^T, or MN-major V as cached).
+template <class Cfg>
+__device__ __forceinline__ void ws_issue_pv(float (&acc)[Cfg::Tile::kHeadDim / 2],
+                                            const uint32_t (&p_frag)[Cfg::Tile::kPvSteps][4],
+                                            uint32_t v_address) {
+  if constexpr (Cfg::kVMnMajor) {
+    issue_pv_v_mn_major<typename Cfg::Tile>(acc, p_frag, v_address);
+  } else {
+    issue_pv<typename Cfg::Tile>(acc, p_frag, v_address);
+  }
+}
+
 // Warpgroup 0: fills the ring. ptid = threadIdx.x (0..127).
 template <class Cfg>
 __device__ __forceinline__ void ws_producer(const AttentionParams& p, const WsWork& w,
@@ -105,56 +120,96 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const WsWo
   const auto slot_k = [&](int tile) {
     return smem + Cfg::kSlotOffset + tile % kStages * Cfg::kSlotBytes;
   };
-  // Key j of the tile comes from page block_table[j / page_size]; keys at or past kv_end are
-  // zero-filled so that masked lanes never multiply garbage (NaN) from V.
+  // Each thread copies one fixed 16-byte chunk of every kRowStride-th row of a tile (128 is a
+  // multiple of kKvChunks), so its destination advances by a constant (kRowStride is a multiple
+  // of the swizzle's 8 rows) and its source costs a shuffle, a shift, a mask and two
+  // multiply-adds per row: page_size is a power of two (16/32/64) and kv0 a multiple of kBlockN,
+  // so no row needs a division, and a tile's pages are read from the block table once per warp.
+  constexpr int kKvChunks = Tile::kHeadDim * Tile::kKvBytes / 16;
+  static_assert(Cfg::kProducerThreads % kKvChunks == 0, "a thread keeps one chunk column");
+  constexpr int kRowStride = Cfg::kProducerThreads / kKvChunks;
+  static_assert(kRowStride % 8 == 0, "every row of a thread has the same swizzle phase");
+  constexpr int kRowsPerThread = kBlockN / kRowStride;
+  const int lane = ptid % 32;
+  const int chunk = ptid % kKvChunks;
+  const int first_row = ptid / kKvChunks;
+  const int dst0 = block_tile_offset(kBlockN, first_row, chunk);
+  const int page_shift = __ffs(p.kv.page_size) - 1;
+  const int page_mask = p.kv.page_size - 1;
+  const int64_t page_bytes = p.kv.page_elems() * Tile::kKvBytes;
+  const int64_t token_bytes = p.kv.token_stride() * Tile::kKvBytes;
+  const int64_t head_chunk_bytes = w.kv_head * p.kv.head_stride() * Tile::kKvBytes + chunk * 16;
+  const auto* k_cache = static_cast<const unsigned char*>(p.k_cache) + head_chunk_bytes;
+  const auto* v_cache = static_cast<const unsigned char*>(p.v_cache) + head_chunk_bytes;
+  // Key kv0 + row comes from page block_table[(kv0 + row) >> page_shift]; rows at or past
+  // kv_end are zero-filled (their address clamped to the last key) so that masked lanes never
+  // multiply garbage (NaN) from V, and pages past kv_end are never read.
   const auto issue_loads = [&](int tile) {
-    constexpr int kKvChunks = Tile::kHeadDim * Tile::kKvBytes / 16;
     const int kv0 = w.kv_begin + tile * kBlockN;
-    unsigned char* v_dst = raw_stage(tile);
-    unsigned char* k_dst = Tile::kWidenK ? raw_stage(tile) + Cfg::kRawKOffsetInStage : slot_k(tile);
-    for (int idx = ptid; idx < kBlockN * kKvChunks; idx += Cfg::kProducerThreads) {
-      const int row = idx / kKvChunks;
-      const int chunk = idx % kKvChunks;
-      const int j = kv0 + row;
-      const bool valid = j < w.kv_end;
-      int64_t src = 0;
-      if (valid) {
-        const int page = pages[j / p.kv.page_size];
-        src = p.kv.offset(page, j % p.kv.page_size, w.kv_head, 0) * Tile::kKvBytes + chunk * 16;
-      }
-      const int dst = block_tile_offset(kBlockN, row, chunk);
-      cp_async_16(k_dst + dst, static_cast<const unsigned char*>(p.k_cache) + src, valid);
-      cp_async_16(v_dst + dst, static_cast<const unsigned char*>(p.v_cache) + src, valid);
+    const int last_row = w.kv_end - 1 - kv0;
+    // Lane l holds the tile's page l (a tile spans kBlockN >> page_shift <= 8 pages) where
+    // that page holds a key before kv_end.
+    const bool lane_reads = lane < (kBlockN >> page_shift) && lane <= (last_row >> page_shift);
+    const int32_t lane_page = lane_reads ? pages[(kv0 >> page_shift) + lane] : 0;
+    unsigned char* v_dst =
+        (Cfg::kVMnMajor ? slot_k(tile) + Cfg::kSlotKBytes : raw_stage(tile)) + dst0;
+    unsigned char* k_dst =
+        (Tile::kWidenK ? raw_stage(tile) + Cfg::kRawKOffsetInStage : slot_k(tile)) + dst0;
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      const int row = first_row + i * kRowStride;
+      const int src_row = min(row, last_row);
+      const int32_t page = __shfl_sync(0xffffffffu, lane_page, src_row >> page_shift);
+      const int64_t src = page * page_bytes + (src_row & page_mask) * token_bytes;
+      cp_async_16(k_dst + i * kRowStride * 128, k_cache + src, row <= last_row);
+      cp_async_16(v_dst + i * kRowStride * 128, v_cache + src, row <= last_row);
     }
-    prefill_generic::cp_async_commit();
   };
 
-  if (w.num_kv_tiles > 0) issue_loads(0);  // every slot starts empty
+  // Tiles 0 .. kPrefetch - 1 load at once (every slot starts empty); then tile t + kPrefetch
+  // loads while tile t + 1 .. is prepared. One cp.async group per tile, empty past the last
+  // tile, so that "all but the newest kPrefetch - 1 groups" is always tile t and before.
+  constexpr int kPrefetch = Cfg::kPrefetchTiles;
+  for (int tile = 0; tile < kPrefetch; ++tile) {
+    if (tile < w.num_kv_tiles) issue_loads(tile);
+    prefill_generic::cp_async_commit();
+  }
   for (int tile = 0; tile < w.num_kv_tiles; ++tile) {
-    prefill_generic::cp_async_wait_all();
-    // Every producer thread's share of the tile has landed, and every thread is done reading
-    // the raw stage that the next tile's loads overwrite (it held tile - 1).
+    prefill_generic::cp_async_wait_group<kPrefetch - 1>();
+    // Every producer thread's share of the tile has landed (and, prefetching one tile, every
+    // thread is done reading the raw stage that the next tile's loads overwrite).
     sm90::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
-    unsigned char* k_slot = slot_k(tile);
-    unsigned char* vt_slot = k_slot + Cfg::kSlotKBytes;
-    const unsigned char* raw = raw_stage(tile);
-    if (tile >= kStages) {
-      sm90::mbarrier_wait(&ring.v_empty[tile % kStages],
-                          static_cast<uint32_t>((tile / kStages - 1) & 1));
+    if constexpr (!Cfg::kVMnMajor) {
+      unsigned char* k_slot = slot_k(tile);
+      const unsigned char* raw = raw_stage(tile);
+      if (tile >= kStages) {
+        sm90_async::mbarrier_wait(&ring.v_empty[tile % kStages],
+                                  static_cast<uint32_t>((tile / kStages - 1) & 1));
+      }
+      prepare_kv_operands<Tile, Cfg::kProducerThreads>(raw + Cfg::kRawKOffsetInStage, raw, k_slot,
+                                                       k_slot + Cfg::kSlotKBytes, ptid);
     }
-    prepare_kv_operands<Tile, Cfg::kProducerThreads>(raw + Cfg::kRawKOffsetInStage, raw, k_slot,
-                                                     vt_slot, ptid);
-    // V^T, the widened K and the cp.async K are generic-proxy writes that wgmma reads.
+    // V^T, the widened K and the cp.async K (and MN-major V) are generic-proxy writes that
+    // wgmma reads.
     sm90::fence_proxy_async_shared();
-    sm90::mbarrier_arrive(&ring.full[tile % kStages]);
-    const int next = tile + 1;
+    sm90_async::mbarrier_arrive(&ring.full[tile % kStages]);
+    // Prefetching two tiles, tile + 2 overwrites this tile's raw stage: every thread must be
+    // done reading it.
+    if constexpr (kPrefetch == 2 && !Cfg::kVMnMajor) {
+      sm90::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
+    }
+    const int next = tile + kPrefetch;
     if (next < w.num_kv_tiles) {
       if (next >= kStages) {
-        sm90::mbarrier_wait(&ring.k_empty[next % kStages],
-                            static_cast<uint32_t>((next / kStages - 1) & 1));
+        const uint32_t parity = static_cast<uint32_t>((next / kStages - 1) & 1);
+        sm90_async::mbarrier_wait(&ring.k_empty[next % kStages], parity);
+        // MN-major V lands in the slot itself: P V of its previous tile must be done.
+        if constexpr (Cfg::kVMnMajor)
+          sm90_async::mbarrier_wait(&ring.v_empty[next % kStages], parity);
       }
       issue_loads(next);
     }
+    prefill_generic::cp_async_commit();
   }
 }
 
@@ -250,7 +305,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     const int kv0 = w.kv_begin + tile * kBlockN;
     const int slot = tile % kStages;
     const uint32_t k_address = sm90::smem_address(smem + Cfg::kSlotOffset + slot * Cfg::kSlotBytes);
-    sm90::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((tile / kStages) & 1));
+    sm90_async::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((tile / kStages) & 1));
 
     // In turn with the other consumer: S = Q K^T of this tile and, deferring, the previous
     // tile's O += P V (FA3's intra-warpgroup overlap: that P V runs under this softmax). At
@@ -266,7 +321,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     issue_qk<Tile>(s, q_address, k_address);
     sm90::wgmma_commit_group();
     if constexpr (Cfg::kDeferPv) {
-      issue_pv<Tile>(o_acc, p_frag, vt_address_of(max(tile - 1, 0)));
+      ws_issue_pv<Cfg>(o_acc, p_frag, vt_address_of(max(tile - 1, 0)));
       sm90::wgmma_commit_group();
     }
     // Consumer 1's last turn would open a barrier that consumer 0 never waits on again.
@@ -276,14 +331,14 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     // Groups complete in order: with the P V group pending at most, Q K^T is done.
     sm90::wgmma_wait_group<Cfg::kDeferPv ? 1 : 0>();
     sm90::fence_registers(s);
-    sm90::mbarrier_arrive(&ring.k_empty[slot]);
+    sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
     float correction[2];
     online_softmax_tile<kBlockN>(scores, kv0, s, row_max, row_sum, correction);
 
     if constexpr (Cfg::kDeferPv) {
       sm90::wgmma_wait_group<0>();
       finish_pv<Tile>(p_frag, t_acc, o_acc);
-      if (tile > 0) sm90::mbarrier_arrive(&ring.v_empty[(tile - 1) % kStages]);
+      if (tile > 0) sm90_async::mbarrier_arrive(&ring.v_empty[(tile - 1) % kStages]);
       rescale_o(correction);
       pack_p<Tile>(s, p_frag);
     } else {
@@ -292,11 +347,11 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
       pack_p<Tile>(s, p_frag);
       sm90::fence_registers(t_acc);
       sm90::wgmma_fence();
-      issue_pv<Tile>(t_acc, p_frag, vt_address_of(tile));
+      ws_issue_pv<Cfg>(t_acc, p_frag, vt_address_of(tile));
       sm90::wgmma_commit_group();
       sm90::wgmma_wait_group<0>();
       finish_pv<Tile>(p_frag, t_acc, o_acc);
-      sm90::mbarrier_arrive(&ring.v_empty[slot]);
+      sm90_async::mbarrier_arrive(&ring.v_empty[slot]);
     }
   }
   if constexpr (Cfg::kDeferPv) {
@@ -306,7 +361,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
       sm90::fence_registers(o_acc);
       sm90::fence_registers(p_frag);
       sm90::wgmma_fence();
-      issue_pv<Tile>(o_acc, p_frag, vt_address_of(n_tiles - 1));
+      ws_issue_pv<Cfg>(o_acc, p_frag, vt_address_of(n_tiles - 1));
       sm90::wgmma_commit_group();
     }
     sm90::wgmma_wait_group<0>();
@@ -363,9 +418,9 @@ __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
   const WsRingBarriers ring{barriers, barriers + Cfg::kStages, barriers + 2 * Cfg::kStages};
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::kStages; ++s) {
-      sm90::mbarrier_init(&ring.full[s], Cfg::kProducerThreads);
-      sm90::mbarrier_init(&ring.k_empty[s], Cfg::kConsumerThreads);
-      sm90::mbarrier_init(&ring.v_empty[s], Cfg::kConsumerThreads);
+      sm90_async::mbarrier_init(&ring.full[s], Cfg::kProducerThreads);
+      sm90_async::mbarrier_init(&ring.k_empty[s], Cfg::kConsumerThreads);
+      sm90_async::mbarrier_init(&ring.v_empty[s], Cfg::kConsumerThreads);
     }
   }
   __syncthreads();

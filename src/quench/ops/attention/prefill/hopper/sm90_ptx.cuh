@@ -45,6 +45,18 @@ __device__ __forceinline__ uint64_t smem_descriptor_sw128(uint32_t address) {
          (static_cast<uint64_t>(kSwizzleAtomBytes >> 4) << 32) | (uint64_t{1} << 62);
 }
 
+// Matrix descriptor of an MN-major (N contiguous: imm-trans-b), 128-byte-swizzled 16-bit tile
+// at `address` (1024-aligned): each K row holds 64 N elements in 128 bytes, chunk c of row r
+// at r * 128 + ((c ^ (r % 8)) * 16) as in the K-major tile; 8-row K groups are 1024 bytes
+// apart (stride byte offset) and 64-element N blocks `n_block_bytes` apart (leading byte
+// offset). PTX ISA canonical layout ((8,8,m),(8,k)):((1,8,LBO),(64,SBO)) in elements.
+__device__ __forceinline__ uint64_t smem_descriptor_sw128_mn_major(uint32_t address,
+                                                                   uint32_t n_block_bytes) {
+  return static_cast<uint64_t>((address & 0x3ffffu) >> 4) |
+         (static_cast<uint64_t>((n_block_bytes & 0x3ffffu) >> 4) << 16) |
+         (static_cast<uint64_t>(kSwizzleAtomBytes >> 4) << 32) | (uint64_t{1} << 62);
+}
+
 // Orders this thread's generic-proxy shared-memory writes (st.shared, cp.async) before later
 // async-proxy reads (wgmma operands); followed by a barrier for other threads' writes.
 __device__ __forceinline__ void fence_proxy_async_shared() {
@@ -174,7 +186,9 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_ss(float (&d)[64], uint64_
 
 // Same with A from registers: a holds this thread's 8 bf16 values of the 64x16 A tile, two per
 // register, low half first (register i: row 16 * warp + lane / 4 + 8 * (i % 2), k = 8 * (i / 2)
-// + 2 * (lane % 4) + 0..1: the accumulator layout of a 64x16 tile). B K-major.
+// + 2 * (lane % 4) + 0..1: the accumulator layout of a 64x16 tile). B K-major, or N-major
+// with kBMnMajor (imm-trans-b; see smem_descriptor_sw128_mn_major).
+template <bool kBMnMajor = false>
 __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const uint32_t (&a)[4],
                                                          uint64_t desc_b, bool accumulate) {
   asm volatile(
@@ -184,7 +198,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
       "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "
       "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "
       "%56, %57, %58, %59, %60, %61, %62, %63}, "
-      "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+      "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
@@ -195,7 +209,8 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const u
         "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
         "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)),
+        "n"(kBMnMajor ? 1 : 0));
 }
 
 // The same bf16 forms for N = 64 (Q K^T over 64-key tiles, P V at head_dim 64) and N = 256
@@ -216,6 +231,7 @@ __device__ __forceinline__ void wgmma_m64n64k16_bf16_ss(float (&d)[32], uint64_t
       : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
 }
 
+template <bool kBMnMajor = false>
 __device__ __forceinline__ void wgmma_m64n64k16_bf16_rs(float (&d)[32], const uint32_t (&a)[4],
                                                         uint64_t desc_b, bool accumulate) {
   asm volatile(
@@ -223,15 +239,17 @@ __device__ __forceinline__ void wgmma_m64n64k16_bf16_rs(float (&d)[32], const ui
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
       "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+      "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
         "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
         "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)),
+        "n"(kBMnMajor ? 1 : 0));
 }
 
+template <bool kBMnMajor = false>
 __device__ __forceinline__ void wgmma_m64n256k16_bf16_rs(float (&d)[128], const uint32_t (&a)[4],
                                                          uint64_t desc_b, bool accumulate) {
   asm volatile(
@@ -245,7 +263,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16_rs(float (&d)[128], const 
       "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, "
       "%108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, "
       "%123, %124, %125, %126, %127}, "
-      "{%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"
+      "{%128, %129, %130, %131}, %132, p, 1, 1, %134;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
@@ -265,7 +283,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16_rs(float (&d)[128], const 
         "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
         "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
         "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)),
+        "n"(kBMnMajor ? 1 : 0));
 }
 
 #endif  // QUENCH_SM90A_ENABLED
