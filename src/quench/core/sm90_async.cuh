@@ -3,7 +3,7 @@
 // copies (1-D TMA: cp.async.bulk global -> shared, no tensor map). A barrier phase completes
 // once every expected arrival has arrived and every announced byte (complete_tx) has landed; a
 // waiter names the parity of the phase it waits for (use k of a ring slot waits with parity
-// k & 1). Used by every ring-buffered kernel (the Hopper prefill, the bulk RoPE/append). Only
+// k & 1). Used by the ring-buffered Hopper kernels. Only
 // compiled for sm_90 and later (QUENCH_SM90_ASYNC_ENABLED).
 #pragma once
 

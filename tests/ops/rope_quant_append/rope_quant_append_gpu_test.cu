@@ -5,8 +5,7 @@
 // fused qkv tensor and padding tokens. Every output buffer starts poisoned, identically for the
 // GPU and the reference: bytes outside the rows/slots of real tokens must come back unchanged;
 // written elements must be bit-exact where the arithmetic is the same (fused, cos/sin cache, no
-// norm) and within kMaxUlps codes otherwise. Cases marked `bulk` run the sm_90 bulk-copy kernel on
-// an H200 (asserted from its host-side chunk choice), the others the small-batch or register path.
+// norm) and within kMaxUlps codes otherwise.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -25,7 +24,6 @@
 #include "quench/ops/rope/rope_reference.h"
 #include "quench/ops/rope_quant_append/rope_append_path.h"
 #include "quench/ops/rope_quant_append/rope_quant_append.h"
-#include "quench/ops/rope_quant_append/rope_quant_append_bulk.h"
 #include "quench/ops/rope_quant_append/rope_quant_append_reference.h"
 
 namespace quench {
@@ -97,11 +95,8 @@ struct CaseSpec {
   KvLayout layout = KvLayout::kNHD;
   int32_t page_size = 16;
   bool per_head_scales = false;
-  bool fused_qkv = false;    // q/k/v as strided views into one [T, (Hq + 2 Hkv) * D + 8] tensor
-  int32_t padding = 4;       // tokens with slot -1
-  int32_t padding_step = 7;  // padding token i is (i * padding_step + 1) % tokens
-  // Large enough for the sm_90 bulk-copy kernel (checked against its chunk choice for an H200).
-  bool bulk = false;
+  bool fused_qkv = false;  // q/k/v as strided views into one [T, (Hq + 2 Hkv) * D + 8] tensor
+  int32_t padding = 4;     // tokens with slot -1
   int32_t max_position = 4096;
 };
 
@@ -230,7 +225,7 @@ class RopeAppendCase {
     std::shuffle(free_slots.begin(), free_slots.end(), rng.engine());
     slots_.assign(free_slots.begin(), free_slots.begin() + T);
     for (int32_t i = 0; i < spec.padding && i < T; ++i)
-      slots_[static_cast<size_t>((i * spec.padding_step + 1) % T)] = -1;
+      slots_[static_cast<size_t>((i * 7 + 1) % T)] = -1;
 
     if (spec.use_cache) {
       cos_sin_ = build_rope_cos_sin_cache(p_.rope, spec.max_position);
@@ -278,15 +273,6 @@ class RopeAppendCase {
     h.k_cache = want_k_cache_.data();
     h.v_cache = want_v_cache_.data();
     rope_quant_append_reference(h);
-  }
-
-  // Whether the fused op takes the bulk-copy kernel for this case on an H200 (132 SMs, sm_90).
-  bool takes_bulk_path_on_h200() const {
-    const int64_t rows = int64_t{spec_.tokens} * (spec_.q_heads + 2 * spec_.kv_heads);
-    const int64_t small_batch_rows = 132 * 3 * (256 / (spec_.head_dim / 8));
-    RopeQuantAppendParams p = p_;
-    p.cos_sin_cache = spec_.use_cache ? cos_sin_.data() : nullptr;
-    return rows > small_batch_rows && rope_quant_append_bulk_chunk_tokens(p, true, 132) > 0;
   }
 
   // Runs one GPU path on fresh poisoned outputs and compares every buffer with the reference.
@@ -486,100 +472,11 @@ std::vector<CaseSpec> grid() {
     c.padding = 8;
   });
   add("llama3_8b_shape_many_tokens", [](CaseSpec& c) {
-    c.bulk = true;  // 1-token chunks, fewer chunks than CTAs
     c.tokens = 300;
     c.q_heads = 32;
     c.kv_heads = 8;
     c.llama3 = true;
     c.padding = 17;
-  });
-  // Large batches: on sm_90 the bulk-copy kernel, below it the register kernel streaming several
-  // 4-head items per lane group (a group's range crosses token boundaries and padding tokens).
-  add("llama3_8b_shape_streamed_fused_qkv", [](CaseSpec& c) {
-    c.bulk = true;
-    c.tokens = 2048;
-    c.q_heads = 32;
-    c.kv_heads = 8;
-    c.llama3 = true;
-    c.fused_qkv = true;
-    c.padding = 40;
-  });
-  add("streamed_ragged_heads_norm_sincos_perhead_hnd32", [](CaseSpec& c) {
-    c.bulk = true;
-    c.tokens = 3000;
-    c.q_heads = 9;
-    c.kv_heads = 3;  // 15 heads: the last item of every token has 3 rows
-    c.use_norm = true;
-    c.use_cache = false;
-    c.per_head_scales = true;
-    c.layout = KvLayout::kHND;
-    c.page_size = 32;
-    c.padding = 25;
-  });
-  add("streamed_gptj_q_fp8_e5m2_kv_bf16", [](CaseSpec& c) {
-    c.bulk = true;
-    c.tokens = 2048;
-    c.q_heads = 16;
-    c.kv_heads = 4;
-    c.style = RopeStyle::kGptj;
-    c.q_rows = QRows::kAllFp8;
-    c.q_fp8 = DType::kFP8E5M2;
-    c.kv_dtype = DType::kBF16;
-    c.padding = 31;
-  });
-  // sm_90 bulk-copy kernel (on an H200; elsewhere these run the register path): chunks of 1-2
-  // tokens, ~8 chunks per CTA so its 4-stage ring wraps, a token count that is not a multiple of
-  // the chunk, padding tokens beside real ones inside a chunk and whole padded chunks.
-  add("bulk_llama3_8b_odd_tokens", [](CaseSpec& c) {
-    c.bulk = true;
-    c.tokens = 4097;
-    c.q_heads = 32;
-    c.kv_heads = 8;
-    c.llama3 = true;
-    c.padding = 60;
-  });
-  add("bulk_qwen3_32b_norm_cache_hnd64_padded_runs", [](CaseSpec& c) {
-    c.bulk = true;
-    c.tokens = 2051;
-    c.q_heads = 64;
-    c.kv_heads = 8;
-    c.use_norm = true;
-    c.layout = KvLayout::kHND;
-    c.page_size = 64;
-    c.padding = 40;
-    c.padding_step = 1;  // 40 consecutive padding tokens: whole chunks copy nothing
-    c.max_position = 40960;
-  });
-  add("bulk_gptj_partial64_e5m2_perhead_fused_qkv", [](CaseSpec& c) {
-    c.bulk = true;
-    c.tokens = 1999;
-    c.q_heads = 32;
-    c.kv_heads = 8;
-    c.style = RopeStyle::kGptj;
-    c.rotary_dim = 64;
-    c.kv_dtype = DType::kFP8E5M2;
-    c.per_head_scales = true;
-    c.fused_qkv = true;
-    c.padding = 33;
-  });
-  add("bulk_qwen3_norm_sincos_q_bf16", [](CaseSpec& c) {
-    c.bulk = true;
-    c.tokens = 1500;
-    c.q_heads = 64;
-    c.kv_heads = 8;
-    c.use_norm = true;
-    c.use_cache = false;
-    c.q_rows = QRows::kAllBf16;
-    c.padding = 21;
-  });
-  // One token (64 heads of 256) does not fit a quarter of the bulk ring: the register path.
-  add("register_path_wide_tokens", [](CaseSpec& c) {
-    c.tokens = 1200;
-    c.q_heads = 48;
-    c.kv_heads = 8;
-    c.head_dim = 256;
-    c.rotary_dim = 256;
-    c.padding = 19;
   });
   return cases;
 }
@@ -588,8 +485,6 @@ class RopeQuantAppendGpu : public ::testing::TestWithParam<CaseSpec> {};
 
 TEST_P(RopeQuantAppendGpu, MatchesReferenceFusedAndUnfused) {
   RopeAppendCase c(GetParam());
-  ASSERT_EQ(c.takes_bulk_path_on_h200(), GetParam().bulk)
-      << "the case no longer exercises the path it was written for";
   c.run_reference();
   c.run_and_compare(RopeAppendPath::kFused);
   c.run_and_compare(RopeAppendPath::kUnfused);
@@ -647,17 +542,6 @@ TEST(RopeQuantAppendGpuHand, PositionZeroIsPlainQuantization) {
   }
   EXPECT_EQ(k_got[64 * 16], kPoison);
   EXPECT_EQ(k_got[64 * 18], kPoison);
-}
-
-// The `bulk` grid cases run the bulk kernel only if the binary holds it for this device: it does
-// on sm_90 (the sm_90a build) and cannot below (newer GPUs depend on the build's targets).
-TEST(RopeQuantAppendGpuHand, BulkKernelAvailableOnSm90NotBelow) {
-  int device = 0, cc_major = 0;
-  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
-  cuda_check(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device),
-             "compute capability");
-  if (cc_major > 9) GTEST_SKIP() << "sm_" << cc_major << "x";
-  EXPECT_EQ(rope_quant_append_bulk_kernel_available(), cc_major == 9) << "sm_" << cc_major << "x";
 }
 
 TEST(RopeQuantAppendGpuHand, RejectsWhatTheKernelsCannotDo) {

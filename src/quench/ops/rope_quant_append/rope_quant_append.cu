@@ -1,169 +1,105 @@
-// Fused RoPE + quantize + paged KV append. A group of head_dim/8 lanes holds one head row in
-// registers (one 16-byte load per lane per row) and writes 8 elements per lane: the q row as bf16
-// or FP8, k and v straight into their cache slot. Work item = kRows consecutive heads of one
-// token (heads numbered q, then k, then v), items numbered token-major.
-// Large batches on sm_90 take the bulk-copy kernel (rope_quant_append_bulk.cu) unless one token
-// is too wide for its shared-memory ring; elsewhere, and for those, the register path here:
-// 4-head items, one wave of lane groups, each streaming a contiguous range of
-// items as a two-stage pipeline: the next item's rows (and, at a token boundary, its position and
-// slot) are loaded before the current item is finished, so a lane always has 64 bytes in flight
-// instead of loading, waiting, computing and retiring (bytes in flight, not occupancy, keeps HBM
-// busy). A token's cos/sin are loaded once per group and kept for its later items, so the
-// dependent position -> cos/sin load is paid once per token boundary, not per item.
-// Small batches (rows <= what one wave holds): one head per group, so the serial per-lane work
-// (norm reduction, RoPE shuffles, quantization) is one row long and the whole batch runs at once.
-// Memory-bound, so the ALU work is kept lean: no divide instruction (a multiply plus Markstein's
-// correction, scale_divide.h; per-tensor inverses come from the host), two FP8 conversions per
-// instruction.
+// Fused RoPE + quantize + paged KV append. Work item = one (token, head) row of q, k or v; a
+// group of head_dim/8 lanes holds the row in registers (one 16-byte load per lane), applies the
+// optional RMSNorm and RoPE (rope_head_row.cuh), and writes 8 elements per lane: the q row as
+// bf16 or FP8, k and v straight into their cache slot. Items are numbered token-major, so the
+// blocks of one token share its cos/sin row in L1. Memory-bound, and at HBM speed an SM has only
+// ~200 instruction slots per lane's 24 bytes, so the ALU work is kept lean: no divide
+// instruction (a multiply plus Markstein's correction, scale_divide.h; per-tensor inverses come
+// from the host), two FP8 conversions per instruction.
 #include "quench/ops/rope_quant_append/rope_quant_append.h"
 
 #include <cstdint>
 
 #include "quench/core/error.h"
-#include "quench/ops/rope_quant_append/rope_quant_append_bulk.h"
+#include "quench/ops/quantize/vec8_convert.cuh"
+#include "quench/ops/rope/rope_angles.h"
+#include "quench/ops/rope/rope_head_row.cuh"
 #include "quench/ops/rope_quant_append/rope_quant_append_checks.h"
-#include "quench/ops/rope_quant_append/rope_quant_append_row.cuh"
 
 namespace quench {
 namespace {
 
 constexpr int32_t kThreads = 256;
-// Head rows per item of a large batch: a lane streams its items with the next item's rows (64
-// bytes) in flight while it finishes the current one. 4 divides the head counts of the common GQA
-// shapes (Hq + 2*Hkv = 48 for Llama-3-8B, 80 for Qwen3-32B); a ragged last item just has fewer
-// rows.
-constexpr int32_t kStreamedItemRows = 4;
-// Blocks of 256 threads per SM (the launch bound). One-row items: 3 (up to 85 registers), no
-// spills. Streamed 4-row items hold two items' rows (32 registers): at 3 blocks every variant
-// spills, at 2 (up to 128 registers) none does, and 512 threads x 64 bytes = 32 KB of row loads
-// stay in flight per SM the whole time.
-template <int32_t kRows>
-constexpr int32_t min_blocks_per_sm() {
-  return kRows == 1 ? 3 : 2;
+// Blocks of 256 threads per SM: 6 (40 registers, an 8-byte spill) keeps enough 16-byte loads in
+// flight for HBM on the cache path; the sincos path needs more registers for its range reduction.
+constexpr int32_t min_blocks_per_sm(bool from_cache) {
+  return from_cache ? 6 : 4;
 }
 
-// First element of head h (of the q, k, v numbering) of token t: bf16 bits.
-__device__ __forceinline__ const uint16_t* head_row(const RopeQuantAppendParams& p, int32_t t,
-                                                    int32_t h) {
-  if (h < p.num_q_heads) return p.q + t * p.q_row_stride + static_cast<int64_t>(h) * p.head_dim;
-  h -= p.num_q_heads;
-  if (h < p.num_kv_heads) return p.k + t * p.k_row_stride + static_cast<int64_t>(h) * p.head_dim;
-  h -= p.num_kv_heads;
-  return p.v + t * p.v_row_stride + static_cast<int64_t>(h) * p.head_dim;
-}
-
-// One work item in flight: the raw bits of kRows consecutive heads of token t (heads numbered q,
-// then k, then v) and the token's slot and position.
-template <int32_t kRows>
-struct ItemInFlight {
-  uint4 raw[kRows];
-  int32_t t;
-  int32_t first_head;
-  int64_t slot;
-  int32_t pos;
+struct FusedArgs {
+  RopeQuantAppendParams p;
+  RopeAngles angles;
+  int64_t cache_slots;       // num_pages * page_size: slots outside [0, cache_slots) are skipped
+  int32_t page_shift;        // log2(page_size)
+  int32_t cache_elem_bytes;  // 2 for bf16, 1 for FP8
+  float inv_q_scale;         // 1 / q_scale, and the per-tensor k/v inverses
+  float inv_k_scale;
+  float inv_v_scale;
 };
 
-// Issues the row loads of the item (t, first_head); rows past the last head are zero.
-template <int32_t kRows>
-__device__ __forceinline__ void issue_row_loads(const RopeQuantAppendParams& p, const LaneGroup& g,
-                                                int32_t heads, ItemInFlight<kRows>& item) {
-#pragma unroll
-  for (int32_t r = 0; r < kRows; ++r) {
-    item.raw[r] =
-        item.first_head + r < heads
-            ? __ldg(reinterpret_cast<const uint4*>(head_row(p, item.t, item.first_head + r)) +
-                    g.lane)
-            : make_uint4(0u, 0u, 0u, 0u);
-  }
-}
-
-// Processes `cur` after issuing the loads of the group's next item (item index next < end) into
-// `nxt`, so a lane has the next rows in flight while it rotates, quantizes and stores the current
-// ones. The next item's slot and position are loaded only when it starts a new token. The cos/sin
-// of a token are loaded on its first rotating item and kept in `angles` for the token's later
-// items (angles_token names the token they belong to).
-template <bool kFromCache, bool kQkNorm, int32_t kRows>
-__device__ __forceinline__ void step(const FusedArgs& args, const LaneGroup& g, int32_t heads,
-                                     const float* smem_inv_freq, int32_t next, int32_t end,
-                                     const uint4& q_norm_bits, const uint4& k_norm_bits,
-                                     const ItemInFlight<kRows>& cur, ItemInFlight<kRows>& nxt,
-                                     RopeLaneAngles& angles, int32_t& angles_token) {
-  const RopeQuantAppendParams& p = args.p;
-  if (next < end) {
-    const bool same_token = cur.first_head + kRows < heads;
-    nxt.t = same_token ? cur.t : cur.t + 1;
-    nxt.first_head = same_token ? cur.first_head + kRows : 0;
-    issue_row_loads(p, g, heads, nxt);
-    if (same_token) {
-      nxt.slot = cur.slot;
-      nxt.pos = cur.pos;
-    } else {
-      nxt.slot = __ldg(p.slot_mapping + nxt.t);
-      nxt.pos = __ldg(p.positions + nxt.t);
-    }
-  }
-  // Padding (slot -1 or outside the cache) and positions outside the cos/sin cache: nothing of
-  // the token is written.
-  if (cur.slot < 0 || cur.slot >= args.cache_slots) return;
-  if (cur.pos < 0 || (p.cos_sin_cache != nullptr && cur.pos >= p.cos_sin_cache_positions)) return;
-  const bool rotates = cur.first_head < p.num_q_heads + p.num_kv_heads;  // some row is q or k
-  if (rotates && angles_token != cur.t) {
-    load_rope_lane_angles<kFromCache>(g, args.angles, smem_inv_freq, cur.pos, angles);
-    angles_token = cur.t;
-  }
-#pragma unroll
-  for (int32_t r = 0; r < kRows; ++r) {
-    if (cur.first_head + r >= heads) break;
-    finish_row<kQkNorm>(args, g, cur.t, cur.first_head + r, cur.slot, cur.raw[r], angles,
-                        q_norm_bits, k_norm_bits);
-  }
-}
-
-// kFromCache: cos/sin from the cache (true) or computed by sincos (false). kQkNorm: q and k
-// RMSNorm weights given (a template argument so the plain path does not hold their registers).
-// kRows: heads per item (1 spreads a small batch over more lanes; 4 amortises the token's loads).
-// Each lane group handles the items_per_group consecutive items from group * items_per_group,
-// as a two-stage pipeline over two item buffers used in turn (a copy of a buffer whose loads are
-// still in flight would wait for them).
-template <bool kFromCache, bool kQkNorm, int32_t kRows>
-__global__ void __launch_bounds__(kThreads, min_blocks_per_sm<kRows>())
-    rope_quant_append_kernel(const FusedArgs args, int32_t items_per_group) {
+// kFromCache: cos/sin from the cache (true) or computed by sincos (false).
+template <bool kFromCache>
+__global__ void __launch_bounds__(kThreads, min_blocks_per_sm(kFromCache))
+    rope_quant_append_kernel(const FusedArgs args) {
   __shared__ float smem_inv_freq[kMaxRopePairs];
   if constexpr (!kFromCache) stage_inv_freq(args.angles, smem_inv_freq);
   const RopeQuantAppendParams& p = args.p;
   const LaneGroup g = make_lane_group(p.head_dim);
   const int32_t heads = p.num_q_heads + 2 * p.num_kv_heads;
-  const int32_t items_per_token = (heads + kRows - 1) / kRows;
-  const int64_t group = static_cast<int64_t>(blockIdx.x) * (kThreads / g.lanes) +
-                        static_cast<int32_t>(threadIdx.x) / g.lanes;
-  const int64_t num_items = static_cast<int64_t>(p.num_tokens) * items_per_token;
-  const int64_t first_item = group * items_per_group;
-  if (first_item >= num_items) return;  // whole lane groups leave together
-  const auto begin = static_cast<int32_t>(first_item);
-  const auto end = static_cast<int32_t>(
-      first_item + items_per_group < num_items ? first_item + items_per_group : num_items);
+  const int32_t item = static_cast<int32_t>(blockIdx.x) * (kThreads / g.lanes) +
+                       static_cast<int32_t>(threadIdx.x) / g.lanes;
+  if (item >= p.num_tokens * heads) return;  // whole lane groups leave together
+  const int32_t t = item / heads;
+  const int32_t h = item - t * heads;
 
-  ItemInFlight<kRows> a, b;
-  a.t = begin / items_per_token;
-  a.first_head = (begin - a.t * items_per_token) * kRows;
-  issue_row_loads(p, g, heads, a);
-  a.slot = __ldg(p.slot_mapping + a.t);
-  a.pos = __ldg(p.positions + a.t);
-  uint4 q_norm_bits = make_uint4(0u, 0u, 0u, 0u);
-  uint4 k_norm_bits = make_uint4(0u, 0u, 0u, 0u);
-  if constexpr (kQkNorm) {
-    q_norm_bits = __ldg(reinterpret_cast<const uint4*>(p.q_norm_weight) + g.lane);
-    k_norm_bits = __ldg(reinterpret_cast<const uint4*>(p.k_norm_weight) + g.lane);
+  // Which row: q head h, k head h - Hq, or v head h - Hq - Hkv (uniform per lane group).
+  const bool is_q = h < p.num_q_heads;
+  const bool is_k = !is_q && h < p.num_q_heads + p.num_kv_heads;
+  const int32_t kv_head =
+      is_q ? 0 : (is_k ? h - p.num_q_heads : h - p.num_q_heads - p.num_kv_heads);
+  const uint16_t* src = is_q ? p.q + t * p.q_row_stride + static_cast<int64_t>(h) * p.head_dim
+                        : is_k
+                            ? p.k + t * p.k_row_stride + static_cast<int64_t>(kv_head) * p.head_dim
+                            : p.v + t * p.v_row_stride + static_cast<int64_t>(kv_head) * p.head_dim;
+  // Issue the row load before the (dependent) slot and position checks.
+  const uint4 raw = __ldg(reinterpret_cast<const uint4*>(src) + g.lane);
+  const int64_t slot = __ldg(p.slot_mapping + t);
+  const int32_t pos = __ldg(p.positions + t);
+  if (slot < 0 || slot >= args.cache_slots) return;  // padding: nothing of it is written
+  if (pos < 0 || (p.cos_sin_cache != nullptr && pos >= p.cos_sin_cache_positions)) return;
+
+  float x[8];
+  unpack_bf16x8(raw, x);
+  if (!is_q && !is_k) {
+    const float scale = p.v_scale.at(kv_head);
+    const float inv_scale = p.v_scale.per_head ? 1.0f / scale : args.inv_v_scale;
+    const int64_t offset = p.kv.offset(slot >> args.page_shift, slot & ((1 << args.page_shift) - 1),
+                                       kv_head, 8 * g.lane);
+    store_x8(static_cast<uint8_t*>(p.v_cache) + offset * args.cache_elem_bytes, p.kv.dtype, x,
+             scale, inv_scale);
+    return;
   }
-  RopeLaneAngles angles;
-  int32_t angles_token = -1;
-  for (int32_t item = begin; item < end; item += 2) {
-    step<kFromCache, kQkNorm>(args, g, heads, smem_inv_freq, item + 1, end, q_norm_bits,
-                              k_norm_bits, a, b, angles, angles_token);
-    if (item + 1 >= end) break;
-    step<kFromCache, kQkNorm>(args, g, heads, smem_inv_freq, item + 2, end, q_norm_bits,
-                              k_norm_bits, b, a, angles, angles_token);
+  if (p.q_norm_weight != nullptr) {
+    rms_norm_x8(x, g, p.head_dim, is_q ? p.q_norm_weight : p.k_norm_weight, p.norm_eps);
   }
+  rope_x8<kFromCache>(x, g, args.angles, smem_inv_freq, pos);
+  if (is_q) {
+    const int64_t elem = (static_cast<int64_t>(t) * p.num_q_heads + h) * p.head_dim + 8 * g.lane;
+    if (t < p.q_bf16_rows) {
+      *reinterpret_cast<uint4*>(p.q_out_bf16 + elem) = pack_bf16x8(x);
+    } else {
+      *reinterpret_cast<uint2*>(p.q_out_fp8 + elem) =
+          pack_fp8x8(x, p.q_scale, args.inv_q_scale,
+                     p.q_fp8_dtype == DType::kFP8E4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2);
+    }
+    return;
+  }
+  const float scale = p.k_scale.at(kv_head);
+  const float inv_scale = p.k_scale.per_head ? 1.0f / scale : args.inv_k_scale;
+  const int64_t offset = p.kv.offset(slot >> args.page_shift, slot & ((1 << args.page_shift) - 1),
+                                     kv_head, 8 * g.lane);
+  store_x8(static_cast<uint8_t*>(p.k_cache) + offset * args.cache_elem_bytes, p.kv.dtype, x, scale,
+           inv_scale);
 }
 
 int32_t log2_exact(int32_t n) {
@@ -171,39 +107,6 @@ int32_t log2_exact(int32_t n) {
   while ((1 << shift) < n)
     ++shift;
   return shift;
-}
-
-// Streaming multiprocessors of the current device.
-int64_t device_sm_count() {
-  int device = 0;
-  int sm_count = 0;
-  cudaError_t status = cudaGetDevice(&device);
-  if (status == cudaSuccess) {
-    status = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
-  }
-  QUENCH_REQUIRE(status == cudaSuccess,
-                 "rope_quant_append: SM count query failed: ", cudaGetErrorString(status));
-  return sm_count;
-}
-
-// Launches the variant of kernel for (from_cache, qk_norm) over `groups` lane groups.
-template <int32_t kRows>
-void launch_kernel(const FusedArgs& args, bool from_cache, bool qk_norm, int64_t groups,
-                   int32_t groups_per_block, int32_t items_per_group, cudaStream_t stream) {
-  const auto blocks = static_cast<unsigned>((groups + groups_per_block - 1) / groups_per_block);
-  if (from_cache && qk_norm) {
-    rope_quant_append_kernel<true, true, kRows>
-        <<<blocks, kThreads, 0, stream>>>(args, items_per_group);
-  } else if (from_cache) {
-    rope_quant_append_kernel<true, false, kRows>
-        <<<blocks, kThreads, 0, stream>>>(args, items_per_group);
-  } else if (qk_norm) {
-    rope_quant_append_kernel<false, true, kRows>
-        <<<blocks, kThreads, 0, stream>>>(args, items_per_group);
-  } else {
-    rope_quant_append_kernel<false, false, kRows>
-        <<<blocks, kThreads, 0, stream>>>(args, items_per_group);
-  }
 }
 
 }  // namespace
@@ -230,33 +133,13 @@ void rope_quant_append_cuda(const RopeQuantAppendParams& p, cudaStream_t stream)
   args.inv_q_scale = 1.0f / p.q_scale;
   args.inv_k_scale = 1.0f / p.k_scale.per_tensor;
   args.inv_v_scale = 1.0f / p.v_scale.per_tensor;
-  const bool from_cache = p.cos_sin_cache != nullptr;
-  const bool qk_norm = p.q_norm_weight != nullptr;
-  const int32_t heads = p.num_q_heads + 2 * p.num_kv_heads;
-  const int64_t rows = static_cast<int64_t>(p.num_tokens) * heads;
-  const int32_t groups_per_block = kThreads / (p.head_dim / 8);
-  const int64_t sm_count = device_sm_count();
-  if (rows <= sm_count * min_blocks_per_sm<1>() * groups_per_block) {
-    // A small batch: one head per lane group, so each lane's serial work (norm, RoPE, one store)
-    // is a single row and the whole batch runs at once.
-    launch_kernel<1>(args, from_cache, qk_norm, rows, groups_per_block, 1, stream);
-  } else if (const int32_t chunk_tokens = rope_quant_append_bulk_chunk_tokens(
-                 p, rope_quant_append_bulk_kernel_available(), sm_count);
-             chunk_tokens > 0) {
-    // sm_90: rows through a shared-memory ring fed by bulk copies (rope_quant_append_bulk.cu).
-    launch_rope_quant_append_bulk(args, chunk_tokens, sm_count, stream);
+  const int64_t items = static_cast<int64_t>(p.num_tokens) * (p.num_q_heads + 2 * p.num_kv_heads);
+  const int64_t items_per_block = kThreads / (p.head_dim / 8);
+  const auto blocks = static_cast<unsigned>((items + items_per_block - 1) / items_per_block);
+  if (p.cos_sin_cache != nullptr) {
+    rope_quant_append_kernel<true><<<blocks, kThreads, 0, stream>>>(args);
   } else {
-    // Below sm_90, or tokens too wide for the bulk ring: one wave of resident lane groups, each
-    // streaming its share of the items with register-held rows.
-    const int64_t resident_groups =
-        sm_count * min_blocks_per_sm<kStreamedItemRows>() * groups_per_block;
-    const int64_t items =
-        static_cast<int64_t>(p.num_tokens) * ((heads + kStreamedItemRows - 1) / kStreamedItemRows);
-    const auto items_per_group =
-        static_cast<int32_t>((items + resident_groups - 1) / resident_groups);
-    const int64_t groups = (items + items_per_group - 1) / items_per_group;
-    launch_kernel<kStreamedItemRows>(args, from_cache, qk_norm, groups, groups_per_block,
-                                     items_per_group, stream);
+    rope_quant_append_kernel<false><<<blocks, kThreads, 0, stream>>>(args);
   }
   const cudaError_t status = cudaGetLastError();
   QUENCH_REQUIRE(status == cudaSuccess,
