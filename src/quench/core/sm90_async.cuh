@@ -1,11 +1,14 @@
 // Thin wrappers over the sm_90 PTX with which threads of one CTA hand shared-memory tiles to
 // each other: mbarriers (PTX ISA "Parallel Synchronization: mbarrier") and bulk asynchronous
-// copies (1-D TMA: cp.async.bulk global -> shared, no tensor map). A barrier phase completes
+// copies (1-D TMA: cp.async.bulk global -> shared, no tensor map; and tiled TMA through a
+// CUtensorMap, cp.async.bulk.tensor, see kv_cache/kv_tensor_map.h). A barrier phase completes
 // once every expected arrival has arrived and every announced byte (complete_tx) has landed; a
 // waiter names the parity of the phase it waits for (use k of a ring slot waits with parity
 // k & 1). Used by the ring-buffered Hopper kernels. Only
 // compiled for sm_90 and later (QUENCH_SM90_ASYNC_ENABLED).
 #pragma once
+
+#include <cuda.h>  // CUtensorMap
 
 #include <cstdint>
 
@@ -72,6 +75,25 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
           "r"(smem_address(dst)),
       "l"(src), "r"(bytes), "r"(smem_address(barrier))
       : "memory");
+}
+
+// Issues the load of one box of the 4-D tensor map `map` (a kernel parameter declared
+// __grid_constant__, or global memory) at element coordinates {c0, c1, c2, c3} (innermost first)
+// into shared `dst` (1024-byte aligned for the 128-byte swizzle), counting the box's bytes
+// against `barrier`'s current phase. Elements out of the tensor's bounds land as zeros.
+__device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, int c0, int c1,
+                                            int c2, int c3, uint64_t* barrier) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(smem_address(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+      "r"(smem_address(barrier))
+      : "memory");
+}
+
+// Fetches the tensor map's descriptor into the TMA unit's cache ahead of the first load.
+__device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
 #endif  // QUENCH_SM90_ASYNC_ENABLED

@@ -6,18 +6,17 @@
 
 namespace quench::prefill_common {
 
-cudaError_t reserve_shared_memory(PrefillKernelFn kernel, int smem_bytes, bool max_carveout) {
-  const auto fn = reinterpret_cast<const void*>(kernel);
+cudaError_t reserve_shared_memory(const void* kernel, int smem_bytes, bool max_carveout) {
   cudaError_t status =
-      cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (status == cudaSuccess && max_carveout) {
-    status = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout,
+    status = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                   cudaSharedmemCarveoutMaxShared);
   }
   return status;
 }
 
-void launch_on_query_tiles(PrefillKernelFn kernel, const char* kernel_name,
+void launch_on_query_tiles(const void* kernel, void** kernel_args, const char* kernel_name,
                            cudaError_t reserve_status, int block_m, int threads, int smem_bytes,
                            const AttentionParams& params, cudaStream_t stream) {
   QUENCH_REQUIRE(reserve_status == cudaSuccess, kernel_name, ": cannot reserve ", smem_bytes,
@@ -27,13 +26,19 @@ void launch_on_query_tiles(PrefillKernelFn kernel, const char* kernel_name,
   const dim3 grid(static_cast<unsigned>((rows + block_m - 1) / block_m),
                   static_cast<unsigned>(params.kv.num_kv_heads),
                   static_cast<unsigned>(params.num_seqs));
-  AttentionParams args = params;
-  void* kernel_args[] = {&args};
-  const cudaError_t status = cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid,
-                                              dim3(static_cast<unsigned>(threads)), kernel_args,
-                                              static_cast<size_t>(smem_bytes), stream);
+  const cudaError_t status = cudaLaunchKernel(kernel, grid, dim3(static_cast<unsigned>(threads)),
+                                              kernel_args, static_cast<size_t>(smem_bytes), stream);
   QUENCH_REQUIRE(status == cudaSuccess, kernel_name,
                  ": launch failed: ", cudaGetErrorString(status));
+}
+
+void launch_on_query_tiles(PrefillKernelFn kernel, const char* kernel_name,
+                           cudaError_t reserve_status, int block_m, int threads, int smem_bytes,
+                           const AttentionParams& params, cudaStream_t stream) {
+  AttentionParams args = params;
+  void* kernel_args[] = {&args};
+  launch_on_query_tiles(reinterpret_cast<const void*>(kernel), kernel_args, kernel_name,
+                        reserve_status, block_m, threads, smem_bytes, params, stream);
 }
 
 }  // namespace quench::prefill_common

@@ -13,12 +13,22 @@ using PrefillKernelFn = void (*)(AttentionParams);
 // Raises `kernel`'s dynamic shared-memory limit to `smem_bytes` (and, with max_carveout, gives
 // all of the unified L1/shared storage to shared memory so more CTAs fit). Returns the first
 // failing status. Callers keep the result in a function-local static: once per kernel.
-cudaError_t reserve_shared_memory(PrefillKernelFn kernel, int smem_bytes, bool max_carveout);
+cudaError_t reserve_shared_memory(const void* kernel, int smem_bytes, bool max_carveout);
+inline cudaError_t reserve_shared_memory(PrefillKernelFn kernel, int smem_bytes,
+                                         bool max_carveout) {
+  return reserve_shared_memory(reinterpret_cast<const void*>(kernel), smem_bytes, max_carveout);
+}
 
 // Launches `kernel` with `threads` threads and `smem_bytes` of dynamic shared memory on a grid of
 // ceil(max_q_len * group / block_m) x num_kv_heads x num_seqs CTAs. `reserve_status` is what
 // reserve_shared_memory returned; `kernel_name` names the kernel in errors.
 void launch_on_query_tiles(PrefillKernelFn kernel, const char* kernel_name,
+                           cudaError_t reserve_status, int block_m, int threads, int smem_bytes,
+                           const AttentionParams& params, cudaStream_t stream);
+
+// The same grid for a kernel with more parameters than `params`: `kernel_args` is
+// cudaLaunchKernel's array of pointers to every argument (params' copy among them).
+void launch_on_query_tiles(const void* kernel, void** kernel_args, const char* kernel_name,
                            cudaError_t reserve_status, int block_m, int threads, int smem_bytes,
                            const AttentionParams& params, cudaStream_t stream);
 

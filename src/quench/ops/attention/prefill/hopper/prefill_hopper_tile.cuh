@@ -110,10 +110,11 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t select
 // with the key permutation described in prefill_attention_hopper_kernel.cuh. Unit u moves
 // 4 keys x 4 dims: keys 32c + 16h + {2t, 2t+1, 2t+8, 2t+9} of dims 4q..4q+3 land at k positions
 // 32c + 16h + 4t + 0..3 of rows 4q..4q+3. Lanes vary over (q % 8, t) so the reads hit 32
-// distinct banks.
+// distinct banks. Keys at or past `valid_keys` become zeros: their rows may hold anything (NaN
+// from the cache past the sequence's end), and P V multiplies them by P = 0.
 template <int kThreads>
-__device__ __forceinline__ void transpose_v_fp8(const unsigned char* v, unsigned char* vt,
-                                                int tid) {
+__device__ __forceinline__ void transpose_v_fp8(const unsigned char* v, unsigned char* vt, int tid,
+                                                int valid_keys) {
   constexpr int kUnits = 4 * 2 * 4 * 32;
   static_assert(kUnits % kThreads == 0, "every thread moves the same number of units");
   // A fixed trip count, unrolled by 4: lane_part is the thread's own (kThreads is a multiple
@@ -133,8 +134,9 @@ __device__ __forceinline__ void transpose_v_fp8(const unsigned char* v, unsigned
     uint32_t in[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      in[i] = *reinterpret_cast<const uint32_t*>(v + sm90::swizzle128_offset(keys[i], q / 4) +
-                                                 (q % 4) * 4);
+      in[i] = keys[i] < valid_keys ? *reinterpret_cast<const uint32_t*>(
+                                         v + sm90::swizzle128_offset(keys[i], q / 4) + (q % 4) * 4)
+                                   : 0u;
     }
     // Interleave pairs, then pairs of pairs: out[e] = bytes e of in[0..3].
     const uint32_t k01_lo = prmt(in[0], in[1], 0x5140);  // in0.b0 in1.b0 in0.b1 in1.b1
@@ -154,9 +156,10 @@ __device__ __forceinline__ void transpose_v_fp8(const unsigned char* v, unsigned
 // bf16 operands: V as cached (bf16 [key][dim], or e4m3 [key][dim] widened here; both
 // block-split swizzled tiles of kBlockN rows) -> V^T bf16 [dim][key] (block-split swizzled tile
 // of kHeadDim rows). Unit u moves keys 2p, 2p+1 x dims 2e, 2e+1; lanes vary over (e % 8, p % 4).
+// Keys at or past `valid_keys` become zeros (see transpose_v_fp8).
 template <int kThreads, bool kFp8Source, int kHeadDim, int kBlockN>
-__device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigned char* vt,
-                                                 int tid) {
+__device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigned char* vt, int tid,
+                                                 int valid_keys) {
   constexpr int kDimGroups = kHeadDim / 16;  // groups of 8 dim pairs
   constexpr int kUnits = kHeadDim / 2 * kBlockN / 2;
   static_assert(kUnits % kThreads == 0, "every thread moves the same number of units");
@@ -171,7 +174,9 @@ __device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigne
     uint32_t in[2];  // dims 2e, 2e+1 of keys key, key + 1 as bf16x2
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      if constexpr (kFp8Source) {
+      if (key + i >= valid_keys) {
+        in[i] = 0u;
+      } else if constexpr (kFp8Source) {
         const uint16_t two = *reinterpret_cast<const uint16_t*>(
             v + block_tile_offset(kBlockN, key + i, e / 8) + (2 * e) % 16);
         in[i] = prefill_common::fp8x2_to_bf16x2(two, __NV_E4M3);
@@ -247,16 +252,19 @@ __device__ __forceinline__ void wgmma_bf16_rs(float (&d)[N / 2], const uint32_t 
 
 // V as cached -> V^T operand (and, bf16 q over FP8 KV, K as cached -> widened K operand);
 // returns the K operand. All kWorkers threads (tid < kWorkers: the CTA, or the producer
-// warpgroup of the warp-specialized kernel) call it; the caller fences and syncs.
+// warpgroup of the warp-specialized kernel) call it; the caller fences and syncs. V^T holds
+// zeros for keys at or past `valid_keys` (whatever the stage holds there).
 template <class Cfg, int kWorkers = Cfg::kThreads>
 __device__ __forceinline__ const unsigned char* prepare_kv_operands(const unsigned char* k_stage,
                                                                     const unsigned char* v_stage,
                                                                     unsigned char* k_wide,
-                                                                    unsigned char* vt, int tid) {
+                                                                    unsigned char* vt, int tid,
+                                                                    int valid_keys = Cfg::kBlockN) {
   if constexpr (Cfg::kFp8Pv) {
-    transpose_v_fp8<kWorkers>(v_stage, vt, tid);
+    transpose_v_fp8<kWorkers>(v_stage, vt, tid, valid_keys);
   } else {
-    transpose_v_bf16<kWorkers, Cfg::kFp8Kv, Cfg::kHeadDim, Cfg::kBlockN>(v_stage, vt, tid);
+    transpose_v_bf16<kWorkers, Cfg::kFp8Kv, Cfg::kHeadDim, Cfg::kBlockN>(v_stage, vt, tid,
+                                                                         valid_keys);
   }
   if constexpr (Cfg::kWidenK) {
     widen_k<kWorkers, Cfg::kHeadDim, Cfg::kBlockN>(k_stage, k_wide, tid);

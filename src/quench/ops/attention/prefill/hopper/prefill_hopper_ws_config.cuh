@@ -14,8 +14,8 @@ struct WsConfig {
   // serves it.
   static_assert(kHeadDimT == 64 || kHeadDimT == 128, "the warp-specialized kernel serves 64, 128");
 
-  // Warpgroup 0 produces (gathers K/V, builds V^T and the widened K); warpgroups 1 and 2
-  // consume, each owning 64 of the CTA's 128 packed query rows.
+  // Warpgroup 0 produces (issues the K/V tile loads, builds V^T and the widened K), warpgroups
+  // 1 and 2 consume, each owning 64 of the CTA's 128 packed query rows.
   static constexpr int kProducerThreads = 128;
   static constexpr int kConsumerThreads = 256;
   static constexpr int kThreads = kProducerThreads + kConsumerThreads;
@@ -30,43 +30,60 @@ struct WsConfig {
   static constexpr int kQReadyBarrier = 4;    // + consumer c (128): c's Q rows have landed
   static constexpr int kEpilogueBarrier = 6;  // 256 consumer threads
 
-  // bf16 V as cached is the MN-major B operand of P V (issue_pv_v_mn_major): cp.async writes
-  // it straight into the slot, and the producer builds nothing.
+  // bf16 V as cached is the MN-major B operand of P V (issue_pv_v_mn_major): TMA writes it
+  // straight into the slot, and the producer builds nothing.
   static constexpr bool kVMnMajor = kKind == HopperKind::kBf16;
   static_assert(!kVMnMajor || Tile::kVtBytes == Tile::kStageBytes, "V fills the V^T space");
+  // Which tensors TMA loads straight into the ring slot ("direct": K as cached unless it is
+  // widened, MN-major V) and which into a producer-private raw stage, from which the producer
+  // builds the slot's operand.
+  static constexpr bool kKDirect = !Tile::kWidenK;
+  static constexpr bool kVDirect = kVMnMajor;
+  static constexpr int kDirectTensors = (kKDirect ? 1 : 0) + (kVDirect ? 1 : 0);
+  static constexpr int kRawTensors = 2 - kDirectTensors;
+  // TMA boxes are 128 bytes wide: kKvBoxes column blocks per cached row (block_tile_offset).
+  static constexpr int kKvBoxes = Tile::kKvRowBytes / 128;
+  static constexpr int kKvBoxElems = 128 / Tile::kKvBytes;
 
   // Shared memory, every tile 1024-byte aligned: Q (128 rows); two producer-private raw stages
   // (V as cached, and K as cached where it is widened; none where V is MN-major); the ring of
-  // kStages slots, each the K operand (K as cached, written by cp.async straight into the slot,
-  // or the widened K) and the V operand (V^T, or V as cached where MN-major); then the ring's
-  // mbarriers (full, k_empty, v_empty per slot).
+  // kStages slots, each the K operand (K as cached, or the widened K) and the V operand (V^T,
+  // or V as cached where MN-major); then the mbarriers: full, k_empty, v_empty per slot, one
+  // raw_full per raw stage, and one for the last tile of a direct-V ring (see ws_producer).
   static constexpr int kQOffset = 0;
-  static constexpr int kRawStageBytes = kVMnMajor ? 0 : (Tile::kWidenK ? 2 : 1) * Tile::kStageBytes;
+  static constexpr int kRawStageBytes = kRawTensors * Tile::kStageBytes;
   static constexpr int kRawOffset = Tile::kQBytes;
-  static constexpr int kRawKOffsetInStage = Tile::kStageBytes;  // widened kinds only
+  // The raw stage holds V at 0 and, widened, K at kRawKOffsetInStage.
+  static constexpr int kRawKOffsetInStage = kVDirect ? 0 : Tile::kStageBytes;
   static constexpr int kSlotOffset = kRawOffset + 2 * kRawStageBytes;
   static constexpr int kSlotKBytes = Tile::kKOperandBytes;
   static constexpr int kSlotBytes = kSlotKBytes + Tile::kVtBytes;
   static_assert(Tile::kWidenK || Tile::kStageBytes == kSlotKBytes,
                 "K as cached is the K operand where it is not widened");
   static constexpr int kMaxSmemBytes = 227 * 1024;
-  static constexpr int kAlignSlack = 1024;    // to align the window to the swizzle atom
-  static constexpr int kBarriersPerSlot = 3;  // full, k_empty, v_empty
+  static constexpr int kAlignSlack = 1024;     // to align the window to the swizzle atom
+  static constexpr int kBarriersPerSlot = 3;   // full, k_empty, v_empty
+  static constexpr int kProducerBarriers = 3;  // raw_full x 2, tail
 
   static constexpr bool ring_fits(int stages) {
-    return kSlotOffset + stages * kSlotBytes + kBarriersPerSlot * stages * 8 + kAlignSlack <=
+    return kSlotOffset + stages * kSlotBytes + (kBarriersPerSlot * stages + kProducerBarriers) * 8 +
+               kAlignSlack <=
            kMaxSmemBytes;
   }
   static constexpr int kStages = ring_fits(4) ? 4 : (ring_fits(3) ? 3 : 2);
   static_assert(ring_fits(2), "two ring slots must fit");
   static constexpr int kBarrierOffset = kSlotOffset + kStages * kSlotBytes;
-  static constexpr int kSmemBytes = kBarrierOffset + kBarriersPerSlot * kStages * 8 + kAlignSlack;
-  // Tiles whose loads the producer keeps in flight while it prepares an earlier one (the raw
-  // stages hold two tiles). Two, so that the gather latency hides under a tile's V^T pass,
-  // where tile t + 2's K lands in a slot other than tile t's (3 or more slots); with 2 slots
-  // loading tile t + 2's K would wait for tile t's Q K^T, so one. (bf16 at head_dim 128 has 3
-  // slots because V needs no raw stage.)
+  static constexpr int kSmemBytes =
+      kBarrierOffset + (kBarriersPerSlot * kStages + kProducerBarriers) * 8 + kAlignSlack;
+  // Raw-stage kinds: tiles whose loads the producer keeps in flight while it prepares an earlier
+  // one (the raw stages hold two tiles). Two where tile t + 2's direct K lands in a slot other
+  // than tile t's (3 or more slots); with 2 slots loading tile t + 2's K would wait for tile
+  // t's Q K^T, so one. Direct-V kinds fill every free slot.
   static constexpr int kPrefetchTiles = kStages >= 3 ? 2 : 1;
+  // Arrivals that complete a slot's `full` phase: the arrive.expect_tx of the direct loads'
+  // bytes, and every producer thread once it has built the slot's operands from a raw stage.
+  static constexpr int kFullArrivals =
+      (kDirectTensors > 0 ? 1 : 0) + (kRawTensors > 0 ? kProducerThreads : 0);
   static_assert(Tile::kOutBytes <= kBarrierOffset, "the fp32 output tile reuses the operands");
 
   // bf16 P V of tile t is issued after tile t + 1's Q K^T and completes under its softmax

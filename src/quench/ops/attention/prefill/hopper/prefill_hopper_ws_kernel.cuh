@@ -4,14 +4,15 @@
 // is who does what, and when:
 //
 // One CTA of three warpgroups per (tile of 128 packed query rows, KV head, sequence).
-//   producer  warpgroup 0 (setmaxnreg down): gathers each 128-key K/V tile page by page
-//             through the block table with cp.async (K straight into its ring slot unless it
-//             is widened, V into a private raw stage; two raw stages let the loads of
-//             kPrefetchTiles tiles fly while an earlier tile is prepared), then builds the V^T
-//             operand (and the widened K) into the slot, fences the generic writes for the
-//             async proxy and arrives on the slot's `full` mbarrier. It waits on the slot's
-//             `empty` mbarrier before reusing it. bf16 V as cached is P V's MN-major B
-//             operand (kVMnMajor): it goes straight into the slot too, and nothing is built.
+//   producer  warpgroup 0 (setmaxnreg down): one warp loads each 128-key K/V tile with TMA,
+//             one box per page (lane l: the tile's page l, read from the block table; tensor
+//             maps of kv_tensor_map.h, kernel parameters), K straight into its ring slot unless
+//             it is widened, V into a private raw stage where the producer builds V^T from it
+//             (FP8 V; two raw stages let kPrefetchTiles tiles fly while an earlier one is
+//             prepared), or straight into the slot where bf16 V as cached is P V's MN-major B
+//             operand (kVMnMajor). The slot's `full` mbarrier completes when the loads' bytes
+//             have landed and the built operands are fenced for the async proxy. It waits on
+//             the slot's `empty` mbarriers before reusing it. See ws_producer.
 //   consumers warpgroups 1 and 2 (setmaxnreg up), packed rows 64c..64c+63 for consumer c:
 //             wait `full`, S = Q K^T (wgmma SS), online softmax in registers, P V (wgmma RS),
 //             arrive on `empty` once the wgmmas reading the slot have completed. Ping-pong:
@@ -21,16 +22,18 @@
 //             t + 1's softmax (kDeferPv, FA3's intra-warpgroup overlap); FP8 P V (two-level,
 //             T in 64 more registers) waits at once.
 // Ring protocol (kStages slots, tile t in slot t % kStages, use k = t / kStages):
-//   full[s]    128 producer arrivals; the consumer of tile t waits parity k & 1.
+//   full[s]    kFullArrivals producer arrivals plus the direct loads' bytes; the consumer of
+//              tile t waits parity k & 1.
 //   k_empty[s] 256 consumer arrivals once Q K^T has read the slot's K; v_empty[s] once P V has
 //              read its V^T. The producer of tile t >= kStages waits parity (k-1) & 1 of
 //              k_empty before loading K into the slot, and of v_empty before writing V^T: K
-//              loads start while the previous P V still reads the slot's V^T. MN-major V
-//              loads wait for both.
+//              loads start while the previous P V still reads the slot's V^T. Direct (MN-major)
+//              V loads wait for both.
 #pragma once
 
 #include <cstdint>
 
+#include "quench/kv_cache/kv_tensor_map.h"
 #include "quench/ops/attention/attention_params.h"
 #include "quench/ops/attention/prefill/generic/mma_sm80.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_tile.cuh"
@@ -58,11 +61,13 @@ struct WsWork {
   int num_kv_tiles;
 };
 
-// The ring's mbarriers, kStages each (see the protocol above).
+// The ring's mbarriers, kStages each (see the protocol above), and the producer's own.
 struct WsRingBarriers {
   uint64_t* full;
   uint64_t* k_empty;
   uint64_t* v_empty;
+  uint64_t* raw_full;  // [2]: raw stage s's loads have landed (1 arrival + bytes)
+  uint64_t* tail;      // the last tile's loads have landed (direct-V kinds; 1 arrival + bytes)
 };
 
 #ifdef QUENCH_SM90A_ENABLED
@@ -104,112 +109,167 @@ __device__ __forceinline__ void ws_issue_pv(float (&acc)[Cfg::Tile::kHeadDim / 2
   }
 }
 
-// Warpgroup 0: fills the ring. ptid = threadIdx.x (0..127).
+// Where a tile's loads land and which barriers count them (see ws_producer).
+struct WsTileLoad {
+  unsigned char* k_dst;  // the tile's K rows (column block 0, row 0)
+  unsigned char* v_dst;
+  uint64_t* k_barrier;
+  uint64_t* v_barrier;
+};
+
+// Warp 0 of the producer: issues the TMA loads of KV tile `tile` (keys kv0 .. kv0 + kBlockN - 1)
+// of the CTA's KV head: lane l loads the tile's page l (a tile spans kBlockN / page_size <= 8
+// pages), one box per 128-byte column block of K and of V, if that page holds a key before
+// kv_end. Pages past kv_end are not read (their block-table entries may be padding); rows past
+// kv_end in the last page are loaded from the cache as they are (the caller keeps them out of
+// P V). Lane 0 first announces the bytes: arrive.expect_tx on the barrier of the direct loads,
+// and on the raw stage's barrier for the raw ones (one barrier per destination kind).
 template <class Cfg>
-__device__ __forceinline__ void ws_producer(const AttentionParams& p, const WsWork& w,
-                                            unsigned char* smem, const WsRingBarriers& ring,
-                                            int ptid) {
+__device__ __forceinline__ void ws_issue_tile_loads(const AttentionParams& p,
+                                                    const KvTensorMaps& maps, const WsWork& w,
+                                                    const int32_t* pages, int tile,
+                                                    const WsTileLoad& load, int lane) {
   using Tile = typename Cfg::Tile;
-  using prefill_generic::cp_async_16;
+  constexpr int kBlockN = Tile::kBlockN;
+  const int page_shift = __ffs(p.kv.page_size) - 1;
+  const int kv0 = w.kv_begin + tile * kBlockN;
+  const int valid_keys = min(kBlockN, w.kv_end - kv0);
+  const int tile_pages = (valid_keys + p.kv.page_size - 1) >> page_shift;
+  // Every box lands 128 bytes per row and page_size rows (FP8 at head_dim 64 included: its
+  // second 64 bytes are out of the tensor's bounds, zero-filled, and counted).
+  const uint32_t tensor_bytes =
+      static_cast<uint32_t>(tile_pages * p.kv.page_size * 128 * Cfg::kKvBoxes);
+  if (lane == 0) {
+    if (load.k_barrier == load.v_barrier) {
+      sm90_async::mbarrier_arrive_expect_bytes(load.k_barrier, 2 * tensor_bytes);
+    } else {
+      sm90_async::mbarrier_arrive_expect_bytes(load.k_barrier, tensor_bytes);
+      sm90_async::mbarrier_arrive_expect_bytes(load.v_barrier, tensor_bytes);
+    }
+  }
+  __syncwarp();
+  if (lane < tile_pages) {
+    const int32_t page = pages[(kv0 >> page_shift) + lane];
+    const bool nhd = p.kv.layout == KvLayout::kNHD;
+    const int c1 = nhd ? w.kv_head : 0;
+    const int c2 = nhd ? 0 : w.kv_head;
+    const int row_offset = (lane << page_shift) * 128;  // the page's first row in the tile
+#pragma unroll
+    for (int b = 0; b < Cfg::kKvBoxes; ++b) {
+      const int offset = b * kBlockN * 128 + row_offset;
+      sm90_async::tma_load_4d(load.k_dst + offset, &maps.k, b * Cfg::kKvBoxElems, c1, c2, page,
+                              load.k_barrier);
+      sm90_async::tma_load_4d(load.v_dst + offset, &maps.v, b * Cfg::kKvBoxElems, c1, c2, page,
+                              load.v_barrier);
+    }
+  }
+}
+
+// Warpgroup 0: fills the ring. ptid = threadIdx.x (0..127). Warp 0 issues every load (one TMA
+// box per page, column block and tensor); the producer's other three warps only help build
+// operands from the raw stages.
+//
+// Direct-V kinds (bf16): K and V land in the slot; the slot's `full` counts their bytes and lane
+// 0's arrive.expect_tx. Warp 0 waits for a slot's k_empty and v_empty, then loads into it, so
+// every free slot's loads fly. The last tile, when it ends before kBlockN keys, is the one
+// exception: its rows past kv_end (cache memory past the sequence's end, or stale rows of pages
+// not loaded) must not reach P V, where P = 0 times NaN would be NaN. Its loads count on the
+// producer's `tail` barrier instead; warp 0 waits for them, zeroes those V rows, fences, and
+// arrives on `full` (K rows past kv_end need nothing: the softmax masks their scores to -inf
+// whatever they hold).
+//
+// Raw-stage kinds (FP8 V, widened K): V (and widened K) land in raw stage tile & 1, counted by
+// raw_full[tile & 1]; direct K lands in the slot, counted by `full`. kPrefetchTiles tiles fly
+// while every producer thread waits for tile t's raw stage, builds V^T (zero past kv_end) and
+// the widened K into the slot (after its v_empty), fences, and arrives on `full`.
+template <class Cfg>
+__device__ __forceinline__ void ws_producer(const AttentionParams& p, const KvTensorMaps& maps,
+                                            const WsWork& w, unsigned char* smem,
+                                            const WsRingBarriers& ring, int ptid) {
+  using Tile = typename Cfg::Tile;
   constexpr int kBlockN = Tile::kBlockN;
   constexpr int kStages = Cfg::kStages;
   const int32_t* pages = p.block_table + static_cast<int64_t>(w.seq) * p.block_table_stride;
-  const auto raw_stage = [&](int tile) {
-    return smem + Cfg::kRawOffset + (tile & 1) * Cfg::kRawStageBytes;
-  };
+  const int warp = ptid / 32;
+  const int lane = ptid % 32;
   const auto slot_k = [&](int tile) {
     return smem + Cfg::kSlotOffset + tile % kStages * Cfg::kSlotBytes;
   };
-  // Each thread copies one fixed 16-byte chunk of every kRowStride-th row of a tile (128 is a
-  // multiple of kKvChunks), so its destination advances by a constant (kRowStride is a multiple
-  // of the swizzle's 8 rows) and its source costs a shuffle, a shift, a mask and two
-  // multiply-adds per row: page_size is a power of two (16/32/64) and kv0 a multiple of kBlockN,
-  // so no row needs a division, and a tile's pages are read from the block table once per warp.
-  constexpr int kKvChunks = Tile::kHeadDim * Tile::kKvBytes / 16;
-  static_assert(Cfg::kProducerThreads % kKvChunks == 0, "a thread keeps one chunk column");
-  constexpr int kRowStride = Cfg::kProducerThreads / kKvChunks;
-  static_assert(kRowStride % 8 == 0, "every row of a thread has the same swizzle phase");
-  constexpr int kRowsPerThread = kBlockN / kRowStride;
-  const int lane = ptid % 32;
-  const int chunk = ptid % kKvChunks;
-  const int first_row = ptid / kKvChunks;
-  const int dst0 = block_tile_offset(kBlockN, first_row, chunk);
-  const int page_shift = __ffs(p.kv.page_size) - 1;
-  const int page_mask = p.kv.page_size - 1;
-  const int64_t page_bytes = p.kv.page_elems() * Tile::kKvBytes;
-  const int64_t token_bytes = p.kv.token_stride() * Tile::kKvBytes;
-  const int64_t head_chunk_bytes = w.kv_head * p.kv.head_stride() * Tile::kKvBytes + chunk * 16;
-  const auto* k_cache = static_cast<const unsigned char*>(p.k_cache) + head_chunk_bytes;
-  const auto* v_cache = static_cast<const unsigned char*>(p.v_cache) + head_chunk_bytes;
-  // Key kv0 + row comes from page block_table[(kv0 + row) >> page_shift]; rows at or past
-  // kv_end are zero-filled (their address clamped to the last key) so that masked lanes never
-  // multiply garbage (NaN) from V, and pages past kv_end are never read.
-  const auto issue_loads = [&](int tile) {
-    const int kv0 = w.kv_begin + tile * kBlockN;
-    const int last_row = w.kv_end - 1 - kv0;
-    // Lane l holds the tile's page l (a tile spans kBlockN >> page_shift <= 8 pages) where
-    // that page holds a key before kv_end.
-    const bool lane_reads = lane < (kBlockN >> page_shift) && lane <= (last_row >> page_shift);
-    const int32_t lane_page = lane_reads ? pages[(kv0 >> page_shift) + lane] : 0;
-    unsigned char* v_dst =
-        (Cfg::kVMnMajor ? slot_k(tile) + Cfg::kSlotKBytes : raw_stage(tile)) + dst0;
-    unsigned char* k_dst =
-        (Tile::kWidenK ? raw_stage(tile) + Cfg::kRawKOffsetInStage : slot_k(tile)) + dst0;
-#pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      const int row = first_row + i * kRowStride;
-      const int src_row = min(row, last_row);
-      const int32_t page = __shfl_sync(0xffffffffu, lane_page, src_row >> page_shift);
-      const int64_t src = page * page_bytes + (src_row & page_mask) * token_bytes;
-      cp_async_16(k_dst + i * kRowStride * 128, k_cache + src, row <= last_row);
-      cp_async_16(v_dst + i * kRowStride * 128, v_cache + src, row <= last_row);
-    }
+  const auto raw_stage = [&](int tile) {
+    return smem + Cfg::kRawOffset + (tile & 1) * Cfg::kRawStageBytes;
+  };
+  const auto empty_parity = [](int tile) {
+    return static_cast<uint32_t>((tile / kStages - 1) & 1);
+  };
+  const auto valid_keys_of = [&](int tile) {
+    return min(kBlockN, w.kv_end - (w.kv_begin + tile * kBlockN));
   };
 
-  // Tiles 0 .. kPrefetch - 1 load at once (every slot starts empty); then tile t + kPrefetch
-  // loads while tile t + 1 .. is prepared. One cp.async group per tile, empty past the last
-  // tile, so that "all but the newest kPrefetch - 1 groups" is always tile t and before.
-  constexpr int kPrefetch = Cfg::kPrefetchTiles;
-  for (int tile = 0; tile < kPrefetch; ++tile) {
-    if (tile < w.num_kv_tiles) issue_loads(tile);
-    prefill_generic::cp_async_commit();
-  }
-  for (int tile = 0; tile < w.num_kv_tiles; ++tile) {
-    prefill_generic::cp_async_wait_group<kPrefetch - 1>();
-    // Every producer thread's share of the tile has landed (and, prefetching one tile, every
-    // thread is done reading the raw stage that the next tile's loads overwrite).
-    sm90::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
-    if constexpr (!Cfg::kVMnMajor) {
+  if constexpr (Cfg::kVDirect) {
+    if (warp != 0) return;
+    for (int tile = 0; tile < w.num_kv_tiles; ++tile) {
+      const int slot = tile % kStages;
+      if (tile >= kStages) {
+        sm90_async::mbarrier_wait(&ring.k_empty[slot], empty_parity(tile));
+        sm90_async::mbarrier_wait(&ring.v_empty[slot], empty_parity(tile));
+      }
+      const int valid_keys = valid_keys_of(tile);
+      const bool tail = valid_keys < kBlockN;
+      uint64_t* barrier = tail ? ring.tail : &ring.full[slot];
+      unsigned char* k_dst = slot_k(tile);
+      unsigned char* v_dst = k_dst + Cfg::kSlotKBytes;
+      ws_issue_tile_loads<Cfg>(p, maps, w, pages, tile, {k_dst, v_dst, barrier, barrier}, lane);
+      if (tail) {
+        // The one tail tile of the CTA: the barrier's first phase.
+        sm90_async::mbarrier_wait(ring.tail, 0);
+        constexpr int kChunks = Cfg::kKvBoxes * 8;  // 16-byte chunks per V row
+        for (int idx = valid_keys * kChunks + lane; idx < kBlockN * kChunks; idx += 32) {
+          *reinterpret_cast<uint4*>(v_dst +
+                                    block_tile_offset(kBlockN, idx / kChunks, idx % kChunks)) =
+              make_uint4(0u, 0u, 0u, 0u);
+        }
+        sm90::fence_proxy_async_shared();
+        __syncwarp();
+        if (lane == 0) sm90_async::mbarrier_arrive(&ring.full[slot]);
+      }
+    }
+  } else {
+    constexpr int kPrefetch = Cfg::kPrefetchTiles;
+    const auto issue = [&](int tile) {
+      unsigned char* raw = raw_stage(tile);
+      uint64_t* raw_full = &ring.raw_full[tile & 1];
+      if constexpr (Cfg::kKDirect) {
+        const int slot = tile % kStages;
+        if (tile >= kStages) sm90_async::mbarrier_wait(&ring.k_empty[slot], empty_parity(tile));
+        ws_issue_tile_loads<Cfg>(p, maps, w, pages, tile,
+                                 {slot_k(tile), raw, &ring.full[slot], raw_full}, lane);
+      } else {
+        ws_issue_tile_loads<Cfg>(p, maps, w, pages, tile,
+                                 {raw + Cfg::kRawKOffsetInStage, raw, raw_full, raw_full}, lane);
+      }
+    };
+    if (warp == 0) {
+      for (int tile = 0; tile < kPrefetch && tile < w.num_kv_tiles; ++tile)
+        issue(tile);
+    }
+    for (int tile = 0; tile < w.num_kv_tiles; ++tile) {
+      const int slot = tile % kStages;
       unsigned char* k_slot = slot_k(tile);
       const unsigned char* raw = raw_stage(tile);
-      if (tile >= kStages) {
-        sm90_async::mbarrier_wait(&ring.v_empty[tile % kStages],
-                                  static_cast<uint32_t>((tile / kStages - 1) & 1));
-      }
+      sm90_async::mbarrier_wait(&ring.raw_full[tile & 1], static_cast<uint32_t>((tile >> 1) & 1));
+      if (tile >= kStages) sm90_async::mbarrier_wait(&ring.v_empty[slot], empty_parity(tile));
       prepare_kv_operands<Tile, Cfg::kProducerThreads>(raw + Cfg::kRawKOffsetInStage, raw, k_slot,
-                                                       k_slot + Cfg::kSlotKBytes, ptid);
-    }
-    // V^T, the widened K and the cp.async K (and MN-major V) are generic-proxy writes that
-    // wgmma reads.
-    sm90::fence_proxy_async_shared();
-    sm90_async::mbarrier_arrive(&ring.full[tile % kStages]);
-    // Prefetching two tiles, tile + 2 overwrites this tile's raw stage: every thread must be
-    // done reading it.
-    if constexpr (kPrefetch == 2 && !Cfg::kVMnMajor) {
+                                                       k_slot + Cfg::kSlotKBytes, ptid,
+                                                       valid_keys_of(tile));
+      // V^T and the widened K are generic-proxy writes that wgmma reads.
+      sm90::fence_proxy_async_shared();
+      sm90_async::mbarrier_arrive(&ring.full[slot]);
+      // Every producer thread is done reading raw stage tile & 1 before warp 0 loads into it
+      // again: tile + 2 just below (two in flight), or one iteration later (one in flight).
       sm90::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
+      const int next = tile + kPrefetch;
+      if (warp == 0 && next < w.num_kv_tiles) issue(next);
     }
-    const int next = tile + kPrefetch;
-    if (next < w.num_kv_tiles) {
-      if (next >= kStages) {
-        const uint32_t parity = static_cast<uint32_t>((next / kStages - 1) & 1);
-        sm90_async::mbarrier_wait(&ring.k_empty[next % kStages], parity);
-        // MN-major V lands in the slot itself: P V of its previous tile must be done.
-        if constexpr (Cfg::kVMnMajor)
-          sm90_async::mbarrier_wait(&ring.v_empty[next % kStages], parity);
-      }
-      issue_loads(next);
-    }
-    prefill_generic::cp_async_commit();
   }
 }
 
@@ -402,9 +462,11 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
 
 #endif  // QUENCH_SM90A_ENABLED
 
+// `maps`: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv).
 template <HopperKind kKind, int kHeadDimT>
 __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
-    prefill_attention_hopper_ws_kernel(const AttentionParams p) {
+    prefill_attention_hopper_ws_kernel(const AttentionParams p,
+                                       const __grid_constant__ KvTensorMaps maps) {
 #ifdef QUENCH_SM90A_ENABLED
   using Cfg = WsConfig<kKind, kHeadDimT>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -415,20 +477,27 @@ __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
   if (!ws_work<typename Cfg::Tile>(p, w)) return;  // the whole CTA, before any barrier
 
   uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
-  const WsRingBarriers ring{barriers, barriers + Cfg::kStages, barriers + 2 * Cfg::kStages};
+  const WsRingBarriers ring{barriers, barriers + Cfg::kStages, barriers + 2 * Cfg::kStages,
+                            barriers + 3 * Cfg::kStages, barriers + 3 * Cfg::kStages + 2};
   if (threadIdx.x == 0) {
+    sm90_async::prefetch_tensor_map(&maps.k);
+    sm90_async::prefetch_tensor_map(&maps.v);
     for (int s = 0; s < Cfg::kStages; ++s) {
-      sm90_async::mbarrier_init(&ring.full[s], Cfg::kProducerThreads);
+      sm90_async::mbarrier_init(&ring.full[s], Cfg::kFullArrivals);
       sm90_async::mbarrier_init(&ring.k_empty[s], Cfg::kConsumerThreads);
       sm90_async::mbarrier_init(&ring.v_empty[s], Cfg::kConsumerThreads);
     }
+    sm90_async::mbarrier_init(&ring.raw_full[0], 1);
+    sm90_async::mbarrier_init(&ring.raw_full[1], 1);
+    sm90_async::mbarrier_init(ring.tail, 1);
+    sm90_async::mbarrier_init_fence();  // visible to the TMA unit's complete_tx
   }
   __syncthreads();
 
   const int tid = static_cast<int>(threadIdx.x);
   if (tid < Cfg::kProducerThreads) {
     sm90::warpgroup_release_registers<Cfg::kProducerRegisters>();
-    ws_producer<Cfg>(p, w, smem, ring, tid);
+    ws_producer<Cfg>(p, maps, w, smem, ring, tid);
   } else {
     sm90::warpgroup_claim_registers<Cfg::kConsumerRegisters>();
     ws_consumer<Cfg>(p, w, smem, ring, tid - Cfg::kProducerThreads);
