@@ -21,8 +21,8 @@
 namespace quench::testing_support {
 namespace {
 
-constexpr int kMaxBoxesPerLoad = 2;     // a 256-byte row (bf16 head_dim 128)
-constexpr int kMaxBoxBytes = 64 * 128;  // pages of 64 rows
+// Two boxes (a 256-byte row: bf16 head_dim 128) of 64 rows (pages of 64).
+constexpr int kProbeBytes = 2 * 64 * 128;
 
 // Loads the `boxes` column blocks of (page, head) of `map` (one box each, `box_bytes` bytes,
 // element columns 0, box_elems, ...) into shared memory, 1024-byte aligned and box after box,
@@ -31,7 +31,7 @@ __global__ void tma_box_probe_kernel(const __grid_constant__ CUtensorMap map, in
                                      int nhd, int boxes, int box_elems, int box_bytes,
                                      uint8_t* out) {
 #ifdef QUENCH_SM90_ASYNC_ENABLED
-  __shared__ __align__(1024) unsigned char tile[kMaxBoxesPerLoad * kMaxBoxBytes];
+  __shared__ __align__(1024) unsigned char tile[kProbeBytes];
   __shared__ __align__(8) uint64_t landed;
   if (threadIdx.x == 0) {
     sm90_async::mbarrier_init(&landed, 1);
@@ -79,6 +79,7 @@ void expect_boxes_match(const KvCacheLayout& kv) {
   const int row_bytes = static_cast<int>(kv.head_dim * elem_bytes);
   const int boxes = row_bytes > 128 ? row_bytes / 128 : 1;
   const int box_bytes = static_cast<int>(shape.box_bytes);
+  ASSERT_LE(boxes * box_bytes, kProbeBytes);
   DeviceBuffer out(static_cast<size_t>(boxes * box_bytes));
   // The last page and head, and one in the middle (a stride error shows at either).
   const int pages[] = {kv.num_pages - 1, kv.num_pages / 2};
