@@ -134,11 +134,11 @@ TEST(PrefillHopperWs, SlidingWindowOverTheRing) {
   }
 }
 
-// The producer's gather (a tile's pages read once per warp and shuffled, token -> page slot
-// by shift and mask) on every page size in both layouts, over 1, 2 and 3 KV tiles (fewer
-// tiles than the producer prefetches, and partial last tiles whose keys past seq_len must be
-// zero-filled: the cache holds NaN there). FP8 P·V rows need long prefixes (see
-// RingWrapAround).
+// The producer's loads (one TMA box per page and column block, lane l of warp 0 loading the
+// tile's page l) on every page size in both layouts, over 1, 2 and 3 KV tiles (fewer tiles
+// than the producer prefetches, and partial last tiles whose V rows past seq_len must be
+// zeroed: the cache holds NaN there). FP8 P·V rows need long prefixes (see RingWrapAround).
+// prefill_hopper_tma_gpu_test.cu adds head_dim 64 and tails at every offset within a page.
 TEST(PrefillHopperWs, GatherEveryPageSizeAndLayout) {
   SKIP_UNLESS_SM90();
   uint64_t seed = 2500;

@@ -369,7 +369,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
 
     // In turn with the other consumer: S = Q K^T of this tile and, deferring, the previous
     // tile's O += P V (FA3's intra-warpgroup overlap: that P V runs under this softmax). At
-    // tile 0 that P V is O += 0 * V^T of tile 0 (P zeroed, V finite as everywhere): the code
+    // tile 0 that P V is O += 0 * V of tile 0 (P zeroed; the producer leaves V finite): the code
     // has no branch around a wgmma, which would make the compiler serialize every wgmma.
     float s[kBlockN / 2];
     sm90::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
