@@ -20,10 +20,6 @@ struct WsConfig {
   static constexpr int kConsumerThreads = 256;
   static constexpr int kThreads = kProducerThreads + kConsumerThreads;
   static constexpr int kBlockM = Tile::kBlockM;  // packed query rows per CTA
-  // setmaxnreg budgets: 128 * 56 + 256 * 224 = 64512 <= 65536 registers of the SM.
-  static constexpr int kProducerRegisters = 56;
-  static constexpr int kConsumerRegisters = 224;
-
   // Named barriers (0 is __syncthreads, unused after the role split).
   static constexpr int kProducerBarrier = 1;  // 128 producer threads: a raw tile has landed
   static constexpr int kScheduleBarrier = 2;  // + consumer c (256): c may issue its Q K^T
@@ -44,6 +40,16 @@ struct WsConfig {
   // TMA boxes are 128 bytes wide: kKvBoxes column blocks per cached row (block_tile_offset).
   static constexpr int kKvBoxes = Tile::kKvRowBytes / 128;
   static constexpr int kKvBoxElems = 128 / Tile::kKvBytes;
+
+  // setmaxnreg budgets within the CTA's pool of 168 * 384 = 64512 registers (168 per thread at
+  // launch). The producer needs registers where it builds operands from raw stages (56: the
+  // transposes); where TMA writes both operands (bf16), one warp only issues loads and waits,
+  // in 16 registers, and the consumers take 240 (at 224 their hd128 loop spilled 36 bytes).
+  static constexpr int kProducerRegisters = kVDirect ? 24 : 56;
+  static constexpr int kConsumerRegisters = kVDirect ? 240 : 224;
+  static_assert(kProducerThreads * kProducerRegisters + kConsumerThreads * kConsumerRegisters <=
+                    168 * kThreads,
+                "the register budgets exceed the CTA's pool");
 
   // Shared memory, every tile 1024-byte aligned: Q (128 rows); two producer-private raw stages
   // (V as cached, and K as cached where it is widened; none where V is MN-major); the ring of
