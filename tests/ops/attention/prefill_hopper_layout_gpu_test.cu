@@ -1,6 +1,7 @@
 // Layout probe of the Hopper prefill kernel: runs one KV tile's S = Q K^T and O = P V through
 // the kernel's own device steps (shared-memory tile layouts, prepare_kv_operands, issue_qk,
-// pack_p, issue_pv, and for bf16 issue_pv_v_mn_major, with the kernel's shared-memory offsets
+// pack_p, issue_pv, and for bf16 P V issue_pv_v_mn_major (over FP8 V widened by widen_fp8_tile),
+// with the kernel's shared-memory offsets
 // and both warpgroups) on small integers, where every product and sum is exact, and compares S
 // and O with the host's exact values bit for bit. When the attention tests fail, this says whether
 // the wgmma descriptors, swizzle, V^T permutation or fragment layouts are wrong (and where: row %
@@ -30,8 +31,8 @@ using prefill_hopper::HopperKind;
 
 // q: [kBlockM][D] (MMA operand dtype), k, v: [kBlockN][D] (cache dtype), p: [kBlockM][kBlockN];
 // s_out: [kBlockM][kBlockN], o_out: [kBlockM][D] (O divided by the P scale); o_mn_major_out
-// (bf16 only): [kBlockM][D], O from V as cached as the MN-major B operand (the
-// warp-specialized kernel's bf16 P V).
+// (bf16 P V only): [kBlockM][D], O from V in its cached layout (bf16, or FP8 widened to bf16) as
+// the MN-major B operand (the warp-specialized kernel's bf16 P V).
 template <HopperKind kKind, int kHeadDim>
 __global__ void __launch_bounds__(256, 1)
     hopper_layout_probe_kernel(const uint8_t* q, const uint8_t* k, const uint8_t* v, const float* p,
@@ -67,8 +68,13 @@ __global__ void __launch_bounds__(256, 1)
         *reinterpret_cast<const uint4*>(v + row * kKvChunks * 16 + chunk * 16);
   }
   __syncthreads();
-  const unsigned char* k_operand =
-      prefill_hopper::prepare_kv_operands<Cfg>(k_stage, v_stage, smem + Cfg::kKWideOffset, vt, tid);
+  // FP8 V^T is built by one warpgroup (transpose_v_fp8 is the producer's).
+  constexpr int kWorkers = Cfg::kFp8Pv ? 128 : Cfg::kThreads;
+  const unsigned char* k_operand = k_stage;
+  if (tid < kWorkers) {
+    k_operand = prefill_hopper::prepare_kv_operands<Cfg, kWorkers>(
+        k_stage, v_stage, smem + Cfg::kKWideOffset, vt, tid);
+  }
   sm90::fence_proxy_async_shared();
   __syncthreads();
 
@@ -107,11 +113,20 @@ __global__ void __launch_bounds__(256, 1)
       o_out[row * kHeadDim + col] = o[4 * dt + e] / Cfg::kPScale;
     }
   }
-  if constexpr (kKind == HopperKind::kBf16) {
+  if constexpr (!Cfg::kFp8Pv) {
+    // bf16 V as cached, or FP8 V widened to bf16 over the (consumed) K stages.
+    const unsigned char* v_operand = v_stage;
+    if constexpr (Cfg::kFp8Kv) {
+      __syncthreads();
+      prefill_hopper::widen_fp8_tile<Cfg::kThreads, kHeadDim, kBlockN>(v_stage, k_stage, tid);
+      sm90::fence_proxy_async_shared();
+      __syncthreads();
+      v_operand = k_stage;
+    }
     float o_mn[kHeadDim / 2] = {};
     sm90::fence_registers(o_mn);
     sm90::wgmma_fence();
-    prefill_hopper::issue_pv_v_mn_major<Cfg>(o_mn, p_frag, sm90::smem_address(v_stage));
+    prefill_hopper::issue_pv_v_mn_major<Cfg>(o_mn, p_frag, sm90::smem_address(v_operand));
     sm90::wgmma_commit_group();
     sm90::wgmma_wait_group<0>();
     sm90::fence_registers(o_mn);
@@ -234,7 +249,7 @@ void run_layout_probe(const char* name) {
   QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
   expect_exact("S = Q K^T", d_s.to_host<float>(), s_expected, kM, kN, context);
   expect_exact("O = P V", d_o.to_host<float>(), o_expected, kM, kHeadDim, context);
-  if constexpr (kKind == HopperKind::kBf16) {
+  if constexpr (!Cfg::kFp8Pv) {
     expect_exact("O = P V (V MN-major)", d_o_mn_major.to_host<float>(), o_expected, kM, kHeadDim,
                  context);
   }

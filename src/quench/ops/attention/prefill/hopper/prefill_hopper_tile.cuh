@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "quench/ops/attention/prefill/generic/mma_sm80.cuh"
 #include "quench/ops/attention/prefill/hopper/sm90_ptx.cuh"
 #include "quench/ops/attention/prefill/prefill_kernel_common.cuh"
 
@@ -107,63 +108,56 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t select
 }
 
 // FP8: V as cached (swizzled [key][dim], 128 x 128 bytes) -> V^T (swizzled [dim][k position])
-// with the key permutation described in prefill_attention_hopper_kernel.cuh. Unit u moves
-// 4 keys x 4 dims: keys 32c + 16h + {2t, 2t+1, 2t+8, 2t+9} of dims 4q..4q+3 land at k positions
-// 32c + 16h + 4t + 0..3 of rows 4q..4q+3. Lanes vary over (q % 8, t) so the reads hit 32
-// distinct banks. Keys at or past `valid_keys` become zeros: their rows may hold anything (NaN
-// from the cache past the sequence's end), and P V multiplies them by P = 0.
+// with the key permutation described in prefill_attention_hopper_kernel.cuh: k positions
+// 16g + 4t + 0..3 of every dim hold keys 16g + {2t, 2t+1, 2t+8, 2t+9} (16-key block g < 8,
+// t < 4). Warp w of the 128 threads (the producer warpgroup) moves dims 32w..32w+31 of every
+// block g: ldmatrix.trans of four 8x8 16-bit tiles (keys 16g + 0..7 and 16g + 8..15, times dims
+// 32w + 0..15 and 32w + 16..31) hands lane l the bytes of keys 16g + 2t, 2t+1 (t = l % 4) and,
+// from the second tile, 16g + 2t+8, 2t+9, each at dims 2j, 2j+1 of the tile's 16 (j = l / 4);
+// two byte permutes make the V^T words of dims 2j and 2j+1, which stmatrix stores as row j of
+// four 8x8 tiles (even and odd dims of either half). The 8 rows of an ldmatrix tile are 8 keys
+// in 8 distinct 16-byte bank groups (the swizzle); those of a stmatrix tile, dims 2r (+1), share
+// 4 (two-way conflicts). No per-element address math: each lane's row addresses are fixed, and
+// block g adds 2048 bytes to the load address and XORs the stored chunk.
 template <int kThreads>
-__device__ __forceinline__ void transpose_v_fp8(const unsigned char* v, unsigned char* vt, int tid,
-                                                int valid_keys) {
-  constexpr int kUnits = 4 * 2 * 4 * 32;
-  static_assert(kUnits % kThreads == 0, "every thread moves the same number of units");
-  // A fixed trip count, unrolled by 4: lane_part is the thread's own (kThreads is a multiple
-  // of 32) and the index math folds to per-thread invariants plus constants. A full unroll
-  // hoists every load and spills (the producer warpgroup keeps 56 registers).
-#pragma unroll 4
-  for (int it = 0; it < kUnits / kThreads; ++it) {
-    const int u = tid + it * kThreads;
-    const int lane_part = u % 32;
-    const int rest = u / 32;
-    const int t = lane_part / 8;
-    const int q = lane_part % 8 + 8 * (rest / 8);
-    const int h = rest % 2;
-    const int c = (rest / 2) % 4;
-    const int key0 = 32 * c + 16 * h + 2 * t;
-    const int keys[4] = {key0, key0 + 1, key0 + 8, key0 + 9};
+__device__ __forceinline__ void transpose_v_fp8(const unsigned char* v, unsigned char* vt,
+                                                int tid) {
+  static_assert(kThreads == 128, "four warps of 32 dims each");
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int tile = lane / 8;  // the 8x8 tile whose row `row` this lane addresses
+  const int row = lane % 8;
+  // ldmatrix tile `tile`: key 16g + 8 (tile % 2) + row (its low 3 bits, `row`, XOR the chunk),
+  // 16-byte dim chunk 2 warp + tile / 2.
+  const unsigned char* load_row =
+      v + (8 * (tile % 2) + row) * 128 + (((2 * warp + tile / 2) ^ row) << 4);
+  // stmatrix tile `tile`: V^T row (dim) 32 warp + 16 (tile / 2) + 2 row + tile % 2, chunk g.
+  const int dim = 32 * warp + 16 * (tile / 2) + 2 * row + tile % 2;
+  unsigned char* store_row = vt + dim * 128;
+  const int store_xor = dim % 8;
+#pragma unroll
+  for (int g = 0; g < 8; ++g) {
     uint32_t in[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      in[i] = keys[i] < valid_keys ? *reinterpret_cast<const uint32_t*>(
-                                         v + sm90::swizzle128_offset(keys[i], q / 4) + (q % 4) * 4)
-                                   : 0u;
-    }
-    // Interleave pairs, then pairs of pairs: out[e] = bytes e of in[0..3].
-    const uint32_t k01_lo = prmt(in[0], in[1], 0x5140);  // in0.b0 in1.b0 in0.b1 in1.b1
-    const uint32_t k01_hi = prmt(in[0], in[1], 0x7362);  // in0.b2 in1.b2 in0.b3 in1.b3
-    const uint32_t k23_lo = prmt(in[2], in[3], 0x5140);
-    const uint32_t k23_hi = prmt(in[2], in[3], 0x7362);
-    const uint32_t out[4] = {prmt(k01_lo, k23_lo, 0x5410), prmt(k01_lo, k23_lo, 0x7632),
-                             prmt(k01_hi, k23_hi, 0x5410), prmt(k01_hi, k23_hi, 0x7632)};
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      *reinterpret_cast<uint32_t*>(vt + sm90::swizzle128_offset(4 * q + e, 2 * c + h) + 4 * t) =
-          out[e];
-    }
+    prefill_generic::ldmatrix_x4_trans(in, load_row + g * 16 * 128);
+    // in[0] bytes: keys 2t (dims 2j, 2j+1), 2t+1 (dims 2j, 2j+1); in[1] the same for 2t+8, 2t+9.
+    const uint32_t out[4] = {prmt(in[0], in[1], 0x6420), prmt(in[0], in[1], 0x7531),
+                             prmt(in[2], in[3], 0x6420), prmt(in[2], in[3], 0x7531)};
+    sm90::stmatrix_x4(out, store_row + ((g ^ store_xor) << 4));
   }
 }
 
 // bf16 operands: V as cached (bf16 [key][dim], or e4m3 [key][dim] widened here; both
 // block-split swizzled tiles of kBlockN rows) -> V^T bf16 [dim][key] (block-split swizzled tile
 // of kHeadDim rows). Unit u moves keys 2p, 2p+1 x dims 2e, 2e+1; lanes vary over (e % 8, p % 4).
-// Keys at or past `valid_keys` become zeros (see transpose_v_fp8).
 template <int kThreads, bool kFp8Source, int kHeadDim, int kBlockN>
-__device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigned char* vt, int tid,
-                                                 int valid_keys) {
+__device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigned char* vt,
+                                                 int tid) {
   constexpr int kDimGroups = kHeadDim / 16;  // groups of 8 dim pairs
   constexpr int kUnits = kHeadDim / 2 * kBlockN / 2;
   static_assert(kUnits % kThreads == 0, "every thread moves the same number of units");
-  // Fixed trip count, unrolled by 4 (see transpose_v_fp8).
+  // A fixed trip count, unrolled by 4: lane_part is the thread's own (kThreads is a multiple
+  // of 32) and the index math folds to per-thread invariants plus constants. A full unroll
+  // hoists every load and spills.
 #pragma unroll 4
   for (int it = 0; it < kUnits / kThreads; ++it) {
     const int u = tid + it * kThreads;
@@ -174,9 +168,7 @@ __device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigne
     uint32_t in[2];  // dims 2e, 2e+1 of keys key, key + 1 as bf16x2
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      if (key + i >= valid_keys) {
-        in[i] = 0u;
-      } else if constexpr (kFp8Source) {
+      if constexpr (kFp8Source) {
         const uint16_t two = *reinterpret_cast<const uint16_t*>(
             v + block_tile_offset(kBlockN, key + i, e / 8) + (2 * e) % 16);
         in[i] = prefill_common::fp8x2_to_bf16x2(two, __NV_E4M3);
@@ -193,14 +185,17 @@ __device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigne
   }
 }
 
-// bf16 q over FP8 KV: K as cached (e4m3 [key][dim], block-split swizzled) -> the bf16 K
-// operand (block-split swizzled), exactly.
+// e4m3 [key][dim] (K or V as cached, block-split swizzled) -> bf16 [key][dim] (block-split
+// swizzled), exactly: the bf16 K operand of bf16 q over FP8 KV, and the MN-major bf16 V operand
+// of bf16 P V over FP8 V (issue_pv_v_mn_major).
 template <int kThreads, int kHeadDim, int kBlockN>
-__device__ __forceinline__ void widen_k(const unsigned char* k, unsigned char* k_wide, int tid) {
+__device__ __forceinline__ void widen_fp8_tile(const unsigned char* k, unsigned char* k_wide,
+                                               int tid) {
   constexpr int kChunks = kHeadDim / 16;  // 16 FP8 values per chunk
   static_assert(kBlockN * kChunks % kThreads == 0, "every thread widens the same number of chunks");
-  // Fixed trip count, unrolled by 4 (see transpose_v_fp8).
-#pragma unroll 4
+  // A fixed trip count, unrolled by 2 (see transpose_v_bf16): the warp-specialized producer
+  // (56 registers) widens K and V of one tile back to back.
+#pragma unroll 2
   for (int it = 0; it < kBlockN * kChunks / kThreads; ++it) {
     const int u = tid + it * kThreads;
     const int key = u / kChunks;
@@ -252,22 +247,19 @@ __device__ __forceinline__ void wgmma_bf16_rs(float (&d)[N / 2], const uint32_t 
 
 // V as cached -> V^T operand (and, bf16 q over FP8 KV, K as cached -> widened K operand);
 // returns the K operand. All kWorkers threads (tid < kWorkers: the CTA, or the producer
-// warpgroup of the warp-specialized kernel) call it; the caller fences and syncs. V^T holds
-// zeros for keys at or past `valid_keys` (whatever the stage holds there).
+// warpgroup of the warp-specialized kernel) call it; the caller fences and syncs.
 template <class Cfg, int kWorkers = Cfg::kThreads>
 __device__ __forceinline__ const unsigned char* prepare_kv_operands(const unsigned char* k_stage,
                                                                     const unsigned char* v_stage,
                                                                     unsigned char* k_wide,
-                                                                    unsigned char* vt, int tid,
-                                                                    int valid_keys = Cfg::kBlockN) {
+                                                                    unsigned char* vt, int tid) {
   if constexpr (Cfg::kFp8Pv) {
-    transpose_v_fp8<kWorkers>(v_stage, vt, tid, valid_keys);
+    transpose_v_fp8<kWorkers>(v_stage, vt, tid);
   } else {
-    transpose_v_bf16<kWorkers, Cfg::kFp8Kv, Cfg::kHeadDim, Cfg::kBlockN>(v_stage, vt, tid,
-                                                                         valid_keys);
+    transpose_v_bf16<kWorkers, Cfg::kFp8Kv, Cfg::kHeadDim, Cfg::kBlockN>(v_stage, vt, tid);
   }
   if constexpr (Cfg::kWidenK) {
-    widen_k<kWorkers, Cfg::kHeadDim, Cfg::kBlockN>(k_stage, k_wide, tid);
+    widen_fp8_tile<kWorkers, Cfg::kHeadDim, Cfg::kBlockN>(k_stage, k_wide, tid);
     return k_wide;
   } else {
     return k_stage;
@@ -420,15 +412,16 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
   }
 }
 
-// bf16 V as cached (a block-split swizzled tile of kBlockN key rows, see block_tile_offset) is
-// already the MN-major B operand of P V: keys are K, dims are N, each key row's 64-dim column
-// block is one swizzled 128-byte row. O += P V with no V^T pass; k16 step ks starts at key
-// 16 ks, 2048 bytes into column block 0. The caller fences before and commits / waits after.
+// bf16 V as cached, or FP8 V widened by widen_fp8_tile (a block-split swizzled tile of kBlockN
+// key rows, see block_tile_offset), is already the MN-major B operand of P V: keys are K, dims are
+// N, each key row's 64-dim column block is one swizzled 128-byte row. O += P V with no V^T pass;
+// k16 step ks starts at key 16 ks, 2048 bytes into column block 0. The caller fences before and
+// commits / waits after.
 template <class Cfg>
 __device__ __forceinline__ void issue_pv_v_mn_major(float (&o)[Cfg::kHeadDim / 2],
                                                     const uint32_t (&p_frag)[Cfg::kPvSteps][4],
                                                     uint32_t v_address) {
-  static_assert(!Cfg::kFp8Pv && !Cfg::kFp8Kv, "wgmma takes an N-major B for 16-bit types only");
+  static_assert(!Cfg::kFp8Pv, "wgmma takes an N-major B for 16-bit types only");
   constexpr uint32_t kColumnBlockBytes = Cfg::kBlockN * 128;
 #pragma unroll
   for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {

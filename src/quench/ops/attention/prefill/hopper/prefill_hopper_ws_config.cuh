@@ -26,15 +26,13 @@ struct WsConfig {
   static constexpr int kQReadyBarrier = 4;    // + consumer c (128): c's Q rows have landed
   static constexpr int kEpilogueBarrier = 6;  // 256 consumer threads
 
-  // bf16 V as cached is the MN-major B operand of P V (issue_pv_v_mn_major): TMA writes it
-  // straight into the slot, and the producer builds nothing.
-  static constexpr bool kVMnMajor = kKind == HopperKind::kBf16;
-  static_assert(!kVMnMajor || Tile::kVtBytes == Tile::kStageBytes, "V fills the V^T space");
-  // Which tensors TMA loads straight into the ring slot ("direct": K as cached unless it is
-  // widened, MN-major V) and which into a producer-private raw stage, from which the producer
-  // builds the slot's operand.
+  // bf16 P V takes V in its cached [key][dim] layout as the MN-major B operand
+  // (issue_pv_v_mn_major): bf16 V as it lands from TMA, FP8 V once widened to bf16 (no
+  // transpose). FP8 P V needs V^T (transpose_v_fp8): wgmma takes MN-major B for 16-bit types only.
+  static constexpr bool kVMnMajor = !Tile::kFp8Pv;
+  static_assert(!kVMnMajor || Tile::kPvBytes == 2, "the MN-major V operand is bf16");
   static constexpr bool kKDirect = !Tile::kWidenK;
-  static constexpr bool kVDirect = kVMnMajor;
+  static constexpr bool kVDirect = kKind == HopperKind::kBf16;
   static constexpr int kDirectTensors = (kKDirect ? 1 : 0) + (kVDirect ? 1 : 0);
   static constexpr int kRawTensors = 2 - kDirectTensors;
   // TMA boxes are 128 bytes wide: kKvBoxes column blocks per cached row (block_tile_offset).
@@ -42,19 +40,20 @@ struct WsConfig {
   static constexpr int kKvBoxElems = 128 / Tile::kKvBytes;
 
   // setmaxnreg budgets within the CTA's pool of 168 * 384 = 64512 registers (168 per thread at
-  // launch). The producer needs registers where it builds operands from raw stages (56: the
-  // transposes); where TMA writes both operands (bf16), one warp only issues loads and waits,
-  // in 16 registers, and the consumers take 240 (at 224 their hd128 loop spilled 36 bytes).
-  static constexpr int kProducerRegisters = kVDirect ? 24 : 56;
-  static constexpr int kConsumerRegisters = kVDirect ? 240 : 224;
+  // launch). Where TMA writes both operands (bf16) one producer warp only issues loads and
+  // waits, in 16 registers; where the producer builds operands from raw stages (ldmatrix /
+  // stmatrix transposes, widening by 16-byte rows) it needs no more than 40 (ptxas, CUDA 13.0:
+  // no spills). The consumers take the rest: at 224 the bf16 hd128 loop spilled 36 bytes.
+  static constexpr int kProducerRegisters = kVDirect ? 24 : 40;
+  static constexpr int kConsumerRegisters = kVDirect ? 240 : 232;
   static_assert(kProducerThreads * kProducerRegisters + kConsumerThreads * kConsumerRegisters <=
                     168 * kThreads,
                 "the register budgets exceed the CTA's pool");
 
   // Shared memory, every tile 1024-byte aligned: Q (128 rows); two producer-private raw stages
-  // (V as cached, and K as cached where it is widened; none where V is MN-major); the ring of
+  // (FP8 V as cached, and K as cached where it is widened; none for bf16 KV); the ring of
   // kStages slots, each the K operand (K as cached, or the widened K) and the V operand (V^T,
-  // or V as cached where MN-major); then the mbarriers: full, k_empty, v_empty per slot, one
+  // bf16 V as cached, or FP8 V widened); then the mbarriers: full, k_empty, v_empty per slot, one
   // raw_full per raw stage, and one for the last tile of a direct-V ring (see ws_producer).
   static constexpr int kQOffset = 0;
   static constexpr int kRawStageBytes = kRawTensors * Tile::kStageBytes;

@@ -6,13 +6,14 @@
 // One CTA of three warpgroups per (tile of 128 packed query rows, KV head, sequence).
 //   producer  warpgroup 0 (setmaxnreg down): one warp loads each 128-key K/V tile with TMA,
 //             one box per page (lane l: the tile's page l, read from the block table; tensor
-//             maps of kv_tensor_map.h, kernel parameters), K straight into its ring slot unless
-//             it is widened, V into a private raw stage where the producer builds V^T from it
-//             (FP8 V; two raw stages let kPrefetchTiles tiles fly while an earlier one is
-//             prepared), or straight into the slot where bf16 V as cached is P V's MN-major B
-//             operand (kVMnMajor). The slot's `full` mbarrier completes when the loads' bytes
-//             have landed and the built operands are fenced for the async proxy. It waits on
-//             the slot's `empty` mbarriers before reusing it. See ws_producer.
+//             maps of kv_tensor_map.h, kernel parameters). bf16 K and V land straight in the
+//             ring slot (V as cached is P V's MN-major B operand); FP8 K too unless it is
+//             widened, while FP8 V lands in a private raw stage (two let kPrefetchTiles tiles
+//             fly) from which the producer builds the slot's V operand: V^T for FP8 P V
+//             (transpose_v_fp8), V widened to bf16 for bf16 P V (MN-major, no transpose). The
+//             slot's `full` mbarrier completes when the loads' bytes have landed and the built
+//             operands are fenced for the async proxy. It waits on the slot's `empty`
+//             mbarriers before reusing it. See ws_producer.
 //   consumers warpgroups 1 and 2 (setmaxnreg up), packed rows 64c..64c+63 for consumer c:
 //             wait `full`, S = Q K^T (wgmma SS), online softmax in registers, P V (wgmma RS),
 //             arrive on `empty` once the wgmmas reading the slot have completed. Ping-pong:
@@ -25,10 +26,10 @@
 //   full[s]    kFullArrivals producer arrivals plus the direct loads' bytes; the consumer of
 //              tile t waits parity k & 1.
 //   k_empty[s] 256 consumer arrivals once Q K^T has read the slot's K; v_empty[s] once P V has
-//              read its V^T. The producer of tile t >= kStages waits parity (k-1) & 1 of
-//              k_empty before loading K into the slot, and of v_empty before writing V^T: K
-//              loads start while the previous P V still reads the slot's V^T. Direct (MN-major)
-//              V loads wait for both.
+//              read its V operand. The producer of tile t >= kStages waits parity (k-1) & 1 of
+//              k_empty before loading K into the slot, and of v_empty before writing V: K
+//              loads start while the previous P V still reads the slot's V. Direct V loads
+//              wait for both.
 #pragma once
 
 #include <cstdint>
@@ -165,6 +166,36 @@ __device__ __forceinline__ void ws_issue_tile_loads(const AttentionParams& p,
   }
 }
 
+// Zeroes rows first_row .. kBlockN - 1 of a block-split swizzled tile of kBlockN rows with
+// kChunks 16-byte chunks per row; `index` is the calling thread's index among kWorkers.
+template <int kBlockN, int kChunks, int kWorkers>
+__device__ __forceinline__ void ws_zero_rows(unsigned char* tile, int first_row, int index) {
+  for (int idx = first_row * kChunks + index; idx < kBlockN * kChunks; idx += kWorkers) {
+    *reinterpret_cast<uint4*>(tile + block_tile_offset(kBlockN, idx / kChunks, idx % kChunks)) =
+        make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+// The 128 producer threads build a tile's operands in its ring slot from its raw stage: V^T
+// (FP8 P V) or V widened to bf16 in its cached layout (the MN-major operand of bf16 P V), and
+// the widened K (bf16 q over FP8 KV). The caller fences and arrives.
+template <class Cfg>
+__device__ __forceinline__ void ws_build_operands(const unsigned char* raw, unsigned char* slot,
+                                                  int ptid) {
+  using Tile = typename Cfg::Tile;
+  constexpr int kWorkers = Cfg::kProducerThreads;
+  unsigned char* v_operand = slot + Cfg::kSlotKBytes;
+  if constexpr (Tile::kFp8Pv) {
+    transpose_v_fp8<kWorkers>(raw, v_operand, ptid);
+  } else {
+    widen_fp8_tile<kWorkers, Tile::kHeadDim, Tile::kBlockN>(raw, v_operand, ptid);
+  }
+  if constexpr (Tile::kWidenK) {
+    widen_fp8_tile<kWorkers, Tile::kHeadDim, Tile::kBlockN>(raw + Cfg::kRawKOffsetInStage, slot,
+                                                            ptid);
+  }
+}
+
 // Warpgroup 0: fills the ring. ptid = threadIdx.x (0..127). Warp 0 issues every load (one TMA
 // box per page, column block and tensor); the producer's other three warps only help build
 // operands from the raw stages.
@@ -178,10 +209,11 @@ __device__ __forceinline__ void ws_issue_tile_loads(const AttentionParams& p,
 // arrives on `full` (K rows past kv_end need nothing: the softmax masks their scores to -inf
 // whatever they hold).
 //
-// Raw-stage kinds (FP8 V, widened K): V (and widened K) land in raw stage tile & 1, counted by
+// Raw-stage kinds (FP8 KV): V (and widened K) land in raw stage tile & 1, counted by
 // raw_full[tile & 1]; direct K lands in the slot, counted by `full`. kPrefetchTiles tiles fly
-// while every producer thread waits for tile t's raw stage, builds V^T (zero past kv_end) and
-// the widened K into the slot (after its v_empty), fences, and arrives on `full`.
+// while every producer thread waits for tile t's raw stage, zeroes its V rows past kv_end (last
+// tile only), builds the slot's operands (ws_build_operands, after the slot's v_empty), fences,
+// and arrives on `full`.
 template <class Cfg>
 __device__ __forceinline__ void ws_producer(const AttentionParams& p, const KvTensorMaps& maps,
                                             const WsWork& w, unsigned char* smem,
@@ -222,12 +254,7 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const KvTe
       if (tail) {
         // The one tail tile of the CTA: the barrier's first phase.
         sm90_async::mbarrier_wait(ring.tail, 0);
-        constexpr int kChunks = Cfg::kKvBoxes * 8;  // 16-byte chunks per V row
-        for (int idx = valid_keys * kChunks + lane; idx < kBlockN * kChunks; idx += 32) {
-          *reinterpret_cast<uint4*>(v_dst +
-                                    block_tile_offset(kBlockN, idx / kChunks, idx % kChunks)) =
-              make_uint4(0u, 0u, 0u, 0u);
-        }
+        ws_zero_rows<kBlockN, Cfg::kKvBoxes * 8, 32>(v_dst, valid_keys, lane);
         sm90::fence_proxy_async_shared();
         __syncwarp();
         if (lane == 0) sm90_async::mbarrier_arrive(&ring.full[slot]);
@@ -254,14 +281,17 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const KvTe
     }
     for (int tile = 0; tile < w.num_kv_tiles; ++tile) {
       const int slot = tile % kStages;
-      unsigned char* k_slot = slot_k(tile);
-      const unsigned char* raw = raw_stage(tile);
+      unsigned char* raw = raw_stage(tile);
       sm90_async::mbarrier_wait(&ring.raw_full[tile & 1], static_cast<uint32_t>((tile >> 1) & 1));
+      const int valid_keys = valid_keys_of(tile);
+      if (valid_keys < kBlockN) {
+        // The CTA's last tile: raw V rows past kv_end become zeros before anything reads them.
+        ws_zero_rows<kBlockN, Cfg::kKvBoxes * 8, Cfg::kProducerThreads>(raw, valid_keys, ptid);
+        sm90::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
+      }
       if (tile >= kStages) sm90_async::mbarrier_wait(&ring.v_empty[slot], empty_parity(tile));
-      prepare_kv_operands<Tile, Cfg::kProducerThreads>(raw + Cfg::kRawKOffsetInStage, raw, k_slot,
-                                                       k_slot + Cfg::kSlotKBytes, ptid,
-                                                       valid_keys_of(tile));
-      // V^T and the widened K are generic-proxy writes that wgmma reads.
+      ws_build_operands<Cfg>(raw, slot_k(tile), ptid);
+      // The built operands are generic-proxy writes that wgmma reads.
       sm90::fence_proxy_async_shared();
       sm90_async::mbarrier_arrive(&ring.full[slot]);
       // Every producer thread is done reading raw stage tile & 1 before warp 0 loads into it
