@@ -1,11 +1,10 @@
 // Thin wrappers over the sm_90 PTX with which threads of one CTA hand shared-memory tiles to
-// each other: mbarriers (PTX ISA "Parallel Synchronization: mbarrier") and bulk asynchronous
-// copies (1-D TMA: cp.async.bulk global -> shared, no tensor map; and tiled TMA through a
-// CUtensorMap, cp.async.bulk.tensor, see kv_cache/kv_tensor_map.h). A barrier phase completes
-// once every expected arrival has arrived and every announced byte (complete_tx) has landed; a
-// waiter names the parity of the phase it waits for (use k of a ring slot waits with parity
-// k & 1). Used by the ring-buffered Hopper kernels. Only
-// compiled for sm_90 and later (QUENCH_SM90_ASYNC_ENABLED).
+// each other: mbarriers (PTX ISA "Parallel Synchronization: mbarrier") and tiled TMA loads
+// through a CUtensorMap (cp.async.bulk.tensor, see kv_cache/kv_tensor_map.h). A barrier phase
+// completes once every expected arrival has arrived and every announced byte (complete_tx) has
+// landed; a waiter names the parity of the phase it waits for (use k of a ring slot waits with
+// parity k & 1). Used by the ring-buffered Hopper kernels. Only compiled for sm_90 and later
+// (QUENCH_SM90_ASYNC_ENABLED).
 #pragma once
 
 #include <cuda.h>  // CUtensorMap
@@ -64,17 +63,6 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, uint32_t parity
         : "r"(smem_address(barrier)), "r"(parity)
         : "memory");
   } while (done == 0);
-}
-
-// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from global `src` to shared
-// `dst`, counting them against `barrier`'s current phase.
-__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, uint32_t bytes,
-                                                    uint64_t* barrier) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(smem_address(dst)),
-      "l"(src), "r"(bytes), "r"(smem_address(barrier))
-      : "memory");
 }
 
 // Issues the load of one box of the 4-D tensor map `map` (a kernel parameter declared
