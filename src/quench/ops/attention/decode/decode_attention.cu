@@ -99,7 +99,8 @@ KernelLaunchConfig compute_launch_config(const DecodeKernelInfo& info, int devic
   check_cuda(
       cudaDeviceGetAttribute(&reserved_per_block, cudaDevAttrReservedSharedMemoryPerBlock, device),
       "cudaDeviceGetAttribute(reserved shared memory per block)");
-  const int regs_per_cta = std::max(1, attributes.numRegs) * info.threads;
+  // Registers are allocated per thread in multiples of 8.
+  const int regs_per_cta = (std::max(1, attributes.numRegs) + 7) / 8 * 8 * info.threads;
   const int max_ctas = std::clamp(regs_per_sm / regs_per_cta, 1, kMaxCtasPerSm);
   auto smem_for = [&](int stages) {
     return info.fixed_bytes + std::max(stages * info.stage_bytes, info.combine_bytes);
