@@ -4,8 +4,8 @@
 // - invisible tokens at both ends of a tile (window start mid-tile, partial last tile) over a
 //   cache whose unused slots and spare pages are NaN: the producer copies nothing there, so
 //   the masked keys and zero-filled values must keep NaN out of the output;
-// - page sizes 16/32/64 x NHD/HND, for the rotated FP8 rows (hd128 e4m3, hd256 e5m2) and the
-//   padded ones (hd64 e4m3, hd128 bf16);
+// - page sizes 16/32/64 x NHD/HND, for the rotated FP8 rows (hd128 e4m3) and the padded ones
+//   (hd64 e4m3, hd128 bf16); hd256 e5m2 runs the cp.async kernel everywhere (no variant);
 // - multi-token rows, whose rows see different windows inside one tile.
 // Every case runs with a workspace (split-KV + merge) and without one (one split: most tiles).
 #include <cuda_runtime.h>

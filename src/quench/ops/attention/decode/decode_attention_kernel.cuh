@@ -17,6 +17,9 @@
 // - fp32 online softmax in log2 units; k_scale folds into the score scale, v_scale into the
 //   epilogue. With one split the epilogue writes bf16/FP8/NVFP4 output (and lse); with several
 //   it writes fp32 partials that decode_merge_kernel combines.
+// - sm_90 variant (kProducer): a fifth warp streams the tiles in with one bulk copy per K/V row
+//   (decode_kv_producer.cuh); the compute warps wait on a full mbarrier per stage and release
+//   it on an empty one, with no CTA-wide barrier in the tile loop. The compute is the same code.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +39,6 @@ inline constexpr float kLn2 = 0.6931471805599453f;
 // one bulk copy per K/V row and mbarriers replace cp.async groups and the per-tile __syncthreads.
 template <int kHeadDim, DType kKvDtype, DType kQDtype, bool kProducer = false>
 struct DecodeTraits {
-  static constexpr bool kUsesProducer = kProducer;
   static constexpr int kCtaThreads = kThreads + (kProducer ? 32 : 0);
   static constexpr bool kFp8Kv = kKvDtype != DType::kBF16;
   static constexpr int kKvBytes = kFp8Kv ? 1 : 2;
@@ -180,13 +182,11 @@ __device__ __forceinline__ void load_words(const uint8_t* src, uint32_t* w) {
   }
 }
 
-// The producer variant has 160 threads per CTA: at 128 registers three CTAs fit an SM where the
-// cp.async kernel fits four.
+// The producer variant has 160 threads per CTA: three CTAs (<= 136 registers each; ptxas takes
+// 128, no spills) fit an SM where the cp.async kernel fits four (hd <= 128 FP8). hd256 has no
+// producer variant.
 template <int kHeadDim, int kKvBytes, bool kProducer>
-inline constexpr int kMinCtasPerSmFor = kProducer ? (kHeadDim > 128
-                                                         ? 1
-                                                         : ((kHeadDim * kKvBytes) <= 128 ? 3 : 2))
-                                                  : kMinCtasPerSm<kHeadDim, kKvBytes>;
+inline constexpr int kMinCtasPerSmFor = kProducer ? 3 : kMinCtasPerSm<kHeadDim, kKvBytes>;
 
 // Syncs the four compute warps: all threads in the cp.async kernel, named barrier 1 (not the
 // producer warp) in the producer variant.

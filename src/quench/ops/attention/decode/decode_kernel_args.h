@@ -50,7 +50,8 @@ struct DecodeKernelInfo {
 
 // Defined one per KV dtype (decode_attention_kv_*.cu) so the instantiations compile in
 // parallel. head_dim: 64/128/256; q_dtype: bf16/f16 (validated by the caller); producer: the
-// sm_90 variant with a producer warp feeding the stages by bulk copies (sm_90 devices only).
+// sm_90 variant with a producer warp feeding the stages by bulk copies (sm_90 devices only;
+// head_dim 256 ignores it and runs the cp.async kernel).
 DecodeKernelInfo decode_kernel_info_kv_bf16(int32_t head_dim, DType q_dtype, bool producer);
 DecodeKernelInfo decode_kernel_info_kv_e4m3(int32_t head_dim, DType q_dtype, bool producer);
 DecodeKernelInfo decode_kernel_info_kv_e5m2(int32_t head_dim, DType q_dtype, bool producer);
