@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -40,14 +42,34 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
+// The producer-warp variant (bulk copies + mbarriers) runs on sm_90 devices; others run the
+// cp.async kernel. QUENCH_DECODE_PRODUCER=0 in the environment selects the cp.async kernel on
+// sm_90 too (A/B benchmarks). Decided once per device.
+bool use_producer_variant() {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  static std::mutex mutex;
+  static std::map<int, bool> cache;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = cache.find(device); it != cache.end()) return it->second;
+  int major = 0;
+  check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+             "cudaDeviceGetAttribute(compute capability)");
+  const char* setting = std::getenv("QUENCH_DECODE_PRODUCER");
+  const bool producer = major == 9 && (setting == nullptr || std::strcmp(setting, "0") != 0);
+  cache.emplace(device, producer);
+  return producer;
+}
+
 DecodeKernelInfo kernel_info(const AttentionParams& p) {
+  const bool producer = use_producer_variant();
   switch (p.kv.dtype) {
     case DType::kFP8E4M3:
-      return decode::decode_kernel_info_kv_e4m3(p.kv.head_dim, p.q_dtype);
+      return decode::decode_kernel_info_kv_e4m3(p.kv.head_dim, p.q_dtype, producer);
     case DType::kFP8E5M2:
-      return decode::decode_kernel_info_kv_e5m2(p.kv.head_dim, p.q_dtype);
+      return decode::decode_kernel_info_kv_e5m2(p.kv.head_dim, p.q_dtype, producer);
     default:
-      return decode::decode_kernel_info_kv_bf16(p.kv.head_dim, p.q_dtype);
+      return decode::decode_kernel_info_kv_bf16(p.kv.head_dim, p.q_dtype, producer);
   }
 }
 
@@ -78,7 +100,8 @@ KernelLaunchConfig compute_launch_config(const DecodeKernelInfo& info, int devic
   check_cuda(
       cudaDeviceGetAttribute(&reserved_per_block, cudaDevAttrReservedSharedMemoryPerBlock, device),
       "cudaDeviceGetAttribute(reserved shared memory per block)");
-  const int regs_per_cta = std::max(1, attributes.numRegs) * decode::kThreads;
+  // Registers are allocated per thread in multiples of 8.
+  const int regs_per_cta = (std::max(1, attributes.numRegs) + 7) / 8 * 8 * info.threads;
   const int max_ctas = std::clamp(regs_per_sm / regs_per_cta, 1, kMaxCtasPerSm);
   auto smem_for = [&](int stages) {
     return info.fixed_bytes + std::max(stages * info.stage_bytes, info.combine_bytes);
@@ -107,7 +130,7 @@ KernelLaunchConfig compute_launch_config(const DecodeKernelInfo& info, int devic
              "cudaDeviceGetAttribute(compute capability)");
   config.dependent_merge = major >= 9;
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&config.ctas_per_sm, info.fn,
-                                                           decode::kThreads, config.smem_bytes),
+                                                           info.threads, config.smem_bytes),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   return config;
 }
@@ -274,9 +297,10 @@ void decode_attention(const AttentionParams& params, void* workspace, size_t wor
                                             static_cast<size_t>(params.kv.head_dim);
   }
   void* kernel_args[] = {&args};
-  check_cuda(cudaLaunchKernel(shape.info.fn, shape.grid, dim3(decode::kThreads), kernel_args,
-                              static_cast<size_t>(shape.smem_bytes), stream),
-             "decode kernel launch");
+  check_cuda(
+      cudaLaunchKernel(shape.info.fn, shape.grid, dim3(static_cast<unsigned>(shape.info.threads)),
+                       kernel_args, static_cast<size_t>(shape.smem_bytes), stream),
+      "decode kernel launch");
   if (args.num_splits > 1) decode::launch_decode_merge(args, shape.dependent_merge, stream);
 }
 

@@ -17,6 +17,9 @@
 // - fp32 online softmax in log2 units; k_scale folds into the score scale, v_scale into the
 //   epilogue. With one split the epilogue writes bf16/FP8/NVFP4 output (and lse); with several
 //   it writes fp32 partials that decode_merge_kernel combines.
+// - sm_90 variant (kProducer): a fifth warp streams the tiles in with one bulk copy per K/V row
+//   (decode_kv_producer.cuh); the compute warps wait on a full mbarrier per stage and release
+//   it on an empty one, with no CTA-wide barrier in the tile loop. The compute is the same code.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +27,7 @@
 #include "quench/numerics/bf16.h"
 #include "quench/ops/attention/decode/decode_fragments.cuh"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
+#include "quench/ops/attention/decode/decode_kv_producer.cuh"
 #include "quench/ops/attention/decode/decode_output.cuh"
 #include "quench/ops/attention/decode/dependent_launch.cuh"
 
@@ -32,8 +36,11 @@ namespace quench::decode {
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 
-template <int kHeadDim, DType kKvDtype, DType kQDtype>
+// kProducer: the sm_90 variant (decode_kv_producer.cuh): a fifth warp fills the stages with
+// one bulk copy per K/V row and mbarriers replace cp.async groups and the per-tile __syncthreads.
+template <int kHeadDim, DType kKvDtype, DType kQDtype, bool kProducer = false>
 struct DecodeTraits {
+  static constexpr int kCtaThreads = kThreads + (kProducer ? 32 : 0);
   static constexpr bool kFp8Kv = kKvDtype != DType::kBF16;
   static constexpr int kKvBytes = kFp8Kv ? 1 : 2;
   static constexpr MmaType kMma = kFp8Kv ? MmaType::kF16 : MmaType::kBF16;
@@ -46,19 +53,32 @@ struct DecodeTraits {
   // (kv_smem_offset): 12% less shared memory per stage than padding, which is what lets hd128
   // FP8 keep two tiles in flight in each of four CTAs per SM. Other rows are padded by 16 bytes
   // against bank conflicts (the bf16 K fragment loads read 32 contiguous bytes).
-  static constexpr bool kSwizzleKv = kFp8Kv && kRowBytes % 128 == 0;
+  // A bulk copy lands a row unswizzled, so the producer variant instead rotates each such row
+  // by placing it (kv_smem_offset): rows sharing a rotation go in pairs into runs of
+  // kRotatedRunBytes (16 bytes of padding per two rows, 6% per stage).
+  static constexpr bool kSwizzleKv = !kProducer && kFp8Kv && kRowBytes % 128 == 0;
+  static constexpr bool kRotateKv = kProducer && kFp8Kv && kRowBytes % 128 == 0;
   static constexpr int kKvStride = kSwizzleKv ? kRowBytes : kRowBytes + 16;
+  static constexpr int kRotatedRunBytes = 2 * kRowBytes + 16;
   static constexpr int kChunksPerRow = kRowBytes / 16;
   static constexpr int kChunksPerThread = kTileTokens * kChunksPerRow / kThreads;
-  static constexpr int kStageBytes = 2 * kTileTokens * kKvStride;  // K tile then V tile
+  static constexpr int kTileKvBytes =
+      kRotateKv ? kTileTokens / 2 * kRotatedRunBytes : kTileTokens * kKvStride;
+  static constexpr int kStageBytes = 2 * kTileKvBytes;  // K tile then V tile
 
   static constexpr int kQStride = kHeadDim * 2 + 16;
   static constexpr int kQBytes = kRowsPerCta * kQStride;
   static constexpr int kStatsBytes = 2 * kWarps * kRowsPerCta * 4;  // per-warp row max and sum
   // Block-table entries of the prologue's tiles, read in one parallel round.
-  static constexpr int kProloguePagesBytes = (kMaxStages - 1) * (kTileTokens / 16) * 4;
+  static constexpr int kProloguePagesBytes =
+      kProducer ? 0 : (kMaxStages - 1) * (kTileTokens / 16) * 4;
   static constexpr int kQUnscaleBytes = kRowsPerCta * 4;  // per row: 2^-e, multiplies scores
-  static constexpr int kFixedBytes = kQBytes + kStatsBytes + kQUnscaleBytes + kProloguePagesBytes;
+  // Producer variant: mbarriers full[kMaxStages] then empty[kMaxStages], 8 bytes each.
+  static constexpr int kBarrierBytes = kProducer ? 2 * kMaxStages * 8 : 0;
+  static constexpr int kBarrierOffset =
+      kQBytes + kStatsBytes + kQUnscaleBytes + kProloguePagesBytes;
+  static constexpr int kFixedBytes = kBarrierOffset + kBarrierBytes;
+  static_assert(kBarrierOffset % 16 == 0, "mbarriers need 8, the pipeline 16-byte alignment");
   static constexpr int kCombineStride = kHeadDim + 4;  // floats
   static constexpr int kCombineBytes = kWarps * kRowsPerCta * kCombineStride * 4;
 
@@ -75,8 +95,16 @@ struct DecodeTraits {
   // so that both fragment reads are conflict-free per 8-lane phase: K reads rows {2k, 2k+1} x
   // chunks {4b..4b+3} (f differs in bit 2 between the rows), V reads rows {r, r+2, r+4, r+6} x
   // chunks {2a, 2a+1} (f / 2 differs across the rows).
+  // Rotated rows (kRotateKv) start at 16 * R(row) modulo 128 bytes, R(row) = f(row) +
+  // (row / 8) % 2 with f as above: the same K property (R differs by 4 between rows 2k, 2k+1),
+  // and V's rows {r, r+2, r+4, r+6} get rotations spaced by 2. Of each 16 rows, the two with
+  // equal R share a run (the second one, (row / 4) % 2 == 1, 128-byte aligned behind the first).
   static __device__ __forceinline__ int kv_smem_offset(int row, int byte) {
-    if constexpr (kSwizzleKv) {
+    if constexpr (kRotateKv) {
+      const int rotation = ((((row >> 1) & 3) << 1) + ((row & 1) << 2) + ((row >> 3) & 1)) & 7;
+      return (row >> 4) * 8 * kRotatedRunBytes + rotation * kRotatedRunBytes +
+             ((row >> 2) & 1) * kRowBytes + byte;
+    } else if constexpr (kSwizzleKv) {
       const int f = (((row >> 1) & 3) << 1) ^ ((row & 1) << 2);
       return row * kKvStride + (byte ^ (f << 4));
     } else {
@@ -155,11 +183,29 @@ __device__ __forceinline__ void load_words(const uint8_t* src, uint32_t* w) {
   }
 }
 
-template <int kHeadDim, DType kKvDtype, DType kQDtype>
-__global__ void __launch_bounds__(kThreads,
-                                  kMinCtasPerSm<kHeadDim, kKvDtype == DType::kBF16 ? 2 : 1>)
+// The producer variant has 160 threads per CTA: three CTAs (<= 136 registers each; ptxas takes
+// 128, no spills) fit an SM where the cp.async kernel fits four (hd <= 128 FP8). hd256 has no
+// producer variant.
+template <int kHeadDim, int kKvBytes, bool kProducer>
+inline constexpr int kMinCtasPerSmFor = kProducer ? 3 : kMinCtasPerSm<kHeadDim, kKvBytes>;
+
+// Syncs the four compute warps: all threads in the cp.async kernel, named barrier 1 (not the
+// producer warp) in the producer variant.
+template <bool kProducer>
+__device__ __forceinline__ void sync_compute_warps() {
+  if constexpr (kProducer) {
+    named_barrier_sync(1, kThreads);
+  } else {
+    __syncthreads();
+  }
+}
+
+template <int kHeadDim, DType kKvDtype, DType kQDtype, bool kProducer>
+__global__ void __launch_bounds__(
+    DecodeTraits<kHeadDim, kKvDtype, kQDtype, kProducer>::kCtaThreads,
+    kMinCtasPerSmFor<kHeadDim, kKvDtype == DType::kBF16 ? 2 : 1, kProducer>)
     decode_attention_kernel(const __grid_constant__ DecodeKernelArgs args) {
-  using T = DecodeTraits<kHeadDim, kKvDtype, kQDtype>;
+  using T = DecodeTraits<kHeadDim, kKvDtype, kQDtype, kProducer>;
   constexpr MmaType kMma = T::kMma;
   const AttentionParams& p = args.p;
 
@@ -214,6 +260,26 @@ __global__ void __launch_bounds__(kThreads,
   int32_t* prologue_pages =
       reinterpret_cast<int32_t*>(smem + T::kQBytes + T::kStatsBytes + T::kQUnscaleBytes);
   uint8_t* pipe = smem + T::kFixedBytes;
+  const int num_stages = args.num_stages;
+
+  // Producer variant: full[s] completes when stage s holds its tile (32 producer arrivals + the
+  // bulk copies' bytes), empty[s] when the 4 compute warps are done reading it.
+  const uint32_t full_bars = smem_address(smem + T::kBarrierOffset);
+  const uint32_t empty_bars = full_bars + 8 * kMaxStages;
+  if constexpr (kProducer) {
+    if (tid == kThreads) {
+      for (int s = 0; s < num_stages; ++s) {
+        mbarrier_init(full_bars + 8 * s, 32);
+        mbarrier_init(empty_bars + 8 * s, kWarps);
+      }
+    }
+    __syncthreads();  // the barriers are initialised; the last CTA-wide barrier
+    if (warp == kWarps) {
+      produce_kv_tiles<T>(p, seq, kv_head, pipe, full_bars, empty_bars, num_stages, my_tile0,
+                          num_tiles, kv_begin, kv_end, lane);
+      return;
+    }
+  }
 
   // Visible key range of this lane's two rows (g, g+8); rows past num_rows copy a real row.
   int32_t row_lo[2], row_hi[2];
@@ -246,26 +312,27 @@ __global__ void __launch_bounds__(kThreads,
   const int64_t page_bytes = p.kv.page_elems() * T::kKvBytes;
   const int32_t token_bytes = static_cast<int32_t>(p.kv.token_stride() * T::kKvBytes);
   const int32_t head_bytes = static_cast<int32_t>(kv_head * p.kv.head_stride() * T::kKvBytes);
-  const int num_stages = args.num_stages;
 
   // Page of each 16-byte chunk this thread copies for tile `tile` (-1: zero-fill). In the main
   // loop it is loaded one tile ahead, so the block-table latency hides behind a tile of
   // compute; the prologue's tiles take theirs from prologue_pages, filled in one round.
   const int32_t pages_per_tile = kTileTokens >> page_shift;
   const int prologue_tiles = min(num_stages - 1, num_tiles);
-  for (int i = tid; i < prologue_tiles * pages_per_tile; i += kThreads) {
-    const int32_t first_tok =
-        (my_tile0 + i / pages_per_tile) * kTileTokens + i % pages_per_tile * page_size;
-    // Pages that start at or past kv_end may lie beyond the block-table row: never read them.
-    prologue_pages[i] = first_tok < kv_end ? __ldg(pages_of_seq + (first_tok >> page_shift)) : -1;
+  if constexpr (!kProducer) {
+    for (int i = tid; i < prologue_tiles * pages_per_tile; i += kThreads) {
+      const int32_t first_tok =
+          (my_tile0 + i / pages_per_tile) * kTileTokens + i % pages_per_tile * page_size;
+      // Pages that start at or past kv_end may lie beyond the block-table row: never read them.
+      prologue_pages[i] = first_tok < kv_end ? __ldg(pages_of_seq + (first_tok >> page_shift)) : -1;
+    }
+    __syncthreads();
   }
-  __syncthreads();
   int32_t chunk_page[T::kChunksPerThread];
   // Page of each chunk of tile `tile`, or -1 where its token is not visible. The prologue's
   // tiles take theirs from prologue_pages; the loop's read the block table branch-free, the
   // index clamped to the last visible page so that the read stays inside the request's row.
   const int32_t last_page_index = (kv_end - 1) >> page_shift;
-  auto load_pages = [&](int tile, bool from_prologue) {
+  [[maybe_unused]] auto load_pages = [&](int tile, bool from_prologue) {
 #pragma unroll
     for (int i = 0; i < T::kChunksPerThread; ++i) {
       const int row = (tid + i * kThreads) / T::kChunksPerRow;
@@ -290,12 +357,12 @@ __global__ void __launch_bounds__(kThreads,
                        id % T::kChunksPerRow * 16;
   }
   int write_offset = 0;  // stage buffer of the next tile issue_tile loads
-  auto issue_tile = [&](int tile) {
+  [[maybe_unused]] auto issue_tile = [&](int tile) {
     if (tile < num_tiles) {
       uint8_t* k_tile = pipe + write_offset;
       write_offset =
           write_offset + T::kStageBytes == ring_bytes ? 0 : write_offset + T::kStageBytes;
-      uint8_t* v_tile = k_tile + kTileTokens * T::kKvStride;
+      uint8_t* v_tile = k_tile + T::kTileKvBytes;
 #pragma unroll
       for (int i = 0; i < T::kChunksPerThread; ++i) {
         const int id = tid + i * kThreads;
@@ -312,11 +379,13 @@ __global__ void __launch_bounds__(kThreads,
     cp_async_commit();  // empty groups too: the wait count below stays uniform
   };
 
-  for (int s = 0; s < num_stages - 1; ++s) {
-    load_pages(s, /*from_prologue=*/true);
-    issue_tile(s);
+  if constexpr (!kProducer) {
+    for (int s = 0; s < num_stages - 1; ++s) {
+      load_pages(s, /*from_prologue=*/true);
+      issue_tile(s);
+    }
+    load_pages(num_stages - 1, /*from_prologue=*/false);
   }
-  load_pages(num_stages - 1, /*from_prologue=*/false);
 
   // Q rows -> shared memory, while the first KV tiles are in flight (rows past num_rows are
   // zero: their scores are 0 and they are never written).
@@ -348,7 +417,7 @@ __global__ void __launch_bounds__(kThreads,
     }
   }
 
-  __syncthreads();  // Q in shared memory
+  sync_compute_warps<kProducer>();  // Q in shared memory
 
   // Score multiplier of this lane's rows g and g+8 (rows past num_rows hold zeros: 2^0).
   const float row_score_mul[2] = {score_mul * q_unscale[g], score_mul * q_unscale[g + 8]};
@@ -371,11 +440,11 @@ __global__ void __launch_bounds__(kThreads,
       const uint2 hi = *reinterpret_cast<const uint2*>(q_smem + (fg + 8) * T::kQStride + byte);
       frag[f] = make_uint4(lo.x, hi.x, lo.y, hi.y);
     }
-    __syncthreads();  // every row-major read is done before the rewrite
+    sync_compute_warps<kProducer>();  // every row-major read is done before the rewrite
 #pragma unroll
     for (int f = 0; f < kFragsPerThread; ++f)
       reinterpret_cast<uint4*>(q_smem)[tid + f * kThreads] = frag[f];
-    __syncthreads();
+    sync_compute_warps<kProducer>();
   }
 
   uint32_t q_frag[T::kQInRegisters ? T::kKSteps : 1][4];
@@ -402,15 +471,21 @@ __global__ void __launch_bounds__(kThreads,
   float row_sum[2] = {0.0f, 0.0f};  // this lane's share; reduced across the quad at the end
 
   int read_offset = 0;  // stage buffer of tile `tile`
+  int stage = 0;        // its index (producer variant: its barriers)
+  uint32_t phase = 0;   // parity of the full[stage] phase that delivers tile `tile`
   for (int tile = 0; tile < num_tiles; ++tile) {
-    cp_async_wait_pending(num_stages - 2);
-    __syncthreads();  // tile `tile` landed for all threads; buffer tile-1 is free again
-    issue_tile(tile + num_stages - 1);
-    load_pages(tile + num_stages, /*from_prologue=*/false);
+    if constexpr (kProducer) {
+      mbarrier_wait(full_bars + 8 * stage, phase);
+    } else {
+      cp_async_wait_pending(num_stages - 2);
+      __syncthreads();  // tile `tile` landed for all threads; buffer tile-1 is free again
+      issue_tile(tile + num_stages - 1);
+      load_pages(tile + num_stages, /*from_prologue=*/false);
+    }
 
     const uint8_t* k_tile = pipe + read_offset;
     read_offset = read_offset + T::kStageBytes == ring_bytes ? 0 : read_offset + T::kStageBytes;
-    const uint8_t* v_tile = k_tile + kTileTokens * T::kKvStride;
+    const uint8_t* v_tile = k_tile + T::kTileKvBytes;
     const int32_t tile_tok0 = (my_tile0 + tile) * kTileTokens;
 
     // S[row][token] for this warp's 16 tokens: two n-tiles of 8, each accumulated in two
@@ -540,12 +615,20 @@ __global__ void __launch_bounds__(kThreads,
         mma_16816<kMma>(o_acc[ld * kElemsPerLoad + k], p_frag, b0, b1);
       }
     }
+    if constexpr (kProducer) {
+      // Every lane's reads of the stage precede the warp's one arrival (empty[s] counts warps).
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(empty_bars + 8 * stage);
+      if (++stage == num_stages) stage = 0, phase ^= 1;
+    }
   }
-  cp_async_wait_pending(0);
+  if constexpr (!kProducer) cp_async_wait_pending(0);
   // The split merge (launched as a programmatic dependent of this grid) may start now: its
   // launch overlaps this epilogue, and it waits for this grid's completion before reading.
   allow_dependent_launch();
-  __syncthreads();  // every warp is done with the pipeline buffers: reuse them to combine
+  // Every warp is done with the pipeline buffers (and every bulk copy has landed: each tile's
+  // full barrier completed): reuse them to combine.
+  sync_compute_warps<kProducer>();
 
 #pragma unroll
   for (int ri = 0; ri < 2; ++ri) {
@@ -568,7 +651,7 @@ __global__ void __launch_bounds__(kThreads,
       combine[(warp * kRowsPerCta + row) * T::kCombineStride + d] = o_acc[i][e];
     }
   }
-  __syncthreads();
+  sync_compute_warps<kProducer>();
 
   // Epilogue: one thread per 16 consecutive output elements of a row.
   constexpr int kBlocksPerRow = kHeadDim / 16;

@@ -18,7 +18,7 @@ inline constexpr int kRowsPerCta = 16;
 inline constexpr int kTileTokens = 64;
 inline constexpr int kWarps = 4;
 inline constexpr int kThreads = kWarps * 32;
-// Deepest cp.async pipeline (tiles in shared memory) the launcher may choose.
+// Deepest pipeline (tiles in shared memory) the launcher may choose.
 inline constexpr int kMaxStages = 8;
 // Most KV splits per (request, KV head, row group): the merge holds one weight per split.
 inline constexpr int kMaxSplits = 64;
@@ -28,7 +28,7 @@ struct DecodeKernelArgs {
   int32_t group = 1;       // num_q_heads / num_kv_heads
   int32_t row_groups = 1;  // ceil(max_q_len * group / kRowsPerCta): CTAs per (request, KV head)
   int32_t num_splits = 1;  // CTAs per (request, KV head, row group) along the KV sequence
-  int32_t num_stages = 2;  // cp.async pipeline depth (tiles in shared memory)
+  int32_t num_stages = 2;  // pipeline depth (tiles in shared memory)
   // Split-KV partials (num_splits > 1 only), indexed by query token t and q head:
   //   partial_o   [num_splits, num_tokens, num_q_heads, head_dim] fp32, normalised, v-scaled
   //   partial_lse [num_splits, num_tokens, num_q_heads] fp32, log2 of the split's softmax
@@ -37,20 +37,24 @@ struct DecodeKernelArgs {
   float* partial_lse = nullptr;
 };
 
-// One compiled decode kernel (head dim x KV dtype x query dtype) and its shared-memory needs:
-// fixed_bytes (Q tile, softmax stats) + max(num_stages * stage_bytes, combine_bytes).
+// One compiled decode kernel (head dim x KV dtype x query dtype x variant) and its shared-memory
+// needs: fixed_bytes (Q tile, softmax stats, barriers) + max(num_stages * stage_bytes,
+// combine_bytes).
 struct DecodeKernelInfo {
   const void* fn = nullptr;  // __global__ void(DecodeKernelArgs)
+  int32_t threads = 0;       // per CTA: kThreads compute threads (+ 32: the producer warp)
   int32_t stage_bytes = 0;
   int32_t fixed_bytes = 0;
   int32_t combine_bytes = 0;
 };
 
 // Defined one per KV dtype (decode_attention_kv_*.cu) so the instantiations compile in
-// parallel. head_dim: 64/128/256; q_dtype: bf16/f16 (validated by the caller).
-DecodeKernelInfo decode_kernel_info_kv_bf16(int32_t head_dim, DType q_dtype);
-DecodeKernelInfo decode_kernel_info_kv_e4m3(int32_t head_dim, DType q_dtype);
-DecodeKernelInfo decode_kernel_info_kv_e5m2(int32_t head_dim, DType q_dtype);
+// parallel. head_dim: 64/128/256; q_dtype: bf16/f16 (validated by the caller); producer: the
+// sm_90 variant with a producer warp feeding the stages by bulk copies (sm_90 devices only;
+// head_dim 256 ignores it and runs the cp.async kernel).
+DecodeKernelInfo decode_kernel_info_kv_bf16(int32_t head_dim, DType q_dtype, bool producer);
+DecodeKernelInfo decode_kernel_info_kv_e4m3(int32_t head_dim, DType q_dtype, bool producer);
+DecodeKernelInfo decode_kernel_info_kv_e5m2(int32_t head_dim, DType q_dtype, bool producer);
 
 // The split-KV merge (decode_merge.cu): combines args.partial_* and runs the output epilogue.
 // With `dependent` (the GPU is sm_90+) it is a programmatic dependent launch of the main kernel:

@@ -1,0 +1,114 @@
+// The decode pipeline's edge cases, aimed at the sm_90 producer-warp variant (bulk copies,
+// mbarrier ring; decode_kv_producer.cuh) but run by whichever kernel the GPU selects:
+// - ring wrap: long single-split requests stream dozens of tiles through every stage;
+// - invisible tokens at both ends of a tile (window start mid-tile, partial last tile) over a
+//   cache whose unused slots and spare pages are NaN: the producer copies nothing there, so
+//   the masked keys and zero-filled values must keep NaN out of the output;
+// - page sizes 16/32/64 x NHD/HND, for the rotated FP8 rows (hd128 e4m3) and the padded ones
+//   (hd64 e4m3, hd128 bf16); hd256 e5m2 runs the cp.async kernel everywhere (no variant);
+// - multi-token rows, whose rows see different windows inside one tile.
+// Every case runs with a workspace (split-KV + merge) and without one (one split: most tiles).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "harness/attention_device_problem.h"
+#include "harness/attention_problem.h"
+#include "harness/compare.h"
+#include "harness/device_buffer.h"
+#include "quench/ops/attention/decode/decode_attention.h"
+
+namespace quench::testing_support {
+namespace {
+
+struct ProducerCase {
+  std::string name;
+  AttentionProblemConfig config;
+};
+
+std::vector<ProducerCase> producer_cases() {
+  std::vector<ProducerCase> cases;
+  uint64_t seed = 4000;
+  struct Kv {
+    const char* name;
+    DType dtype;
+    int32_t head_dim;
+  };
+  const Kv kvs[] = {{"e4m3_hd128", DType::kFP8E4M3, 128},
+                    {"e5m2_hd256", DType::kFP8E5M2, 256},
+                    {"e4m3_hd64", DType::kFP8E4M3, 64},
+                    {"bf16_hd128", DType::kBF16, 128}};
+  for (const Kv& kv : kvs) {
+    for (int32_t page : {16, 32, 64}) {
+      for (KvLayout layout : {KvLayout::kNHD, KvLayout::kHND}) {
+        AttentionProblemConfig c;
+        c.num_kv_heads = 2;
+        c.num_q_heads = 8;
+        c.head_dim = kv.head_dim;
+        c.page_size = page;
+        c.layout = layout;
+        c.kv_dtype = kv.dtype;
+        c.k_scale = is_fp8(kv.dtype) ? 0.02f : 0.5f;
+        c.v_scale = is_fp8(kv.dtype) ? 0.03f : 1.7f;
+        c.per_head_kv_scales = true;
+        c.seed = ++seed;
+        const std::string base =
+            std::string(kv.name) + "_p" + std::to_string(page) + "_" + kv_layout_name(layout);
+        // Ring wrap, no window: 5000 = 78 tiles + 8 tokens (56 invisible at the end); 4096 ends
+        // on a tile edge; 37 is one partial tile.
+        c.seqs = {{1, 5000}, {1, 4096}, {1, 37}};
+        cases.push_back({"ring_" + base, c});
+        // Window start mid-tile (1037 - 1 - 200 = 836: 4 invisible tokens at the front of tile
+        // 13) and partial last tile (1037: 51 invisible at the end); 3000 / 700 wrap the ring.
+        c.window_left = 200;
+        c.seqs = {{1, 1037}, {1, 3000}, {1, 130}};
+        cases.push_back({"window_" + base, c});
+        // Multi-token rows: each query token's window starts at a different key of one tile.
+        c.window_left = 90;
+        c.seqs = {{5, 2021}, {3, 70}, {0, 0}, {2, 640}};
+        cases.push_back({"multi_token_window_" + base, c});
+      }
+    }
+  }
+  return cases;
+}
+
+class DecodeAttentionProducerGpu : public ::testing::TestWithParam<ProducerCase> {};
+
+TEST_P(DecodeAttentionProducerGpu, MatchesReference) {
+  const AttentionProblemConfig& config = GetParam().config;
+  AttentionProblem problem(config);
+  problem.compute_reference();
+  AttentionDeviceProblem device(problem);
+  const AttentionParams& params = device.params();
+  const Tolerance out_tolerance =
+      attention_tolerance(true, config.q_dtype, config.kv_dtype, config.out_dtype);
+  const Tolerance lse_tolerance{2e-3, 5e-3};
+  const size_t workspace_bytes = decode_attention_workspace_bytes(params);
+  DeviceBuffer workspace(workspace_bytes);
+  const int splits = decode_attention_num_splits(params);
+  for (bool use_workspace : {true, false}) {
+    SCOPED_TRACE(use_workspace ? "with workspace: " + std::to_string(splits) + " KV splits"
+                               : std::string("without workspace: 1 KV split"));
+    device.poison_outputs();
+    decode_attention(params, use_workspace ? workspace.get() : nullptr,
+                     use_workspace ? workspace_bytes : 0, nullptr);
+    QUENCH_CUDA_CHECK(cudaGetLastError());
+    QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+    const CompareResult out = device.compare_output(out_tolerance);
+    EXPECT_TRUE(out.ok) << "output: " << out.summary();
+    const CompareResult lse = device.compare_lse(lse_tolerance);
+    EXPECT_TRUE(lse.ok) << "lse: " << lse.summary();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Pipeline, DecodeAttentionProducerGpu,
+                         ::testing::ValuesIn(producer_cases()),
+                         [](const ::testing::TestParamInfo<ProducerCase>& info) {
+                           return info.param.name;
+                         });
+
+}  // namespace
+}  // namespace quench::testing_support
