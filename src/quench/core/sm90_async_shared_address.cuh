@@ -1,8 +1,9 @@
-// Hopper (sm_90) asynchronous-copy primitives: shared-memory mbarriers and the 1-D bulk copy
-// (cp.async.bulk, "1-D TMA") from global to shared memory that signals one.
+// Hopper (sm_90) asynchronous-copy primitives on shared-state-space addresses: shared-memory
+// mbarriers and the tiled TMA load (cp.async.bulk.tensor) of one box of a tensor map
+// (kv_cache/kv_tensor_map.h) that signals one.
 //
 // An mbarrier (8 bytes of shared memory, 8-byte aligned) completes a phase when its expected
-// arrivals have arrived AND its transaction count is back to zero: bulk copies decrement it by
+// arrivals have arrived AND its transaction count is back to zero: TMA loads decrement it by
 // the bytes they land, mbarrier_expect_tx raises it. Waiters name the phase by its parity (0, 1,
 // 0, ...). A freshly initialised barrier counts as having completed the phase of parity 1, so a
 // producer that waits on "buffer empty" with parity 1 in its first round does not block.
@@ -10,6 +11,8 @@
 // Addresses are shared-state-space addresses (smem_address / __cvta_generic_to_shared). Every
 // function traps on GPUs below sm_90: callers select these code paths on sm_90 only.
 #pragma once
+
+#include <cuda.h>  // CUtensorMap
 
 #include <cstdint>
 
@@ -20,6 +23,16 @@ namespace quench {
 __device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t arrivals) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+#else
+  __trap();
+#endif
+}
+
+// Makes the initialised barriers visible to the async proxy (the TMA loads' complete_tx). Call it
+// after the inits, before the block barrier that publishes them.
+__device__ __forceinline__ void mbarrier_init_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 #else
   __trap();
 #endif
@@ -67,26 +80,27 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
 #endif
 }
 
-// Copies `bytes` (a multiple of 16) from global `src` (16-byte aligned) to shared `dst` (16-byte
-// aligned) through the async proxy; the landed bytes count against barrier `bar`'s transactions.
-__device__ __forceinline__ void bulk_copy_global_to_shared(uint32_t dst, const void* src,
-                                                           uint32_t bytes, uint32_t bar) {
+// Loads the box of the 4-D tensor map `map` (a __grid_constant__ kernel parameter or global
+// memory) at element coordinates {c0, c1, c2, c3} (innermost first) into shared `dst` (1024-byte
+// aligned for the 128-byte swizzle); the box's bytes, out-of-bounds zero fill included, count
+// against barrier `bar`'s transactions.
+__device__ __forceinline__ void tma_load_4d_to_shared(uint32_t dst, const CUtensorMap* map, int c0,
+                                                      int c1, int c2, int c3, uint32_t bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(dst),
-      "l"(src), "r"(bytes), "r"(bar)
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
       : "memory");
 #else
   __trap();
 #endif
 }
 
-// Orders this thread's earlier generic-proxy shared-memory writes before later async-proxy
-// accesses (bulk copies) of the same bytes.
-__device__ __forceinline__ void fence_proxy_async_shared() {
+// Fetches the tensor map's descriptor into the TMA unit's cache ahead of its first load.
+__device__ __forceinline__ void tma_prefetch_descriptor(const CUtensorMap* map) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 #else
   __trap();
 #endif

@@ -5,13 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <utility>
 
 #include "quench/core/error.h"
+#include "quench/kv_cache/kv_tensor_map_cache.h"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
 
 namespace quench {
@@ -42,10 +41,9 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-// The producer-warp variant (bulk copies + mbarriers) runs on sm_90 devices; others run the
-// cp.async kernel. QUENCH_DECODE_PRODUCER=0 in the environment selects the cp.async kernel on
-// sm_90 too (A/B benchmarks). Decided once per device.
-bool use_producer_variant() {
+// The TMA variant (producer warp, tensor TMA, mbarriers) runs on sm_90 devices at head_dim 64
+// and 128; others run the cp.async kernel. Decided once per device.
+bool use_tma_variant() {
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   static std::mutex mutex;
@@ -55,21 +53,20 @@ bool use_producer_variant() {
   int major = 0;
   check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
              "cudaDeviceGetAttribute(compute capability)");
-  const char* setting = std::getenv("QUENCH_DECODE_PRODUCER");
-  const bool producer = major == 9 && (setting == nullptr || std::strcmp(setting, "0") != 0);
-  cache.emplace(device, producer);
-  return producer;
+  const bool tma = major == 9;
+  cache.emplace(device, tma);
+  return tma;
 }
 
 DecodeKernelInfo kernel_info(const AttentionParams& p) {
-  const bool producer = use_producer_variant();
+  const bool tma = use_tma_variant();
   switch (p.kv.dtype) {
     case DType::kFP8E4M3:
-      return decode::decode_kernel_info_kv_e4m3(p.kv.head_dim, p.q_dtype, producer);
+      return decode::decode_kernel_info_kv_e4m3(p.kv.head_dim, p.q_dtype, tma);
     case DType::kFP8E5M2:
-      return decode::decode_kernel_info_kv_e5m2(p.kv.head_dim, p.q_dtype, producer);
+      return decode::decode_kernel_info_kv_e5m2(p.kv.head_dim, p.q_dtype, tma);
     default:
-      return decode::decode_kernel_info_kv_bf16(p.kv.head_dim, p.q_dtype, producer);
+      return decode::decode_kernel_info_kv_bf16(p.kv.head_dim, p.q_dtype, tma);
   }
 }
 
@@ -296,7 +293,11 @@ void decode_attention(const AttentionParams& params, void* workspace, size_t wor
                                             static_cast<size_t>(params.num_q_heads) *
                                             static_cast<size_t>(params.kv.head_dim);
   }
-  void* kernel_args[] = {&args};
+  // The TMA kernel's maps travel by value in the kernel parameters (CUDA graphs capture them);
+  // the cp.async kernel takes a zeroed, unused pair.
+  KvTensorMaps maps{};
+  if (shape.info.tma) maps = cached_kv_tensor_maps(params.k_cache, params.v_cache, params.kv);
+  void* kernel_args[] = {&args, &maps};
   check_cuda(
       cudaLaunchKernel(shape.info.fn, shape.grid, dim3(static_cast<unsigned>(shape.info.threads)),
                        kernel_args, static_cast<size_t>(shape.smem_bytes), stream),

@@ -17,9 +17,10 @@
 // - fp32 online softmax in log2 units; k_scale folds into the score scale, v_scale into the
 //   epilogue. With one split the epilogue writes bf16/FP8/NVFP4 output (and lse); with several
 //   it writes fp32 partials that decode_merge_kernel combines.
-// - sm_90 variant (kProducer): a fifth warp streams the tiles in with one bulk copy per K/V row
-//   (decode_kv_producer.cuh); the compute warps wait on a full mbarrier per stage and release
-//   it on an empty one, with no CTA-wide barrier in the tile loop. The compute is the same code.
+// - sm_90 variant (kTma, head_dim 64/128): a fifth warp streams the tiles in by tensor TMA, one
+//   box per page, KV head and 128-byte column block (decode_kv_tma_producer.cuh); the compute
+//   warps wait on a full mbarrier per stage and release it on an empty one, with no CTA-wide
+//   barrier in the tile loop. The compute is the same code over the TMA's swizzled layout.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +28,7 @@
 #include "quench/numerics/bf16.h"
 #include "quench/ops/attention/decode/decode_fragments.cuh"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
-#include "quench/ops/attention/decode/decode_kv_producer.cuh"
+#include "quench/ops/attention/decode/decode_kv_tma_producer.cuh"
 #include "quench/ops/attention/decode/decode_output.cuh"
 #include "quench/ops/attention/decode/dependent_launch.cuh"
 
@@ -36,11 +37,11 @@ namespace quench::decode {
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
 
-// kProducer: the sm_90 variant (decode_kv_producer.cuh): a fifth warp fills the stages with
-// one bulk copy per K/V row and mbarriers replace cp.async groups and the per-tile __syncthreads.
-template <int kHeadDim, DType kKvDtype, DType kQDtype, bool kProducer = false>
+// kTma: the sm_90 variant (decode_kv_tma_producer.cuh): a fifth warp fills the stages by tensor
+// TMA and mbarriers replace cp.async groups and the per-tile __syncthreads.
+template <int kHeadDim, DType kKvDtype, DType kQDtype, bool kTma = false>
 struct DecodeTraits {
-  static constexpr int kCtaThreads = kThreads + (kProducer ? 32 : 0);
+  static constexpr int kCtaThreads = kThreads + (kTma ? 32 : 0);
   static constexpr bool kFp8Kv = kKvDtype != DType::kBF16;
   static constexpr int kKvBytes = kFp8Kv ? 1 : 2;
   static constexpr MmaType kMma = kFp8Kv ? MmaType::kF16 : MmaType::kBF16;
@@ -49,35 +50,41 @@ struct DecodeTraits {
   static constexpr Fp8Kind kFp8 = kKvDtype == DType::kFP8E5M2 ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
 
   static constexpr int kRowBytes = kHeadDim * kKvBytes;  // one token of one head
-  // FP8 rows of whole 128-byte lines are stored unpadded with their 16-byte chunks swizzled
-  // (kv_smem_offset): 12% less shared memory per stage than padding, which is what lets hd128
-  // FP8 keep two tiles in flight in each of four CTAs per SM. Other rows are padded by 16 bytes
-  // against bank conflicts (the bf16 K fragment loads read 32 contiguous bytes).
-  // A bulk copy lands a row unswizzled, so the producer variant instead rotates each such row
-  // by placing it (kv_smem_offset): rows sharing a rotation go in pairs into runs of
-  // kRotatedRunBytes (16 bytes of padding per two rows, 6% per stage).
-  static constexpr bool kSwizzleKv = !kProducer && kFp8Kv && kRowBytes % 128 == 0;
-  static constexpr bool kRotateKv = kProducer && kFp8Kv && kRowBytes % 128 == 0;
+  // cp.async kernel: FP8 rows of whole 128-byte lines are stored unpadded with their 16-byte
+  // chunks swizzled (kv_smem_offset): 12% less shared memory per stage than padding, which is
+  // what lets hd128 FP8 keep two tiles in flight in each of four CTAs per SM. Other rows are
+  // padded by 16 bytes against bank conflicts (the bf16 K fragment loads read 32 contiguous
+  // bytes).
+  static constexpr bool kSwizzleKv = !kTma && kFp8Kv && kRowBytes % 128 == 0;
   static constexpr int kKvStride = kSwizzleKv ? kRowBytes : kRowBytes + 16;
-  static constexpr int kRotatedRunBytes = 2 * kRowBytes + 16;
+  // TMA kernel: a tile is kKvBoxes column blocks of kTileTokens rows x 128 bytes (the tensor
+  // map's box width, kv_tensor_map.h), each 128-byte swizzled; FP8 head_dim 64 fills the upper
+  // half of its one block with the box's out-of-bounds zeros.
+  static constexpr int kKvBoxes = kRowBytes <= 128 ? 1 : kRowBytes / 128;
+  static constexpr int kBoxElems = 128 / kKvBytes;
+  static constexpr int kTileBlockBytes = kTileTokens * 128;
+  static_assert(!kTma || kHeadDim <= 128, "head_dim 256 runs the cp.async kernel");
   static constexpr int kChunksPerRow = kRowBytes / 16;
   static constexpr int kChunksPerThread = kTileTokens * kChunksPerRow / kThreads;
-  static constexpr int kTileKvBytes =
-      kRotateKv ? kTileTokens / 2 * kRotatedRunBytes : kTileTokens * kKvStride;
+  static constexpr int kTileKvBytes = kTma ? kKvBoxes * kTileBlockBytes : kTileTokens * kKvStride;
   static constexpr int kStageBytes = 2 * kTileKvBytes;  // K tile then V tile
 
   static constexpr int kQStride = kHeadDim * 2 + 16;
   static constexpr int kQBytes = kRowsPerCta * kQStride;
   static constexpr int kStatsBytes = 2 * kWarps * kRowsPerCta * 4;  // per-warp row max and sum
   // Block-table entries of the prologue's tiles, read in one parallel round.
-  static constexpr int kProloguePagesBytes =
-      kProducer ? 0 : (kMaxStages - 1) * (kTileTokens / 16) * 4;
+  static constexpr int kProloguePagesBytes = kTma ? 0 : (kMaxStages - 1) * (kTileTokens / 16) * 4;
   static constexpr int kQUnscaleBytes = kRowsPerCta * 4;  // per row: 2^-e, multiplies scores
-  // Producer variant: mbarriers full[kMaxStages] then empty[kMaxStages], 8 bytes each.
-  static constexpr int kBarrierBytes = kProducer ? 2 * kMaxStages * 8 : 0;
+  // TMA kernel: mbarriers full[kMaxStages] then empty[kMaxStages], 8 bytes each.
+  static constexpr int kBarrierBytes = kTma ? 2 * kMaxStages * 8 : 0;
   static constexpr int kBarrierOffset =
       kQBytes + kStatsBytes + kQUnscaleBytes + kProloguePagesBytes;
-  static constexpr int kFixedBytes = kBarrierOffset + kBarrierBytes;
+  // The ring starts here, from a window base that the TMA kernel aligns to the swizzle's
+  // 1024-byte atom (kAlignSlack bytes reserved for that).
+  static constexpr int kPipeOffset =
+      kTma ? (kBarrierOffset + kBarrierBytes + 1023) / 1024 * 1024 : kBarrierOffset;
+  static constexpr int kAlignSlack = kTma ? 1024 : 0;
+  static constexpr int kFixedBytes = kPipeOffset + kAlignSlack;  // all but the ring
   static_assert(kBarrierOffset % 16 == 0, "mbarriers need 8, the pipeline 16-byte alignment");
   static constexpr int kCombineStride = kHeadDim + 4;  // floats
   static constexpr int kCombineBytes = kWarps * kRowsPerCta * kCombineStride * 4;
@@ -90,26 +97,61 @@ struct DecodeTraits {
   static constexpr int kVLoadBytes = kVBytesPerLane < 16 ? kVBytesPerLane : 16;
   static_assert(kChunksPerThread >= 1 && kTileTokens * kChunksPerRow % kThreads == 0);
 
-  // Shared-memory offset of byte `byte` (16-byte aligned accesses only) of KV tile row `row`.
-  // Swizzled rows XOR the chunk index with f(row) = 2 * ((row / 2) % 4) ^ 4 * (row % 2), chosen
-  // so that both fragment reads are conflict-free per 8-lane phase: K reads rows {2k, 2k+1} x
-  // chunks {4b..4b+3} (f differs in bit 2 between the rows), V reads rows {r, r+2, r+4, r+6} x
-  // chunks {2a, 2a+1} (f / 2 differs across the rows).
-  // Rotated rows (kRotateKv) start at 16 * R(row) modulo 128 bytes, R(row) = f(row) +
-  // (row / 8) % 2 with f as above: the same K property (R differs by 4 between rows 2k, 2k+1),
-  // and V's rows {r, r+2, r+4, r+6} get rotations spaced by 2. Of each 16 rows, the two with
-  // equal R share a run (the second one, (row / 4) % 2 == 1, 128-byte aligned behind the first).
+  // Shared-memory offset of byte `byte` (8-byte aligned accesses within one 16-byte chunk) of KV
+  // tile row `row`.
+  // TMA kernel: the tensor map's layout, block byte / 128, 16-byte chunk c of row r at chunk
+  // c ^ (r % 8). Its reads are conflict-free through the choice of rows (token_of_column) and
+  // columns (v_column_byte), see there.
+  // cp.async kernel, swizzled rows: chunk XOR f(row) = 2 * ((row / 2) % 4) ^ 4 * (row % 2),
+  // chosen so that both fragment reads are conflict-free per 8-lane phase: K reads rows
+  // {2k, 2k+1} x chunks {4b..4b+3} (f differs in bit 2 between the rows), V reads rows
+  // {r, r+2, r+4, r+6} x chunks {2a, 2a+1} (f / 2 differs across the rows).
   static __device__ __forceinline__ int kv_smem_offset(int row, int byte) {
-    if constexpr (kRotateKv) {
-      const int rotation = ((((row >> 1) & 3) << 1) + ((row & 1) << 2) + ((row >> 3) & 1)) & 7;
-      return (row >> 4) * 8 * kRotatedRunBytes + rotation * kRotatedRunBytes +
-             ((row >> 2) & 1) * kRowBytes + byte;
+    if constexpr (kTma) {
+      return (byte >> 7) * kTileBlockBytes + row * 128 + ((((byte >> 4) ^ row) & 7) << 4) +
+             (byte & 15);
     } else if constexpr (kSwizzleKv) {
       const int f = (((row >> 1) & 3) << 1) ^ ((row & 1) << 2);
       return row * kKvStride + (byte ^ (f << 4));
     } else {
       return row * kKvStride + byte;
     }
+  }
+
+  // Tile row (token) of column n (0..7) of a warp's 8-token n-tile: the B operand column of
+  // S = Q K^T, whose score lands in the accumulator's column n, and the P V product's k index
+  // n (n-tile 0) or 8 + n (n-tile 1). Any permutation works as long as the K rows, the mask and
+  // the V rows all use it. TMA kernel: n ^ 4 * (n % 2), so that
+  // - K (8-lane phase: lanes of columns 2k, 2k+1, 16-byte chunks {4b..4b+3}, or bf16 {2c + i})
+  //   reads rows whose r % 8 differ by 5: FP8 chunk sets c ^ r land in opposite 64-byte halves,
+  //   bf16 ones in opposite parities; FP8 head_dim 64 has only four data chunks per row, which
+  //   is what rules out the identity (rows 2k, 2k+1 would share one half);
+  // - V (lanes of columns g in {2k, 2k+1} x c = 0..3, rows token_of_column(2c [+1])) reads rows
+  //   {0, 2, 4, 6} or {5, 7, 1, 3} (mod 8) at chunk 8 * ld + g: 16-byte loads hit 8 distinct
+  //   chunks (parity from g, the rest from the row); FP8 head_dim 64's 8-byte loads (16-lane
+  //   phases, g = 0..3) hit 8 distinct chunks x 2 halves.
+  // cp.async kernel: the identity (its layouts are built for it).
+  static __device__ __forceinline__ int token_of_column(int n) {
+    if constexpr (kTma) {
+      return n ^ ((n & 1) << 2);
+    } else {
+      return n;
+    }
+  }
+
+  // V columns: lane group g's load ld (of kVBytesPerLane / kVLoadBytes) reads kVLoadBytes bytes
+  // of a V row from v_column_byte(g, ld), i.e. 16-byte chunk 8 * ld + g when a lane reads more
+  // than one chunk (bf16 head_dim >= 128, FP8 256): the chunks of the 8 groups of one load are
+  // consecutive, so a load sees each chunk index mod 8 once (TMA: one 128-byte block; padded
+  // rows: one chunk of rotation per row), which keeps it conflict-free.
+  static constexpr int kVElemsPerLoad = kVLoadBytes / kKvBytes;
+  static __device__ __forceinline__ int v_column_byte(int g, int ld) {
+    return (8 * ld + g) * kVLoadBytes;
+  }
+  // The output column that accumulator column n (the P V product's B column, = lane group g) of
+  // O n-tile i holds: element i % kVElemsPerLoad of load i / kVElemsPerLoad.
+  static __device__ __forceinline__ int v_output_column(int i, int n) {
+    return (i / kVElemsPerLoad * 8 + n) * kVElemsPerLoad + i % kVElemsPerLoad;
   }
 };
 
@@ -183,29 +225,31 @@ __device__ __forceinline__ void load_words(const uint8_t* src, uint32_t* w) {
   }
 }
 
-// The producer variant has 160 threads per CTA: three CTAs (<= 136 registers each; ptxas takes
-// 128, no spills) fit an SM where the cp.async kernel fits four (hd <= 128 FP8). hd256 has no
-// producer variant.
-template <int kHeadDim, int kKvBytes, bool kProducer>
-inline constexpr int kMinCtasPerSmFor = kProducer ? 3 : kMinCtasPerSm<kHeadDim, kKvBytes>;
+// The TMA kernel has 160 threads per CTA: three CTAs (<= 136 registers each) fit an SM where the
+// cp.async kernel fits four (hd <= 128 FP8). hd256 has no TMA variant.
+template <int kHeadDim, int kKvBytes, bool kTma>
+inline constexpr int kMinCtasPerSmFor = kTma ? 3 : kMinCtasPerSm<kHeadDim, kKvBytes>;
 
 // Syncs the four compute warps: all threads in the cp.async kernel, named barrier 1 (not the
-// producer warp) in the producer variant.
-template <bool kProducer>
+// producer warp) in the TMA kernel.
+template <bool kTma>
 __device__ __forceinline__ void sync_compute_warps() {
-  if constexpr (kProducer) {
+  if constexpr (kTma) {
     named_barrier_sync(1, kThreads);
   } else {
     __syncthreads();
   }
 }
 
-template <int kHeadDim, DType kKvDtype, DType kQDtype, bool kProducer>
+// maps: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv) for the TMA kernel;
+// unused (any value) by the cp.async kernel.
+template <int kHeadDim, DType kKvDtype, DType kQDtype, bool kTma>
 __global__ void __launch_bounds__(
-    DecodeTraits<kHeadDim, kKvDtype, kQDtype, kProducer>::kCtaThreads,
-    kMinCtasPerSmFor<kHeadDim, kKvDtype == DType::kBF16 ? 2 : 1, kProducer>)
-    decode_attention_kernel(const __grid_constant__ DecodeKernelArgs args) {
-  using T = DecodeTraits<kHeadDim, kKvDtype, kQDtype, kProducer>;
+    DecodeTraits<kHeadDim, kKvDtype, kQDtype, kTma>::kCtaThreads,
+    kMinCtasPerSmFor<kHeadDim, kKvDtype == DType::kBF16 ? 2 : 1, kTma>)
+    decode_attention_kernel(const __grid_constant__ DecodeKernelArgs args,
+                            const __grid_constant__ KvTensorMaps maps) {
+  using T = DecodeTraits<kHeadDim, kKvDtype, kQDtype, kTma>;
   constexpr MmaType kMma = T::kMma;
   const AttentionParams& p = args.p;
 
@@ -252,30 +296,34 @@ __global__ void __launch_bounds__(
     return;
   }
 
-  extern __shared__ __align__(16) uint8_t smem[];
+  extern __shared__ __align__(1024) uint8_t smem_window[];
+  // The TMA kernel's swizzle works on shared addresses: align the base to the 1024-byte atom.
+  uint8_t* smem = smem_window;
+  if constexpr (kTma) smem += (1024u - smem_address(smem_window) % 1024u) % 1024u;
   uint8_t* q_smem = smem;
   float* stat_max = reinterpret_cast<float*>(smem + T::kQBytes);  // [warp][row]
   float* stat_sum = stat_max + kWarps * kRowsPerCta;
   float* q_unscale = reinterpret_cast<float*>(smem + T::kQBytes + T::kStatsBytes);  // [row]
   int32_t* prologue_pages =
       reinterpret_cast<int32_t*>(smem + T::kQBytes + T::kStatsBytes + T::kQUnscaleBytes);
-  uint8_t* pipe = smem + T::kFixedBytes;
+  uint8_t* pipe = smem + T::kPipeOffset;
   const int num_stages = args.num_stages;
 
-  // Producer variant: full[s] completes when stage s holds its tile (32 producer arrivals + the
-  // bulk copies' bytes), empty[s] when the 4 compute warps are done reading it.
+  // TMA kernel: full[s] completes when stage s holds its tile (the producer's one arrival + the
+  // boxes' bytes), empty[s] when the 4 compute warps are done reading it.
   const uint32_t full_bars = smem_address(smem + T::kBarrierOffset);
   const uint32_t empty_bars = full_bars + 8 * kMaxStages;
-  if constexpr (kProducer) {
+  if constexpr (kTma) {
     if (tid == kThreads) {
       for (int s = 0; s < num_stages; ++s) {
-        mbarrier_init(full_bars + 8 * s, 32);
+        mbarrier_init(full_bars + 8 * s, 1);
         mbarrier_init(empty_bars + 8 * s, kWarps);
       }
+      mbarrier_init_fence();
     }
     __syncthreads();  // the barriers are initialised; the last CTA-wide barrier
     if (warp == kWarps) {
-      produce_kv_tiles<T>(p, seq, kv_head, pipe, full_bars, empty_bars, num_stages, my_tile0,
+      produce_kv_tiles<T>(p, maps, seq, kv_head, pipe, full_bars, empty_bars, num_stages, my_tile0,
                           num_tiles, kv_begin, kv_end, lane);
       return;
     }
@@ -318,7 +366,7 @@ __global__ void __launch_bounds__(
   // compute; the prologue's tiles take theirs from prologue_pages, filled in one round.
   const int32_t pages_per_tile = kTileTokens >> page_shift;
   const int prologue_tiles = min(num_stages - 1, num_tiles);
-  if constexpr (!kProducer) {
+  if constexpr (!kTma) {
     for (int i = tid; i < prologue_tiles * pages_per_tile; i += kThreads) {
       const int32_t first_tok =
           (my_tile0 + i / pages_per_tile) * kTileTokens + i % pages_per_tile * page_size;
@@ -379,7 +427,7 @@ __global__ void __launch_bounds__(
     cp_async_commit();  // empty groups too: the wait count below stays uniform
   };
 
-  if constexpr (!kProducer) {
+  if constexpr (!kTma) {
     for (int s = 0; s < num_stages - 1; ++s) {
       load_pages(s, /*from_prologue=*/true);
       issue_tile(s);
@@ -417,7 +465,7 @@ __global__ void __launch_bounds__(
     }
   }
 
-  sync_compute_warps<kProducer>();  // Q in shared memory
+  sync_compute_warps<kTma>();  // Q in shared memory
 
   // Score multiplier of this lane's rows g and g+8 (rows past num_rows hold zeros: 2^0).
   const float row_score_mul[2] = {score_mul * q_unscale[g], score_mul * q_unscale[g + 8]};
@@ -440,11 +488,11 @@ __global__ void __launch_bounds__(
       const uint2 hi = *reinterpret_cast<const uint2*>(q_smem + (fg + 8) * T::kQStride + byte);
       frag[f] = make_uint4(lo.x, hi.x, lo.y, hi.y);
     }
-    sync_compute_warps<kProducer>();  // every row-major read is done before the rewrite
+    sync_compute_warps<kTma>();  // every row-major read is done before the rewrite
 #pragma unroll
     for (int f = 0; f < kFragsPerThread; ++f)
       reinterpret_cast<uint4*>(q_smem)[tid + f * kThreads] = frag[f];
-    sync_compute_warps<kProducer>();
+    sync_compute_warps<kTma>();
   }
 
   uint32_t q_frag[T::kQInRegisters ? T::kKSteps : 1][4];
@@ -471,10 +519,10 @@ __global__ void __launch_bounds__(
   float row_sum[2] = {0.0f, 0.0f};  // this lane's share; reduced across the quad at the end
 
   int read_offset = 0;  // stage buffer of tile `tile`
-  int stage = 0;        // its index (producer variant: its barriers)
+  int stage = 0;        // its index (TMA kernel: its barriers)
   uint32_t phase = 0;   // parity of the full[stage] phase that delivers tile `tile`
   for (int tile = 0; tile < num_tiles; ++tile) {
-    if constexpr (kProducer) {
+    if constexpr (kTma) {
       mbarrier_wait(full_bars + 8 * stage, phase);
     } else {
       cp_async_wait_pending(num_stages - 2);
@@ -495,12 +543,17 @@ __global__ void __launch_bounds__(
     float s_chain[2][2][4] = {};
 #pragma unroll
     for (int cg = 0; cg < T::kChunkGroups; ++cg) {
+      // Lane (g, c) reads head-dim elements [(4 cg + c) * 16, + 16) of key row
+      // token_of_column(g), 16-byte chunk by chunk (chunks need not be adjacent in the layout).
       uint32_t k_words[2][4 * T::kKvBytes];
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
-        const uint8_t* src =
-            k_tile + T::kv_smem_offset(16 * warp + 8 * nt + g, (4 * cg + c) * 16 * T::kKvBytes);
-        load_words<16 * T::kKvBytes>(src, k_words[nt]);
+        const int row = 16 * warp + 8 * nt + T::token_of_column(g);
+#pragma unroll
+        for (int h = 0; h < T::kKvBytes; ++h) {
+          const int byte = ((4 * cg + c) * T::kKvBytes + h) * 16;
+          load_words<16>(k_tile + T::kv_smem_offset(row, byte), k_words[nt] + 4 * h);
+        }
       }
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -541,7 +594,7 @@ __global__ void __launch_bounds__(
         float x = s[nt][e] * row_score_mul[e >> 1];
         if (soft_cap > 0.0f) x = fast_tanh(x) * cap_mul;
         if (need_mask) {
-          const int32_t tok = tile_tok0 + 16 * warp + 8 * nt + 2 * c + (e & 1);
+          const int32_t tok = tile_tok0 + 16 * warp + 8 * nt + T::token_of_column(2 * c + (e & 1));
           if (tok < row_lo[e >> 1] || tok >= row_hi[e >> 1]) x = -INFINITY;
         }
         s[nt][e] = x;
@@ -582,23 +635,43 @@ __global__ void __launch_bounds__(
       }
     }
 
-    // O[row][d] += P[row][token] V[token][d]. This lane reads V rows 2c, 2c+1, 2c+8, 2c+9 of
-    // the warp's 16 tokens, columns [g * kHeadDim / 8, (g + 1) * kHeadDim / 8): its n-tile i
-    // column is d = g * kHeadDim / 8 + i.
+    // O[row][d] += P[row][token] V[token][d]. This lane reads the V rows of the P fragment's k
+    // indices 2c, 2c+1, 2c+8, 2c+9 (token_of_column of 2c, 2c+1 in both n-tiles of the warp's 16
+    // tokens), at the columns of v_column_byte: its n-tile i column is v_output_column(i, g).
     const uint32_t p_frag[4] = {
         pack_pair<kMma>(s[0][0], s[0][1]), pack_pair<kMma>(s[0][2], s[0][3]),
         pack_pair<kMma>(s[1][0], s[1][1]), pack_pair<kMma>(s[1][2], s[1][3])};
     constexpr int kLoads = T::kVBytesPerLane / T::kVLoadBytes;
-    constexpr int kElemsPerLoad = T::kVLoadBytes / T::kKvBytes;
+    constexpr int kElemsPerLoad = T::kVElemsPerLoad;
+    const int v_rows[4] = {
+        16 * warp + T::token_of_column(2 * c), 16 * warp + T::token_of_column(2 * c + 1),
+        16 * warp + 8 + T::token_of_column(2 * c), 16 * warp + 8 + T::token_of_column(2 * c + 1)};
+    // V rows of tokens outside [kv_begin, kv_end) hold untrusted bytes (decode_kv_tma_producer.cuh;
+    // the cp.async kernel zero-fills them, the TMA kernel does not): their P is 0, and zeroing
+    // their words keeps 0 x NaN out of the product. Only masked tiles have such rows.
+    bool v_row_visible[4] = {true, true, true, true};
+    if constexpr (kTma) {
+      if (need_mask) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int32_t tok = tile_tok0 + v_rows[r];
+          v_row_visible[r] = tok >= kv_begin && tok < kv_end;
+        }
+      }
+    }
 #pragma unroll
     for (int ld = 0; ld < kLoads; ++ld) {
       uint32_t v_words[4][T::kVLoadBytes / 4];
-      const int col_byte = g * T::kVBytesPerLane + ld * T::kVLoadBytes;
-      const int tok0 = 16 * warp + 2 * c;
-      load_words<T::kVLoadBytes>(v_tile + T::kv_smem_offset(tok0, col_byte), v_words[0]);
-      load_words<T::kVLoadBytes>(v_tile + T::kv_smem_offset(tok0 + 1, col_byte), v_words[1]);
-      load_words<T::kVLoadBytes>(v_tile + T::kv_smem_offset(tok0 + 8, col_byte), v_words[2]);
-      load_words<T::kVLoadBytes>(v_tile + T::kv_smem_offset(tok0 + 9, col_byte), v_words[3]);
+      const int col_byte = T::v_column_byte(g, ld);
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        load_words<T::kVLoadBytes>(v_tile + T::kv_smem_offset(v_rows[r], col_byte), v_words[r]);
+        if constexpr (kTma) {
+#pragma unroll
+          for (int w = 0; w < T::kVLoadBytes / 4; ++w)
+            v_words[r][w] = v_row_visible[r] ? v_words[r][w] : 0u;
+        }
+      }
 #pragma unroll
       for (int k = 0; k < kElemsPerLoad; ++k) {
         uint32_t b0, b1;
@@ -615,20 +688,20 @@ __global__ void __launch_bounds__(
         mma_16816<kMma>(o_acc[ld * kElemsPerLoad + k], p_frag, b0, b1);
       }
     }
-    if constexpr (kProducer) {
+    if constexpr (kTma) {
       // Every lane's reads of the stage precede the warp's one arrival (empty[s] counts warps).
       __syncwarp();
       if (lane == 0) mbarrier_arrive(empty_bars + 8 * stage);
       if (++stage == num_stages) stage = 0, phase ^= 1;
     }
   }
-  if constexpr (!kProducer) cp_async_wait_pending(0);
+  if constexpr (!kTma) cp_async_wait_pending(0);
   // The split merge (launched as a programmatic dependent of this grid) may start now: its
   // launch overlaps this epilogue, and it waits for this grid's completion before reading.
   allow_dependent_launch();
   // Every warp is done with the pipeline buffers (and every bulk copy has landed: each tile's
   // full barrier completed): reuse them to combine.
-  sync_compute_warps<kProducer>();
+  sync_compute_warps<kTma>();
 
 #pragma unroll
   for (int ri = 0; ri < 2; ++ri) {
@@ -647,11 +720,11 @@ __global__ void __launch_bounds__(
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int row = g + 8 * (e >> 1);
-      const int d = (2 * c + (e & 1)) * (kHeadDim / 8) + i;
+      const int d = T::v_output_column(i, 2 * c + (e & 1));
       combine[(warp * kRowsPerCta + row) * T::kCombineStride + d] = o_acc[i][e];
     }
   }
-  sync_compute_warps<kProducer>();
+  sync_compute_warps<kTma>();
 
   // Epilogue: one thread per 16 consecutive output elements of a row.
   constexpr int kBlocksPerRow = kHeadDim / 16;

@@ -38,23 +38,24 @@ struct DecodeKernelArgs {
 };
 
 // One compiled decode kernel (head dim x KV dtype x query dtype x variant) and its shared-memory
-// needs: fixed_bytes (Q tile, softmax stats, barriers) + max(num_stages * stage_bytes,
-// combine_bytes).
+// needs: fixed_bytes (Q tile, softmax stats, barriers, alignment slack) + max(num_stages *
+// stage_bytes, combine_bytes).
 struct DecodeKernelInfo {
-  const void* fn = nullptr;  // __global__ void(DecodeKernelArgs)
-  int32_t threads = 0;       // per CTA: kThreads compute threads (+ 32: the producer warp)
+  const void* fn = nullptr;  // __global__ void(DecodeKernelArgs, KvTensorMaps)
+  int32_t threads = 0;       // per CTA: kThreads compute threads (+ 32: the TMA producer warp)
   int32_t stage_bytes = 0;
   int32_t fixed_bytes = 0;
   int32_t combine_bytes = 0;
+  bool tma = false;  // loads through the KvTensorMaps parameter (else it ignores it)
 };
 
 // Defined one per KV dtype (decode_attention_kv_*.cu) so the instantiations compile in
-// parallel. head_dim: 64/128/256; q_dtype: bf16/f16 (validated by the caller); producer: the
-// sm_90 variant with a producer warp feeding the stages by bulk copies (sm_90 devices only;
-// head_dim 256 ignores it and runs the cp.async kernel).
-DecodeKernelInfo decode_kernel_info_kv_bf16(int32_t head_dim, DType q_dtype, bool producer);
-DecodeKernelInfo decode_kernel_info_kv_e4m3(int32_t head_dim, DType q_dtype, bool producer);
-DecodeKernelInfo decode_kernel_info_kv_e5m2(int32_t head_dim, DType q_dtype, bool producer);
+// parallel. head_dim: 64/128/256; q_dtype: bf16/f16 (validated by the caller); tma: the sm_90
+// variant with a producer warp feeding the stages by tensor TMA (sm_90 devices only; head_dim
+// 256 ignores it and runs the cp.async kernel).
+DecodeKernelInfo decode_kernel_info_kv_bf16(int32_t head_dim, DType q_dtype, bool tma);
+DecodeKernelInfo decode_kernel_info_kv_e4m3(int32_t head_dim, DType q_dtype, bool tma);
+DecodeKernelInfo decode_kernel_info_kv_e5m2(int32_t head_dim, DType q_dtype, bool tma);
 
 // The split-KV merge (decode_merge.cu): combines args.partial_* and runs the output epilogue.
 // With `dependent` (the GPU is sm_90+) it is a programmatic dependent launch of the main kernel:
