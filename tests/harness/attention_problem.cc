@@ -184,6 +184,11 @@ void AttentionProblem::add_sequence_caches(int32_t seq, const std::vector<int32_
   const std::vector<float> k = random.normal(static_cast<size_t>(n));
   const std::vector<float> v = random.normal(static_cast<size_t>(n));
   std::vector<float> k_values(static_cast<size_t>(n)), v_values(static_cast<size_t>(n));
+  // Tokens before the first query row's window are seen by no row of this sequence.
+  const int32_t first_row_pos = len - config_.seqs[static_cast<size_t>(seq)].q_len;
+  const int32_t first_seen = config_.nan_before_window && config_.window_left >= 0
+                                 ? first_row_pos - config_.window_left
+                                 : 0;
   for (int32_t pos = 0; pos < len; ++pos) {
     for (int32_t h = 0; h < kv_.num_kv_heads; ++h) {
       const float ks = k_scale_of(h);
@@ -192,6 +197,11 @@ void AttentionProblem::add_sequence_caches(int32_t seq, const std::vector<int32_
         const int64_t logical =
             (static_cast<int64_t>(pos) * kv_.num_kv_heads + h) * kv_.head_dim + d;
         const int64_t stored = kv_.offset(pages[pos / kv_.page_size], pos % kv_.page_size, h, d);
+        if (pos < first_seen) {  // the slot keeps its NaN; the value is never used
+          k_values[logical] = k[logical];
+          v_values[logical] = v[logical];
+          continue;
+        }
         k_values[logical] = store_element(kv_.dtype, k_cache_, stored, k[logical] / ks) * ks;
         v_values[logical] = store_element(kv_.dtype, v_cache_, stored, v[logical] / vs) * vs;
       }

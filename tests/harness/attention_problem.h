@@ -61,7 +61,11 @@ struct AttentionProblemConfig {
   float nvfp4_global_scale = 0.0f;   // 0: 448 * 6 / max|v dequantized| (|o| never exceeds it)
   int32_t out_scale_row_offset = 0;  // NVFP4: first scale row of this batch
   int32_t spare_pages = 3;           // pages no sequence uses (NaN-filled), besides page 0
-  bool lse = true;                   // allocate and compare the log-sum-exp output
+  // With a window: the cache slots of a sequence's tokens that precede every one of its query
+  // rows' windows hold NaN (an engine may recycle them), so a kernel that loads whole pages must
+  // keep them out of its output. The reference never reads them.
+  bool nan_before_window = false;
+  bool lse = true;  // allocate and compare the log-sum-exp output
   uint64_t seed = 1;
 };
 

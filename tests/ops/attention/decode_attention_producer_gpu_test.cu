@@ -1,11 +1,16 @@
-// The decode pipeline's edge cases, aimed at the sm_90 producer-warp variant (bulk copies,
-// mbarrier ring; decode_kv_producer.cuh) but run by whichever kernel the GPU selects:
+// The decode pipeline's edge cases, aimed at the sm_90 TMA variant (producer warp, one TMA box
+// per page, mbarrier ring; decode_kv_tma_producer.cuh) but run by whichever kernel the GPU
+// selects:
 // - ring wrap: long single-split requests stream dozens of tiles through every stage;
 // - invisible tokens at both ends of a tile (window start mid-tile, partial last tile) over a
-//   cache whose unused slots and spare pages are NaN: the producer copies nothing there, so
-//   the masked keys and zero-filled values must keep NaN out of the output;
-// - page sizes 16/32/64 x NHD/HND, for the rotated FP8 rows (hd128 e4m3) and the padded ones
-//   (hd64 e4m3, hd128 bf16); hd256 e5m2 runs the cp.async kernel everywhere (no variant);
+//   cache whose unused slots, spare pages and slots before every window are NaN: TMA loads
+//   whole pages, so the loaded NaN rows, and the stale rows of pages it skips, must be kept out
+//   of the output by the mask (keys) and by zeroing in registers (values). Window 200 over 3000
+//   tokens at page 16 skips a whole page of the first tile (stale shared memory) and loads one
+//   with 15 NaN rows before the window;
+// - page sizes 16/32/64 x NHD/HND, for one 128-byte box per page (hd128 e4m3), a box half
+//   zero-filled past head_dim (hd64 e4m3) and two boxes per page (hd128 bf16); hd256 e5m2 runs
+//   the cp.async kernel everywhere (no TMA variant);
 // - multi-token rows, whose rows see different windows inside one tile.
 // Every case runs with a workspace (split-KV + merge) and without one (one split: most tiles).
 #include <cuda_runtime.h>
@@ -63,6 +68,7 @@ std::vector<ProducerCase> producer_cases() {
         // Window start mid-tile (1037 - 1 - 200 = 836: 4 invisible tokens at the front of tile
         // 13) and partial last tile (1037: 51 invisible at the end); 3000 / 700 wrap the ring.
         c.window_left = 200;
+        c.nan_before_window = true;
         c.seqs = {{1, 1037}, {1, 3000}, {1, 130}};
         cases.push_back({"window_" + base, c});
         // Multi-token rows: each query token's window starts at a different key of one tile.
