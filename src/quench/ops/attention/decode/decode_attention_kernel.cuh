@@ -30,6 +30,7 @@
 #include "quench/ops/attention/decode/decode_kernel_args.h"
 #include "quench/ops/attention/decode/decode_kv_tma_producer.cuh"
 #include "quench/ops/attention/decode/decode_output.cuh"
+#include "quench/ops/attention/decode/decode_tile_layout.h"
 #include "quench/ops/attention/decode/dependent_launch.cuh"
 
 namespace quench::decode {
@@ -39,34 +40,22 @@ inline constexpr float kLn2 = 0.6931471805599453f;
 
 // kTma: the sm_90 variant (decode_kv_tma_producer.cuh): a fifth warp fills the stages by tensor
 // TMA and mbarriers replace cp.async groups and the per-tile __syncthreads.
+// The KV tile layout in shared memory is DecodeTileLayout (decode_tile_layout.h).
 template <int kHeadDim, DType kKvDtype, DType kQDtype, bool kTma = false>
-struct DecodeTraits {
+struct DecodeTraits : DecodeTileLayout<kHeadDim, kKvDtype == DType::kBF16 ? 2 : 1, kTma> {
+  using Layout = DecodeTileLayout<kHeadDim, kKvDtype == DType::kBF16 ? 2 : 1, kTma>;
+  using Layout::kKvBytes;
+  using Layout::kRowBytes;
+  using Layout::kTileKvBytes;
   static constexpr int kCtaThreads = kThreads + (kTma ? 32 : 0);
   static constexpr bool kFp8Kv = kKvDtype != DType::kBF16;
-  static constexpr int kKvBytes = kFp8Kv ? 1 : 2;
   static constexpr MmaType kMma = kFp8Kv ? MmaType::kF16 : MmaType::kBF16;
   // bf16 query rows are scaled by a power of two into f16 range (see the top of this file).
   static constexpr bool kScaleQ = kQDtype == DType::kBF16 && kMma == MmaType::kF16;
   static constexpr Fp8Kind kFp8 = kKvDtype == DType::kFP8E5M2 ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
 
-  static constexpr int kRowBytes = kHeadDim * kKvBytes;  // one token of one head
-  // cp.async kernel: FP8 rows of whole 128-byte lines are stored unpadded with their 16-byte
-  // chunks swizzled (kv_smem_offset): 12% less shared memory per stage than padding, which is
-  // what lets hd128 FP8 keep two tiles in flight in each of four CTAs per SM. Other rows are
-  // padded by 16 bytes against bank conflicts (the bf16 K fragment loads read 32 contiguous
-  // bytes).
-  static constexpr bool kSwizzleKv = !kTma && kFp8Kv && kRowBytes % 128 == 0;
-  static constexpr int kKvStride = kSwizzleKv ? kRowBytes : kRowBytes + 16;
-  // TMA kernel: a tile is kKvBoxes column blocks of kTileTokens rows x 128 bytes (the tensor
-  // map's box width, kv_tensor_map.h), each 128-byte swizzled; FP8 head_dim 64 fills the upper
-  // half of its one block with the box's out-of-bounds zeros.
-  static constexpr int kKvBoxes = kRowBytes <= 128 ? 1 : kRowBytes / 128;
-  static constexpr int kBoxElems = 128 / kKvBytes;
-  static constexpr int kTileBlockBytes = kTileTokens * 128;
-  static_assert(!kTma || kHeadDim <= 128, "head_dim 256 runs the cp.async kernel");
   static constexpr int kChunksPerRow = kRowBytes / 16;
   static constexpr int kChunksPerThread = kTileTokens * kChunksPerRow / kThreads;
-  static constexpr int kTileKvBytes = kTma ? kKvBoxes * kTileBlockBytes : kTileTokens * kKvStride;
   static constexpr int kStageBytes = 2 * kTileKvBytes;  // K tile then V tile
 
   static constexpr int kQStride = kHeadDim * 2 + 16;
@@ -92,67 +81,8 @@ struct DecodeTraits {
   static constexpr int kChunkGroups = kHeadDim / 64;  // 16-element K chunks per lane per token
   static constexpr int kKSteps = kHeadDim / 16;
   static constexpr int kONTiles = kHeadDim / 8;
-  static constexpr bool kQInRegisters = kHeadDim <= 64;           // wider heads re-read Q from smem
-  static constexpr int kVBytesPerLane = kHeadDim * kKvBytes / 8;  // V columns one lane owns
-  static constexpr int kVLoadBytes = kVBytesPerLane < 16 ? kVBytesPerLane : 16;
+  static constexpr bool kQInRegisters = kHeadDim <= 64;  // wider heads re-read Q from smem
   static_assert(kChunksPerThread >= 1 && kTileTokens * kChunksPerRow % kThreads == 0);
-
-  // Shared-memory offset of byte `byte` (8-byte aligned accesses within one 16-byte chunk) of KV
-  // tile row `row`.
-  // TMA kernel: the tensor map's layout, block byte / 128, 16-byte chunk c of row r at chunk
-  // c ^ (r % 8). Its reads are conflict-free through the choice of rows (token_of_column) and
-  // columns (v_column_byte), see there.
-  // cp.async kernel, swizzled rows: chunk XOR f(row) = 2 * ((row / 2) % 4) ^ 4 * (row % 2),
-  // chosen so that both fragment reads are conflict-free per 8-lane phase: K reads rows
-  // {2k, 2k+1} x chunks {4b..4b+3} (f differs in bit 2 between the rows), V reads rows
-  // {r, r+2, r+4, r+6} x chunks {2a, 2a+1} (f / 2 differs across the rows).
-  static __device__ __forceinline__ int kv_smem_offset(int row, int byte) {
-    if constexpr (kTma) {
-      return (byte >> 7) * kTileBlockBytes + row * 128 + ((((byte >> 4) ^ row) & 7) << 4) +
-             (byte & 15);
-    } else if constexpr (kSwizzleKv) {
-      const int f = (((row >> 1) & 3) << 1) ^ ((row & 1) << 2);
-      return row * kKvStride + (byte ^ (f << 4));
-    } else {
-      return row * kKvStride + byte;
-    }
-  }
-
-  // Tile row (token) of column n (0..7) of a warp's 8-token n-tile: the B operand column of
-  // S = Q K^T, whose score lands in the accumulator's column n, and the P V product's k index
-  // n (n-tile 0) or 8 + n (n-tile 1). Any permutation works as long as the K rows, the mask and
-  // the V rows all use it. TMA kernel: n ^ 4 * (n % 2), so that
-  // - K (8-lane phase: lanes of columns 2k, 2k+1, 16-byte chunks {4b..4b+3}, or bf16 {2c + i})
-  //   reads rows whose r % 8 differ by 5: FP8 chunk sets c ^ r land in opposite 64-byte halves,
-  //   bf16 ones in opposite parities; FP8 head_dim 64 has only four data chunks per row, which
-  //   is what rules out the identity (rows 2k, 2k+1 would share one half);
-  // - V (lanes of columns g in {2k, 2k+1} x c = 0..3, rows token_of_column(2c [+1])) reads rows
-  //   {0, 2, 4, 6} or {5, 7, 1, 3} (mod 8) at chunk 8 * ld + g: 16-byte loads hit 8 distinct
-  //   chunks (parity from g, the rest from the row); FP8 head_dim 64's 8-byte loads (16-lane
-  //   phases, g = 0..3) hit 8 distinct chunks x 2 halves.
-  // cp.async kernel: the identity (its layouts are built for it).
-  static __device__ __forceinline__ int token_of_column(int n) {
-    if constexpr (kTma) {
-      return n ^ ((n & 1) << 2);
-    } else {
-      return n;
-    }
-  }
-
-  // V columns: lane group g's load ld (of kVBytesPerLane / kVLoadBytes) reads kVLoadBytes bytes
-  // of a V row from v_column_byte(g, ld), i.e. 16-byte chunk 8 * ld + g when a lane reads more
-  // than one chunk (bf16 head_dim >= 128, FP8 256): the chunks of the 8 groups of one load are
-  // consecutive, so a load sees each chunk index mod 8 once (TMA: one 128-byte block; padded
-  // rows: one chunk of rotation per row), which keeps it conflict-free.
-  static constexpr int kVElemsPerLoad = kVLoadBytes / kKvBytes;
-  static __device__ __forceinline__ int v_column_byte(int g, int ld) {
-    return (8 * ld + g) * kVLoadBytes;
-  }
-  // The output column that accumulator column n (the P V product's B column, = lane group g) of
-  // O n-tile i holds: element i % kVElemsPerLoad of load i / kVElemsPerLoad.
-  static __device__ __forceinline__ int v_output_column(int i, int n) {
-    return (i / kVElemsPerLoad * 8 + n) * kVElemsPerLoad + i % kVElemsPerLoad;
-  }
 };
 
 // CTAs per SM the register allocation must allow. The kernel is latency-bound (one 16-row MMA

@@ -1,0 +1,162 @@
+// DecodeTileLayout on the host: every tile byte has one place; the TMA kernel's layout is the
+// tensor map's 128-byte swizzle; the row and column permutations are bijections that agree with
+// each other; and the fragment reads of a warp are free of shared-memory bank conflicts (a
+// model of the hardware: 16-byte loads served 8 lanes per 128-byte wavefront, 8-byte loads 16
+// lanes; a conflict is two different 4-byte words in one bank within one wavefront).
+#include "quench/ops/attention/decode/decode_tile_layout.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+
+namespace quench::decode {
+namespace {
+
+// Most distinct words one bank serves within one wavefront of a warp-wide load of `width` bytes
+// per lane at byte addresses `addresses` (lane order).
+int worst_bank_conflict(const std::vector<int>& addresses, int width) {
+  const int lanes_per_wavefront = 128 / width;
+  int worst = 1;
+  for (int first = 0; first < 32; first += lanes_per_wavefront) {
+    std::map<int, std::set<int>> words_of_bank;
+    for (int lane = first; lane < first + lanes_per_wavefront; ++lane) {
+      for (int w = 0; w < width / 4; ++w) {
+        const int word = addresses[static_cast<size_t>(lane)] / 4 + w;
+        words_of_bank[word % 32].insert(word);
+      }
+    }
+    for (const auto& [bank, words] : words_of_bank)
+      worst = std::max(worst, static_cast<int>(words.size()));
+  }
+  return worst;
+}
+
+template <class L>
+void expect_every_byte_placed_once(int head_dim) {
+  std::set<int> used;
+  for (int row = 0; row < kTileTokens; ++row) {
+    for (int byte = 0; byte < L::kRowBytes; byte += 8) {
+      const int at = L::kv_smem_offset(row, byte);
+      EXPECT_TRUE(at >= 0 && at + 8 <= L::kTileKvBytes && at % 8 == 0)
+          << "row " << row << " byte " << byte << " at " << at;
+      EXPECT_TRUE(used.insert(at).second) << "row " << row << " byte " << byte << " reuses " << at;
+    }
+  }
+  EXPECT_EQ(static_cast<int>(used.size()), kTileTokens * L::kRowBytes / 8) << head_dim;
+}
+
+template <class L>
+void expect_permutations_agree(int head_dim) {
+  std::set<int> rows;
+  for (int n = 0; n < 8; ++n)
+    rows.insert(L::token_of_column(n));
+  EXPECT_EQ(rows, (std::set<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  std::set<int> columns;
+  const int loads = L::kVBytesPerLane / L::kVLoadBytes;
+  for (int g = 0; g < 8; ++g) {
+    for (int ld = 0; ld < loads; ++ld) {
+      for (int k = 0; k < L::kVElemsPerLoad; ++k) {
+        const int read = L::v_column_byte(g, ld) / L::kKvBytes + k;
+        const int held = L::v_output_column(ld * L::kVElemsPerLoad + k, g);
+        EXPECT_EQ(read, held) << "g " << g << " ld " << ld << " k " << k;
+        columns.insert(held);
+      }
+    }
+  }
+  EXPECT_EQ(static_cast<int>(columns.size()), head_dim);
+  EXPECT_EQ(*columns.rbegin(), head_dim - 1);
+}
+
+// Worst conflict of the K reads (one 16-byte load per chunk group, n-tile and 16-byte half).
+template <class L>
+int worst_k_conflict(int head_dim) {
+  int worst = 1;
+  for (int cg = 0; cg < head_dim / 64; ++cg) {
+    for (int nt = 0; nt < 2; ++nt) {
+      for (int h = 0; h < L::kKvBytes; ++h) {
+        std::vector<int> addresses;
+        for (int lane = 0; lane < 32; ++lane) {
+          const int g = lane / 4, c = lane % 4;
+          addresses.push_back(L::kv_smem_offset(8 * nt + L::token_of_column(g),
+                                                ((4 * cg + c) * L::kKvBytes + h) * 16));
+        }
+        worst = std::max(worst, worst_bank_conflict(addresses, 16));
+      }
+    }
+  }
+  return worst;
+}
+
+// Worst conflict of the V reads (four rows per lane, kVBytesPerLane / kVLoadBytes loads each).
+template <class L>
+int worst_v_conflict() {
+  int worst = 1;
+  for (int ld = 0; ld < L::kVBytesPerLane / L::kVLoadBytes; ++ld) {
+    for (int r = 0; r < 4; ++r) {
+      std::vector<int> addresses;
+      for (int lane = 0; lane < 32; ++lane) {
+        const int g = lane / 4, c = lane % 4;
+        const int row = 8 * (r / 2) + L::token_of_column(2 * c + r % 2);
+        addresses.push_back(L::kv_smem_offset(row, L::v_column_byte(g, ld)));
+      }
+      worst = std::max(worst, worst_bank_conflict(addresses, L::kVLoadBytes));
+    }
+  }
+  return worst;
+}
+
+template <int kHeadDim, int kKvBytes>
+void expect_tma_layout() {
+  using L = DecodeTileLayout<kHeadDim, kKvBytes, true>;
+  SCOPED_TRACE("TMA, head_dim " + std::to_string(kHeadDim) + ", " + std::to_string(kKvBytes) +
+               "-byte elements");
+  expect_every_byte_placed_once<L>(kHeadDim);
+  expect_permutations_agree<L>(kHeadDim);
+  // The tensor map's box layout (kv_tensor_map.h): block b of 128 bytes per row at
+  // b * kTileTokens * 128, row r at r * 128, chunk c at c ^ (r % 8).
+  for (int row = 0; row < kTileTokens; ++row) {
+    for (int byte = 0; byte < L::kRowBytes; byte += 8) {
+      const int expected = byte / 128 * kTileTokens * 128 + row * 128 +
+                           ((byte % 128 / 16) ^ (row % 8)) * 16 + byte % 16;
+      ASSERT_EQ(L::kv_smem_offset(row, byte), expected) << "row " << row << " byte " << byte;
+    }
+  }
+  EXPECT_EQ(L::kTileKvBytes, L::kKvBoxes * kTileTokens * 128);
+  EXPECT_EQ(worst_k_conflict<L>(kHeadDim), 1);
+  EXPECT_EQ(worst_v_conflict<L>(), 1);
+}
+
+template <int kHeadDim, int kKvBytes>
+void expect_cp_async_layout() {
+  using L = DecodeTileLayout<kHeadDim, kKvBytes, false>;
+  SCOPED_TRACE("cp.async, head_dim " + std::to_string(kHeadDim) + ", " + std::to_string(kKvBytes) +
+               "-byte elements");
+  expect_every_byte_placed_once<L>(kHeadDim);
+  expect_permutations_agree<L>(kHeadDim);
+  EXPECT_EQ(worst_v_conflict<L>(), 1);
+  // K: FP8 head_dim 64 (80-byte padded rows) reads 2-way conflicted; the rest are free.
+  EXPECT_EQ(worst_k_conflict<L>(kHeadDim), kHeadDim == 64 && kKvBytes == 1 ? 2 : 1);
+}
+
+TEST(DecodeTileLayout, TmaLayoutIsTheTensorMapsAndConflictFree) {
+  expect_tma_layout<64, 1>();
+  expect_tma_layout<128, 1>();
+  expect_tma_layout<64, 2>();
+  expect_tma_layout<128, 2>();
+}
+
+TEST(DecodeTileLayout, CpAsyncLayoutPlacesEveryByteAndReadsVConflictFree) {
+  expect_cp_async_layout<64, 1>();
+  expect_cp_async_layout<128, 1>();
+  expect_cp_async_layout<256, 1>();
+  expect_cp_async_layout<64, 2>();
+  expect_cp_async_layout<128, 2>();
+  expect_cp_async_layout<256, 2>();
+}
+
+}  // namespace
+}  // namespace quench::decode
