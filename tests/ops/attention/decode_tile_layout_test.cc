@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-
 namespace quench::decode {
 namespace {
 
@@ -126,6 +125,13 @@ void expect_tma_layout() {
     }
   }
   EXPECT_EQ(L::kTileKvBytes, L::kKvBoxes * kTileTokens * 128);
+  // The kernel finds a bf16 key lane's second 16-byte chunk at the first's offset ^ 16.
+  for (int row = 0; row < kTileTokens && kKvBytes == 2; ++row) {
+    for (int byte = 0; byte < L::kRowBytes; byte += 32) {
+      ASSERT_EQ(L::kv_smem_offset(row, byte + 16), L::kv_smem_offset(row, byte) ^ 16)
+          << "row " << row << " byte " << byte;
+    }
+  }
   EXPECT_EQ(worst_k_conflict<L>(kHeadDim), 1);
   EXPECT_EQ(worst_v_conflict<L>(), 1);
 }

@@ -68,11 +68,10 @@ struct DecodeTraits : DecodeTileLayout<kHeadDim, kKvDtype == DType::kBF16 ? 2 : 
   static constexpr int kBarrierBytes = kTma ? 2 * kMaxStages * 8 : 0;
   static constexpr int kBarrierOffset =
       kQBytes + kStatsBytes + kQUnscaleBytes + kProloguePagesBytes;
-  // The ring starts here, from a window base that the TMA kernel aligns to the swizzle's
-  // 1024-byte atom (kAlignSlack bytes reserved for that).
-  static constexpr int kPipeOffset =
-      kTma ? (kBarrierOffset + kBarrierBytes + 1023) / 1024 * 1024 : kBarrierOffset;
-  static constexpr int kAlignSlack = kTma ? 1024 : 0;
+  // The ring starts here; the TMA kernel moves it up to the next 1024-byte shared address (the
+  // swizzle atom), kAlignSlack bytes reserved for that.
+  static constexpr int kPipeOffset = kBarrierOffset + kBarrierBytes;
+  static constexpr int kAlignSlack = kTma ? 1024 - 16 : 0;
   static constexpr int kFixedBytes = kPipeOffset + kAlignSlack;  // all but the ring
   static_assert(kBarrierOffset % 16 == 0, "mbarriers need 8, the pipeline 16-byte alignment");
   static constexpr int kCombineStride = kHeadDim + 4;  // floats
@@ -226,18 +225,18 @@ __global__ void __launch_bounds__(
     return;
   }
 
-  extern __shared__ __align__(16) uint8_t smem_window[];
-  // The TMA kernel's swizzle works on shared addresses: align the base to the 1024-byte atom at
-  // run time (declaring the window 1024-aligned would let the compiler assume it instead).
-  uint8_t* smem = smem_window;
-  if constexpr (kTma) smem += (1024u - smem_address(smem_window) % 1024u) % 1024u;
+  extern __shared__ __align__(16) uint8_t smem[];
   uint8_t* q_smem = smem;
   float* stat_max = reinterpret_cast<float*>(smem + T::kQBytes);  // [warp][row]
   float* stat_sum = stat_max + kWarps * kRowsPerCta;
   float* q_unscale = reinterpret_cast<float*>(smem + T::kQBytes + T::kStatsBytes);  // [row]
   int32_t* prologue_pages =
       reinterpret_cast<int32_t*>(smem + T::kQBytes + T::kStatsBytes + T::kQUnscaleBytes);
+  // The TMA kernel's swizzle works on shared addresses: its ring starts at a multiple of 1024
+  // (the window's alignment is not assumed; everything before the ring keeps constant
+  // addresses).
   uint8_t* pipe = smem + T::kPipeOffset;
+  if constexpr (kTma) pipe += (1024u - smem_address(pipe) % 1024u) % 1024u;
   const int num_stages = args.num_stages;
 
   // TMA kernel: full[s] completes when stage s holds its tile (the producer's one arrival + the
@@ -475,15 +474,18 @@ __global__ void __launch_bounds__(
 #pragma unroll
     for (int cg = 0; cg < T::kChunkGroups; ++cg) {
       // Lane (g, c) reads head-dim elements [(4 cg + c) * 16, + 16) of key row
-      // token_of_column(g), 16-byte chunk by chunk (chunks need not be adjacent in the layout).
+      // token_of_column(g), 16-byte chunk by chunk. bf16: chunks 2m and 2m + 1 of a row; the TMA
+      // swizzle keeps such a pair together, so the second is at the first's offset ^ 16 (saves
+      // an address register per pair: ptxas spilled 12 bytes at 128 registers without it).
       uint32_t k_words[2][4 * T::kKvBytes];
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         const int row = 16 * warp + 8 * nt + T::token_of_column(g);
+        const int first = T::kv_smem_offset(row, (4 * cg + c) * T::kKvBytes * 16);
 #pragma unroll
         for (int h = 0; h < T::kKvBytes; ++h) {
-          const int byte = ((4 * cg + c) * T::kKvBytes + h) * 16;
-          load_words<16>(k_tile + T::kv_smem_offset(row, byte), k_words[nt] + 4 * h);
+          const int at = kTma ? first ^ (16 * h) : first + 16 * h;
+          load_words<16>(k_tile + at, k_words[nt] + 4 * h);
         }
       }
 #pragma unroll
