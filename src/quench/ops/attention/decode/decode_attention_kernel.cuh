@@ -25,6 +25,7 @@
 
 #include <cstdint>
 
+#include "quench/core/sm90_async.cuh"
 #include "quench/numerics/bf16.h"
 #include "quench/ops/attention/decode/decode_fragments.cuh"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
@@ -164,7 +165,7 @@ inline constexpr int kMinCtasPerSmFor = kTma ? 3 : kMinCtasPerSm<kHeadDim, kKvBy
 template <bool kTma>
 __device__ __forceinline__ void sync_compute_warps() {
   if constexpr (kTma) {
-    named_barrier_sync(1, kThreads);
+    sm90_async::named_barrier_sync(1, kThreads);
   } else {
     __syncthreads();
   }
@@ -246,10 +247,10 @@ __global__ void __launch_bounds__(
   if constexpr (kTma) {
     if (tid == kThreads) {
       for (int s = 0; s < num_stages; ++s) {
-        mbarrier_init(full_bars + 8 * s, 1);
-        mbarrier_init(empty_bars + 8 * s, kWarps);
+        sm90_async::mbarrier_init(full_bars + 8 * s, 1);
+        sm90_async::mbarrier_init(empty_bars + 8 * s, kWarps);
       }
-      mbarrier_init_fence();
+      sm90_async::mbarrier_init_fence();
     }
     __syncthreads();  // the barriers are initialised; the last CTA-wide barrier
     if (warp == kWarps) {
@@ -453,7 +454,7 @@ __global__ void __launch_bounds__(
   uint32_t phase = 0;   // parity of the full[stage] phase that delivers tile `tile`
   for (int tile = 0; tile < num_tiles; ++tile) {
     if constexpr (kTma) {
-      mbarrier_wait(full_bars + 8 * stage, phase);
+      sm90_async::mbarrier_wait(full_bars + 8 * stage, phase);
     } else {
       cp_async_wait_pending(num_stages - 2);
       __syncthreads();  // tile `tile` landed for all threads; buffer tile-1 is free again
@@ -624,7 +625,7 @@ __global__ void __launch_bounds__(
     if constexpr (kTma) {
       // Every lane's reads of the stage precede the warp's one arrival (empty[s] counts warps).
       __syncwarp();
-      if (lane == 0) mbarrier_arrive(empty_bars + 8 * stage);
+      if (lane == 0) sm90_async::mbarrier_arrive(empty_bars + 8 * stage);
       if (++stage == num_stages) stage = 0, phase ^= 1;
     }
   }

@@ -8,7 +8,7 @@
 // kTileTokens rows x 128 bytes; page j of the tile lands at row j * page_size of every block,
 // with the 128-byte swizzle of the tensor map (16-byte chunk c of row r at chunk c ^ (r % 8)).
 //
-// Protocol per stage s (mbarriers, see quench/core/sm90_async_shared_address.cuh):
+// Protocol per stage s (mbarriers, see quench/core/sm90_async.cuh):
 //   producer: wait empty[s] (previous round's parity; passes at once in the first round); lane 0
 //             announces the tile's box bytes on full[s] and arrives (full counts 1 arrival); the
 //             lanes of the loaded pages issue their boxes, which complete the phase on landing.
@@ -29,7 +29,7 @@
 
 #include <cstdint>
 
-#include "quench/core/sm90_async_shared_address.cuh"
+#include "quench/core/sm90_async.cuh"
 #include "quench/kv_cache/kv_tensor_map.h"
 #include "quench/ops/attention/attention_params.h"
 #include "quench/ops/attention/decode/decode_fragments.cuh"
@@ -58,8 +58,8 @@ __device__ void produce_kv_tiles(const AttentionParams& p, const KvTensorMaps& m
   const uint32_t page_box_bytes = static_cast<uint32_t>(T::kKvBoxes * 128) << page_shift;
   const int row_offset = (lane << page_shift) * 128;  // lane j loads page j of each tile
   if (lane == 0) {
-    tma_prefetch_descriptor(&maps.k);
-    tma_prefetch_descriptor(&maps.v);
+    sm90_async::prefetch_tensor_map(&maps.k);
+    sm90_async::prefetch_tensor_map(&maps.v);
   }
   // Lane j's page of tile `tile`, or -1 when it holds no visible token (not loaded, and its
   // block-table entry is not read).
@@ -77,13 +77,14 @@ __device__ void produce_kv_tiles(const AttentionParams& p, const KvTensorMaps& m
     // The next tile's block-table entry is read while this one waits and issues.
     const int32_t next_page = tile_page(tile + 1);
     const uint32_t full = full_bars + 8 * stage;
-    mbarrier_wait(empty_bars + 8 * stage, phase ^ 1);
+    sm90_async::mbarrier_wait(empty_bars + 8 * stage, phase ^ 1);
     const uint32_t k_tile = smem_address(pipe + stage * T::kStageBytes) + row_offset;
     const uint32_t v_tile = k_tile + T::kTileKvBytes;
     const int loaded_pages = __popc(__ballot_sync(0xffffffffu, page >= 0));
     if (lane == 0) {
-      mbarrier_expect_tx(full, 2 * page_box_bytes * static_cast<uint32_t>(loaded_pages));
-      mbarrier_arrive(full);
+      sm90_async::mbarrier_expect_bytes(full,
+                                        2 * page_box_bytes * static_cast<uint32_t>(loaded_pages));
+      sm90_async::mbarrier_arrive(full);
     }
     __syncwarp();  // the bytes are announced before any box can land
     if (page >= 0) {
@@ -91,8 +92,8 @@ __device__ void produce_kv_tiles(const AttentionParams& p, const KvTensorMaps& m
       for (int b = 0; b < T::kKvBoxes; ++b) {
         const uint32_t block = static_cast<uint32_t>(b * T::kTileBlockBytes);
         const int column = b * T::kBoxElems;
-        tma_load_4d_to_shared(k_tile + block, &maps.k, column, c1, c2, page, full);
-        tma_load_4d_to_shared(v_tile + block, &maps.v, column, c1, c2, page, full);
+        sm90_async::tma_load_4d(k_tile + block, &maps.k, column, c1, c2, page, full);
+        sm90_async::tma_load_4d(v_tile + block, &maps.v, column, c1, c2, page, full);
       }
     }
     page = next_page;

@@ -34,6 +34,7 @@
 
 #include <cstdint>
 
+#include "quench/core/sm90_async.cuh"
 #include "quench/ops/attention/attention_params.h"
 #include "quench/ops/attention/prefill/generic/mma_sm80.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_tile.cuh"
@@ -183,11 +184,11 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     // first and its softmax runs while warpgroup 1's Q K^T (then warpgroup 0's P V while
     // warpgroup 1's softmax) still computes: the two alternate instead of idling the tensor
     // cores together.
-    if (warpgroup == 1) sm90::named_barrier_sync(kQkOrderBarrier, Cfg::kThreads);
+    if (warpgroup == 1) sm90_async::named_barrier_sync(kQkOrderBarrier, Cfg::kThreads);
     sm90::wgmma_fence();
     issue_qk<Cfg>(s, q_address, k_address);
     sm90::wgmma_commit_group();
-    if (warpgroup == 0) sm90::named_barrier_arrive(kQkOrderBarrier, Cfg::kThreads);
+    if (warpgroup == 0) sm90_async::named_barrier_arrive(kQkOrderBarrier, Cfg::kThreads);
     sm90::wgmma_wait_group<0>();  // with kDeferPv, also the previous tile's P V
     sm90::fence_registers(s);
     if constexpr (Cfg::kDeferPv) {

@@ -287,7 +287,7 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const KvTe
       if (valid_keys < kBlockN) {
         // The CTA's last tile: raw V rows past kv_end become zeros before anything reads them.
         ws_zero_rows<kBlockN, Cfg::kKvBoxes * 8, Cfg::kProducerThreads>(raw, valid_keys, ptid);
-        sm90::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
+        sm90_async::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
       }
       if (tile >= kStages) sm90_async::mbarrier_wait(&ring.v_empty[slot], empty_parity(tile));
       ws_build_operands<Cfg>(raw, slot_k(tile), ptid);
@@ -296,7 +296,7 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const KvTe
       sm90_async::mbarrier_arrive(&ring.full[slot]);
       // Every producer thread is done reading raw stage tile & 1 before warp 0 loads into it
       // again: tile + 2 just below (two in flight), or one iteration later (one in flight).
-      sm90::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
+      sm90_async::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
       const int next = tile + kPrefetch;
       if (warp == 0 && next < w.num_kv_tiles) issue(next);
     }
@@ -348,7 +348,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   prefill_generic::cp_async_commit();
   prefill_generic::cp_async_wait_all();
   sm90::fence_proxy_async_shared();
-  sm90::named_barrier_sync(Cfg::kQReadyBarrier + consumer, 128);
+  sm90_async::named_barrier_sync(Cfg::kQReadyBarrier + consumer, 128);
   const uint32_t q_address = sm90::smem_address(q_tile) + consumer * 64 * 128;
 
   // Per-thread rows r = 0, 1: packed rows lane_group and lane_group + 8 of this warp.
@@ -389,7 +389,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
 
   // Consumer 0 issues first: consumer 1 opens its barrier once.
   if (consumer == 1 && n_tiles > 0) {
-    sm90::named_barrier_arrive(Cfg::kScheduleBarrier + 0, Cfg::kConsumerThreads);
+    sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + 0, Cfg::kConsumerThreads);
   }
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int kv0 = w.kv_begin + tile * kBlockN;
@@ -402,7 +402,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     // tile 0 that P V is O += 0 * V of tile 0 (P zeroed; the producer leaves V finite): the code
     // has no branch around a wgmma, which would make the compiler serialize every wgmma.
     float s[kBlockN / 2];
-    sm90::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
+    sm90_async::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
     if constexpr (Cfg::kDeferPv) {
       sm90::fence_registers(o_acc);
       sm90::fence_registers(p_frag);
@@ -416,7 +416,8 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     }
     // Consumer 1's last turn would open a barrier that consumer 0 never waits on again.
     if (consumer == 0 || tile + 1 < n_tiles) {
-      sm90::named_barrier_arrive(Cfg::kScheduleBarrier + (1 - consumer), Cfg::kConsumerThreads);
+      sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + (1 - consumer),
+                                       Cfg::kConsumerThreads);
     }
     // Groups complete in order: with the P V group pending at most, Q K^T is done.
     sm90::wgmma_wait_group<Cfg::kDeferPv ? 1 : 0>();
@@ -462,7 +463,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   // LSE, stage the fp32 rows in shared memory (over Q and the ring: both consumers are past
   // their last wgmma, and the producer wrote nothing the consumers have not consumed), then
   // store them in the output dtype.
-  sm90::named_barrier_sync(Cfg::kEpilogueBarrier, Cfg::kConsumerThreads);
+  sm90_async::named_barrier_sync(Cfg::kEpilogueBarrier, Cfg::kConsumerThreads);
   float* out_tile = reinterpret_cast<float*>(smem);
   const float v_scale = p.v_scale.at(w.kv_head);
 #pragma unroll
@@ -485,7 +486,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
           make_float2(o_acc[4 * dt + 2 * r] * factor, o_acc[4 * dt + 2 * r + 1] * factor);
     }
   }
-  sm90::named_barrier_sync(Cfg::kEpilogueBarrier, Cfg::kConsumerThreads);
+  sm90_async::named_barrier_sync(Cfg::kEpilogueBarrier, Cfg::kConsumerThreads);
   prefill_common::store_output_tile<kHeadDim, kBlockM, Cfg::kConsumerThreads>(
       p, out_tile, Tile::kOutStride, OutputTile{w.m0, w.rows, w.group, w.kv_head, w.q_begin}, ctid);
 }
