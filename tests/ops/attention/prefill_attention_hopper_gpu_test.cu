@@ -32,9 +32,6 @@ constexpr DtypeCase kKinds[] = {kFp8Bf16Out,
                                 {DType::kBF16, DType::kBF16, DType::kBF16},
                                 {DType::kBF16, DType::kFP8E4M3, DType::kBF16}};
 
-#define SKIP_UNLESS_SM90() \
-  if (!device_is_sm90()) GTEST_SKIP() << "the Hopper kernel needs an sm_90 device"
-
 void expect_hopper_matches_reference(const AttentionProblemConfig& config) {
   SCOPED_TRACE(describe(config));
   expect_matches_reference(config, run_hopper_bf16_pv);

@@ -255,9 +255,6 @@ void run_layout_probe(const char* name) {
   }
 }
 
-#define SKIP_UNLESS_SM90() \
-  if (!device_is_sm90()) GTEST_SKIP() << "the Hopper kernel needs an sm_90 device"
-
 TEST(PrefillHopperLayout, Fp8) {
   SKIP_UNLESS_SM90();
   run_layout_probe<HopperKind::kFp8, 128>("fp8");

@@ -23,30 +23,10 @@
 namespace quench::testing_support {
 namespace {
 
-#define SKIP_UNLESS_SM90() \
-  if (!device_is_sm90()) GTEST_SKIP() << "the Hopper kernel needs an sm_90 device"
-
-struct KindCase {
-  DtypeCase dtypes;
-  PrefillKernel run;
-  const char* name;
-};
-
-const KindCase kAllKinds[] = {
-    {{DType::kFP8E4M3, DType::kFP8E4M3, DType::kBF16}, run_hopper_bf16_pv, "fp8 q, bf16 P·V"},
-    {{DType::kFP8E4M3, DType::kFP8E4M3, DType::kBF16}, run_hopper_fp8_pv, "fp8 q, FP8 P·V"},
-    {{DType::kBF16, DType::kBF16, DType::kBF16}, run_hopper_bf16_pv, "bf16 q, bf16 KV"},
-    {{DType::kBF16, DType::kFP8E4M3, DType::kBF16}, run_hopper_bf16_pv, "bf16 q, fp8 KV"},
-};
-
-bool is_fp8_pv(const KindCase& kind) {
-  return kind.run == run_hopper_fp8_pv;
-}
-
 // Sequences whose last KV tile holds 1, page - 1, page + 1 and 127 keys (and one whole tile),
 // with chunks of several lengths. FP8 P·V rows need long prefixes for the SPEC tolerance
 // (3-bit P), so its sequences start at 9 tiles and its chunks stay short.
-std::vector<SeqShape> tail_seqs(const KindCase& kind, int page_size) {
+std::vector<SeqShape> tail_seqs(const HopperKindCase& kind, int page_size) {
   const int base = is_fp8_pv(kind) ? 1152 : 0;
   return {{is_fp8_pv(kind) ? 40 : 1, base + 1},
           {is_fp8_pv(kind) ? 64 : page_size - 1, base + 128 + page_size - 1},
@@ -58,7 +38,7 @@ std::vector<SeqShape> tail_seqs(const KindCase& kind, int page_size) {
 TEST(PrefillHopperTma, EveryPageSizeLayoutAndHeadDimWithPartialTails) {
   SKIP_UNLESS_SM90();
   uint64_t seed = 2600;
-  for (const KindCase& kind : kAllKinds) {
+  for (const HopperKindCase& kind : kHopperKinds) {
     for (const int head_dim : {64, 128}) {
       if (head_dim == 64 && kind.dtypes.q != DType::kBF16) continue;  // FP8 q: head_dim 128
       for (const int page_size : {16, 32, 64}) {
@@ -84,7 +64,7 @@ TEST(PrefillHopperTma, EveryPageSizeLayoutAndHeadDimWithPartialTails) {
 TEST(PrefillHopperTma, TailTilesInEveryRingSlot) {
   SKIP_UNLESS_SM90();
   uint64_t seed = 2700;
-  for (const KindCase& kind : kAllKinds) {
+  for (const HopperKindCase& kind : kHopperKinds) {
     SCOPED_TRACE(kind.name);
     AttentionProblemConfig c = base_config(kind.dtypes, 128, seed++);
     c.num_q_heads = 8;
@@ -104,7 +84,7 @@ TEST(PrefillHopperTma, TailTilesInEveryRingSlot) {
 TEST(PrefillHopperTma, SlidingWindowWithPartialTail) {
   SKIP_UNLESS_SM90();
   uint64_t seed = 2800;
-  for (const KindCase& kind : kAllKinds) {
+  for (const HopperKindCase& kind : kHopperKinds) {
     SCOPED_TRACE(kind.name);
     AttentionProblemConfig c = base_config(kind.dtypes, 128, seed++);
     c.num_q_heads = 4;

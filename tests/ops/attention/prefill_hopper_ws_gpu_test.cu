@@ -19,28 +19,8 @@
 namespace quench::testing_support {
 namespace {
 
-#define SKIP_UNLESS_SM90() \
-  if (!device_is_sm90()) GTEST_SKIP() << "the Hopper kernel needs an sm_90 device"
-
-// An operand kind: the dtypes and the entry that selects its P·V precision.
-struct KindCase {
-  DtypeCase dtypes;
-  PrefillKernel run;
-  const char* name;
-};
-
-const KindCase kAllKinds[] = {
-    {{DType::kFP8E4M3, DType::kFP8E4M3, DType::kBF16}, run_hopper_bf16_pv, "fp8 q, bf16 P·V"},
-    {{DType::kFP8E4M3, DType::kFP8E4M3, DType::kBF16}, run_hopper_fp8_pv, "fp8 q, FP8 P·V"},
-    {{DType::kBF16, DType::kBF16, DType::kBF16}, run_hopper_bf16_pv, "bf16 q, bf16 KV"},
-    {{DType::kBF16, DType::kFP8E4M3, DType::kBF16}, run_hopper_bf16_pv, "bf16 q, fp8 KV"},
-};
-
-bool is_fp8_pv(const KindCase& kind) {
-  return kind.run == run_hopper_fp8_pv;
-}
-
-void expect_kind_matches_reference(const KindCase& kind, const AttentionProblemConfig& config) {
+void expect_kind_matches_reference(const HopperKindCase& kind,
+                                   const AttentionProblemConfig& config) {
   SCOPED_TRACE(kind.name);
   expect_matches_reference(config, kind.run);
 }
@@ -52,7 +32,7 @@ void expect_kind_matches_reference(const KindCase& kind, const AttentionProblemC
 TEST(PrefillHopperWs, RingWrapAround) {
   SKIP_UNLESS_SM90();
   uint64_t seed = 2000;
-  for (const KindCase& kind : kAllKinds) {
+  for (const HopperKindCase& kind : kHopperKinds) {
     AttentionProblemConfig c = base_config(kind.dtypes, 128, seed++);
     c.num_q_heads = 2;
     c.num_kv_heads = 2;
@@ -73,7 +53,7 @@ TEST(PrefillHopperWs, RingWrapAround) {
 TEST(PrefillHopperWs, RaggedBatchPage16Hnd) {
   SKIP_UNLESS_SM90();
   uint64_t seed = 2100;
-  for (const KindCase& kind : kAllKinds) {
+  for (const HopperKindCase& kind : kHopperKinds) {
     for (const int head_dim : {64, 128}) {
       if (head_dim == 64 && kind.dtypes.q != DType::kBF16) continue;
       AttentionProblemConfig c = base_config(kind.dtypes, head_dim, seed);
@@ -98,7 +78,7 @@ TEST(PrefillHopperWs, RaggedBatchPage16Hnd) {
 TEST(PrefillHopperWs, HalfEmptyCtas) {
   SKIP_UNLESS_SM90();
   uint64_t seed = 2200;
-  for (const KindCase& kind : kAllKinds) {
+  for (const HopperKindCase& kind : kHopperKinds) {
     AttentionProblemConfig c = base_config(kind.dtypes, 128, seed++);
     c.num_q_heads = 4;
     c.num_kv_heads = 1;
@@ -118,7 +98,7 @@ TEST(PrefillHopperWs, HalfEmptyCtas) {
 TEST(PrefillHopperWs, SlidingWindowOverTheRing) {
   SKIP_UNLESS_SM90();
   uint64_t seed = 2300;
-  for (const KindCase& kind : kAllKinds) {
+  for (const HopperKindCase& kind : kHopperKinds) {
     AttentionProblemConfig c = base_config(kind.dtypes, 128, seed++);
     c.num_q_heads = 8;
     c.num_kv_heads = 2;
@@ -142,7 +122,7 @@ TEST(PrefillHopperWs, SlidingWindowOverTheRing) {
 TEST(PrefillHopperWs, GatherEveryPageSizeAndLayout) {
   SKIP_UNLESS_SM90();
   uint64_t seed = 2500;
-  for (const KindCase& kind : kAllKinds) {
+  for (const HopperKindCase& kind : kHopperKinds) {
     for (const int page_size : {16, 32, 64}) {
       for (const KvLayout layout : {KvLayout::kNHD, KvLayout::kHND}) {
         AttentionProblemConfig c = base_config(kind.dtypes, 128, seed++);
@@ -167,7 +147,7 @@ TEST(PrefillHopperWs, GatherEveryPageSizeAndLayout) {
 TEST(PrefillHopperWs, RepeatRunsAreBitIdentical) {
   SKIP_UNLESS_SM90();
   uint64_t seed = 2400;
-  for (const KindCase& kind : kAllKinds) {
+  for (const HopperKindCase& kind : kHopperKinds) {
     SCOPED_TRACE(kind.name);
     AttentionProblemConfig c = base_config(kind.dtypes, 128, seed++);
     c.num_q_heads = 16;

@@ -51,6 +51,28 @@ struct DtypeCase {
   DType q, kv, out;
 };
 
+// Skips a test unless the device runs the Hopper kernels.
+#define SKIP_UNLESS_SM90() \
+  if (!device_is_sm90()) GTEST_SKIP() << "the Hopper kernel needs an sm_90 device"
+
+// An operand kind of the Hopper kernels: the dtypes and the entry that selects its P·V precision.
+struct HopperKindCase {
+  DtypeCase dtypes;
+  PrefillKernel run;
+  const char* name;
+};
+
+inline const HopperKindCase kHopperKinds[] = {
+    {{DType::kFP8E4M3, DType::kFP8E4M3, DType::kBF16}, run_hopper_bf16_pv, "fp8 q, bf16 P·V"},
+    {{DType::kFP8E4M3, DType::kFP8E4M3, DType::kBF16}, run_hopper_fp8_pv, "fp8 q, FP8 P·V"},
+    {{DType::kBF16, DType::kBF16, DType::kBF16}, run_hopper_bf16_pv, "bf16 q, bf16 KV"},
+    {{DType::kBF16, DType::kFP8E4M3, DType::kBF16}, run_hopper_bf16_pv, "bf16 q, fp8 KV"},
+};
+
+inline bool is_fp8_pv(const HopperKindCase& kind) {
+  return kind.run == run_hopper_fp8_pv;
+}
+
 inline std::string describe(const AttentionProblemConfig& c) {
   return str_cat("q=", dtype_name(c.q_dtype), " kv=", dtype_name(c.kv_dtype),
                  " out=", dtype_name(c.out_dtype), " hq=", c.num_q_heads, " hkv=", c.num_kv_heads,
