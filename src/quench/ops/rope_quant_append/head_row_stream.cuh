@@ -10,7 +10,7 @@
 
 namespace quench {
 
-inline constexpr int32_t kHeadRowsAhead = 4;
+inline constexpr int32_t kHeadRowsAhead = 3;
 
 // src: this lane's first element of row 0 (row r at src + r * kHeadDim). process(x, r) gets the
 // eight elements as floats; the group's lanes call it together (it may shuffle inside the group).
