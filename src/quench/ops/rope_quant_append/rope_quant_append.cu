@@ -52,10 +52,11 @@ constexpr Fp8Format fp8_format() {
 template <int32_t kHeadDim, bool kNeox>
 using Rope = TokenRopeLanes<kHeadDim, kNeox, kThreads>;
 
-// Lane slots per thread: the rope's cos/sin, then the two float4 of the norm weights.
-template <bool kNeox>
+// Lane slots per thread: the rope's cos/sin, then (with the norm) the two float4 of the norm
+// weights of the kind of row being streamed.
+template <bool kNeox, bool kNorm>
 constexpr int32_t lane_slots() {
-  return TokenRopeLanes<64, kNeox, kThreads>::kSlots + 2;
+  return TokenRopeLanes<64, kNeox, kThreads>::kSlots + (kNorm ? 2 : 0);
 }
 
 // The lane's eight norm weights (bf16 [head_dim]) as floats into slots `at` and `at + 1`.
@@ -152,7 +153,7 @@ template <int32_t kHeadDim, bool kNeox, bool kFromCache, bool kNorm>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     rope_quant_append_kernel(const __grid_constant__ FusedArgs args) {
   __shared__ float smem_inv_freq[kFromCache ? 1 : kMaxRopePairs];
-  __shared__ float4 smem_lane_slots[lane_slots<kNeox>()][kThreads];
+  __shared__ float4 smem_lane_slots[lane_slots<kNeox, kNorm>()][kThreads];
   if constexpr (!kFromCache) stage_inv_freq(args.angles, smem_inv_freq);
   const RopeQuantAppendParams& p = args.p;
   const int32_t warp =
