@@ -92,12 +92,14 @@ __device__ __forceinline__ void q_rows(const FusedArgs& args, int32_t t, RowShar
                              p.norm_eps);
     }
     rope.rotate(x, row.mask);
+    // Explicit vector stores: with a plain assignment the compiler splits the bf16 row into four
+    // 4-byte stores.
     uint8_t* dst = out + h * (kHeadDim * elem_bytes<kOut>());
     if constexpr (kOut == DType::kBF16) {
-      *reinterpret_cast<uint4*>(dst) = pack_bf16x8(x);
+      __stwb(reinterpret_cast<uint4*>(dst), pack_bf16x8(x));
     } else {
-      *reinterpret_cast<uint2*>(dst) =
-          pack_fp8x8(x, p.q_scale, args.inv_q_scale, fp8_format<kOut>());
+      __stwb(reinterpret_cast<uint2*>(dst),
+             pack_fp8x8(x, p.q_scale, args.inv_q_scale, fp8_format<kOut>()));
     }
   };
   const uint16_t* src = p.q + t * p.q_row_stride + 8 * row.lane;
