@@ -198,14 +198,14 @@ int32_t log2_exact(int32_t n) {
   return shift;
 }
 
-// Warps per token: enough warps for about one full wave of resident warps (small batches), but no
-// more than the q rows can feed (each lane group of each warp gets at least one q row).
+// Warps per token: as many as fit in one wave of resident warps (all warps run at once, so no
+// partly filled last wave leaves HBM idle), but no more than the q rows can feed (each lane group
+// of each warp gets at least one q row). Large batches get one warp per token.
 int32_t choose_warps_per_token(const RopeQuantAppendParams& p, int32_t groups_per_warp,
                                int32_t num_sms) {
-  const int64_t target_warps = static_cast<int64_t>(num_sms) * kMinBlocksPerSm * kWarpsPerBlock;
+  const int64_t resident_warps = static_cast<int64_t>(num_sms) * kMinBlocksPerSm * kWarpsPerBlock;
   const int32_t max_split = std::max(1, (p.num_q_heads + groups_per_warp - 1) / groups_per_warp);
-  const int64_t wanted = (target_warps + p.num_tokens - 1) / p.num_tokens;
-  return static_cast<int32_t>(std::clamp<int64_t>(wanted, 1, max_split));
+  return static_cast<int32_t>(std::clamp<int64_t>(resident_warps / p.num_tokens, 1, max_split));
 }
 
 template <int32_t kHeadDim, bool kNeox, bool kFromCache>
