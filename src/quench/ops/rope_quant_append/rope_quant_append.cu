@@ -1,105 +1,194 @@
-// Fused RoPE + quantize + paged KV append. Work item = one (token, head) row of q, k or v; a
-// group of head_dim/8 lanes holds the row in registers (one 16-byte load per lane), applies the
-// optional RMSNorm and RoPE (rope_head_row.cuh), and writes 8 elements per lane: the q row as
-// bf16 or FP8, k and v straight into their cache slot. Items are numbered token-major, so the
-// blocks of one token share its cos/sin row in L1. Memory-bound, and at HBM speed an SM has only
-// ~200 instruction slots per lane's 24 bytes, so the ALU work is kept lean: no divide
-// instruction (a multiply plus Markstein's correction, scale_divide.h; per-tensor inverses come
-// from the host), two FP8 conversions per instruction.
+// Fused RoPE + quantize + paged KV append. A warp owns one token and a share of its head rows:
+// the token's position, cache slot and the cos/sin of each lane's eight dims are fetched ONCE
+// per warp (token_rope_lanes.cuh) and reused for every head; groups of head_dim/8 lanes stream
+// the rows (head_row_stream.cuh) with 16-byte loads kept in flight, apply the optional RMSNorm
+// and RoPE in registers, and write 8 elements per lane: q as bf16 or FP8, k and v straight into
+// their cache slot. Memory-bound: at HBM speed an SM has ~250 instruction slots per lane's 24
+// bytes, so everything the host knows (head dim, style, cos/sin source, norm, output dtypes) is
+// a template argument and the row loop has no branches and no 64-bit index math; divisions by
+// scales are a multiply plus Markstein's correction (scale_divide.h), two FP8 per conversion.
 #include "quench/ops/rope_quant_append/rope_quant_append.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "quench/core/error.h"
 #include "quench/ops/quantize/vec8_convert.cuh"
 #include "quench/ops/rope/rope_angles.h"
-#include "quench/ops/rope/rope_head_row.cuh"
+#include "quench/ops/rope/rope_angles_device.cuh"
+#include "quench/ops/rope_quant_append/head_row_stream.cuh"
 #include "quench/ops/rope_quant_append/rope_quant_append_checks.h"
+#include "quench/ops/rope_quant_append/token_rope_lanes.cuh"
 
 namespace quench {
 namespace {
 
 constexpr int32_t kThreads = 256;
-// Blocks of 256 threads per SM: 6 (40 registers, an 8-byte spill) keeps enough 16-byte loads in
-// flight for HBM on the cache path; the sincos path needs more registers for its range reduction.
-constexpr int32_t min_blocks_per_sm(bool from_cache) {
-  return from_cache ? 6 : 4;
-}
+constexpr int32_t kWarpsPerBlock = kThreads / 32;
+// 4 blocks of 256 threads per SM: 64 registers per thread, 32 warps to keep loads in flight.
+constexpr int32_t kMinBlocksPerSm = 4;
 
 struct FusedArgs {
   RopeQuantAppendParams p;
   RopeAngles angles;
-  int64_t cache_slots;       // num_pages * page_size: slots outside [0, cache_slots) are skipped
-  int32_t page_shift;        // log2(page_size)
-  int32_t cache_elem_bytes;  // 2 for bf16, 1 for FP8
-  float inv_q_scale;         // 1 / q_scale, and the per-tensor k/v inverses
+  int64_t cache_slots;      // num_pages * page_size: slots outside [0, cache_slots) are skipped
+  int32_t page_shift;       // log2(page_size)
+  int32_t warps_per_token;  // S: warp w of token t takes every S-th lane group's rows
+  float inv_q_scale;        // 1 / q_scale, and the per-tensor k/v inverses
   float inv_k_scale;
   float inv_v_scale;
 };
 
-// kFromCache: cos/sin from the cache (true) or computed by sincos (false).
-template <bool kFromCache>
-__global__ void __launch_bounds__(kThreads, min_blocks_per_sm(kFromCache))
-    rope_quant_append_kernel(const FusedArgs args) {
-  __shared__ float smem_inv_freq[kMaxRopePairs];
+template <DType kDType>
+constexpr int32_t elem_bytes() {
+  return kDType == DType::kBF16 ? 2 : 1;
+}
+
+template <DType kDType>
+constexpr Fp8Format fp8_format() {
+  return kDType == DType::kFP8E5M2 ? Fp8Format::kE5M2 : Fp8Format::kE4M3;
+}
+
+template <int32_t kHeadDim, bool kNeox>
+using Rope = TokenRopeLanes<kHeadDim, kNeox, kThreads>;
+
+// Lane slots per thread: the rope's cos/sin, then (with the norm) the two float4 of the norm
+// weights of the kind of row being streamed.
+template <bool kNeox, bool kNorm>
+constexpr int32_t lane_slots() {
+  return TokenRopeLanes<64, kNeox, kThreads>::kSlots + (kNorm ? 2 : 0);
+}
+
+// The lane's eight norm weights (bf16 [head_dim]) as floats into slots `at` and `at + 1`.
+__device__ __forceinline__ void stage_norm_weights(const uint16_t* weight, int32_t lane,
+                                                   LaneSlots<kThreads> slots, int32_t at) {
+  float w[8];
+  unpack_bf16x8(__ldg(reinterpret_cast<const uint4*>(weight) + lane), w);
+  slots[at] = make_float4(w[0], w[1], w[2], w[3]);
+  slots[at + 1] = make_float4(w[4], w[5], w[6], w[7]);
+}
+
+// One token's rows of one kind, split between the warps of the token and the groups of a warp:
+// rows first, first + step, ... (first = split * kGroups + group, step = S * kGroups).
+struct RowShare {
+  int32_t first;
+  int32_t step;
+};
+
+// q rows of token t: norm, rotate, store as bf16 (kOut = kBF16) or fp8(q / q_scale).
+template <int32_t kHeadDim, bool kNeox, bool kNorm, DType kOut>
+__device__ __forceinline__ void q_rows(const FusedArgs& args, int32_t t, RowShare share,
+                                       const RowLane<kHeadDim>& row,
+                                       const Rope<kHeadDim, kNeox>& rope) {
+  const RopeQuantAppendParams& p = args.p;
+  constexpr int32_t kNormSlot = Rope<kHeadDim, kNeox>::kSlots;
+  if constexpr (kNorm) stage_norm_weights(p.q_norm_weight, row.lane, rope.cos_sin, kNormSlot);
+  const int64_t out_elem = static_cast<int64_t>(t) * p.num_q_heads * kHeadDim + 8 * row.lane;
+  uint8_t* out = kOut == DType::kBF16 ? reinterpret_cast<uint8_t*>(p.q_out_bf16 + out_elem)
+                                      : p.q_out_fp8 + out_elem;
+  auto process = [&](float x[8], int32_t h) {
+    if constexpr (kNorm) {
+      rms_norm_row<kHeadDim>(x, rope.cos_sin[kNormSlot], rope.cos_sin[kNormSlot + 1], row.mask,
+                             p.norm_eps);
+    }
+    rope.rotate(x, row.mask);
+    // Explicit vector stores: with a plain assignment the compiler splits the bf16 row into four
+    // 4-byte stores.
+    uint8_t* dst = out + h * (kHeadDim * elem_bytes<kOut>());
+    if constexpr (kOut == DType::kBF16) {
+      __stwb(reinterpret_cast<uint4*>(dst), pack_bf16x8(x));
+    } else {
+      __stwb(reinterpret_cast<uint2*>(dst),
+             pack_fp8x8(x, p.q_scale, args.inv_q_scale, fp8_format<kOut>()));
+    }
+  };
+  const uint16_t* src = p.q + t * p.q_row_stride + 8 * row.lane;
+  stream_head_rows<kHeadDim>(src, share.first, p.num_q_heads, share.step, process);
+}
+
+// k (kIsK) or v rows of token t into the cache slot whose head-0 element for this lane is at
+// cache_row0 (bytes): k normed and rotated, v as is; fp8(x / scale(h)) or bf16.
+template <int32_t kHeadDim, bool kNeox, bool kNorm, DType kCache, bool kIsK>
+__device__ __forceinline__ void kv_rows(const FusedArgs& args, int32_t t, RowShare share,
+                                        const RowLane<kHeadDim>& row,
+                                        const Rope<kHeadDim, kNeox>& rope, uint8_t* cache_row0) {
+  const RopeQuantAppendParams& p = args.p;
+  constexpr int32_t kNormSlot = Rope<kHeadDim, kNeox>::kSlots;
+  if constexpr (kIsK && kNorm) {
+    stage_norm_weights(p.k_norm_weight, row.lane, rope.cos_sin, kNormSlot);
+  }
+  const HeadScales& scales = kIsK ? p.k_scale : p.v_scale;
+  const float inv_tensor_scale = kIsK ? args.inv_k_scale : args.inv_v_scale;
+  const int32_t head_stride_bytes = static_cast<int32_t>(p.kv.head_stride()) * elem_bytes<kCache>();
+  auto process = [&](float x[8], int32_t h) {
+    if constexpr (kIsK) {
+      if constexpr (kNorm) {
+        rms_norm_row<kHeadDim>(x, rope.cos_sin[kNormSlot], rope.cos_sin[kNormSlot + 1], row.mask,
+                               p.norm_eps);
+      }
+      rope.rotate(x, row.mask);
+    }
+    const float scale = scales.at(h);
+    const float inv_scale = scales.per_head ? 1.0f / scale : inv_tensor_scale;
+    store_x8(cache_row0 + h * head_stride_bytes, kCache, x, scale, inv_scale);
+  };
+  const uint16_t* src =
+      kIsK ? p.k + t * p.k_row_stride + 8 * row.lane : p.v + t * p.v_row_stride + 8 * row.lane;
+  stream_head_rows<kHeadDim>(src, share.first, p.num_kv_heads, share.step, process);
+}
+
+template <int32_t kHeadDim, bool kNeox, bool kNorm, DType kCache>
+__device__ __forceinline__ void k_and_v_rows(const FusedArgs& args, int32_t t, RowShare share,
+                                             const RowLane<kHeadDim>& row,
+                                             const Rope<kHeadDim, kNeox>& rope, int64_t slot) {
+  const RopeQuantAppendParams& p = args.p;
+  const int64_t page = slot >> args.page_shift;
+  const int64_t in_page = slot & ((int64_t{1} << args.page_shift) - 1);
+  const int64_t byte0 = p.kv.offset(page, in_page, 0, 8 * row.lane) * elem_bytes<kCache>();
+  kv_rows<kHeadDim, kNeox, kNorm, kCache, true>(args, t, share, row, rope,
+                                                static_cast<uint8_t*>(p.k_cache) + byte0);
+  kv_rows<kHeadDim, kNeox, kNorm, kCache, false>(args, t, share, row, rope,
+                                                 static_cast<uint8_t*>(p.v_cache) + byte0);
+}
+
+template <int32_t kHeadDim, bool kNeox, bool kFromCache, bool kNorm>
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
+    rope_quant_append_kernel(const __grid_constant__ FusedArgs args) {
+  __shared__ float smem_inv_freq[kFromCache ? 1 : kMaxRopePairs];
+  __shared__ float4 smem_lane_slots[lane_slots<kNeox, kNorm>()][kThreads];
   if constexpr (!kFromCache) stage_inv_freq(args.angles, smem_inv_freq);
   const RopeQuantAppendParams& p = args.p;
-  const LaneGroup g = make_lane_group(p.head_dim);
-  const int32_t heads = p.num_q_heads + 2 * p.num_kv_heads;
-  const int32_t item = static_cast<int32_t>(blockIdx.x) * (kThreads / g.lanes) +
-                       static_cast<int32_t>(threadIdx.x) / g.lanes;
-  if (item >= p.num_tokens * heads) return;  // whole lane groups leave together
-  const int32_t t = item / heads;
-  const int32_t h = item - t * heads;
-
-  // Which row: q head h, k head h - Hq, or v head h - Hq - Hkv (uniform per lane group).
-  const bool is_q = h < p.num_q_heads;
-  const bool is_k = !is_q && h < p.num_q_heads + p.num_kv_heads;
-  const int32_t kv_head =
-      is_q ? 0 : (is_k ? h - p.num_q_heads : h - p.num_q_heads - p.num_kv_heads);
-  const uint16_t* src = is_q ? p.q + t * p.q_row_stride + static_cast<int64_t>(h) * p.head_dim
-                        : is_k
-                            ? p.k + t * p.k_row_stride + static_cast<int64_t>(kv_head) * p.head_dim
-                            : p.v + t * p.v_row_stride + static_cast<int64_t>(kv_head) * p.head_dim;
-  // Issue the row load before the (dependent) slot and position checks.
-  const uint4 raw = __ldg(reinterpret_cast<const uint4*>(src) + g.lane);
+  const int32_t warp =
+      static_cast<int32_t>(blockIdx.x) * kWarpsPerBlock + static_cast<int32_t>(threadIdx.x) / 32;
+  const int32_t t = warp / args.warps_per_token;
+  if (t >= p.num_tokens) return;  // whole warps leave together
+  const int32_t split = warp - t * args.warps_per_token;
   const int64_t slot = __ldg(p.slot_mapping + t);
   const int32_t pos = __ldg(p.positions + t);
   if (slot < 0 || slot >= args.cache_slots) return;  // padding: nothing of it is written
-  if (pos < 0 || (p.cos_sin_cache != nullptr && pos >= p.cos_sin_cache_positions)) return;
+  if (pos < 0 || (kFromCache && pos >= args.angles.cache_positions)) return;
 
-  float x[8];
-  unpack_bf16x8(raw, x);
-  if (!is_q && !is_k) {
-    const float scale = p.v_scale.at(kv_head);
-    const float inv_scale = p.v_scale.per_head ? 1.0f / scale : args.inv_v_scale;
-    const int64_t offset = p.kv.offset(slot >> args.page_shift, slot & ((1 << args.page_shift) - 1),
-                                       kv_head, 8 * g.lane);
-    store_x8(static_cast<uint8_t*>(p.v_cache) + offset * args.cache_elem_bytes, p.kv.dtype, x,
-             scale, inv_scale);
-    return;
+  const RowLane<kHeadDim> row = make_row_lane<kHeadDim>();
+  const LaneSlots<kThreads> slots{&smem_lane_slots[0][threadIdx.x]};
+  const Rope<kHeadDim, kNeox> rope = make_token_rope_lanes<kHeadDim, kNeox, kFromCache>(
+      args.angles, smem_inv_freq, pos, row, slots);
+  constexpr int32_t kGroups = RowLane<kHeadDim>::kGroups;
+  const RowShare share{split * kGroups + row.group, args.warps_per_token * kGroups};
+
+  if (t < p.q_bf16_rows) {
+    q_rows<kHeadDim, kNeox, kNorm, DType::kBF16>(args, t, share, row, rope);
+  } else if (p.q_fp8_dtype == DType::kFP8E4M3) {
+    q_rows<kHeadDim, kNeox, kNorm, DType::kFP8E4M3>(args, t, share, row, rope);
+  } else {
+    q_rows<kHeadDim, kNeox, kNorm, DType::kFP8E5M2>(args, t, share, row, rope);
   }
-  if (p.q_norm_weight != nullptr) {
-    rms_norm_x8(x, g, p.head_dim, is_q ? p.q_norm_weight : p.k_norm_weight, p.norm_eps);
+  if (p.kv.dtype == DType::kFP8E4M3) {
+    k_and_v_rows<kHeadDim, kNeox, kNorm, DType::kFP8E4M3>(args, t, share, row, rope, slot);
+  } else if (p.kv.dtype == DType::kFP8E5M2) {
+    k_and_v_rows<kHeadDim, kNeox, kNorm, DType::kFP8E5M2>(args, t, share, row, rope, slot);
+  } else {
+    k_and_v_rows<kHeadDim, kNeox, kNorm, DType::kBF16>(args, t, share, row, rope, slot);
   }
-  rope_x8<kFromCache>(x, g, args.angles, smem_inv_freq, pos);
-  if (is_q) {
-    const int64_t elem = (static_cast<int64_t>(t) * p.num_q_heads + h) * p.head_dim + 8 * g.lane;
-    if (t < p.q_bf16_rows) {
-      *reinterpret_cast<uint4*>(p.q_out_bf16 + elem) = pack_bf16x8(x);
-    } else {
-      *reinterpret_cast<uint2*>(p.q_out_fp8 + elem) =
-          pack_fp8x8(x, p.q_scale, args.inv_q_scale,
-                     p.q_fp8_dtype == DType::kFP8E4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2);
-    }
-    return;
-  }
-  const float scale = p.k_scale.at(kv_head);
-  const float inv_scale = p.k_scale.per_head ? 1.0f / scale : args.inv_k_scale;
-  const int64_t offset = p.kv.offset(slot >> args.page_shift, slot & ((1 << args.page_shift) - 1),
-                                     kv_head, 8 * g.lane);
-  store_x8(static_cast<uint8_t*>(p.k_cache) + offset * args.cache_elem_bytes, p.kv.dtype, x, scale,
-           inv_scale);
 }
 
 int32_t log2_exact(int32_t n) {
@@ -107,6 +196,37 @@ int32_t log2_exact(int32_t n) {
   while ((1 << shift) < n)
     ++shift;
   return shift;
+}
+
+// Warps per token: as many as fit in one wave of resident warps (all warps run at once, so no
+// partly filled last wave leaves HBM idle), but no more than the q rows can feed (each lane group
+// of each warp gets at least one q row). Large batches get one warp per token.
+int32_t choose_warps_per_token(const RopeQuantAppendParams& p, int32_t groups_per_warp,
+                               int32_t num_sms) {
+  const int64_t resident_warps = static_cast<int64_t>(num_sms) * kMinBlocksPerSm * kWarpsPerBlock;
+  const int32_t max_split = std::max(1, (p.num_q_heads + groups_per_warp - 1) / groups_per_warp);
+  return static_cast<int32_t>(std::clamp<int64_t>(resident_warps / p.num_tokens, 1, max_split));
+}
+
+template <int32_t kHeadDim, bool kNeox, bool kFromCache>
+void launch_for_norm(const FusedArgs& args, unsigned blocks, cudaStream_t stream) {
+  if (args.p.q_norm_weight != nullptr) {
+    rope_quant_append_kernel<kHeadDim, kNeox, kFromCache, true>
+        <<<blocks, kThreads, 0, stream>>>(args);
+  } else {
+    rope_quant_append_kernel<kHeadDim, kNeox, kFromCache, false>
+        <<<blocks, kThreads, 0, stream>>>(args);
+  }
+}
+
+template <int32_t kHeadDim>
+void launch_for_head_dim(const FusedArgs& args, unsigned blocks, cudaStream_t stream) {
+  const bool neox = args.p.rope.style == RopeStyle::kNeox;
+  const bool from_cache = args.p.cos_sin_cache != nullptr;
+  if (neox && from_cache) launch_for_norm<kHeadDim, true, true>(args, blocks, stream);
+  if (neox && !from_cache) launch_for_norm<kHeadDim, true, false>(args, blocks, stream);
+  if (!neox && from_cache) launch_for_norm<kHeadDim, false, true>(args, blocks, stream);
+  if (!neox && !from_cache) launch_for_norm<kHeadDim, false, false>(args, blocks, stream);
 }
 
 }  // namespace
@@ -124,24 +244,29 @@ void rope_quant_append_cuda(const RopeQuantAppendParams& p, cudaStream_t stream)
   const std::string reason = rope_quant_append_fused_unsupported_reason(p);
   QUENCH_REQUIRE(reason.empty(), "fused rope_quant_append: ", reason);
   if (p.num_tokens == 0) return;
+  int32_t device = 0;
+  int32_t num_sms = 0;
+  cudaError_t status = cudaGetDevice(&device);
+  if (status == cudaSuccess) {
+    status = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
+  }
+  QUENCH_REQUIRE(status == cudaSuccess, "rope_quant_append: cannot query the device's SM count: ",
+                 cudaGetErrorString(status));
   FusedArgs args;
   args.p = p;
   args.angles = make_rope_angles(p.rope, p.cos_sin_cache, p.cos_sin_cache_positions);
   args.cache_slots = static_cast<int64_t>(p.kv.num_pages) * p.kv.page_size;
   args.page_shift = log2_exact(p.kv.page_size);
-  args.cache_elem_bytes = p.kv.dtype == DType::kBF16 ? 2 : 1;
+  args.warps_per_token = choose_warps_per_token(p, 32 / (p.head_dim / 8), num_sms);
   args.inv_q_scale = 1.0f / p.q_scale;
   args.inv_k_scale = 1.0f / p.k_scale.per_tensor;
   args.inv_v_scale = 1.0f / p.v_scale.per_tensor;
-  const int64_t items = static_cast<int64_t>(p.num_tokens) * (p.num_q_heads + 2 * p.num_kv_heads);
-  const int64_t items_per_block = kThreads / (p.head_dim / 8);
-  const auto blocks = static_cast<unsigned>((items + items_per_block - 1) / items_per_block);
-  if (p.cos_sin_cache != nullptr) {
-    rope_quant_append_kernel<true><<<blocks, kThreads, 0, stream>>>(args);
-  } else {
-    rope_quant_append_kernel<false><<<blocks, kThreads, 0, stream>>>(args);
-  }
-  const cudaError_t status = cudaGetLastError();
+  const int64_t warps = static_cast<int64_t>(p.num_tokens) * args.warps_per_token;
+  const auto blocks = static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  if (p.head_dim == 64) launch_for_head_dim<64>(args, blocks, stream);
+  if (p.head_dim == 128) launch_for_head_dim<128>(args, blocks, stream);
+  if (p.head_dim == 256) launch_for_head_dim<256>(args, blocks, stream);
+  status = cudaGetLastError();
   QUENCH_REQUIRE(status == cudaSuccess,
                  "rope_quant_append kernel launch failed: ", cudaGetErrorString(status));
 }

@@ -1,0 +1,156 @@
+// The RoPE state of one lane for one token, computed once per warp and reused for every head row
+// of that token: a head row of kHeadDim bf16 elements is held by a group of kHeadDim/8 lanes,
+// eight consecutive elements per lane, so a lane always owns the same eight dims and therefore the
+// same cos/sin values, whatever the head. Bit-exact with rope_rotate_pair (rope_config.h) given
+// the same cos/sin; neox partners (i, i + rotary_dim/2) come from a shuffle, which needs
+// rotary_dim % 16 == 0 (a lane's eight elements then share one partner lane).
+#pragma once
+
+#include <cstdint>
+
+#include "quench/numerics/bf16.h"
+#include "quench/ops/quantize/scale_divide.h"
+#include "quench/ops/rope/rope_angles_device.cuh"
+#include "quench/ops/rope/rope_config.h"
+
+namespace quench {
+
+// Where a lane sits: its group of kHeadDim/8 lanes (one head row) inside the warp.
+template <int32_t kHeadDim>
+struct RowLane {
+  static constexpr int32_t kLanes = kHeadDim / 8;  // lanes per head row: 8, 16 or 32
+  static constexpr int32_t kGroups = 32 / kLanes;  // head rows a warp holds at once
+  int32_t lane;                                    // 0 .. kLanes-1: elements [8*lane, +8)
+  int32_t group;                                   // 0 .. kGroups-1
+  uint32_t mask;                                   // the group's lanes, for *_sync calls
+};
+
+template <int32_t kHeadDim>
+__device__ __forceinline__ RowLane<kHeadDim> make_row_lane() {
+  using L = RowLane<kHeadDim>;
+  RowLane<kHeadDim> r;
+  const int32_t warp_lane = static_cast<int32_t>(threadIdx.x) & 31;
+  r.lane = warp_lane % L::kLanes;
+  r.group = warp_lane / L::kLanes;
+  r.mask = L::kLanes == 32 ? 0xffffffffu : ((1u << L::kLanes) - 1u) << (r.group * L::kLanes);
+  return r;
+}
+
+// Per-thread float4 slots in shared memory, column threadIdx.x of a [slots][kThreads] array:
+// values a lane computes once per token and reads for every row (cos/sin, norm weights). Only
+// the owning thread touches its column, so no barrier is needed; registers stay free for the
+// row loads in flight.
+template <int32_t kThreads>
+struct LaneSlots {
+  float4* column;  // &array[0][threadIdx.x]
+
+  __device__ __forceinline__ float4& operator[](int32_t slot) const {
+    return column[slot * kThreads];
+  }
+};
+
+__device__ __forceinline__ void float4_to_array(const float4& v, float out[4]) {
+  out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+}
+
+// kNeox: eight pairs per lane (the lane's elements are all x1 or all x2 of their pairs); gptj:
+// four pairs per lane (adjacent elements). cos in slots [0, kQuads), sin in [kQuads, 2 kQuads).
+template <int32_t kHeadDim, bool kNeox, int32_t kThreads>
+struct TokenRopeLanes {
+  static constexpr int32_t kPairs = kNeox ? 8 : 4;
+  static constexpr int32_t kQuads = kPairs / 4;
+  static constexpr int32_t kSlots = 2 * kQuads;
+  // neox second-half lanes store -sin: x2' = x2*c + x1*s = fmaf(x2, c, -(x1 * -s)), and negation
+  // is exact, so every lane evaluates the first output of rope_rotate_pair.
+  LaneSlots<kThreads> cos_sin;
+  int32_t partner;  // neox: warp lane holding this lane's partner elements
+  bool rotated;     // false past rotary_dim: the elements pass through
+
+  // Rotates the row held by x in place; every lane of the group calls it (shuffles inside).
+  __device__ __forceinline__ void rotate(float x[8], uint32_t mask) const {
+    float other[8];
+    if constexpr (kNeox) {
+#pragma unroll
+      for (int32_t j = 0; j < 8; ++j)
+        other[j] = __shfl_sync(mask, x[j], partner);
+    }
+    if (!rotated) return;
+    float c[kPairs], s[kPairs];
+#pragma unroll
+    for (int32_t q = 0; q < kQuads; ++q) {
+      float4_to_array(cos_sin[q], c + 4 * q);
+      float4_to_array(cos_sin[kQuads + q], s + 4 * q);
+    }
+    if constexpr (kNeox) {
+#pragma unroll
+      for (int32_t j = 0; j < 8; ++j)
+        x[j] = fmaf(x[j], c[j], -(other[j] * s[j]));
+    } else {
+#pragma unroll
+      for (int32_t m = 0; m < 4; ++m)
+        rope_rotate_pair(x[2 * m], x[2 * m + 1], c[m], s[m], &x[2 * m], &x[2 * m + 1]);
+    }
+  }
+};
+
+// cos/sin of the lane's dims at position pos (cache row or sincos, see rope_angles_device.cuh),
+// stored into the lane's slots [0, kSlots) of `slots`.
+template <int32_t kHeadDim, bool kNeox, bool kFromCache, int32_t kThreads>
+__device__ __forceinline__ TokenRopeLanes<kHeadDim, kNeox, kThreads> make_token_rope_lanes(
+    const RopeAngles& angles, const float* smem_inv_freq, int32_t pos, const RowLane<kHeadDim>& row,
+    LaneSlots<kThreads> slots) {
+  TokenRopeLanes<kHeadDim, kNeox, kThreads> r;
+  const int32_t first_elem = 8 * row.lane;
+  r.cos_sin = slots;
+  r.rotated = first_elem < angles.rotary_dim;
+  r.partner = static_cast<int32_t>(threadIdx.x) & 31;
+  if (!r.rotated) return r;
+  float c[8], s[8];
+  if constexpr (kNeox) {
+    const int32_t half_lanes = angles.rotary_dim / 16;
+    const bool first_half = row.lane < half_lanes;
+    r.partner += first_half ? half_lanes : -half_lanes;
+    const int32_t first_pair = first_half ? first_elem : first_elem - angles.rotary_dim / 2;
+    rope_cos_sin4<kFromCache>(angles, smem_inv_freq, pos, first_pair, c, s);
+    rope_cos_sin4<kFromCache>(angles, smem_inv_freq, pos, first_pair + 4, c + 4, s + 4);
+    if (!first_half) {
+#pragma unroll
+      for (int32_t j = 0; j < 8; ++j)
+        s[j] = -s[j];
+    }
+  } else {
+    rope_cos_sin4<kFromCache>(angles, smem_inv_freq, pos, first_elem / 2, c, s);
+  }
+#pragma unroll
+  for (int32_t q = 0; q < r.kQuads; ++q) {
+    slots[q] = make_float4(c[4 * q], c[4 * q + 1], c[4 * q + 2], c[4 * q + 3]);
+    slots[r.kQuads + q] = make_float4(s[4 * q], s[4 * q + 1], s[4 * q + 2], s[4 * q + 3]);
+  }
+  return r;
+}
+
+// Qwen3 per-head RMSNorm of the row held by the group: y = x / sqrt(mean(x^2) + eps) * w, with
+// w_lo, w_hi the lane's eight weights. Same operations and reduction order as rms_norm_x8
+// (rope_head_row.cuh), so the fused kernel's results do not depend on its work distribution.
+template <int32_t kHeadDim>
+__device__ __forceinline__ void rms_norm_row(float x[8], const float4& w_lo, const float4& w_hi,
+                                             uint32_t mask, float eps) {
+  constexpr int32_t kLanes = RowLane<kHeadDim>::kLanes;
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int32_t j = 0; j < 8; ++j)
+    sum_sq = fmaf(x[j], x[j], sum_sq);
+#pragma unroll
+  for (int32_t offset = kLanes / 2; offset > 0; offset /= 2)
+    sum_sq += __shfl_xor_sync(mask, sum_sq, offset, kLanes);
+  const float norm = sqrtf(sum_sq / static_cast<float>(kHeadDim) + eps);
+  const float inv_norm = 1.0f / norm;
+  float w[8];
+  float4_to_array(w_lo, w);
+  float4_to_array(w_hi, w + 4);
+#pragma unroll
+  for (int32_t j = 0; j < 8; ++j)
+    x[j] = divide_by_scale(x[j], norm, inv_norm) * w[j];
+}
+
+}  // namespace quench
