@@ -357,30 +357,37 @@ struct ScoreTransform {
   int lane_in_group;  // lane % 4: which key pair of each 8-key column block the thread holds
 };
 
-// Scales, soft-caps and masks one S tile (log2 units), then updates the online softmax state of
-// the thread's rows (row_max in log2 units, row_sum this thread's partial); S becomes P, whose
-// max-relative scale changed by `correction` per row. O is left to the caller, which multiplies
-// it by `correction` once it is not in flight.
+// Whether the tile of keys kv0 .. kv0 + kBlockN - 1 holds a key past one of the CTA's rows
+// (causal) or before one's sliding window: only such tiles take the masked softmax, the interior
+// ones (all but a few per CTA) the unmasked one.
 template <int kBlockN>
+__device__ __forceinline__ bool tile_needs_mask(const ScoreTransform& t, int kv0) {
+  return kv0 + kBlockN - 1 > t.pos_lo || (t.window_left >= 0 && kv0 < t.pos_hi - t.window_left);
+}
+
+// Scales, soft-caps (kSoftCap: t.logit_soft_cap > 0, chosen on the host) and masks (kMask: see
+// tile_needs_mask) one S tile (log2 units), then updates the online softmax state of the
+// thread's rows (row_max in log2 units, row_sum this thread's partial); S becomes P, whose
+// max-relative scale changed by `correction` per row. O is left to the caller, which multiplies
+// it by `correction` once it is not in flight. Both switches are compile-time so that each
+// kernel holds one copy of the fully unrolled body per mask state, not one per combination.
+template <int kBlockN, bool kSoftCap, bool kMask>
 __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int kv0,
                                                     float (&s)[kBlockN / 2], float (&row_max)[2],
                                                     float (&row_sum)[2], float (&correction)[2]) {
   constexpr float kLog2e = 1.4426950408889634f;
   const float score_scale_log2 = t.score_scale * kLog2e;
-  const bool soft_cap = t.logit_soft_cap > 0.0f;
-  const bool needs_mask =
-      kv0 + kBlockN - 1 > t.pos_lo || (t.window_left >= 0 && kv0 < t.pos_hi - t.window_left);
 #pragma unroll
   for (int nt = 0; nt < kBlockN / 8; ++nt) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       float x;
-      if (soft_cap) {
+      if constexpr (kSoftCap) {
         x = t.logit_soft_cap * tanhf(s[4 * nt + e] * t.score_scale / t.logit_soft_cap) * kLog2e;
       } else {
         x = s[4 * nt + e] * score_scale_log2;
       }
-      if (needs_mask) {
+      if constexpr (kMask) {
         const int j = kv0 + nt * 8 + 2 * t.lane_in_group + (e & 1);
         const int pos = t.row_pos[e / 2];
         if (j > pos || (t.window_left >= 0 && j < pos - t.window_left)) x = -INFINITY;

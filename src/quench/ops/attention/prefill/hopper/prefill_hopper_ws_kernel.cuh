@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "quench/kv_cache/kv_tensor_map.h"
 #include "quench/ops/attention/attention_params.h"
@@ -304,8 +305,8 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const KvTe
 }
 
 // Warpgroups 1 and 2: attention of packed rows 64c..64c+63 over the ring's tiles, then the
-// epilogue. ctid = threadIdx.x - 128 (0..255), c = ctid / 128.
-template <class Cfg>
+// epilogue. ctid = threadIdx.x - 128 (0..255), c = ctid / 128. kSoftCap: p.logit_soft_cap > 0.
+template <class Cfg, bool kSoftCap>
 __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWork& w,
                                             unsigned char* smem, const WsRingBarriers& ring,
                                             int ctid) {
@@ -391,7 +392,11 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   if (consumer == 1 && n_tiles > 0) {
     sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + 0, Cfg::kConsumerThreads);
   }
-  for (int tile = 0; tile < n_tiles; ++tile) {
+  // One KV tile; mask is std::true_type for the few tiles that need the causal / window mask
+  // (tile_needs_mask), std::false_type for the interior ones: two copies of the unrolled tile
+  // body in all, so that the hot loop stays within the instruction caches.
+  const auto consume_tile = [&](auto mask, int tile) {
+    constexpr bool kMask = decltype(mask)::value;
     const int kv0 = w.kv_begin + tile * kBlockN;
     const int slot = tile % kStages;
     const uint32_t k_address = sm90::smem_address(smem + Cfg::kSlotOffset + slot * Cfg::kSlotBytes);
@@ -424,7 +429,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     sm90::fence_registers(s);
     sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
     float correction[2];
-    online_softmax_tile<kBlockN>(scores, kv0, s, row_max, row_sum, correction);
+    online_softmax_tile<kBlockN, kSoftCap, kMask>(scores, kv0, s, row_max, row_sum, correction);
 
     if constexpr (Cfg::kDeferPv) {
       sm90::wgmma_wait_group<0>();
@@ -443,6 +448,13 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
       sm90::wgmma_wait_group<0>();
       finish_pv<Tile>(p_frag, t_acc, o_acc);
       sm90_async::mbarrier_arrive(&ring.v_empty[slot]);
+    }
+  };
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    if (tile_needs_mask<kBlockN>(scores, w.kv_begin + tile * kBlockN)) {
+      consume_tile(std::true_type{}, tile);
+    } else {
+      consume_tile(std::false_type{}, tile);
     }
   }
   if constexpr (Cfg::kDeferPv) {
@@ -493,8 +505,9 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
 
 #endif  // QUENCH_SM90A_ENABLED
 
-// `maps`: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv).
-template <HopperKind kKind, int kHeadDimT>
+// `maps`: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv). kSoftCap must be
+// p.logit_soft_cap > 0 (the launcher picks the instantiation).
+template <HopperKind kKind, int kHeadDimT, bool kSoftCap>
 __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
     prefill_attention_hopper_ws_kernel(const AttentionParams p,
                                        const __grid_constant__ KvTensorMaps maps) {
@@ -531,7 +544,7 @@ __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
     ws_producer<Cfg>(p, maps, w, smem, ring, tid);
   } else {
     sm90::warpgroup_claim_registers<Cfg::kConsumerRegisters>();
-    ws_consumer<Cfg>(p, w, smem, ring, tid - Cfg::kProducerThreads);
+    ws_consumer<Cfg, kSoftCap>(p, w, smem, ring, tid - Cfg::kProducerThreads);
   }
 #endif  // QUENCH_SM90A_ENABLED
 }
