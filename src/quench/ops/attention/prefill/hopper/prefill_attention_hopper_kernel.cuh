@@ -197,11 +197,7 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     }
     // Scale, soft-cap and mask (log2 units), the online softmax update, then O rescaled.
     float correction[2];
-    if (tile_needs_mask<kBlockN>(scores, kv0)) {
-      online_softmax_tile<kBlockN, kSoftCap, true>(scores, kv0, s, row_max, row_sum, correction);
-    } else {
-      online_softmax_tile<kBlockN, kSoftCap, false>(scores, kv0, s, row_max, row_sum, correction);
-    }
+    online_softmax_tile<kBlockN, kSoftCap>(scores, kv0, s, row_max, row_sum, correction);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
 #pragma unroll

@@ -33,7 +33,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include "quench/kv_cache/kv_tensor_map.h"
 #include "quench/ops/attention/attention_params.h"
@@ -392,11 +391,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   if (consumer == 1 && n_tiles > 0) {
     sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + 0, Cfg::kConsumerThreads);
   }
-  // One KV tile; mask is std::true_type for the few tiles that need the causal / window mask
-  // (tile_needs_mask), std::false_type for the interior ones: two copies of the unrolled tile
-  // body in all, so that the hot loop stays within the instruction caches.
-  const auto consume_tile = [&](auto mask, int tile) {
-    constexpr bool kMask = decltype(mask)::value;
+  for (int tile = 0; tile < n_tiles; ++tile) {
     const int kv0 = w.kv_begin + tile * kBlockN;
     const int slot = tile % kStages;
     const uint32_t k_address = sm90::smem_address(smem + Cfg::kSlotOffset + slot * Cfg::kSlotBytes);
@@ -429,7 +424,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     sm90::fence_registers(s);
     sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
     float correction[2];
-    online_softmax_tile<kBlockN, kSoftCap, kMask>(scores, kv0, s, row_max, row_sum, correction);
+    online_softmax_tile<kBlockN, kSoftCap>(scores, kv0, s, row_max, row_sum, correction);
 
     if constexpr (Cfg::kDeferPv) {
       sm90::wgmma_wait_group<0>();
@@ -448,13 +443,6 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
       sm90::wgmma_wait_group<0>();
       finish_pv<Tile>(p_frag, t_acc, o_acc);
       sm90_async::mbarrier_arrive(&ring.v_empty[slot]);
-    }
-  };
-  for (int tile = 0; tile < n_tiles; ++tile) {
-    if (tile_needs_mask<kBlockN>(scores, w.kv_begin + tile * kBlockN)) {
-      consume_tile(std::true_type{}, tile);
-    } else {
-      consume_tile(std::false_type{}, tile);
     }
   }
   if constexpr (Cfg::kDeferPv) {
