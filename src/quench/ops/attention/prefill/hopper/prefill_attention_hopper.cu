@@ -1,7 +1,7 @@
 // Host launcher of the Hopper prefill kernels: support check (device architecture, dtypes,
-// head_dim, page size, GQA), dispatch on the operand kind and head_dim (8 instantiations: the
-// warp-specialized kernel at head_dim 64 and 128, the synchronous one at 256) and grid (query
-// tiles of 128 packed rows, KV heads, sequences).
+// head_dim, page size, GQA), dispatch on the operand kind, head_dim and soft-capping on / off (16
+// instantiations: the warp-specialized kernel at head_dim 64 and 128, the synchronous one at 256)
+// and grid (query tiles of 128 packed rows, KV heads, sequences).
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
 
 #include "quench/core/error.h"
@@ -37,12 +37,12 @@ using prefill_hopper::HopperKind;
 // K and V through TMA maps (encoded once per cache tensor pair and layout, then looked up; they
 // travel by value in the kernel parameters, so CUDA graphs capture them); 256: the synchronous one,
 // whose Q and 64-key tiles leave no room for a ring.
-template <HopperKind kKind, int kHeadDim>
-void launch(const AttentionParams& params, cudaStream_t stream) {
+template <HopperKind kKind, int kHeadDim, bool kSoftCap>
+void launch_kernel(const AttentionParams& params, cudaStream_t stream) {
   if constexpr (kHeadDim != 256) {
     using Cfg = prefill_hopper::WsConfig<kKind, kHeadDim>;
     const auto kernel = reinterpret_cast<const void*>(
-        prefill_hopper::prefill_attention_hopper_ws_kernel<kKind, kHeadDim>);
+        prefill_hopper::prefill_attention_hopper_ws_kernel<kKind, kHeadDim, kSoftCap>);
     static const cudaError_t reserve_status =
         prefill_common::reserve_shared_memory(kernel, Cfg::kSmemBytes, /*max_carveout=*/false);
     AttentionParams args = params;
@@ -53,13 +53,22 @@ void launch(const AttentionParams& params, cudaStream_t stream) {
                                           Cfg::kSmemBytes, params, stream);
   } else {
     using Cfg = prefill_hopper::HopperConfig<kKind, kHeadDim>;
-    const auto kernel = prefill_hopper::prefill_attention_hopper_kernel<kKind, kHeadDim>;
+    const auto kernel = prefill_hopper::prefill_attention_hopper_kernel<kKind, kHeadDim, kSoftCap>;
     static const cudaError_t reserve_status =
         prefill_common::reserve_shared_memory(kernel, Cfg::kSmemBytes, /*max_carveout=*/false);
     prefill_common::launch_on_query_tiles(kernel, "prefill_attention_hopper", reserve_status,
                                           Cfg::kBlockM, Cfg::kThreads, Cfg::kSmemBytes, params,
                                           stream);
   }
+}
+
+// Soft-capping is a kernel template parameter: a runtime switch inside the unrolled softmax
+// made the compiler keep a copy of the body per combination with masking (instruction-cache
+// stalls).
+template <HopperKind kKind, int kHeadDim>
+void launch(const AttentionParams& params, cudaStream_t stream) {
+  if (params.logit_soft_cap > 0.0f) return launch_kernel<kKind, kHeadDim, true>(params, stream);
+  return launch_kernel<kKind, kHeadDim, false>(params, stream);
 }
 
 template <HopperKind kKind>

@@ -43,7 +43,8 @@
 
 namespace quench::prefill_hopper {
 
-template <HopperKind kKind, int kHeadDimT>
+// kSoftCap must be p.logit_soft_cap > 0 (the launcher picks the instantiation).
+template <HopperKind kKind, int kHeadDimT, bool kSoftCap>
 __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     prefill_attention_hopper_kernel(const AttentionParams p) {
 #ifdef QUENCH_SM90A_ENABLED
@@ -196,7 +197,7 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     }
     // Scale, soft-cap and mask (log2 units), the online softmax update, then O rescaled.
     float correction[2];
-    online_softmax_tile<kBlockN>(scores, kv0, s, row_max, row_sum, correction);
+    online_softmax_tile<kBlockN, kSoftCap>(scores, kv0, s, row_max, row_sum, correction);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
 #pragma unroll

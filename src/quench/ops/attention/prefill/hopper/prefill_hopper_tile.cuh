@@ -349,7 +349,7 @@ __device__ __forceinline__ void finish_pv(uint32_t (&p_frag)[Cfg::kPvSteps][4],
 // lane / 4 + 8 of its warp); fixed for the CTA. Shared by both Hopper kernels.
 struct ScoreTransform {
   float score_scale;     // sm_scale * q_scale (FP8 q only) * k_scale: multiplies raw Q K^T
-  float logit_soft_cap;  // > 0: scores become cap * tanh(score / cap)
+  float logit_soft_cap;  // > 0 (the kernel's kSoftCap): scores become cap * tanh(score / cap)
   int window_left;       // -1: no sliding window
   int pos_lo;            // lowest / highest absolute position among the CTA's rows
   int pos_hi;
@@ -357,35 +357,46 @@ struct ScoreTransform {
   int lane_in_group;  // lane % 4: which key pair of each 8-key column block the thread holds
 };
 
-// Scales, soft-caps and masks one S tile (log2 units), then updates the online softmax state of
+// Whether the tile of keys kv0 .. kv0 + kBlockN - 1 holds a key past one of the CTA's rows
+// (causal) or before one's sliding window; uniform over the CTA. All but a few tiles per CTA
+// need no mask.
+template <int kBlockN>
+__device__ __forceinline__ bool tile_needs_mask(const ScoreTransform& t, int kv0) {
+  return kv0 + kBlockN - 1 > t.pos_lo || (t.window_left >= 0 && kv0 < t.pos_hi - t.window_left);
+}
+
+// Scales and soft-caps (kSoftCap: t.logit_soft_cap > 0, chosen on the host) one S tile (log2
+// units), masks it (tiles that tile_needs_mask only), then updates the online softmax state of
 // the thread's rows (row_max in log2 units, row_sum this thread's partial); S becomes P, whose
 // max-relative scale changed by `correction` per row. O is left to the caller, which multiplies
 // it by `correction` once it is not in flight.
-template <int kBlockN>
+// Code size is the point of the shape (instruction-cache stalls): the soft-cap switch is a
+// template parameter, and the mask is a separate pass behind one uniform branch. Runtime
+// switches inside the fully unrolled element loop made the compiler keep a copy of the whole
+// unrolled body per combination.
+template <int kBlockN, bool kSoftCap>
 __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int kv0,
                                                     float (&s)[kBlockN / 2], float (&row_max)[2],
                                                     float (&row_sum)[2], float (&correction)[2]) {
   constexpr float kLog2e = 1.4426950408889634f;
   const float score_scale_log2 = t.score_scale * kLog2e;
-  const bool soft_cap = t.logit_soft_cap > 0.0f;
-  const bool needs_mask =
-      kv0 + kBlockN - 1 > t.pos_lo || (t.window_left >= 0 && kv0 < t.pos_hi - t.window_left);
 #pragma unroll
-  for (int nt = 0; nt < kBlockN / 8; ++nt) {
+  for (int i = 0; i < kBlockN / 2; ++i) {
+    if constexpr (kSoftCap) {
+      s[i] = t.logit_soft_cap * tanhf(s[i] * t.score_scale / t.logit_soft_cap) * kLog2e;
+    } else {
+      s[i] = s[i] * score_scale_log2;
+    }
+  }
+  if (tile_needs_mask<kBlockN>(t, kv0)) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float x;
-      if (soft_cap) {
-        x = t.logit_soft_cap * tanhf(s[4 * nt + e] * t.score_scale / t.logit_soft_cap) * kLog2e;
-      } else {
-        x = s[4 * nt + e] * score_scale_log2;
-      }
-      if (needs_mask) {
+    for (int nt = 0; nt < kBlockN / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
         const int j = kv0 + nt * 8 + 2 * t.lane_in_group + (e & 1);
         const int pos = t.row_pos[e / 2];
-        if (j > pos || (t.window_left >= 0 && j < pos - t.window_left)) x = -INFINITY;
+        if (j > pos || (t.window_left >= 0 && j < pos - t.window_left)) s[4 * nt + e] = -INFINITY;
       }
-      s[4 * nt + e] = x;
     }
   }
 #pragma unroll

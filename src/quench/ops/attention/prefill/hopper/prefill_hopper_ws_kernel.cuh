@@ -304,8 +304,8 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const KvTe
 }
 
 // Warpgroups 1 and 2: attention of packed rows 64c..64c+63 over the ring's tiles, then the
-// epilogue. ctid = threadIdx.x - 128 (0..255), c = ctid / 128.
-template <class Cfg>
+// epilogue. ctid = threadIdx.x - 128 (0..255), c = ctid / 128. kSoftCap: p.logit_soft_cap > 0.
+template <class Cfg, bool kSoftCap>
 __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWork& w,
                                             unsigned char* smem, const WsRingBarriers& ring,
                                             int ctid) {
@@ -424,7 +424,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     sm90::fence_registers(s);
     sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
     float correction[2];
-    online_softmax_tile<kBlockN>(scores, kv0, s, row_max, row_sum, correction);
+    online_softmax_tile<kBlockN, kSoftCap>(scores, kv0, s, row_max, row_sum, correction);
 
     if constexpr (Cfg::kDeferPv) {
       sm90::wgmma_wait_group<0>();
@@ -493,8 +493,9 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
 
 #endif  // QUENCH_SM90A_ENABLED
 
-// `maps`: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv).
-template <HopperKind kKind, int kHeadDimT>
+// `maps`: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv). kSoftCap must be
+// p.logit_soft_cap > 0 (the launcher picks the instantiation).
+template <HopperKind kKind, int kHeadDimT, bool kSoftCap>
 __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
     prefill_attention_hopper_ws_kernel(const AttentionParams p,
                                        const __grid_constant__ KvTensorMaps maps) {
@@ -531,7 +532,7 @@ __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
     ws_producer<Cfg>(p, maps, w, smem, ring, tid);
   } else {
     sm90::warpgroup_claim_registers<Cfg::kConsumerRegisters>();
-    ws_consumer<Cfg>(p, w, smem, ring, tid - Cfg::kProducerThreads);
+    ws_consumer<Cfg, kSoftCap>(p, w, smem, ring, tid - Cfg::kProducerThreads);
   }
 #endif  // QUENCH_SM90A_ENABLED
 }
