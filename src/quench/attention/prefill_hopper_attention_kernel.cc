@@ -14,7 +14,9 @@ class PrefillHopperAttentionKernel final : public AttentionKernel {
   std::string name() const override { return kPrefillHopperKernelName; }
   bool serves(AttentionPhase phase) const override { return phase == AttentionPhase::kPrefill; }
   MemorySpace memory_space() const override { return MemorySpace::kDevice; }
-  int32_t priority() const override { return 5; }
+  // Above prefill_mma (10): on the H200 it is 1.2-2.9x faster at hd64/128 for every operand
+  // kind (bench/LOG.md, 2026-12-03 third session); at hd256 the synchronous kernel is on par.
+  int32_t priority() const override { return 15; }
 
   // FP8 Q·Kᵀ on the tensor cores needs an FP8 query over an e4m3 cache (head_dim 128 only).
   DType query_dtype(const AttentionConfig& config, AttentionPhase) const override {
@@ -39,8 +41,7 @@ class PrefillHopperAttentionKernel final : public AttentionKernel {
     if (is_fp8(config.q_dtype) && config.head_dim_qk != 128) {
       return SupportCheck::must_not("prefill_hopper takes an FP8 query only at head_dim 128.");
     }
-    return SupportCheck::may(
-        "Hopper wgmma prefill; slower than prefill_mma today, chosen only when forced.");
+    return SupportCheck::may("Hopper TMA/wgmma prefill, warp-specialized.");
   }
 
   void run(const AttentionParams& params, const KernelWorkspace&, void* stream) const override {
