@@ -38,6 +38,9 @@ constexpr int32_t kWarpsPerBlock = kThreads / 32;
 // 4 blocks of 256 threads per SM: 64 registers per thread, 32 warps to keep loads in flight.
 constexpr int32_t kMinBlocksPerSm = 4;
 
+// Split tokens prefetch their q rows from this many warps per token on (see the kernel).
+constexpr int32_t kPrefetchQMinWarpsPerToken = 4;
+
 struct FusedArgs {
   RopeQuantAppendParams p;
   RopeAngles angles;
@@ -194,10 +197,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   const RowShare share{split * kGroups + row.group, args.warps_per_token * kGroups};
   if (args.warps_per_token > 1) {
     // A split token is a few rows per lane in a single wave: without this, its k and v loads
-    // would start only after the slot, the cos/sin and the q rows, one HBM latency each.
+    // would start only after the slot, the cos/sin and the q rows, one HBM latency each. The q
+    // rows too from 4 warps per token on (Hq / 8 rows per lane at head dim 128): the batch's
+    // whole input then fits in L2 (Qwen3-32B at 1k tokens: 22 of 50 MB); with 2-3 warps per
+    // token it would be most of L2, before any output is written.
     const int32_t elem = 8 * row.lane;
-    prefetch_head_rows<kHeadDim>(p.q + t * p.q_row_stride + elem, share.first, p.num_q_heads,
-                                 share.step);
+    if (args.warps_per_token >= kPrefetchQMinWarpsPerToken) {
+      prefetch_head_rows<kHeadDim>(p.q + t * p.q_row_stride + elem, share.first, p.num_q_heads,
+                                   share.step);
+    }
     prefetch_head_rows<kHeadDim>(p.k + t * p.k_row_stride + elem, share.first, p.num_kv_heads,
                                  share.step);
     prefetch_head_rows<kHeadDim>(p.v + t * p.v_row_stride + elem, share.first, p.num_kv_heads,
