@@ -585,7 +585,7 @@ INSTANTIATE_TEST_SUITE_P(LargeT, RopeQuantAppendGpu, ::testing::ValuesIn(large_t
 
 // The fused kernel around its work-split thresholds on the H200 (132 SMs x 32 resident warps =
 // 4224 warps): T = 65 (first batch past the row-item kernel: many warps per token, most lane
-// groups without a k/v row), T = 515 and 1024 (8 and 4 warps per token: the single wave that
+// groups without a k/v row), T = 515 and 1024 (6 and 4 warps per token: the single wave that
 // prefetches all its rows), T = 2112 / 2113 (2 warps per token, prefetching only k/v rows / 1
 // warp, no prefetch), with padding slots, strided
 // qkv and the norm path's variants (q bf16 / FP8 e4m3 / e5m2, KV bf16 / e4m3 / e5m2, per-head
