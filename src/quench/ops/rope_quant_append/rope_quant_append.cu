@@ -9,8 +9,9 @@
 // scales are a multiply plus Markstein's correction (scale_divide.h), two FP8 per conversion.
 // The Qwen3 RMSNorm is folded into per-lane rotation coefficients (norm_rope_lanes.cuh): per row
 // one reduction, one rsqrt and two operations per element, its factor multiplied into 1 / scale.
-// Batches smaller than one wave of warps split a token over several warps and ask L2 for all
-// their rows up front (prefetch_head_rows), so the k/v rows do not wait behind the q rows.
+// Batches smaller than one wave of warps split a token over several warps, which ask L2 for
+// their k/v rows (and, from 4 warps per token, their q rows) up front (prefetch_head_rows), so
+// the k/v rows do not wait behind the q rows.
 // Decode-sized batches (T <= kRowItemsMaxTokens) take the row-item kernel instead
 // (rope_quant_append_row_items.cu).
 #include "quench/ops/rope_quant_append/rope_quant_append.h"
