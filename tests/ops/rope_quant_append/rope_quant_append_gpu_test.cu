@@ -583,6 +583,120 @@ INSTANTIATE_TEST_SUITE_P(LargeT, RopeQuantAppendGpu, ::testing::ValuesIn(large_t
                            return info.param.name;
                          });
 
+// The fused kernel around its work-split thresholds on the H200 (132 SMs x 32 resident warps =
+// 4224 warps): T = 65 (first batch past the row-item kernel: many warps per token, most lane
+// groups without a k/v row), T = 515 and 1024 (6 and 4 warps per token: the single wave that
+// prefetches all its rows), T = 2112 / 2113 (2 warps per token, prefetching only k/v rows / 1
+// warp, no prefetch), with padding slots, strided
+// qkv and the norm path's variants (q bf16 / FP8 e4m3 / e5m2, KV bf16 / e4m3 / e5m2, per-head
+// scales, partial rotary).
+std::vector<CaseSpec> split_token_grid() {
+  std::vector<CaseSpec> cases;
+  auto add = [&](const std::string& name, auto&& edit) {
+    CaseSpec c;
+    c.name = name;
+    c.max_position = 8192;
+    edit(c);
+    cases.push_back(c);
+  };
+  add("qwen3_32b_T1024_norm_cache_split_perhead_fused_qkv", [](CaseSpec& c) {
+    c.tokens = 1024;
+    c.q_heads = 64;
+    c.kv_heads = 8;
+    c.use_norm = true;
+    c.per_head_scales = true;
+    c.fused_qkv = true;
+    c.padding = 9;
+    c.padding_run = 40;
+  });
+  add("qwen3_32b_T1024_norm_sincos_q_bf16_kv_bf16_hnd32", [](CaseSpec& c) {
+    c.tokens = 1024;
+    c.q_heads = 64;
+    c.kv_heads = 8;
+    c.use_norm = true;
+    c.use_cache = false;
+    c.q_rows = QRows::kAllBf16;
+    c.kv_dtype = DType::kBF16;
+    c.layout = KvLayout::kHND;
+    c.page_size = 32;
+  });
+  add("norm_T1024_half_padding", [](CaseSpec& c) {
+    c.tokens = 1024;
+    c.q_heads = 16;
+    c.kv_heads = 4;
+    c.use_norm = true;
+    c.padding_run = 512;
+  });
+  add("norm_T65_gptj_hd64_q_e5m2_kv_e5m2_perhead_fused_qkv", [](CaseSpec& c) {
+    c.tokens = 65;
+    c.head_dim = 64;
+    c.rotary_dim = 64;
+    c.style = RopeStyle::kGptj;
+    c.q_heads = 6;
+    c.kv_heads = 3;
+    c.use_norm = true;
+    c.q_rows = QRows::kAllFp8;
+    c.q_fp8 = DType::kFP8E5M2;
+    c.kv_dtype = DType::kFP8E5M2;
+    c.per_head_scales = true;
+    c.fused_qkv = true;
+    c.padding = 5;
+  });
+  add("T65_neox_hd128_plain", [](CaseSpec& c) {
+    c.tokens = 65;
+    c.q_heads = 32;
+    c.kv_heads = 8;
+    c.padding = 3;
+  });
+  add("norm_T515_neox_partial48_hnd64", [](CaseSpec& c) {
+    c.tokens = 515;
+    c.rotary_dim = 48;
+    c.q_heads = 12;
+    c.kv_heads = 2;
+    c.use_norm = true;
+    c.layout = KvLayout::kHND;
+    c.page_size = 64;
+  });
+  add("norm_T515_gptj_partial32_sincos", [](CaseSpec& c) {
+    c.tokens = 515;
+    c.rotary_dim = 32;
+    c.style = RopeStyle::kGptj;
+    c.use_cache = false;
+    c.q_heads = 12;
+    c.kv_heads = 2;
+    c.use_norm = true;
+  });
+  add("llama3_8b_T2112_cache_padding_run", [](CaseSpec& c) {
+    c.tokens = 2112;
+    c.q_heads = 32;
+    c.kv_heads = 8;
+    c.llama3 = true;
+    c.padding_run = 64;
+  });
+  add("llama3_8b_T2113_fused_qkv_perhead", [](CaseSpec& c) {
+    c.tokens = 2113;
+    c.q_heads = 32;
+    c.kv_heads = 8;
+    c.fused_qkv = true;
+    c.per_head_scales = true;
+  });
+  add("norm_T2112_hd256_kv_e5m2", [](CaseSpec& c) {
+    c.tokens = 2112;
+    c.head_dim = 256;
+    c.rotary_dim = 256;
+    c.q_heads = 8;
+    c.kv_heads = 2;
+    c.use_norm = true;
+    c.kv_dtype = DType::kFP8E5M2;
+  });
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(SplitT, RopeQuantAppendGpu, ::testing::ValuesIn(split_token_grid()),
+                         [](const ::testing::TestParamInfo<CaseSpec>& info) {
+                           return info.param.name;
+                         });
+
 // Hand-checked: position 0 (cos 1, sin 0) makes RoPE the identity, so the FP8 k row is exactly
 // fp8(x / k_scale) and the bf16 q row is the input.
 TEST(RopeQuantAppendGpuHand, PositionZeroIsPlainQuantization) {

@@ -58,6 +58,23 @@ __device__ __forceinline__ uint2 pack_fp8x8(const float y[8], float scale, float
   return make_uint2(words[0], words[1]);
 }
 
+// fp8(y * multiplier) for eight values, little-endian bytes: for callers that fold a per-row
+// factor into the inverse scale (the fused RoPE kernel's RMSNorm path), where the product
+// replaces the quotient and the result may differ from fp8(y / scale) by the rounding of one
+// multiply. Saturates like pack_fp8x8; a NaN input stays NaN.
+__device__ __forceinline__ uint2 pack_fp8x8_multiplied(const float y[8], float multiplier,
+                                                       Fp8Format format) {
+  const __nv_fp8_interpretation_t kind = format == Fp8Format::kE4M3 ? __NV_E4M3 : __NV_E5M2;
+  uint32_t words[2] = {0u, 0u};
+#pragma unroll
+  for (int32_t i = 0; i < 4; ++i) {
+    const float2 pair = make_float2(y[2 * i] * multiplier, y[2 * i + 1] * multiplier);
+    words[i / 2] |= static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(pair, __NV_SATFINITE, kind))
+                    << (16 * (i % 2));
+  }
+  return make_uint2(words[0], words[1]);
+}
+
 // Stores eight values at dst as bf16 (dtype kBF16, scale ignored: it is 1 by contract) or as
 // fp8(y / scale).
 __device__ __forceinline__ void store_x8(void* dst, DType dtype, const float y[8], float scale,

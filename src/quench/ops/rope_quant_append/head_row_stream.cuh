@@ -38,4 +38,13 @@ __device__ __forceinline__ void stream_head_rows(const uint16_t* src, int32_t fi
   }
 }
 
+// Asks L2 for the same rows as stream_head_rows(src, first, count, step) without waiting and
+// without holding registers, so that rows processed later are loaded while earlier ones are.
+template <int32_t kHeadDim>
+__device__ __forceinline__ void prefetch_head_rows(const uint16_t* src, int32_t first,
+                                                   int32_t count, int32_t step) {
+  for (int32_t r = first; r < count; r += step)
+    asm volatile("prefetch.global.L2 [%0];" : : "l"(src + r * kHeadDim));
+}
+
 }  // namespace quench

@@ -7,6 +7,11 @@
 // bytes, so everything the host knows (head dim, style, cos/sin source, norm, output dtypes) is
 // a template argument and the row loop has no branches and no 64-bit index math; divisions by
 // scales are a multiply plus Markstein's correction (scale_divide.h), two FP8 per conversion.
+// The Qwen3 RMSNorm is folded into per-lane rotation coefficients (norm_rope_lanes.cuh): per row
+// one reduction, one rsqrt and two operations per element, its factor multiplied into 1 / scale.
+// Batches smaller than one wave of warps split a token over several warps, which ask L2 for
+// their k/v rows (and, from 4 warps per token, their q rows) up front (prefetch_head_rows), so
+// the k/v rows do not wait behind the q rows.
 // Decode-sized batches (T <= kRowItemsMaxTokens) take the row-item kernel instead
 // (rope_quant_append_row_items.cu).
 #include "quench/ops/rope_quant_append/rope_quant_append.h"
@@ -14,12 +19,14 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <type_traits>
 
 #include "quench/core/error.h"
 #include "quench/ops/quantize/vec8_convert.cuh"
 #include "quench/ops/rope/rope_angles.h"
 #include "quench/ops/rope/rope_angles_device.cuh"
 #include "quench/ops/rope_quant_append/head_row_stream.cuh"
+#include "quench/ops/rope_quant_append/norm_rope_lanes.cuh"
 #include "quench/ops/rope_quant_append/rope_quant_append_checks.h"
 #include "quench/ops/rope_quant_append/rope_quant_append_row_items.h"
 #include "quench/ops/rope_quant_append/token_rope_lanes.cuh"
@@ -31,6 +38,9 @@ constexpr int32_t kThreads = 256;
 constexpr int32_t kWarpsPerBlock = kThreads / 32;
 // 4 blocks of 256 threads per SM: 64 registers per thread, 32 warps to keep loads in flight.
 constexpr int32_t kMinBlocksPerSm = 4;
+
+// Split tokens prefetch their q rows from this many warps per token on (see the kernel).
+constexpr int32_t kPrefetchQMinWarpsPerToken = 4;
 
 struct FusedArgs {
   RopeQuantAppendParams p;
@@ -56,20 +66,25 @@ constexpr Fp8Format fp8_format() {
 template <int32_t kHeadDim, bool kNeox>
 using Rope = TokenRopeLanes<kHeadDim, kNeox, kThreads>;
 
-// Lane slots per thread: the rope's cos/sin, then (with the norm) the two float4 of the norm
-// weights of the kind of row being streamed.
+template <int32_t kHeadDim, bool kNeox>
+using NormRope = NormRopeLanes<kHeadDim, kNeox, kThreads>;
+
+// What the row loops rotate with: the rope's cos/sin, or with the norm the folded coefficients.
+template <int32_t kHeadDim, bool kNeox, bool kNorm>
+using RowMath = std::conditional_t<kNorm, NormRope<kHeadDim, kNeox>, Rope<kHeadDim, kNeox>>;
+
+// Lane slots per thread: the rope's cos/sin, or with the norm the q and k coefficients (which
+// overwrite the cos/sin they are made from).
 template <bool kNeox, bool kNorm>
 constexpr int32_t lane_slots() {
-  return TokenRopeLanes<64, kNeox, kThreads>::kSlots + (kNorm ? 2 : 0);
+  return kNorm ? NormRopeLanes<64, kNeox, kThreads>::kSlots
+               : TokenRopeLanes<64, kNeox, kThreads>::kSlots;
 }
 
-// The lane's eight norm weights (bf16 [head_dim]) as floats into slots `at` and `at + 1`.
-__device__ __forceinline__ void stage_norm_weights(const uint16_t* weight, int32_t lane,
-                                                   LaneSlots<kThreads> slots, int32_t at) {
-  float w[8];
-  unpack_bf16x8(__ldg(reinterpret_cast<const uint4*>(weight) + lane), w);
-  slots[at] = make_float4(w[0], w[1], w[2], w[3]);
-  slots[at + 1] = make_float4(w[4], w[5], w[6], w[7]);
+__device__ __forceinline__ void scale_x8(float x[8], float factor) {
+#pragma unroll
+  for (int32_t j = 0; j < 8; ++j)
+    x[j] *= factor;
 }
 
 // One token's rows of one kind, split between the warps of the token and the groups of a warp:
@@ -83,27 +98,32 @@ struct RowShare {
 template <int32_t kHeadDim, bool kNeox, bool kNorm, DType kOut>
 __device__ __forceinline__ void q_rows(const FusedArgs& args, int32_t t, RowShare share,
                                        const RowLane<kHeadDim>& row,
-                                       const Rope<kHeadDim, kNeox>& rope) {
+                                       const RowMath<kHeadDim, kNeox, kNorm>& math) {
   const RopeQuantAppendParams& p = args.p;
-  constexpr int32_t kNormSlot = Rope<kHeadDim, kNeox>::kSlots;
-  if constexpr (kNorm) stage_norm_weights(p.q_norm_weight, row.lane, rope.cos_sin, kNormSlot);
   const int64_t out_elem = static_cast<int64_t>(t) * p.num_q_heads * kHeadDim + 8 * row.lane;
   uint8_t* out = kOut == DType::kBF16 ? reinterpret_cast<uint8_t*>(p.q_out_bf16 + out_elem)
                                       : p.q_out_fp8 + out_elem;
   auto process = [&](float x[8], int32_t h) {
-    if constexpr (kNorm) {
-      rms_norm_row<kHeadDim>(x, rope.cos_sin[kNormSlot], rope.cos_sin[kNormSlot + 1], row.mask,
-                             p.norm_eps);
-    }
-    rope.rotate(x, row.mask);
     // Explicit vector stores: with a plain assignment the compiler splits the bf16 row into four
     // 4-byte stores.
     uint8_t* dst = out + h * (kHeadDim * elem_bytes<kOut>());
-    if constexpr (kOut == DType::kBF16) {
-      __stwb(reinterpret_cast<uint4*>(dst), pack_bf16x8(x));
+    if constexpr (kNorm) {
+      const float r = math.apply(x, NormKind::kQ, row.mask, p.norm_eps);
+      if constexpr (kOut == DType::kBF16) {
+        scale_x8(x, r);
+        __stwb(reinterpret_cast<uint4*>(dst), pack_bf16x8(x));
+      } else {
+        __stwb(reinterpret_cast<uint2*>(dst),
+               pack_fp8x8_multiplied(x, r * args.inv_q_scale, fp8_format<kOut>()));
+      }
     } else {
-      __stwb(reinterpret_cast<uint2*>(dst),
-             pack_fp8x8(x, p.q_scale, args.inv_q_scale, fp8_format<kOut>()));
+      math.rotate(x, row.mask);
+      if constexpr (kOut == DType::kBF16) {
+        __stwb(reinterpret_cast<uint4*>(dst), pack_bf16x8(x));
+      } else {
+        __stwb(reinterpret_cast<uint2*>(dst),
+               pack_fp8x8(x, p.q_scale, args.inv_q_scale, fp8_format<kOut>()));
+      }
     }
   };
   const uint16_t* src = p.q + t * p.q_row_stride + 8 * row.lane;
@@ -115,26 +135,29 @@ __device__ __forceinline__ void q_rows(const FusedArgs& args, int32_t t, RowShar
 template <int32_t kHeadDim, bool kNeox, bool kNorm, DType kCache, bool kIsK>
 __device__ __forceinline__ void kv_rows(const FusedArgs& args, int32_t t, RowShare share,
                                         const RowLane<kHeadDim>& row,
-                                        const Rope<kHeadDim, kNeox>& rope, uint8_t* cache_row0) {
+                                        const RowMath<kHeadDim, kNeox, kNorm>& math,
+                                        uint8_t* cache_row0) {
   const RopeQuantAppendParams& p = args.p;
-  constexpr int32_t kNormSlot = Rope<kHeadDim, kNeox>::kSlots;
-  if constexpr (kIsK && kNorm) {
-    stage_norm_weights(p.k_norm_weight, row.lane, rope.cos_sin, kNormSlot);
-  }
   const HeadScales& scales = kIsK ? p.k_scale : p.v_scale;
   const float inv_tensor_scale = kIsK ? args.inv_k_scale : args.inv_v_scale;
   const int32_t head_stride_bytes = static_cast<int32_t>(p.kv.head_stride()) * elem_bytes<kCache>();
   auto process = [&](float x[8], int32_t h) {
-    if constexpr (kIsK) {
-      if constexpr (kNorm) {
-        rms_norm_row<kHeadDim>(x, rope.cos_sin[kNormSlot], rope.cos_sin[kNormSlot + 1], row.mask,
-                               p.norm_eps);
-      }
-      rope.rotate(x, row.mask);
-    }
+    uint8_t* dst = cache_row0 + h * head_stride_bytes;
     const float scale = scales.at(h);
     const float inv_scale = scales.per_head ? 1.0f / scale : inv_tensor_scale;
-    store_x8(cache_row0 + h * head_stride_bytes, kCache, x, scale, inv_scale);
+    if constexpr (kIsK && kNorm) {
+      const float r = math.apply(x, NormKind::kK, row.mask, p.norm_eps);
+      if constexpr (kCache == DType::kBF16) {
+        scale_x8(x, r);
+        *reinterpret_cast<uint4*>(dst) = pack_bf16x8(x);
+      } else {
+        *reinterpret_cast<uint2*>(dst) =
+            pack_fp8x8_multiplied(x, r * inv_scale, fp8_format<kCache>());
+      }
+    } else {
+      if constexpr (kIsK) math.rotate(x, row.mask);
+      store_x8(dst, kCache, x, scale, inv_scale);
+    }
   };
   const uint16_t* src =
       kIsK ? p.k + t * p.k_row_stride + 8 * row.lane : p.v + t * p.v_row_stride + 8 * row.lane;
@@ -144,14 +167,15 @@ __device__ __forceinline__ void kv_rows(const FusedArgs& args, int32_t t, RowSha
 template <int32_t kHeadDim, bool kNeox, bool kNorm, DType kCache>
 __device__ __forceinline__ void k_and_v_rows(const FusedArgs& args, int32_t t, RowShare share,
                                              const RowLane<kHeadDim>& row,
-                                             const Rope<kHeadDim, kNeox>& rope, int64_t slot) {
+                                             const RowMath<kHeadDim, kNeox, kNorm>& math,
+                                             int64_t slot) {
   const RopeQuantAppendParams& p = args.p;
   const int64_t page = slot >> args.page_shift;
   const int64_t in_page = slot & ((int64_t{1} << args.page_shift) - 1);
   const int64_t byte0 = p.kv.offset(page, in_page, 0, 8 * row.lane) * elem_bytes<kCache>();
-  kv_rows<kHeadDim, kNeox, kNorm, kCache, true>(args, t, share, row, rope,
+  kv_rows<kHeadDim, kNeox, kNorm, kCache, true>(args, t, share, row, math,
                                                 static_cast<uint8_t*>(p.k_cache) + byte0);
-  kv_rows<kHeadDim, kNeox, kNorm, kCache, false>(args, t, share, row, rope,
+  kv_rows<kHeadDim, kNeox, kNorm, kCache, false>(args, t, share, row, math,
                                                  static_cast<uint8_t*>(p.v_cache) + byte0);
 }
 
@@ -169,29 +193,51 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   const int32_t split = warp - t * args.warps_per_token;
   const int64_t slot = __ldg(p.slot_mapping + t);
   const int32_t pos = __ldg(p.positions + t);
+  const RowLane<kHeadDim> row = make_row_lane<kHeadDim>();
+  constexpr int32_t kGroups = RowLane<kHeadDim>::kGroups;
+  const RowShare share{split * kGroups + row.group, args.warps_per_token * kGroups};
+  if (args.warps_per_token > 1) {
+    // A split token is a few rows per lane in a single wave: without this, its k and v loads
+    // would start only after the slot, the cos/sin and the q rows, one HBM latency each. The q
+    // rows too from 4 warps per token on (Hq / 8 rows per lane at head dim 128): the batch's
+    // whole input then fits in L2 (Qwen3-32B at 1k tokens: 22 of 50 MB); with 2-3 warps per
+    // token it would be most of L2, before any output is written.
+    const int32_t elem = 8 * row.lane;
+    if (args.warps_per_token >= kPrefetchQMinWarpsPerToken) {
+      prefetch_head_rows<kHeadDim>(p.q + t * p.q_row_stride + elem, share.first, p.num_q_heads,
+                                   share.step);
+    }
+    prefetch_head_rows<kHeadDim>(p.k + t * p.k_row_stride + elem, share.first, p.num_kv_heads,
+                                 share.step);
+    prefetch_head_rows<kHeadDim>(p.v + t * p.v_row_stride + elem, share.first, p.num_kv_heads,
+                                 share.step);
+  }
   if (slot < 0 || slot >= args.cache_slots) return;  // padding: nothing of it is written
   if (pos < 0 || (kFromCache && pos >= args.angles.cache_positions)) return;
 
-  const RowLane<kHeadDim> row = make_row_lane<kHeadDim>();
   const LaneSlots<kThreads> slots{&smem_lane_slots[0][threadIdx.x]};
   const Rope<kHeadDim, kNeox> rope = make_token_rope_lanes<kHeadDim, kNeox, kFromCache>(
       args.angles, smem_inv_freq, pos, row, slots);
-  constexpr int32_t kGroups = RowLane<kHeadDim>::kGroups;
-  const RowShare share{split * kGroups + row.group, args.warps_per_token * kGroups};
+  RowMath<kHeadDim, kNeox, kNorm> math;
+  if constexpr (kNorm) {
+    math = make_norm_rope_lanes(rope, p.q_norm_weight, p.k_norm_weight, row);
+  } else {
+    math = rope;
+  }
 
   if (t < p.q_bf16_rows) {
-    q_rows<kHeadDim, kNeox, kNorm, DType::kBF16>(args, t, share, row, rope);
+    q_rows<kHeadDim, kNeox, kNorm, DType::kBF16>(args, t, share, row, math);
   } else if (p.q_fp8_dtype == DType::kFP8E4M3) {
-    q_rows<kHeadDim, kNeox, kNorm, DType::kFP8E4M3>(args, t, share, row, rope);
+    q_rows<kHeadDim, kNeox, kNorm, DType::kFP8E4M3>(args, t, share, row, math);
   } else {
-    q_rows<kHeadDim, kNeox, kNorm, DType::kFP8E5M2>(args, t, share, row, rope);
+    q_rows<kHeadDim, kNeox, kNorm, DType::kFP8E5M2>(args, t, share, row, math);
   }
   if (p.kv.dtype == DType::kFP8E4M3) {
-    k_and_v_rows<kHeadDim, kNeox, kNorm, DType::kFP8E4M3>(args, t, share, row, rope, slot);
+    k_and_v_rows<kHeadDim, kNeox, kNorm, DType::kFP8E4M3>(args, t, share, row, math, slot);
   } else if (p.kv.dtype == DType::kFP8E5M2) {
-    k_and_v_rows<kHeadDim, kNeox, kNorm, DType::kFP8E5M2>(args, t, share, row, rope, slot);
+    k_and_v_rows<kHeadDim, kNeox, kNorm, DType::kFP8E5M2>(args, t, share, row, math, slot);
   } else {
-    k_and_v_rows<kHeadDim, kNeox, kNorm, DType::kBF16>(args, t, share, row, rope, slot);
+    k_and_v_rows<kHeadDim, kNeox, kNorm, DType::kBF16>(args, t, share, row, math, slot);
   }
 }
 

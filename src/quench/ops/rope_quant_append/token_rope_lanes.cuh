@@ -9,7 +9,6 @@
 #include <cstdint>
 
 #include "quench/numerics/bf16.h"
-#include "quench/ops/quantize/scale_divide.h"
 #include "quench/ops/rope/rope_angles_device.cuh"
 #include "quench/ops/rope/rope_config.h"
 
@@ -127,30 +126,6 @@ __device__ __forceinline__ TokenRopeLanes<kHeadDim, kNeox, kThreads> make_token_
     slots[r.kQuads + q] = make_float4(s[4 * q], s[4 * q + 1], s[4 * q + 2], s[4 * q + 3]);
   }
   return r;
-}
-
-// Qwen3 per-head RMSNorm of the row held by the group: y = x / sqrt(mean(x^2) + eps) * w, with
-// w_lo, w_hi the lane's eight weights. Same operations and reduction order as rms_norm_x8
-// (rope_head_row.cuh), so the fused kernel's results do not depend on its work distribution.
-template <int32_t kHeadDim>
-__device__ __forceinline__ void rms_norm_row(float x[8], const float4& w_lo, const float4& w_hi,
-                                             uint32_t mask, float eps) {
-  constexpr int32_t kLanes = RowLane<kHeadDim>::kLanes;
-  float sum_sq = 0.0f;
-#pragma unroll
-  for (int32_t j = 0; j < 8; ++j)
-    sum_sq = fmaf(x[j], x[j], sum_sq);
-#pragma unroll
-  for (int32_t offset = kLanes / 2; offset > 0; offset /= 2)
-    sum_sq += __shfl_xor_sync(mask, sum_sq, offset, kLanes);
-  const float norm = sqrtf(sum_sq / static_cast<float>(kHeadDim) + eps);
-  const float inv_norm = 1.0f / norm;
-  float w[8];
-  float4_to_array(w_lo, w);
-  float4_to_array(w_hi, w + 4);
-#pragma unroll
-  for (int32_t j = 0; j < 8; ++j)
-    x[j] = divide_by_scale(x[j], norm, inv_norm) * w[j];
 }
 
 }  // namespace quench
