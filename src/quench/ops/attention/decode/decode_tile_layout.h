@@ -63,6 +63,16 @@ struct DecodeTileLayout {
     }
   }
 
+  // TMA: kv_smem_offset(row, (4 cg + c) * 16 * kKvBytes) = kv_smem_offset(row, c * 16 *
+  // kKvBytes) ^ kv_chunk_group_delta(cg) for c < 4 (a lane's K chunk in chunk group cg): the
+  // group's chunk bits (4 cg kKvBytes) do not overlap c's, so they pass through the swizzle XOR
+  // alone, and the block bits land above the row's.
+  static QUENCH_HD int kv_chunk_group_delta(int cg) {
+    static_assert(kTma, "the cp.async layouts have no such split");
+    const int chunk = 4 * cg * kKvBytes;
+    return (chunk >> 3) * kTileBlockBytes + ((chunk & 7) << 4);
+  }
+
   // Tile row (token, within the warp's 8-token half) of column n (0..7) of an n-tile: the B
   // operand column of S = Q K^T, whose score lands in the accumulator's column n, and the P V
   // product's k index n (n-tile 0) or 8 + n (n-tile 1). Any permutation works as long as the K
