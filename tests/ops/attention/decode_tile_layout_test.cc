@@ -155,6 +155,35 @@ TEST(DecodeTileLayout, TmaLayoutIsTheTensorMapsAndConflictFree) {
   expect_tma_layout<128, 2>();
 }
 
+// The swapped-operand loop keeps one K offset per row (chunk group 0's) and reaches chunk group
+// cg's by XOR with kv_chunk_group_delta(cg): the same byte as kv_smem_offset for every row, lane
+// chunk c < 4, chunk group and byte of the lane's 16 * kKvBytes bytes.
+template <int kHeadDim, int kKvBytes>
+void expect_chunk_group_delta_matches() {
+  using L = DecodeTileLayout<kHeadDim, kKvBytes, true>;
+  SCOPED_TRACE("TMA, head_dim " + std::to_string(kHeadDim) + ", " + std::to_string(kKvBytes) +
+               "-byte elements");
+  for (int row = 0; row < kTileTokens; ++row) {
+    for (int c = 0; c < 4; ++c) {
+      for (int cg = 0; cg < kHeadDim / 64; ++cg) {
+        for (int b = 0; b < 16 * kKvBytes; b += 16) {
+          const int base = L::kv_smem_offset(row, c * 16 * kKvBytes);
+          EXPECT_EQ(base ^ L::kv_chunk_group_delta(cg) ^ b,
+                    L::kv_smem_offset(row, (4 * cg + c) * 16 * kKvBytes + b))
+              << "row " << row << " c " << c << " cg " << cg << " byte " << b;
+        }
+      }
+    }
+  }
+}
+
+TEST(DecodeTileLayout, ChunkGroupDeltaMatchesTheOffsets) {
+  expect_chunk_group_delta_matches<64, 1>();
+  expect_chunk_group_delta_matches<128, 1>();
+  expect_chunk_group_delta_matches<64, 2>();
+  expect_chunk_group_delta_matches<128, 2>();
+}
+
 TEST(DecodeTileLayout, CpAsyncLayoutPlacesEveryByteAndReadsVConflictFree) {
   expect_cp_async_layout<64, 1>();
   expect_cp_async_layout<128, 1>();
