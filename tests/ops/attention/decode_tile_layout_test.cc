@@ -155,33 +155,38 @@ TEST(DecodeTileLayout, TmaLayoutIsTheTensorMapsAndConflictFree) {
   expect_tma_layout<128, 2>();
 }
 
-// The swapped-operand loop keeps one K offset per row (chunk group 0's) and reaches chunk group
-// cg's by XOR with kv_chunk_group_delta(cg): the same byte as kv_smem_offset for every row, lane
-// chunk c < 4, chunk group and byte of the lane's 16 * kKvBytes bytes.
+// The swapped-operand loop keeps one offset per row and lane and reaches the other chunks of the
+// row by XOR with kv_chunk_delta: the same byte as kv_smem_offset for every row, base chunk and
+// chunk that share no bit (FP8: base c < 4, chunks 4 cg; bf16: base 2c + h or h < 2, chunks
+// 8 cg or 2 ks), and byte within the chunk.
 template <int kHeadDim, int kKvBytes>
-void expect_chunk_group_delta_matches() {
+void expect_chunk_delta_matches() {
   using L = DecodeTileLayout<kHeadDim, kKvBytes, true>;
   SCOPED_TRACE("TMA, head_dim " + std::to_string(kHeadDim) + ", " + std::to_string(kKvBytes) +
                "-byte elements");
+  const int chunks = kHeadDim * kKvBytes / 16;
+  int checked = 0;
   for (int row = 0; row < kTileTokens; ++row) {
-    for (int c = 0; c < 4; ++c) {
-      for (int cg = 0; cg < kHeadDim / 64; ++cg) {
-        for (int b = 0; b < 16 * kKvBytes; b += 16) {
-          const int base = L::kv_smem_offset(row, c * 16 * kKvBytes);
-          EXPECT_EQ(base ^ L::kv_chunk_group_delta(cg) ^ b,
-                    L::kv_smem_offset(row, (4 * cg + c) * 16 * kKvBytes + b))
-              << "row " << row << " c " << c << " cg " << cg << " byte " << b;
+    for (int base = 0; base < chunks; ++base) {
+      for (int chunk = 0; base + chunk < chunks; ++chunk) {
+        if ((base & chunk) != 0) continue;
+        for (int byte = 0; byte < 16; byte += 4) {
+          ++checked;
+          EXPECT_EQ(L::kv_smem_offset(row, base * 16 + byte) ^ L::kv_chunk_delta(chunk),
+                    L::kv_smem_offset(row, (base + chunk) * 16 + byte))
+              << "row " << row << " base chunk " << base << " chunk " << chunk << " byte " << byte;
         }
       }
     }
   }
+  EXPECT_GT(checked, 0);
 }
 
-TEST(DecodeTileLayout, ChunkGroupDeltaMatchesTheOffsets) {
-  expect_chunk_group_delta_matches<64, 1>();
-  expect_chunk_group_delta_matches<128, 1>();
-  expect_chunk_group_delta_matches<64, 2>();
-  expect_chunk_group_delta_matches<128, 2>();
+TEST(DecodeTileLayout, ChunkDeltaMatchesTheOffsets) {
+  expect_chunk_delta_matches<64, 1>();
+  expect_chunk_delta_matches<128, 1>();
+  expect_chunk_delta_matches<64, 2>();
+  expect_chunk_delta_matches<128, 2>();
 }
 
 TEST(DecodeTileLayout, CpAsyncLayoutPlacesEveryByteAndReadsVConflictFree) {

@@ -168,6 +168,22 @@ __device__ __forceinline__ void load_words(const uint8_t* src, uint32_t* w) {
   }
 }
 
+// ldmatrix.x4 (sm_75+): lanes 8i .. 8i + 7 give the shared addresses of the 8 rows (16 bytes
+// each) of 8x8 matrix i of 16-bit values; r[i] of lane 4 g + c = row g, columns 2c, 2c + 1 of
+// matrix i (kTrans: of its transpose, i.e. column g, rows 2c, 2c + 1).
+template <bool kTrans>
+__device__ __forceinline__ void load_matrix_x4(uint32_t smem_addr, uint32_t (&r)[4]) {
+  if constexpr (kTrans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr));
+  }
+}
+
 // Packs two floats into a pair of the MMA type (round to nearest even); `lo` in the low half.
 template <MmaType kType>
 __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {

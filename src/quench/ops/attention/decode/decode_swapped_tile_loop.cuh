@@ -2,24 +2,26 @@
 // most kSwappedMaxRows query rows (GQA group x query tokens <= 8, e.g. Llama's group 4 x 1 token):
 // KV tokens are the M = 16 side of mma.sync m16n8k16 and the query rows its N = 8 side, so that
 // no MMA, softmax step or accumulator register is spent on the padding rows that the row-major
-// kernel (M = 16 query rows) carries. Per warp and 16-token tile (hd128): 8 MMAs for
-// S^T = K Q^T and 8 for O^T += V^T P^T where the row-major loop issues 16 + 16; four scores per
-// lane instead of eight; a 32-float O^T accumulator instead of 64.
+// loop (M = 16 query rows) carries. Per warp and 16-token tile (hd128): 8 MMAs for S^T = K Q^T
+// and 8 for O^T += V^T P^T where the row-major loop issues 16 + 16; four scores per lane instead
+// of eight; a 32-float O^T accumulator instead of 64.
 //
-// Operands, per warp (tile rows [16 w, 16 w + 16)), lane = 4 g + c:
-// - S^T = K Q^T: A = K (M index m = token: tile row 16 w + 8 (m / 8) + token_of_column(m % 8);
-//   K index = head dim in the kernel's permuted order: k-step 4 cg + j, slots 2c, 2c + 1, 2c + 8,
-//   2c + 9 = dims 16 (4 cg + c) + 4 j + {0, 1, 2, 3}, i.e. one FP8 word of the lane's K chunk);
-//   B = Q^T (N index = query row), the same dim order: two words of query row g per k-step, held
-//   in registers for the whole loop.
+// Operands, per warp (tile rows [16 w, 16 w + 16)), lane = 4 g + c; the M index m of S^T (and K
+// index of P^T) is token row 16 w + 8 (m / 8) + token_of_column(m % 8).
+// - S^T = K Q^T: A = K (M = token, K index = head dim), B = Q^T (N = query row), in one dim order
+//   for both (a dot product does not depend on the order of its terms); Q^T stays in registers.
+//   FP8: k-step 4 cg + j, slots 2c, 2c + 1, 2c + 8, 2c + 9 = dims 16 (4 cg + c) + 4 j + {0..3}:
+//   one word of the lane's 16-byte K chunk, two conversions. bf16: natural order (k-step ks =
+//   dims 16 ks .. 16 ks + 15), one ldmatrix.x4 per k-step gives the A fragment.
 // - The accumulator S^T holds (tokens g, g + 8) x (rows 2c, 2c + 1) per lane; softmax statistics
 //   reduce over tokens across lane groups (xor 4, 8, 16).
-// - O^T = V^T P^T: A = V^T (M index = head dim, K index = token in S^T's M order); B = P^T, the
-//   packed probabilities transposed by movmatrix (two 8x8 blocks: tokens 0-7, 8-15). Lane (g, c)
-//   reads tile rows m = 2c, 2c + 1, 2c + 8, 2c + 9 at DecodeTileLayout::v_column_byte(g, ld) (the
-//   row-major loop's V reads, so the same conflict-free addresses); its lane element i (of
-//   head_dim / 8) is output column v_output_column(i, g) and rows g / g + 8 of O^T m-tile i / 2
-//   for even / odd i. FP8: one byte permute of two rows' words gives two elements' token pairs.
+// - O^T = V^T P^T: A = V^T (M = head dim, K = token in S^T's M order); B = P^T, the packed
+//   probabilities transposed by movmatrix (two 8x8 blocks: tokens 0-7, 8-15).
+//   FP8: lane (g, c) reads tile rows m = 2c, 2c + 1, 2c + 8, 2c + 9 at
+//   DecodeTileLayout::v_column_byte(g, ld) (the row-major loop's conflict-free V reads); one
+//   byte permute of two rows' words gives two elements' token pairs. Lane element i (of
+//   head_dim / 8) is output column v_output_column(i, g), row g (even i) or g + 8 (odd i) of
+//   m-tile i / 2. bf16: one ldmatrix.x4.trans per m-tile; m-tile mt row r is dim 16 mt + r.
 #pragma once
 
 #include <cstdint>
@@ -63,7 +65,8 @@ struct SwappedTileLoop {
   static constexpr int kVWords = T::kVLoadBytes / 4;
   static_assert(kSwappedMaxRows == 8, "query rows are the n8 side of one MMA tile");
 
-  // O^T m-tile mt, element e: output column v_output_column(2 mt + e / 2, g), row 2c + e % 2.
+  // O^T m-tile mt, element e: query row 2c + e % 2, output column (FP8)
+  // v_output_column(2 mt + e / 2, g), (bf16) 16 mt + 8 (e / 2) + g.
   float o_acc[kMTiles][4];
   float row_max[2];  // rows 2c, 2c + 1 (log2 units); every lane group g holds the same value
   float row_sum[2];  // this lane's share (its tokens g, g + 8 of every tile)
@@ -73,17 +76,28 @@ struct SwappedTileLoop {
     const int g = lane / 4;
     const int c = lane % 4;
 
-    // Q^T B fragments: k-step 4 cg + j takes words 2j, 2j + 1 of query row g's 32 bytes at
-    // (4 cg + c) * 32 (16 elements, the lane's K chunk's dims).
+    // Q^T B fragments (query row g) in K's dim order: FP8: k-step 4 cg + j takes words 2j,
+    // 2j + 1 of the row's 32 bytes at (4 cg + c) * 32; bf16: dims 16 ks + 2c, + 1 and
+    // 16 ks + 8 + 2c, + 1.
     uint32_t q_frag[T::kKSteps][2];
+    const uint8_t* q_row = rows.q_smem + g * T::kQStride;
 #pragma unroll
     for (int cg = 0; cg < T::kChunkGroups; ++cg) {
       uint32_t w[8];
-      load_words<32>(rows.q_smem + g * T::kQStride + (4 * cg + c) * 32, w);
+      if constexpr (T::kFp8Kv) {
+        load_words<32>(q_row + (4 * cg + c) * 32, w);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        q_frag[4 * cg + j][0] = w[2 * j];
-        q_frag[4 * cg + j][1] = w[2 * j + 1];
+        for (int j = 0; j < 4; ++j) {
+          q_frag[4 * cg + j][0] = w[2 * j];
+          q_frag[4 * cg + j][1] = w[2 * j + 1];
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int ks = 4 * cg + j;
+          q_frag[ks][0] = *reinterpret_cast<const uint32_t*>(q_row + 32 * ks + 4 * c);
+          q_frag[ks][1] = *reinterpret_cast<const uint32_t*>(q_row + 32 * ks + 16 + 4 * c);
+        }
       }
     }
     // Score multiplier and visible key range [lo, hi) of rows 2c, 2c + 1 (rows past num_rows
@@ -105,25 +119,38 @@ struct SwappedTileLoop {
     row_max[0] = row_max[1] = -INFINITY;
     row_sum[0] = row_sum[1] = 0.0f;
 
-    // Tile rows of this lane's K reads (S^T rows g, g + 8) and V reads (P^T k = 2c, 2c + 1,
-    // 2c + 8, 2c + 9).
+    // Tile rows of this lane's S^T rows (g, g + 8) and P^T k indices (2c, 2c + 1, 2c + 8, 2c + 9).
     const int k_rows[2] = {16 * warp + T::token_of_column(g),
                            16 * warp + 8 + T::token_of_column(g)};
     const int v_rows[4] = {
         16 * warp + T::token_of_column(2 * c), 16 * warp + T::token_of_column(2 * c + 1),
         16 * warp + 8 + T::token_of_column(2 * c), 16 * warp + 8 + T::token_of_column(2 * c + 1)};
-    constexpr int kVLoads = T::kVBytesPerLane / T::kVLoadBytes;
-    int v_offsets[kVLoads][4];
+    // Shared-memory offsets of this lane's reads, one per row; the other chunks of the row are
+    // offset ^ kv_chunk_delta(constant) (registers: 4 CTAs per SM leave ~100 per thread).
+    // FP8: K rows k_rows at chunk c (chunk group cg: + 4 cg), V rows v_rows at v_column_byte.
+    // bf16: ldmatrix row addresses, lane 8i + r giving row r of matrix i: K (k-step 0; ks:
+    // + 2 ks) matrix i = token rows 8 (i % 2) + r, chunk i / 2; V (m-tile 0; mt: + 2 mt)
+    // matrix i = token rows 8 (i / 2) + r, chunk i % 2.
+    constexpr int kVLoads = T::kFp8Kv ? T::kVBytesPerLane / T::kVLoadBytes : 1;
+    int k_offsets[2], v_offsets[kVLoads][4];
+    if constexpr (T::kFp8Kv) {
 #pragma unroll
-    for (int ld = 0; ld < kVLoads; ++ld) {
+      for (int h = 0; h < 2; ++h)
+        k_offsets[h] = T::kv_smem_offset(k_rows[h], c * 16);
 #pragma unroll
-      for (int r = 0; r < 4; ++r)
-        v_offsets[ld][r] = T::kv_smem_offset(v_rows[r], T::v_column_byte(g, ld));
+      for (int ld = 0; ld < kVLoads; ++ld) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          v_offsets[ld][r] = T::kv_smem_offset(v_rows[r], T::v_column_byte(g, ld));
+      }
+    } else {
+      const int i = lane / 8, r = lane % 8;
+      const int k_row = 16 * warp + 8 * (i % 2) + T::token_of_column(r);
+      const int v_row = 16 * warp + 8 * (i / 2) + T::token_of_column(r);
+      k_offsets[0] = T::kv_smem_offset(k_row, i / 2 * 16);
+      v_offsets[0][0] = T::kv_smem_offset(v_row, i % 2 * 16);
     }
-    // Chunk group 0's; group cg's is k_offset ^ kv_chunk_group_delta(cg) (registers: 4 CTAs per
-    // SM leave ~100 per thread).
-    const int k_offsets[2] = {T::kv_smem_offset(k_rows[0], c * T::kKvBytes * 16),
-                              T::kv_smem_offset(k_rows[1], c * T::kKvBytes * 16)};
+    const uint32_t ring = smem_address(pipe.ring);
 
     int stage = 0;
     uint32_t phase = 0;  // parity of the full[stage] phase that delivers tile `tile`
@@ -131,33 +158,32 @@ struct SwappedTileLoop {
       sm90_async::mbarrier_wait(pipe.full_bars + 8 * stage, phase);
       const uint8_t* k_tile = pipe.ring + stage * T::kStageBytes;
       const uint8_t* v_tile = k_tile + T::kTileKvBytes;
+      const uint32_t stage_addr = ring + static_cast<uint32_t>(stage * T::kStageBytes);
       const int32_t tile_tok0 = (pipe.first_tile + tile) * kTileTokens;
 
       // S^T, in two independent chains (even and odd k-steps): half the dependent-MMA latency.
       float s_chain[2][4] = {};
+      if constexpr (T::kFp8Kv) {
 #pragma unroll
-      for (int cg = 0; cg < T::kChunkGroups; ++cg) {
-        // bf16: the second 16-byte chunk of the lane's 32 bytes is at the first's offset ^ 16
-        // (the TMA swizzle keeps the pair together).
-        uint32_t k_words[2][4 * T::kKvBytes];
+        for (int cg = 0; cg < T::kChunkGroups; ++cg) {
+          uint32_t k_words[2][4];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
+          for (int h = 0; h < 2; ++h)
+            load_words<16>(k_tile + (k_offsets[h] ^ T::kv_chunk_delta(4 * cg)), k_words[h]);
 #pragma unroll
-          for (int b = 0; b < T::kKvBytes; ++b)
-            load_words<16>(k_tile + (k_offsets[h] ^ T::kv_chunk_group_delta(cg) ^ (16 * b)),
-                           k_words[h] + 4 * b);
-        }
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          uint32_t a[4];  // rows g, g + 8 x slots (2c, 2c + 1), (2c + 8, 2c + 9)
-          if constexpr (T::kFp8Kv) {
+          for (int j = 0; j < 4; ++j) {
+            uint32_t a[4];  // rows g, g + 8 x slots (2c, 2c + 1), (2c + 8, 2c + 9)
             fp8_quad_to_mma<T::kFp8, kMma>(k_words[0][j], a[0], a[2]);
             fp8_quad_to_mma<T::kFp8, kMma>(k_words[1][j], a[1], a[3]);
-          } else {
-            a[0] = k_words[0][2 * j], a[2] = k_words[0][2 * j + 1];
-            a[1] = k_words[1][2 * j], a[3] = k_words[1][2 * j + 1];
+            mma_16816<kMma>(s_chain[j % 2], a, q_frag[4 * cg + j][0], q_frag[4 * cg + j][1]);
           }
-          mma_16816<kMma>(s_chain[j % 2], a, q_frag[4 * cg + j][0], q_frag[4 * cg + j][1]);
+        }
+      } else {
+#pragma unroll
+        for (int ks = 0; ks < T::kKSteps; ++ks) {
+          uint32_t a[4];
+          load_matrix_x4<false>(stage_addr + (k_offsets[0] ^ T::kv_chunk_delta(2 * ks)), a);
+          mma_16816<kMma>(s_chain[ks % 2], a, q_frag[ks][0], q_frag[ks][1]);
         }
       }
       // s[e]: token row e / 2 (g, g + 8), query row 2c + e % 2.
@@ -206,44 +232,63 @@ struct SwappedTileLoop {
       // P^T B fragment: b0 = tokens 0-7, b1 = tokens 8-15 (k = 2c, 2c + 1 of query row g).
       const uint32_t p_b0 = transpose_8x8_b16(pack_pair<kMma>(s[0], s[1]));
       const uint32_t p_b1 = transpose_8x8_b16(pack_pair<kMma>(s[2], s[3]));
+      if constexpr (T::kFp8Kv) {
 #pragma unroll
-      for (int ld = 0; ld < kVLoads; ++ld) {
-        uint32_t v_words[4][kVWords];
+        for (int ld = 0; ld < kVLoads; ++ld) {
+          uint32_t v_words[4][kVWords];
 #pragma unroll
-        for (int r = 0; r < 4; ++r)
-          load_words<T::kVLoadBytes>(v_tile + v_offsets[ld][r], v_words[r]);
-        // V rows of tokens outside [kv_begin, kv_end) hold untrusted bytes (the TMA producer
-        // does not zero-fill): their P is 0, and zeroing their words keeps 0 x NaN out of the
-        // product. Only tiles that need masking hold such rows.
+          for (int r = 0; r < 4; ++r)
+            load_words<T::kVLoadBytes>(v_tile + v_offsets[ld][r], v_words[r]);
+          // V rows of tokens outside [kv_begin, kv_end) hold untrusted bytes (the TMA producer
+          // does not zero-fill): their P is 0, and zeroing their words keeps 0 x NaN out of the
+          // product. Only tiles that need masking hold such rows.
+          if (need_mask) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+              const int32_t tok = tile_tok0 + v_rows[r];
+              if (tok < pipe.kv_begin || tok >= pipe.kv_end) {
+#pragma unroll
+                for (int w = 0; w < kVWords; ++w)
+                  v_words[r][w] = 0u;
+              }
+            }
+          }
+          // Lane elements ld * kVElemsPerLoad + 2i, + 1 (word i / 2, half i % 2) are rows g and
+          // g + 8 of m-tile ld * kVElemsPerLoad / 2 + i.
+#pragma unroll
+          for (int i = 0; i < T::kVElemsPerLoad / 2; ++i) {
+            // (row g, tokens 2c, 2c + 1), (row g + 8, the same), (g, 2c + 8, 2c + 9), (g + 8, ..)
+            uint32_t a[4];
+            fp8_column_pairs_to_mma<T::kFp8, kMma>(v_words[0][i / 2], v_words[1][i / 2], i % 2,
+                                                   a[0], a[1]);
+            fp8_column_pairs_to_mma<T::kFp8, kMma>(v_words[2][i / 2], v_words[3][i / 2], i % 2,
+                                                   a[2], a[3]);
+            mma_16816<kMma>(o_acc[ld * T::kVElemsPerLoad / 2 + i], a, p_b0, p_b1);
+          }
+        }
+      } else {
+        // Untrusted V rows (see above): registers 0, 1 hold tokens (2c, 2c + 1) = v_rows[0, 1]
+        // in their halves, registers 2, 3 tokens v_rows[2, 3].
+        uint32_t keep[2] = {0xffffffffu, 0xffffffffu};
         if (need_mask) {
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
             const int32_t tok = tile_tok0 + v_rows[r];
-            if (tok < pipe.kv_begin || tok >= pipe.kv_end) {
-#pragma unroll
-              for (int w = 0; w < kVWords; ++w)
-                v_words[r][w] = 0u;
-            }
+            if (tok < pipe.kv_begin || tok >= pipe.kv_end)
+              keep[r / 2] &= r % 2 ? 0xffffu : 0xffff0000u;
           }
         }
-        // Lane elements of this load: ld * kVElemsPerLoad + (0 .. kVElemsPerLoad); elements 2i
-        // and 2i + 1 are rows g and g + 8 of m-tile i.
-        constexpr int kMTilesPerLoad = T::kVElemsPerLoad / 2;
 #pragma unroll
-        for (int i = 0; i < kMTilesPerLoad; ++i) {
-          // a: (row g, tokens 2c, 2c + 1), (row g + 8, the same), (g, 2c + 8, 2c + 9), (g + 8, ..).
+        for (int mt = 0; mt < kMTiles; ++mt) {
           uint32_t a[4];
-          if constexpr (T::kFp8Kv) {
-            const int w = i / 2;  // FP8: a word holds 4 elements (two m-tiles)
-            fp8_column_pairs_to_mma<T::kFp8, kMma>(v_words[0][w], v_words[1][w], i % 2, a[0], a[1]);
-            fp8_column_pairs_to_mma<T::kFp8, kMma>(v_words[2][w], v_words[3][w], i % 2, a[2], a[3]);
-          } else {  // bf16: a word holds 2 elements (one m-tile)
-            a[0] = byte_perm(v_words[0][i], v_words[1][i], 0x5410u);
-            a[1] = byte_perm(v_words[0][i], v_words[1][i], 0x7632u);
-            a[2] = byte_perm(v_words[2][i], v_words[3][i], 0x5410u);
-            a[3] = byte_perm(v_words[2][i], v_words[3][i], 0x7632u);
+          load_matrix_x4<true>(
+              stage_addr + T::kTileKvBytes + (v_offsets[0][0] ^ T::kv_chunk_delta(2 * mt)), a);
+          if (need_mask) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+              a[r] &= keep[r / 2];
           }
-          mma_16816<kMma>(o_acc[ld * kMTilesPerLoad + i], a, p_b0, p_b1);
+          mma_16816<kMma>(o_acc[mt], a, p_b0, p_b1);
         }
       }
       // Every lane's reads of the stage precede the warp's one arrival (empty[s] counts warps).
@@ -278,7 +323,8 @@ struct SwappedTileLoop {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int row = 2 * c + (e & 1);
-        const int d = T::v_output_column(2 * mt + (e >> 1), g);
+        const int d =
+            T::kFp8Kv ? T::v_output_column(2 * mt + (e >> 1), g) : 16 * mt + 8 * (e >> 1) + g;
         combine[(warp * kRowsPerCta + row) * T::kCombineStride + d] = o_acc[mt][e];
       }
     }

@@ -63,13 +63,12 @@ struct DecodeTileLayout {
     }
   }
 
-  // TMA: kv_smem_offset(row, (4 cg + c) * 16 * kKvBytes) = kv_smem_offset(row, c * 16 *
-  // kKvBytes) ^ kv_chunk_group_delta(cg) for c < 4 (a lane's K chunk in chunk group cg): the
-  // group's chunk bits (4 cg kKvBytes) do not overlap c's, so they pass through the swizzle XOR
-  // alone, and the block bits land above the row's.
-  static QUENCH_HD int kv_chunk_group_delta(int cg) {
+  // TMA: kv_smem_offset(row, (chunk + base) * 16) = kv_smem_offset(row, base * 16) ^
+  // kv_chunk_delta(chunk) when the 16-byte chunk indices chunk and base share no bit (chunk's
+  // low three bits pass through the swizzle XOR alone, its block bits land above the row's).
+  // The swapped-operand loop keeps one offset per row and reaches the others with constants.
+  static QUENCH_HD int kv_chunk_delta(int chunk) {
     static_assert(kTma, "the cp.async layouts have no such split");
-    const int chunk = 4 * cg * kKvBytes;
     return (chunk >> 3) * kTileBlockBytes + ((chunk & 7) << 4);
   }
 
