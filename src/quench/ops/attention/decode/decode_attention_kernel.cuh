@@ -21,6 +21,10 @@
 //   box per page, KV head and 128-byte column block (decode_kv_tma_producer.cuh); the compute
 //   warps wait on a full mbarrier per stage and release it on an empty one, with no CTA-wide
 //   barrier in the tile loop. The compute is the same code over the TMA's swizzled layout.
+// - sm_90 with at most kSwappedMaxRows query rows (kSwapped): the tile loop of
+//   decode_swapped_tile_loop.cuh instead, with KV tokens as the MMA's M side and the query rows
+//   as its N = 8 side (half the MMAs and softmax work of padding 4 or 8 rows to 16); the same
+//   stages, combine and epilogue.
 #pragma once
 
 #include <cstdint>
@@ -678,27 +682,24 @@ __global__ void __launch_bounds__(
     // V rows of tokens outside [kv_begin, kv_end) hold untrusted bytes (decode_kv_tma_producer.cuh;
     // the cp.async kernel zero-fills them, the TMA kernel does not): their P is 0, and zeroing
     // their words keeps 0 x NaN out of the product. Only masked tiles have such rows.
-    bool v_row_visible[4] = {true, true, true, true};
-    if constexpr (kTma) {
-      if (need_mask) {
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const int32_t tok = tile_tok0 + v_rows[r];
-          v_row_visible[r] = tok >= kv_begin && tok < kv_end;
-        }
-      }
-    }
 #pragma unroll
     for (int ld = 0; ld < kLoads; ++ld) {
       uint32_t v_words[4][T::kVLoadBytes / 4];
       const int col_byte = T::v_column_byte(g, ld);
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
+      for (int r = 0; r < 4; ++r)
         load_words<T::kVLoadBytes>(v_tile + T::kv_smem_offset(v_rows[r], col_byte), v_words[r]);
-        if constexpr (kTma) {
+      if constexpr (kTma) {
+        if (need_mask) {  // a warp-uniform branch: unmasked tiles skip the selects
 #pragma unroll
-          for (int w = 0; w < T::kVLoadBytes / 4; ++w)
-            v_words[r][w] = v_row_visible[r] ? v_words[r][w] : 0u;
+          for (int r = 0; r < 4; ++r) {
+            const int32_t tok = tile_tok0 + v_rows[r];
+            if (tok < kv_begin || tok >= kv_end) {
+#pragma unroll
+              for (int w = 0; w < T::kVLoadBytes / 4; ++w)
+                v_words[r][w] = 0u;
+            }
+          }
         }
       }
 #pragma unroll
