@@ -83,8 +83,8 @@ struct SwappedTileLoop {
     const uint8_t* q_row = rows.q_smem + g * T::kQStride;
 #pragma unroll
     for (int cg = 0; cg < T::kChunkGroups; ++cg) {
-      uint32_t w[8];
       if constexpr (T::kFp8Kv) {
+        uint32_t w[8];
         load_words<32>(q_row + (4 * cg + c) * 32, w);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
