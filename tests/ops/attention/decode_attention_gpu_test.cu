@@ -95,6 +95,34 @@ std::vector<DecodeCase> decode_cases() {
       }
     }
   }
+  // Both tile loops of the sm_90 kernel: <= 8 query rows per request and KV head (group x query
+  // tokens) run the swapped-operand loop, more the row-major one; FP8 and bf16 KV, pages of 16
+  // and 64, plain and with a window + soft-cap (both mask passes, the rescale).
+  for (int32_t group : {1, 4, 8, 16}) {
+    for (DType kv : {DType::kFP8E4M3, DType::kBF16}) {
+      for (int32_t page : {16, 64}) {
+        for (bool window_softcap : {false, true}) {
+          AttentionProblemConfig c =
+              grid_config(kv, DType::kBF16, group, 128, page, KvLayout::kNHD, ++seed);
+          std::string name = "loops_" + grid_name(c);
+          if (window_softcap) {
+            c.window_left = 150;
+            c.logit_soft_cap = 25.0f;
+            name += "_window_softcap";
+          }
+          cases.push_back({name, c});
+        }
+      }
+    }
+  }
+  // Swapped loop at head_dim 64 (one K chunk group, 8-byte V loads) and with e5m2 / f16 query.
+  for (DType kv : {DType::kFP8E4M3, DType::kFP8E5M2, DType::kBF16}) {
+    for (int32_t group : {2, 8}) {
+      const DType q = kv == DType::kFP8E5M2 ? DType::kF16 : DType::kBF16;
+      AttentionProblemConfig c = grid_config(kv, q, group, 64, 32, KvLayout::kHND, ++seed);
+      cases.push_back({"loops_" + grid_name(c), c});
+    }
+  }
   // Output dtypes.
   for (DType kv : {DType::kFP8E4M3, DType::kBF16}) {
     for (DType out : {DType::kFP8E4M3, DType::kFP8E5M2, DType::kNVFP4}) {
@@ -130,6 +158,25 @@ std::vector<DecodeCase> decode_cases() {
   });
   feature("multi_token_g4", [](AttentionProblemConfig& c) {
     c.seqs = {{4, 100}, {8, 1000}, {2, 2}, {3, 4096}, {0, 0}};
+  });
+  // Multi-token queries that fit the swapped loop: rows = tokens x heads <= 8, causal among
+  // themselves.
+  feature("multi_token_g4_swapped", [](AttentionProblemConfig& c) {
+    c.seqs = {{2, 100}, {1, 1000}, {2, 2}, {2, 4096}, {0, 0}};
+  });
+  feature("multi_token_g1_swapped_window_p64", [](AttentionProblemConfig& c) {
+    c.num_q_heads = 2;
+    c.seqs = {{8, 999}, {5, 64}, {1, 3000}, {8, 8}};
+    c.window_left = 70;
+    c.page_size = 64;
+  });
+  feature("multi_token_g2_swapped_bf16kv_softcap", [](AttentionProblemConfig& c) {
+    c.num_q_heads = 4;
+    c.kv_dtype = DType::kBF16;
+    c.k_scale = 0.5f;
+    c.v_scale = 1.5f;
+    c.logit_soft_cap = 30.0f;
+    c.seqs = {{4, 333}, {3, 65}, {1, 2048}};
   });
   feature("multi_token_g8_window_hnd_p32", [](AttentionProblemConfig& c) {
     c.num_q_heads = 16;

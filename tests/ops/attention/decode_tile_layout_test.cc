@@ -155,6 +155,40 @@ TEST(DecodeTileLayout, TmaLayoutIsTheTensorMapsAndConflictFree) {
   expect_tma_layout<128, 2>();
 }
 
+// The swapped-operand loop keeps one offset per row and lane and reaches the other chunks of the
+// row by XOR with kv_chunk_delta: the same byte as kv_smem_offset for every row, base chunk and
+// chunk that share no bit (FP8: base c < 4, chunks 4 cg; bf16: base 2c + h or h < 2, chunks
+// 8 cg or 2 ks), and byte within the chunk.
+template <int kHeadDim, int kKvBytes>
+void expect_chunk_delta_matches() {
+  using L = DecodeTileLayout<kHeadDim, kKvBytes, true>;
+  SCOPED_TRACE("TMA, head_dim " + std::to_string(kHeadDim) + ", " + std::to_string(kKvBytes) +
+               "-byte elements");
+  const int chunks = kHeadDim * kKvBytes / 16;
+  int checked = 0;
+  for (int row = 0; row < kTileTokens; ++row) {
+    for (int base = 0; base < chunks; ++base) {
+      for (int chunk = 0; base + chunk < chunks; ++chunk) {
+        if ((base & chunk) != 0) continue;
+        for (int byte = 0; byte < 16; byte += 4) {
+          ++checked;
+          EXPECT_EQ(L::kv_smem_offset(row, base * 16 + byte) ^ L::kv_chunk_delta(chunk),
+                    L::kv_smem_offset(row, (base + chunk) * 16 + byte))
+              << "row " << row << " base chunk " << base << " chunk " << chunk << " byte " << byte;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(DecodeTileLayout, ChunkDeltaMatchesTheOffsets) {
+  expect_chunk_delta_matches<64, 1>();
+  expect_chunk_delta_matches<128, 1>();
+  expect_chunk_delta_matches<64, 2>();
+  expect_chunk_delta_matches<128, 2>();
+}
+
 TEST(DecodeTileLayout, CpAsyncLayoutPlacesEveryByteAndReadsVConflictFree) {
   expect_cp_async_layout<64, 1>();
   expect_cp_async_layout<128, 1>();

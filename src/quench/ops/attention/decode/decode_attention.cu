@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 #include <utility>
 
 #include "quench/core/error.h"
@@ -55,16 +57,28 @@ int compute_capability_major(int device) {
 }
 
 // tma: the variant with a producer warp loading K/V by tensor TMA (sm_90, head_dim 64 and 128;
-// the instantiation falls back to the cp.async kernel elsewhere).
-DecodeKernelInfo kernel_info(const AttentionParams& p, bool tma) {
+// the instantiation falls back to the cp.async kernel elsewhere). swapped: its swapped-operand
+// tile loop (query rows as the MMA's n8 side), for launches of at most kSwappedMaxRows query rows
+// per request and KV head.
+DecodeKernelInfo kernel_info(const AttentionParams& p, bool tma, bool swapped) {
   switch (p.kv.dtype) {
     case DType::kFP8E4M3:
-      return decode::decode_kernel_info_kv_e4m3(p.kv.head_dim, p.q_dtype, tma);
+      return decode::decode_kernel_info_kv_e4m3(p.kv.head_dim, p.q_dtype, tma, swapped);
     case DType::kFP8E5M2:
-      return decode::decode_kernel_info_kv_e5m2(p.kv.head_dim, p.q_dtype, tma);
+      return decode::decode_kernel_info_kv_e5m2(p.kv.head_dim, p.q_dtype, tma, swapped);
     default:
-      return decode::decode_kernel_info_kv_bf16(p.kv.head_dim, p.q_dtype, tma);
+      return decode::decode_kernel_info_kv_bf16(p.kv.head_dim, p.q_dtype, tma, swapped);
   }
+}
+
+// The swapped-operand loop runs wherever it applies unless the environment sets
+// QUENCH_DECODE_SWAPPED=0 (an A/B switch against the row-major loop for benchmarks); read once.
+bool swapped_loop_allowed() {
+  static const bool allowed = [] {
+    const char* value = std::getenv("QUENCH_DECODE_SWAPPED");
+    return value == nullptr || std::string(value) != "0";
+  }();
+  return allowed;
 }
 
 // How one kernel runs on the current device: pipeline depth, shared memory, occupancy.
@@ -174,10 +188,12 @@ LaunchShape launch_shape(const AttentionParams& p) {
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   const int major = compute_capability_major(device);
-  shape.info = kernel_info(p, /*tma=*/major == 9);
   DecodeKernelArgs& args = shape.args;
   args.p = p;
   args.group = p.num_q_heads / p.kv.num_kv_heads;
+  const bool tma = major == 9;
+  const bool few_rows = static_cast<int64_t>(p.max_q_len) * args.group <= decode::kSwappedMaxRows;
+  shape.info = kernel_info(p, tma, tma && few_rows && swapped_loop_allowed());
   args.row_groups =
       std::max(1, (p.max_q_len * args.group + decode::kRowsPerCta - 1) / decode::kRowsPerCta);
   const KernelLaunchConfig config = launch_config(shape.info, device);

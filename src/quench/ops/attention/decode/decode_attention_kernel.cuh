@@ -21,6 +21,10 @@
 //   box per page, KV head and 128-byte column block (decode_kv_tma_producer.cuh); the compute
 //   warps wait on a full mbarrier per stage and release it on an empty one, with no CTA-wide
 //   barrier in the tile loop. The compute is the same code over the TMA's swizzled layout.
+// - sm_90 with at most kSwappedMaxRows query rows (kSwapped): the tile loop of
+//   decode_swapped_tile_loop.cuh instead, with KV tokens as the MMA's M side and the query rows
+//   as its N = 8 side (half the MMAs and softmax work of padding 4 or 8 rows to 16); the same
+//   stages, combine and epilogue.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +35,7 @@
 #include "quench/ops/attention/decode/decode_kernel_args.h"
 #include "quench/ops/attention/decode/decode_kv_tma_producer.cuh"
 #include "quench/ops/attention/decode/decode_output.cuh"
+#include "quench/ops/attention/decode/decode_swapped_tile_loop.cuh"
 #include "quench/ops/attention/decode/decode_tile_layout.h"
 #include "quench/ops/attention/decode/dependent_launch.cuh"
 
@@ -139,26 +144,13 @@ __device__ __forceinline__ void scale_bf16_chunk_to_f16(uint4& v, float& unscale
     w[i] = pack_pair<MmaType::kF16>(lo[i] * scale, hi[i] * scale);
 }
 
-// Loads kBytes (8, 16 or 32; 8-byte aligned) of shared memory into words w[0, kBytes / 4).
-template <int kBytes>
-__device__ __forceinline__ void load_words(const uint8_t* src, uint32_t* w) {
-  if constexpr (kBytes == 8) {
-    const uint2 v = *reinterpret_cast<const uint2*>(src);
-    w[0] = v.x, w[1] = v.y;
-  } else {
-    static_assert(kBytes % 16 == 0);
-#pragma unroll
-    for (int i = 0; i < kBytes / 16; ++i) {
-      const uint4 v = reinterpret_cast<const uint4*>(src)[i];
-      w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
-    }
-  }
-}
-
 // The TMA kernel has 160 threads per CTA: three CTAs (<= 136 registers each) fit an SM where the
-// cp.async kernel fits four (hd <= 128 FP8). hd256 has no TMA variant.
-template <int kHeadDim, int kKvBytes, bool kTma>
-inline constexpr int kMinCtasPerSmFor = kTma ? 3 : kMinCtasPerSm<kHeadDim, kKvBytes>;
+// cp.async kernel fits four (hd <= 128 FP8). hd256 has no TMA variant. The swapped-operand loop
+// holds half the accumulators: four CTAs (<= 102 registers) where a token row is <= 128 bytes
+// (shared memory then fits four CTAs x 3 stages of hd128 FP8).
+template <int kHeadDim, int kKvBytes, bool kTma, bool kSwapped>
+inline constexpr int kMinCtasPerSmFor = kSwapped ? (kHeadDim* kKvBytes <= 128 ? 4 : 3)
+                                                 : (kTma ? 3 : kMinCtasPerSm<kHeadDim, kKvBytes>);
 
 // Syncs the four compute warps: all threads in the cp.async kernel, named barrier 1 (not the
 // producer warp) in the TMA kernel.
@@ -173,13 +165,16 @@ __device__ __forceinline__ void sync_compute_warps() {
 
 // maps: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv) for the TMA kernel;
 // unused (any value) by the cp.async kernel.
-template <int kHeadDim, DType kKvDtype, DType kQDtype, bool kTma>
+// kSwapped (TMA kernel only): the tile loop of decode_swapped_tile_loop.cuh, for launches whose
+// CTAs hold at most kSwappedMaxRows query rows (the host guarantees it).
+template <int kHeadDim, DType kKvDtype, DType kQDtype, bool kTma, bool kSwapped = false>
 __global__ void __launch_bounds__(
     DecodeTraits<kHeadDim, kKvDtype, kQDtype, kTma>::kCtaThreads,
-    kMinCtasPerSmFor<kHeadDim, kKvDtype == DType::kBF16 ? 2 : 1, kTma>)
+    kMinCtasPerSmFor<kHeadDim, kKvDtype == DType::kBF16 ? 2 : 1, kTma, kSwapped>)
     decode_attention_kernel(const __grid_constant__ DecodeKernelArgs args,
                             const __grid_constant__ KvTensorMaps maps) {
   using T = DecodeTraits<kHeadDim, kKvDtype, kQDtype, kTma>;
+  static_assert(kTma || !kSwapped, "the swapped-operand loop reads the TMA kernel's stages");
   constexpr MmaType kMma = T::kMma;
   const AttentionParams& p = args.p;
 
@@ -398,6 +393,110 @@ __global__ void __launch_bounds__(
 
   sync_compute_warps<kTma>();  // Q in shared memory
 
+  // Epilogue (after the warps stored their rows, statistics and O in stat_max, stat_sum and
+  // the combine buffer at the ring): one thread per 16 consecutive output elements of a row.
+  auto write_rows = [&]() {
+    const float* combine = reinterpret_cast<const float*>(pipe);
+    constexpr int kBlocksPerRow = kHeadDim / 16;
+    const float v_factor = p.v_scale.at(kv_head);
+    for (int unit = tid; unit < num_rows * kBlocksPerRow; unit += kThreads) {
+      const int r = unit / kBlocksPerRow;
+      const int d0 = unit % kBlocksPerRow * 16;
+      float m = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w)
+        m = fmaxf(m, stat_max[w * kRowsPerCta + r]);
+      float weight[kWarps];
+      float sum = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        weight[w] = m == -INFINITY ? 0.0f : fast_exp2(stat_max[w * kRowsPerCta + r] - m);
+        sum += weight[w] * stat_sum[w * kRowsPerCta + r];
+      }
+      float v[16];
+#pragma unroll
+      for (int k = 0; k < 16; ++k)
+        v[k] = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float* src = combine + (w * kRowsPerCta + r) * T::kCombineStride + d0;
+#pragma unroll
+        for (int k = 0; k < 16; k += 4) {
+          const float4 x = *reinterpret_cast<const float4*>(src + k);
+          v[k] += weight[w] * x.x, v[k + 1] += weight[w] * x.y;
+          v[k + 2] += weight[w] * x.z, v[k + 3] += weight[w] * x.w;
+        }
+      }
+      const int32_t token = row_token(r);
+      const int32_t head = row_head(r);
+      if (args.num_splits == 1) {
+        // The sink joins the denominator only: rescale to the larger of the two maxima.
+        float total_max = m;
+        float denom = sum;
+        if (p.sinks != nullptr) {
+          const float sink = p.sinks[head] * kLog2e;
+          total_max = fmaxf(m, sink);
+          denom = sum * fast_exp2(m - total_max) + fast_exp2(sink - total_max);
+        }
+        const float scale = denom > 0.0f ? fast_exp2(m - total_max) * v_factor / denom : 0.0f;
+#pragma unroll
+        for (int k = 0; k < 16; ++k)
+          v[k] *= scale;
+        write_output_block16(p, token, head, d0, v);
+        if (d0 == 0 && p.lse != nullptr) {
+          p.lse[static_cast<int64_t>(token) * p.num_q_heads + head] =
+              (total_max + __log2f(denom)) * kLn2;
+        }
+      } else {
+        const int64_t row_index =
+            (static_cast<int64_t>(split) * p.num_tokens + token) * p.num_q_heads + head;
+        if (d0 == 0) args.partial_lse[row_index] = sum > 0.0f ? m + __log2f(sum) : -INFINITY;
+        if (sum > 0.0f) {
+          const float scale = v_factor / sum;
+          float4* dst = reinterpret_cast<float4*>(args.partial_o + row_index * kHeadDim + d0);
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            dst[k] = make_float4(v[4 * k] * scale, v[4 * k + 1] * scale, v[4 * k + 2] * scale,
+                                 v[4 * k + 3] * scale);
+          }
+        }
+      }
+    }
+  };
+
+  if constexpr (kSwapped) {
+    SwappedRows rows;
+    rows.q_smem = q_smem;
+    rows.q_unscale = q_unscale;
+    rows.num_rows = num_rows;
+    rows.first_pos = first_pos;
+    rows.row0 = row0;
+    rows.group = group;
+    rows.window_left = p.window_left;
+    rows.score_mul = score_mul;
+    rows.soft_cap = soft_cap;
+    rows.cap_mul = cap_mul;
+    SwappedPipe swapped_pipe;
+    swapped_pipe.ring = pipe;
+    swapped_pipe.full_bars = full_bars;
+    swapped_pipe.empty_bars = empty_bars;
+    swapped_pipe.num_stages = num_stages;
+    swapped_pipe.num_tiles = num_tiles;
+    swapped_pipe.first_tile = my_tile0;
+    swapped_pipe.mask_lo = mask_lo;
+    swapped_pipe.mask_hi = mask_hi;
+    swapped_pipe.kv_begin = kv_begin;
+    swapped_pipe.kv_end = kv_end;
+    SwappedTileLoop<T> loop;
+    loop.run(rows, swapped_pipe, warp, lane);
+    allow_dependent_launch();    // as below
+    sync_compute_warps<kTma>();  // every warp is done with the stages: reuse them to combine
+    loop.store(stat_max, stat_sum, reinterpret_cast<float*>(pipe), warp, lane);
+    sync_compute_warps<kTma>();
+    write_rows();
+    return;
+  }
+
   // Score multiplier of this lane's rows g and g+8 (rows past num_rows hold zeros: 2^0).
   const float row_score_mul[2] = {score_mul * q_unscale[g], score_mul * q_unscale[g + 8]};
 
@@ -583,43 +682,42 @@ __global__ void __launch_bounds__(
     // V rows of tokens outside [kv_begin, kv_end) hold untrusted bytes (decode_kv_tma_producer.cuh;
     // the cp.async kernel zero-fills them, the TMA kernel does not): their P is 0, and zeroing
     // their words keeps 0 x NaN out of the product. Only masked tiles have such rows.
-    bool v_row_visible[4] = {true, true, true, true};
-    if constexpr (kTma) {
-      if (need_mask) {
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const int32_t tok = tile_tok0 + v_rows[r];
-          v_row_visible[r] = tok >= kv_begin && tok < kv_end;
-        }
-      }
-    }
 #pragma unroll
     for (int ld = 0; ld < kLoads; ++ld) {
       uint32_t v_words[4][T::kVLoadBytes / 4];
       const int col_byte = T::v_column_byte(g, ld);
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
+      for (int r = 0; r < 4; ++r)
         load_words<T::kVLoadBytes>(v_tile + T::kv_smem_offset(v_rows[r], col_byte), v_words[r]);
-        if constexpr (kTma) {
+      if constexpr (kTma) {
+        if (need_mask) {  // a warp-uniform branch: unmasked tiles skip the selects
 #pragma unroll
-          for (int w = 0; w < T::kVLoadBytes / 4; ++w)
-            v_words[r][w] = v_row_visible[r] ? v_words[r][w] : 0u;
+          for (int r = 0; r < 4; ++r) {
+            const int32_t tok = tile_tok0 + v_rows[r];
+            if (tok < kv_begin || tok >= kv_end) {
+#pragma unroll
+              for (int w = 0; w < T::kVLoadBytes / 4; ++w)
+                v_words[r][w] = 0u;
+            }
+          }
         }
       }
 #pragma unroll
-      for (int k = 0; k < kElemsPerLoad; ++k) {
-        uint32_t b0, b1;
+      for (int k = 0; k < kElemsPerLoad; k += 2) {
+        uint32_t b0[2], b1[2];  // elements k and k + 1
         if constexpr (T::kFp8Kv) {
-          b0 = fp8_pair_to_mma<T::kFp8, kMma>(v_words[0][k / 4], v_words[1][k / 4], k % 4,
-                                              4 + k % 4);
-          b1 = fp8_pair_to_mma<T::kFp8, kMma>(v_words[2][k / 4], v_words[3][k / 4], k % 4,
-                                              4 + k % 4);
+          fp8_column_pairs_to_mma<T::kFp8, kMma>(v_words[0][k / 4], v_words[1][k / 4], k % 4 / 2,
+                                                 b0[0], b0[1]);
+          fp8_column_pairs_to_mma<T::kFp8, kMma>(v_words[2][k / 4], v_words[3][k / 4], k % 4 / 2,
+                                                 b1[0], b1[1]);
         } else {
-          const uint32_t sel = (k % 2) ? 0x7632u : 0x5410u;
-          b0 = byte_perm(v_words[0][k / 2], v_words[1][k / 2], sel);
-          b1 = byte_perm(v_words[2][k / 2], v_words[3][k / 2], sel);
+          b0[0] = byte_perm(v_words[0][k / 2], v_words[1][k / 2], 0x5410u);
+          b0[1] = byte_perm(v_words[0][k / 2], v_words[1][k / 2], 0x7632u);
+          b1[0] = byte_perm(v_words[2][k / 2], v_words[3][k / 2], 0x5410u);
+          b1[1] = byte_perm(v_words[2][k / 2], v_words[3][k / 2], 0x7632u);
         }
-        mma_16816<kMma>(o_acc[ld * kElemsPerLoad + k], p_frag, b0, b1);
+        mma_16816<kMma>(o_acc[ld * kElemsPerLoad + k], p_frag, b0[0], b1[0]);
+        mma_16816<kMma>(o_acc[ld * kElemsPerLoad + k + 1], p_frag, b0[1], b1[1]);
       }
     }
     if constexpr (kTma) {
@@ -660,72 +758,7 @@ __global__ void __launch_bounds__(
   }
   sync_compute_warps<kTma>();
 
-  // Epilogue: one thread per 16 consecutive output elements of a row.
-  constexpr int kBlocksPerRow = kHeadDim / 16;
-  const float v_factor = p.v_scale.at(kv_head);
-  for (int unit = tid; unit < num_rows * kBlocksPerRow; unit += kThreads) {
-    const int r = unit / kBlocksPerRow;
-    const int d0 = unit % kBlocksPerRow * 16;
-    float m = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w)
-      m = fmaxf(m, stat_max[w * kRowsPerCta + r]);
-    float weight[kWarps];
-    float sum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      weight[w] = m == -INFINITY ? 0.0f : fast_exp2(stat_max[w * kRowsPerCta + r] - m);
-      sum += weight[w] * stat_sum[w * kRowsPerCta + r];
-    }
-    float v[16];
-#pragma unroll
-    for (int k = 0; k < 16; ++k)
-      v[k] = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float* src = combine + (w * kRowsPerCta + r) * T::kCombineStride + d0;
-#pragma unroll
-      for (int k = 0; k < 16; k += 4) {
-        const float4 x = *reinterpret_cast<const float4*>(src + k);
-        v[k] += weight[w] * x.x, v[k + 1] += weight[w] * x.y;
-        v[k + 2] += weight[w] * x.z, v[k + 3] += weight[w] * x.w;
-      }
-    }
-    const int32_t token = row_token(r);
-    const int32_t head = row_head(r);
-    if (args.num_splits == 1) {
-      // The sink joins the denominator only: rescale to the larger of the two maxima.
-      float total_max = m;
-      float denom = sum;
-      if (p.sinks != nullptr) {
-        const float sink = p.sinks[head] * kLog2e;
-        total_max = fmaxf(m, sink);
-        denom = sum * fast_exp2(m - total_max) + fast_exp2(sink - total_max);
-      }
-      const float scale = denom > 0.0f ? fast_exp2(m - total_max) * v_factor / denom : 0.0f;
-#pragma unroll
-      for (int k = 0; k < 16; ++k)
-        v[k] *= scale;
-      write_output_block16(p, token, head, d0, v);
-      if (d0 == 0 && p.lse != nullptr) {
-        p.lse[static_cast<int64_t>(token) * p.num_q_heads + head] =
-            (total_max + __log2f(denom)) * kLn2;
-      }
-    } else {
-      const int64_t row_index =
-          (static_cast<int64_t>(split) * p.num_tokens + token) * p.num_q_heads + head;
-      if (d0 == 0) args.partial_lse[row_index] = sum > 0.0f ? m + __log2f(sum) : -INFINITY;
-      if (sum > 0.0f) {
-        const float scale = v_factor / sum;
-        float4* dst = reinterpret_cast<float4*>(args.partial_o + row_index * kHeadDim + d0);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          dst[k] = make_float4(v[4 * k] * scale, v[4 * k + 1] * scale, v[4 * k + 2] * scale,
-                               v[4 * k + 3] * scale);
-        }
-      }
-    }
-  }
+  write_rows();
 }
 
 }  // namespace quench::decode

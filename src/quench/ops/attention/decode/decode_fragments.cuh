@@ -127,6 +127,63 @@ __device__ __forceinline__ void fp8_quad_to_mma(uint32_t w, uint32_t& lo_pair, u
   hi_pair = fp8_pair_to_mma<kKind, kType>(w, w, 2, 3);
 }
 
+// The FP8 values of bytes 2h and 2h + 1 of words a and b, paired across the words (the same
+// column of two tile rows): lo_pair = (byte 2h of a, byte 2h of b), hi_pair = (byte 2h + 1 of a,
+// byte 2h + 1 of b), a's value in the low half. On sm_89+ with f16 one byte permute feeds both
+// conversions (fp8_pair_to_mma would permute once per pair).
+template <Fp8Kind kKind, MmaType kType>
+__device__ __forceinline__ void fp8_column_pairs_to_mma(uint32_t a, uint32_t b, int h,
+                                                        uint32_t& lo_pair, uint32_t& hi_pair) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if constexpr (kType == MmaType::kF16) {
+    fp8_quad_to_mma<kKind, kType>(byte_perm(a, b, h == 0 ? 0x5140u : 0x7362u), lo_pair, hi_pair);
+    return;
+  }
+#endif
+  lo_pair = fp8_pair_to_mma<kKind, kType>(a, b, 2 * h, 4 + 2 * h);
+  hi_pair = fp8_pair_to_mma<kKind, kType>(a, b, 2 * h + 1, 5 + 2 * h);
+}
+
+// Transposes an 8x8 matrix of 16-bit values held in the accumulator layout (lane 4 g + c holds
+// row g, columns 2c and 2c + 1): returns row g, columns 2c, 2c + 1 of the transpose (sm_75+).
+__device__ __forceinline__ uint32_t transpose_8x8_b16(uint32_t x) {
+  uint32_t r;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(r) : "r"(x));
+  return r;
+}
+
+// Loads kBytes (8, 16 or 32; 8-byte aligned) of shared memory into words w[0, kBytes / 4).
+template <int kBytes>
+__device__ __forceinline__ void load_words(const uint8_t* src, uint32_t* w) {
+  if constexpr (kBytes == 8) {
+    const uint2 v = *reinterpret_cast<const uint2*>(src);
+    w[0] = v.x, w[1] = v.y;
+  } else {
+    static_assert(kBytes % 16 == 0);
+#pragma unroll
+    for (int i = 0; i < kBytes / 16; ++i) {
+      const uint4 v = reinterpret_cast<const uint4*>(src)[i];
+      w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
+    }
+  }
+}
+
+// ldmatrix.x4 (sm_75+): lanes 8i .. 8i + 7 give the shared addresses of the 8 rows (16 bytes
+// each) of 8x8 matrix i of 16-bit values; r[i] of lane 4 g + c = row g, columns 2c, 2c + 1 of
+// matrix i (kTrans: of its transpose, i.e. column g, rows 2c, 2c + 1).
+template <bool kTrans>
+__device__ __forceinline__ void load_matrix_x4(uint32_t smem_addr, uint32_t (&r)[4]) {
+  if constexpr (kTrans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr));
+  }
+}
+
 // Packs two floats into a pair of the MMA type (round to nearest even); `lo` in the low half.
 template <MmaType kType>
 __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {

@@ -13,6 +13,10 @@ namespace quench::decode {
 // Query rows one CTA serves: the m16 dimension of the tensor-core tiles. A CTA of KV head h
 // serves rows r = q_token * group + (q_head - h * group) of one request, 16 at a time.
 inline constexpr int kRowsPerCta = 16;
+// Query rows up to which the sm_90 kernel runs with swapped operands (decode_swapped_tile_loop.cuh:
+// query rows are the MMA's n8 side, KV tokens its m16 side). The host picks that kernel when
+// max_q_len x group <= kSwappedMaxRows (one row group per request and KV head).
+inline constexpr int kSwappedMaxRows = 8;
 // KV tokens per pipeline stage (one 16-token MMA step for each of the four warps). Every page
 // size (16/32/64) divides it, so a tile never straddles part of a page.
 inline constexpr int kTileTokens = 64;
@@ -46,16 +50,22 @@ struct DecodeKernelInfo {
   int32_t stage_bytes = 0;
   int32_t fixed_bytes = 0;
   int32_t combine_bytes = 0;
-  bool tma = false;  // loads through the KvTensorMaps parameter (else it ignores it)
+  bool tma = false;      // loads through the KvTensorMaps parameter (else it ignores it)
+  bool swapped = false;  // swapped operands: at most kSwappedMaxRows query rows per CTA
 };
 
 // Defined one per KV dtype (decode_attention_kv_*.cu) so the instantiations compile in
 // parallel. head_dim: 64/128/256; q_dtype: bf16/f16 (validated by the caller); tma: the sm_90
 // variant with a producer warp feeding the stages by tensor TMA (sm_90 devices only; head_dim
-// 256 ignores it and runs the cp.async kernel).
-DecodeKernelInfo decode_kernel_info_kv_bf16(int32_t head_dim, DType q_dtype, bool tma);
-DecodeKernelInfo decode_kernel_info_kv_e4m3(int32_t head_dim, DType q_dtype, bool tma);
-DecodeKernelInfo decode_kernel_info_kv_e5m2(int32_t head_dim, DType q_dtype, bool tma);
+// 256 ignores it and runs the cp.async kernel); swapped: the TMA variant's swapped-operand loop,
+// for launches of at most kSwappedMaxRows query rows per request and KV head (ignored without
+// tma or at head_dim 256).
+DecodeKernelInfo decode_kernel_info_kv_bf16(int32_t head_dim, DType q_dtype, bool tma,
+                                            bool swapped);
+DecodeKernelInfo decode_kernel_info_kv_e4m3(int32_t head_dim, DType q_dtype, bool tma,
+                                            bool swapped);
+DecodeKernelInfo decode_kernel_info_kv_e5m2(int32_t head_dim, DType q_dtype, bool tma,
+                                            bool swapped);
 
 // The split-KV merge (decode_merge.cu): combines args.partial_* and runs the output epilogue.
 // With `dependent` (the GPU is sm_90+) it is a programmatic dependent launch of the main kernel:

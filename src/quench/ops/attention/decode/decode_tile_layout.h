@@ -63,6 +63,15 @@ struct DecodeTileLayout {
     }
   }
 
+  // TMA: kv_smem_offset(row, (chunk + base) * 16) = kv_smem_offset(row, base * 16) ^
+  // kv_chunk_delta(chunk) when the 16-byte chunk indices chunk and base share no bit (chunk's
+  // low three bits pass through the swizzle XOR alone, its block bits land above the row's).
+  // The swapped-operand loop keeps one offset per row and reaches the others with constants.
+  static QUENCH_HD int kv_chunk_delta(int chunk) {
+    static_assert(kTma, "the cp.async layouts have no such split");
+    return (chunk >> 3) * kTileBlockBytes + ((chunk & 7) << 4);
+  }
+
   // Tile row (token, within the warp's 8-token half) of column n (0..7) of an n-tile: the B
   // operand column of S = Q K^T, whose score lands in the accumulator's column n, and the P V
   // product's k index n (n-tile 0) or 8 + n (n-tile 1). Any permutation works as long as the K
