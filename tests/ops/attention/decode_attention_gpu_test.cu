@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "decode_test_support.h"
 #include "harness/attention_device_problem.h"
 #include "harness/attention_problem.h"
 #include "harness/compare.h"
@@ -233,8 +234,8 @@ void expect_fp8_close(const AttentionProblem& problem, const std::vector<uint8_t
       continue;
     }
     if (bad++ < 4) {
-      first_bad += " [" + std::to_string(i) + "] got " + std::to_string(actual[i]) +
-                   " expected " + std::to_string(expected[i]) + ";";
+      first_bad += " [" + std::to_string(i) + "] got " + std::to_string(actual[i]) + " expected " +
+                   std::to_string(expected[i]) + ";";
     }
   }
   EXPECT_EQ(bad, 0) << "FP8 outputs off by more than tolerance and one code:" << first_bad;
@@ -249,7 +250,6 @@ TEST_P(DecodeAttentionGpu, MatchesReference) {
   AttentionProblem problem(config);
   problem.compute_reference();
   AttentionDeviceProblem device(problem);
-  const AttentionParams& params = device.params();
   const Tolerance out_tolerance =
       attention_tolerance(true, config.q_dtype, config.kv_dtype, config.out_dtype);
   // Scores go through tanh.approx with a soft-cap; otherwise lse is near-exact fp32.
@@ -258,17 +258,7 @@ TEST_P(DecodeAttentionGpu, MatchesReference) {
 
   const std::vector<float> truth =
       config.out_dtype == DType::kNVFP4 ? reference_bf16_values(problem) : std::vector<float>();
-  const size_t workspace_bytes = decode_attention_workspace_bytes(params);
-  DeviceBuffer workspace(workspace_bytes);
-  const int splits = decode_attention_num_splits(params);
-  for (bool use_workspace : {true, false}) {
-    SCOPED_TRACE(use_workspace ? "with workspace: " + std::to_string(splits) + " KV splits"
-                               : std::string("without workspace: 1 KV split"));
-    device.poison_outputs();
-    decode_attention(params, use_workspace ? workspace.get() : nullptr,
-                     use_workspace ? workspace_bytes : 0, nullptr);
-    QUENCH_CUDA_CHECK(cudaGetLastError());
-    QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  run_decode_in_both_workspace_modes(device, [&] {
     if (config.out_dtype == DType::kNVFP4) {
       expect_nvfp4_close(problem, truth, device.download_out(), device.download_block_scales(),
                          out_tolerance);
@@ -280,7 +270,7 @@ TEST_P(DecodeAttentionGpu, MatchesReference) {
     }
     const CompareResult lse = device.compare_lse(lse_tolerance);
     EXPECT_TRUE(lse.ok) << "lse: " << lse.summary();
-  }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, DecodeAttentionGpu, ::testing::ValuesIn(decode_cases()),

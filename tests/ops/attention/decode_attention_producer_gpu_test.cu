@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "decode_test_support.h"
 #include "harness/attention_device_problem.h"
 #include "harness/attention_problem.h"
 #include "harness/compare.h"
@@ -88,26 +89,15 @@ TEST_P(DecodeAttentionProducerGpu, MatchesReference) {
   AttentionProblem problem(config);
   problem.compute_reference();
   AttentionDeviceProblem device(problem);
-  const AttentionParams& params = device.params();
   const Tolerance out_tolerance =
       attention_tolerance(true, config.q_dtype, config.kv_dtype, config.out_dtype);
   const Tolerance lse_tolerance{2e-3, 5e-3};
-  const size_t workspace_bytes = decode_attention_workspace_bytes(params);
-  DeviceBuffer workspace(workspace_bytes);
-  const int splits = decode_attention_num_splits(params);
-  for (bool use_workspace : {true, false}) {
-    SCOPED_TRACE(use_workspace ? "with workspace: " + std::to_string(splits) + " KV splits"
-                               : std::string("without workspace: 1 KV split"));
-    device.poison_outputs();
-    decode_attention(params, use_workspace ? workspace.get() : nullptr,
-                     use_workspace ? workspace_bytes : 0, nullptr);
-    QUENCH_CUDA_CHECK(cudaGetLastError());
-    QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  run_decode_in_both_workspace_modes(device, [&] {
     const CompareResult out = device.compare_output(out_tolerance);
     EXPECT_TRUE(out.ok) << "output: " << out.summary();
     const CompareResult lse = device.compare_lse(lse_tolerance);
     EXPECT_TRUE(lse.ok) << "lse: " << lse.summary();
-  }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Pipeline, DecodeAttentionProducerGpu,

@@ -41,25 +41,22 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-// The TMA variant (producer warp, tensor TMA, mbarriers) runs on sm_90 devices at head_dim 64
-// and 128; others run the cp.async kernel. Decided once per device.
-bool use_tma_variant() {
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+// Compute-capability major of `device`, queried once per device.
+int compute_capability_major(int device) {
   static std::mutex mutex;
-  static std::map<int, bool> cache;
+  static std::map<int, int> cache;
   const std::lock_guard<std::mutex> lock(mutex);
   if (const auto it = cache.find(device); it != cache.end()) return it->second;
   int major = 0;
   check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
              "cudaDeviceGetAttribute(compute capability)");
-  const bool tma = major == 9;
-  cache.emplace(device, tma);
-  return tma;
+  cache.emplace(device, major);
+  return major;
 }
 
-DecodeKernelInfo kernel_info(const AttentionParams& p) {
-  const bool tma = use_tma_variant();
+// tma: the variant with a producer warp loading K/V by tensor TMA (sm_90, head_dim 64 and 128;
+// the instantiation falls back to the cp.async kernel elsewhere).
+DecodeKernelInfo kernel_info(const AttentionParams& p, bool tma) {
   switch (p.kv.dtype) {
     case DType::kFP8E4M3:
       return decode::decode_kernel_info_kv_e4m3(p.kv.head_dim, p.q_dtype, tma);
@@ -76,7 +73,6 @@ struct KernelLaunchConfig {
   int ctas_per_sm = 0;
   int num_stages = 0;
   int smem_bytes = 0;
-  bool dependent_merge = false;  // sm_90+: the merge is a programmatic dependent launch
 };
 
 KernelLaunchConfig compute_launch_config(const DecodeKernelInfo& info, int device) {
@@ -122,10 +118,6 @@ KernelLaunchConfig compute_launch_config(const DecodeKernelInfo& info, int devic
   check_cuda(
       cudaFuncSetAttribute(info.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, config.smem_bytes),
       "cudaFuncSetAttribute(max dynamic shared memory)");
-  int major = 0;
-  check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
-             "cudaDeviceGetAttribute(compute capability)");
-  config.dependent_merge = major >= 9;
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&config.ctas_per_sm, info.fn,
                                                            info.threads, config.smem_bytes),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
@@ -134,9 +126,7 @@ KernelLaunchConfig compute_launch_config(const DecodeKernelInfo& info, int devic
 
 // Computed once per (kernel, device): later calls, CUDA graph captures included, make no
 // runtime calls besides cudaGetDevice.
-KernelLaunchConfig launch_config(const DecodeKernelInfo& info) {
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+KernelLaunchConfig launch_config(const DecodeKernelInfo& info, int device) {
   static std::mutex mutex;
   static std::map<std::pair<const void*, int>, KernelLaunchConfig> cache;
   const std::lock_guard<std::mutex> lock(mutex);
@@ -181,16 +171,19 @@ struct LaunchShape {
 
 LaunchShape launch_shape(const AttentionParams& p) {
   LaunchShape shape;
-  shape.info = kernel_info(p);
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  const int major = compute_capability_major(device);
+  shape.info = kernel_info(p, /*tma=*/major == 9);
   DecodeKernelArgs& args = shape.args;
   args.p = p;
   args.group = p.num_q_heads / p.kv.num_kv_heads;
   args.row_groups =
       std::max(1, (p.max_q_len * args.group + decode::kRowsPerCta - 1) / decode::kRowsPerCta);
-  const KernelLaunchConfig config = launch_config(shape.info);
+  const KernelLaunchConfig config = launch_config(shape.info, device);
   args.num_stages = config.num_stages;
   shape.smem_bytes = config.smem_bytes;
-  shape.dependent_merge = config.dependent_merge;
+  shape.dependent_merge = major >= 9;  // the merge as a programmatic dependent launch
   const int64_t slots = static_cast<int64_t>(config.sm_count) * std::max(config.ctas_per_sm, 1);
   const int64_t base = static_cast<int64_t>(p.num_seqs) * p.kv.num_kv_heads * args.row_groups;
   // KV tokens one CTA may visit: the whole sequence, or the window (+1 tile of misalignment).

@@ -5,7 +5,7 @@
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
 
 #include "quench/core/error.h"
-#include "quench/kv_cache/kv_tensor_map.h"
+#include "quench/kv_cache/kv_tensor_map_cache.h"
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper_kernel.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_kernel.cuh"
 #include "quench/ops/attention/prefill/prefill_launch.h"
@@ -34,9 +34,9 @@ std::string device_unsupported_reason() {
 using prefill_hopper::HopperKind;
 
 // head_dim 64 and 128: the warp-specialized kernel (prefill_hopper_ws_kernel.cuh), which loads
-// K and V through TMA maps built here for each call (a few microseconds of host time, no
-// device work; the maps travel by value in the kernel parameters, so CUDA graphs capture
-// them); 256: the synchronous one, whose Q and 64-key tiles leave no room for a ring.
+// K and V through TMA maps (encoded once per cache tensor pair and layout, then looked up; they
+// travel by value in the kernel parameters, so CUDA graphs capture them); 256: the synchronous one,
+// whose Q and 64-key tiles leave no room for a ring.
 template <HopperKind kKind, int kHeadDim, bool kSoftCap>
 void launch_kernel(const AttentionParams& params, cudaStream_t stream) {
   if constexpr (kHeadDim != 256) {
@@ -46,7 +46,7 @@ void launch_kernel(const AttentionParams& params, cudaStream_t stream) {
     static const cudaError_t reserve_status =
         prefill_common::reserve_shared_memory(kernel, Cfg::kSmemBytes, /*max_carveout=*/false);
     AttentionParams args = params;
-    KvTensorMaps maps = make_kv_tensor_maps(params.k_cache, params.v_cache, params.kv);
+    KvTensorMaps maps = cached_kv_tensor_maps(params.k_cache, params.v_cache, params.kv);
     void* kernel_args[] = {&args, &maps};
     prefill_common::launch_on_query_tiles(kernel, kernel_args, "prefill_attention_hopper",
                                           reserve_status, Cfg::kBlockM, Cfg::kThreads,
