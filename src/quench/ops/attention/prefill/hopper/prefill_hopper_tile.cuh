@@ -133,8 +133,10 @@ __device__ __forceinline__ void transpose_v_fp8(const unsigned char* v, unsigned
       v + (8 * (tile % 2) + row) * 128 + (((2 * warp + tile / 2) ^ row) << 4);
   // stmatrix tile `tile`: V^T row (dim) 32 warp + 16 (tile / 2) + 2 row + tile % 2, chunk g.
   const int dim = 32 * warp + 16 * (tile / 2) + 2 * row + tile % 2;
-  unsigned char* store_row = vt + dim * 128;
-  const int store_xor = dim % 8;
+  // The shared address of chunk 0 ^ (dim % 8) of the row; chunk g ^ (dim % 8) XORs g into
+  // address bits 4-6 (vt is 1024-aligned): one instruction per store, nothing kept live per g,
+  // as the warp-specialized producer has 24 registers.
+  const uint32_t store_row = sm90::smem_address(vt + dim * 128 + (dim % 8) * 16);
 #pragma unroll
   for (int g = 0; g < 8; ++g) {
     uint32_t in[4];
@@ -142,7 +144,7 @@ __device__ __forceinline__ void transpose_v_fp8(const unsigned char* v, unsigned
     // in[0] bytes: keys 2t (dims 2j, 2j+1), 2t+1 (dims 2j, 2j+1); in[1] the same for 2t+8, 2t+9.
     const uint32_t out[4] = {prmt(in[0], in[1], 0x6420), prmt(in[0], in[1], 0x7531),
                              prmt(in[2], in[3], 0x6420), prmt(in[2], in[3], 0x7531)};
-    sm90::stmatrix_x4(out, store_row + ((g ^ store_xor) << 4));
+    sm90::stmatrix_x4(out, store_row ^ static_cast<uint32_t>(g << 4));
   }
 }
 
@@ -195,7 +197,7 @@ __device__ __forceinline__ void widen_fp8_tile(const unsigned char* k, unsigned 
   static_assert(kBlockN * kChunks % kThreads == 0, "every thread widens the same number of chunks");
   // A fixed trip count, unrolled by 2 (see transpose_v_bf16): the warp-specialized producer
   // (56 registers) widens K and V of one tile back to back.
-#pragma unroll 2
+#pragma unroll 4
   for (int it = 0; it < kBlockN * kChunks / kThreads; ++it) {
     const int u = tid + it * kThreads;
     const int key = u / kChunks;
@@ -365,11 +367,15 @@ __device__ __forceinline__ bool tile_needs_mask(const ScoreTransform& t, int kv0
   return kv0 + kBlockN - 1 > t.pos_lo || (t.window_left >= 0 && kv0 < t.pos_hi - t.window_left);
 }
 
-// Scales and soft-caps (kSoftCap: t.logit_soft_cap > 0, chosen on the host) one S tile (log2
-// units), masks it (tiles that tile_needs_mask only), then updates the online softmax state of
-// the thread's rows (row_max in log2 units, row_sum this thread's partial); S becomes P, whose
-// max-relative scale changed by `correction` per row. O is left to the caller, which multiplies
-// it by `correction` once it is not in flight.
+// Updates the online softmax state of the thread's rows with one S tile (row_max in log2 units,
+// row_sum this thread's partial) and turns S into P, whose max-relative scale changed by
+// `correction` per row. O is left to the caller, which multiplies it by `correction` once it is
+// not in flight. Without soft-cap the raw scores stay as they are: t.score_scale > 0 (every
+// scale is finite and > 0, see attention_reference.cc), so the row max of the raw scores, times
+// score_scale * log2(e), is the row max in log2 units, and each P element is one FFMA and one
+// ex2: exp2(s * c - max * c). With soft-cap (kSoftCap: t.logit_soft_cap > 0, chosen on the host)
+// the scores first become cap * tanh(score / cap) in log2 units. Tiles that tile_needs_mask are
+// masked (-inf) before the max.
 // Code size is the point of the shape (instruction-cache stalls): the soft-cap switch is a
 // template parameter, and the mask is a separate pass behind one uniform branch. Runtime
 // switches inside the fully unrolled element loop made the compiler keep a copy of the whole
@@ -379,14 +385,14 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
                                                     float (&s)[kBlockN / 2], float (&row_max)[2],
                                                     float (&row_sum)[2], float (&correction)[2]) {
   constexpr float kLog2e = 1.4426950408889634f;
-  const float score_scale_log2 = t.score_scale * kLog2e;
+  float to_log2;  // multiplies s into log2 units
+  if constexpr (kSoftCap) {
 #pragma unroll
-  for (int i = 0; i < kBlockN / 2; ++i) {
-    if constexpr (kSoftCap) {
+    for (int i = 0; i < kBlockN / 2; ++i)
       s[i] = t.logit_soft_cap * tanhf(s[i] * t.score_scale / t.logit_soft_cap) * kLog2e;
-    } else {
-      s[i] = s[i] * score_scale_log2;
-    }
+    to_log2 = 1.0f;
+  } else {
+    to_log2 = t.score_scale * kLog2e;
   }
   if (tile_needs_mask<kBlockN>(t, kv0)) {
 #pragma unroll
@@ -408,17 +414,20 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
     }
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-    const float new_max = fmaxf(row_max[r], tile_max);
+    const float new_max = fmaxf(row_max[r], tile_max * to_log2);
     // A row that has seen only masked keys keeps max -inf; subtract 0 to avoid inf - inf.
     const float offset = new_max == -INFINITY ? 0.0f : new_max;
-    correction[r] = exp2f(row_max[r] - offset);
+    correction[r] = prefill_common::fast_exp2(row_max[r] - offset);
     row_max[r] = new_max;
     row_sum[r] *= correction[r];
 #pragma unroll
     for (int nt = 0; nt < kBlockN / 8; ++nt) {
-      s[4 * nt + 2 * r] = prefill_common::fast_exp2(s[4 * nt + 2 * r] - offset);
-      s[4 * nt + 2 * r + 1] = prefill_common::fast_exp2(s[4 * nt + 2 * r + 1] - offset);
-      row_sum[r] += s[4 * nt + 2 * r] + s[4 * nt + 2 * r + 1];
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        float& e = s[4 * nt + 2 * r + c];
+        e = prefill_common::fast_exp2(fmaf(e, to_log2, -offset));
+        row_sum[r] += e;
+      }
     }
   }
 }
