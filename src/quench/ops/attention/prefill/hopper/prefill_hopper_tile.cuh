@@ -285,8 +285,9 @@ __device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], uint32_t 
   }
 }
 
-// P (the S registers after the softmax) -> the A fragments of P V.
-template <class Cfg>
+// P (the S registers after the softmax) -> the A fragments of P V, as mma_type(P * kPScale);
+// kPreScaled: the softmax already wrote P * kPScale (online_softmax_tile's kPScaleLog2).
+template <class Cfg, bool kPreScaled = false>
 __device__ __forceinline__ void pack_p(const float (&s)[Cfg::kBlockN / 2],
                                        uint32_t (&p_frag)[Cfg::kPvSteps][4]) {
 #pragma unroll
@@ -299,9 +300,10 @@ __device__ __forceinline__ void pack_p(const float (&s)[Cfg::kBlockN / 2],
         // positions 16(i/2) + 4t + 0..3 = keys 32ks + 16(i/2) + {2t, 2t+1, 2t+8, 2t+9}, i.e. S
         // column blocks nt = 4ks + 2(i/2) and nt + 1, elements 2r and 2r + 1.
         const int nt = 4 * ks + 2 * (i / 2);
-        p_frag[ks][i] = pack_e4m3x4(
-            s[4 * nt + 2 * r] * Cfg::kPScale, s[4 * nt + 2 * r + 1] * Cfg::kPScale,
-            s[4 * (nt + 1) + 2 * r] * Cfg::kPScale, s[4 * (nt + 1) + 2 * r + 1] * Cfg::kPScale);
+        constexpr float kScale = kPreScaled ? 1.0f : Cfg::kPScale;
+        p_frag[ks][i] =
+            pack_e4m3x4(s[4 * nt + 2 * r] * kScale, s[4 * nt + 2 * r + 1] * kScale,
+                        s[4 * (nt + 1) + 2 * r] * kScale, s[4 * (nt + 1) + 2 * r + 1] * kScale);
       } else {
         // k16 step ks (keys 16ks..16ks+15): the bf16 A fragment is the accumulator layout of S
         // column blocks 2ks (registers 0, 1: rows r = 0, 1) and 2ks + 1 (registers 2, 3).
@@ -375,12 +377,13 @@ __device__ __forceinline__ bool tile_needs_mask(const ScoreTransform& t, int kv0
 // score_scale * log2(e), is the row max in log2 units, and each P element is one FFMA and one
 // ex2: exp2(s * c - max * c). With soft-cap (kSoftCap: t.logit_soft_cap > 0, chosen on the host)
 // the scores first become cap * tanh(score / cap) in log2 units. Tiles that tile_needs_mask are
-// masked (-inf) before the max.
+// masked (-inf) before the max. P (and row_sum) come out times 2^kPScaleLog2, folded into the
+// exp2's FFMA (FP8 P V's kPScale, which would otherwise cost one FMUL per element).
 // Code size is the point of the shape (instruction-cache stalls): the soft-cap switch is a
 // template parameter, and the mask is a separate pass behind one uniform branch. Runtime
 // switches inside the fully unrolled element loop made the compiler keep a copy of the whole
 // unrolled body per combination.
-template <int kBlockN, bool kSoftCap>
+template <int kBlockN, bool kSoftCap, int kPScaleLog2 = 0>
 __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int kv0,
                                                     float (&s)[kBlockN / 2], float (&row_max)[2],
                                                     float (&row_sum)[2], float (&correction)[2]) {
@@ -420,12 +423,13 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
     correction[r] = prefill_common::fast_exp2(row_max[r] - offset);
     row_max[r] = new_max;
     row_sum[r] *= correction[r];
+    const float p_offset = offset - static_cast<float>(kPScaleLog2);
 #pragma unroll
     for (int nt = 0; nt < kBlockN / 8; ++nt) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         float& e = s[4 * nt + 2 * r + c];
-        e = prefill_common::fast_exp2(fmaf(e, to_log2, -offset));
+        e = prefill_common::fast_exp2(fmaf(e, to_log2, -p_offset));
         row_sum[r] += e;
       }
     }

@@ -377,7 +377,10 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   float o_correction[2] = {1.0f, 1.0f};
   float(&pv_acc)[kHeadDim / 2] = Tile::kFp8Pv ? t_acc : o_acc;
   float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (score * log2(e))
-  float row_sum[2] = {0.0f, 0.0f};            // this thread's partial; quad-reduced at the end
+  // This thread's partial, quad-reduced at the end; like P, times kPScale = 2^kPScaleLog2.
+  float row_sum[2] = {0.0f, 0.0f};
+  constexpr int kPScaleLog2 = Tile::kFp8Pv ? 8 : 0;
+  static_assert(Tile::kPScale == static_cast<float>(1 << kPScaleLog2), "kPScale is 2^kPScaleLog2");
 
   // Once the deferred P V is done: O takes it (FP8: O = O * o_correction + T) and, for bf16,
   // the last softmax's correction, skipped where no row of the warp changed its max (most
@@ -416,7 +419,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     sm90::wgmma_wait_group<0>();
     finish_deferred_pv();
     if (tile > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(tile - 2) % kStages]);
-    pack_p<Tile>(s, p_frag);
+    pack_p<Tile, true>(s, p_frag);
 
     const int kv0 = w.kv_begin + tile * kBlockN;
     const int slot = tile % kStages;
@@ -443,14 +446,15 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     sm90::wgmma_wait_group<1>();
     sm90::fence_registers(s);
     sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
-    online_softmax_tile<kBlockN, kSoftCap>(scores, kv0, s, row_max, row_sum, correction);
+    online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2>(scores, kv0, s, row_max, row_sum,
+                                                        correction);
   }
   // The last two P Vs (nobody waits for their slots any more). The last wait is unconditional
   // so that the compiler sees every path wait before O is read.
   if (n_tiles > 0) {
     sm90::wgmma_wait_group<0>();
     finish_deferred_pv();
-    pack_p<Tile>(s, p_frag);
+    pack_p<Tile, true>(s, p_frag);
     sm90::fence_registers(pv_acc);
     sm90::fence_registers(p_frag);
     sm90::wgmma_fence();
@@ -462,10 +466,10 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   correction[1] = 1.0f;
   if (n_tiles > 0) finish_deferred_pv();
 
-  // Epilogue: normalize (sinks join the denominator), apply v_scale and 1 / kPScale, write the
-  // LSE, stage the fp32 rows in shared memory (over Q and the ring: both consumers are past
-  // their last wgmma, and the producer wrote nothing the consumers have not consumed), then
-  // store them in the output dtype.
+  // Epilogue: normalize (sinks join the denominator; O and the sum are both times kPScale),
+  // apply v_scale, write the LSE, stage the fp32 rows in shared memory (over Q and the ring:
+  // both consumers are past their last wgmma, and the producer wrote nothing the consumers
+  // have not consumed), then store them in the output dtype.
   sm90_async::named_barrier_sync(Cfg::kEpilogueBarrier, Cfg::kConsumerThreads);
   float* out_tile = reinterpret_cast<float*>(smem);
   const float v_scale = p.v_scale.at(w.kv_head);
@@ -477,11 +481,13 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     const int row = consumer * 64 + warp_in_group * 16 + lane_group + 8 * r;
     const int m = w.m0 + row;
     const QueryRow qr = query_row(m, w.group, w.kv_head);
-    if (p.sinks != nullptr && m < w.rows) sum += exp2f(p.sinks[qr.head] * kLog2e - row_max[r]);
-    const float factor = sum > 0.0f ? v_scale / (sum * Tile::kPScale) : 0.0f;
+    if (p.sinks != nullptr && m < w.rows) {
+      sum += exp2f(p.sinks[qr.head] * kLog2e - row_max[r] + static_cast<float>(kPScaleLog2));
+    }
+    const float factor = sum > 0.0f ? v_scale / sum : 0.0f;
     if (p.lse != nullptr && m < w.rows && lane_in_group == 0) {
       p.lse[static_cast<int64_t>(w.q_begin + qr.token) * p.num_q_heads + qr.head] =
-          (row_max[r] + log2f(sum)) * 0.6931471805599453f;
+          (row_max[r] + log2f(sum) - static_cast<float>(kPScaleLog2)) * 0.6931471805599453f;
     }
 #pragma unroll
     for (int dt = 0; dt < kHeadDim / 8; ++dt) {
