@@ -93,6 +93,14 @@ __device__ __forceinline__ uint32_t kstep_address(uint32_t base, int tile_rows, 
   return base + static_cast<uint32_t>((step >> 2) * tile_rows * 128 + 32 * (step & 3));
 }
 
+// The descriptor of the tile `bytes` past `desc`'s start: the start address field (bits 0-13,
+// 16-byte units) of the low word only. Shared addresses stay below 2^18, so it never carries
+// out of the field; one uniform add per wgmma instead of rebuilding the descriptor.
+__device__ __forceinline__ uint64_t descriptor_plus(uint64_t desc, uint32_t bytes) {
+  const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
+  return (desc & 0xffffffff00000000ull) | lo;
+}
+
 // Four floats -> four e4m3 bytes (first in the low byte), round to nearest even, saturating.
 __device__ __forceinline__ uint32_t pack_e4m3x4(float a, float b, float c, float d) {
   const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
@@ -273,10 +281,12 @@ __device__ __forceinline__ const unsigned char* prepare_kv_operands(const unsign
 template <class Cfg>
 __device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], uint32_t q_address,
                                          uint32_t k_address) {
+  const uint64_t a0 = sm90::smem_descriptor_sw128(q_address);
+  const uint64_t b0 = sm90::smem_descriptor_sw128(k_address);
 #pragma unroll
   for (int ks = 0; ks < Cfg::kQkSteps; ++ks) {
-    const uint64_t a = sm90::smem_descriptor_sw128(kstep_address(q_address, Cfg::kBlockM, ks));
-    const uint64_t b = sm90::smem_descriptor_sw128(kstep_address(k_address, Cfg::kBlockN, ks));
+    const uint64_t a = descriptor_plus(a0, kstep_address(0, Cfg::kBlockM, ks));
+    const uint64_t b = descriptor_plus(b0, kstep_address(0, Cfg::kBlockN, ks));
     if constexpr (Cfg::kFp8Qk) {
       sm90::wgmma_m64n128k32_e4m3_ss(s, a, b, ks > 0);
     } else {
@@ -320,9 +330,10 @@ template <class Cfg>
 __device__ __forceinline__ void issue_pv(float (&acc)[Cfg::kHeadDim / 2],
                                          const uint32_t (&p_frag)[Cfg::kPvSteps][4],
                                          uint32_t vt_address) {
+  const uint64_t b0 = sm90::smem_descriptor_sw128(vt_address);
 #pragma unroll
   for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
-    const uint64_t b = sm90::smem_descriptor_sw128(kstep_address(vt_address, Cfg::kHeadDim, ks));
+    const uint64_t b = descriptor_plus(b0, kstep_address(0, Cfg::kHeadDim, ks));
     if constexpr (Cfg::kFp8Pv) {
       sm90::wgmma_m64n128k32_e4m3_rs(acc, p_frag[ks], b, ks > 0);
     } else {
@@ -447,10 +458,10 @@ __device__ __forceinline__ void issue_pv_v_mn_major(float (&o)[Cfg::kHeadDim / 2
                                                     uint32_t v_address) {
   static_assert(!Cfg::kFp8Pv, "wgmma takes an N-major B for 16-bit types only");
   constexpr uint32_t kColumnBlockBytes = Cfg::kBlockN * 128;
+  const uint64_t b0 = sm90::smem_descriptor_sw128_mn_major(v_address, kColumnBlockBytes);
 #pragma unroll
   for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
-    const uint64_t b = sm90::smem_descriptor_sw128_mn_major(
-        v_address + static_cast<uint32_t>(ks * 16 * 128), kColumnBlockBytes);
+    const uint64_t b = descriptor_plus(b0, static_cast<uint32_t>(ks * 16 * 128));
     wgmma_bf16_rs<Cfg::kHeadDim, true>(o, p_frag[ks], b, true);
   }
 }
