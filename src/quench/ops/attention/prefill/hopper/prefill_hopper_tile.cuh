@@ -205,7 +205,7 @@ __device__ __forceinline__ void widen_fp8_tile(const unsigned char* k, unsigned 
   static_assert(kBlockN * kChunks % kThreads == 0, "every thread widens the same number of chunks");
   // A fixed trip count, unrolled by 2 (see transpose_v_bf16): the warp-specialized producer
   // (56 registers) widens K and V of one tile back to back.
-#pragma unroll 4
+#pragma unroll 2
   for (int it = 0; it < kBlockN * kChunks / kThreads; ++it) {
     const int u = tid + it * kThreads;
     const int key = u / kChunks;
