@@ -17,7 +17,7 @@
 //   consumers warpgroups 1 and 2 (setmaxnreg up), packed rows 64c..64c+63 for consumer c:
 //             wait `full`, S = Q K^T (wgmma SS), online softmax in registers, P V (wgmma RS),
 //             arrive on `empty` once the wgmmas reading the slot have completed. Ping-pong:
-//             consumer c issues its Q K^T only after the other consumer issued its own (two
+//             consumer c issues its GEMMs only after the other consumer issued its own (two
 //             named barriers), so one consumer's softmax runs under the other's GEMMs. P V of
 //             tile t is issued right after tile t + 1's Q K^T and runs under tile t + 1's
 //             softmax (FA3's intra-warpgroup overlap); FP8 P V (two-level) lands in T, 64 more
