@@ -93,6 +93,14 @@ __device__ __forceinline__ uint32_t kstep_address(uint32_t base, int tile_rows, 
   return base + static_cast<uint32_t>((step >> 2) * tile_rows * 128 + 32 * (step & 3));
 }
 
+// The descriptor of the tile `bytes` past `desc`'s start: the start address field (bits 0-13,
+// 16-byte units) of the low word only. Shared addresses stay below 2^18, so it never carries
+// out of the field; one uniform add per wgmma instead of rebuilding the descriptor.
+__device__ __forceinline__ uint64_t descriptor_plus(uint64_t desc, uint32_t bytes) {
+  const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
+  return (desc & 0xffffffff00000000ull) | lo;
+}
+
 // Four floats -> four e4m3 bytes (first in the low byte), round to nearest even, saturating.
 __device__ __forceinline__ uint32_t pack_e4m3x4(float a, float b, float c, float d) {
   const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
@@ -133,8 +141,10 @@ __device__ __forceinline__ void transpose_v_fp8(const unsigned char* v, unsigned
       v + (8 * (tile % 2) + row) * 128 + (((2 * warp + tile / 2) ^ row) << 4);
   // stmatrix tile `tile`: V^T row (dim) 32 warp + 16 (tile / 2) + 2 row + tile % 2, chunk g.
   const int dim = 32 * warp + 16 * (tile / 2) + 2 * row + tile % 2;
-  unsigned char* store_row = vt + dim * 128;
-  const int store_xor = dim % 8;
+  // The shared address of chunk 0 ^ (dim % 8) of the row; chunk g ^ (dim % 8) XORs g into
+  // address bits 4-6 (vt is 1024-aligned): one instruction per store, nothing kept live per g,
+  // as the warp-specialized producer has 24 registers.
+  const uint32_t store_row = sm90::smem_address(vt + dim * 128 + (dim % 8) * 16);
 #pragma unroll
   for (int g = 0; g < 8; ++g) {
     uint32_t in[4];
@@ -142,7 +152,7 @@ __device__ __forceinline__ void transpose_v_fp8(const unsigned char* v, unsigned
     // in[0] bytes: keys 2t (dims 2j, 2j+1), 2t+1 (dims 2j, 2j+1); in[1] the same for 2t+8, 2t+9.
     const uint32_t out[4] = {prmt(in[0], in[1], 0x6420), prmt(in[0], in[1], 0x7531),
                              prmt(in[2], in[3], 0x6420), prmt(in[2], in[3], 0x7531)};
-    sm90::stmatrix_x4(out, store_row + ((g ^ store_xor) << 4));
+    sm90::stmatrix_x4(out, store_row ^ static_cast<uint32_t>(g << 4));
   }
 }
 
@@ -271,10 +281,12 @@ __device__ __forceinline__ const unsigned char* prepare_kv_operands(const unsign
 template <class Cfg>
 __device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], uint32_t q_address,
                                          uint32_t k_address) {
+  const uint64_t a0 = sm90::smem_descriptor_sw128(q_address);
+  const uint64_t b0 = sm90::smem_descriptor_sw128(k_address);
 #pragma unroll
   for (int ks = 0; ks < Cfg::kQkSteps; ++ks) {
-    const uint64_t a = sm90::smem_descriptor_sw128(kstep_address(q_address, Cfg::kBlockM, ks));
-    const uint64_t b = sm90::smem_descriptor_sw128(kstep_address(k_address, Cfg::kBlockN, ks));
+    const uint64_t a = descriptor_plus(a0, kstep_address(0, Cfg::kBlockM, ks));
+    const uint64_t b = descriptor_plus(b0, kstep_address(0, Cfg::kBlockN, ks));
     if constexpr (Cfg::kFp8Qk) {
       sm90::wgmma_m64n128k32_e4m3_ss(s, a, b, ks > 0);
     } else {
@@ -283,8 +295,9 @@ __device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], uint32_t 
   }
 }
 
-// P (the S registers after the softmax) -> the A fragments of P V.
-template <class Cfg>
+// P (the S registers after the softmax) -> the A fragments of P V, as mma_type(P * kPScale);
+// kPreScaled: the softmax already wrote P * kPScale (online_softmax_tile's kPScaleLog2).
+template <class Cfg, bool kPreScaled = false>
 __device__ __forceinline__ void pack_p(const float (&s)[Cfg::kBlockN / 2],
                                        uint32_t (&p_frag)[Cfg::kPvSteps][4]) {
 #pragma unroll
@@ -297,9 +310,10 @@ __device__ __forceinline__ void pack_p(const float (&s)[Cfg::kBlockN / 2],
         // positions 16(i/2) + 4t + 0..3 = keys 32ks + 16(i/2) + {2t, 2t+1, 2t+8, 2t+9}, i.e. S
         // column blocks nt = 4ks + 2(i/2) and nt + 1, elements 2r and 2r + 1.
         const int nt = 4 * ks + 2 * (i / 2);
-        p_frag[ks][i] = pack_e4m3x4(
-            s[4 * nt + 2 * r] * Cfg::kPScale, s[4 * nt + 2 * r + 1] * Cfg::kPScale,
-            s[4 * (nt + 1) + 2 * r] * Cfg::kPScale, s[4 * (nt + 1) + 2 * r + 1] * Cfg::kPScale);
+        constexpr float kScale = kPreScaled ? 1.0f : Cfg::kPScale;
+        p_frag[ks][i] =
+            pack_e4m3x4(s[4 * nt + 2 * r] * kScale, s[4 * nt + 2 * r + 1] * kScale,
+                        s[4 * (nt + 1) + 2 * r] * kScale, s[4 * (nt + 1) + 2 * r + 1] * kScale);
       } else {
         // k16 step ks (keys 16ks..16ks+15): the bf16 A fragment is the accumulator layout of S
         // column blocks 2ks (registers 0, 1: rows r = 0, 1) and 2ks + 1 (registers 2, 3).
@@ -316,9 +330,10 @@ template <class Cfg>
 __device__ __forceinline__ void issue_pv(float (&acc)[Cfg::kHeadDim / 2],
                                          const uint32_t (&p_frag)[Cfg::kPvSteps][4],
                                          uint32_t vt_address) {
+  const uint64_t b0 = sm90::smem_descriptor_sw128(vt_address);
 #pragma unroll
   for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
-    const uint64_t b = sm90::smem_descriptor_sw128(kstep_address(vt_address, Cfg::kHeadDim, ks));
+    const uint64_t b = descriptor_plus(b0, kstep_address(0, Cfg::kHeadDim, ks));
     if constexpr (Cfg::kFp8Pv) {
       sm90::wgmma_m64n128k32_e4m3_rs(acc, p_frag[ks], b, ks > 0);
     } else {
@@ -365,28 +380,33 @@ __device__ __forceinline__ bool tile_needs_mask(const ScoreTransform& t, int kv0
   return kv0 + kBlockN - 1 > t.pos_lo || (t.window_left >= 0 && kv0 < t.pos_hi - t.window_left);
 }
 
-// Scales and soft-caps (kSoftCap: t.logit_soft_cap > 0, chosen on the host) one S tile (log2
-// units), masks it (tiles that tile_needs_mask only), then updates the online softmax state of
-// the thread's rows (row_max in log2 units, row_sum this thread's partial); S becomes P, whose
-// max-relative scale changed by `correction` per row. O is left to the caller, which multiplies
-// it by `correction` once it is not in flight.
+// Updates the online softmax state of the thread's rows with one S tile (row_max in log2 units,
+// row_sum this thread's partial) and turns S into P, whose max-relative scale changed by
+// `correction` per row. O is left to the caller, which multiplies it by `correction` once it is
+// not in flight. Without soft-cap the raw scores stay as they are: t.score_scale > 0 (every
+// scale is finite and > 0, see attention_reference.cc), so the row max of the raw scores, times
+// score_scale * log2(e), is the row max in log2 units, and each P element is one FFMA and one
+// ex2: exp2(s * c - max * c). With soft-cap (kSoftCap: t.logit_soft_cap > 0, chosen on the host)
+// the scores first become cap * tanh(score / cap) in log2 units. Tiles that tile_needs_mask are
+// masked (-inf) before the max. P (and row_sum) come out times 2^kPScaleLog2, folded into the
+// exp2's FFMA (FP8 P V's kPScale, which would otherwise cost one FMUL per element).
 // Code size is the point of the shape (instruction-cache stalls): the soft-cap switch is a
 // template parameter, and the mask is a separate pass behind one uniform branch. Runtime
 // switches inside the fully unrolled element loop made the compiler keep a copy of the whole
 // unrolled body per combination.
-template <int kBlockN, bool kSoftCap>
+template <int kBlockN, bool kSoftCap, int kPScaleLog2 = 0>
 __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int kv0,
                                                     float (&s)[kBlockN / 2], float (&row_max)[2],
                                                     float (&row_sum)[2], float (&correction)[2]) {
   constexpr float kLog2e = 1.4426950408889634f;
-  const float score_scale_log2 = t.score_scale * kLog2e;
+  float to_log2;  // multiplies s into log2 units
+  if constexpr (kSoftCap) {
 #pragma unroll
-  for (int i = 0; i < kBlockN / 2; ++i) {
-    if constexpr (kSoftCap) {
+    for (int i = 0; i < kBlockN / 2; ++i)
       s[i] = t.logit_soft_cap * tanhf(s[i] * t.score_scale / t.logit_soft_cap) * kLog2e;
-    } else {
-      s[i] = s[i] * score_scale_log2;
-    }
+    to_log2 = 1.0f;
+  } else {
+    to_log2 = t.score_scale * kLog2e;
   }
   if (tile_needs_mask<kBlockN>(t, kv0)) {
 #pragma unroll
@@ -408,17 +428,21 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
     }
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-    const float new_max = fmaxf(row_max[r], tile_max);
+    const float new_max = fmaxf(row_max[r], tile_max * to_log2);
     // A row that has seen only masked keys keeps max -inf; subtract 0 to avoid inf - inf.
     const float offset = new_max == -INFINITY ? 0.0f : new_max;
-    correction[r] = exp2f(row_max[r] - offset);
+    correction[r] = prefill_common::fast_exp2(row_max[r] - offset);
     row_max[r] = new_max;
     row_sum[r] *= correction[r];
+    const float p_offset = offset - static_cast<float>(kPScaleLog2);
 #pragma unroll
     for (int nt = 0; nt < kBlockN / 8; ++nt) {
-      s[4 * nt + 2 * r] = prefill_common::fast_exp2(s[4 * nt + 2 * r] - offset);
-      s[4 * nt + 2 * r + 1] = prefill_common::fast_exp2(s[4 * nt + 2 * r + 1] - offset);
-      row_sum[r] += s[4 * nt + 2 * r] + s[4 * nt + 2 * r + 1];
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        float& e = s[4 * nt + 2 * r + c];
+        e = prefill_common::fast_exp2(fmaf(e, to_log2, -p_offset));
+        row_sum[r] += e;
+      }
     }
   }
 }
@@ -434,10 +458,10 @@ __device__ __forceinline__ void issue_pv_v_mn_major(float (&o)[Cfg::kHeadDim / 2
                                                     uint32_t v_address) {
   static_assert(!Cfg::kFp8Pv, "wgmma takes an N-major B for 16-bit types only");
   constexpr uint32_t kColumnBlockBytes = Cfg::kBlockN * 128;
+  const uint64_t b0 = sm90::smem_descriptor_sw128_mn_major(v_address, kColumnBlockBytes);
 #pragma unroll
   for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
-    const uint64_t b = sm90::smem_descriptor_sw128_mn_major(
-        v_address + static_cast<uint32_t>(ks * 16 * 128), kColumnBlockBytes);
+    const uint64_t b = descriptor_plus(b0, static_cast<uint32_t>(ks * 16 * 128));
     wgmma_bf16_rs<Cfg::kHeadDim, true>(o, p_frag[ks], b, true);
   }
 }

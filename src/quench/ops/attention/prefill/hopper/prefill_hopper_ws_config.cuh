@@ -41,11 +41,14 @@ struct WsConfig {
 
   // setmaxnreg budgets within the CTA's pool of 168 * 384 = 64512 registers (168 per thread at
   // launch). Where TMA writes both operands (bf16) one producer warp only issues loads and
-  // waits, in 16 registers; where the producer builds operands from raw stages (ldmatrix /
-  // stmatrix transposes, widening by 16-byte rows) it needs no more than 40 (ptxas, CUDA 13.0:
-  // no spills). The consumers take the rest: at 224 the bf16 hd128 loop spilled 36 bytes.
-  static constexpr int kProducerRegisters = kVDirect ? 24 : 40;
-  static constexpr int kConsumerRegisters = kVDirect ? 240 : 232;
+  // waits; the FP8 V^T transpose (ldmatrix / stmatrix, no per-store address kept live) fits 24
+  // too, and FP8 P V's consumers need the 240 that leaves: S, O, T (64 each) and P (16) live
+  // across the deferred P V (at 232: 4 bytes spilled). Widening FP8 K / V to bf16 by 16-byte
+  // rows needs up to 40 (ptxas, CUDA 13.0: no spills); those consumers fit 232 (at 224 the
+  // bf16 hd128 loop spilled 36 bytes).
+  static constexpr bool kSlimProducer = kVDirect || Tile::kFp8Pv;
+  static constexpr int kProducerRegisters = kSlimProducer ? 24 : 40;
+  static constexpr int kConsumerRegisters = kSlimProducer ? 240 : 232;
   static_assert(kProducerThreads * kProducerRegisters + kConsumerThreads * kConsumerRegisters <=
                     168 * kThreads,
                 "the register budgets exceed the CTA's pool");
@@ -90,11 +93,6 @@ struct WsConfig {
   static constexpr int kFullArrivals =
       (kDirectTensors > 0 ? 1 : 0) + (kRawTensors > 0 ? kProducerThreads : 0);
   static_assert(Tile::kOutBytes <= kBarrierOffset, "the fp32 output tile reuses the operands");
-
-  // bf16 P V of tile t is issued after tile t + 1's Q K^T and completes under its softmax
-  // (tile t's slot is released then); FP8 P V waits at once: T living across the next
-  // Q K^T and softmax spills (180 bytes at 224 registers, CUDA 13.0).
-  static constexpr bool kDeferPv = !Tile::kFp8Pv;
 };
 
 }  // namespace quench::prefill_hopper

@@ -17,11 +17,11 @@
 //   consumers warpgroups 1 and 2 (setmaxnreg up), packed rows 64c..64c+63 for consumer c:
 //             wait `full`, S = Q K^T (wgmma SS), online softmax in registers, P V (wgmma RS),
 //             arrive on `empty` once the wgmmas reading the slot have completed. Ping-pong:
-//             consumer c issues its Q K^T only after the other consumer issued its own (two
-//             named barriers), so one consumer's softmax runs under the other's GEMMs. bf16
-//             P V of tile t is issued right after tile t + 1's Q K^T and runs under tile
-//             t + 1's softmax (kDeferPv, FA3's intra-warpgroup overlap); FP8 P V (two-level,
-//             T in 64 more registers) waits at once.
+//             consumer c issues its GEMMs only after the other consumer issued its own (two
+//             named barriers), so one consumer's softmax runs under the other's GEMMs. P V of
+//             tile t is issued right after tile t + 1's Q K^T and runs under tile t + 1's
+//             softmax (FA3's intra-warpgroup overlap); FP8 P V (two-level) lands in T, 64 more
+//             registers, and joins O in fp32 after that softmax.
 // Ring protocol (kStages slots, tile t in slot t % kStages, use k = t / kStages):
 //   full[s]    kFullArrivals producer arrivals plus the direct loads' bytes; the consumer of
 //              tile t waits parity k & 1.
@@ -366,20 +366,38 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
                               w.pos_hi,
                               {row_pos[0], row_pos[1]},
                               lane_in_group};
-  float o_acc[kHeadDim / 2] = {};             // O, accumulator layout: o_acc[4 * dt + 2 * r + c]
-  uint32_t p_frag[Tile::kPvSteps][4] = {};    // zero: see the first P V below
-  float t_acc[kHeadDim / 2];                  // FP8 P V only; unused (and removed) otherwise
+  float o_acc[kHeadDim / 2] = {};      // O, accumulator layout: o_acc[4 * dt + 2 * r + c]
+  float s[kBlockN / 2] = {};           // S, then P; zero: see the first P V below
+  uint32_t p_frag[Tile::kPvSteps][4];  // P as P V's A fragments
+  float correction[2] = {1.0f, 1.0f};  // the last softmax's correction of O
+  // FP8 P V (two-level): tile t's P V lands in T, which joins O in fp32 once it is done, as
+  // O = O * correction + T with the correction of tile t (O lags one tile behind the softmax
+  // state). Unused (and removed) for bf16 P V, which accumulates into O directly.
+  float t_acc[kHeadDim / 2] = {};
+  float o_correction[2] = {1.0f, 1.0f};
+  float(&pv_acc)[kHeadDim / 2] = Tile::kFp8Pv ? t_acc : o_acc;
   float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (score * log2(e))
-  float row_sum[2] = {0.0f, 0.0f};            // this thread's partial; quad-reduced at the end
+  // This thread's partial, quad-reduced at the end; like P, times kPScale = 2^kPScaleLog2.
+  float row_sum[2] = {0.0f, 0.0f};
+  constexpr int kPScaleLog2 = Tile::kFp8Pv ? 8 : 0;
+  static_assert(Tile::kPScale == static_cast<float>(1 << kPScaleLog2), "kPScale is 2^kPScaleLog2");
 
-  const auto rescale_o = [&](const float(&correction)[2]) {
+  // Once the deferred P V is done: O takes it (FP8: O = O * o_correction + T) and, for bf16,
+  // the last softmax's correction, skipped where no row of the warp changed its max (most
+  // tiles of a long row). Then P of the last softmax becomes P V's A fragments.
+  const auto finish_deferred_pv = [&]() {
+    sm90::fence_registers(p_frag);
+    sm90::fence_registers(pv_acc);
+    if constexpr (Tile::kFp8Pv) {
 #pragma unroll
-    for (int dt = 0; dt < kHeadDim / 8; ++dt) {
+      for (int i = 0; i < kHeadDim / 2; ++i)
+        o_acc[i] = fmaf(o_acc[i], o_correction[i % 4 / 2], t_acc[i]);
+      o_correction[0] = correction[0];
+      o_correction[1] = correction[1];
+    } else if (__any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f)) {
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        o_acc[4 * dt + 2 * r] *= correction[r];
-        o_acc[4 * dt + 2 * r + 1] *= correction[r];
-      }
+      for (int i = 0; i < kHeadDim / 2; ++i)
+        o_acc[i] *= correction[i % 4 / 2];
     }
   };
   const auto vt_address_of = [&](int tile) {
@@ -391,78 +409,67 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   if (consumer == 1 && n_tiles > 0) {
     sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + 0, Cfg::kConsumerThreads);
   }
+  // Iteration t: finish P V of tile t - 2 and pack P of tile t - 1; S = Q K^T of tile t, and
+  // P V of tile t - 1 (FA3's intra-warpgroup overlap), which runs under tile t's softmax. The
+  // wait for that P V opens the next iteration: ptxas moves a wgmma wait to the start of its
+  // basic block, and at the end of this one it would precede the softmax (no overlap left);
+  // the loop's back edge keeps it after. Tile t - 2's V is released before the wait for tile
+  // t's `full` (with two ring slots that wait needs it).
   for (int tile = 0; tile < n_tiles; ++tile) {
+    sm90::wgmma_wait_group<0>();
+    finish_deferred_pv();
+    if (tile > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(tile - 2) % kStages]);
+    pack_p<Tile, true>(s, p_frag);
+
     const int kv0 = w.kv_begin + tile * kBlockN;
     const int slot = tile % kStages;
     const uint32_t k_address = sm90::smem_address(smem + Cfg::kSlotOffset + slot * Cfg::kSlotBytes);
     sm90_async::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((tile / kStages) & 1));
 
-    // In turn with the other consumer: S = Q K^T of this tile and, deferring, the previous
-    // tile's O += P V (FA3's intra-warpgroup overlap: that P V runs under this softmax). At
-    // tile 0 that P V is O += 0 * V of tile 0 (P zeroed; the producer leaves V finite): the code
+    // In turn with the other consumer, which may go once both GEMMs are issued. At tile 0 the
+    // P V is (O or T) += 0 * V of tile 0 (S zeroed; the producer leaves V finite): the code
     // has no branch around a wgmma, which would make the compiler serialize every wgmma.
-    float s[kBlockN / 2];
     sm90_async::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
-    if constexpr (Cfg::kDeferPv) {
-      sm90::fence_registers(o_acc);
-      sm90::fence_registers(p_frag);
-    }
+    sm90::fence_registers(pv_acc);
+    sm90::fence_registers(p_frag);
     sm90::wgmma_fence();
     issue_qk<Tile>(s, q_address, k_address);
     sm90::wgmma_commit_group();
-    if constexpr (Cfg::kDeferPv) {
-      ws_issue_pv<Cfg>(o_acc, p_frag, vt_address_of(max(tile - 1, 0)));
-      sm90::wgmma_commit_group();
-    }
+    ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(max(tile - 1, 0)));
+    sm90::wgmma_commit_group();
     // Consumer 1's last turn would open a barrier that consumer 0 never waits on again.
     if (consumer == 0 || tile + 1 < n_tiles) {
       sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + (1 - consumer),
                                        Cfg::kConsumerThreads);
     }
     // Groups complete in order: with the P V group pending at most, Q K^T is done.
-    sm90::wgmma_wait_group<Cfg::kDeferPv ? 1 : 0>();
+    sm90::wgmma_wait_group<1>();
     sm90::fence_registers(s);
     sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
-    float correction[2];
-    online_softmax_tile<kBlockN, kSoftCap>(scores, kv0, s, row_max, row_sum, correction);
-
-    if constexpr (Cfg::kDeferPv) {
-      sm90::wgmma_wait_group<0>();
-      finish_pv<Tile>(p_frag, t_acc, o_acc);
-      if (tile > 0) sm90_async::mbarrier_arrive(&ring.v_empty[(tile - 1) % kStages]);
-      rescale_o(correction);
-      pack_p<Tile>(s, p_frag);
-    } else {
-      // FP8: T = P V into the tile accumulator, then O = O * correction + T.
-      rescale_o(correction);
-      pack_p<Tile>(s, p_frag);
-      sm90::fence_registers(t_acc);
-      sm90::wgmma_fence();
-      ws_issue_pv<Cfg>(t_acc, p_frag, vt_address_of(tile));
-      sm90::wgmma_commit_group();
-      sm90::wgmma_wait_group<0>();
-      finish_pv<Tile>(p_frag, t_acc, o_acc);
-      sm90_async::mbarrier_arrive(&ring.v_empty[slot]);
-    }
+    online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2>(scores, kv0, s, row_max, row_sum,
+                                                        correction);
   }
-  if constexpr (Cfg::kDeferPv) {
-    // The last tile's P V (nobody waits for its slot any more). The wait is unconditional so
-    // that the compiler sees every path wait before O is read.
-    if (n_tiles > 0) {
-      sm90::fence_registers(o_acc);
-      sm90::fence_registers(p_frag);
-      sm90::wgmma_fence();
-      ws_issue_pv<Cfg>(o_acc, p_frag, vt_address_of(n_tiles - 1));
-      sm90::wgmma_commit_group();
-    }
+  // The last two P Vs (nobody waits for their slots any more). The last wait is unconditional
+  // so that the compiler sees every path wait before O is read.
+  if (n_tiles > 0) {
     sm90::wgmma_wait_group<0>();
-    if (n_tiles > 0) finish_pv<Tile>(p_frag, t_acc, o_acc);
+    finish_deferred_pv();
+    pack_p<Tile, true>(s, p_frag);
+    sm90::fence_registers(pv_acc);
+    sm90::fence_registers(p_frag);
+    sm90::wgmma_fence();
+    ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(n_tiles - 1));
+    sm90::wgmma_commit_group();
   }
+  sm90::wgmma_wait_group<0>();
+  correction[0] = 1.0f;
+  correction[1] = 1.0f;
+  if (n_tiles > 0) finish_deferred_pv();
 
-  // Epilogue: normalize (sinks join the denominator), apply v_scale and 1 / kPScale, write the
-  // LSE, stage the fp32 rows in shared memory (over Q and the ring: both consumers are past
-  // their last wgmma, and the producer wrote nothing the consumers have not consumed), then
-  // store them in the output dtype.
+  // Epilogue: normalize (sinks join the denominator; O and the sum are both times kPScale),
+  // apply v_scale, write the LSE, stage the fp32 rows in shared memory (over Q and the ring:
+  // both consumers are past their last wgmma, and the producer wrote nothing the consumers
+  // have not consumed), then store them in the output dtype.
   sm90_async::named_barrier_sync(Cfg::kEpilogueBarrier, Cfg::kConsumerThreads);
   float* out_tile = reinterpret_cast<float*>(smem);
   const float v_scale = p.v_scale.at(w.kv_head);
@@ -474,11 +481,13 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     const int row = consumer * 64 + warp_in_group * 16 + lane_group + 8 * r;
     const int m = w.m0 + row;
     const QueryRow qr = query_row(m, w.group, w.kv_head);
-    if (p.sinks != nullptr && m < w.rows) sum += exp2f(p.sinks[qr.head] * kLog2e - row_max[r]);
-    const float factor = sum > 0.0f ? v_scale / (sum * Tile::kPScale) : 0.0f;
+    if (p.sinks != nullptr && m < w.rows) {
+      sum += exp2f(p.sinks[qr.head] * kLog2e - row_max[r] + static_cast<float>(kPScaleLog2));
+    }
+    const float factor = sum > 0.0f ? v_scale / sum : 0.0f;
     if (p.lse != nullptr && m < w.rows && lane_in_group == 0) {
       p.lse[static_cast<int64_t>(w.q_begin + qr.token) * p.num_q_heads + qr.head] =
-          (row_max[r] + log2f(sum)) * 0.6931471805599453f;
+          (row_max[r] + log2f(sum) - static_cast<float>(kPScaleLog2)) * 0.6931471805599453f;
     }
 #pragma unroll
     for (int dt = 0; dt < kHeadDim / 8; ++dt) {

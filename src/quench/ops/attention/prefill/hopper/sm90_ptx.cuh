@@ -57,14 +57,14 @@ __device__ __forceinline__ uint64_t smem_descriptor_sw128_mn_major(uint32_t addr
          (static_cast<uint64_t>(kSwizzleAtomBytes >> 4) << 32) | (uint64_t{1} << 62);
 }
 
-// Stores four 8x8 b16 matrices: lane l gives the row address of matrix l / 8, row l % 8 (16
-// bytes, 16-byte aligned), and holds in r[m] row l / 4, bytes 4 (l % 4)..+3 of matrix m (the
+// Stores four 8x8 b16 matrices: lane l gives the (shared) row address of matrix l / 8, row l % 8
+// (16 bytes, 16-byte aligned), and holds in r[m] row l / 4, bytes 4 (l % 4)..+3 of matrix m (the
 // ldmatrix fragment layout).
-__device__ __forceinline__ void stmatrix_x4(const uint32_t (&r)[4], void* row_address) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                   smem_address(row_address)),
-               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-               : "memory");
+__device__ __forceinline__ void stmatrix_x4(const uint32_t (&r)[4], uint32_t row_address) {
+  asm volatile(
+      "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(row_address),
+      "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+      : "memory");
 }
 
 // Orders this thread's generic-proxy shared-memory writes (st.shared, cp.async) before later
