@@ -85,19 +85,7 @@ std::vector<ProducerCase> producer_cases() {
 class DecodeAttentionProducerGpu : public ::testing::TestWithParam<ProducerCase> {};
 
 TEST_P(DecodeAttentionProducerGpu, MatchesReference) {
-  const AttentionProblemConfig& config = GetParam().config;
-  AttentionProblem problem(config);
-  problem.compute_reference();
-  AttentionDeviceProblem device(problem);
-  const Tolerance out_tolerance =
-      attention_tolerance(true, config.q_dtype, config.kv_dtype, config.out_dtype);
-  const Tolerance lse_tolerance{2e-3, 5e-3};
-  run_decode_in_both_workspace_modes(device, [&] {
-    const CompareResult out = device.compare_output(out_tolerance);
-    EXPECT_TRUE(out.ok) << "output: " << out.summary();
-    const CompareResult lse = device.compare_lse(lse_tolerance);
-    EXPECT_TRUE(lse.ok) << "lse: " << lse.summary();
-  });
+  expect_decode_matches_reference(GetParam().config);
 }
 
 INSTANTIATE_TEST_SUITE_P(Pipeline, DecodeAttentionProducerGpu,

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "quench/core/cuda_device.h"
 #include "quench/core/error.h"
 #include "quench/ops/quantize/vec8_convert.cuh"
 #include "quench/ops/rope/rope_angles.h"
@@ -296,14 +297,7 @@ void rope_quant_append_cuda(const RopeQuantAppendParams& p, cudaStream_t stream)
     launch_rope_quant_append_row_items(p, stream);
     return;
   }
-  int32_t device = 0;
-  int32_t num_sms = 0;
-  cudaError_t status = cudaGetDevice(&device);
-  if (status == cudaSuccess) {
-    status = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
-  }
-  QUENCH_REQUIRE(status == cudaSuccess, "rope_quant_append: cannot query the device's SM count: ",
-                 cudaGetErrorString(status));
+  const int32_t num_sms = require_current_cuda_device_properties("rope_quant_append").sm_count;
   FusedArgs args;
   args.p = p;
   args.angles = make_rope_angles(p.rope, p.cos_sin_cache, p.cos_sin_cache_positions);
@@ -318,7 +312,7 @@ void rope_quant_append_cuda(const RopeQuantAppendParams& p, cudaStream_t stream)
   if (p.head_dim == 64) launch_for_head_dim<64>(args, blocks, stream);
   if (p.head_dim == 128) launch_for_head_dim<128>(args, blocks, stream);
   if (p.head_dim == 256) launch_for_head_dim<256>(args, blocks, stream);
-  status = cudaGetLastError();
+  const cudaError_t status = cudaGetLastError();
   QUENCH_REQUIRE(status == cudaSuccess,
                  "rope_quant_append kernel launch failed: ", cudaGetErrorString(status));
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "quench/core/cuda_device.h"
 #include "quench/core/error.h"
 #include "quench/kv_cache/kv_tensor_map_cache.h"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
@@ -41,19 +42,6 @@ void check_cuda(cudaError_t status, const char* what) {
 
 bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
-// Compute-capability major of `device`, queried once per device.
-int compute_capability_major(int device) {
-  static std::mutex mutex;
-  static std::map<int, int> cache;
-  const std::lock_guard<std::mutex> lock(mutex);
-  if (const auto it = cache.find(device); it != cache.end()) return it->second;
-  int major = 0;
-  check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
-             "cudaDeviceGetAttribute(compute capability)");
-  cache.emplace(device, major);
-  return major;
 }
 
 // tma: the variant with a producer warp loading K/V by tensor TMA (sm_90, head_dim 64 and 128;
@@ -185,9 +173,9 @@ struct LaunchShape {
 
 LaunchShape launch_shape(const AttentionParams& p) {
   LaunchShape shape;
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  const int major = compute_capability_major(device);
+  const CudaDeviceProperties gpu = require_current_cuda_device_properties("decode attention");
+  const int device = gpu.device;
+  const int major = gpu.compute_capability_major;
   DecodeKernelArgs& args = shape.args;
   args.p = p;
   args.group = p.num_q_heads / p.kv.num_kv_heads;

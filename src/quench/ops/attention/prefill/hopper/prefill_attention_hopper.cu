@@ -4,6 +4,9 @@
 // and grid (query tiles of 128 packed rows, KV heads, sequences).
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
 
+#include <optional>
+
+#include "quench/core/cuda_device.h"
 #include "quench/core/error.h"
 #include "quench/kv_cache/kv_tensor_map_cache.h"
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper_kernel.cuh"
@@ -15,17 +18,12 @@ namespace {
 
 // Empty when the current device is an sm_90 (Hopper) GPU, else why not.
 std::string device_unsupported_reason() {
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    cudaGetLastError();  // clear it so that later calls are not blamed for it
-    return "no CUDA device; the Hopper kernel needs an sm_90 GPU";
-  }
-  int major = 0;
-  int minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-  if (major != 9 || minor != 0) {
-    return str_cat("device compute capability ", major, ".", minor,
+  std::string error;
+  const std::optional<CudaDeviceProperties> gpu = current_cuda_device_properties(&error);
+  if (!gpu) return str_cat(error, "; the Hopper kernel needs an sm_90 GPU");
+  if (gpu->compute_capability_major != 9 || gpu->compute_capability_minor != 0) {
+    return str_cat("device compute capability ", gpu->compute_capability_major, ".",
+                   gpu->compute_capability_minor,
                    " is not supported; allowed: 9.0 (sm_90a, Hopper)");
   }
   return {};
