@@ -9,14 +9,21 @@
 namespace quench {
 namespace {
 
+// pv_precision picks the P·V operands for an FP8 query; the FP8 one is opt-in (see the header).
 class PrefillHopperAttentionKernel final : public AttentionKernel {
  public:
-  std::string name() const override { return kPrefillHopperKernelName; }
+  explicit PrefillHopperAttentionKernel(HopperPvPrecision pv_precision)
+      : pv_precision_(pv_precision) {}
+
+  std::string name() const override {
+    return fp8_pv() ? kPrefillHopperFp8PvKernelName : kPrefillHopperKernelName;
+  }
   bool serves(AttentionPhase phase) const override { return phase == AttentionPhase::kPrefill; }
   MemorySpace memory_space() const override { return MemorySpace::kDevice; }
-  // Above prefill_mma (10): on the H200 it is 1.2-2.9x faster at hd64/128 for every operand
-  // kind (bench/LOG.md, 2026-12-03 third session); at hd256 the synchronous kernel is on par.
-  int32_t priority() const override { return 15; }
+  // bf16 P·V: above prefill_mma (10), since on the H200 it is 1.2-2.9x faster at hd64/128 for
+  // every operand kind (bench/LOG.md, 2026-12-03 third session; at hd256 the synchronous kernel
+  // is on par). FP8 P·V: above the reference only, so that `auto` never trades accuracy for it.
+  int32_t priority() const override { return fp8_pv() ? 1 : 15; }
 
   // FP8 Q·Kᵀ on the tensor cores needs an FP8 query over an e4m3 cache (head_dim 128 only).
   DType query_dtype(const AttentionConfig& config, AttentionPhase) const override {
@@ -41,18 +48,33 @@ class PrefillHopperAttentionKernel final : public AttentionKernel {
     if (is_fp8(config.q_dtype) && config.head_dim_qk != 128) {
       return SupportCheck::must_not("prefill_hopper takes an FP8 query only at head_dim 128.");
     }
+    if (fp8_pv()) {
+      if (!is_fp8(config.q_dtype)) {
+        return SupportCheck::must_not(
+            "prefill_hopper_fp8pv needs an FP8 query: an fp8_e4m3 cache at head_dim 128 with "
+            "query quantization enabled.");
+      }
+      return SupportCheck::may(
+          "Hopper TMA/wgmma prefill with FP8 P·V (opt-in: P rounded to e4m3).");
+    }
     return SupportCheck::may("Hopper TMA/wgmma prefill, warp-specialized.");
   }
 
   void run(const AttentionParams& params, const KernelWorkspace&, void* stream) const override {
-    prefill_attention_hopper(params, static_cast<cudaStream_t>(stream));
+    prefill_attention_hopper(params, static_cast<cudaStream_t>(stream), pv_precision_);
   }
+
+ private:
+  bool fp8_pv() const { return pv_precision_ == HopperPvPrecision::kFp8; }
+
+  HopperPvPrecision pv_precision_;
 };
 
 }  // namespace
 
 void register_prefill_hopper_attention_kernel(AttentionKernelRegistry& registry) {
-  registry.add(std::make_unique<PrefillHopperAttentionKernel>());
+  registry.add(std::make_unique<PrefillHopperAttentionKernel>(HopperPvPrecision::kBf16));
+  registry.add(std::make_unique<PrefillHopperAttentionKernel>(HopperPvPrecision::kFp8));
 }
 
 }  // namespace quench

@@ -1,10 +1,11 @@
-// The Hopper prefill kernel (ops/attention/prefill/hopper, wgmma, sm_90a) as the backend kernel
-// "prefill_hopper": FP8 e4m3 query over an FP8 e4m3 cache at head_dim 128, and bf16 queries over
-// bf16 or e4m3 caches at head_dim 64/128/256.
-//
-// Its priority sits below prefill_mma's while it is the slower of the two (bench/LOG.md,
-// 2026-12-02: 128 vs 224 TFLOP/s FP8 at 16k tokens), so `auto` picks prefill_mma and users
-// reach this kernel with --prefill-kernel prefill_hopper. Raise the priority when it wins.
+// The Hopper prefill kernel (ops/attention/prefill/hopper, wgmma, sm_90a) as two backend kernels:
+// - "prefill_hopper": FP8 e4m3 query over an FP8 e4m3 cache at head_dim 128 with FP8 Q·Kᵀ and
+//   bf16 P·V, and bf16 queries over bf16 or e4m3 caches at head_dim 64/128/256. The default
+//   prefill kernel on sm_90 (above prefill_mma: 1.2-2.9x faster on the H200, bench/LOG.md).
+// - "prefill_hopper_fp8pv": the same kernel with FP8 P·V (P rounded to e4m3, two-level fp32
+//   accumulation), FP8 query only. 1.3-1.4x faster than bf16 P·V at 8k-16k tokens, but P's three
+//   mantissa bits put a rare output past the SPEC FP8 prefill tolerance, so `auto` never picks it:
+//   users opt in with --prefill-kernel prefill_hopper_fp8pv.
 #pragma once
 
 #include "quench/attention/attention_kernel_registry.h"
@@ -12,7 +13,9 @@
 namespace quench {
 
 inline constexpr const char* kPrefillHopperKernelName = "prefill_hopper";
+inline constexpr const char* kPrefillHopperFp8PvKernelName = "prefill_hopper_fp8pv";
 
+// Registers both kernels above.
 void register_prefill_hopper_attention_kernel(AttentionKernelRegistry& registry);
 
 }  // namespace quench
