@@ -297,8 +297,11 @@ class RopeAppendCase {
     rope_quant_append_reference(h);
   }
 
-  // Runs one GPU path on fresh poisoned outputs and compares every buffer with the reference.
-  void run_and_compare(RopeAppendPath path) {
+  // Runs one GPU path on fresh poisoned outputs and compares every buffer with the reference;
+  // the fused path with `fused_options` when given (else the environment's). Returns the four
+  // output buffers (q bf16, q fp8, k cache, v cache) as bytes.
+  std::vector<std::vector<uint8_t>> run_and_compare(
+      RopeAppendPath path, const FusedRopeAppendOptions* fused_options = nullptr) {
     DeviceBuffer qkv(qkv_), q(q_), k(k_), v(v_), positions(positions_), slots(slots_);
     DeviceBuffer cos_sin(cos_sin_), q_norm(q_norm_), k_norm(k_norm_);
     DeviceBuffer k_head_scales(k_head_scales_), v_head_scales(v_head_scales_);
@@ -319,28 +322,42 @@ class RopeAppendCase {
     d.k_cache = k_cache.as<void>();
     d.v_cache = v_cache.as<void>();
     DeviceBuffer workspace(rope_quant_append_workspace_bytes(d));
-    run_rope_quant_append(
-        d, path, nullptr,
-        RopeAppendWorkspace{workspace.as<void>(), rope_quant_append_workspace_bytes(d)});
+    if (path == RopeAppendPath::kFused && fused_options != nullptr) {
+      rope_quant_append_cuda(d, *fused_options, nullptr);
+    } else {
+      run_rope_quant_append(
+          d, path, nullptr,
+          RopeAppendWorkspace{workspace.as<void>(), rope_quant_append_workspace_bytes(d)});
+    }
     cuda_check(cudaDeviceSynchronize(), "rope_quant_append");
 
     // Same arithmetic as the reference only on the fused path with the cos/sin cache and no norm;
     // the unfused chain rounds its bf16 intermediate, so only its FP8 outputs may differ.
     const bool fused_exact = path == RopeAppendPath::kFused && spec_.use_cache && !spec_.use_norm;
     const bool bf16_exact = spec_.use_cache && !spec_.use_norm;
-    const std::string tag = str_cat(spec_.name, " [", rope_append_path_name(path), "] ");
-    EXPECT_TRUE(compare_buffer(tag + "q_out_bf16", DType::kBF16, q_bf16.download<uint8_t>(),
-                               want_q_bf16_, q_written(true), static_cast<int32_t>(q_row_),
-                               p_.head_dim, fused_exact || bf16_exact));
-    EXPECT_TRUE(compare_buffer(tag + "q_out_fp8", p_.q_fp8_dtype, q_fp8.download<uint8_t>(),
-                               want_q_fp8_, q_written(false), static_cast<int32_t>(q_row_),
-                               p_.head_dim, fused_exact));
+    const std::string options_tag =
+        fused_options == nullptr
+            ? ""
+            : str_cat(" ", fused_row_schedule_name(fused_options->schedule),
+                      fused_options->prefetch_split_tokens ? "" : " no-prefetch");
+    const std::string tag =
+        str_cat(spec_.name, " [", rope_append_path_name(path), options_tag, "] ");
+    std::vector<std::vector<uint8_t>> outputs = {
+        q_bf16.download<uint8_t>(), q_fp8.download<uint8_t>(), k_cache.download<uint8_t>(),
+        v_cache.download<uint8_t>()};
+    EXPECT_TRUE(compare_buffer(tag + "q_out_bf16", DType::kBF16, outputs[0], want_q_bf16_,
+                               q_written(true), static_cast<int32_t>(q_row_), p_.head_dim,
+                               fused_exact || bf16_exact));
+    EXPECT_TRUE(compare_buffer(tag + "q_out_fp8", p_.q_fp8_dtype, outputs[1], want_q_fp8_,
+                               q_written(false), static_cast<int32_t>(q_row_), p_.head_dim,
+                               fused_exact));
     const bool kv_exact = fused_exact || (bf16_exact && p_.kv.dtype == DType::kBF16);
-    EXPECT_TRUE(compare_buffer(tag + "k_cache", p_.kv.dtype, k_cache.download<uint8_t>(),
-                               want_k_cache_, cache_written(), p_.head_dim, p_.head_dim, kv_exact));
+    EXPECT_TRUE(compare_buffer(tag + "k_cache", p_.kv.dtype, outputs[2], want_k_cache_,
+                               cache_written(), p_.head_dim, p_.head_dim, kv_exact));
     // v is never rotated: every path is bit-exact.
-    EXPECT_TRUE(compare_buffer(tag + "v_cache", p_.kv.dtype, v_cache.download<uint8_t>(),
-                               want_v_cache_, cache_written(), p_.head_dim, p_.head_dim, true));
+    EXPECT_TRUE(compare_buffer(tag + "v_cache", p_.kv.dtype, outputs[3], want_v_cache_,
+                               cache_written(), p_.head_dim, p_.head_dim, true));
+    return outputs;
   }
 
  private:
@@ -510,6 +527,24 @@ TEST_P(RopeQuantAppendGpu, MatchesReferenceFusedAndUnfused) {
   c.run_reference();
   c.run_and_compare(RopeAppendPath::kFused);
   c.run_and_compare(RopeAppendPath::kUnfused);
+  // Both row schedules, with and without the split-token prefetch: each against the reference,
+  // and the schedules against each other byte for byte (same arithmetic per row, norm included).
+  const FusedRopeAppendOptions ring{FusedRowSchedule::kRing, true};
+  const FusedRopeAppendOptions ring_no_prefetch{FusedRowSchedule::kRing, false};
+  const FusedRopeAppendOptions per_kind{FusedRowSchedule::kPerKind, true};
+  const auto ring_out = c.run_and_compare(RopeAppendPath::kFused, &ring);
+  c.run_and_compare(RopeAppendPath::kFused, &ring_no_prefetch);
+  const auto per_kind_out = c.run_and_compare(RopeAppendPath::kFused, &per_kind);
+  const char* names[] = {"q_out_bf16", "q_out_fp8", "k_cache", "v_cache"};
+  for (size_t b = 0; b < ring_out.size(); ++b) {
+    const auto [ring_it, per_kind_it] =
+        std::mismatch(ring_out[b].begin(), ring_out[b].end(), per_kind_out[b].begin());
+    EXPECT_TRUE(ring_it == ring_out[b].end())
+        << GetParam().name << " " << names[b]
+        << ": ring and per_kind schedules differ first at byte " << (ring_it - ring_out[b].begin())
+        << " (ring 0x" << std::hex << int{*ring_it} << ", per_kind 0x" << int{*per_kind_it}
+        << std::dec << ")";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, RopeQuantAppendGpu, ::testing::ValuesIn(grid()),
