@@ -78,15 +78,14 @@ __device__ __forceinline__ TokenRowSequence<kHeadDim> make_token_row_sequence(
   return s;
 }
 
-// The row that the ring loads next: walks q, k, v iterations in order and stays on the last one
-// once there (the ring's tail reloads a row just loaded, from the cache).
+// The row that the ring loads next: walks q, k, v iterations in order.
 template <int32_t kHeadDim>
 struct RowLoadCursor {
   const uint16_t* base;  // the current kind's head-0 element for this lane
   int32_t count;         // the current kind's heads
   int32_t iters;         // the current kind's iterations
   int32_t i;             // iteration within the kind
-  int32_t kind;          // 0: q, 1: k, 2: v (k and v only when kv_iters > 0)
+  int32_t kind;          // 0: q, 1: k, 2: v
 
   __device__ __forceinline__ static RowLoadCursor start(const TokenRowSequence<kHeadDim>& s) {
     return {s.q, s.num_q_heads, s.q_iters, 0, 0};
@@ -97,39 +96,49 @@ struct RowLoadCursor {
     return base + min(s.first + i * s.step, count - 1) * kHeadDim;
   }
 
+  // Past the last iteration of a kind, on to the next kind (k after q, v after k; the caller
+  // stops asking once every row is loaded). Updated in place: a fresh cursor in the rare branch
+  // makes the compiler copy every field on every iteration.
   __device__ __forceinline__ void advance(const TokenRowSequence<kHeadDim>& s) {
-    if (i + 1 < iters) {
-      ++i;
-    } else if (kind == 0 && s.kv_iters > 0) {
-      *this = {s.k, s.num_kv_heads, s.kv_iters, 0, 1};
-    } else if (kind == 1) {
-      *this = {s.v, s.num_kv_heads, s.kv_iters, 0, 2};
+    if (++i == iters) {
+      i = 0;
+      if (kind == 0) {
+        base = s.k;
+        count = s.num_kv_heads;
+        iters = s.kv_iters;
+      } else {
+        base = s.v;
+      }
+      ++kind;
     }
   }
 };
 
 // A lane's ring of ring_depth() 16-byte rows in shared memory (column threadIdx.x of a
 // [depth][kThreads] array), filled by cp.async: only the owning thread touches its column, and
-// cp.async.wait_group makes a thread's own copies visible to it, so no barrier is needed.
+// cp.async.wait_group makes a thread's own copies visible to it, so no barrier is needed. One
+// commit group per slot fill, empty once every row is loaded, so that "all but the newest
+// kDepth - 1 groups complete" always means "the oldest row has landed" and no copy is left in
+// flight when the thread finishes.
 template <int32_t kHeadDim, bool kNorm>
 struct RowRing {
   static constexpr int32_t kDepth = ring_depth<kNorm>();
   static constexpr uint32_t kSlotBytes = kThreads * 16;
-  uint32_t column;  // shared-window address of slot 0 of this thread
-  uint32_t at;      // byte offset of the oldest row's slot
+  uint32_t column;   // shared-window address of slot 0 of this thread
+  uint32_t at;       // byte offset of the oldest row's slot
+  int32_t unissued;  // rows of the sequence not yet loaded (warp-uniform)
   RowLoadCursor<kHeadDim> cursor;
 
-  // Issues the loads of the first kDepth rows.
+  // Issues the loads of the first kDepth rows (fewer if the sequence is shorter).
   __device__ __forceinline__ void start(uint32_t column_address,
                                         const TokenRowSequence<kHeadDim>& s) {
     column = column_address;
     at = 0;
+    unissued = s.q_iters + 2 * s.kv_iters;
     cursor = RowLoadCursor<kHeadDim>::start(s);
 #pragma unroll
-    for (int32_t u = 0; u < kDepth; ++u) {
-      copy_async(column + static_cast<uint32_t>(u) * kSlotBytes, cursor.address(s));
-      cursor.advance(s);
-    }
+    for (int32_t u = 0; u < kDepth; ++u)
+      fill(column + static_cast<uint32_t>(u) * kSlotBytes, s);
   }
 
   // Takes the oldest row (waiting for it) as floats and refills its slot with the next row.
@@ -141,19 +150,26 @@ struct RowRing {
                  : "r"(column + at)
                  : "memory");
     unpack_bf16x8(raw, x);
-    copy_async(column + at, cursor.address(s));
-    cursor.advance(s);
+    fill(column + at, s);
     at = at + kSlotBytes == kDepth * kSlotBytes ? 0u : at + kSlotBytes;
   }
 
+  // Waits for the copies still in flight (a padding token leaves after start()).
+  __device__ __forceinline__ static void drain() {
+    asm volatile("cp.async.wait_all;" ::: "memory");
+  }
+
  private:
-  // One 16-byte cp.async (L2 only: the rows are read once) as its own commit group.
-  __device__ __forceinline__ static void copy_async(uint32_t dst, const uint16_t* src) {
-    asm volatile(
-        "cp.async.cg.shared.global [%0], [%1], 16;\n"
-        "cp.async.commit_group;" ::"r"(dst),
-        "l"(src)
-        : "memory");
+  // The next row into slot dst (16-byte cp.async, L2 only: the rows are read once), if any is
+  // left, then a commit group either way.
+  __device__ __forceinline__ void fill(uint32_t dst, const TokenRowSequence<kHeadDim>& s) {
+    if (unissued > 0) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(cursor.address(s))
+                   : "memory");
+      cursor.advance(s);
+      --unissued;
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
   }
 };
 
@@ -243,9 +259,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   }
   const int64_t slot = __ldg(p.slot_mapping + t);
   const int32_t pos = __ldg(p.positions + t);
-  // Padding: nothing of it is written (its copies in flight land in this thread's ring only).
-  if (slot < 0 || slot >= args.cache_slots) return;
-  if (pos < 0 || (kFromCache && pos >= args.angles.cache_positions)) return;
+  // Padding: nothing of it is written.
+  if (slot < 0 || slot >= args.cache_slots || pos < 0 ||
+      (kFromCache && pos >= args.angles.cache_positions)) {
+    RowRing<kHeadDim, kNorm>::drain();
+    return;
+  }
 
   const auto slots = LaneSlots<kThreads>::at(&smem_lane_slots[0][threadIdx.x]);
   const RowMath<kHeadDim, kNeox, kNorm> math =
