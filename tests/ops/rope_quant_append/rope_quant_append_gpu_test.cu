@@ -298,10 +298,12 @@ class RopeAppendCase {
   }
 
   // Runs one GPU path on fresh poisoned outputs and compares every buffer with the reference;
-  // the fused path with `fused_options` when given (else the environment's). Returns the four
-  // output buffers (q bf16, q fp8, k cache, v cache) as bytes.
+  // the fused path with `fused_options` when given (else the environment's), and with
+  // `in_graph` captured into a CUDA graph (global capture mode) that is then replayed. Returns
+  // the four output buffers (q bf16, q fp8, k cache, v cache) as bytes.
   std::vector<std::vector<uint8_t>> run_and_compare(
-      RopeAppendPath path, const FusedRopeAppendOptions* fused_options = nullptr) {
+      RopeAppendPath path, const FusedRopeAppendOptions* fused_options = nullptr,
+      bool in_graph = false) {
     DeviceBuffer qkv(qkv_), q(q_), k(k_), v(v_), positions(positions_), slots(slots_);
     DeviceBuffer cos_sin(cos_sin_), q_norm(q_norm_), k_norm(k_norm_);
     DeviceBuffer k_head_scales(k_head_scales_), v_head_scales(v_head_scales_);
@@ -322,7 +324,21 @@ class RopeAppendCase {
     d.k_cache = k_cache.as<void>();
     d.v_cache = v_cache.as<void>();
     DeviceBuffer workspace(rope_quant_append_workspace_bytes(d));
-    if (path == RopeAppendPath::kFused && fused_options != nullptr) {
+    if (in_graph) {
+      cudaStream_t stream;
+      cuda_check(cudaStreamCreate(&stream), "stream");
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "begin capture");
+      rope_quant_append_cuda(d, *fused_options, stream);
+      cuda_check(cudaStreamEndCapture(stream, &graph), "end capture");
+      cuda_check(cudaGraphInstantiate(&exec, graph, 0), "graph instantiate");
+      cuda_check(cudaGraphLaunch(exec, stream), "graph launch");
+      cuda_check(cudaStreamSynchronize(stream), "graph replay");
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      cudaStreamDestroy(stream);
+    } else if (path == RopeAppendPath::kFused && fused_options != nullptr) {
       rope_quant_append_cuda(d, *fused_options, nullptr);
     } else {
       run_rope_quant_append(
@@ -339,7 +355,8 @@ class RopeAppendCase {
         fused_options == nullptr
             ? ""
             : str_cat(" ", fused_row_schedule_name(fused_options->schedule),
-                      fused_options->prefetch_split_tokens ? "" : " no-prefetch");
+                      fused_options->prefetch_split_tokens ? "" : " no-prefetch",
+                      in_graph ? " graph" : "");
     const std::string tag =
         str_cat(spec_.name, " [", rope_append_path_name(path), options_tag, "] ");
     std::vector<std::vector<uint8_t>> outputs = {
@@ -731,6 +748,26 @@ INSTANTIATE_TEST_SUITE_P(SplitT, RopeQuantAppendGpu, ::testing::ValuesIn(split_t
                          [](const ::testing::TestParamInfo<CaseSpec>& info) {
                            return info.param.name;
                          });
+
+// The ring schedule reserves its dynamic shared memory on a kernel's first launch: here that
+// first launch (hd 128, gptj, in-kernel sincos, norm: no other suite of this binary runs before
+// it with that kernel, the plain TEST suites run before the parameterized ones) happens inside a
+// stream capture, whose graph must then give the reference's outputs.
+TEST(RopeQuantAppendGpuGraph, RingFirstLaunchInsideCapture) {
+  CaseSpec spec;
+  spec.name = "ring_graph_gptj_sincos_norm_T300";
+  spec.tokens = 300;
+  spec.q_heads = 16;
+  spec.kv_heads = 4;
+  spec.style = RopeStyle::kGptj;
+  spec.use_cache = false;
+  spec.use_norm = true;
+  spec.padding = 7;
+  RopeAppendCase c(spec);
+  c.run_reference();
+  const FusedRopeAppendOptions ring{FusedRowSchedule::kRing, true};
+  c.run_and_compare(RopeAppendPath::kFused, &ring, true);
+}
 
 // Hand-checked: position 0 (cos 1, sin 0) makes RoPE the identity, so the FP8 k row is exactly
 // fp8(x / k_scale) and the bf16 q row is the input.
