@@ -6,7 +6,10 @@
 // NHD cache with 16-token pages, q split by rows (T <= 64: a decode batch, every row bf16;
 // larger T: 32 bf16 decode rows, the rest FP8 prefill rows), per-tensor scales != 1.
 // Each case also times the copy kernel at the same byte count ("same_size_copy_tbps" in the note),
-// next to the 1 GiB copy ceiling that the %-of-ceiling column reads.
+// next to the 1 GiB copy ceiling that the %-of-ceiling column reads, and the fused kernel's A/B
+// variants ("per_kind_*": the row schedule before the ring; "ring_no_prefetch_*": the ring
+// without the split-token L2 prefetch; the recorded value is the environment's choice, see
+// fused_rope_append_options_from_env).
 // Bytes = what the op must move: q/k/v read (bf16), positions, slots, one cos/sin row per token,
 // q written (bf16 or FP8), k/v written to the cache (FP8). TB/s = bytes / time for both paths.
 // Timing: each measurement is a CUDA graph of R back-to-back launches cycling over enough input/
@@ -27,6 +30,7 @@
 #include "quench/numerics/bf16.h"
 #include "quench/ops/rope/rope_reference.h"
 #include "quench/ops/rope_quant_append/rope_append_path.h"
+#include "quench/ops/rope_quant_append/rope_quant_append.h"
 #include "support/bench_registry.h"
 
 namespace quench::bench {
@@ -314,17 +318,31 @@ void run_rope_append_bench(const BenchOptions& options, BenchReporter& reporter)
           run_rope_quant_append(op_sets[static_cast<size_t>(r % sets)]->params, path, stream, ws);
         });
       };
+      // The fused kernel's A/B variants (T > 64; below that both run the row-item kernel).
+      auto time_fused = [&](const FusedRopeAppendOptions& options) {
+        return time_graph(stream, reps, replays, [&](int32_t r) {
+          rope_quant_append_cuda(op_sets[static_cast<size_t>(r % sets)]->params, options, stream);
+        });
+      };
       const double fused_s = time_path(RopeAppendPath::kFused);
       const double unfused_s = time_path(RopeAppendPath::kUnfused);
+      const double per_kind_s = time_fused({FusedRowSchedule::kPerKind, true});
+      const double ring_no_prefetch_s = time_fused({FusedRowSchedule::kRing, false});
       const double copy_tbps = measure_same_size_copy(stream, bytes, sets, reps, replays);
       const double fused_tbps = bytes / fused_s * 1e-12;
       const double unfused_tbps = bytes / unfused_s * 1e-12;
       const std::string case_name = str_cat(shape.name, shape.qk_norm ? " qk-norm" : "", " T=", T,
                                             " e4m3 NHD p16, q bf16 rows=", base.q_bf16_rows);
+      const FusedRopeAppendOptions fused_options = fused_rope_append_options_from_env();
       const std::string note = str_cat(
-          "fused_us=", fused_s * 1e6, " unfused_us=", unfused_s * 1e6,
-          " speedup=", unfused_s / fused_s, "x fused_pct_of_copy=", 100.0 * fused_tbps / ceiling,
-          "% same_size_copy_tbps=", copy_tbps,
+          "fused_us=", fused_s * 1e6, " (schedule ",
+          fused_row_schedule_name(fused_options.schedule), ", prefetch ",
+          fused_options.prefetch_split_tokens ? "on" : "off", ") per_kind_us=", per_kind_s * 1e6,
+          " per_kind_tbps=", bytes / per_kind_s * 1e-12,
+          " ring_no_prefetch_us=", ring_no_prefetch_s * 1e6,
+          " ring_no_prefetch_tbps=", bytes / ring_no_prefetch_s * 1e-12,
+          " unfused_us=", unfused_s * 1e6, " speedup=", unfused_s / fused_s,
+          "x fused_pct_of_copy=", 100.0 * fused_tbps / ceiling, "% same_size_copy_tbps=", copy_tbps,
           " fused_pct_of_same_size_copy=", 100.0 * fused_tbps / copy_tbps, "% bytes=", bytes,
           "; timing: CUDA graph of ", reps, " launches over ", sets,
           " buffer sets, events, median of ", replays, " replays / ", reps, "; ", copy_how);

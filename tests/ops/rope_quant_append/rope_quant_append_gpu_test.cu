@@ -297,8 +297,13 @@ class RopeAppendCase {
     rope_quant_append_reference(h);
   }
 
-  // Runs one GPU path on fresh poisoned outputs and compares every buffer with the reference.
-  void run_and_compare(RopeAppendPath path) {
+  // Runs one GPU path on fresh poisoned outputs and compares every buffer with the reference;
+  // the fused path with `fused_options` when given (else the environment's), and with
+  // `in_graph` captured into a CUDA graph (global capture mode) that is then replayed. Returns
+  // the four output buffers (q bf16, q fp8, k cache, v cache) as bytes.
+  std::vector<std::vector<uint8_t>> run_and_compare(
+      RopeAppendPath path, const FusedRopeAppendOptions* fused_options = nullptr,
+      bool in_graph = false) {
     DeviceBuffer qkv(qkv_), q(q_), k(k_), v(v_), positions(positions_), slots(slots_);
     DeviceBuffer cos_sin(cos_sin_), q_norm(q_norm_), k_norm(k_norm_);
     DeviceBuffer k_head_scales(k_head_scales_), v_head_scales(v_head_scales_);
@@ -319,28 +324,57 @@ class RopeAppendCase {
     d.k_cache = k_cache.as<void>();
     d.v_cache = v_cache.as<void>();
     DeviceBuffer workspace(rope_quant_append_workspace_bytes(d));
-    run_rope_quant_append(
-        d, path, nullptr,
-        RopeAppendWorkspace{workspace.as<void>(), rope_quant_append_workspace_bytes(d)});
+    if (in_graph) {
+      cudaStream_t stream;
+      cuda_check(cudaStreamCreate(&stream), "stream");
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "begin capture");
+      rope_quant_append_cuda(d, *fused_options, stream);
+      cuda_check(cudaStreamEndCapture(stream, &graph), "end capture");
+      cuda_check(cudaGraphInstantiate(&exec, graph, 0), "graph instantiate");
+      cuda_check(cudaGraphLaunch(exec, stream), "graph launch");
+      cuda_check(cudaStreamSynchronize(stream), "graph replay");
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      cudaStreamDestroy(stream);
+    } else if (path == RopeAppendPath::kFused && fused_options != nullptr) {
+      rope_quant_append_cuda(d, *fused_options, nullptr);
+    } else {
+      run_rope_quant_append(
+          d, path, nullptr,
+          RopeAppendWorkspace{workspace.as<void>(), rope_quant_append_workspace_bytes(d)});
+    }
     cuda_check(cudaDeviceSynchronize(), "rope_quant_append");
 
     // Same arithmetic as the reference only on the fused path with the cos/sin cache and no norm;
     // the unfused chain rounds its bf16 intermediate, so only its FP8 outputs may differ.
     const bool fused_exact = path == RopeAppendPath::kFused && spec_.use_cache && !spec_.use_norm;
     const bool bf16_exact = spec_.use_cache && !spec_.use_norm;
-    const std::string tag = str_cat(spec_.name, " [", rope_append_path_name(path), "] ");
-    EXPECT_TRUE(compare_buffer(tag + "q_out_bf16", DType::kBF16, q_bf16.download<uint8_t>(),
-                               want_q_bf16_, q_written(true), static_cast<int32_t>(q_row_),
-                               p_.head_dim, fused_exact || bf16_exact));
-    EXPECT_TRUE(compare_buffer(tag + "q_out_fp8", p_.q_fp8_dtype, q_fp8.download<uint8_t>(),
-                               want_q_fp8_, q_written(false), static_cast<int32_t>(q_row_),
-                               p_.head_dim, fused_exact));
+    const std::string options_tag =
+        fused_options == nullptr
+            ? ""
+            : str_cat(" ", fused_row_schedule_name(fused_options->schedule),
+                      fused_options->prefetch_split_tokens ? "" : " no-prefetch",
+                      in_graph ? " graph" : "");
+    const std::string tag =
+        str_cat(spec_.name, " [", rope_append_path_name(path), options_tag, "] ");
+    std::vector<std::vector<uint8_t>> outputs = {
+        q_bf16.download<uint8_t>(), q_fp8.download<uint8_t>(), k_cache.download<uint8_t>(),
+        v_cache.download<uint8_t>()};
+    EXPECT_TRUE(compare_buffer(tag + "q_out_bf16", DType::kBF16, outputs[0], want_q_bf16_,
+                               q_written(true), static_cast<int32_t>(q_row_), p_.head_dim,
+                               fused_exact || bf16_exact));
+    EXPECT_TRUE(compare_buffer(tag + "q_out_fp8", p_.q_fp8_dtype, outputs[1], want_q_fp8_,
+                               q_written(false), static_cast<int32_t>(q_row_), p_.head_dim,
+                               fused_exact));
     const bool kv_exact = fused_exact || (bf16_exact && p_.kv.dtype == DType::kBF16);
-    EXPECT_TRUE(compare_buffer(tag + "k_cache", p_.kv.dtype, k_cache.download<uint8_t>(),
-                               want_k_cache_, cache_written(), p_.head_dim, p_.head_dim, kv_exact));
+    EXPECT_TRUE(compare_buffer(tag + "k_cache", p_.kv.dtype, outputs[2], want_k_cache_,
+                               cache_written(), p_.head_dim, p_.head_dim, kv_exact));
     // v is never rotated: every path is bit-exact.
-    EXPECT_TRUE(compare_buffer(tag + "v_cache", p_.kv.dtype, v_cache.download<uint8_t>(),
-                               want_v_cache_, cache_written(), p_.head_dim, p_.head_dim, true));
+    EXPECT_TRUE(compare_buffer(tag + "v_cache", p_.kv.dtype, outputs[3], want_v_cache_,
+                               cache_written(), p_.head_dim, p_.head_dim, true));
+    return outputs;
   }
 
  private:
@@ -510,6 +544,24 @@ TEST_P(RopeQuantAppendGpu, MatchesReferenceFusedAndUnfused) {
   c.run_reference();
   c.run_and_compare(RopeAppendPath::kFused);
   c.run_and_compare(RopeAppendPath::kUnfused);
+  // Both row schedules, with and without the split-token prefetch: each against the reference,
+  // and the schedules against each other byte for byte (same arithmetic per row, norm included).
+  const FusedRopeAppendOptions ring{FusedRowSchedule::kRing, true};
+  const FusedRopeAppendOptions ring_no_prefetch{FusedRowSchedule::kRing, false};
+  const FusedRopeAppendOptions per_kind{FusedRowSchedule::kPerKind, true};
+  const auto ring_out = c.run_and_compare(RopeAppendPath::kFused, &ring);
+  c.run_and_compare(RopeAppendPath::kFused, &ring_no_prefetch);
+  const auto per_kind_out = c.run_and_compare(RopeAppendPath::kFused, &per_kind);
+  const char* names[] = {"q_out_bf16", "q_out_fp8", "k_cache", "v_cache"};
+  for (size_t b = 0; b < ring_out.size(); ++b) {
+    const auto [ring_it, per_kind_it] =
+        std::mismatch(ring_out[b].begin(), ring_out[b].end(), per_kind_out[b].begin());
+    EXPECT_TRUE(ring_it == ring_out[b].end())
+        << GetParam().name << " " << names[b]
+        << ": ring and per_kind schedules differ first at byte " << (ring_it - ring_out[b].begin())
+        << " (ring 0x" << std::hex << int{*ring_it} << ", per_kind 0x" << int{*per_kind_it}
+        << std::dec << ")";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, RopeQuantAppendGpu, ::testing::ValuesIn(grid()),
@@ -696,6 +748,26 @@ INSTANTIATE_TEST_SUITE_P(SplitT, RopeQuantAppendGpu, ::testing::ValuesIn(split_t
                          [](const ::testing::TestParamInfo<CaseSpec>& info) {
                            return info.param.name;
                          });
+
+// The ring schedule reserves its dynamic shared memory on a kernel's first launch: here that
+// first launch (hd 128, gptj, in-kernel sincos, norm: no other suite of this binary runs before
+// it with that kernel, the plain TEST suites run before the parameterized ones) happens inside a
+// stream capture, whose graph must then give the reference's outputs.
+TEST(RopeQuantAppendGpuGraph, RingFirstLaunchInsideCapture) {
+  CaseSpec spec;
+  spec.name = "ring_graph_gptj_sincos_norm_T300";
+  spec.tokens = 300;
+  spec.q_heads = 16;
+  spec.kv_heads = 4;
+  spec.style = RopeStyle::kGptj;
+  spec.use_cache = false;
+  spec.use_norm = true;
+  spec.padding = 7;
+  RopeAppendCase c(spec);
+  c.run_reference();
+  const FusedRopeAppendOptions ring{FusedRowSchedule::kRing, true};
+  c.run_and_compare(RopeAppendPath::kFused, &ring, true);
+}
 
 // Hand-checked: position 0 (cos 1, sin 0) makes RoPE the identity, so the FP8 k row is exactly
 // fp8(x / k_scale) and the bf16 q row is the input.

@@ -55,10 +55,10 @@ struct NormRopeLanes {
     }
     const int32_t at = static_cast<int32_t>(kind) * kSlotsPerKind;
     float a[8], b[8];
-    float4_to_array(coefs[at], a);
-    float4_to_array(coefs[at + 1], a + 4);
-    float4_to_array(coefs[at + 2], b);
-    float4_to_array(coefs[at + 3], b + 4);
+    float4_to_array(coefs.load(at), a);
+    float4_to_array(coefs.load(at + 1), a + 4);
+    float4_to_array(coefs.load(at + 2), b);
+    float4_to_array(coefs.load(at + 3), b + 4);
 #pragma unroll
     for (int32_t j = 0; j < 8; ++j)
       x[j] = fmaf(x[j], a[j], -(other[j] * b[j]));
@@ -100,10 +100,10 @@ __device__ __forceinline__ void stage_norm_rope_kind(
     }
   }
   const int32_t at = static_cast<int32_t>(kind) * n.kSlotsPerKind;
-  n.coefs[at] = make_float4(a[0], a[1], a[2], a[3]);
-  n.coefs[at + 1] = make_float4(a[4], a[5], a[6], a[7]);
-  n.coefs[at + 2] = make_float4(b[0], b[1], b[2], b[3]);
-  n.coefs[at + 3] = make_float4(b[4], b[5], b[6], b[7]);
+  n.coefs.store(at, make_float4(a[0], a[1], a[2], a[3]));
+  n.coefs.store(at + 1, make_float4(a[4], a[5], a[6], a[7]));
+  n.coefs.store(at + 2, make_float4(b[0], b[1], b[2], b[3]));
+  n.coefs.store(at + 3, make_float4(b[4], b[5], b[6], b[7]));
 }
 
 // Turns the token's rope state (cos/sin in its slots, see make_token_rope_lanes) into the q and
@@ -121,8 +121,8 @@ __device__ __forceinline__ NormRopeLanes<kHeadDim, kNeox, kThreads> make_norm_ro
   if (rope.rotated) {
 #pragma unroll
     for (int32_t q = 0; q < Rope::kQuads; ++q) {
-      float4_to_array(rope.cos_sin[q], c + 4 * q);
-      float4_to_array(rope.cos_sin[Rope::kQuads + q], s + 4 * q);
+      float4_to_array(rope.cos_sin.load(q), c + 4 * q);
+      float4_to_array(rope.cos_sin.load(Rope::kQuads + q), s + 4 * q);
     }
   }
   stage_norm_rope_kind(n, q_weight, NormKind::kQ, row, rope.rotated, c, s);

@@ -11,7 +11,11 @@
 // one reduction, one rsqrt and two operations per element, its factor multiplied into 1 / scale.
 // Batches smaller than one wave of warps split a token over several warps, which ask L2 for
 // their k/v rows (and, from 4 warps per token, their q rows) up front (prefetch_head_rows), so
-// the k/v rows do not wait behind the q rows.
+// the k/v rows do not wait behind the q rows (FusedRopeAppendOptions::prefetch_split_tokens).
+// Two row schedules (FusedRowSchedule): this file's per-kind one streams q, then k, then v rows,
+// each through its own 3-deep stream started after the token setup; the default ring schedule
+// (rope_quant_append_ring.cu) walks all of a token's rows as one 4-deep ring whose first loads
+// leave before the setup. The arithmetic of a row is shared (fused_row_ops.cuh).
 // Decode-sized batches (T <= kRowItemsMaxTokens) take the row-item kernel instead
 // (rope_quant_append_row_items.cu).
 #include "quench/ops/rope_quant_append/rope_quant_append.h"
@@ -19,83 +23,22 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
-#include <type_traits>
+#include <cstdlib>
+#include <string>
 
 #include "quench/core/cuda_device.h"
 #include "quench/core/error.h"
-#include "quench/ops/quantize/vec8_convert.cuh"
-#include "quench/ops/rope/rope_angles.h"
-#include "quench/ops/rope/rope_angles_device.cuh"
-#include "quench/ops/rope_quant_append/head_row_stream.cuh"
-#include "quench/ops/rope_quant_append/norm_rope_lanes.cuh"
+#include "quench/ops/rope_quant_append/fused_row_ops.cuh"
 #include "quench/ops/rope_quant_append/rope_quant_append_checks.h"
+#include "quench/ops/rope_quant_append/rope_quant_append_ring.h"
 #include "quench/ops/rope_quant_append/rope_quant_append_row_items.h"
-#include "quench/ops/rope_quant_append/token_rope_lanes.cuh"
 
 namespace quench {
 namespace {
 
-constexpr int32_t kThreads = 256;
-constexpr int32_t kWarpsPerBlock = kThreads / 32;
-// 4 blocks of 256 threads per SM: 64 registers per thread, 32 warps to keep loads in flight.
-constexpr int32_t kMinBlocksPerSm = 4;
+using namespace fused_rope_append;
 
-// Split tokens prefetch their q rows from this many warps per token on (see the kernel).
-constexpr int32_t kPrefetchQMinWarpsPerToken = 4;
-
-struct FusedArgs {
-  RopeQuantAppendParams p;
-  RopeAngles angles;
-  int64_t cache_slots;      // num_pages * page_size: slots outside [0, cache_slots) are skipped
-  int32_t page_shift;       // log2(page_size)
-  int32_t warps_per_token;  // S: warp w of token t takes every S-th lane group's rows
-  float inv_q_scale;        // 1 / q_scale, and the per-tensor k/v inverses
-  float inv_k_scale;
-  float inv_v_scale;
-};
-
-template <DType kDType>
-constexpr int32_t elem_bytes() {
-  return kDType == DType::kBF16 ? 2 : 1;
-}
-
-template <DType kDType>
-constexpr Fp8Format fp8_format() {
-  return kDType == DType::kFP8E5M2 ? Fp8Format::kE5M2 : Fp8Format::kE4M3;
-}
-
-template <int32_t kHeadDim, bool kNeox>
-using Rope = TokenRopeLanes<kHeadDim, kNeox, kThreads>;
-
-template <int32_t kHeadDim, bool kNeox>
-using NormRope = NormRopeLanes<kHeadDim, kNeox, kThreads>;
-
-// What the row loops rotate with: the rope's cos/sin, or with the norm the folded coefficients.
-template <int32_t kHeadDim, bool kNeox, bool kNorm>
-using RowMath = std::conditional_t<kNorm, NormRope<kHeadDim, kNeox>, Rope<kHeadDim, kNeox>>;
-
-// Lane slots per thread: the rope's cos/sin, or with the norm the q and k coefficients (which
-// overwrite the cos/sin they are made from).
-template <bool kNeox, bool kNorm>
-constexpr int32_t lane_slots() {
-  return kNorm ? NormRopeLanes<64, kNeox, kThreads>::kSlots
-               : TokenRopeLanes<64, kNeox, kThreads>::kSlots;
-}
-
-__device__ __forceinline__ void scale_x8(float x[8], float factor) {
-#pragma unroll
-  for (int32_t j = 0; j < 8; ++j)
-    x[j] *= factor;
-}
-
-// One token's rows of one kind, split between the warps of the token and the groups of a warp:
-// rows first, first + step, ... (first = split * kGroups + group, step = S * kGroups).
-struct RowShare {
-  int32_t first;
-  int32_t step;
-};
-
-// q rows of token t: norm, rotate, store as bf16 (kOut = kBF16) or fp8(q / q_scale).
+// q rows of token t in the per-kind schedule: norm, rotate, store as bf16 or fp8(q / q_scale).
 template <int32_t kHeadDim, bool kNeox, bool kNorm, DType kOut>
 __device__ __forceinline__ void q_rows(const FusedArgs& args, int32_t t, RowShare share,
                                        const RowLane<kHeadDim>& row,
@@ -105,60 +48,25 @@ __device__ __forceinline__ void q_rows(const FusedArgs& args, int32_t t, RowShar
   uint8_t* out = kOut == DType::kBF16 ? reinterpret_cast<uint8_t*>(p.q_out_bf16 + out_elem)
                                       : p.q_out_fp8 + out_elem;
   auto process = [&](float x[8], int32_t h) {
-    // Explicit vector stores: with a plain assignment the compiler splits the bf16 row into four
-    // 4-byte stores.
-    uint8_t* dst = out + h * (kHeadDim * elem_bytes<kOut>());
-    if constexpr (kNorm) {
-      const float r = math.apply(x, NormKind::kQ, row.mask, p.norm_eps);
-      if constexpr (kOut == DType::kBF16) {
-        scale_x8(x, r);
-        __stwb(reinterpret_cast<uint4*>(dst), pack_bf16x8(x));
-      } else {
-        __stwb(reinterpret_cast<uint2*>(dst),
-               pack_fp8x8_multiplied(x, r * args.inv_q_scale, fp8_format<kOut>()));
-      }
-    } else {
-      math.rotate(x, row.mask);
-      if constexpr (kOut == DType::kBF16) {
-        __stwb(reinterpret_cast<uint4*>(dst), pack_bf16x8(x));
-      } else {
-        __stwb(reinterpret_cast<uint2*>(dst),
-               pack_fp8x8(x, p.q_scale, args.inv_q_scale, fp8_format<kOut>()));
-      }
-    }
+    q_row_out<kHeadDim, kNeox, kNorm, kOut>(args, math, row, x,
+                                            out + h * (kHeadDim * elem_bytes<kOut>()), true);
   };
   const uint16_t* src = p.q + t * p.q_row_stride + 8 * row.lane;
   stream_head_rows<kHeadDim>(src, share.first, p.num_q_heads, share.step, process);
 }
 
-// k (kIsK) or v rows of token t into the cache slot whose head-0 element for this lane is at
-// cache_row0 (bytes): k normed and rotated, v as is; fp8(x / scale(h)) or bf16.
+// k (kIsK) or v rows of token t in the per-kind schedule into the cache slot whose head-0
+// element for this lane is at cache_row0 (bytes).
 template <int32_t kHeadDim, bool kNeox, bool kNorm, DType kCache, bool kIsK>
 __device__ __forceinline__ void kv_rows(const FusedArgs& args, int32_t t, RowShare share,
                                         const RowLane<kHeadDim>& row,
                                         const RowMath<kHeadDim, kNeox, kNorm>& math,
                                         uint8_t* cache_row0) {
   const RopeQuantAppendParams& p = args.p;
-  const HeadScales& scales = kIsK ? p.k_scale : p.v_scale;
-  const float inv_tensor_scale = kIsK ? args.inv_k_scale : args.inv_v_scale;
   const int32_t head_stride_bytes = static_cast<int32_t>(p.kv.head_stride()) * elem_bytes<kCache>();
   auto process = [&](float x[8], int32_t h) {
-    uint8_t* dst = cache_row0 + h * head_stride_bytes;
-    const float scale = scales.at(h);
-    const float inv_scale = scales.per_head ? 1.0f / scale : inv_tensor_scale;
-    if constexpr (kIsK && kNorm) {
-      const float r = math.apply(x, NormKind::kK, row.mask, p.norm_eps);
-      if constexpr (kCache == DType::kBF16) {
-        scale_x8(x, r);
-        *reinterpret_cast<uint4*>(dst) = pack_bf16x8(x);
-      } else {
-        *reinterpret_cast<uint2*>(dst) =
-            pack_fp8x8_multiplied(x, r * inv_scale, fp8_format<kCache>());
-      }
-    } else {
-      if constexpr (kIsK) math.rotate(x, row.mask);
-      store_x8(dst, kCache, x, scale, inv_scale);
-    }
+    kv_row_out<kHeadDim, kNeox, kNorm, kCache, kIsK>(args, math, row, x, h,
+                                                     cache_row0 + h * head_stride_bytes, true);
   };
   const uint16_t* src =
       kIsK ? p.k + t * p.k_row_stride + 8 * row.lane : p.v + t * p.v_row_stride + 8 * row.lane;
@@ -171,15 +79,14 @@ __device__ __forceinline__ void k_and_v_rows(const FusedArgs& args, int32_t t, R
                                              const RowMath<kHeadDim, kNeox, kNorm>& math,
                                              int64_t slot) {
   const RopeQuantAppendParams& p = args.p;
-  const int64_t page = slot >> args.page_shift;
-  const int64_t in_page = slot & ((int64_t{1} << args.page_shift) - 1);
-  const int64_t byte0 = p.kv.offset(page, in_page, 0, 8 * row.lane) * elem_bytes<kCache>();
+  const int64_t byte0 = cache_row0_bytes<kCache>(args, slot, row);
   kv_rows<kHeadDim, kNeox, kNorm, kCache, true>(args, t, share, row, math,
                                                 static_cast<uint8_t*>(p.k_cache) + byte0);
   kv_rows<kHeadDim, kNeox, kNorm, kCache, false>(args, t, share, row, math,
                                                  static_cast<uint8_t*>(p.v_cache) + byte0);
 }
 
+// The per-kind schedule (FusedRowSchedule::kPerKind).
 template <int32_t kHeadDim, bool kNeox, bool kFromCache, bool kNorm>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     rope_quant_append_kernel(const __grid_constant__ FusedArgs args) {
@@ -197,34 +104,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   const RowLane<kHeadDim> row = make_row_lane<kHeadDim>();
   constexpr int32_t kGroups = RowLane<kHeadDim>::kGroups;
   const RowShare share{split * kGroups + row.group, args.warps_per_token * kGroups};
-  if (args.warps_per_token > 1) {
-    // A split token is a few rows per lane in a single wave: without this, its k and v loads
-    // would start only after the slot, the cos/sin and the q rows, one HBM latency each. The q
-    // rows too from 4 warps per token on (Hq / 8 rows per lane at head dim 128): the batch's
-    // whole input then fits in L2 (Qwen3-32B at 1k tokens: 22 of 50 MB); with 2-3 warps per
-    // token it would be most of L2, before any output is written.
-    const int32_t elem = 8 * row.lane;
-    if (args.warps_per_token >= kPrefetchQMinWarpsPerToken) {
-      prefetch_head_rows<kHeadDim>(p.q + t * p.q_row_stride + elem, share.first, p.num_q_heads,
-                                   share.step);
-    }
-    prefetch_head_rows<kHeadDim>(p.k + t * p.k_row_stride + elem, share.first, p.num_kv_heads,
-                                 share.step);
-    prefetch_head_rows<kHeadDim>(p.v + t * p.v_row_stride + elem, share.first, p.num_kv_heads,
-                                 share.step);
-  }
+  if (args.prefetch_split && args.warps_per_token > 1) prefetch_token_rows(args, t, share, row);
   if (slot < 0 || slot >= args.cache_slots) return;  // padding: nothing of it is written
   if (pos < 0 || (kFromCache && pos >= args.angles.cache_positions)) return;
 
-  const LaneSlots<kThreads> slots{&smem_lane_slots[0][threadIdx.x]};
-  const Rope<kHeadDim, kNeox> rope = make_token_rope_lanes<kHeadDim, kNeox, kFromCache>(
-      args.angles, smem_inv_freq, pos, row, slots);
-  RowMath<kHeadDim, kNeox, kNorm> math;
-  if constexpr (kNorm) {
-    math = make_norm_rope_lanes(rope, p.q_norm_weight, p.k_norm_weight, row);
-  } else {
-    math = rope;
-  }
+  const auto slots = LaneSlots<kThreads>::at(&smem_lane_slots[0][threadIdx.x]);
+  const RowMath<kHeadDim, kNeox, kNorm> math =
+      make_row_math<kHeadDim, kNeox, kFromCache, kNorm>(args, smem_inv_freq, pos, row, slots);
 
   if (t < p.q_bf16_rows) {
     q_rows<kHeadDim, kNeox, kNorm, DType::kBF16>(args, t, share, row, math);
@@ -252,25 +138,11 @@ int32_t choose_warps_per_token(const RopeQuantAppendParams& p, int32_t groups_pe
   return static_cast<int32_t>(std::clamp<int64_t>(resident_warps / p.num_tokens, 1, max_split));
 }
 
-template <int32_t kHeadDim, bool kNeox, bool kFromCache>
-void launch_for_norm(const FusedArgs& args, unsigned blocks, cudaStream_t stream) {
-  if (args.p.q_norm_weight != nullptr) {
-    rope_quant_append_kernel<kHeadDim, kNeox, kFromCache, true>
+void launch_per_kind_schedule(const FusedArgs& args, unsigned blocks, cudaStream_t stream) {
+  dispatch_fused_variant(args, [&](auto head_dim, auto neox, auto from_cache, auto norm) {
+    rope_quant_append_kernel<head_dim(), neox(), from_cache(), norm()>
         <<<blocks, kThreads, 0, stream>>>(args);
-  } else {
-    rope_quant_append_kernel<kHeadDim, kNeox, kFromCache, false>
-        <<<blocks, kThreads, 0, stream>>>(args);
-  }
-}
-
-template <int32_t kHeadDim>
-void launch_for_head_dim(const FusedArgs& args, unsigned blocks, cudaStream_t stream) {
-  const bool neox = args.p.rope.style == RopeStyle::kNeox;
-  const bool from_cache = args.p.cos_sin_cache != nullptr;
-  if (neox && from_cache) launch_for_norm<kHeadDim, true, true>(args, blocks, stream);
-  if (neox && !from_cache) launch_for_norm<kHeadDim, true, false>(args, blocks, stream);
-  if (!neox && from_cache) launch_for_norm<kHeadDim, false, true>(args, blocks, stream);
-  if (!neox && !from_cache) launch_for_norm<kHeadDim, false, false>(args, blocks, stream);
+  });
 }
 
 // Batches up to this many tokens (decode steps) go to the row-item kernel, which spreads even
@@ -288,7 +160,30 @@ std::string rope_quant_append_fused_unsupported_reason(const RopeQuantAppendPara
   return {};
 }
 
+const char* fused_row_schedule_name(FusedRowSchedule schedule) {
+  return schedule == FusedRowSchedule::kRing ? "ring" : "per_kind";
+}
+
+FusedRopeAppendOptions fused_rope_append_options_from_env() {
+  static const FusedRopeAppendOptions options = [] {
+    FusedRopeAppendOptions o;
+    const char* schedule = std::getenv("QUENCH_ROPE_APPEND_SCHEDULE");
+    if (schedule != nullptr && std::string(schedule) == "per_kind") {
+      o.schedule = FusedRowSchedule::kPerKind;
+    }
+    const char* prefetch = std::getenv("QUENCH_ROPE_APPEND_PREFETCH");
+    o.prefetch_split_tokens = prefetch == nullptr || std::string(prefetch) != "0";
+    return o;
+  }();
+  return options;
+}
+
 void rope_quant_append_cuda(const RopeQuantAppendParams& p, cudaStream_t stream) {
+  rope_quant_append_cuda(p, fused_rope_append_options_from_env(), stream);
+}
+
+void rope_quant_append_cuda(const RopeQuantAppendParams& p, const FusedRopeAppendOptions& options,
+                            cudaStream_t stream) {
   check_rope_quant_append_gpu_params(p);
   const std::string reason = rope_quant_append_fused_unsupported_reason(p);
   QUENCH_REQUIRE(reason.empty(), "fused rope_quant_append: ", reason);
@@ -304,14 +199,17 @@ void rope_quant_append_cuda(const RopeQuantAppendParams& p, cudaStream_t stream)
   args.cache_slots = static_cast<int64_t>(p.kv.num_pages) * p.kv.page_size;
   args.page_shift = std::countr_zero(static_cast<uint32_t>(p.kv.page_size));  // a power of two
   args.warps_per_token = choose_warps_per_token(p, 32 / (p.head_dim / 8), num_sms);
+  args.prefetch_split = options.prefetch_split_tokens;
   args.inv_q_scale = 1.0f / p.q_scale;
   args.inv_k_scale = 1.0f / p.k_scale.per_tensor;
   args.inv_v_scale = 1.0f / p.v_scale.per_tensor;
   const int64_t warps = static_cast<int64_t>(p.num_tokens) * args.warps_per_token;
   const auto blocks = static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  if (p.head_dim == 64) launch_for_head_dim<64>(args, blocks, stream);
-  if (p.head_dim == 128) launch_for_head_dim<128>(args, blocks, stream);
-  if (p.head_dim == 256) launch_for_head_dim<256>(args, blocks, stream);
+  if (options.schedule == FusedRowSchedule::kRing) {
+    launch_ring_schedule(args, blocks, stream);
+  } else {
+    launch_per_kind_schedule(args, blocks, stream);
+  }
   const cudaError_t status = cudaGetLastError();
   QUENCH_REQUIRE(status == cudaSuccess,
                  "rope_quant_append kernel launch failed: ", cudaGetErrorString(status));

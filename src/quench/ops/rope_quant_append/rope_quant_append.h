@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 
 #include "quench/ops/rope_quant_append/rope_quant_append_params.h"
@@ -14,10 +15,38 @@ namespace quench {
 // not. The unfused chain has the same coverage; the reason is for the backend's decision log.
 std::string rope_quant_append_fused_unsupported_reason(const RopeQuantAppendParams& p);
 
+// How the fused kernel schedules a token's row loads for batches past the decode-sized row-item
+// kernel (T > 64). Both give bit-identical outputs (the same arithmetic per row).
+enum class FusedRowSchedule : uint8_t {
+  // One ring of 4 row loads per lane over the token's q, k and v rows, the first issued before
+  // the token's slot/position/cos-sin are read.
+  kRing,
+  // q rows, then k rows, then v rows, each its own 3-deep stream started after the token's setup
+  // (the kernel before the ring, kept for A/B measurements).
+  kPerKind,
+};
+
+const char* fused_row_schedule_name(FusedRowSchedule schedule);  // "ring" | "per_kind"
+
+struct FusedRopeAppendOptions {
+  FusedRowSchedule schedule = FusedRowSchedule::kRing;
+  // Tokens split over several warps (batches below one wave of warps) ask L2 for their k/v rows,
+  // and from 4 warps per token their q rows, before the token setup.
+  bool prefetch_split_tokens = true;
+};
+
+// The options of rope_quant_append_cuda(p, stream): the defaults above, except that the
+// environment may set QUENCH_ROPE_APPEND_SCHEDULE=per_kind and QUENCH_ROPE_APPEND_PREFETCH=0
+// (A/B switches for benchmarks). Read once per process.
+FusedRopeAppendOptions fused_rope_append_options_from_env();
+
 // Launches the fused kernel on `stream` (device pointers in p; per-head scales, if any, are
 // device arrays). Throws quench::Error for invalid or unsupported params. No host sync; safe to
 // capture in a CUDA graph. Tokens whose slot is -1 (or outside the cache), or whose position is
 // outside the cos/sin cache, write nothing: no q row, no K/V.
 void rope_quant_append_cuda(const RopeQuantAppendParams& p, cudaStream_t stream);
+// The same with explicit options (tests and benchmarks compare the schedules in one process).
+void rope_quant_append_cuda(const RopeQuantAppendParams& p, const FusedRopeAppendOptions& options,
+                            cudaStream_t stream);
 
 }  // namespace quench

@@ -38,13 +38,35 @@ __device__ __forceinline__ RowLane<kHeadDim> make_row_lane() {
 // Per-thread float4 slots in shared memory, column threadIdx.x of a [slots][kThreads] array:
 // values a lane computes once per token and reads for every row (cos/sin, norm weights). Only
 // the owning thread touches its column, so no barrier is needed; registers stay free for the
-// row loads in flight.
+// row loads in flight. Accessed through the shared window explicitly: a generic pointer that the
+// compiler cannot trace back to the array (it happened in the ring schedule's row loop) turns
+// every read into a generic 16-byte load.
 template <int32_t kThreads>
 struct LaneSlots {
-  float4* column;  // &array[0][threadIdx.x]
+  uint32_t column;  // shared-window address of array[0][threadIdx.x]
 
-  __device__ __forceinline__ float4& operator[](int32_t slot) const {
-    return column[slot * kThreads];
+  static __device__ __forceinline__ LaneSlots at(float4* array_column) {
+    return {static_cast<uint32_t>(__cvta_generic_to_shared(array_column))};
+  }
+
+  __device__ __forceinline__ float4 load(int32_t slot) const {
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(address(slot)));
+    return v;
+  }
+
+  __device__ __forceinline__ void store(int32_t slot, const float4& v) const {
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};"
+                 :
+                 : "r"(address(slot)), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+                 : "memory");
+  }
+
+ private:
+  __device__ __forceinline__ uint32_t address(int32_t slot) const {
+    return column + static_cast<uint32_t>(slot * kThreads * 16);
   }
 };
 
@@ -77,8 +99,8 @@ struct TokenRopeLanes {
     float c[kPairs], s[kPairs];
 #pragma unroll
     for (int32_t q = 0; q < kQuads; ++q) {
-      float4_to_array(cos_sin[q], c + 4 * q);
-      float4_to_array(cos_sin[kQuads + q], s + 4 * q);
+      float4_to_array(cos_sin.load(q), c + 4 * q);
+      float4_to_array(cos_sin.load(kQuads + q), s + 4 * q);
     }
     if constexpr (kNeox) {
 #pragma unroll
@@ -122,8 +144,8 @@ __device__ __forceinline__ TokenRopeLanes<kHeadDim, kNeox, kThreads> make_token_
   }
 #pragma unroll
   for (int32_t q = 0; q < r.kQuads; ++q) {
-    slots[q] = make_float4(c[4 * q], c[4 * q + 1], c[4 * q + 2], c[4 * q + 3]);
-    slots[r.kQuads + q] = make_float4(s[4 * q], s[4 * q + 1], s[4 * q + 2], s[4 * q + 3]);
+    slots.store(q, make_float4(c[4 * q], c[4 * q + 1], c[4 * q + 2], c[4 * q + 3]));
+    slots.store(r.kQuads + q, make_float4(s[4 * q], s[4 * q + 1], s[4 * q + 2], s[4 * q + 3]));
   }
   return r;
 }
