@@ -71,14 +71,44 @@ __device__ __forceinline__ void store_output_fragment(const AttentionParams& p,
               block_scale;
         }
       }
+    } else if (p.out_dtype == DType::kBF16) {
+      // Per group of four column blocks 4k..4k+3 (one bf16x2 word each), two butterfly rounds
+      // within the quad hand lane j the whole block 4k + j (16 bytes): one 16-byte store where
+      // four 4-byte ones (each touching 8 rows' lines) would keep the store unit 4x as busy.
+      const bool odd = (lane_in_group & 1) != 0;
+      const bool high = (lane_in_group & 2) != 0;
+#pragma unroll
+      for (int k = 0; k < kHeadDim / 32; ++k) {
+        uint32_t words[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          words[i] = prefill_common::pack_bf16x2(value(4 * k + i, 0), value(4 * k + i, 1));
+        // Round 1 (lanes j, j ^ 1), blocks 4k + 2a and 4k + 2a + 1: lane j ends with columns
+        // 4 (j >> 1) .. + 3 of block 4k + 2a + (j & 1), lower columns in half[a][0].
+        uint32_t half[2][2];
+#pragma unroll
+        for (int a = 0; a < 2; ++a) {
+          const uint32_t kept = odd ? words[2 * a + 1] : words[2 * a];
+          const uint32_t sent = odd ? words[2 * a] : words[2 * a + 1];
+          const uint32_t received = __shfl_xor_sync(0xffffffffu, sent, 1);
+          half[a][0] = odd ? received : kept;
+          half[a][1] = odd ? kept : received;
+        }
+        // Round 2 (lanes j, j ^ 2): lane j keeps half[j >> 1] and takes the partner's half of the
+        // same block, 4k + j, whose columns 0..3 sit in the lane with j >> 1 == 0.
+        const uint32_t kept[2] = {high ? half[1][0] : half[0][0], high ? half[1][1] : half[0][1]};
+        const uint32_t sent[2] = {high ? half[0][0] : half[1][0], high ? half[0][1] : half[1][1]};
+        const uint32_t received[2] = {__shfl_xor_sync(0xffffffffu, sent[0], 2),
+                                      __shfl_xor_sync(0xffffffffu, sent[1], 2)};
+        const uint4 block = high ? make_uint4(received[0], received[1], kept[0], kept[1])
+                                 : make_uint4(kept[0], kept[1], received[0], received[1]);
+        if (stored) {
+          *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.out) + row_element +
+                                    8 * (4 * k + lane_in_group)) = block;
+        }
+      }
     } else if (!stored) {
       continue;
-    } else if (p.out_dtype == DType::kBF16) {
-#pragma unroll
-      for (int dt = 0; dt < kHeadDim / 8; ++dt) {
-        *reinterpret_cast<uint32_t*>(static_cast<__nv_bfloat16*>(p.out) + element + 8 * dt) =
-            prefill_common::pack_bf16x2(value(dt, 0), value(dt, 1));
-      }
     } else {
       const Fp8Format format = p.out_dtype == DType::kFP8E4M3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2;
 #pragma unroll
