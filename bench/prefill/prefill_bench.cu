@@ -2,8 +2,10 @@
 // counted as half (4 * S * S * Hq * D / 2 per sequence). Cases: FP8 (q, K, V e4m3), bf16, and
 // bf16 q over an FP8 cache; 32 q / 8 KV heads; S = 1k..16k with B * S = 16k tokens; hd128 with
 // pages 16 and 64, hd64 and hd256 at page 16. Each case runs the generic kernel, and again the
-// Hopper kernel where it serves the case (sm_90 device; case string + " hopper"), and for an FP8
-// query once more with FP8 P·V (case string + " hopper_fp8pv").
+// Hopper kernel where it serves the case (sm_90 device; case string + " hopper"), for an FP8
+// query once more with FP8 P·V (case string + " hopper_fp8pv"), and each of those again on the
+// other schedules ("_items": the persistent kernel on one CTA per work item, "_pertile": the
+// non-persistent kernel).
 // bench/peers/prefill_peer.py measures cuDNN bf16 SDPA on the same shapes under the same case
 // strings.
 #include <cuda_runtime.h>
@@ -61,19 +63,46 @@ struct PrefillCase {
   int seq_len;
   int head_dim;
   int page_size;
-  const char* kernel = "generic";  // "generic", "hopper" or "hopper_fp8pv"
+  const char* kernel = "generic";  // "generic" or a kHopperVariants kernel
 };
 
 bool is_generic(const PrefillCase& c) {
   return std::string(c.kernel) == "generic";
 }
 
-void run_hopper_fp8_pv(const AttentionParams& params, cudaStream_t stream) {
-  prefill_attention_hopper(params, stream, HopperPvPrecision::kFp8);
+// The Hopper kernel with each P·V precision and schedule: "hopper" (the default schedule:
+// persistent unless QUENCH_PREFILL_PERSISTENT says otherwise), "hopper_items" (the persistent
+// kernel on one CTA per work item), "hopper_pertile" (the non-persistent kernel); "_fp8pv" variants
+// for an FP8 query with FP8 P·V.
+template <HopperPvPrecision kPrecision, HopperSchedule kSchedule>
+void run_hopper(const AttentionParams& params, cudaStream_t stream) {
+  prefill_attention_hopper(params, stream, kPrecision, kSchedule);
 }
 
-void run_hopper_bf16_pv(const AttentionParams& params, cudaStream_t stream) {
-  prefill_attention_hopper(params, stream, HopperPvPrecision::kBf16);
+struct HopperVariant {
+  const char* kernel;
+  PrefillKernel run;
+};
+
+constexpr HopperVariant kHopperVariants[] = {
+    {"hopper", run_hopper<HopperPvPrecision::kBf16, HopperSchedule::kDefault>},
+    {"hopper_fp8pv", run_hopper<HopperPvPrecision::kFp8, HopperSchedule::kDefault>},
+    {"hopper_items", run_hopper<HopperPvPrecision::kBf16, HopperSchedule::kOneItemPerCta>},
+    {"hopper_fp8pv_items", run_hopper<HopperPvPrecision::kFp8, HopperSchedule::kOneItemPerCta>},
+    {"hopper_pertile", run_hopper<HopperPvPrecision::kBf16, HopperSchedule::kPerTile>},
+    {"hopper_fp8pv_pertile", run_hopper<HopperPvPrecision::kFp8, HopperSchedule::kPerTile>},
+};
+
+// The entry of case kernel `kernel` ("generic" or a Hopper variant).
+PrefillKernel kernel_of(const std::string& kernel) {
+  for (const HopperVariant& variant : kHopperVariants) {
+    if (kernel == variant.kernel) return variant.run;
+  }
+  return prefill_attention_generic;
+}
+
+bool is_fp8_pv(const PrefillCase& c) {
+  return std::string(c.kernel).find("fp8pv") != std::string::npos;
 }
 
 std::string case_name(const PrefillCase& c) {
@@ -135,8 +164,7 @@ void run_case(const PrefillCase& c, BenchReporter& reporter) {
   p.sm_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   p.out_dtype = DType::kBF16;
   if (!is_generic(c) && !prefill_attention_hopper_unsupported_reason(p).empty()) return;
-  const bool fp8_pv = std::string(c.kernel) == "hopper_fp8pv";
-  if (fp8_pv && c.q_dtype != DType::kFP8E4M3) return;  // P·V precision only varies for FP8 q
+  if (is_fp8_pv(c) && c.q_dtype != DType::kFP8E4M3) return;  // P·V precision only varies for FP8 q
 
   const int64_t kv_elems = p.kv.tensor_elems();
   DeviceBuffer q = random_buffer(static_cast<int64_t>(tokens) * kQHeads * c.head_dim, c.q_dtype, 1);
@@ -161,10 +189,7 @@ void run_case(const PrefillCase& c, BenchReporter& reporter) {
   p.block_table = d_table.as<int32_t>();
   p.out = out.get();
 
-  const PrefillKernel kernel = is_generic(c) ? prefill_attention_generic
-                               : fp8_pv      ? run_hopper_fp8_pv
-                                             : run_hopper_bf16_pv;
-  const float ms = time_ms(kernel, p);
+  const float ms = time_ms(kernel_of(c.kernel), p);
   const double flops =
       4.0 * c.seq_len * static_cast<double>(c.seq_len) * kQHeads * c.head_dim / 2.0 * c.batch;
   BenchRecord record;
@@ -192,8 +217,10 @@ void run_prefill_bench(const BenchOptions& options, BenchReporter& reporter) {
         c.seq_len = seq_len;
         c.head_dim = 128;
         c.page_size = page;
-        for (const char* kernel : {"generic", "hopper", "hopper_fp8pv"}) {
-          c.kernel = kernel;
+        c.kernel = "generic";
+        run_case(c, reporter);
+        for (const HopperVariant& variant : kHopperVariants) {
+          c.kernel = variant.kernel;
           run_case(c, reporter);
         }
       }
@@ -204,8 +231,10 @@ void run_prefill_bench(const BenchOptions& options, BenchReporter& reporter) {
       c.seq_len = 8192;
       c.head_dim = head_dim;
       c.page_size = 16;
-      for (const char* kernel : {"generic", "hopper", "hopper_fp8pv"}) {
-        c.kernel = kernel;
+      c.kernel = "generic";
+      run_case(c, reporter);
+      for (const HopperVariant& variant : kHopperVariants) {
+        c.kernel = variant.kernel;
         run_case(c, reporter);
       }
     }

@@ -5,7 +5,9 @@
 // warpgroups (CTAs whose second consumer has no rows), ragged batches on 16-token pages in the
 // HND layout, sliding windows whose first tile is not 0, and bit-identical repeat runs (a ring
 // race shows up as run-to-run differences). Every operand kind runs, FP8 P·V included, against
-// the CPU reference at the SPEC §3 tolerances. Skipped unless the device is sm_90.
+// the CPU reference at the SPEC §3 tolerances. Skipped unless the device is sm_90. They run the
+// default schedule (the persistent kernel); QUENCH_PREFILL_PERSISTENT=0 runs them on the per-tile
+// kernel.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 

@@ -1,15 +1,20 @@
 // Host launcher of the Hopper prefill kernels: support check (device architecture, dtypes,
-// head_dim, page size, GQA), dispatch on the operand kind, head_dim and soft-capping on / off (16
-// instantiations: the warp-specialized kernel at head_dim 64 and 128, the synchronous one at 256)
-// and grid (query tiles of 128 packed rows, KV heads, sequences).
+// head_dim, page size, GQA), dispatch on the operand kind, head_dim, soft-capping on / off and
+// schedule (at head_dim 64 and 128 the persistent warp-specialized kernel, or the per-tile one;
+// the synchronous one at 256) and grid (persistent: one CTA per SM; per tile: query tiles of 128
+// packed rows, KV heads, sequences).
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 
 #include "quench/core/cuda_device.h"
 #include "quench/core/error.h"
 #include "quench/kv_cache/kv_tensor_map_cache.h"
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper_kernel.cuh"
+#include "quench/ops/attention/prefill/hopper/prefill_hopper_persistent_kernel.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_kernel.cuh"
 #include "quench/ops/attention/prefill/prefill_launch.h"
 
@@ -31,13 +36,53 @@ std::string device_unsupported_reason() {
 
 using prefill_hopper::HopperKind;
 
-// head_dim 64 and 128: the warp-specialized kernel (prefill_hopper_ws_kernel.cuh), which loads
-// K and V through TMA maps (encoded once per cache tensor pair and layout, then looked up; they
-// travel by value in the kernel parameters, so CUDA graphs capture them); 256: the synchronous one,
-// whose Q and 64-key tiles leave no room for a ring.
+// kDefault resolved: QUENCH_PREFILL_PERSISTENT=0 selects kPerTile, =items kOneItemPerCta, and
+// anything else (or nothing) kPersistent. Read on every launch, so a benchmark can switch it.
+HopperSchedule resolve_schedule(HopperSchedule schedule) {
+  if (schedule != HopperSchedule::kDefault) return schedule;
+  const char* env = std::getenv("QUENCH_PREFILL_PERSISTENT");
+  if (env == nullptr) return HopperSchedule::kPersistent;
+  if (std::strcmp(env, "0") == 0) return HopperSchedule::kPerTile;
+  if (std::strcmp(env, "items") == 0) return HopperSchedule::kOneItemPerCta;
+  return HopperSchedule::kPersistent;
+}
+
+// The persistent kernel (prefill_hopper_persistent_kernel.cuh) on a 1-D grid: one CTA per SM
+// (kPersistent) or per work item (kOneItemPerCta), never more CTAs than items.
 template <HopperKind kKind, int kHeadDim, bool kSoftCap>
-void launch_kernel(const AttentionParams& params, cudaStream_t stream) {
+void launch_persistent(const AttentionParams& params, HopperSchedule schedule,
+                       cudaStream_t stream) {
+  using Cfg = prefill_hopper::WsConfig<kKind, kHeadDim>;
+  const auto kernel = reinterpret_cast<const void*>(
+      prefill_hopper::prefill_attention_hopper_persistent_kernel<kKind, kHeadDim, kSoftCap>);
+  static const cudaError_t reserve_status =
+      prefill_common::reserve_shared_memory(kernel, Cfg::kSmemBytes, /*max_carveout=*/false);
+  QUENCH_REQUIRE(reserve_status == cudaSuccess, "prefill_attention_hopper: cannot reserve ",
+                 Cfg::kSmemBytes, " bytes of shared memory: ", cudaGetErrorString(reserve_status));
+  const int items = prefill_hopper::ws_schedule_size(
+      params.max_q_len, params.num_q_heads, params.kv.num_kv_heads, params.num_seqs, Cfg::kBlockM);
+  const int sm_count = require_current_cuda_device_properties("prefill_attention_hopper").sm_count;
+  const int ctas = schedule == HopperSchedule::kPersistent ? std::min(items, sm_count) : items;
+  AttentionParams args = params;
+  KvTensorMaps maps = cached_kv_tensor_maps(params.k_cache, params.v_cache, params.kv);
+  void* kernel_args[] = {&args, &maps};
+  const cudaError_t status = cudaLaunchKernel(
+      kernel, dim3(static_cast<unsigned>(ctas)), dim3(static_cast<unsigned>(Cfg::kThreads)),
+      kernel_args, static_cast<size_t>(Cfg::kSmemBytes), stream);
+  QUENCH_REQUIRE(status == cudaSuccess,
+                 "prefill_attention_hopper: launch failed: ", cudaGetErrorString(status));
+}
+
+// head_dim 64 and 128: the warp-specialized kernels (persistent, or prefill_hopper_ws_kernel.cuh
+// per tile), which load K and V through TMA maps (encoded once per cache tensor pair and layout,
+// then looked up; they travel by value in the kernel parameters, so CUDA graphs capture them);
+// 256: the synchronous one, whose Q and 64-key tiles leave no room for a ring.
+template <HopperKind kKind, int kHeadDim, bool kSoftCap>
+void launch_kernel(const AttentionParams& params, HopperSchedule schedule, cudaStream_t stream) {
   if constexpr (kHeadDim != 256) {
+    if (schedule != HopperSchedule::kPerTile) {
+      return launch_persistent<kKind, kHeadDim, kSoftCap>(params, schedule, stream);
+    }
     using Cfg = prefill_hopper::WsConfig<kKind, kHeadDim>;
     const auto kernel = reinterpret_cast<const void*>(
         prefill_hopper::prefill_attention_hopper_ws_kernel<kKind, kHeadDim, kSoftCap>);
@@ -64,20 +109,23 @@ void launch_kernel(const AttentionParams& params, cudaStream_t stream) {
 // made the compiler keep a copy of the body per combination with masking (instruction-cache
 // stalls).
 template <HopperKind kKind, int kHeadDim>
-void launch(const AttentionParams& params, cudaStream_t stream) {
-  if (params.logit_soft_cap > 0.0f) return launch_kernel<kKind, kHeadDim, true>(params, stream);
-  return launch_kernel<kKind, kHeadDim, false>(params, stream);
+void launch(const AttentionParams& params, HopperSchedule schedule, cudaStream_t stream) {
+  if (params.logit_soft_cap > 0.0f) {
+    return launch_kernel<kKind, kHeadDim, true>(params, schedule, stream);
+  }
+  return launch_kernel<kKind, kHeadDim, false>(params, schedule, stream);
 }
 
 template <HopperKind kKind>
-void dispatch_head_dim(const AttentionParams& params, cudaStream_t stream) {
+void dispatch_head_dim(const AttentionParams& params, HopperSchedule schedule,
+                       cudaStream_t stream) {
   switch (params.kv.head_dim) {
     case 64:
-      return launch<kKind, 64>(params, stream);
+      return launch<kKind, 64>(params, schedule, stream);
     case 128:
-      return launch<kKind, 128>(params, stream);
+      return launch<kKind, 128>(params, schedule, stream);
     default:
-      return launch<kKind, 256>(params, stream);
+      return launch<kKind, 256>(params, schedule, stream);
   }
 }
 
@@ -120,17 +168,21 @@ std::string prefill_attention_hopper_unsupported_reason(const AttentionParams& p
 }
 
 void prefill_attention_hopper(const AttentionParams& params, cudaStream_t stream,
-                              HopperPvPrecision pv_precision) {
+                              HopperPvPrecision pv_precision, HopperSchedule schedule) {
   const std::string reason = prefill_attention_hopper_unsupported_reason(params);
   QUENCH_REQUIRE(reason.empty(), "prefill_attention_hopper: ", reason);
   if (params.num_seqs == 0 || params.max_q_len == 0) return;
+  const HopperSchedule resolved = resolve_schedule(schedule);
   if (params.q_dtype == DType::kFP8E4M3) {
-    if (pv_precision == HopperPvPrecision::kFp8)
-      return launch<HopperKind::kFp8, 128>(params, stream);
-    return launch<HopperKind::kFp8QkBf16Pv, 128>(params, stream);
+    if (pv_precision == HopperPvPrecision::kFp8) {
+      return launch<HopperKind::kFp8, 128>(params, resolved, stream);
+    }
+    return launch<HopperKind::kFp8QkBf16Pv, 128>(params, resolved, stream);
   }
-  if (params.kv.dtype == DType::kBF16) return dispatch_head_dim<HopperKind::kBf16>(params, stream);
-  return dispatch_head_dim<HopperKind::kBf16QFp8Kv>(params, stream);
+  if (params.kv.dtype == DType::kBF16) {
+    return dispatch_head_dim<HopperKind::kBf16>(params, resolved, stream);
+  }
+  return dispatch_head_dim<HopperKind::kBf16QFp8Kv>(params, resolved, stream);
 }
 
 }  // namespace quench

@@ -35,9 +35,21 @@ enum class HopperPvPrecision : uint8_t {
   kFp8,   // e4m3 P and V, two-level accumulation: fewer tensor-core cycles, coarser P
 };
 
+// How the warp-specialized kernel (head_dim 64 and 128) covers the work items (tile of 128
+// packed query rows, KV head, sequence); head_dim 256 always runs one synchronous CTA per item.
+// Results are bit-identical across schedules.
+enum class HopperSchedule : uint8_t {
+  kDefault,        // kPersistent, unless the environment has QUENCH_PREFILL_PERSISTENT=0
+                   // (kPerTile) or =items (kOneItemPerCta)
+  kPersistent,     // one CTA per SM, each walking its share of the items, heaviest first
+  kOneItemPerCta,  // the persistent kernel on one CTA per item (isolates the persistence)
+  kPerTile,        // the non-persistent kernel (prefill_hopper_ws_kernel.cuh), one CTA per item
+};
+
 // Runs the prefill attention of params (device pointers) on `stream`. Throws quench::Error for
 // an unsupported configuration (see above) or a failed launch. No host synchronization.
 void prefill_attention_hopper(const AttentionParams& params, cudaStream_t stream,
-                              HopperPvPrecision pv_precision = HopperPvPrecision::kBf16);
+                              HopperPvPrecision pv_precision = HopperPvPrecision::kBf16,
+                              HopperSchedule schedule = HopperSchedule::kDefault);
 
 }  // namespace quench

@@ -72,17 +72,21 @@ struct WsConfig {
   static constexpr int kAlignSlack = 1024;     // to align the window to the swizzle atom
   static constexpr int kBarriersPerSlot = 3;   // full, k_empty, v_empty
   static constexpr int kProducerBarriers = 3;  // raw_full x 2, tail
+  // After the mbarriers, one int per raw stage: the valid keys of the tile it holds, 0 for none
+  // left (the persistent kernel's loading warp hands them to the producer threads that build).
+  static constexpr int kRawKeysBytes = 2 * 4;
 
   static constexpr bool ring_fits(int stages) {
     return kSlotOffset + stages * kSlotBytes + (kBarriersPerSlot * stages + kProducerBarriers) * 8 +
-               kAlignSlack <=
+               kRawKeysBytes + kAlignSlack <=
            kMaxSmemBytes;
   }
   static constexpr int kStages = ring_fits(4) ? 4 : (ring_fits(3) ? 3 : 2);
   static_assert(ring_fits(2), "two ring slots must fit");
   static constexpr int kBarrierOffset = kSlotOffset + kStages * kSlotBytes;
-  static constexpr int kSmemBytes =
-      kBarrierOffset + (kBarriersPerSlot * kStages + kProducerBarriers) * 8 + kAlignSlack;
+  static constexpr int kRawKeysOffset =
+      kBarrierOffset + (kBarriersPerSlot * kStages + kProducerBarriers) * 8;
+  static constexpr int kSmemBytes = kRawKeysOffset + kRawKeysBytes + kAlignSlack;
   // Raw-stage kinds: tiles whose loads the producer keeps in flight while it prepares an earlier
   // one (the raw stages hold two tiles). Two where tile t + 2's direct K lands in a slot other
   // than tile t's (3 or more slots); with 2 slots loading tile t + 2's K would wait for tile

@@ -73,20 +73,21 @@ struct WsRingBarriers {
 
 #ifdef QUENCH_SM90A_ENABLED
 
-// False when this CTA has no rows (the sequence is shorter than the grid's longest one).
+// The work item (m tile `m_rank` counted from the sequence's last, KV head, sequence): m_rank 0
+// is the tile with the most keys under causality. False when the sequence has no such tile.
 template <class Tile>
-__device__ __forceinline__ bool ws_work(const AttentionParams& p, WsWork& w) {
-  w.seq = static_cast<int>(blockIdx.z);
-  w.kv_head = static_cast<int>(blockIdx.y);
+__device__ __forceinline__ bool ws_work_item(const AttentionParams& p, int m_rank, int kv_head,
+                                             int seq, WsWork& w) {
+  w.seq = seq;
+  w.kv_head = kv_head;
   w.group = p.num_q_heads / p.kv.num_kv_heads;
   w.q_begin = p.q_offsets[w.seq];
   w.q_len = p.q_offsets[w.seq + 1] - w.q_begin;
-  const int seq_len = p.seq_lens[w.seq];
   w.rows = w.q_len * w.group;
   const int m_tiles = (w.rows + Tile::kBlockM - 1) / Tile::kBlockM;
-  // blockIdx.x == 0 takes the last (most keys under causality) tile, so heavy CTAs start first.
-  const int m_tile = m_tiles - 1 - static_cast<int>(blockIdx.x);
+  const int m_tile = m_tiles - 1 - m_rank;
   if (m_tile < 0) return false;
+  const int seq_len = p.seq_lens[w.seq];
   w.m0 = m_tile * Tile::kBlockM;
   w.first_pos = seq_len - w.q_len;
   w.pos_lo = w.first_pos + w.m0 / w.group;
@@ -96,6 +97,15 @@ __device__ __forceinline__ bool ws_work(const AttentionParams& p, WsWork& w) {
   w.kv_end = w.pos_hi + 1;
   w.num_kv_tiles = (w.kv_end - w.kv_begin + Tile::kBlockN - 1) / Tile::kBlockN;
   return true;
+}
+
+// The one work item of a CTA of the per-tile grid (query tiles, KV heads, sequences):
+// blockIdx.x == 0 takes the last (most keys under causality) tile, so heavy CTAs start first.
+// False when this CTA has no rows (the sequence is shorter than the grid's longest one).
+template <class Tile>
+__device__ __forceinline__ bool ws_work(const AttentionParams& p, WsWork& w) {
+  return ws_work_item<Tile>(p, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
+                            static_cast<int>(blockIdx.z), w);
 }
 
 // Issues acc (+)= P V from the slot's V operand at `v_address` (V^T, or MN-major V as cached).
@@ -303,32 +313,16 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const KvTe
   }
 }
 
-// Warpgroups 1 and 2: attention of packed rows 64c..64c+63 over the ring's tiles, then the
-// epilogue. ctid = threadIdx.x - 128 (0..255), c = ctid / 128. kSoftCap: p.logit_soft_cap > 0.
-template <class Cfg, bool kSoftCap>
-__device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWork& w,
-                                            unsigned char* smem, const WsRingBarriers& ring,
-                                            int ctid) {
+// Consumer `consumer`'s 64 query rows of work item w -> its rows of the swizzled Q tile (rows
+// past the chunk are zero), by cp.async from its 128 threads (gtid 0..127); the caller commits,
+// waits, fences for the async proxy and syncs the warpgroup before a wgmma reads them.
+template <class Cfg>
+__device__ __forceinline__ void ws_load_q_rows(const AttentionParams& p, const WsWork& w,
+                                               unsigned char* q_tile, int consumer, int gtid) {
   using Tile = typename Cfg::Tile;
-  using prefill_common::OutputTile;
   using prefill_common::query_row;
   using prefill_common::QueryRow;
-  using prefill_generic::cp_async_16;
   constexpr int kHeadDim = Tile::kHeadDim;
-  constexpr int kBlockM = Tile::kBlockM;
-  constexpr int kBlockN = Tile::kBlockN;
-  constexpr int kStages = Cfg::kStages;
-  constexpr float kLog2e = 1.4426950408889634f;
-  const int consumer = ctid / 128;
-  const int gtid = ctid % 128;  // thread within the warpgroup
-  const int warp_in_group = gtid / 32;
-  const int lane = gtid % 32;
-  const int lane_group = lane / 4;  // accumulator row within the warp's 8-row half
-  const int lane_in_group = lane % 4;
-  const int n_tiles = w.num_kv_tiles;
-
-  // This consumer's 64 query rows -> swizzled shared memory; rows past the chunk are zero.
-  unsigned char* q_tile = smem + Cfg::kQOffset;
   constexpr int kQChunks = kHeadDim * Tile::kQkBytes / 16;
   for (int idx = gtid; idx < 64 * kQChunks; idx += 128) {
     const int row = 64 * consumer + idx / kQChunks;
@@ -342,9 +336,36 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
                 Tile::kQkBytes +
             chunk * 16;
     }
-    cp_async_16(q_tile + block_tile_offset(kBlockM, row, chunk),
-                static_cast<const unsigned char*>(p.q) + src, valid);
+    prefill_generic::cp_async_16(q_tile + block_tile_offset(Tile::kBlockM, row, chunk),
+                                 static_cast<const unsigned char*>(p.q) + src, valid);
   }
+}
+
+// Warpgroups 1 and 2: attention of packed rows 64c..64c+63 over the ring's tiles, then the
+// epilogue. ctid = threadIdx.x - 128 (0..255), c = ctid / 128. kSoftCap: p.logit_soft_cap > 0.
+template <class Cfg, bool kSoftCap>
+__device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWork& w,
+                                            unsigned char* smem, const WsRingBarriers& ring,
+                                            int ctid) {
+  using Tile = typename Cfg::Tile;
+  using prefill_common::OutputTile;
+  using prefill_common::query_row;
+  using prefill_common::QueryRow;
+  constexpr int kHeadDim = Tile::kHeadDim;
+  constexpr int kBlockM = Tile::kBlockM;
+  constexpr int kBlockN = Tile::kBlockN;
+  constexpr int kStages = Cfg::kStages;
+  constexpr float kLog2e = 1.4426950408889634f;
+  const int consumer = ctid / 128;
+  const int gtid = ctid % 128;  // thread within the warpgroup
+  const int warp_in_group = gtid / 32;
+  const int lane = gtid % 32;
+  const int lane_group = lane / 4;  // accumulator row within the warp's 8-row half
+  const int lane_in_group = lane % 4;
+  const int n_tiles = w.num_kv_tiles;
+
+  unsigned char* q_tile = smem + Cfg::kQOffset;
+  ws_load_q_rows<Cfg>(p, w, q_tile, consumer, gtid);
   prefill_generic::cp_async_commit();
   prefill_generic::cp_async_wait_all();
   sm90::fence_proxy_async_shared();

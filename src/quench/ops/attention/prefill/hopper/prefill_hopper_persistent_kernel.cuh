@@ -1,0 +1,455 @@
+// The persistent warp-specialized Hopper (sm_90a) prefill kernel (head_dim 64 and 128): the roles,
+// ring, per-tile steps and numerics of prefill_hopper_ws_kernel.cuh, but each CTA walks a list of
+// work items instead of owning one, so the fixed cost of a work item (Q load, the first K/V round
+// trip, the epilogue) overlaps the tensor-core work of its neighbours (FlashAttention-3's
+// persistent design).
+//
+// Schedule: work item i (0 <= i < ws_schedule_size) is m tile rank i / (num_seqs * H) counted
+// from the sequence's last (rank 0 has the most keys under causality), sequence
+// i / H % num_seqs, KV head i % H (H = num_kv_heads); items whose sequence has fewer m tiles are
+// empty and skipped. CTA b takes items b, b + gridDim.x, b + 2 gridDim.x, ...: rank-major order
+// hands out the heaviest items of the whole batch first, and CTAs working at the same time read
+// the same sequences' K/V (L2 reuse). The host launches min(SM count, items) CTAs (or one per
+// item: HopperSchedule::kOneItemPerCta). No host-side scan: every CTA decodes its items from
+// q_offsets on the fly.
+//
+// The ring runs on across work items: tile index g counts the CTA's KV tiles over all its items
+// (slot g % kStages, phases g / kStages), so the producer loads the next item's first tiles while
+// the consumers still work on the current one's last. Each consumer warpgroup prefetches its 64
+// Q rows of the next item (cp.async) right after its last Q K^T of the current one, so the load
+// flies under the last P V and the epilogue; Q stays single-buffered (each consumer reads only its
+// own rows). The epilogue stores from registers (prefill_hopper_fragment_store.cuh): the ring is
+// not free for staging any more. The consumers' ping-pong also runs on across items: consumer 0
+// starts the next item's Q K^T while consumer 1 finishes the current one.
+#pragma once
+
+#include <cstdint>
+
+#include "quench/kv_cache/kv_tensor_map.h"
+#include "quench/ops/attention/attention_params.h"
+#include "quench/ops/attention/prefill/hopper/prefill_hopper_fragment_store.cuh"
+#include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_kernel.cuh"
+
+namespace quench::prefill_hopper {
+
+// Work items of the persistent schedule (empty ones included); also the host's grid bound.
+__host__ __device__ __forceinline__ int ws_schedule_size(int max_q_len, int num_q_heads,
+                                                         int num_kv_heads, int num_seqs,
+                                                         int block_m) {
+  const int64_t rows = static_cast<int64_t>(max_q_len) * (num_q_heads / num_kv_heads);
+  const int64_t max_m_tiles = (rows + block_m - 1) / block_m;
+  return static_cast<int>(max_m_tiles * num_seqs * num_kv_heads);
+}
+
+#ifdef QUENCH_SM90A_ENABLED
+
+// Work item `item` of the schedule -> w; false when it is empty.
+template <class Tile>
+__device__ __forceinline__ bool ws_decode_item(const AttentionParams& p, int item, WsWork& w) {
+  const int heads = p.kv.num_kv_heads;
+  const int rest = item / heads;
+  return ws_work_item<Tile>(p, rest / p.num_seqs, item % heads, rest % p.num_seqs, w);
+}
+
+// The CTA's first non-empty work item after `item` (ws_before_first_item() before the first),
+// decoded into w; -1 when none is left.
+template <class Tile>
+__device__ __forceinline__ int ws_next_item(const AttentionParams& p, int num_items, int item,
+                                            WsWork& w) {
+  for (item += static_cast<int>(gridDim.x); item < num_items; item += static_cast<int>(gridDim.x)) {
+    if (ws_decode_item<Tile>(p, item, w)) return item;
+  }
+  return -1;
+}
+
+__device__ __forceinline__ int ws_before_first_item() {
+  return static_cast<int>(blockIdx.x) - static_cast<int>(gridDim.x);
+}
+
+// A position in the CTA's sequence of KV tiles: tile `tile` of work item `item` (-1: past the
+// last).
+template <class Tile>
+struct WsTileCursor {
+  int item;
+  int tile;
+  WsWork w;
+
+  __device__ __forceinline__ void start(const AttentionParams& p, int num_items) {
+    tile = 0;
+    item = ws_next_item<Tile>(p, num_items, ws_before_first_item(), w);
+  }
+  __device__ __forceinline__ void advance(const AttentionParams& p, int num_items) {
+    if (++tile < w.num_kv_tiles) return;
+    tile = 0;
+    item = ws_next_item<Tile>(p, num_items, item, w);
+  }
+  __device__ __forceinline__ bool valid() const { return item >= 0; }
+};
+
+// Warpgroup 0 of the persistent kernel: ws_producer's protocol over the CTA's tiles of all its
+// work items, g counting them (see the file comment). Direct-V kinds: the tail barrier completes
+// once per partial last tile, so its phase is the count of tails so far. Raw-stage kinds: warp 0
+// keeps kPrefetchTiles tiles in flight ahead of the one being built, across item boundaries (a
+// second cursor).
+template <class Cfg>
+__device__ __forceinline__ void ws_persistent_producer(const AttentionParams& p,
+                                                       const KvTensorMaps& maps, int num_items,
+                                                       unsigned char* smem,
+                                                       const WsRingBarriers& ring, int ptid) {
+  using Tile = typename Cfg::Tile;
+  constexpr int kBlockN = Tile::kBlockN;
+  constexpr int kStages = Cfg::kStages;
+  const int warp = ptid / 32;
+  const int lane = ptid % 32;
+  const auto pages_of = [&](const WsWork& w) {
+    return p.block_table + static_cast<int64_t>(w.seq) * p.block_table_stride;
+  };
+  const auto slot_k = [&](int g) {
+    return smem + Cfg::kSlotOffset + g % kStages * Cfg::kSlotBytes;
+  };
+  const auto raw_stage = [&](int g) {
+    return smem + Cfg::kRawOffset + (g & 1) * Cfg::kRawStageBytes;
+  };
+  const auto empty_parity = [](int g) { return static_cast<uint32_t>((g / kStages - 1) & 1); };
+  const auto valid_keys_of = [&](const WsWork& w, int tile) {
+    return min(kBlockN, w.kv_end - (w.kv_begin + tile * kBlockN));
+  };
+
+  if constexpr (Cfg::kVDirect) {
+    if (warp != 0) return;
+    WsTileCursor<Tile> at;
+    at.start(p, num_items);
+    uint32_t tails = 0;
+    for (int g = 0; at.valid(); ++g, at.advance(p, num_items)) {
+      const int slot = g % kStages;
+      if (g >= kStages) {
+        sm90_async::mbarrier_wait(&ring.k_empty[slot], empty_parity(g));
+        sm90_async::mbarrier_wait(&ring.v_empty[slot], empty_parity(g));
+      }
+      const int valid_keys = valid_keys_of(at.w, at.tile);
+      const bool tail = valid_keys < kBlockN;
+      uint64_t* barrier = tail ? ring.tail : &ring.full[slot];
+      unsigned char* k_dst = slot_k(g);
+      unsigned char* v_dst = k_dst + Cfg::kSlotKBytes;
+      ws_issue_tile_loads<Cfg>(p, maps, at.w, pages_of(at.w), at.tile,
+                               {k_dst, v_dst, barrier, barrier}, lane);
+      if (tail) {
+        sm90_async::mbarrier_wait(ring.tail, tails & 1u);
+        ++tails;
+        ws_zero_rows<kBlockN, Cfg::kKvBoxes * 8, 32>(v_dst, valid_keys, lane);
+        sm90::fence_proxy_async_shared();
+        __syncwarp();
+        if (lane == 0) sm90_async::mbarrier_arrive(&ring.full[slot]);
+      }
+    }
+  } else {
+    // Warp 0 loads, kPrefetchTiles tiles ahead of the one being built; with each tile it writes
+    // the tile's valid keys into raw_keys[g & 1] before the raw stage's arrive.expect_tx (the
+    // builders' wait acquires it), and after the last tile a 0 with a plain arrive. So the
+    // builders (the 24-register producer threads) keep no cursor of their own.
+    constexpr int kPrefetch = Cfg::kPrefetchTiles;
+    int* raw_keys = reinterpret_cast<int*>(smem + Cfg::kRawKeysOffset);
+    WsTileCursor<Tile> load;  // the next tile to load (warp 0 only)
+    load.start(p, num_items);
+    int loaded = 0;  // its g
+    bool ended = false;
+    const auto issue_next = [&]() {
+      if (ended) return;
+      unsigned char* raw = raw_stage(loaded);
+      uint64_t* raw_full = &ring.raw_full[loaded & 1];
+      if (!load.valid()) {
+        ended = true;
+        if (lane == 0) {
+          raw_keys[loaded & 1] = 0;
+          sm90_async::mbarrier_arrive(raw_full);
+        }
+        return;
+      }
+      if (lane == 0) raw_keys[loaded & 1] = valid_keys_of(load.w, load.tile);
+      if constexpr (Cfg::kKDirect) {
+        const int slot = loaded % kStages;
+        if (loaded >= kStages) {
+          sm90_async::mbarrier_wait(&ring.k_empty[slot], empty_parity(loaded));
+        }
+        ws_issue_tile_loads<Cfg>(p, maps, load.w, pages_of(load.w), load.tile,
+                                 {slot_k(loaded), raw, &ring.full[slot], raw_full}, lane);
+      } else {
+        ws_issue_tile_loads<Cfg>(p, maps, load.w, pages_of(load.w), load.tile,
+                                 {raw + Cfg::kRawKOffsetInStage, raw, raw_full, raw_full}, lane);
+      }
+      ++loaded;
+      load.advance(p, num_items);
+    };
+    if (warp == 0) {
+      for (int i = 0; i < kPrefetch; ++i)
+        issue_next();
+    }
+    for (int g = 0;; ++g) {
+      const int slot = g % kStages;
+      unsigned char* raw = raw_stage(g);
+      sm90_async::mbarrier_wait(&ring.raw_full[g & 1], static_cast<uint32_t>((g >> 1) & 1));
+      const int valid_keys = raw_keys[g & 1];
+      if (valid_keys == 0) break;
+      if (valid_keys < kBlockN) {
+        // An item's last tile: raw V rows past kv_end become zeros before anything reads them.
+        ws_zero_rows<kBlockN, Cfg::kKvBoxes * 8, Cfg::kProducerThreads>(raw, valid_keys, ptid);
+        sm90_async::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
+      }
+      if (g >= kStages) sm90_async::mbarrier_wait(&ring.v_empty[slot], empty_parity(g));
+      ws_build_operands<Cfg>(raw, slot_k(g), ptid);
+      // The built operands are generic-proxy writes that wgmma reads.
+      sm90::fence_proxy_async_shared();
+      sm90_async::mbarrier_arrive(&ring.full[slot]);
+      // Every producer thread is done reading raw stage g & 1 (and raw_keys[g & 1]) before warp
+      // 0 loads into it again.
+      sm90_async::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
+      if (warp == 0) issue_next();
+    }
+  }
+}
+
+// Warpgroups 1 and 2 of the persistent kernel: ws_consumer's tile loop and epilogue for each
+// work item of the CTA, g0 = the item's first tile in the CTA's ring sequence. ctid =
+// threadIdx.x - 128 (0..255), c = ctid / 128. kSoftCap: p.logit_soft_cap > 0.
+template <class Cfg, bool kSoftCap>
+__device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p, int num_items,
+                                                       unsigned char* smem,
+                                                       const WsRingBarriers& ring, int ctid) {
+  using Tile = typename Cfg::Tile;
+  using prefill_common::OutputTile;
+  using prefill_common::query_row;
+  using prefill_common::QueryRow;
+  constexpr int kHeadDim = Tile::kHeadDim;
+  constexpr int kBlockN = Tile::kBlockN;
+  constexpr int kStages = Cfg::kStages;
+  constexpr float kLog2e = 1.4426950408889634f;
+  constexpr int kPScaleLog2 = Tile::kFp8Pv ? 8 : 0;
+  static_assert(Tile::kPScale == static_cast<float>(1 << kPScaleLog2), "kPScale is 2^kPScaleLog2");
+  const int consumer = ctid / 128;
+  const int gtid = ctid % 128;  // thread within the warpgroup
+  const int warp_in_group = gtid / 32;
+  const int lane = gtid % 32;
+  const int lane_group = lane / 4;  // accumulator row within the warp's 8-row half
+  const int lane_in_group = lane % 4;
+  unsigned char* q_tile = smem + Cfg::kQOffset;
+  const uint32_t q_address = sm90::smem_address(q_tile) + consumer * 64 * 128;
+  const auto slot_address = [&](int g) {
+    return sm90::smem_address(smem + Cfg::kSlotOffset + g % kStages * Cfg::kSlotBytes);
+  };
+
+  int item;
+  {
+    WsWork first;
+    item = ws_next_item<Tile>(p, num_items, ws_before_first_item(), first);
+    if (item < 0) return;
+    ws_load_q_rows<Cfg>(p, first, q_tile, consumer, gtid);
+    prefill_generic::cp_async_commit();
+  }
+  // Consumer 0 issues first: consumer 1 opens its barrier once for the whole CTA.
+  if (consumer == 1) {
+    sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + 0, Cfg::kConsumerThreads);
+  }
+
+  // Registers are tight (FP8 P V: S, O, T and P across the tile loop in 240): what lives across
+  // the loop is the item's index, the next one's, the tile count, kv_begin and the score
+  // transform; the rest of the item's description is decoded again where it is needed (q_offsets
+  // and seq_lens reads that hit L1).
+  for (int g0 = 0; item >= 0;) {
+    int next_item;
+    {
+      WsWork next;
+      next_item = ws_next_item<Tile>(p, num_items, item, next);
+    }
+    int n_tiles;  // >= 1: every non-empty item sees its own key
+    int kv_begin;
+    ScoreTransform scores;
+    {
+      WsWork w;
+      ws_decode_item<Tile>(p, item, w);
+      n_tiles = w.num_kv_tiles;
+      kv_begin = w.kv_begin;
+      // Per-thread rows r = 0, 1: packed rows lane_group and lane_group + 8 of this warp.
+      int row_pos[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int m = w.m0 + consumer * 64 + warp_in_group * 16 + lane_group + 8 * r;
+        row_pos[r] = w.first_pos + min(m / w.group, w.q_len - 1);  // past the chunk: unstored
+      }
+      const float q_scale_eff = Tile::kFp8Qk ? p.q_scale : 1.0f;
+      scores = ScoreTransform{p.sm_scale * q_scale_eff * p.k_scale.at(w.kv_head),
+                              p.logit_soft_cap,
+                              p.window_left,
+                              w.pos_lo,
+                              w.pos_hi,
+                              {row_pos[0], row_pos[1]},
+                              lane_in_group};
+    }
+    // This item's Q rows (prefetched under the last item's epilogue) have landed.
+    prefill_generic::cp_async_wait_all();
+    sm90::fence_proxy_async_shared();
+    sm90_async::named_barrier_sync(Cfg::kQReadyBarrier + consumer, 128);
+
+    // The state of ws_consumer, fresh for the item (see there).
+    float o_acc[kHeadDim / 2] = {};
+    float s[kBlockN / 2] = {};
+    uint32_t p_frag[Tile::kPvSteps][4];
+    float correction[2] = {1.0f, 1.0f};
+    float t_acc[kHeadDim / 2] = {};
+    float o_correction[2] = {1.0f, 1.0f};
+    float(&pv_acc)[kHeadDim / 2] = Tile::kFp8Pv ? t_acc : o_acc;
+    float row_max[2] = {-INFINITY, -INFINITY};
+    float row_sum[2] = {0.0f, 0.0f};
+
+    const auto finish_deferred_pv = [&]() {
+      sm90::fence_registers(p_frag);
+      sm90::fence_registers(pv_acc);
+      if constexpr (Tile::kFp8Pv) {
+#pragma unroll
+        for (int i = 0; i < kHeadDim / 2; ++i)
+          o_acc[i] = fmaf(o_acc[i], o_correction[i % 4 / 2], t_acc[i]);
+        o_correction[0] = correction[0];
+        o_correction[1] = correction[1];
+      } else if (__any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f)) {
+#pragma unroll
+        for (int i = 0; i < kHeadDim / 2; ++i)
+          o_acc[i] *= correction[i % 4 / 2];
+      }
+    };
+
+    // ws_consumer's iteration: finish P V of tile t - 2, S = Q K^T of tile t, P V of tile t - 1
+    // under tile t's softmax.
+    for (int tile = 0; tile < n_tiles; ++tile) {
+      const int g = g0 + tile;
+      sm90::wgmma_wait_group<0>();
+      finish_deferred_pv();
+      if (tile > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(g - 2) % kStages]);
+      pack_p<Tile, true>(s, p_frag);
+
+      const int kv0 = kv_begin + tile * kBlockN;
+      const int slot = g % kStages;
+      sm90_async::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((g / kStages) & 1));
+
+      sm90_async::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
+      sm90::fence_registers(pv_acc);
+      sm90::fence_registers(p_frag);
+      sm90::wgmma_fence();
+      issue_qk<Tile>(s, q_address, slot_address(g));
+      sm90::wgmma_commit_group();
+      ws_issue_pv<Cfg>(
+          pv_acc, p_frag,
+          slot_address(tile > 0 ? g - 1 : g) + static_cast<uint32_t>(Cfg::kSlotKBytes));
+      sm90::wgmma_commit_group();
+      // Consumer 1's last turn of the CTA would open a barrier that consumer 0 never waits on.
+      if (consumer == 0 || tile + 1 < n_tiles || next_item >= 0) {
+        sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + (1 - consumer),
+                                         Cfg::kConsumerThreads);
+      }
+      sm90::wgmma_wait_group<1>();
+      sm90::fence_registers(s);
+      sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
+      online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2>(scores, kv0, s, row_max, row_sum,
+                                                          correction);
+    }
+    // The last two P Vs; the producer reuses their slots for the next item, so both release V.
+    const int g_last = g0 + n_tiles - 1;
+    sm90::wgmma_wait_group<0>();
+    finish_deferred_pv();
+    if (n_tiles > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(g_last - 1) % kStages]);
+    pack_p<Tile, true>(s, p_frag);
+    sm90::fence_registers(pv_acc);
+    sm90::fence_registers(p_frag);
+    sm90::wgmma_fence();
+    ws_issue_pv<Cfg>(pv_acc, p_frag,
+                     slot_address(g_last) + static_cast<uint32_t>(Cfg::kSlotKBytes));
+    sm90::wgmma_commit_group();
+    // Every Q K^T of this consumer is done: its Q rows take the next item's under this P V and
+    // the epilogue.
+    if (next_item >= 0) {
+      WsWork next;
+      ws_decode_item<Tile>(p, next_item, next);
+      ws_load_q_rows<Cfg>(p, next, q_tile, consumer, gtid);
+      prefill_generic::cp_async_commit();
+    }
+    sm90::wgmma_wait_group<0>();
+    correction[0] = 1.0f;
+    correction[1] = 1.0f;
+    finish_deferred_pv();
+    sm90_async::mbarrier_arrive(&ring.v_empty[g_last % kStages]);
+
+    // Epilogue: normalize (sinks join the denominator; O and the sum are both times kPScale),
+    // apply v_scale, write the LSE, store from registers.
+    WsWork w;
+    ws_decode_item<Tile>(p, item, w);
+    const float v_scale = p.v_scale.at(w.kv_head);
+    float factor[2];
+    int row_m[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float sum = row_sum[r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      row_m[r] = w.m0 + consumer * 64 + warp_in_group * 16 + lane_group + 8 * r;
+      const QueryRow qr = query_row(row_m[r], w.group, w.kv_head);
+      if (p.sinks != nullptr && row_m[r] < w.rows) {
+        sum += exp2f(p.sinks[qr.head] * kLog2e - row_max[r] + static_cast<float>(kPScaleLog2));
+      }
+      factor[r] = sum > 0.0f ? v_scale / sum : 0.0f;
+      if (p.lse != nullptr && row_m[r] < w.rows && lane_in_group == 0) {
+        p.lse[static_cast<int64_t>(w.q_begin + qr.token) * p.num_q_heads + qr.head] =
+            (row_max[r] + log2f(sum) - static_cast<float>(kPScaleLog2)) * 0.6931471805599453f;
+      }
+    }
+    store_output_fragment<kHeadDim>(p, o_acc, factor, row_m,
+                                    OutputTile{w.m0, w.rows, w.group, w.kv_head, w.q_begin},
+                                    lane_in_group);
+    g0 += n_tiles;
+    item = next_item;
+  }
+}
+
+#endif  // QUENCH_SM90A_ENABLED
+
+// `maps`: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv). kSoftCap must be
+// p.logit_soft_cap > 0. Any 1-D grid: CTA b takes work items b, b + gridDim.x, ... (see above).
+template <HopperKind kKind, int kHeadDimT, bool kSoftCap>
+__global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
+    prefill_attention_hopper_persistent_kernel(const AttentionParams p,
+                                               const __grid_constant__ KvTensorMaps maps) {
+#ifdef QUENCH_SM90A_ENABLED
+  using Cfg = WsConfig<kKind, kHeadDimT>;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw_address = sm90::smem_address(smem_raw);
+  unsigned char* smem = smem_raw + ((1024u - raw_address % 1024u) % 1024u);
+  const int num_items =
+      ws_schedule_size(p.max_q_len, p.num_q_heads, p.kv.num_kv_heads, p.num_seqs, Cfg::kBlockM);
+
+  uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
+  const WsRingBarriers ring{barriers, barriers + Cfg::kStages, barriers + 2 * Cfg::kStages,
+                            barriers + 3 * Cfg::kStages, barriers + 3 * Cfg::kStages + 2};
+  if (threadIdx.x == 0) {
+    sm90_async::prefetch_tensor_map(&maps.k);
+    sm90_async::prefetch_tensor_map(&maps.v);
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      sm90_async::mbarrier_init(&ring.full[s], Cfg::kFullArrivals);
+      sm90_async::mbarrier_init(&ring.k_empty[s], Cfg::kConsumerThreads);
+      sm90_async::mbarrier_init(&ring.v_empty[s], Cfg::kConsumerThreads);
+    }
+    sm90_async::mbarrier_init(&ring.raw_full[0], 1);
+    sm90_async::mbarrier_init(&ring.raw_full[1], 1);
+    sm90_async::mbarrier_init(ring.tail, 1);
+    sm90_async::mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid < Cfg::kProducerThreads) {
+    sm90::warpgroup_release_registers<Cfg::kProducerRegisters>();
+    ws_persistent_producer<Cfg>(p, maps, num_items, smem, ring, tid);
+  } else {
+    sm90::warpgroup_claim_registers<Cfg::kConsumerRegisters>();
+    ws_persistent_consumer<Cfg, kSoftCap>(p, num_items, smem, ring, tid - Cfg::kProducerThreads);
+  }
+#endif  // QUENCH_SM90A_ENABLED
+}
+
+}  // namespace quench::prefill_hopper
