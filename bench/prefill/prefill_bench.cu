@@ -70,10 +70,10 @@ bool is_generic(const PrefillCase& c) {
   return std::string(c.kernel) == "generic";
 }
 
-// The Hopper kernel with each P·V precision and schedule: "hopper" (the default schedule:
-// persistent unless QUENCH_PREFILL_PERSISTENT says otherwise), "hopper_items" (the persistent
-// kernel on one CTA per work item), "hopper_pertile" (the non-persistent kernel); "_fp8pv" variants
-// for an FP8 query with FP8 P·V.
+// The Hopper kernel with each P·V precision and schedule: "hopper" (the default schedule: chosen
+// by chunk length unless QUENCH_PREFILL_PERSISTENT says otherwise), "hopper_persistent" (one CTA
+// per SM), "hopper_pertile" (the non-persistent kernel); "_fp8pv" variants for an FP8 query with
+// FP8 P·V.
 template <HopperPvPrecision kPrecision, HopperSchedule kSchedule>
 void run_hopper(const AttentionParams& params, cudaStream_t stream) {
   prefill_attention_hopper(params, stream, kPrecision, kSchedule);
@@ -87,8 +87,8 @@ struct HopperVariant {
 constexpr HopperVariant kHopperVariants[] = {
     {"hopper", run_hopper<HopperPvPrecision::kBf16, HopperSchedule::kDefault>},
     {"hopper_fp8pv", run_hopper<HopperPvPrecision::kFp8, HopperSchedule::kDefault>},
-    {"hopper_items", run_hopper<HopperPvPrecision::kBf16, HopperSchedule::kOneItemPerCta>},
-    {"hopper_fp8pv_items", run_hopper<HopperPvPrecision::kFp8, HopperSchedule::kOneItemPerCta>},
+    {"hopper_persistent", run_hopper<HopperPvPrecision::kBf16, HopperSchedule::kPersistent>},
+    {"hopper_fp8pv_persistent", run_hopper<HopperPvPrecision::kFp8, HopperSchedule::kPersistent>},
     {"hopper_pertile", run_hopper<HopperPvPrecision::kBf16, HopperSchedule::kPerTile>},
     {"hopper_fp8pv_pertile", run_hopper<HopperPvPrecision::kFp8, HopperSchedule::kPerTile>},
 };

@@ -6,8 +6,8 @@
 // HND layout, sliding windows whose first tile is not 0, and bit-identical repeat runs (a ring
 // race shows up as run-to-run differences). Every operand kind runs, FP8 P·V included, against
 // the CPU reference at the SPEC §3 tolerances. Skipped unless the device is sm_90. They run the
-// default schedule (the persistent kernel); QUENCH_PREFILL_PERSISTENT=0 runs them on the per-tile
-// kernel.
+// default schedule (the persistent kernel for chunks of <= 2048 tokens, the per-tile one above);
+// QUENCH_PREFILL_PERSISTENT=0 or =1 forces one for every case.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 

@@ -355,7 +355,7 @@ class RopeAppendCase {
         fused_options == nullptr
             ? ""
             : str_cat(" ", fused_row_schedule_name(fused_options->schedule),
-                      fused_options->prefetch_split_tokens ? "" : " no-prefetch",
+                      fused_options->prefetch_split_tokens ? " prefetch" : "",
                       in_graph ? " graph" : "");
     const std::string tag =
         str_cat(spec_.name, " [", rope_append_path_name(path), options_tag, "] ");
@@ -547,10 +547,10 @@ TEST_P(RopeQuantAppendGpu, MatchesReferenceFusedAndUnfused) {
   // Both row schedules, with and without the split-token prefetch: each against the reference,
   // and the schedules against each other byte for byte (same arithmetic per row, norm included).
   const FusedRopeAppendOptions ring{FusedRowSchedule::kRing, true};
-  const FusedRopeAppendOptions ring_no_prefetch{FusedRowSchedule::kRing, false};
+  const FusedRopeAppendOptions ring_prefetch{FusedRowSchedule::kRing, true};
   const FusedRopeAppendOptions per_kind{FusedRowSchedule::kPerKind, true};
   const auto ring_out = c.run_and_compare(RopeAppendPath::kFused, &ring);
-  c.run_and_compare(RopeAppendPath::kFused, &ring_no_prefetch);
+  c.run_and_compare(RopeAppendPath::kFused, &ring_prefetch);
   const auto per_kind_out = c.run_and_compare(RopeAppendPath::kFused, &per_kind);
   const char* names[] = {"q_out_bf16", "q_out_fp8", "k_cache", "v_cache"};
   for (size_t b = 0; b < ring_out.size(); ++b) {

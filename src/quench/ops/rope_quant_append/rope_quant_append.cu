@@ -10,8 +10,8 @@
 // The Qwen3 RMSNorm is folded into per-lane rotation coefficients (norm_rope_lanes.cuh): per row
 // one reduction, one rsqrt and two operations per element, its factor multiplied into 1 / scale.
 // Batches smaller than one wave of warps split a token over several warps, which ask L2 for
-// their k/v rows (and, from 4 warps per token, their q rows) up front (prefetch_head_rows), so
-// the k/v rows do not wait behind the q rows (FusedRopeAppendOptions::prefetch_split_tokens).
+// their k/v rows (and, from 4 warps per token, their q rows) up front (prefetch_head_rows) when
+// FusedRopeAppendOptions::prefetch_split_tokens asks (off by default: no gain measured).
 // Two row schedules (FusedRowSchedule): this file's per-kind one streams q, then k, then v rows,
 // each through its own 3-deep stream started after the token setup; the default ring schedule
 // (rope_quant_append_ring.cu) walks all of a token's rows as one 4-deep ring whose first loads
@@ -172,7 +172,7 @@ FusedRopeAppendOptions fused_rope_append_options_from_env() {
       o.schedule = FusedRowSchedule::kPerKind;
     }
     const char* prefetch = std::getenv("QUENCH_ROPE_APPEND_PREFETCH");
-    o.prefetch_split_tokens = prefetch == nullptr || std::string(prefetch) != "0";
+    o.prefetch_split_tokens = prefetch != nullptr && std::string(prefetch) == "1";
     return o;
   }();
   return options;

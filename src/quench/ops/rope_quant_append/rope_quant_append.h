@@ -31,12 +31,13 @@ const char* fused_row_schedule_name(FusedRowSchedule schedule);  // "ring" | "pe
 struct FusedRopeAppendOptions {
   FusedRowSchedule schedule = FusedRowSchedule::kRing;
   // Tokens split over several warps (batches below one wave of warps) ask L2 for their k/v rows,
-  // and from 4 warps per token their q rows, before the token setup.
-  bool prefetch_split_tokens = true;
+  // and from 4 warps per token their q rows, before the token setup. Off: on the H200 the ring
+  // schedule was as fast or faster without it at every T (Qwen3 T=1024: 13.7 vs 16.0 us).
+  bool prefetch_split_tokens = false;
 };
 
 // The options of rope_quant_append_cuda(p, stream): the defaults above, except that the
-// environment may set QUENCH_ROPE_APPEND_SCHEDULE=per_kind and QUENCH_ROPE_APPEND_PREFETCH=0
+// environment may set QUENCH_ROPE_APPEND_SCHEDULE=per_kind and QUENCH_ROPE_APPEND_PREFETCH=1
 // (A/B switches for benchmarks). Read once per process.
 FusedRopeAppendOptions fused_rope_append_options_from_env();
 

@@ -36,15 +36,26 @@ std::string device_unsupported_reason() {
 
 using prefill_hopper::HopperKind;
 
-// kDefault resolved: QUENCH_PREFILL_PERSISTENT=0 selects kPerTile, =items kOneItemPerCta, and
-// anything else (or nothing) kPersistent. Read on every launch, so a benchmark can switch it.
-HopperSchedule resolve_schedule(HopperSchedule schedule) {
+// Chunks of at most this many query tokens run persistent by default. Measured on the H200
+// (16k tokens per batch, hd128 causal, bench/LOG.md 2026-12-03 fourth session): persistent wins
+// where CTAs are short (1k: +7% bf16, +17% FP8, +16% FP8 P·V; 2k: +2-8%), is even at 4k, and
+// at 8k-16k loses 3-14% at page 16 (FP8 P·V most: its producer spills in the persistent kernel).
+constexpr int kPersistentMaxQueryLen = 2048;
+
+// kDefault resolved: QUENCH_PREFILL_PERSISTENT=0 selects kPerTile, =1 kPersistent, =items
+// kOneItemPerCta (A/B switches for benchmarks, read on every launch); otherwise the chunk length
+// decides (kPersistentMaxQueryLen).
+HopperSchedule resolve_schedule(HopperSchedule schedule, const AttentionParams& params) {
   if (schedule != HopperSchedule::kDefault) return schedule;
-  const char* env = std::getenv("QUENCH_PREFILL_PERSISTENT");
-  if (env == nullptr) return HopperSchedule::kPersistent;
-  if (std::strcmp(env, "0") == 0) return HopperSchedule::kPerTile;
-  if (std::strcmp(env, "items") == 0) return HopperSchedule::kOneItemPerCta;
-  return HopperSchedule::kPersistent;
+  if (const char* env = std::getenv("QUENCH_PREFILL_PERSISTENT"); env != nullptr) {
+    if (std::strcmp(env, "0") == 0) return HopperSchedule::kPerTile;
+    if (std::strcmp(env, "1") == 0) return HopperSchedule::kPersistent;
+    if (std::strcmp(env, "items") == 0) return HopperSchedule::kOneItemPerCta;
+    QUENCH_REQUIRE(false, "QUENCH_PREFILL_PERSISTENT='", env,
+                   "' is not supported; allowed: 0, 1, items (or unset)");
+  }
+  return params.max_q_len <= kPersistentMaxQueryLen ? HopperSchedule::kPersistent
+                                                    : HopperSchedule::kPerTile;
 }
 
 // The persistent kernel (prefill_hopper_persistent_kernel.cuh) on a 1-D grid: one CTA per SM
@@ -172,7 +183,7 @@ void prefill_attention_hopper(const AttentionParams& params, cudaStream_t stream
   const std::string reason = prefill_attention_hopper_unsupported_reason(params);
   QUENCH_REQUIRE(reason.empty(), "prefill_attention_hopper: ", reason);
   if (params.num_seqs == 0 || params.max_q_len == 0) return;
-  const HopperSchedule resolved = resolve_schedule(schedule);
+  const HopperSchedule resolved = resolve_schedule(schedule, params);
   if (params.q_dtype == DType::kFP8E4M3) {
     if (pv_precision == HopperPvPrecision::kFp8) {
       return launch<HopperKind::kFp8, 128>(params, resolved, stream);

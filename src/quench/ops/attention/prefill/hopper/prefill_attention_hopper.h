@@ -39,8 +39,8 @@ enum class HopperPvPrecision : uint8_t {
 // packed query rows, KV head, sequence); head_dim 256 always runs one synchronous CTA per item.
 // Results are bit-identical across schedules.
 enum class HopperSchedule : uint8_t {
-  kDefault,        // kPersistent, unless the environment has QUENCH_PREFILL_PERSISTENT=0
-                   // (kPerTile) or =items (kOneItemPerCta)
+  kDefault,        // kPersistent for chunks of <= 2048 tokens, else kPerTile; the environment
+                   // may force QUENCH_PREFILL_PERSISTENT=0 (kPerTile), 1 or items
   kPersistent,     // one CTA per SM, each walking its share of the items, heaviest first
   kOneItemPerCta,  // the persistent kernel on one CTA per item (isolates the persistence)
   kPerTile,        // the non-persistent kernel (prefill_hopper_ws_kernel.cuh), one CTA per item
