@@ -26,6 +26,10 @@ inline constexpr int kThreads = kWarps * 32;
 inline constexpr int kMaxStages = 8;
 // Most KV splits per (request, KV head, row group): the merge holds one weight per split.
 inline constexpr int kMaxSplits = 64;
+// Work items (request, KV head, row group) up to which the last split CTA of each item merges
+// its splits in the main kernel: one uint32 arrival counter per item, at the start of the
+// workspace (kDecodeWorkspaceCounterBytes, decode_attention.h).
+inline constexpr int kMaxMergeWorkItems = 4096;
 
 struct DecodeKernelArgs {
   AttentionParams p;       // device pointers
@@ -39,6 +43,14 @@ struct DecodeKernelArgs {
   //               denominator plus its max (scores in log2 units); -inf when it saw no token.
   float* partial_o = nullptr;
   float* partial_lse = nullptr;
+  // In-kernel merge (num_splits > 1, else null): [kMaxMergeWorkItems] arrival counters, one per
+  // work item (blockIdx.z * num_kv_heads + kv head), zero before the launch. Every split CTA
+  // counts itself in after writing its partials; the one that arrives last merges the item's
+  // rows and its arrival wraps the counter back to 0. Null: decode_merge_kernel merges instead.
+  uint32_t* merge_counters = nullptr;
+  // Grid order: true: blockIdx.x = KV head, y = split (the KV heads of one split, which read
+  // the same NHD pages, are dispatched together); false: x = split, y = KV head.
+  bool heads_fastest = true;
 };
 
 // One compiled decode kernel (head dim x KV dtype x query dtype x variant) and its shared-memory
