@@ -45,8 +45,10 @@ struct SplitMerge {
   // Merges row `row` (= query token * num_q_heads + q head) of args.partial_* and writes its
   // output (and lse). Run by kMergeThreads threads (tid = 0..kMergeThreads-1) that `sync()`
   // synchronises; `sync()` also ends the call, so the next row may reuse `scratch`.
+  // Not inlined: its kBatch float4 loads in flight would otherwise join the main kernel's
+  // register allocation (96 per thread in the swapped kernel), which then spilled in ptxas.
   template <class Sync>
-  static __device__ __forceinline__ void merge_row(const DecodeKernelArgs& args, int64_t row,
+  static __device__ __noinline__ void merge_row(const DecodeKernelArgs& args, int64_t row,
                                                    Scratch& scratch, int tid, Sync sync) {
     constexpr float kLog2eMerge = 1.4426950408889634f;
     constexpr float kLn2Merge = 0.6931471805599453f;
