@@ -248,7 +248,9 @@ __global__ void __launch_bounds__(
   // in; the last of the work item's num_splits CTAs merges the item's rows. Run by the kThreads
   // compute threads; `scratch` is shared memory that nothing reads any more.
   auto merge_if_last_split = [&](uint8_t* scratch_bytes) {
-    using Merge = SplitMerge<kHeadDim>;
+    using Merge = SplitMerge<kHeadDim, kRowsPerCta>;
+    static_assert(sizeof(typename Merge::Scratch) <= T::kCombineBytes,
+                  "the merge scratch fits where the combine buffer does");
     auto& scratch = *reinterpret_cast<typename Merge::Scratch*>(scratch_bytes);
     __threadfence();  // this thread's partials are visible GPU-wide before the count below
     sync_compute_warps<kTma>();
@@ -263,10 +265,13 @@ __global__ void __launch_bounds__(
     sync_compute_warps<kTma>();
     if (scratch.is_last == 0u) return;
     __threadfence();  // the other splits' partials (fenced before their counts) are read after
-    for (int r = 0; r < num_rows; ++r) {
-      Merge::merge_row(args, static_cast<int64_t>(row_token(r)) * p.num_q_heads + row_head(r),
-                       scratch, tid, [] { sync_compute_warps<kTma>(); });
-    }
+    MergeRows rows;
+    rows.q_begin = q_begin;
+    rows.row0 = row0;
+    rows.group = group;
+    rows.head_base = kv_head * group;
+    rows.num_rows = num_rows;
+    Merge::merge_rows(args, rows, scratch, tid, [] { sync_compute_warps<kTma>(); });
   };
 
   if (num_tiles <= 0) {           // an empty split: the merge skips it

@@ -1,5 +1,5 @@
 // Split-KV merge kernel: one CTA per output row (query token, q head), each merging its row with
-// SplitMerge::merge_row (decode_split_merge.cuh). The host launches it where the main kernel's
+// SplitMerge::merge_rows (decode_split_merge.cuh). The host launches it where the main kernel's
 // last split CTAs do not merge (see decode_attention.cu), as a programmatic dependent of the
 // main kernel on sm_90+.
 #include <cuda_runtime.h>
@@ -15,12 +15,16 @@ namespace {
 template <int kHeadDim>
 __global__ void __launch_bounds__(kMergeThreads)
     decode_merge_kernel(const __grid_constant__ DecodeKernelArgs args) {
-  using Merge = SplitMerge<kHeadDim>;
+  using Merge = SplitMerge<kHeadDim, 1>;
   __shared__ typename Merge::Scratch scratch;
   wait_for_primary_grid();  // the partials are complete and visible past this point
   const int64_t rows = static_cast<int64_t>(args.p.num_tokens) * args.p.num_q_heads;
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
-    Merge::merge_row(args, row, scratch, static_cast<int>(threadIdx.x), [] { __syncthreads(); });
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    MergeRows one;
+    one.q_begin = static_cast<int32_t>(row / args.p.num_q_heads);
+    one.head_base = static_cast<int32_t>(row % args.p.num_q_heads);
+    Merge::merge_rows(args, one, scratch, static_cast<int>(threadIdx.x), [] { __syncthreads(); });
+  }
 }
 
 }  // namespace

@@ -1,14 +1,15 @@
-// Split-KV merge of one output row (query token, q head): combines the num_splits partial
-// outputs by their log-sum-exp (and the attention sink, when present), then runs the output
-// epilogue. One device function for both places that merge: decode_merge_kernel (one CTA per
-// row) and the main kernel's last split CTA of a work item (its rows one after another).
+// Split-KV merge of a set of output rows (query token, q head): combines each row's num_splits
+// partial outputs by their log-sum-exp (and the attention sink, when present), then runs the
+// output epilogue. One device function for both places that merge: decode_merge_kernel (one row
+// per CTA) and the main kernel's last split CTA of a work item (the item's rows, up to 16).
 //
 // The merge sits on the critical path of every decode step with splits (small batches, long
-// contexts: up to 64 splits per row), so a row costs one memory latency, not one per split or
-// per group of splits: every thread owns one float4 column chunk of the row in a group of
-// splits and issues all its loads at once, before the weights are known (the LSEs load in
-// parallel with them); the groups' sums then meet in shared memory. (One warp per row with the
-// splits in rounds of 8 took 9 us for 49 splits x 32 rows on the H200, cold caches.)
+// contexts: up to 64 splits per row), so it costs as few memory latencies as the registers allow:
+// every thread owns one float4 column chunk in a slot of (row, split) units and issues a batch of
+// kBatch loads at once, before the weights are known (the LSEs load in parallel with them); the
+// rows' sums then meet in shared memory. A row of 64 splits is one round trip; the 4 rows x 64
+// splits of a GQA-4 work item four; 4 rows x 8 splits one. (One warp per row with the splits in
+// rounds of 8 took 9 us for 49 splits x 32 rows on the H200, cold caches.)
 //
 // The partials are read through L2 (ld.global.cg): in the main kernel they were written by other
 // CTAs of the same grid, which the SM's L1 does not see.
@@ -22,69 +23,115 @@
 
 namespace quench::decode {
 
-// Threads that merge a row together: the merge kernel's CTA, the main kernel's compute warps.
+// Threads that merge together: the merge kernel's CTA, the main kernel's compute warps.
 inline constexpr int kMergeThreads = kThreads;
 
-template <int kHeadDim>
+// The rows a merge covers, r = 0..num_rows-1: query token q_begin + (row0 + r) / group, q head
+// head_base + (row0 + r) % group (the main kernel's row numbering; the merge kernel's single row
+// is q_begin = token, row0 = 0, group = 1, head_base = head).
+struct MergeRows {
+  int32_t q_begin = 0;
+  int32_t row0 = 0;
+  int32_t group = 1;
+  int32_t head_base = 0;
+  int32_t num_rows = 1;
+  __device__ __forceinline__ int32_t token(int r) const { return q_begin + (row0 + r) / group; }
+  __device__ __forceinline__ int32_t head(int r) const { return head_base + (row0 + r) % group; }
+};
+
+template <int kHeadDim, int kMaxRows>
 struct SplitMerge {
-  static constexpr int kChunks = kHeadDim / 4;                    // float4 column chunks of a row
-  static constexpr int kGroups = kMergeThreads / kChunks;         // split groups: 8, 4 or 2
-  static constexpr int kPerGroup = kMaxSplits / kGroups;          // most splits a thread visits
-  static constexpr int kBatch = kPerGroup < 16 ? kPerGroup : 16;  // loads in flight per thread
-  static_assert(kChunks * kGroups == kMergeThreads, "head_dim 64, 128 or 256");
+  static constexpr int kChunks = kHeadDim / 4;              // float4 column chunks of a row
+  static constexpr int kSlots = kMergeThreads / kChunks;    // threads per chunk: 8, 4 or 2
+  static constexpr int kMostUnits = kMaxRows * kMaxSplits;  // (row, split) units
+  static constexpr int kPerSlot = kMostUnits / kSlots;
+  static constexpr int kBatch = kPerSlot < 16 ? kPerSlot : 16;  // loads in flight per thread
+  static_assert(kChunks * kSlots == kMergeThreads, "head_dim 64, 128 or 256");
 
   // Shared memory of one merging CTA.
   struct Scratch {
-    float weights[kMaxSplits];
-    float row_stats[2];  // total max (log2 units), denominator
-    uint32_t is_last;    // the main kernel's "this CTA merges" flag
-    uint32_t pad;
-    __align__(16) float sums[kGroups][kHeadDim];
+    float weights[kMaxRows][kMaxSplits];  // LSEs (log2 units), then the splits' weights
+    float row_max[kMaxRows];              // log2 units, sink included
+    float row_denom[kMaxRows];
+    uint32_t is_last;  // the main kernel's "this CTA merges" flag
+    __align__(16) float sums[kMaxRows][kHeadDim];
   };
 
-  // Merges row `row` (= query token * num_q_heads + q head) of args.partial_* and writes its
-  // output (and lse). Run by kMergeThreads threads (tid = 0..kMergeThreads-1) that `sync()`
-  // synchronises; `sync()` also ends the call, so the next row may reuse `scratch`.
-  // Not inlined: its kBatch float4 loads in flight would otherwise join the main kernel's
-  // register allocation (96 per thread in the swapped kernel), which then spilled in ptxas.
+  // Merges rows.num_rows (<= kMaxRows) rows of args.partial_* and writes their output (and lse).
+  // Run by kMergeThreads threads (tid = 0..kMergeThreads-1) that `sync()` synchronises; `sync()`
+  // also ends the call, so another call may reuse `scratch`. Not inlined: its kBatch float4 loads
+  // in flight would otherwise join the main kernel's register allocation (96 per thread in the
+  // swapped kernel), which then spilled in ptxas.
   template <class Sync>
-  static __device__ __noinline__ void merge_row(const DecodeKernelArgs& args, int64_t row,
-                                                   Scratch& scratch, int tid, Sync sync) {
+  static __device__ __noinline__ void merge_rows(const DecodeKernelArgs& args,
+                                                 const MergeRows& rows, Scratch& scratch, int tid,
+                                                 Sync sync) {
     constexpr float kLog2eMerge = 1.4426950408889634f;
     constexpr float kLn2Merge = 0.6931471805599453f;
     const AttentionParams& p = args.p;
-    const int chunk = tid % kChunks;
-    const int group = tid / kChunks;
-    const int64_t split_rows = static_cast<int64_t>(p.num_tokens) * p.num_q_heads;
+    const int num_rows = rows.num_rows;
     const int num_splits = args.num_splits;
-    const int32_t head = static_cast<int32_t>(row % p.num_q_heads);
-    const int32_t token = static_cast<int32_t>(row / p.num_q_heads);
-    const float4* column = reinterpret_cast<const float4*>(args.partial_o + row * kHeadDim) + chunk;
-    const int64_t split_stride = split_rows * kChunks;  // float4s from one split to the next
+    const int num_units = num_rows * num_splits;  // unit u: row u / num_splits, split u % ..
+    const int64_t split_rows = static_cast<int64_t>(p.num_tokens) * p.num_q_heads;
+    auto row_index = [&](int r) {
+      return static_cast<int64_t>(rows.token(r)) * p.num_q_heads + rows.head(r);
+    };
+    const int chunk = tid % kChunks;
+    const int slot = tid / kChunks;
+    // Units slot, slot + kSlots, ... in order; (r, s) of the next one, advanced incrementally.
+    auto partial_chunk = [&](int r, int s) {
+      return __ldcg(reinterpret_cast<const float4*>(args.partial_o +
+                                                    (s * split_rows + row_index(r)) * kHeadDim) +
+                    chunk);
+    };
+    auto advance = [&](int& r, int& s) {
+      s += kSlots;
+      while (s >= num_splits)
+        s -= num_splits, ++r;
+    };
 
-    // This thread's first batch of partial chunks (splits group, group + kGroups, ...), issued
-    // before the weights exist: a split that saw no token has an unwritten (arbitrary) chunk,
-    // which its zero weight keeps out below.
+    // This thread's first batch of partial chunks, issued before the weights exist: a split that
+    // saw no token has an unwritten (arbitrary) chunk, which its zero weight keeps out below.
     float4 x[kBatch];
+    int r_load = 0, s_load = slot;
+    while (s_load >= num_splits && r_load < num_rows)
+      s_load -= num_splits, ++r_load;
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
-      const int s = group + i * kGroups;
       x[i] =
-          s < num_splits ? __ldcg(column + s * split_stride) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          r_load < num_rows ? partial_chunk(r_load, s_load) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      advance(r_load, s_load);
     }
-    if (tid < 32) {
-      // LSEs of splits lane and lane + 32 (num_splits <= kMaxSplits = 64).
-      const int lane = tid;
-      const float lse0 =
-          lane < num_splits ? __ldcg(args.partial_lse + lane * split_rows + row) : -INFINITY;
-      const float lse1 = lane + 32 < num_splits
-                             ? __ldcg(args.partial_lse + (lane + 32) * split_rows + row)
-                             : -INFINITY;
+    // The LSEs, all loads in flight together (kMaxSplits slots per row, -inf past num_splits).
+    constexpr int kLseLoads = (kMaxRows * kMaxSplits + kMergeThreads - 1) / kMergeThreads;
+    float lse[kLseLoads];
+#pragma unroll
+    for (int k = 0; k < kLseLoads; ++k) {
+      const int r = (tid + k * kMergeThreads) / kMaxSplits;
+      const int s = (tid + k * kMergeThreads) % kMaxSplits;
+      lse[k] = r < num_rows && s < num_splits
+                   ? __ldcg(args.partial_lse + s * split_rows + row_index(r))
+                   : -INFINITY;
+    }
+#pragma unroll
+    for (int k = 0; k < kLseLoads; ++k) {
+      const int r = (tid + k * kMergeThreads) / kMaxSplits;
+      if (r < num_rows) scratch.weights[r][(tid + k * kMergeThreads) % kMaxSplits] = lse[k];
+    }
+    for (int i = tid; i < num_rows * kHeadDim; i += kMergeThreads)
+      scratch.sums[i / kHeadDim][i % kHeadDim] = 0.0f;
+    sync();
+
+    // Per row (one warp each): the total max and denominator, and the splits' weights.
+    const int warp = tid / 32, lane = tid % 32;
+    for (int r = warp; r < num_rows; r += kMergeThreads / 32) {
+      const float lse0 = scratch.weights[r][lane];
+      const float lse1 = scratch.weights[r][lane + 32];  // kMaxSplits = 64
       float max_lse = fmaxf(lse0, lse1);
 #pragma unroll
       for (int offset = 16; offset > 0; offset /= 2)
         max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, offset));
-      const float sink = p.sinks != nullptr ? p.sinks[head] * kLog2eMerge : -INFINITY;
+      const float sink = p.sinks != nullptr ? p.sinks[rows.head(r)] * kLog2eMerge : -INFINITY;
       const float total_max = fmaxf(max_lse, sink);
       const float w0 = lse0 == -INFINITY ? 0.0f : fast_exp2(lse0 - total_max);
       const float w1 = lse1 == -INFINITY ? 0.0f : fast_exp2(lse1 - total_max);
@@ -93,55 +140,73 @@ struct SplitMerge {
       for (int offset = 16; offset > 0; offset /= 2)
         denom += __shfl_xor_sync(0xffffffffu, denom, offset);
       if (p.sinks != nullptr) denom += fast_exp2(sink - total_max);
-      scratch.weights[lane] = w0;
-      scratch.weights[lane + 32] = w1;
-      if (lane == 0) scratch.row_stats[0] = total_max, scratch.row_stats[1] = denom;
+      scratch.weights[r][lane] = w0;
+      scratch.weights[r][lane + 32] = w1;
+      if (lane == 0) scratch.row_max[r] = total_max, scratch.row_denom[r] = denom;
     }
     sync();
 
+    // Weighted sums, one float4 accumulator per thread, flushed into the row's shared sums
+    // whenever the thread's units move on to the next row.
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    const auto add = [&](const float4& v, int s) {
-      const float w = s < num_splits ? scratch.weights[s] : 0.0f;
+    int r_acc = 0, s_acc = slot;
+    while (s_acc >= num_splits && r_acc < num_rows)
+      s_acc -= num_splits, ++r_acc;
+    int acc_row = r_acc;
+    const auto flush = [&]() {
+      if (acc_row < num_rows) {
+        float* dst = &scratch.sums[acc_row][4 * chunk];
+        atomicAdd(dst, acc.x), atomicAdd(dst + 1, acc.y);
+        atomicAdd(dst + 2, acc.z), atomicAdd(dst + 3, acc.w);
+      }
+      acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    };
+    const auto add = [&](const float4& v) {
+      if (r_acc >= num_rows) return;
+      if (r_acc != acc_row) flush(), acc_row = r_acc;
+      const float w = scratch.weights[r_acc][s_acc];
       if (w != 0.0f) {
         acc.x += w * v.x, acc.y += w * v.y;
         acc.z += w * v.z, acc.w += w * v.w;
       }
     };
 #pragma unroll
-    for (int i = 0; i < kBatch; ++i)
-      add(x[i], group + i * kGroups);
-    for (int s0 = group + kBatch * kGroups; s0 < num_splits; s0 += kBatch * kGroups) {
+    for (int i = 0; i < kBatch; ++i) {
+      add(x[i]);
+      advance(r_acc, s_acc);
+    }
+    for (int u0 = slot + kBatch * kSlots; u0 < num_units; u0 += kBatch * kSlots) {
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {
-        const int s = s0 + i * kGroups;
-        x[i] = s < num_splits ? __ldcg(column + s * split_stride)
-                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        x[i] =
+            r_load < num_rows ? partial_chunk(r_load, s_load) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        advance(r_load, s_load);
       }
 #pragma unroll
-      for (int i = 0; i < kBatch; ++i)
-        add(x[i], s0 + i * kGroups);
+      for (int i = 0; i < kBatch; ++i) {
+        add(x[i]);
+        advance(r_acc, s_acc);
+      }
     }
-    *reinterpret_cast<float4*>(&scratch.sums[group][4 * chunk]) = acc;
+    flush();
     sync();
 
     // The epilogue works on 16 consecutive elements (one NVFP4 block) per thread.
-    const float total_max = scratch.row_stats[0];
-    const float denom = scratch.row_stats[1];
-    if (tid < kHeadDim / 16) {
+    constexpr int kBlocksPerRow = kHeadDim / 16;
+    for (int unit = tid; unit < num_rows * kBlocksPerRow; unit += kMergeThreads) {
+      const int r = unit / kBlocksPerRow;
+      const int d0 = unit % kBlocksPerRow * 16;
+      const float denom = scratch.row_denom[r];
       const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
       float v[16];
 #pragma unroll
-      for (int k = 0; k < 16; ++k) {
-        float sum = 0.0f;
-#pragma unroll
-        for (int g = 0; g < kGroups; ++g)
-          sum += scratch.sums[g][16 * tid + k];
-        v[k] = sum * inv;
-      }
-      write_output_block16(p, token, head, 16 * tid, v);
+      for (int k = 0; k < 16; ++k)
+        v[k] = scratch.sums[r][d0 + k] * inv;
+      write_output_block16(p, rows.token(r), rows.head(r), d0, v);
+      if (d0 == 0 && p.lse != nullptr)
+        p.lse[row_index(r)] = (scratch.row_max[r] + __log2f(denom)) * kLn2Merge;
     }
-    if (tid == 0 && p.lse != nullptr) p.lse[row] = (total_max + __log2f(denom)) * kLn2Merge;
-    sync();  // weights, row_stats and sums are rewritten for the next row
+    sync();  // the scratch may be rewritten by the next call
   }
 };
 
