@@ -3,7 +3,8 @@
 // with non-unit per-head scales, windows, soft-cap, sinks, padding requests and multi-token
 // (speculative) queries. Every case runs in every workspace mode (decode_test_support.h): with a
 // workspace (split-KV where the launcher picks it, merged by the last split CTAs, twice, and by
-// the merge kernel) and without one (one CTA per request and KV head).
+// the merge kernel on arrival and after the main grid) and without one (one CTA per request and
+// KV head).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -196,6 +197,12 @@ std::vector<DecodeCase> decode_cases() {
     c.out_dtype = DType::kFP8E4M3;
     c.o_scale = 0.01f;
   });
+  // GQA group 3: a row group of 16 rows ends inside a token's 3 rows, so the merge kernel
+  // cannot count a token's splits in one CTA and waits for the main grid instead.
+  feature("multi_token_g3_straddling_row_groups", [](AttentionProblemConfig& c) {
+    c.num_q_heads = 6;
+    c.seqs = {{6, 500}, {1, 2000}, {0, 0}};
+  });
   feature("batch_64_no_split", [](AttentionProblemConfig& c) {
     c.num_kv_heads = 8;
     c.num_q_heads = 32;
@@ -289,19 +296,23 @@ TEST_F(DecodeAttentionGpuSplitMerge, WindowWithEmptySplitsMatchesReference) {
   AttentionDeviceProblem device(problem);
   ASSERT_GT(decode_attention_num_splits(device.params()), 1) << "the test needs KV splits";
   const DeviceBuffer workspace = zeroed_decode_workspace(device.params());
-  for (int run = 0; run < 3; ++run) {
+  const DecodeSplitMerge merges[] = {
+      DecodeSplitMerge::kLastSplitCta, DecodeSplitMerge::kMergeKernel,
+      DecodeSplitMerge::kLastSplitCta, DecodeSplitMerge::kMergeKernel};
+  for (int run = 0; run < 4; ++run) {
     device.poison_outputs();
-    decode_attention(device.params(), workspace.get(), workspace.bytes(), nullptr,
-                     DecodeSplitMerge::kLastSplitCta);
+    decode_attention(device.params(), workspace.get(), workspace.bytes(), nullptr, merges[run]);
     QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
-    expect_matches(device, "run " + std::to_string(run));
+    expect_matches(device, "run " + std::to_string(run) +
+                               (run % 2 == 0 ? " (last split CTA)" : " (merge kernel)"));
     expect_merge_counters_zero(workspace);
   }
 }
 
-// A CUDA graph of two back-to-back calls on one workspace, replayed: every replay starts from
-// the counters the previous one left (and, on sm_90, each call's kernel is a programmatic
-// dependent of the previous one).
+// A CUDA graph of back-to-back calls on one workspace (merged by the last split CTAs, by the
+// merge kernel on arrival, after the main grid, and by the last split CTAs again), replayed:
+// every call starts from the counters the previous one left (and, on sm_90, each kernel is a
+// programmatic dependent of the one before it).
 TEST_F(DecodeAttentionGpuSplitMerge, GraphReplaysReuseTheWorkspace) {
   AttentionProblem problem(split_config(4, 32));
   problem.compute_reference();
@@ -314,9 +325,10 @@ TEST_F(DecodeAttentionGpuSplitMerge, GraphReplaysReuseTheWorkspace) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   QUENCH_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  for (int call = 0; call < 2; ++call) {
-    decode_attention(params, workspace.get(), workspace.bytes(), stream,
-                     DecodeSplitMerge::kLastSplitCta);
+  for (DecodeSplitMerge merge :
+       {DecodeSplitMerge::kLastSplitCta, DecodeSplitMerge::kMergeKernel,
+        DecodeSplitMerge::kMergeKernelAfterGrid, DecodeSplitMerge::kLastSplitCta}) {
+    decode_attention(params, workspace.get(), workspace.bytes(), stream, merge);
   }
   QUENCH_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   QUENCH_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -333,7 +345,7 @@ TEST_F(DecodeAttentionGpuSplitMerge, GraphReplaysReuseTheWorkspace) {
 }
 
 // Two shapes (GQA group 4 and 2, different split counts and partial sizes) take turns on one
-// workspace sized for the larger, with both merge places: the counter block stays where it is.
+// workspace sized for the larger, with every merge place: the counter block stays where it is.
 TEST_F(DecodeAttentionGpuSplitMerge, ShapesShareOneWorkspace) {
   AttentionProblem first(split_config(4, 33));
   AttentionProblemConfig c = split_config(2, 34);
@@ -350,7 +362,7 @@ TEST_F(DecodeAttentionGpuSplitMerge, ShapesShareOneWorkspace) {
                                   : second_device.params());
   const DecodeSplitMerge merges[] = {DecodeSplitMerge::kLastSplitCta,
                                      DecodeSplitMerge::kMergeKernel,
-                                     DecodeSplitMerge::kLastSplitCta};
+                                     DecodeSplitMerge::kMergeKernelAfterGrid};
   for (int turn = 0; turn < 6; ++turn) {
     AttentionDeviceProblem& device = turn % 2 == 0 ? first_device : second_device;
     device.poison_outputs();

@@ -46,7 +46,8 @@ inline void expect_merge_counters_zero(const DeviceBuffer& workspace) {
 // Runs decode_attention on `device` over poisoned outputs in every workspace mode, calling
 // check() after each run under a trace that names the mode: with one workspace (the KV splits
 // the launcher chooses) merged by the last split CTAs twice (the second run finds the counters
-// the first left), then by the merge kernel; and without a workspace (one split).
+// the first left), by the merge kernel on the splits' arrival counts, and by the merge kernel
+// after the main grid; and without a workspace (one split).
 template <class Check>
 void run_decode_in_all_workspace_modes(AttentionDeviceProblem& device, const Check& check) {
   const AttentionParams& params = device.params();
@@ -57,11 +58,14 @@ void run_decode_in_all_workspace_modes(AttentionDeviceProblem& device, const Che
     bool use_workspace;
     DecodeSplitMerge merge;
   };
-  const Mode modes[] = {{"merged by the last split CTAs", true, DecodeSplitMerge::kLastSplitCta},
-                        {"merged by the last split CTAs, second run on the same workspace", true,
-                         DecodeSplitMerge::kLastSplitCta},
-                        {"merged by the merge kernel", true, DecodeSplitMerge::kMergeKernel},
-                        {"without workspace: 1 KV split", false, DecodeSplitMerge::kAuto}};
+  const Mode modes[] = {
+      {"merged by the last split CTAs", true, DecodeSplitMerge::kLastSplitCta},
+      {"merged by the last split CTAs, second run on the same workspace", true,
+       DecodeSplitMerge::kLastSplitCta},
+      {"merged by the merge kernel on arrival", true, DecodeSplitMerge::kMergeKernel},
+      {"merged by the merge kernel after the main grid", true,
+       DecodeSplitMerge::kMergeKernelAfterGrid},
+      {"without workspace: 1 KV split", false, DecodeSplitMerge::kAuto}};
   for (const Mode& mode : modes) {
     SCOPED_TRACE(mode.use_workspace
                      ? "with workspace, " + std::to_string(splits) + " KV splits, " + mode.name

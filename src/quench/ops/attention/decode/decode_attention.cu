@@ -80,12 +80,13 @@ bool swapped_loop_allowed() {
   return allowed;
 }
 
-// QUENCH_DECODE_MERGE=cta|kernel: where split partials are merged (default: per launch).
+// QUENCH_DECODE_MERGE=cta|kernel|grid: where split partials are merged (default: per launch).
 DecodeSplitMerge merge_from_env() {
   static const DecodeSplitMerge merge = [] {
-    const std::string value = env_switch("QUENCH_DECODE_MERGE", {"auto", "cta", "kernel"});
+    const std::string value = env_switch("QUENCH_DECODE_MERGE", {"auto", "cta", "kernel", "grid"});
     if (value == "cta") return DecodeSplitMerge::kLastSplitCta;
     if (value == "kernel") return DecodeSplitMerge::kMergeKernel;
+    if (value == "grid") return DecodeSplitMerge::kMergeKernelAfterGrid;
     return DecodeSplitMerge::kAuto;
   }();
   return merge;
@@ -259,22 +260,38 @@ LaunchShape launch_shape(const AttentionParams& p) {
   return shape;
 }
 
-// Where a launch's split partials are merged. The last split CTA of a work item saves the merge
-// kernel's launch, its wait for the whole grid and one more kernel boundary before the next
-// kernel, but merges its item's rows one after another (one L2 round trip of num_splits partial
-// rows each) where the merge kernel gives every row its own CTA: so it merges items of up to
-// kSwappedMaxRows rows (the decode of GQA groups <= 8), and only while one counter per item fits
-// the workspace's counter block.
-bool merge_in_last_split_cta(const LaunchShape& shape, DecodeSplitMerge merge) {
-  if (shape.work_items > decode::kMaxMergeWorkItems) return false;
+// Where a launch's split partials are merged (DecodeKernelArgs::merge_counters).
+enum class MergePlace { kKernelAfterGrid, kKernelOnArrival, kLastSplitCta };
+
+// The last split CTA of a work item saves the merge kernel and its kernel boundary, but merges
+// the item's rows x splits alone, in rounds of kBatch loads per thread (SplitMerge), where the
+// merge kernel gives every row a CTA of its own: so it merges where one round does (4 rows x 16
+// splits at hd128: B4 x 32k and larger batches), the merge kernel elsewhere (B1 x 32k: 4 rows x
+// 64 splits would be four rounds). The merge kernel's CTAs start on their rows' arrival counts
+// where a (token, KV head) counter fits the counter block and a token's rows lie in one CTA, else
+// after the main grid completes.
+MergePlace merge_place(const LaunchShape& shape, DecodeSplitMerge merge) {
+  const AttentionParams& p = shape.args.p;
+  const bool item_counters = shape.work_items <= decode::kMaxMergeWorkItems;
+  const bool token_counters =
+      static_cast<int64_t>(p.num_tokens) * p.kv.num_kv_heads <= decode::kMaxMergeWorkItems &&
+      (shape.args.row_groups == 1 || decode::kRowsPerCta % shape.args.group == 0);
+  const MergePlace kernel =
+      token_counters ? MergePlace::kKernelOnArrival : MergePlace::kKernelAfterGrid;
   if (merge == DecodeSplitMerge::kAuto) merge = merge_from_env();
   switch (merge) {
     case DecodeSplitMerge::kLastSplitCta:
-      return true;
+      return item_counters ? MergePlace::kLastSplitCta : kernel;
     case DecodeSplitMerge::kMergeKernel:
-      return false;
-    default:
-      return shape.rows_per_item <= decode::kSwappedMaxRows;
+      return kernel;
+    case DecodeSplitMerge::kMergeKernelAfterGrid:
+      return MergePlace::kKernelAfterGrid;
+    default: {
+      const int64_t floats_per_round = int64_t{decode::kThreads} * 16 * 4;  // 16 float4 each
+      const bool one_round =
+          int64_t{shape.rows_per_item} * shape.args.num_splits * p.kv.head_dim <= floats_per_round;
+      return item_counters && one_round ? MergePlace::kLastSplitCta : kernel;
+    }
   }
 }
 
@@ -369,8 +386,11 @@ void decode_attention(const AttentionParams& params, void* workspace, size_t wor
                    " KV splits (see decode_attention_workspace_bytes)");
     QUENCH_REQUIRE(aligned16(workspace), "decode attention: workspace must be 16-byte aligned");
     auto* base = static_cast<uint8_t*>(workspace);
-    if (merge_in_last_split_cta(shape, merge))
+    const MergePlace place = merge_place(shape, merge);
+    if (place != MergePlace::kKernelAfterGrid) {
       args.merge_counters = reinterpret_cast<uint32_t*>(base);
+      args.last_split_merges = place == MergePlace::kLastSplitCta;
+    }
     args.partial_o = reinterpret_cast<float*>(base + kDecodeWorkspaceCounterBytes);
     args.partial_lse = args.partial_o + static_cast<size_t>(args.num_splits) *
                                             static_cast<size_t>(params.num_tokens) *
@@ -395,7 +415,7 @@ void decode_attention(const AttentionParams& params, void* workspace, size_t wor
   config.attrs = &attribute;
   config.numAttrs = shape.dependent_launch && main_kernel_pdl_allowed() ? 1 : 0;
   check_cuda(cudaLaunchKernelExC(&config, shape.info.fn, kernel_args), "decode kernel launch");
-  if (args.num_splits > 1 && args.merge_counters == nullptr) {
+  if (args.num_splits > 1 && !args.last_split_merges) {
     decode::launch_decode_merge(args, shape.dependent_launch, stream);
   }
 }

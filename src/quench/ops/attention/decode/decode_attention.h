@@ -14,11 +14,13 @@
 // for many steps, pass the largest max_seq_len (and max_q_len) the graph will see.
 //
 // Split-KV partials are merged either by the last split CTA of each (request, KV head, row group)
-// inside the main kernel, or by a separate merge kernel (decode_attention.cu says which when).
+// inside the main kernel, or by a separate merge kernel whose CTAs start on their rows' split
+// arrival counts (or, where those do not fit, after the main grid); decode_attention.cu says
+// which when.
 //
 // Benchmark A/B switches (environment, read once per process; a bad value throws):
 //   QUENCH_DECODE_SWAPPED=0          the row-major tile loop where the swapped one would run
-//   QUENCH_DECODE_MERGE=cta|kernel   where split partials are merged (default: per launch)
+//   QUENCH_DECODE_MERGE=cta|kernel|grid  where split partials are merged (default: per launch)
 //   QUENCH_DECODE_SPLITS=1..64       the split count of every launch that would split
 //   QUENCH_DECODE_GRID=splits        blockIdx.x = split instead of KV head
 //   QUENCH_DECODE_PDL=0              the main kernel without programmatic dependent launch
@@ -51,9 +53,11 @@ size_t decode_attention_workspace_bytes(const AttentionParams& params);
 inline constexpr size_t kDecodeWorkspaceCounterBytes = 16384;
 
 // Where split-KV partials are merged: kAuto decides per launch (and follows QUENCH_DECODE_MERGE);
-// tests force either place. Launches with more work items than the counter block holds always
-// use the merge kernel.
-enum class DecodeSplitMerge { kAuto, kLastSplitCta, kMergeKernel };
+// tests force each place. kLastSplitCta: the last split CTA of each work item (launches with
+// more work items than the counter block holds use the merge kernel); kMergeKernel: the merge
+// kernel, each row as soon as its splits have counted in (where the counters fit, else after the
+// main grid); kMergeKernelAfterGrid: the merge kernel, after the main grid completes.
+enum class DecodeSplitMerge { kAuto, kLastSplitCta, kMergeKernel, kMergeKernelAfterGrid };
 
 // Runs decode attention on `stream`. All pointers in params are device memory.
 // workspace: device memory of at least decode_attention_workspace_bytes(params) bytes whose

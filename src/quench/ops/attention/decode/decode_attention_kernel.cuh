@@ -214,6 +214,11 @@ __global__ void __launch_bounds__(
   // Everything below may read what the previous kernel in the stream wrote (q, the metadata, the
   // KV cache) or write what it reads (the workspace, the output).
   wait_for_primary_grid();
+  // The next kernel (the merge kernel, or the next step's first kernel) may launch once every
+  // CTA of this grid got here, i.e. all of them are resident or done: the merge kernel's CTAs
+  // then wait on the splits' arrival counters without ever holding a slot this grid needs, and
+  // a kernel that waits for this grid's completion has its launch and prologue done by then.
+  allow_dependent_launch();
 
   const int32_t seq = static_cast<int32_t>(blockIdx.z) / args.row_groups;
   const int32_t row0 = static_cast<int32_t>(blockIdx.z) % args.row_groups * kRowsPerCta;
@@ -244,9 +249,9 @@ __global__ void __launch_bounds__(
   auto row_token = [&](int r) { return q_begin + (row0 + r) / group; };
   auto row_head = [&](int r) { return kv_head * group + (row0 + r) % group; };
 
-  // In-kernel merge (args.merge_counters): after the CTA's partials are written, it counts itself
-  // in; the last of the work item's num_splits CTAs merges the item's rows. Run by the kThreads
-  // compute threads; `scratch` is shared memory that nothing reads any more.
+  // In-kernel merge (args.last_split_merges): after the CTA's partials are written, it counts
+  // itself in; the last of the work item's num_splits CTAs merges the item's rows. Run by the
+  // kThreads compute threads; `scratch` is shared memory that nothing reads any more.
   auto merge_if_last_split = [&](uint8_t* scratch_bytes) {
     using Merge = SplitMerge<kHeadDim, kRowsPerCta>;
     static_assert(sizeof(typename Merge::Scratch) <= T::kCombineBytes,
@@ -274,6 +279,27 @@ __global__ void __launch_bounds__(
     Merge::merge_rows(args, rows, scratch, tid, [] { sync_compute_warps<kTma>(); });
   };
 
+  // Merge kernel on arrival (args.merge_counters, not args.last_split_merges): after the CTA's
+  // partials are written, one arrival per query token of its rows on the (token, KV head)
+  // counter that the merge kernel's CTAs of those rows wait for.
+  auto count_in_tokens = [&]() {
+    __threadfence();  // this thread's partials are visible GPU-wide before the counts below
+    sync_compute_warps<kTma>();
+    if (tid <= qi_last - qi_first) {
+      atomicAdd(args.merge_counters +
+                    static_cast<int64_t>(q_begin + qi_first + tid) * p.kv.num_kv_heads + kv_head,
+                1u);
+    }
+  };
+  auto finish_split = [&](uint8_t* scratch) {
+    if (args.merge_counters == nullptr) return;
+    if (args.last_split_merges) {
+      merge_if_last_split(scratch);
+    } else {
+      count_in_tokens();
+    }
+  };
+
   if (num_tiles <= 0) {           // an empty split: the merge skips it
     if (tid >= kThreads) return;  // the TMA kernel's producer warp: nothing to load
     if (tid < num_rows) {
@@ -281,7 +307,7 @@ __global__ void __launch_bounds__(
                            p.num_q_heads +
                        row_head(tid)] = -INFINITY;
     }
-    if (args.merge_counters != nullptr) merge_if_last_split(pipe);
+    finish_split(pipe);
     return;
   }
 
@@ -534,12 +560,11 @@ __global__ void __launch_bounds__(
     swapped_pipe.kv_end = kv_end;
     SwappedTileLoop<T> loop;
     loop.run(rows, swapped_pipe, warp, lane);
-    allow_dependent_launch();    // as below
     sync_compute_warps<kTma>();  // every warp is done with the stages: reuse them to combine
     loop.store(stat_max, stat_sum, reinterpret_cast<float*>(pipe), warp, lane);
     sync_compute_warps<kTma>();
     write_rows();
-    if (args.merge_counters != nullptr) merge_if_last_split(pipe);
+    finish_split(pipe);
     return;
   }
 
@@ -774,9 +799,6 @@ __global__ void __launch_bounds__(
     }
   }
   if constexpr (!kTma) cp_async_wait_pending(0);
-  // The split merge (launched as a programmatic dependent of this grid) may start now: its
-  // launch overlaps this epilogue, and it waits for this grid's completion before reading.
-  allow_dependent_launch();
   // Every warp is done with the pipeline buffers (and every bulk copy has landed: each tile's
   // full barrier completed): reuse them to combine.
   sync_compute_warps<kTma>();
@@ -805,7 +827,7 @@ __global__ void __launch_bounds__(
   sync_compute_warps<kTma>();
 
   write_rows();
-  if (args.merge_counters != nullptr) merge_if_last_split(pipe);
+  finish_split(pipe);
 }
 
 }  // namespace quench::decode

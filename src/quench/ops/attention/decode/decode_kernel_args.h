@@ -43,11 +43,17 @@ struct DecodeKernelArgs {
   //               denominator plus its max (scores in log2 units); -inf when it saw no token.
   float* partial_o = nullptr;
   float* partial_lse = nullptr;
-  // In-kernel merge (num_splits > 1, else null): [kMaxMergeWorkItems] arrival counters, one per
-  // work item (blockIdx.z * num_kv_heads + kv head), zero before the launch. Every split CTA
-  // counts itself in after writing its partials; the one that arrives last merges the item's
-  // rows and its arrival wraps the counter back to 0. Null: decode_merge_kernel merges instead.
+  // Split arrival counters (num_splits > 1), [kMaxMergeWorkItems] uint32, zero before the launch
+  // and after it; null: decode_merge_kernel waits for the main grid's completion instead.
+  // - last_split_merges: one per work item (blockIdx.z * num_kv_heads + KV head). Every split
+  //   CTA counts itself in after writing its partials; the one that arrives last merges the
+  //   item's rows, and its arrival wraps the counter back to 0.
+  // - else: one per (query token, KV head) (token * num_kv_heads + KV head): every split CTA
+  //   counts in once per token of its rows; decode_merge_kernel's CTA of a row waits until its
+  //   counter reaches num_splits, merges, and counts in too: the group-th such arrival wraps
+  //   the counter back to 0. (The host picks this only where a token's rows lie in one CTA.)
   uint32_t* merge_counters = nullptr;
+  bool last_split_merges = false;
   // Grid order: true: blockIdx.x = KV head, y = split (the KV heads of one split, which read
   // the same NHD pages, are dispatched together); false: x = split, y = KV head.
   bool heads_fastest = true;

@@ -1,7 +1,9 @@
 // Split-KV merge kernel: one CTA per output row (query token, q head), each merging its row with
 // SplitMerge::merge_rows (decode_split_merge.cuh). The host launches it where the main kernel's
 // last split CTAs do not merge (see decode_attention.cu), as a programmatic dependent of the
-// main kernel on sm_90+.
+// main kernel on sm_90+: its CTAs are resident while the main kernel runs and merge a row as soon
+// as its splits have counted in (args.merge_counters), or, without counters, once the main grid
+// has completed.
 #include <cuda_runtime.h>
 
 #include "quench/core/error.h"
@@ -12,18 +14,47 @@
 namespace quench::decode {
 namespace {
 
+// A GPU-scope acquire load: the loads after it see what was written before the counts it saw.
+__device__ __forceinline__ uint32_t load_acquire(const uint32_t* address) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  uint32_t value;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
+  return value;
+#else
+  return *reinterpret_cast<const volatile uint32_t*>(address);
+#endif
+}
+
 template <int kHeadDim>
 __global__ void __launch_bounds__(kMergeThreads)
     decode_merge_kernel(const __grid_constant__ DecodeKernelArgs args) {
   using Merge = SplitMerge<kHeadDim, 1>;
   __shared__ typename Merge::Scratch scratch;
-  wait_for_primary_grid();  // the partials are complete and visible past this point
+  // Without counters: the partials are complete and visible past this point.
+  if (args.merge_counters == nullptr) wait_for_primary_grid();
   const int64_t rows = static_cast<int64_t>(args.p.num_tokens) * args.p.num_q_heads;
+  const int tid = static_cast<int>(threadIdx.x);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     MergeRows one;
     one.q_begin = static_cast<int32_t>(row / args.p.num_q_heads);
     one.head_base = static_cast<int32_t>(row % args.p.num_q_heads);
-    Merge::merge_rows(args, one, scratch, static_cast<int>(threadIdx.x), [] { __syncthreads(); });
+    uint32_t* counter = args.merge_counters == nullptr
+                            ? nullptr
+                            : args.merge_counters +
+                                  static_cast<int64_t>(one.q_begin) * args.p.kv.num_kv_heads +
+                                  one.head_base / args.group;
+    if (counter != nullptr) {
+      if (tid == 0) {
+        while (load_acquire(counter) < static_cast<uint32_t>(args.num_splits))
+          __nanosleep(32);
+      }
+      __syncthreads();
+      __threadfence();  // the splits' partials (fenced before their counts) are read after
+    }
+    Merge::merge_rows(args, one, scratch, tid, [] { __syncthreads(); });
+    // The group-th merge of the (token, KV head) wraps its counter back to 0.
+    if (counter != nullptr && tid == 0)
+      atomicInc(counter, static_cast<uint32_t>(args.num_splits + args.group - 1));
   }
 }
 
