@@ -45,8 +45,14 @@ __global__ void __launch_bounds__(kMergeThreads)
                                   one.head_base / args.group;
     if (counter != nullptr) {
       if (tid == 0) {
-        while (load_acquire(counter) < static_cast<uint32_t>(args.num_splits))
+        // Every split CTA counts in within one main kernel's run (microseconds to
+        // milliseconds). A count that never arrives is a bug: fail the launch (a CUDA error at
+        // the next check) after ~seconds instead of hanging the stream.
+        for (uint32_t polls = 0; load_acquire(counter) < static_cast<uint32_t>(args.num_splits);
+             ++polls) {
+          if (polls == (1u << 27)) __trap();
           __nanosleep(32);
+        }
       }
       __syncthreads();
       __threadfence();  // the splits' partials (fenced before their counts) are read after
