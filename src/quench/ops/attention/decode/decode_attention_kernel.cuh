@@ -211,6 +211,19 @@ __global__ void __launch_bounds__(
       sm90_async::prefetch_tensor_map(&maps.v);
     }
   }
+  // The first reads after the wait, into L2 meanwhile: this request's metadata and the
+  // block-table line of the split's first page, guessed from max_seq_len (exact for requests of
+  // that length; a wrong guess costs one line of L2).
+  if (tid == 0) {
+    const int32_t request = static_cast<int32_t>(blockIdx.z) / args.row_groups;
+    prefetch_l2(p.q_offsets + request);
+    prefetch_l2(p.seq_lens + request);
+    const int32_t tiles = (p.max_seq_len + kTileTokens - 1) / kTileTokens;
+    const int32_t first_token =
+        split * ((tiles + args.num_splits - 1) / args.num_splits) * kTileTokens;
+    const int32_t page_index = min(first_token / p.kv.page_size, p.block_table_stride - 1);
+    prefetch_l2(p.block_table + static_cast<int64_t>(request) * p.block_table_stride + page_index);
+  }
   // Everything below may read what the previous kernel in the stream wrote (q, the metadata, the
   // KV cache) or write what it reads (the workspace, the output).
   wait_for_primary_grid();

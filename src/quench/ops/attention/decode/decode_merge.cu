@@ -32,6 +32,9 @@ __global__ void __launch_bounds__(kMergeThreads)
   __shared__ typename Merge::Scratch scratch;
   // Without counters: the partials are complete and visible past this point.
   if (args.merge_counters == nullptr) wait_for_primary_grid();
+  // The next kernel (the next decode step's) may launch once all these CTAs are resident: it
+  // waits for this grid's completion before touching anything this grid reads or writes.
+  allow_dependent_launch();
   const int64_t rows = static_cast<int64_t>(args.p.num_tokens) * args.p.num_q_heads;
   const int tid = static_cast<int>(threadIdx.x);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
