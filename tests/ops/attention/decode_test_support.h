@@ -65,7 +65,7 @@ void run_decode_in_all_workspace_modes(AttentionDeviceProblem& device, const Che
       {"merged by the merge kernel on arrival", true, DecodeSplitMerge::kMergeKernel},
       {"merged by the merge kernel after the main grid", true,
        DecodeSplitMerge::kMergeKernelAfterGrid},
-      {"without workspace: 1 KV split", false, DecodeSplitMerge::kAuto}};
+      {"without workspace: 1 KV split", false, DecodeSplitMerge::kDefault}};
   for (const Mode& mode : modes) {
     SCOPED_TRACE(mode.use_workspace
                      ? "with workspace, " + std::to_string(splits) + " KV splits, " + mode.name

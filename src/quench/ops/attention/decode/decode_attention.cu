@@ -80,14 +80,15 @@ bool swapped_loop_allowed() {
   return allowed;
 }
 
-// QUENCH_DECODE_MERGE=cta|kernel|grid: where split partials are merged (default: per launch).
+// QUENCH_DECODE_MERGE=grid|kernel|cta|auto: where split partials are merged (default: grid,
+// the merge kernel after the main grid; auto: merge_place's per-launch rule).
 DecodeSplitMerge merge_from_env() {
   static const DecodeSplitMerge merge = [] {
-    const std::string value = env_switch("QUENCH_DECODE_MERGE", {"auto", "cta", "kernel", "grid"});
+    const std::string value = env_switch("QUENCH_DECODE_MERGE", {"grid", "kernel", "cta", "auto"});
     if (value == "cta") return DecodeSplitMerge::kLastSplitCta;
     if (value == "kernel") return DecodeSplitMerge::kMergeKernel;
-    if (value == "grid") return DecodeSplitMerge::kMergeKernelAfterGrid;
-    return DecodeSplitMerge::kAuto;
+    if (value == "auto") return DecodeSplitMerge::kAuto;
+    return DecodeSplitMerge::kMergeKernelAfterGrid;
   }();
   return merge;
 }
@@ -112,10 +113,12 @@ bool heads_fastest_grid() {
   return heads;
 }
 
-// QUENCH_DECODE_PDL=0: the main kernel without programmatic dependent launch.
-bool main_kernel_pdl_allowed() {
-  static const bool allowed = env_switch("QUENCH_DECODE_PDL", {"0", "1"}) != "0";
-  return allowed;
+// QUENCH_DECODE_PDL=1: the main kernel as a programmatic dependent launch of the kernel before
+// it. Off by default: on the H200 it cost 3.5 us at B64 x 4k (1 split: the next call's CTAs
+// launch early and hold SM slots while they wait) and ~1 us at B1 x 32k.
+bool main_kernel_pdl_enabled() {
+  static const bool enabled = env_switch("QUENCH_DECODE_PDL", {"0", "1"}) == "1";
+  return enabled;
 }
 
 // How one kernel runs on the current device: pipeline depth, shared memory, occupancy.
@@ -263,13 +266,16 @@ LaunchShape launch_shape(const AttentionParams& p) {
 // Where a launch's split partials are merged (DecodeKernelArgs::merge_counters).
 enum class MergePlace { kKernelAfterGrid, kKernelOnArrival, kLastSplitCta };
 
-// The last split CTA of a work item saves the merge kernel and its kernel boundary, but merges
-// the item's rows x splits alone, in rounds of kBatch loads per thread (SplitMerge), where the
-// merge kernel gives every row a CTA of its own: so it merges where one round does (4 rows x 16
-// splits at hd128: B4 x 32k and larger batches), the merge kernel elsewhere (B1 x 32k: 4 rows x
-// 64 splits would be four rounds). The merge kernel's CTAs start on their rows' arrival counts
-// where a (token, KV head) counter fits the counter block and a token's rows lie in one CTA, else
-// after the main grid completes.
+// Default (kDefault, QUENCH_DECODE_MERGE unset): the merge kernel after the main grid, as
+// before the counters existed. The other places are opt-in until measured again: on the H200
+// every one of them ran ~7 us slower per launch (B1 x 1k: 7.3 -> 14.9 us) while all of them
+// merged with a multi-row merge whose ~100 KB of straight-line SASS each merging CTA fetched
+// cold; they now share RowMerge's compact code (decode_row_merge.cuh), which the last split CTA
+// runs once per row of its work item.
+// kAuto: the last split CTA where a work item's rows x splits are few (4 rows x 16 splits at
+// hd128: B4 x 32k and larger batches), the merge kernel elsewhere. The merge kernel's CTAs start
+// on their rows' arrival counts where a (token, KV head) counter fits the counter block and a
+// token's rows lie in one CTA, else after the main grid completes.
 MergePlace merge_place(const LaunchShape& shape, DecodeSplitMerge merge) {
   const AttentionParams& p = shape.args.p;
   const bool item_counters = shape.work_items <= decode::kMaxMergeWorkItems;
@@ -278,19 +284,21 @@ MergePlace merge_place(const LaunchShape& shape, DecodeSplitMerge merge) {
       (shape.args.row_groups == 1 || decode::kRowsPerCta % shape.args.group == 0);
   const MergePlace kernel =
       token_counters ? MergePlace::kKernelOnArrival : MergePlace::kKernelAfterGrid;
-  if (merge == DecodeSplitMerge::kAuto) merge = merge_from_env();
+  if (merge == DecodeSplitMerge::kDefault) merge = merge_from_env();
   switch (merge) {
     case DecodeSplitMerge::kLastSplitCta:
       return item_counters ? MergePlace::kLastSplitCta : kernel;
     case DecodeSplitMerge::kMergeKernel:
       return kernel;
     case DecodeSplitMerge::kMergeKernelAfterGrid:
+    case DecodeSplitMerge::kDefault:
       return MergePlace::kKernelAfterGrid;
+    case DecodeSplitMerge::kAuto:
     default: {
-      const int64_t floats_per_round = int64_t{decode::kThreads} * 16 * 4;  // 16 float4 each
-      const bool one_round =
-          int64_t{shape.rows_per_item} * shape.args.num_splits * p.kv.head_dim <= floats_per_round;
-      return item_counters && one_round ? MergePlace::kLastSplitCta : kernel;
+      const int64_t few_floats = int64_t{decode::kThreads} * 16 * 4;  // 16 float4 per thread
+      const bool few =
+          int64_t{shape.rows_per_item} * shape.args.num_splits * p.kv.head_dim <= few_floats;
+      return item_counters && few ? MergePlace::kLastSplitCta : kernel;
     }
   }
 }
@@ -367,7 +375,7 @@ size_t decode_attention_workspace_bytes(const AttentionParams& params) {
 
 void decode_attention(const AttentionParams& params, void* workspace, size_t workspace_bytes,
                       cudaStream_t stream) {
-  decode_attention(params, workspace, workspace_bytes, stream, DecodeSplitMerge::kAuto);
+  decode_attention(params, workspace, workspace_bytes, stream, DecodeSplitMerge::kDefault);
 }
 
 void decode_attention(const AttentionParams& params, void* workspace, size_t workspace_bytes,
@@ -402,8 +410,9 @@ void decode_attention(const AttentionParams& params, void* workspace, size_t wor
   KvTensorMaps maps{};
   if (shape.info.tma) maps = cached_kv_tensor_maps(params.k_cache, params.v_cache, params.kv);
   void* kernel_args[] = {&args, &maps};
-  // sm_90+: a programmatic dependent launch, so that the launch and the prologue before
-  // wait_for_primary_grid (barrier init, tensor-map prefetch) overlap the previous kernel's end.
+  // sm_90+ with QUENCH_DECODE_PDL=1: a programmatic dependent launch, so that the launch and the
+  // prologue before wait_for_primary_grid (barrier init, tensor-map prefetch) overlap the previous
+  // kernel's end.
   cudaLaunchConfig_t config = {};
   config.gridDim = shape.grid;
   config.blockDim = dim3(static_cast<unsigned>(shape.info.threads));
@@ -413,7 +422,7 @@ void decode_attention(const AttentionParams& params, void* workspace, size_t wor
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
   config.attrs = &attribute;
-  config.numAttrs = shape.dependent_launch && main_kernel_pdl_allowed() ? 1 : 0;
+  config.numAttrs = shape.dependent_launch && main_kernel_pdl_enabled() ? 1 : 0;
   check_cuda(cudaLaunchKernelExC(&config, shape.info.fn, kernel_args), "decode kernel launch");
   if (args.num_splits > 1 && !args.last_split_merges) {
     decode::launch_decode_merge(args, shape.dependent_launch, stream);

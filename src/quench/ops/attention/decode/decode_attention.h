@@ -13,17 +13,17 @@
 // num_seqs, num_kv_heads, max_q_len, max_seq_len and the device's SM count. To capture one graph
 // for many steps, pass the largest max_seq_len (and max_q_len) the graph will see.
 //
-// Split-KV partials are merged either by the last split CTA of each (request, KV head, row group)
-// inside the main kernel, or by a separate merge kernel whose CTAs start on their rows' split
-// arrival counts (or, where those do not fit, after the main grid); decode_attention.cu says
-// which when.
+// Split-KV partials are merged by a separate merge kernel after the main grid (the default), or
+// (opt-in) by the last split CTA of each (request, KV head, row group) inside the main kernel,
+// or by the merge kernel whose CTAs start on their rows' split arrival counts; decode_attention.cu
+// says why and when.
 //
 // Benchmark A/B switches (environment, read once per process; a bad value throws):
 //   QUENCH_DECODE_SWAPPED=0          the row-major tile loop where the swapped one would run
-//   QUENCH_DECODE_MERGE=cta|kernel|grid  where split partials are merged (default: per launch)
+//   QUENCH_DECODE_MERGE=grid|kernel|cta|auto  where split partials are merged (default: grid)
 //   QUENCH_DECODE_SPLITS=1..64       the split count of every launch that would split
 //   QUENCH_DECODE_GRID=splits        blockIdx.x = split instead of KV head
-//   QUENCH_DECODE_PDL=0              the main kernel without programmatic dependent launch
+//   QUENCH_DECODE_PDL=1              the main kernel as a programmatic dependent launch
 #pragma once
 
 #include <cuda_runtime.h>
@@ -52,12 +52,14 @@ size_t decode_attention_workspace_bytes(const AttentionParams& params);
 // The zeroed counter block at the start of a workspace (when its size is not 0).
 inline constexpr size_t kDecodeWorkspaceCounterBytes = 16384;
 
-// Where split-KV partials are merged: kAuto decides per launch (and follows QUENCH_DECODE_MERGE);
-// tests force each place. kLastSplitCta: the last split CTA of each work item (launches with
-// more work items than the counter block holds use the merge kernel); kMergeKernel: the merge
-// kernel, each row as soon as its splits have counted in (where the counters fit, else after the
-// main grid); kMergeKernelAfterGrid: the merge kernel, after the main grid completes.
-enum class DecodeSplitMerge { kAuto, kLastSplitCta, kMergeKernel, kMergeKernelAfterGrid };
+// Where split-KV partials are merged. kDefault: as QUENCH_DECODE_MERGE says (unset: like
+// kMergeKernelAfterGrid); tests force each place. kMergeKernelAfterGrid: the merge kernel, after
+// the main grid completes. kMergeKernel: the merge kernel, each row as soon as its splits have
+// counted in (where the counters fit, else after the main grid). kLastSplitCta: the last split
+// CTA of each work item (launches with more work items than the counter block holds use the
+// merge kernel). kAuto: per launch, the last split CTA where a work item has few rows x splits,
+// else the merge kernel.
+enum class DecodeSplitMerge { kDefault, kMergeKernelAfterGrid, kMergeKernel, kLastSplitCta, kAuto };
 
 // Runs decode attention on `stream`. All pointers in params are device memory.
 // workspace: device memory of at least decode_attention_workspace_bytes(params) bytes whose

@@ -17,7 +17,7 @@
 // - fp32 online softmax in log2 units; k_scale folds into the score scale, v_scale into the
 //   epilogue. With one split the epilogue writes bf16/FP8/NVFP4 output (and lse); with several
 //   it writes fp32 partials that the work item's last split CTA (args.merge_counters) or
-//   decode_merge_kernel combines (SplitMerge, decode_split_merge.cuh).
+//   decode_merge_kernel combines (RowMerge, decode_row_merge.cuh).
 // - sm_90 variant (kTma, head_dim 64/128): a fifth warp streams the tiles in by tensor TMA, one
 //   box per page, KV head and 128-byte column block (decode_kv_tma_producer.cuh); the compute
 //   warps wait on a full mbarrier per stage and release it on an empty one, with no CTA-wide
@@ -36,7 +36,7 @@
 #include "quench/ops/attention/decode/decode_kernel_args.h"
 #include "quench/ops/attention/decode/decode_kv_tma_producer.cuh"
 #include "quench/ops/attention/decode/decode_output.cuh"
-#include "quench/ops/attention/decode/decode_split_merge.cuh"
+#include "quench/ops/attention/decode/decode_row_merge.cuh"
 #include "quench/ops/attention/decode/decode_swapped_tile_loop.cuh"
 #include "quench/ops/attention/decode/decode_tile_layout.h"
 #include "quench/ops/attention/decode/dependent_launch.cuh"
@@ -165,6 +165,24 @@ __device__ __forceinline__ void sync_compute_warps() {
   }
 }
 
+// The split merge of one work item's rows by its last split CTA (the kThreads compute threads):
+// row r = 0..num_rows-1 is query token q_begin + (row0 + r) / group, q head
+// head_base + (row0 + r) % group. One row at a time (RowMerge's compact code, one load round per
+// row); not inlined, so that its loads in flight stay out of the main kernel's register
+// allocation (inlined, ptxas spilled in the swapped kernel).
+template <int kHeadDim, bool kTma>
+__device__ __noinline__ void merge_item_rows(const DecodeKernelArgs& args, int32_t q_begin,
+                                             int32_t row0, int32_t group, int32_t head_base,
+                                             int32_t num_rows,
+                                             typename RowMerge<kHeadDim>::Scratch& scratch,
+                                             int tid) {
+  for (int32_t r = 0; r < num_rows; ++r) {
+    const int64_t token = q_begin + (row0 + r) / group;
+    const int64_t row = token * args.p.num_q_heads + head_base + (row0 + r) % group;
+    RowMerge<kHeadDim>::merge_row(args, row, scratch, tid, [] { sync_compute_warps<kTma>(); });
+  }
+}
+
 // maps: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv) for the TMA kernel;
 // unused (any value) by the cp.async kernel.
 // kSwapped (TMA kernel only): the tile loop of decode_swapped_tile_loop.cuh, for launches whose
@@ -227,11 +245,11 @@ __global__ void __launch_bounds__(
   // Everything below may read what the previous kernel in the stream wrote (q, the metadata, the
   // KV cache) or write what it reads (the workspace, the output).
   wait_for_primary_grid();
-  // The next kernel (the merge kernel, or the next step's first kernel) may launch once every
-  // CTA of this grid got here, i.e. all of them are resident or done: the merge kernel's CTAs
-  // then wait on the splits' arrival counters without ever holding a slot this grid needs, and
-  // a kernel that waits for this grid's completion has its launch and prologue done by then.
-  allow_dependent_launch();
+  // With arrival counters, the merge kernel (a programmatic dependent) may launch once every CTA
+  // of this grid got here, i.e. all of them are resident or done: its CTAs then wait on the
+  // counters without ever holding a slot this grid needs. Without counters, dependents launch
+  // from the end of the tile loop instead (below), as before the counters existed.
+  if (args.merge_counters != nullptr) allow_dependent_launch();
 
   const int32_t seq = static_cast<int32_t>(blockIdx.z) / args.row_groups;
   const int32_t row0 = static_cast<int32_t>(blockIdx.z) % args.row_groups * kRowsPerCta;
@@ -266,7 +284,7 @@ __global__ void __launch_bounds__(
   // itself in; the last of the work item's num_splits CTAs merges the item's rows. Run by the
   // kThreads compute threads; `scratch` is shared memory that nothing reads any more.
   auto merge_if_last_split = [&](uint8_t* scratch_bytes) {
-    using Merge = SplitMerge<kHeadDim, kRowsPerCta>;
+    using Merge = RowMerge<kHeadDim>;
     static_assert(sizeof(typename Merge::Scratch) <= T::kCombineBytes,
                   "the merge scratch fits where the combine buffer does");
     auto& scratch = *reinterpret_cast<typename Merge::Scratch*>(scratch_bytes);
@@ -283,13 +301,8 @@ __global__ void __launch_bounds__(
     sync_compute_warps<kTma>();
     if (scratch.is_last == 0u) return;
     __threadfence();  // the other splits' partials (fenced before their counts) are read after
-    MergeRows rows;
-    rows.q_begin = q_begin;
-    rows.row0 = row0;
-    rows.group = group;
-    rows.head_base = kv_head * group;
-    rows.num_rows = num_rows;
-    Merge::merge_rows(args, rows, scratch, tid, [] { sync_compute_warps<kTma>(); });
+    merge_item_rows<kHeadDim, kTma>(args, q_begin, row0, group, kv_head * group, num_rows, scratch,
+                                    tid);
   };
 
   // Merge kernel on arrival (args.merge_counters, not args.last_split_merges): after the CTA's
@@ -573,6 +586,7 @@ __global__ void __launch_bounds__(
     swapped_pipe.kv_end = kv_end;
     SwappedTileLoop<T> loop;
     loop.run(rows, swapped_pipe, warp, lane);
+    if (args.merge_counters == nullptr) allow_dependent_launch();  // as below
     sync_compute_warps<kTma>();  // every warp is done with the stages: reuse them to combine
     loop.store(stat_max, stat_sum, reinterpret_cast<float*>(pipe), warp, lane);
     sync_compute_warps<kTma>();
@@ -812,6 +826,10 @@ __global__ void __launch_bounds__(
     }
   }
   if constexpr (!kTma) cp_async_wait_pending(0);
+  // Without arrival counters the split merge (launched as a programmatic dependent of this grid)
+  // may start now: its launch overlaps this epilogue, and it waits for this grid's completion
+  // before reading.
+  if (args.merge_counters == nullptr) allow_dependent_launch();
   // Every warp is done with the pipeline buffers (and every bulk copy has landed: each tile's
   // full barrier completed): reuse them to combine.
   sync_compute_warps<kTma>();

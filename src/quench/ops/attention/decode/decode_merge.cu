@@ -1,14 +1,14 @@
 // Split-KV merge kernel: one CTA per output row (query token, q head), each merging its row with
-// SplitMerge::merge_rows (decode_split_merge.cuh). The host launches it where the main kernel's
-// last split CTAs do not merge (see decode_attention.cu), as a programmatic dependent of the
-// main kernel on sm_90+: its CTAs are resident while the main kernel runs and merge a row as soon
-// as its splits have counted in (args.merge_counters), or, without counters, once the main grid
-// has completed.
+// RowMerge::merge_row (decode_row_merge.cuh, compact code: every CTA fetches it cold). The host
+// launches it where the main kernel's last split CTAs do not merge (see decode_attention.cu), as
+// a programmatic dependent of the main kernel on sm_90+. Without counters (the default) it waits
+// for the main grid's completion; with args.merge_counters its CTAs are resident while the main
+// kernel runs and merge a row as soon as its splits have counted in.
 #include <cuda_runtime.h>
 
 #include "quench/core/error.h"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
-#include "quench/ops/attention/decode/decode_split_merge.cuh"
+#include "quench/ops/attention/decode/decode_row_merge.cuh"
 #include "quench/ops/attention/decode/dependent_launch.cuh"
 
 namespace quench::decode {
@@ -28,7 +28,7 @@ __device__ __forceinline__ uint32_t load_acquire(const uint32_t* address) {
 template <int kHeadDim>
 __global__ void __launch_bounds__(kMergeThreads)
     decode_merge_kernel(const __grid_constant__ DecodeKernelArgs args) {
-  using Merge = SplitMerge<kHeadDim, 1>;
+  using Merge = RowMerge<kHeadDim>;
   __shared__ typename Merge::Scratch scratch;
   // Without counters: the partials are complete and visible past this point.
   if (args.merge_counters == nullptr) wait_for_primary_grid();
@@ -38,14 +38,11 @@ __global__ void __launch_bounds__(kMergeThreads)
   const int64_t rows = static_cast<int64_t>(args.p.num_tokens) * args.p.num_q_heads;
   const int tid = static_cast<int>(threadIdx.x);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    MergeRows one;
-    one.q_begin = static_cast<int32_t>(row / args.p.num_q_heads);
-    one.head_base = static_cast<int32_t>(row % args.p.num_q_heads);
+    const int64_t token = row / args.p.num_q_heads;
+    const int32_t kv_head = static_cast<int32_t>(row % args.p.num_q_heads) / args.group;
     uint32_t* counter = args.merge_counters == nullptr
                             ? nullptr
-                            : args.merge_counters +
-                                  static_cast<int64_t>(one.q_begin) * args.p.kv.num_kv_heads +
-                                  one.head_base / args.group;
+                            : args.merge_counters + token * args.p.kv.num_kv_heads + kv_head;
     if (counter != nullptr) {
       if (tid == 0) {
         // Every split CTA counts in within one main kernel's run (microseconds to
@@ -60,7 +57,7 @@ __global__ void __launch_bounds__(kMergeThreads)
       __syncthreads();
       __threadfence();  // the splits' partials (fenced before their counts) are read after
     }
-    Merge::merge_rows(args, one, scratch, tid, [] { __syncthreads(); });
+    Merge::merge_row(args, row, scratch, tid, [] { __syncthreads(); });
     // The group-th merge of the (token, KV head) wraps its counter back to 0.
     if (counter != nullptr && tid == 0)
       atomicInc(counter, static_cast<uint32_t>(args.num_splits + args.group - 1));
