@@ -236,6 +236,8 @@ void run_shape(const DecodeShape& shape, DType kv_dtype, int32_t page_size, DTyp
     p.out_dtype = out_dtype;
     const size_t workspace_bytes = decode_attention_workspace_bytes(p);
     DeviceBuffer workspace(workspace_bytes);
+    // The split-merge counters at its start must be zero before the first call.
+    if (workspace_bytes > 0) QUENCH_CUDA_CHECK(cudaMemset(workspace.get(), 0, workspace_bytes));
     const int splits = decode_attention_num_splits(p);
     cudaStream_t stream;
     QUENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

@@ -62,7 +62,9 @@ class AttentionKernel {
   virtual SupportCheck check(const AttentionConfig& config, AttentionPhase phase) const = 0;
 
   // Scratch memory run() needs for `params` (in the kernel's memory space), e.g. split-KV
-  // partials; 0 for most kernels. The caller allocates it once, before any graph capture.
+  // partials; 0 for most kernels. The caller allocates it once, before any graph capture, and
+  // zeroes it then: a kernel may keep state there that each run leaves as it found it (decode's
+  // split-merge counters).
   virtual size_t workspace_bytes(const AttentionParams& params) const {
     (void)params;
     return 0;

@@ -81,7 +81,8 @@ struct AttentionOpArgs {
   float* lse = nullptr;  // optional [num_tokens, num_q_heads]
 
   // Scratch for the kernels (split-KV partials), in their memory space: at least
-  // AttentionOp::workspace_bytes(args) bytes, allocated once before graph capture.
+  // AttentionOp::workspace_bytes(args) bytes, allocated once before graph capture and zeroed
+  // then (decode keeps split-merge counters there that every run returns to zero).
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
 };

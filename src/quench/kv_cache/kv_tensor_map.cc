@@ -3,6 +3,9 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "quench/core/error.h"
 
 namespace quench {
@@ -23,6 +26,24 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled_entry() {
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
   }();
   return entry;
+}
+
+// L2 promotion of the maps' loads: 256 bytes unless QUENCH_KV_TMA_L2_PROMOTION=none|64|128|256
+// says otherwise (a benchmark A/B switch, read once). An NHD box row is one head's 128 bytes of
+// a token row whose next 128 bytes are the next head's: 256-byte promotion brings those into L2
+// for the CTA of that head (a hit if it reads them soon, a wasted DRAM read if not).
+CUtensorMapL2promotion l2_promotion() {
+  static const CUtensorMapL2promotion promotion = [] {
+    const char* value = std::getenv("QUENCH_KV_TMA_L2_PROMOTION");
+    const std::string name = value == nullptr ? "" : value;
+    if (name.empty() || name == "256") return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+    if (name == "none") return CU_TENSOR_MAP_L2_PROMOTION_NONE;
+    if (name == "64") return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
+    QUENCH_REQUIRE(name == "128", "make_kv_tensor_map: QUENCH_KV_TMA_L2_PROMOTION=", name,
+                   " is not supported; allowed: none, 64, 128, 256");
+    return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+  }();
+  return promotion;
 }
 
 }  // namespace
@@ -71,11 +92,10 @@ CUtensorMap make_kv_tensor_map(const void* cache, const KvCacheLayout& kv) {
       kv.dtype == DType::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
   const std::array<cuuint32_t, 4> element_strides = {1, 1, 1, 1};
   CUtensorMap map;
-  const CUresult status =
-      encode_tiled_entry()(&map, type, 4, const_cast<void*>(cache), shape.dims.data(),
-                           shape.strides_bytes.data(), shape.box.data(), element_strides.data(),
-                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult status = encode_tiled_entry()(
+      &map, type, 4, const_cast<void*>(cache), shape.dims.data(), shape.strides_bytes.data(),
+      shape.box.data(), element_strides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, l2_promotion(), CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   QUENCH_REQUIRE(status == CUDA_SUCCESS,
                  "make_kv_tensor_map: cuTensorMapEncodeTiled failed (CUresult ",
                  static_cast<int>(status), ") for ", kv.describe());

@@ -39,7 +39,9 @@ KvTensorMapShape kv_tensor_map_shape(const KvCacheLayout& kv);
 
 // A tensor map over the K or V tensor at device address `cache` (laid out as `kv`, 16-byte
 // aligned). Throws quench::Error when the layout is not served (see above), the driver has no
-// cuTensorMapEncodeTiled, or the driver rejects the map (with its status).
+// cuTensorMapEncodeTiled, or the driver rejects the map (with its status). Loads promote to 256
+// bytes in L2 unless the benchmark switch QUENCH_KV_TMA_L2_PROMOTION=none|64|128 says otherwise
+// (decode and prefill alike; read once per process).
 CUtensorMap make_kv_tensor_map(const void* cache, const KvCacheLayout& kv);
 
 // The maps of one layer's K and V tensors, as a kernel takes them (a __grid_constant__

@@ -152,6 +152,10 @@ LayerStepResult run_layer_step_device(const LayerWorkload& w,
   const AttentionOp op(selection, scales, layer_attention_settings(w));
   AttentionOpArgs args = layer_attention_args(w, selection, b, view);
   const DeviceBuffer attention_workspace(op.workspace_bytes(args));
+  if (attention_workspace.bytes() > 0) {  // zeroed once: decode's split counters live there
+    check_cuda(cudaMemset(attention_workspace.as<void>(), 0, attention_workspace.bytes()),
+               "cudaMemset(attention workspace)");
+  }
   args.workspace = attention_workspace.as<void>();
   args.workspace_bytes = attention_workspace.bytes();
 

@@ -1,8 +1,10 @@
 // GPU decode attention against the CPU reference (SPEC §3 tolerances) over the grid of query /
 // KV / output dtypes, GQA group sizes, head dims, page sizes, layouts and lengths (1 to 128k),
 // with non-unit per-head scales, windows, soft-cap, sinks, padding requests and multi-token
-// (speculative) queries. Every case runs twice: with a workspace (split-KV where the launcher
-// picks it, then the merge kernel) and without one (one CTA per request and KV head).
+// (speculative) queries. Every case runs in every workspace mode (decode_test_support.h): with a
+// workspace (split-KV where the launcher picks it, merged by the last split CTAs, twice, and by
+// the merge kernel on arrival and after the main grid) and without one (one CTA per request and
+// KV head).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -195,6 +197,12 @@ std::vector<DecodeCase> decode_cases() {
     c.out_dtype = DType::kFP8E4M3;
     c.o_scale = 0.01f;
   });
+  // GQA group 3: a row group of 16 rows ends inside a token's 3 rows, so the merge kernel
+  // cannot count a token's splits in one CTA and waits for the main grid instead.
+  feature("multi_token_g3_straddling_row_groups", [](AttentionProblemConfig& c) {
+    c.num_q_heads = 6;
+    c.seqs = {{6, 500}, {1, 2000}, {0, 0}};
+  });
   feature("batch_64_no_split", [](AttentionProblemConfig& c) {
     c.num_kv_heads = 8;
     c.num_q_heads = 32;
@@ -234,7 +242,7 @@ TEST(DecodeAttentionGpuGraph, CapturedLaunchMatchesReference) {
   problem.compute_reference();
   AttentionDeviceProblem device(problem);
   const AttentionParams& params = device.params();
-  DeviceBuffer workspace(decode_attention_workspace_bytes(params));
+  const DeviceBuffer workspace = zeroed_decode_workspace(params);
   cudaStream_t stream;
   QUENCH_CUDA_CHECK(cudaStreamCreate(&stream));
   cudaGraph_t graph;
@@ -255,6 +263,118 @@ TEST(DecodeAttentionGpuGraph, CapturedLaunchMatchesReference) {
   QUENCH_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
+// The in-kernel split merge (the last split CTA of each request and KV head merges; its arrival
+// counters at the start of the workspace return to zero after every call).
+class DecodeAttentionGpuSplitMerge : public ::testing::Test {
+ protected:
+  // FP8 KV with per-head scales and sinks; one long request, a padding request (seq_len 0),
+  // one with a window shorter than its length and one of a single tile: with 2 KV heads the
+  // launcher splits every request (4 x 2 work items on a GPU of >= 100 SMs).
+  static AttentionProblemConfig split_config(int32_t group, uint64_t seed) {
+    AttentionProblemConfig c =
+        grid_config(DType::kFP8E4M3, DType::kBF16, group, 128, 16, KvLayout::kNHD, seed);
+    c.seqs = {{1, 6000}, {0, 0}, {1, 3000}, {1, 40}};
+    c.sinks = true;
+    return c;
+  }
+
+  static void expect_matches(const AttentionDeviceProblem& device, const std::string& what) {
+    const CompareResult out = device.compare_output(tolerance::kDecodeBf16QFp8Kv);
+    EXPECT_TRUE(out.ok) << what << ": output: " << out.summary();
+    const CompareResult lse = device.compare_lse(Tolerance{2e-3, 5e-3});
+    EXPECT_TRUE(lse.ok) << what << ": lse: " << lse.summary();
+  }
+};
+
+// A window: the split CTAs past the window's tiles are empty and still count themselves in.
+TEST_F(DecodeAttentionGpuSplitMerge, WindowWithEmptySplitsMatchesReference) {
+  AttentionProblemConfig c = split_config(4, 31);
+  c.window_left = 700;
+  c.nan_before_window = true;
+  AttentionProblem problem(c);
+  problem.compute_reference();
+  AttentionDeviceProblem device(problem);
+  ASSERT_GT(decode_attention_num_splits(device.params()), 1) << "the test needs KV splits";
+  const DeviceBuffer workspace = zeroed_decode_workspace(device.params());
+  const DecodeSplitMerge merges[] = {
+      DecodeSplitMerge::kLastSplitCta, DecodeSplitMerge::kMergeKernel,
+      DecodeSplitMerge::kLastSplitCta, DecodeSplitMerge::kMergeKernel};
+  for (int run = 0; run < 4; ++run) {
+    device.poison_outputs();
+    decode_attention(device.params(), workspace.get(), workspace.bytes(), nullptr, merges[run]);
+    QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+    expect_matches(device, "run " + std::to_string(run) +
+                               (run % 2 == 0 ? " (last split CTA)" : " (merge kernel)"));
+    expect_merge_counters_zero(workspace);
+  }
+}
+
+// A CUDA graph of back-to-back calls on one workspace (merged by the last split CTAs, by the
+// merge kernel on arrival, after the main grid, and by the last split CTAs again), replayed:
+// every call starts from the counters the previous one left (and, on sm_90, each kernel is a
+// programmatic dependent of the one before it).
+TEST_F(DecodeAttentionGpuSplitMerge, GraphReplaysReuseTheWorkspace) {
+  AttentionProblem problem(split_config(4, 32));
+  problem.compute_reference();
+  AttentionDeviceProblem device(problem);
+  const AttentionParams& params = device.params();
+  ASSERT_GT(decode_attention_num_splits(params), 1) << "the test needs KV splits";
+  const DeviceBuffer workspace = zeroed_decode_workspace(params);
+  cudaStream_t stream;
+  QUENCH_CUDA_CHECK(cudaStreamCreate(&stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  QUENCH_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  for (DecodeSplitMerge merge :
+       {DecodeSplitMerge::kLastSplitCta, DecodeSplitMerge::kMergeKernel,
+        DecodeSplitMerge::kMergeKernelAfterGrid, DecodeSplitMerge::kLastSplitCta}) {
+    decode_attention(params, workspace.get(), workspace.bytes(), stream, merge);
+  }
+  QUENCH_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  QUENCH_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 3; ++replay) {
+    device.poison_outputs();
+    QUENCH_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    QUENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+    expect_matches(device, "replay " + std::to_string(replay));
+    expect_merge_counters_zero(workspace);
+  }
+  QUENCH_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  QUENCH_CUDA_CHECK(cudaGraphDestroy(graph));
+  QUENCH_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// Two shapes (GQA group 4 and 2, different split counts and partial sizes) take turns on one
+// workspace sized for the larger, with every merge place: the counter block stays where it is.
+TEST_F(DecodeAttentionGpuSplitMerge, ShapesShareOneWorkspace) {
+  AttentionProblem first(split_config(4, 33));
+  AttentionProblemConfig c = split_config(2, 34);
+  c.seqs = {{1, 9000}, {1, 300}};
+  AttentionProblem second(c);
+  first.compute_reference();
+  second.compute_reference();
+  AttentionDeviceProblem first_device(first);
+  AttentionDeviceProblem second_device(second);
+  const DeviceBuffer workspace =
+      zeroed_decode_workspace(decode_attention_workspace_bytes(first_device.params()) >
+                                      decode_attention_workspace_bytes(second_device.params())
+                                  ? first_device.params()
+                                  : second_device.params());
+  const DecodeSplitMerge merges[] = {DecodeSplitMerge::kLastSplitCta,
+                                     DecodeSplitMerge::kMergeKernel,
+                                     DecodeSplitMerge::kMergeKernelAfterGrid};
+  for (int turn = 0; turn < 6; ++turn) {
+    AttentionDeviceProblem& device = turn % 2 == 0 ? first_device : second_device;
+    device.poison_outputs();
+    decode_attention(device.params(), workspace.get(), workspace.bytes(), nullptr,
+                     merges[turn / 2]);
+    QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+    expect_matches(device,
+                   "turn " + std::to_string(turn) + (turn % 2 == 0 ? " (group 4)" : " (group 2)"));
+    expect_merge_counters_zero(workspace);
+  }
+}
+
 // An all-padding batch launches nothing and writes nothing.
 TEST(DecodeAttentionGpuPadding, AllPaddingBatchWritesNothing) {
   AttentionProblemConfig c =
@@ -262,7 +382,7 @@ TEST(DecodeAttentionGpuPadding, AllPaddingBatchWritesNothing) {
   c.seqs = {{0, 0}, {0, 0}};
   AttentionProblem problem(c);
   AttentionDeviceProblem device(problem);
-  DeviceBuffer workspace(decode_attention_workspace_bytes(device.params()));
+  const DeviceBuffer workspace = zeroed_decode_workspace(device.params());
   decode_attention(device.params(), workspace.get(), workspace.bytes(), nullptr);
   QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_EQ(device.download_out(), problem.poisoned_out());

@@ -12,7 +12,8 @@
 //   zero-filled past head_dim (hd64 e4m3) and two boxes per page (hd128 bf16); hd256 e5m2 runs
 //   the cp.async kernel everywhere (no TMA variant);
 // - multi-token rows, whose rows see different windows inside one tile.
-// Every case runs with a workspace (split-KV + merge) and without one (one split: most tiles).
+// Every case runs with a workspace (split-KV, merged in the kernel and by the merge kernel) and
+// without one (one split: most tiles).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 

@@ -20,24 +20,63 @@
 
 namespace quench::testing_support {
 
-// Runs decode_attention on `device` twice over poisoned outputs: with a workspace (the KV splits
-// the launcher chooses, and their merge) and without one (one split), calling check() after
-// each run under a trace that names the mode.
+// A workspace for `params`, zeroed as decode_attention_workspace_bytes asks.
+inline DeviceBuffer zeroed_decode_workspace(const AttentionParams& params) {
+  DeviceBuffer workspace(decode_attention_workspace_bytes(params));
+  if (workspace.bytes() > 0) QUENCH_CUDA_CHECK(cudaMemset(workspace.get(), 0, workspace.bytes()));
+  return workspace;
+}
+
+// The workspace's merge counters are zero again (every call must leave them so).
+inline void expect_merge_counters_zero(const DeviceBuffer& workspace) {
+  if (workspace.bytes() == 0) return;
+  std::vector<uint32_t> counters(kDecodeWorkspaceCounterBytes / sizeof(uint32_t));
+  QUENCH_CUDA_CHECK(cudaMemcpy(counters.data(), workspace.get(), kDecodeWorkspaceCounterBytes,
+                               cudaMemcpyDeviceToHost));
+  int64_t nonzero = 0;
+  std::string first;
+  for (size_t i = 0; i < counters.size(); ++i) {
+    if (counters[i] != 0 && nonzero++ < 4) {
+      first += " [" + std::to_string(i) + "]=" + std::to_string(counters[i]);
+    }
+  }
+  EXPECT_EQ(nonzero, 0) << "merge counters left nonzero:" << first;
+}
+
+// Runs decode_attention on `device` over poisoned outputs in every workspace mode, calling
+// check() after each run under a trace that names the mode: with one workspace (the KV splits
+// the launcher chooses) merged by the last split CTAs twice (the second run finds the counters
+// the first left), by the merge kernel on the splits' arrival counts, and by the merge kernel
+// after the main grid; and without a workspace (one split).
 template <class Check>
-void run_decode_in_both_workspace_modes(AttentionDeviceProblem& device, const Check& check) {
+void run_decode_in_all_workspace_modes(AttentionDeviceProblem& device, const Check& check) {
   const AttentionParams& params = device.params();
-  const size_t workspace_bytes = decode_attention_workspace_bytes(params);
-  DeviceBuffer workspace(workspace_bytes);
+  const DeviceBuffer workspace = zeroed_decode_workspace(params);
   const int splits = decode_attention_num_splits(params);
-  for (bool use_workspace : {true, false}) {
-    SCOPED_TRACE(use_workspace ? "with workspace: " + std::to_string(splits) + " KV splits"
-                               : std::string("without workspace: 1 KV split"));
+  struct Mode {
+    const char* name;
+    bool use_workspace;
+    DecodeSplitMerge merge;
+  };
+  const Mode modes[] = {
+      {"merged by the last split CTAs", true, DecodeSplitMerge::kLastSplitCta},
+      {"merged by the last split CTAs, second run on the same workspace", true,
+       DecodeSplitMerge::kLastSplitCta},
+      {"merged by the merge kernel on arrival", true, DecodeSplitMerge::kMergeKernel},
+      {"merged by the merge kernel after the main grid", true,
+       DecodeSplitMerge::kMergeKernelAfterGrid},
+      {"without workspace: 1 KV split", false, DecodeSplitMerge::kDefault}};
+  for (const Mode& mode : modes) {
+    SCOPED_TRACE(mode.use_workspace
+                     ? "with workspace, " + std::to_string(splits) + " KV splits, " + mode.name
+                     : std::string(mode.name));
     device.poison_outputs();
-    decode_attention(params, use_workspace ? workspace.get() : nullptr,
-                     use_workspace ? workspace_bytes : 0, nullptr);
+    decode_attention(params, mode.use_workspace ? workspace.get() : nullptr,
+                     mode.use_workspace ? workspace.bytes() : 0, nullptr, mode.merge);
     QUENCH_CUDA_CHECK(cudaGetLastError());
     QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
     check();
+    expect_merge_counters_zero(workspace);
   }
 }
 
@@ -117,7 +156,7 @@ inline void expect_fp8_close(const AttentionProblem& problem, const std::vector<
       << flips << " of " << actual.size() << " FP8 outputs are one code from the reference's";
 }
 
-// decode_attention on `config` matches the CPU reference in both workspace modes: the output at
+// decode_attention on `config` matches the CPU reference in every workspace mode: the output at
 // SPEC's decode tolerance (FP8 / NVFP4 outputs by the rules above) and the LSE.
 inline void expect_decode_matches_reference(const AttentionProblemConfig& config) {
   AttentionProblem problem(config);
@@ -131,7 +170,7 @@ inline void expect_decode_matches_reference(const AttentionProblemConfig& config
 
   const std::vector<float> truth =
       config.out_dtype == DType::kNVFP4 ? reference_bf16_values(problem) : std::vector<float>();
-  run_decode_in_both_workspace_modes(device, [&] {
+  run_decode_in_all_workspace_modes(device, [&] {
     if (config.out_dtype == DType::kNVFP4) {
       expect_nvfp4_close(problem, truth, device.download_out(), device.download_block_scales(),
                          out_tolerance);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <string>
@@ -59,14 +60,65 @@ DecodeKernelInfo kernel_info(const AttentionParams& p, bool tma, bool swapped) {
   }
 }
 
-// The swapped-operand loop runs wherever it applies unless the environment sets
-// QUENCH_DECODE_SWAPPED=0 (an A/B switch against the row-major loop for benchmarks); read once.
+// Benchmark A/B switches (decode_attention.h lists them), each read once per process.
+// A switch set to a value outside `allowed` throws, naming both.
+std::string env_switch(const char* name, std::initializer_list<const char*> allowed) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return "";
+  for (const char* option : allowed) {
+    if (std::string(value) == option) return value;
+  }
+  std::string options;
+  for (const char* option : allowed)
+    options += std::string(options.empty() ? "" : ", ") + option;
+  fail(str_cat("decode attention: ", name, "=", value, " is not supported; allowed: ", options));
+}
+
+// QUENCH_DECODE_SWAPPED=0: the row-major loop where the swapped-operand loop would run.
 bool swapped_loop_allowed() {
-  static const bool allowed = [] {
-    const char* value = std::getenv("QUENCH_DECODE_SWAPPED");
-    return value == nullptr || std::string(value) != "0";
-  }();
+  static const bool allowed = env_switch("QUENCH_DECODE_SWAPPED", {"0", "1"}) != "0";
   return allowed;
+}
+
+// QUENCH_DECODE_MERGE=grid|kernel|cta|auto: where split partials are merged (default: grid,
+// the merge kernel after the main grid; auto: merge_place's per-launch rule).
+DecodeSplitMerge merge_from_env() {
+  static const DecodeSplitMerge merge = [] {
+    const std::string value = env_switch("QUENCH_DECODE_MERGE", {"grid", "kernel", "cta", "auto"});
+    if (value == "cta") return DecodeSplitMerge::kLastSplitCta;
+    if (value == "kernel") return DecodeSplitMerge::kMergeKernel;
+    if (value == "auto") return DecodeSplitMerge::kAuto;
+    return DecodeSplitMerge::kMergeKernelAfterGrid;
+  }();
+  return merge;
+}
+
+// QUENCH_DECODE_SPLITS=1..64: the KV split count of every launch that would split (0: chosen).
+int32_t splits_from_env() {
+  static const int32_t splits = [] {
+    const char* value = std::getenv("QUENCH_DECODE_SPLITS");
+    if (value == nullptr || *value == '\0') return 0;
+    const int parsed = std::atoi(value);
+    QUENCH_REQUIRE(parsed >= 1 && parsed <= decode::kMaxSplits,
+                   "decode attention: QUENCH_DECODE_SPLITS=", value,
+                   " is not supported; allowed: 1..", decode::kMaxSplits);
+    return parsed;
+  }();
+  return splits;
+}
+
+// QUENCH_DECODE_GRID=splits: blockIdx.x = split (the KV heads of a split dispatched apart).
+bool heads_fastest_grid() {
+  static const bool heads = env_switch("QUENCH_DECODE_GRID", {"heads", "splits"}) != "splits";
+  return heads;
+}
+
+// QUENCH_DECODE_PDL=1: the main kernel as a programmatic dependent launch of the kernel before
+// it. Off by default: on the H200 it cost 3.5 us at B64 x 4k (1 split: the next call's CTAs
+// launch early and hold SM slots while they wait) and ~1 us at B1 x 32k.
+bool main_kernel_pdl_enabled() {
+  static const bool enabled = env_switch("QUENCH_DECODE_PDL", {"0", "1"}) == "1";
+  return enabled;
 }
 
 // How one kernel runs on the current device: pipeline depth, shared memory, occupancy.
@@ -167,7 +219,9 @@ struct LaunchShape {
   DecodeKernelInfo info;
   DecodeKernelArgs args;
   int32_t smem_bytes = 0;
-  bool dependent_merge = false;
+  bool dependent_launch = false;  // sm_90+: both kernels as programmatic dependent launches
+  int64_t work_items = 0;         // (request, KV head, row group)
+  int32_t rows_per_item = 0;      // query rows one CTA holds, at most
   dim3 grid;
 };
 
@@ -187,7 +241,7 @@ LaunchShape launch_shape(const AttentionParams& p) {
   const KernelLaunchConfig config = launch_config(shape.info, device);
   args.num_stages = config.num_stages;
   shape.smem_bytes = config.smem_bytes;
-  shape.dependent_merge = major >= 9;  // the merge as a programmatic dependent launch
+  shape.dependent_launch = major >= 9;
   const int64_t slots = static_cast<int64_t>(config.sm_count) * std::max(config.ctas_per_sm, 1);
   const int64_t base = static_cast<int64_t>(p.num_seqs) * p.kv.num_kv_heads * args.row_groups;
   // KV tokens one CTA may visit: the whole sequence, or the window (+1 tile of misalignment).
@@ -198,17 +252,67 @@ LaunchShape launch_shape(const AttentionParams& p) {
   }
   const int64_t tiles = (visible + decode::kTileTokens - 1) / decode::kTileTokens;
   args.num_splits = static_cast<int32_t>(choose_num_splits(base, slots, tiles));
-  shape.grid =
-      dim3(static_cast<unsigned>(args.num_splits), static_cast<unsigned>(p.kv.num_kv_heads),
-           static_cast<unsigned>(p.num_seqs * args.row_groups));
+  if (splits_from_env() > 0 && args.num_splits > 1) args.num_splits = splits_from_env();
+  shape.work_items = base;
+  shape.rows_per_item = std::min(p.max_q_len * args.group, decode::kRowsPerCta);
+  args.heads_fastest = heads_fastest_grid();
+  const auto splits = static_cast<unsigned>(args.num_splits);
+  const auto heads = static_cast<unsigned>(p.kv.num_kv_heads);
+  shape.grid = dim3(args.heads_fastest ? heads : splits, args.heads_fastest ? splits : heads,
+                    static_cast<unsigned>(p.num_seqs * args.row_groups));
   return shape;
 }
 
+// Where a launch's split partials are merged (DecodeKernelArgs::merge_counters).
+enum class MergePlace { kKernelAfterGrid, kKernelOnArrival, kLastSplitCta };
+
+// Default (kDefault, QUENCH_DECODE_MERGE unset): the merge kernel after the main grid, as
+// before the counters existed. The other places are opt-in until measured again: on the H200
+// every one of them ran ~7 us slower per launch (B1 x 1k: 7.3 -> 14.9 us) while all of them
+// merged with a multi-row merge whose ~100 KB of straight-line SASS each merging CTA fetched
+// cold; they now share RowMerge's compact code (decode_row_merge.cuh), which the last split CTA
+// runs once per row of its work item.
+// kAuto: the last split CTA where a work item's rows x splits are few (4 rows x 16 splits at
+// hd128: B4 x 32k and larger batches), the merge kernel elsewhere. The merge kernel's CTAs start
+// on their rows' arrival counts where a (token, KV head) counter fits the counter block and a
+// token's rows lie in one CTA, else after the main grid completes.
+MergePlace merge_place(const LaunchShape& shape, DecodeSplitMerge merge) {
+  const AttentionParams& p = shape.args.p;
+  const bool item_counters = shape.work_items <= decode::kMaxMergeWorkItems;
+  const bool token_counters =
+      static_cast<int64_t>(p.num_tokens) * p.kv.num_kv_heads <= decode::kMaxMergeWorkItems &&
+      (shape.args.row_groups == 1 || decode::kRowsPerCta % shape.args.group == 0);
+  const MergePlace kernel =
+      token_counters ? MergePlace::kKernelOnArrival : MergePlace::kKernelAfterGrid;
+  if (merge == DecodeSplitMerge::kDefault) merge = merge_from_env();
+  switch (merge) {
+    case DecodeSplitMerge::kLastSplitCta:
+      return item_counters ? MergePlace::kLastSplitCta : kernel;
+    case DecodeSplitMerge::kMergeKernel:
+      return kernel;
+    case DecodeSplitMerge::kMergeKernelAfterGrid:
+    case DecodeSplitMerge::kDefault:
+      return MergePlace::kKernelAfterGrid;
+    case DecodeSplitMerge::kAuto:
+    default: {
+      const int64_t few_floats = int64_t{decode::kThreads} * 16 * 4;  // 16 float4 per thread
+      const bool few =
+          int64_t{shape.rows_per_item} * shape.args.num_splits * p.kv.head_dim <= few_floats;
+      return item_counters && few ? MergePlace::kLastSplitCta : kernel;
+    }
+  }
+}
+
+// Workspace layout (num_splits > 1): the merge counters [kMaxMergeWorkItems] uint32 at offset 0
+// (a fixed block, so that calls of any shape sharing one workspace keep it zeroed), then
+// partial_o and partial_lse (DecodeKernelArgs).
+static_assert(kDecodeWorkspaceCounterBytes == decode::kMaxMergeWorkItems * sizeof(uint32_t));
 size_t workspace_bytes_for(const AttentionParams& p, int32_t num_splits) {
   if (num_splits <= 1) return 0;
   const size_t rows = static_cast<size_t>(num_splits) * static_cast<size_t>(p.num_tokens) *
                       static_cast<size_t>(p.num_q_heads);
-  return rows * (static_cast<size_t>(p.kv.head_dim) + 1) * sizeof(float);
+  return kDecodeWorkspaceCounterBytes +
+         rows * (static_cast<size_t>(p.kv.head_dim) + 1) * sizeof(float);
 }
 
 }  // namespace
@@ -271,20 +375,31 @@ size_t decode_attention_workspace_bytes(const AttentionParams& params) {
 
 void decode_attention(const AttentionParams& params, void* workspace, size_t workspace_bytes,
                       cudaStream_t stream) {
+  decode_attention(params, workspace, workspace_bytes, stream, DecodeSplitMerge::kDefault);
+}
+
+void decode_attention(const AttentionParams& params, void* workspace, size_t workspace_bytes,
+                      cudaStream_t stream, DecodeSplitMerge merge) {
   validate_decode_attention_params(params);
   if (params.num_seqs == 0 || params.num_tokens == 0) return;
   LaunchShape shape = launch_shape(params);
   DecodeKernelArgs& args = shape.args;
   if (workspace == nullptr) {
     args.num_splits = 1;
-    shape.grid.x = 1;
+    (args.heads_fastest ? shape.grid.y : shape.grid.x) = 1;
   } else if (args.num_splits > 1) {
     const size_t needed = workspace_bytes_for(params, args.num_splits);
     QUENCH_REQUIRE(workspace_bytes >= needed, "decode attention: workspace of ", workspace_bytes,
                    " bytes is too small; ", needed, " needed for ", args.num_splits,
                    " KV splits (see decode_attention_workspace_bytes)");
     QUENCH_REQUIRE(aligned16(workspace), "decode attention: workspace must be 16-byte aligned");
-    args.partial_o = static_cast<float*>(workspace);
+    auto* base = static_cast<uint8_t*>(workspace);
+    const MergePlace place = merge_place(shape, merge);
+    if (place != MergePlace::kKernelAfterGrid) {
+      args.merge_counters = reinterpret_cast<uint32_t*>(base);
+      args.last_split_merges = place == MergePlace::kLastSplitCta;
+    }
+    args.partial_o = reinterpret_cast<float*>(base + kDecodeWorkspaceCounterBytes);
     args.partial_lse = args.partial_o + static_cast<size_t>(args.num_splits) *
                                             static_cast<size_t>(params.num_tokens) *
                                             static_cast<size_t>(params.num_q_heads) *
@@ -295,11 +410,23 @@ void decode_attention(const AttentionParams& params, void* workspace, size_t wor
   KvTensorMaps maps{};
   if (shape.info.tma) maps = cached_kv_tensor_maps(params.k_cache, params.v_cache, params.kv);
   void* kernel_args[] = {&args, &maps};
-  check_cuda(
-      cudaLaunchKernel(shape.info.fn, shape.grid, dim3(static_cast<unsigned>(shape.info.threads)),
-                       kernel_args, static_cast<size_t>(shape.smem_bytes), stream),
-      "decode kernel launch");
-  if (args.num_splits > 1) decode::launch_decode_merge(args, shape.dependent_merge, stream);
+  // sm_90+ with QUENCH_DECODE_PDL=1: a programmatic dependent launch, so that the launch and the
+  // prologue before wait_for_primary_grid (barrier init, tensor-map prefetch) overlap the previous
+  // kernel's end.
+  cudaLaunchConfig_t config = {};
+  config.gridDim = shape.grid;
+  config.blockDim = dim3(static_cast<unsigned>(shape.info.threads));
+  config.dynamicSmemBytes = static_cast<size_t>(shape.smem_bytes);
+  config.stream = stream;
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = shape.dependent_launch && main_kernel_pdl_enabled() ? 1 : 0;
+  check_cuda(cudaLaunchKernelExC(&config, shape.info.fn, kernel_args), "decode kernel launch");
+  if (args.num_splits > 1 && !args.last_split_merges) {
+    decode::launch_decode_merge(args, shape.dependent_launch, stream);
+  }
 }
 
 }  // namespace quench

@@ -12,11 +12,24 @@
 // can be captured in a CUDA graph; the host only derives the grid (and the KV split count) from
 // num_seqs, num_kv_heads, max_q_len, max_seq_len and the device's SM count. To capture one graph
 // for many steps, pass the largest max_seq_len (and max_q_len) the graph will see.
+//
+// Split-KV partials are merged by a separate merge kernel after the main grid (the default), or
+// (opt-in) by the last split CTA of each (request, KV head, row group) inside the main kernel,
+// or by the merge kernel whose CTAs start on their rows' split arrival counts; decode_attention.cu
+// says why and when.
+//
+// Benchmark A/B switches (environment, read once per process; a bad value throws):
+//   QUENCH_DECODE_SWAPPED=0          the row-major tile loop where the swapped one would run
+//   QUENCH_DECODE_MERGE=grid|kernel|cta|auto  where split partials are merged (default: grid)
+//   QUENCH_DECODE_SPLITS=1..64       the split count of every launch that would split
+//   QUENCH_DECODE_GRID=splits        blockIdx.x = split instead of KV head
+//   QUENCH_DECODE_PDL=1              the main kernel as a programmatic dependent launch
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "quench/ops/attention/attention_params.h"
 
@@ -30,12 +43,31 @@ void validate_decode_attention_params(const AttentionParams& params);
 int decode_attention_num_splits(const AttentionParams& params);
 
 // Device scratch decode_attention needs for its split-KV partials (0 when it does not split).
+// Its first kDecodeWorkspaceCounterBytes hold the in-kernel merge's arrival counters, which
+// must be zero before the first call: zero the workspace once when it is allocated
+// (cudaMemset(workspace, 0, bytes)). Every call returns them to zero, so one workspace serves
+// any number of calls and CUDA graph replays, of any shapes, one stream at a time.
 size_t decode_attention_workspace_bytes(const AttentionParams& params);
 
+// The zeroed counter block at the start of a workspace (when its size is not 0).
+inline constexpr size_t kDecodeWorkspaceCounterBytes = 16384;
+
+// Where split-KV partials are merged. kDefault: as QUENCH_DECODE_MERGE says (unset: like
+// kMergeKernelAfterGrid); tests force each place. kMergeKernelAfterGrid: the merge kernel, after
+// the main grid completes. kMergeKernel: the merge kernel, each row as soon as its splits have
+// counted in (where the counters fit, else after the main grid). kLastSplitCta: the last split
+// CTA of each work item (launches with more work items than the counter block holds use the
+// merge kernel). kAuto: per launch, the last split CTA where a work item has few rows x splits,
+// else the merge kernel.
+enum class DecodeSplitMerge { kDefault, kMergeKernelAfterGrid, kMergeKernel, kLastSplitCta, kAuto };
+
 // Runs decode attention on `stream`. All pointers in params are device memory.
-// workspace: device memory of at least decode_attention_workspace_bytes(params) bytes, or
-// nullptr to run without split-KV (slower for small batches, never wrong).
+// workspace: device memory of at least decode_attention_workspace_bytes(params) bytes whose
+// counter block is zero (see above), or nullptr to run without split-KV (slower for small
+// batches, never wrong).
 void decode_attention(const AttentionParams& params, void* workspace, size_t workspace_bytes,
                       cudaStream_t stream);
+void decode_attention(const AttentionParams& params, void* workspace, size_t workspace_bytes,
+                      cudaStream_t stream, DecodeSplitMerge merge);
 
 }  // namespace quench

@@ -16,7 +16,8 @@
 //   that one 16-byte shared load feeds four k-steps; V's token pairs are gathered with prmt.
 // - fp32 online softmax in log2 units; k_scale folds into the score scale, v_scale into the
 //   epilogue. With one split the epilogue writes bf16/FP8/NVFP4 output (and lse); with several
-//   it writes fp32 partials that decode_merge_kernel combines.
+//   it writes fp32 partials that the work item's last split CTA (args.merge_counters) or
+//   decode_merge_kernel combines (RowMerge, decode_row_merge.cuh).
 // - sm_90 variant (kTma, head_dim 64/128): a fifth warp streams the tiles in by tensor TMA, one
 //   box per page, KV head and 128-byte column block (decode_kv_tma_producer.cuh); the compute
 //   warps wait on a full mbarrier per stage and release it on an empty one, with no CTA-wide
@@ -35,6 +36,7 @@
 #include "quench/ops/attention/decode/decode_kernel_args.h"
 #include "quench/ops/attention/decode/decode_kv_tma_producer.cuh"
 #include "quench/ops/attention/decode/decode_output.cuh"
+#include "quench/ops/attention/decode/decode_row_merge.cuh"
 #include "quench/ops/attention/decode/decode_swapped_tile_loop.cuh"
 #include "quench/ops/attention/decode/decode_tile_layout.h"
 #include "quench/ops/attention/decode/dependent_launch.cuh"
@@ -163,6 +165,24 @@ __device__ __forceinline__ void sync_compute_warps() {
   }
 }
 
+// The split merge of one work item's rows by its last split CTA (the kThreads compute threads):
+// row r = 0..num_rows-1 is query token q_begin + (row0 + r) / group, q head
+// head_base + (row0 + r) % group. One row at a time (RowMerge's compact code, one load round per
+// row); not inlined, so that its loads in flight stay out of the main kernel's register
+// allocation (inlined, ptxas spilled in the swapped kernel).
+template <int kHeadDim, bool kTma>
+__device__ __noinline__ void merge_item_rows(const DecodeKernelArgs& args, int32_t q_begin,
+                                             int32_t row0, int32_t group, int32_t head_base,
+                                             int32_t num_rows,
+                                             typename RowMerge<kHeadDim>::Scratch& scratch,
+                                             int tid) {
+  for (int32_t r = 0; r < num_rows; ++r) {
+    const int64_t token = q_begin + (row0 + r) / group;
+    const int64_t row = token * args.p.num_q_heads + head_base + (row0 + r) % group;
+    RowMerge<kHeadDim>::merge_row(args, row, scratch, tid, [] { sync_compute_warps<kTma>(); });
+  }
+}
+
 // maps: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv) for the TMA kernel;
 // unused (any value) by the cp.async kernel.
 // kSwapped (TMA kernel only): the tile loop of decode_swapped_tile_loop.cuh, for launches whose
@@ -178,8 +198,59 @@ __global__ void __launch_bounds__(
   constexpr MmaType kMma = T::kMma;
   const AttentionParams& p = args.p;
 
-  const int32_t split = static_cast<int32_t>(blockIdx.x);
-  const int32_t kv_head = static_cast<int32_t>(blockIdx.y);
+  const int32_t split = static_cast<int32_t>(args.heads_fastest ? blockIdx.y : blockIdx.x);
+  const int32_t kv_head = static_cast<int32_t>(args.heads_fastest ? blockIdx.x : blockIdx.y);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+
+  extern __shared__ __align__(16) uint8_t smem[];
+  // The TMA kernel's swizzle works on shared addresses: its ring starts at a multiple of 1024
+  // (the window's alignment is not assumed; everything before the ring keeps constant
+  // addresses).
+  uint8_t* pipe = smem + T::kPipeOffset;
+  if constexpr (kTma) pipe += (1024u - smem_address(pipe) % 1024u) % 1024u;
+  const int num_stages = args.num_stages;
+
+  // TMA kernel: full[s] completes when stage s holds its tile (the producer's one arrival + the
+  // boxes' bytes), empty[s] when the 4 compute warps are done reading it. They are initialised
+  // (and the tensor maps, kernel parameters, prefetched) before the wait below: with
+  // programmatic dependent launch this prologue overlaps the end of the previous kernel.
+  const uint32_t full_bars = smem_address(smem + T::kBarrierOffset);
+  const uint32_t empty_bars = full_bars + 8 * kMaxStages;
+  if constexpr (kTma) {
+    if (tid == kThreads) {
+      for (int s = 0; s < num_stages; ++s) {
+        sm90_async::mbarrier_init(full_bars + 8 * s, 1);
+        sm90_async::mbarrier_init(empty_bars + 8 * s, kWarps);
+      }
+      sm90_async::mbarrier_init_fence();
+      sm90_async::prefetch_tensor_map(&maps.k);
+      sm90_async::prefetch_tensor_map(&maps.v);
+    }
+  }
+  // The first reads after the wait, into L2 meanwhile: this request's metadata and the
+  // block-table line of the split's first page, guessed from max_seq_len (exact for requests of
+  // that length; a wrong guess costs one line of L2).
+  if (tid == 0) {
+    const int32_t request = static_cast<int32_t>(blockIdx.z) / args.row_groups;
+    prefetch_l2(p.q_offsets + request);
+    prefetch_l2(p.seq_lens + request);
+    const int32_t tiles = (p.max_seq_len + kTileTokens - 1) / kTileTokens;
+    const int32_t first_token =
+        split * ((tiles + args.num_splits - 1) / args.num_splits) * kTileTokens;
+    const int32_t page_index = min(first_token / p.kv.page_size, p.block_table_stride - 1);
+    prefetch_l2(p.block_table + static_cast<int64_t>(request) * p.block_table_stride + page_index);
+  }
+  // Everything below may read what the previous kernel in the stream wrote (q, the metadata, the
+  // KV cache) or write what it reads (the workspace, the output).
+  wait_for_primary_grid();
+  // With arrival counters, the merge kernel (a programmatic dependent) may launch once every CTA
+  // of this grid got here, i.e. all of them are resident or done: its CTAs then wait on the
+  // counters without ever holding a slot this grid needs. Without counters, dependents launch
+  // from the end of the tile loop instead (below), as before the counters existed.
+  if (args.merge_counters != nullptr) allow_dependent_launch();
+
   const int32_t seq = static_cast<int32_t>(blockIdx.z) / args.row_groups;
   const int32_t row0 = static_cast<int32_t>(blockIdx.z) % args.row_groups * kRowsPerCta;
   const int32_t q_begin = p.q_offsets[seq];
@@ -203,50 +274,76 @@ __global__ void __launch_bounds__(
   const int32_t my_tile0 = tile_begin + split * tiles_per_split;
   const int32_t num_tiles = min(tile_count - split * tiles_per_split, tiles_per_split);
 
-  const int tid = static_cast<int>(threadIdx.x);
-  const int warp = tid / 32;
-  const int lane = tid % 32;
   const int g = lane / 4;  // MMA group id: row g / g+8, token or column g
   const int c = lane % 4;  // MMA thread-in-group
 
   auto row_token = [&](int r) { return q_begin + (row0 + r) / group; };
   auto row_head = [&](int r) { return kv_head * group + (row0 + r) % group; };
 
-  if (num_tiles <= 0) {  // an empty split: the merge skips it
+  // In-kernel merge (args.last_split_merges): after the CTA's partials are written, it counts
+  // itself in; the last of the work item's num_splits CTAs merges the item's rows. Run by the
+  // kThreads compute threads; `scratch` is shared memory that nothing reads any more.
+  auto merge_if_last_split = [&](uint8_t* scratch_bytes) {
+    using Merge = RowMerge<kHeadDim>;
+    static_assert(sizeof(typename Merge::Scratch) <= T::kCombineBytes,
+                  "the merge scratch fits where the combine buffer does");
+    auto& scratch = *reinterpret_cast<typename Merge::Scratch*>(scratch_bytes);
+    __threadfence();  // this thread's partials are visible GPU-wide before the count below
+    sync_compute_warps<kTma>();
+    if (tid == 0) {
+      const uint32_t item =
+          blockIdx.z * static_cast<uint32_t>(p.kv.num_kv_heads) + static_cast<uint32_t>(kv_head);
+      const uint32_t last = static_cast<uint32_t>(args.num_splits - 1);
+      // atomicInc wraps the last arrival's count back to 0: the counters are zero again for the
+      // next launch (and the next CUDA graph replay) without another store.
+      scratch.is_last = atomicInc(args.merge_counters + item, last) == last ? 1u : 0u;
+    }
+    sync_compute_warps<kTma>();
+    if (scratch.is_last == 0u) return;
+    __threadfence();  // the other splits' partials (fenced before their counts) are read after
+    merge_item_rows<kHeadDim, kTma>(args, q_begin, row0, group, kv_head * group, num_rows, scratch,
+                                    tid);
+  };
+
+  // Merge kernel on arrival (args.merge_counters, not args.last_split_merges): after the CTA's
+  // partials are written, one arrival per query token of its rows on the (token, KV head)
+  // counter that the merge kernel's CTAs of those rows wait for.
+  auto count_in_tokens = [&]() {
+    __threadfence();  // this thread's partials are visible GPU-wide before the counts below
+    sync_compute_warps<kTma>();
+    if (tid <= qi_last - qi_first) {
+      atomicAdd(args.merge_counters +
+                    static_cast<int64_t>(q_begin + qi_first + tid) * p.kv.num_kv_heads + kv_head,
+                1u);
+    }
+  };
+  auto finish_split = [&](uint8_t* scratch) {
+    if (args.merge_counters == nullptr) return;
+    if (args.last_split_merges) {
+      merge_if_last_split(scratch);
+    } else {
+      count_in_tokens();
+    }
+  };
+
+  if (num_tiles <= 0) {           // an empty split: the merge skips it
+    if (tid >= kThreads) return;  // the TMA kernel's producer warp: nothing to load
     if (tid < num_rows) {
       args.partial_lse[(static_cast<int64_t>(split) * p.num_tokens + row_token(tid)) *
                            p.num_q_heads +
                        row_head(tid)] = -INFINITY;
     }
+    finish_split(pipe);
     return;
   }
 
-  extern __shared__ __align__(16) uint8_t smem[];
   uint8_t* q_smem = smem;
   float* stat_max = reinterpret_cast<float*>(smem + T::kQBytes);  // [warp][row]
   float* stat_sum = stat_max + kWarps * kRowsPerCta;
   float* q_unscale = reinterpret_cast<float*>(smem + T::kQBytes + T::kStatsBytes);  // [row]
   int32_t* prologue_pages =
       reinterpret_cast<int32_t*>(smem + T::kQBytes + T::kStatsBytes + T::kQUnscaleBytes);
-  // The TMA kernel's swizzle works on shared addresses: its ring starts at a multiple of 1024
-  // (the window's alignment is not assumed; everything before the ring keeps constant
-  // addresses).
-  uint8_t* pipe = smem + T::kPipeOffset;
-  if constexpr (kTma) pipe += (1024u - smem_address(pipe) % 1024u) % 1024u;
-  const int num_stages = args.num_stages;
-
-  // TMA kernel: full[s] completes when stage s holds its tile (the producer's one arrival + the
-  // boxes' bytes), empty[s] when the 4 compute warps are done reading it.
-  const uint32_t full_bars = smem_address(smem + T::kBarrierOffset);
-  const uint32_t empty_bars = full_bars + 8 * kMaxStages;
   if constexpr (kTma) {
-    if (tid == kThreads) {
-      for (int s = 0; s < num_stages; ++s) {
-        sm90_async::mbarrier_init(full_bars + 8 * s, 1);
-        sm90_async::mbarrier_init(empty_bars + 8 * s, kWarps);
-      }
-      sm90_async::mbarrier_init_fence();
-    }
     __syncthreads();  // the barriers are initialised; the last CTA-wide barrier
     if (warp == kWarps) {
       produce_kv_tiles<T>(p, maps, seq, kv_head, pipe, full_bars, empty_bars, num_stages, my_tile0,
@@ -489,11 +586,12 @@ __global__ void __launch_bounds__(
     swapped_pipe.kv_end = kv_end;
     SwappedTileLoop<T> loop;
     loop.run(rows, swapped_pipe, warp, lane);
-    allow_dependent_launch();    // as below
+    if (args.merge_counters == nullptr) allow_dependent_launch();  // as below
     sync_compute_warps<kTma>();  // every warp is done with the stages: reuse them to combine
     loop.store(stat_max, stat_sum, reinterpret_cast<float*>(pipe), warp, lane);
     sync_compute_warps<kTma>();
     write_rows();
+    finish_split(pipe);
     return;
   }
 
@@ -728,9 +826,10 @@ __global__ void __launch_bounds__(
     }
   }
   if constexpr (!kTma) cp_async_wait_pending(0);
-  // The split merge (launched as a programmatic dependent of this grid) may start now: its
-  // launch overlaps this epilogue, and it waits for this grid's completion before reading.
-  allow_dependent_launch();
+  // Without arrival counters the split merge (launched as a programmatic dependent of this grid)
+  // may start now: its launch overlaps this epilogue, and it waits for this grid's completion
+  // before reading.
+  if (args.merge_counters == nullptr) allow_dependent_launch();
   // Every warp is done with the pipeline buffers (and every bulk copy has landed: each tile's
   // full barrier completed): reuse them to combine.
   sync_compute_warps<kTma>();
@@ -759,6 +858,7 @@ __global__ void __launch_bounds__(
   sync_compute_warps<kTma>();
 
   write_rows();
+  finish_split(pipe);
 }
 
 }  // namespace quench::decode

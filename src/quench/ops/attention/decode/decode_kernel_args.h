@@ -26,6 +26,10 @@ inline constexpr int kThreads = kWarps * 32;
 inline constexpr int kMaxStages = 8;
 // Most KV splits per (request, KV head, row group): the merge holds one weight per split.
 inline constexpr int kMaxSplits = 64;
+// Work items (request, KV head, row group) up to which the last split CTA of each item merges
+// its splits in the main kernel: one uint32 arrival counter per item, at the start of the
+// workspace (kDecodeWorkspaceCounterBytes, decode_attention.h).
+inline constexpr int kMaxMergeWorkItems = 4096;
 
 struct DecodeKernelArgs {
   AttentionParams p;       // device pointers
@@ -39,6 +43,20 @@ struct DecodeKernelArgs {
   //               denominator plus its max (scores in log2 units); -inf when it saw no token.
   float* partial_o = nullptr;
   float* partial_lse = nullptr;
+  // Split arrival counters (num_splits > 1), [kMaxMergeWorkItems] uint32, zero before the launch
+  // and after it; null: decode_merge_kernel waits for the main grid's completion instead.
+  // - last_split_merges: one per work item (blockIdx.z * num_kv_heads + KV head). Every split
+  //   CTA counts itself in after writing its partials; the one that arrives last merges the
+  //   item's rows, and its arrival wraps the counter back to 0.
+  // - else: one per (query token, KV head) (token * num_kv_heads + KV head): every split CTA
+  //   counts in once per token of its rows; decode_merge_kernel's CTA of a row waits until its
+  //   counter reaches num_splits, merges, and counts in too: the group-th such arrival wraps
+  //   the counter back to 0. (The host picks this only where a token's rows lie in one CTA.)
+  uint32_t* merge_counters = nullptr;
+  bool last_split_merges = false;
+  // Grid order: true: blockIdx.x = KV head, y = split (the KV heads of one split, which read
+  // the same NHD pages, are dispatched together); false: x = split, y = KV head.
+  bool heads_fastest = true;
 };
 
 // One compiled decode kernel (head dim x KV dtype x query dtype x variant) and its shared-memory

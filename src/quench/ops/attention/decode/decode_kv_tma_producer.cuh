@@ -57,10 +57,6 @@ __device__ void produce_kv_tiles(const AttentionParams& p, const KvTensorMaps& m
   // column block, FP8 head_dim 64's zero-filled upper 64 bytes included.
   const uint32_t page_box_bytes = static_cast<uint32_t>(T::kKvBoxes * 128) << page_shift;
   const int row_offset = (lane << page_shift) * 128;  // lane j loads page j of each tile
-  if (lane == 0) {
-    sm90_async::prefetch_tensor_map(&maps.k);
-    sm90_async::prefetch_tensor_map(&maps.v);
-  }
   // Lane j's page of tile `tile`, or -1 when it holds no visible token (not loaded, and its
   // block-table entry is not read).
   auto tile_page = [&](int tile) {
