@@ -75,6 +75,29 @@ __global__ void read_ceiling_kernel(const uint4* data, int64_t n, uint32_t* sink
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
+// Microseconds per call of `enqueue(stream, call)` for call = 0..kBurst-1, captured as one CUDA
+// graph (back to back, as an engine's decode step runs them, without host launch gaps) and
+// replayed: the median replay time over kBurst.
+template <typename Enqueue>
+double graph_burst_us(Enqueue&& enqueue) {
+  cudaStream_t stream;
+  QUENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  QUENCH_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int call = 0; call < kBurst; ++call)
+    enqueue(stream, call);
+  QUENCH_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  QUENCH_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  const double us =
+      median_us(stream, [&](int) { QUENCH_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }) / kBurst;
+  QUENCH_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  QUENCH_CUDA_CHECK(cudaGraphDestroy(graph));
+  QUENCH_CUDA_CHECK(cudaStreamDestroy(stream));
+  QUENCH_CUDA_CHECK(cudaGetLastError());
+  return us;
+}
+
 double measure_read_ceiling_tbs() {
   const int64_t bytes = 4ll << 30;
   DeviceBuffer data(static_cast<size_t>(bytes));
@@ -97,22 +120,10 @@ double measure_same_size_read_ceiling_tbs(int64_t bytes) {
   QUENCH_CUDA_CHECK(cudaMemset(data.get(), 1, data.bytes()));
   int sms = 0;
   QUENCH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  cudaStream_t stream;
-  QUENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  QUENCH_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int call = 0; call < kBurst; ++call) {
+  const double us = graph_burst_us([&](cudaStream_t stream, int call) {
     const uint4* chunk = data.as<uint4>() + (call % copies) * (bytes / 16);
     read_ceiling_kernel<<<sms * 8, 512, 0, stream>>>(chunk, bytes / 16, sink.as<uint32_t>());
-  }
-  QUENCH_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  QUENCH_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  const double us =
-      median_us(stream, [&](int) { QUENCH_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }) / kBurst;
-  QUENCH_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  QUENCH_CUDA_CHECK(cudaGraphDestroy(graph));
-  QUENCH_CUDA_CHECK(cudaStreamDestroy(stream));
+  });
   return static_cast<double>(bytes) / (us * 1e-6) / 1e12;
 }
 
@@ -239,25 +250,12 @@ void run_shape(const DecodeShape& shape, DType kv_dtype, int32_t page_size, DTyp
     // The split-merge counters at its start must be zero before the first call.
     if (workspace_bytes > 0) QUENCH_CUDA_CHECK(cudaMemset(workspace.get(), 0, workspace_bytes));
     const int splits = decode_attention_num_splits(p);
-    cudaStream_t stream;
-    QUENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    QUENCH_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    for (int call = 0; call < kBurst; ++call) {
+    const double us = graph_burst_us([&](cudaStream_t stream, int call) {
       AttentionParams rp = p;
       rp.block_table =
           tables.as<int32_t>() + static_cast<int64_t>(call % copies) * shape.batch * pages_per_seq;
       decode_attention(rp, workspace.get(), workspace_bytes, stream);
-    }
-    QUENCH_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    QUENCH_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    const double us =
-        median_us(stream, [&](int) { QUENCH_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }) / kBurst;
-    QUENCH_CUDA_CHECK(cudaGraphExecDestroy(exec));
-    QUENCH_CUDA_CHECK(cudaGraphDestroy(graph));
-    QUENCH_CUDA_CHECK(cudaStreamDestroy(stream));
-    QUENCH_CUDA_CHECK(cudaGetLastError());
+    });
     const std::string name = case_name(shape, kv_dtype, page_size, out_dtype, q_dtype, layout);
     const double tbs = static_cast<double>(read_bytes) / (us * 1e-6) / 1e12;
     char note[128];
