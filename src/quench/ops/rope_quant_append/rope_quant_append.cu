@@ -167,12 +167,18 @@ const char* fused_row_schedule_name(FusedRowSchedule schedule) {
 FusedRopeAppendOptions fused_rope_append_options_from_env() {
   static const FusedRopeAppendOptions options = [] {
     FusedRopeAppendOptions o;
-    const char* schedule = std::getenv("QUENCH_ROPE_APPEND_SCHEDULE");
-    if (schedule != nullptr && std::string(schedule) == "per_kind") {
-      o.schedule = FusedRowSchedule::kPerKind;
+    if (const char* schedule = std::getenv("QUENCH_ROPE_APPEND_SCHEDULE"); schedule != nullptr) {
+      const std::string value(schedule);
+      QUENCH_REQUIRE(value == "ring" || value == "per_kind", "QUENCH_ROPE_APPEND_SCHEDULE='", value,
+                     "' is not supported; allowed: ring, per_kind (or unset)");
+      o.schedule = value == "per_kind" ? FusedRowSchedule::kPerKind : FusedRowSchedule::kRing;
     }
-    const char* prefetch = std::getenv("QUENCH_ROPE_APPEND_PREFETCH");
-    o.prefetch_split_tokens = prefetch != nullptr && std::string(prefetch) == "1";
+    if (const char* prefetch = std::getenv("QUENCH_ROPE_APPEND_PREFETCH"); prefetch != nullptr) {
+      const std::string value(prefetch);
+      QUENCH_REQUIRE(value == "0" || value == "1", "QUENCH_ROPE_APPEND_PREFETCH='", value,
+                     "' is not supported; allowed: 0, 1 (or unset)");
+      o.prefetch_split_tokens = value == "1";
+    }
     return o;
   }();
   return options;
