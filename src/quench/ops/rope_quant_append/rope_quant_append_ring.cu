@@ -16,6 +16,7 @@
 #include "quench/ops/rope_quant_append/rope_quant_append_ring.h"
 
 #include <cstdint>
+#include <type_traits>
 
 #include "quench/core/error.h"
 #include "quench/ops/attention/prefill/prefill_launch.h"
@@ -196,26 +197,21 @@ __device__ __forceinline__ void ring_rows(const FusedArgs& args, int32_t t,
   }
   const int64_t cache0 = cache_row0_bytes<kCache>(args, slot, row);
   const int32_t head_stride_bytes = static_cast<int32_t>(p.kv.head_stride()) * elem_bytes<kCache>();
-  uint8_t* k_out = static_cast<uint8_t*>(p.k_cache) + cache0;
+  // The k rows, then the v rows: is_k picks the scale (k_scale or v_scale) of kv_row_out.
+  const auto append_kv_rows = [&](auto is_k, void* cache) {
+    uint8_t* out = static_cast<uint8_t*>(cache) + cache0;
 #pragma unroll 1
-  for (int32_t i = 0; i < seq.kv_iters; ++i) {
-    float x[8];
-    ring.pop(seq, x);
-    const int32_t h = seq.first + i * seq.step;
-    const int32_t head = min(h, p.num_kv_heads - 1);
-    kv_row_out<kHeadDim, kNeox, kNorm, kCache, true>(
-        args, math, row, x, head, k_out + head * head_stride_bytes, h < p.num_kv_heads);
-  }
-  uint8_t* v_out = static_cast<uint8_t*>(p.v_cache) + cache0;
-#pragma unroll 1
-  for (int32_t i = 0; i < seq.kv_iters; ++i) {
-    float x[8];
-    ring.pop(seq, x);
-    const int32_t h = seq.first + i * seq.step;
-    const int32_t head = min(h, p.num_kv_heads - 1);
-    kv_row_out<kHeadDim, kNeox, kNorm, kCache, false>(
-        args, math, row, x, head, v_out + head * head_stride_bytes, h < p.num_kv_heads);
-  }
+    for (int32_t i = 0; i < seq.kv_iters; ++i) {
+      float x[8];
+      ring.pop(seq, x);
+      const int32_t h = seq.first + i * seq.step;
+      const int32_t head = min(h, p.num_kv_heads - 1);
+      kv_row_out<kHeadDim, kNeox, kNorm, kCache, decltype(is_k)::value>(
+          args, math, row, x, head, out + head * head_stride_bytes, h < p.num_kv_heads);
+    }
+  };
+  append_kv_rows(std::true_type{}, p.k_cache);
+  append_kv_rows(std::false_type{}, p.v_cache);
 }
 
 template <int32_t kHeadDim, bool kNeox, bool kNorm, DType kOut>

@@ -42,17 +42,28 @@ using prefill_hopper::HopperKind;
 // at 8k-16k loses 3-14% at page 16 (FP8 P·V most: its producer spills in the persistent kernel).
 constexpr int kPersistentMaxQueryLen = 2048;
 
-// kDefault resolved: QUENCH_PREFILL_PERSISTENT=0 selects kPerTile, =1 kPersistent, =items
-// kOneItemPerCta (A/B switches for benchmarks, read on every launch); otherwise the chunk length
-// decides (kPersistentMaxQueryLen).
-HopperSchedule resolve_schedule(HopperSchedule schedule, const AttentionParams& params) {
-  if (schedule != HopperSchedule::kDefault) return schedule;
-  if (const char* env = std::getenv("QUENCH_PREFILL_PERSISTENT"); env != nullptr) {
+// The schedule QUENCH_PREFILL_PERSISTENT forces (an A/B switch for benchmarks and tests, read
+// once, not on every launch): 0 kPerTile, 1 kPersistent, items kOneItemPerCta; kDefault if unset.
+HopperSchedule schedule_from_env() {
+  static const HopperSchedule forced = [] {
+    const char* env = std::getenv("QUENCH_PREFILL_PERSISTENT");
+    if (env == nullptr) return HopperSchedule::kDefault;
     if (std::strcmp(env, "0") == 0) return HopperSchedule::kPerTile;
     if (std::strcmp(env, "1") == 0) return HopperSchedule::kPersistent;
     if (std::strcmp(env, "items") == 0) return HopperSchedule::kOneItemPerCta;
     QUENCH_REQUIRE(false, "QUENCH_PREFILL_PERSISTENT='", env,
                    "' is not supported; allowed: 0, 1, items (or unset)");
+    return HopperSchedule::kDefault;
+  }();
+  return forced;
+}
+
+// kDefault resolved: the environment's choice, else the chunk length decides
+// (kPersistentMaxQueryLen).
+HopperSchedule resolve_schedule(HopperSchedule schedule, const AttentionParams& params) {
+  if (schedule != HopperSchedule::kDefault) return schedule;
+  if (const HopperSchedule forced = schedule_from_env(); forced != HopperSchedule::kDefault) {
+    return forced;
   }
   return params.max_q_len <= kPersistentMaxQueryLen ? HopperSchedule::kPersistent
                                                     : HopperSchedule::kPerTile;

@@ -217,12 +217,9 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
                                                        const WsRingBarriers& ring, int ctid) {
   using Tile = typename Cfg::Tile;
   using prefill_common::OutputTile;
-  using prefill_common::query_row;
-  using prefill_common::QueryRow;
   constexpr int kHeadDim = Tile::kHeadDim;
   constexpr int kBlockN = Tile::kBlockN;
   constexpr int kStages = Cfg::kStages;
-  constexpr float kLog2e = 1.4426950408889634f;
   constexpr int kPScaleLog2 = Tile::kFp8Pv ? 8 : 0;
   static_assert(Tile::kPScale == static_cast<float>(1 << kPScaleLog2), "kPScale is 2^kPScaleLog2");
   const int consumer = ctid / 128;
@@ -268,21 +265,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
       ws_decode_item<Tile>(p, item, w);
       n_tiles = w.num_kv_tiles;
       kv_begin = w.kv_begin;
-      // Per-thread rows r = 0, 1: packed rows lane_group and lane_group + 8 of this warp.
-      int row_pos[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int m = w.m0 + consumer * 64 + warp_in_group * 16 + lane_group + 8 * r;
-        row_pos[r] = w.first_pos + min(m / w.group, w.q_len - 1);  // past the chunk: unstored
-      }
-      const float q_scale_eff = Tile::kFp8Qk ? p.q_scale : 1.0f;
-      scores = ScoreTransform{p.sm_scale * q_scale_eff * p.k_scale.at(w.kv_head),
-                              p.logit_soft_cap,
-                              p.window_left,
-                              w.pos_lo,
-                              w.pos_hi,
-                              {row_pos[0], row_pos[1]},
-                              lane_in_group};
+      scores = ws_score_transform<Tile>(p, w, consumer, warp_in_group, lane_group, lane_in_group);
     }
     // This item's Q rows (prefetched under the last item's epilogue) have landed.
     prefill_generic::cp_async_wait_all();
@@ -301,19 +284,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     float row_sum[2] = {0.0f, 0.0f};
 
     const auto finish_deferred_pv = [&]() {
-      sm90::fence_registers(p_frag);
-      sm90::fence_registers(pv_acc);
-      if constexpr (Tile::kFp8Pv) {
-#pragma unroll
-        for (int i = 0; i < kHeadDim / 2; ++i)
-          o_acc[i] = fmaf(o_acc[i], o_correction[i % 4 / 2], t_acc[i]);
-        o_correction[0] = correction[0];
-        o_correction[1] = correction[1];
-      } else if (__any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f)) {
-#pragma unroll
-        for (int i = 0; i < kHeadDim / 2; ++i)
-          o_acc[i] *= correction[i % 4 / 2];
-      }
+      ws_finish_deferred_pv<Tile>(o_acc, t_acc, pv_acc, p_frag, correction, o_correction);
     };
 
     // ws_consumer's iteration: finish P V of tile t - 2, S = Q K^T of tile t, P V of tile t - 1
@@ -385,19 +356,9 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     int row_m[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float sum = row_sum[r];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
       row_m[r] = w.m0 + consumer * 64 + warp_in_group * 16 + lane_group + 8 * r;
-      const QueryRow qr = query_row(row_m[r], w.group, w.kv_head);
-      if (p.sinks != nullptr && row_m[r] < w.rows) {
-        sum += exp2f(p.sinks[qr.head] * kLog2e - row_max[r] + static_cast<float>(kPScaleLog2));
-      }
-      factor[r] = sum > 0.0f ? v_scale / sum : 0.0f;
-      if (p.lse != nullptr && row_m[r] < w.rows && lane_in_group == 0) {
-        p.lse[static_cast<int64_t>(w.q_begin + qr.token) * p.num_q_heads + qr.head] =
-            (row_max[r] + log2f(sum) - static_cast<float>(kPScaleLog2)) * 0.6931471805599453f;
-      }
+      factor[r] = ws_output_row_factor<Tile>(p, w, row_m[r], row_sum[r], row_max[r], v_scale,
+                                             lane_in_group);
     }
     store_output_fragment<kHeadDim>(p, o_acc, factor, row_m,
                                     OutputTile{w.m0, w.rows, w.group, w.kv_head, w.q_begin},
@@ -418,27 +379,10 @@ __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
 #ifdef QUENCH_SM90A_ENABLED
   using Cfg = WsConfig<kKind, kHeadDimT>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const uint32_t raw_address = sm90::smem_address(smem_raw);
-  unsigned char* smem = smem_raw + ((1024u - raw_address % 1024u) % 1024u);
+  unsigned char* smem = ws_aligned_smem<Cfg>(smem_raw);
   const int num_items =
       ws_schedule_size(p.max_q_len, p.num_q_heads, p.kv.num_kv_heads, p.num_seqs, Cfg::kBlockM);
-
-  uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
-  const WsRingBarriers ring{barriers, barriers + Cfg::kStages, barriers + 2 * Cfg::kStages,
-                            barriers + 3 * Cfg::kStages, barriers + 3 * Cfg::kStages + 2};
-  if (threadIdx.x == 0) {
-    sm90_async::prefetch_tensor_map(&maps.k);
-    sm90_async::prefetch_tensor_map(&maps.v);
-    for (int s = 0; s < Cfg::kStages; ++s) {
-      sm90_async::mbarrier_init(&ring.full[s], Cfg::kFullArrivals);
-      sm90_async::mbarrier_init(&ring.k_empty[s], Cfg::kConsumerThreads);
-      sm90_async::mbarrier_init(&ring.v_empty[s], Cfg::kConsumerThreads);
-    }
-    sm90_async::mbarrier_init(&ring.raw_full[0], 1);
-    sm90_async::mbarrier_init(&ring.raw_full[1], 1);
-    sm90_async::mbarrier_init(ring.tail, 1);
-    sm90_async::mbarrier_init_fence();
-  }
+  const WsRingBarriers ring = ws_init_ring<Cfg>(smem, maps);
   __syncthreads();
 
   const int tid = static_cast<int>(threadIdx.x);

@@ -341,6 +341,110 @@ __device__ __forceinline__ void ws_load_q_rows(const AttentionParams& p, const W
   }
 }
 
+// The CTA's shared window aligned to the 1024-byte swizzle atom (the swizzle works on shared
+// addresses), and its ring barriers, initialised by thread 0 (tensor maps prefetched too); the
+// caller syncs the CTA before any thread uses them.
+template <class Cfg>
+__device__ __forceinline__ unsigned char* ws_aligned_smem(unsigned char* smem_raw) {
+  const uint32_t raw_address = sm90::smem_address(smem_raw);
+  return smem_raw + ((1024u - raw_address % 1024u) % 1024u);
+}
+template <class Cfg>
+__device__ __forceinline__ WsRingBarriers ws_init_ring(unsigned char* smem,
+                                                       const KvTensorMaps& maps) {
+  uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
+  const WsRingBarriers ring{barriers, barriers + Cfg::kStages, barriers + 2 * Cfg::kStages,
+                            barriers + 3 * Cfg::kStages, barriers + 3 * Cfg::kStages + 2};
+  if (threadIdx.x == 0) {
+    sm90_async::prefetch_tensor_map(&maps.k);
+    sm90_async::prefetch_tensor_map(&maps.v);
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      sm90_async::mbarrier_init(&ring.full[s], Cfg::kFullArrivals);
+      sm90_async::mbarrier_init(&ring.k_empty[s], Cfg::kConsumerThreads);
+      sm90_async::mbarrier_init(&ring.v_empty[s], Cfg::kConsumerThreads);
+    }
+    sm90_async::mbarrier_init(&ring.raw_full[0], 1);
+    sm90_async::mbarrier_init(&ring.raw_full[1], 1);
+    sm90_async::mbarrier_init(ring.tail, 1);
+    sm90_async::mbarrier_init_fence();  // visible to the TMA unit's complete_tx
+  }
+  return ring;
+}
+
+// The score transform of this thread's rows r = 0, 1 (packed rows lane_group and lane_group + 8
+// of warp warp_in_group of consumer `consumer`) in work item w; rows past the chunk take its
+// last position (they are never stored).
+template <class Tile>
+__device__ __forceinline__ ScoreTransform ws_score_transform(const AttentionParams& p,
+                                                             const WsWork& w, int consumer,
+                                                             int warp_in_group, int lane_group,
+                                                             int lane_in_group) {
+  int row_pos[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int m = w.m0 + consumer * 64 + warp_in_group * 16 + lane_group + 8 * r;
+    row_pos[r] = w.first_pos + min(m / w.group, w.q_len - 1);
+  }
+  const float q_scale_eff = Tile::kFp8Qk ? p.q_scale : 1.0f;
+  return ScoreTransform{p.sm_scale * q_scale_eff * p.k_scale.at(w.kv_head),
+                        p.logit_soft_cap,
+                        p.window_left,
+                        w.pos_lo,
+                        w.pos_hi,
+                        {row_pos[0], row_pos[1]},
+                        lane_in_group};
+}
+
+// Once the deferred P V is done: O takes it (FP8: O = O * o_correction + T, then o_correction
+// becomes the last softmax's correction) and, for bf16, the last softmax's correction, skipped
+// where no row of the warp changed its max (most tiles of a long row). pv_acc is t_acc for FP8
+// P V, else o_acc.
+template <class Tile>
+__device__ __forceinline__ void ws_finish_deferred_pv(float (&o_acc)[Tile::kHeadDim / 2],
+                                                      const float (&t_acc)[Tile::kHeadDim / 2],
+                                                      float (&pv_acc)[Tile::kHeadDim / 2],
+                                                      uint32_t (&p_frag)[Tile::kPvSteps][4],
+                                                      const float (&correction)[2],
+                                                      float (&o_correction)[2]) {
+  sm90::fence_registers(p_frag);
+  sm90::fence_registers(pv_acc);
+  if constexpr (Tile::kFp8Pv) {
+#pragma unroll
+    for (int i = 0; i < Tile::kHeadDim / 2; ++i)
+      o_acc[i] = fmaf(o_acc[i], o_correction[i % 4 / 2], t_acc[i]);
+    o_correction[0] = correction[0];
+    o_correction[1] = correction[1];
+  } else if (__any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f)) {
+#pragma unroll
+    for (int i = 0; i < Tile::kHeadDim / 2; ++i)
+      o_acc[i] *= correction[i % 4 / 2];
+  }
+}
+
+// The epilogue's factor for one accumulator row (packed row m of work item w): v_scale over the
+// quad-reduced sum, the sink joining the denominator (O and the sum are both times kPScale);
+// writes the row's LSE where asked. Zero for a row that saw no key.
+template <class Tile>
+__device__ __forceinline__ float ws_output_row_factor(const AttentionParams& p, const WsWork& w,
+                                                      int m, float row_sum, float row_max,
+                                                      float v_scale, int lane_in_group) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  constexpr int kPScaleLog2 = Tile::kFp8Pv ? 8 : 0;
+  static_assert(Tile::kPScale == static_cast<float>(1 << kPScaleLog2), "kPScale is 2^kPScaleLog2");
+  float sum = row_sum;
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+  const prefill_common::QueryRow qr = prefill_common::query_row(m, w.group, w.kv_head);
+  if (p.sinks != nullptr && m < w.rows) {
+    sum += exp2f(p.sinks[qr.head] * kLog2e - row_max + static_cast<float>(kPScaleLog2));
+  }
+  if (p.lse != nullptr && m < w.rows && lane_in_group == 0) {
+    p.lse[static_cast<int64_t>(w.q_begin + qr.token) * p.num_q_heads + qr.head] =
+        (row_max + log2f(sum) - static_cast<float>(kPScaleLog2)) * 0.6931471805599453f;
+  }
+  return sum > 0.0f ? v_scale / sum : 0.0f;
+}
+
 // Warpgroups 1 and 2: attention of packed rows 64c..64c+63 over the ring's tiles, then the
 // epilogue. ctid = threadIdx.x - 128 (0..255), c = ctid / 128. kSoftCap: p.logit_soft_cap > 0.
 template <class Cfg, bool kSoftCap>
@@ -349,13 +453,10 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
                                             int ctid) {
   using Tile = typename Cfg::Tile;
   using prefill_common::OutputTile;
-  using prefill_common::query_row;
-  using prefill_common::QueryRow;
   constexpr int kHeadDim = Tile::kHeadDim;
   constexpr int kBlockM = Tile::kBlockM;
   constexpr int kBlockN = Tile::kBlockN;
   constexpr int kStages = Cfg::kStages;
-  constexpr float kLog2e = 1.4426950408889634f;
   const int consumer = ctid / 128;
   const int gtid = ctid % 128;  // thread within the warpgroup
   const int warp_in_group = gtid / 32;
@@ -372,21 +473,8 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   sm90_async::named_barrier_sync(Cfg::kQReadyBarrier + consumer, 128);
   const uint32_t q_address = sm90::smem_address(q_tile) + consumer * 64 * 128;
 
-  // Per-thread rows r = 0, 1: packed rows lane_group and lane_group + 8 of this warp.
-  int row_pos[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int m = w.m0 + consumer * 64 + warp_in_group * 16 + lane_group + 8 * r;
-    row_pos[r] = w.first_pos + min(m / w.group, w.q_len - 1);  // rows past the chunk: unstored
-  }
-  const float q_scale_eff = Tile::kFp8Qk ? p.q_scale : 1.0f;
-  const ScoreTransform scores{p.sm_scale * q_scale_eff * p.k_scale.at(w.kv_head),
-                              p.logit_soft_cap,
-                              p.window_left,
-                              w.pos_lo,
-                              w.pos_hi,
-                              {row_pos[0], row_pos[1]},
-                              lane_in_group};
+  const ScoreTransform scores =
+      ws_score_transform<Tile>(p, w, consumer, warp_in_group, lane_group, lane_in_group);
   float o_acc[kHeadDim / 2] = {};      // O, accumulator layout: o_acc[4 * dt + 2 * r + c]
   float s[kBlockN / 2] = {};           // S, then P; zero: see the first P V below
   uint32_t p_frag[Tile::kPvSteps][4];  // P as P V's A fragments
@@ -403,23 +491,8 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   constexpr int kPScaleLog2 = Tile::kFp8Pv ? 8 : 0;
   static_assert(Tile::kPScale == static_cast<float>(1 << kPScaleLog2), "kPScale is 2^kPScaleLog2");
 
-  // Once the deferred P V is done: O takes it (FP8: O = O * o_correction + T) and, for bf16,
-  // the last softmax's correction, skipped where no row of the warp changed its max (most
-  // tiles of a long row). Then P of the last softmax becomes P V's A fragments.
   const auto finish_deferred_pv = [&]() {
-    sm90::fence_registers(p_frag);
-    sm90::fence_registers(pv_acc);
-    if constexpr (Tile::kFp8Pv) {
-#pragma unroll
-      for (int i = 0; i < kHeadDim / 2; ++i)
-        o_acc[i] = fmaf(o_acc[i], o_correction[i % 4 / 2], t_acc[i]);
-      o_correction[0] = correction[0];
-      o_correction[1] = correction[1];
-    } else if (__any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f)) {
-#pragma unroll
-      for (int i = 0; i < kHeadDim / 2; ++i)
-        o_acc[i] *= correction[i % 4 / 2];
-    }
+    ws_finish_deferred_pv<Tile>(o_acc, t_acc, pv_acc, p_frag, correction, o_correction);
   };
   const auto vt_address_of = [&](int tile) {
     return sm90::smem_address(smem + Cfg::kSlotOffset + tile % kStages * Cfg::kSlotBytes) +
@@ -496,20 +569,9 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   const float v_scale = p.v_scale.at(w.kv_head);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float sum = row_sum[r];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     const int row = consumer * 64 + warp_in_group * 16 + lane_group + 8 * r;
-    const int m = w.m0 + row;
-    const QueryRow qr = query_row(m, w.group, w.kv_head);
-    if (p.sinks != nullptr && m < w.rows) {
-      sum += exp2f(p.sinks[qr.head] * kLog2e - row_max[r] + static_cast<float>(kPScaleLog2));
-    }
-    const float factor = sum > 0.0f ? v_scale / sum : 0.0f;
-    if (p.lse != nullptr && m < w.rows && lane_in_group == 0) {
-      p.lse[static_cast<int64_t>(w.q_begin + qr.token) * p.num_q_heads + qr.head] =
-          (row_max[r] + log2f(sum) - static_cast<float>(kPScaleLog2)) * 0.6931471805599453f;
-    }
+    const float factor = ws_output_row_factor<Tile>(p, w, w.m0 + row, row_sum[r], row_max[r],
+                                                    v_scale, lane_in_group);
 #pragma unroll
     for (int dt = 0; dt < kHeadDim / 8; ++dt) {
       *reinterpret_cast<float2*>(out_tile + row * Tile::kOutStride + dt * 8 + 2 * lane_in_group) =
@@ -532,28 +594,10 @@ __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
 #ifdef QUENCH_SM90A_ENABLED
   using Cfg = WsConfig<kKind, kHeadDimT>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  // The swizzle works on shared addresses: align the window to the 1024-byte atom.
-  const uint32_t raw_address = sm90::smem_address(smem_raw);
-  unsigned char* smem = smem_raw + ((1024u - raw_address % 1024u) % 1024u);
+  unsigned char* smem = ws_aligned_smem<Cfg>(smem_raw);
   WsWork w;
   if (!ws_work<typename Cfg::Tile>(p, w)) return;  // the whole CTA, before any barrier
-
-  uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
-  const WsRingBarriers ring{barriers, barriers + Cfg::kStages, barriers + 2 * Cfg::kStages,
-                            barriers + 3 * Cfg::kStages, barriers + 3 * Cfg::kStages + 2};
-  if (threadIdx.x == 0) {
-    sm90_async::prefetch_tensor_map(&maps.k);
-    sm90_async::prefetch_tensor_map(&maps.v);
-    for (int s = 0; s < Cfg::kStages; ++s) {
-      sm90_async::mbarrier_init(&ring.full[s], Cfg::kFullArrivals);
-      sm90_async::mbarrier_init(&ring.k_empty[s], Cfg::kConsumerThreads);
-      sm90_async::mbarrier_init(&ring.v_empty[s], Cfg::kConsumerThreads);
-    }
-    sm90_async::mbarrier_init(&ring.raw_full[0], 1);
-    sm90_async::mbarrier_init(&ring.raw_full[1], 1);
-    sm90_async::mbarrier_init(ring.tail, 1);
-    sm90_async::mbarrier_init_fence();  // visible to the TMA unit's complete_tx
-  }
+  const WsRingBarriers ring = ws_init_ring<Cfg>(smem, maps);
   __syncthreads();
 
   const int tid = static_cast<int>(threadIdx.x);
