@@ -169,8 +169,14 @@ std::string case_name(const DecodeShape& s, DType kv, int32_t page, DType out, D
 // One shape: a cache holding `copies` disjoint sets of the batch's pages (in random order), one
 // block table per set, and every output dtype asked for.
 void run_shape(const DecodeShape& shape, DType kv_dtype, int32_t page_size, DType q_dtype,
-               const std::vector<DType>& outputs, double ceiling_tbs, BenchReporter& reporter,
-               KvLayout layout = KvLayout::kNHD) {
+               const std::vector<DType>& outputs, double ceiling_tbs, const BenchOptions& options,
+               BenchReporter& reporter, KvLayout layout = KvLayout::kNHD) {
+  std::vector<DType> wanted;
+  for (DType out_dtype : outputs) {
+    if (options.wants_case(case_name(shape, kv_dtype, page_size, out_dtype, q_dtype, layout)))
+      wanted.push_back(out_dtype);
+  }
+  if (wanted.empty()) return;
   const int64_t kv_bytes_per_token = int64_t{kNumKvHeads} * kHeadDim * dtype_bits(kv_dtype) / 8;
   const int64_t read_bytes = 2 * kv_bytes_per_token * shape.batch * shape.seq_len;  // K and V
   const int32_t copies =
@@ -243,7 +249,7 @@ void run_shape(const DecodeShape& shape, DType kv_dtype, int32_t page_size, DTyp
                  case_name(shape, kv_dtype, page_size, outputs.front(), q_dtype, layout), ")"),
          "TB/s", same_size, ceiling_tbs, "", std::nullopt, note});
   }
-  for (DType out_dtype : outputs) {
+  for (DType out_dtype : wanted) {
     p.out_dtype = out_dtype;
     const size_t workspace_bytes = decode_attention_workspace_bytes(p);
     DeviceBuffer workspace(workspace_bytes);
@@ -286,17 +292,19 @@ void run_decode_bench(const BenchOptions& options, BenchReporter& reporter) {
         // Output fusion costs are measured where they matter most: FP8 KV, page 16.
         const bool all = kv == DType::kFP8E4M3 && page == 16;
         run_shape(shape, kv, page, DType::kBF16,
-                  all ? all_outputs : std::vector<DType>{DType::kBF16}, ceiling, reporter);
+                  all ? all_outputs : std::vector<DType>{DType::kBF16}, ceiling, options, reporter);
       }
       // HND keeps a head's page rows contiguous (16 x 128 bytes for FP8 page 16) where NHD
       // interleaves the heads every row: the pair shows what the access pattern costs.
-      run_shape(shape, kv, 16, DType::kBF16, {DType::kBF16}, ceiling, reporter, KvLayout::kHND);
+      run_shape(shape, kv, 16, DType::kBF16, {DType::kBF16}, ceiling, options, reporter,
+                KvLayout::kHND);
     }
   }
   // An f16 query over FP8 KV runs the f16 MMA path (one cvt per FP8 pair instead of the bf16
   // path's bit moves): the gap between the two says what the conversions cost.
   for (const DecodeShape& shape : {DecodeShape{64, 4096}, DecodeShape{1, 32768}}) {
-    run_shape(shape, DType::kFP8E4M3, 16, DType::kF16, {DType::kBF16}, ceiling, reporter);
+    run_shape(shape, DType::kFP8E4M3, 16, DType::kF16, {DType::kBF16}, ceiling, options,
+              reporter);
   }
 }
 

@@ -137,7 +137,8 @@ float time_ms(PrefillKernel kernel, const AttentionParams& params) {
   return total / static_cast<float>(iterations);
 }
 
-void run_case(const PrefillCase& c, BenchReporter& reporter) {
+void run_case(const PrefillCase& c, const BenchOptions& options, BenchReporter& reporter) {
+  if (!options.wants_case(case_name(c))) return;
   constexpr int kQHeads = 32;
   constexpr int kKvHeads = 8;
   const int tokens = c.batch * c.seq_len;
@@ -218,10 +219,10 @@ void run_prefill_bench(const BenchOptions& options, BenchReporter& reporter) {
         c.head_dim = 128;
         c.page_size = page;
         c.kernel = "generic";
-        run_case(c, reporter);
+        run_case(c, options, reporter);
         for (const HopperVariant& variant : kHopperVariants) {
           c.kernel = variant.kernel;
-          run_case(c, reporter);
+          run_case(c, options, reporter);
         }
       }
     }
@@ -232,10 +233,10 @@ void run_prefill_bench(const BenchOptions& options, BenchReporter& reporter) {
       c.head_dim = head_dim;
       c.page_size = 16;
       c.kernel = "generic";
-      run_case(c, reporter);
+      run_case(c, options, reporter);
       for (const HopperVariant& variant : kHopperVariants) {
         c.kernel = variant.kernel;
-        run_case(c, reporter);
+        run_case(c, options, reporter);
       }
     }
   }

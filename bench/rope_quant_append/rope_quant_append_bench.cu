@@ -259,6 +259,10 @@ void run_rope_append_bench(const BenchOptions& options, BenchReporter& reporter)
 
   for (const Shape& shape : shapes) {
     for (int32_t T : token_counts) {
+      const int32_t q_bf16_rows = T <= 64 ? T : 32;
+      const std::string case_name = str_cat(shape.name, shape.qk_norm ? " qk-norm" : "", " T=", T,
+                                            " e4m3 NHD p16, q bf16 rows=", q_bf16_rows);
+      if (!options.wants_case(case_name)) continue;
       RopeQuantAppendParams base;
       base.num_tokens = T;
       base.num_q_heads = shape.q_heads;
@@ -271,7 +275,7 @@ void run_rope_append_bench(const BenchOptions& options, BenchReporter& reporter)
         base.q_norm_weight = norm.as<uint16_t>();
         base.k_norm_weight = norm.as<uint16_t>() + 128;
       }
-      base.q_bf16_rows = T <= 64 ? T : 32;
+      base.q_bf16_rows = q_bf16_rows;
       base.q_fp8_dtype = DType::kFP8E4M3;
       base.q_scale = 0.05f;
       base.kv.page_size = 16;
@@ -331,8 +335,6 @@ void run_rope_append_bench(const BenchOptions& options, BenchReporter& reporter)
       const double copy_tbps = measure_same_size_copy(stream, bytes, sets, reps, replays);
       const double fused_tbps = bytes / fused_s * 1e-12;
       const double unfused_tbps = bytes / unfused_s * 1e-12;
-      const std::string case_name = str_cat(shape.name, shape.qk_norm ? " qk-norm" : "", " T=", T,
-                                            " e4m3 NHD p16, q bf16 rows=", base.q_bf16_rows);
       const FusedRopeAppendOptions fused_options = fused_rope_append_options_from_env();
       const std::string note = str_cat(
           "fused_us=", fused_s * 1e6, " (schedule ",

@@ -1,5 +1,6 @@
-// quench_bench [--filter NAME] [--quick] [--jsonl PATH] [--commit SHA] [--date YYYY-MM-DD]
+// quench_bench [--filter NAME] [--case SUBSTR] [--quick] [--jsonl PATH] [--commit SHA] [--date YYYY-MM-DD]
 // Runs every registered GPU benchmark (or those whose name contains NAME) and prints a table.
+// --case keeps only the cases whose name contains SUBSTR, so that a profiler sees one shape.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -22,12 +23,13 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (arg == "--filter") options.filter = value();
+    else if (arg == "--case") options.case_filter = value();
     else if (arg == "--quick") options.quick = true;
     else if (arg == "--jsonl") jsonl = value();
     else if (arg == "--commit") commit = value();
     else if (arg == "--date") date = value();
     else {
-      std::fprintf(stderr, "unknown argument '%s'; allowed: --filter, --quick, --jsonl, --commit, --date\n", arg.c_str());
+      std::fprintf(stderr, "unknown argument '%s'; allowed: --filter, --case, --quick, --jsonl, --commit, --date\n", arg.c_str());
       return 2;
     }
   }

@@ -13,6 +13,11 @@ namespace quench::bench {
 struct BenchOptions {
   std::string filter;        // run benchmarks whose name contains this
   bool quick = false;        // fewer cases, for smoke runs
+  std::string case_filter;   // measure only cases whose name contains this (e.g. for ncu)
+
+  bool wants_case(const std::string& case_name) const {
+    return case_filter.empty() || case_name.find(case_filter) != std::string::npos;
+  }
 };
 
 using BenchFn = std::function<void(const BenchOptions&, BenchReporter&)>;
