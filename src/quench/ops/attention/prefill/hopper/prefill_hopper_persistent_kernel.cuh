@@ -4,12 +4,14 @@
 // trip, the epilogue) overlaps the tensor-core work of its neighbours (FlashAttention-3's
 // persistent design).
 //
-// Schedule (prefill_hopper_schedule.h): work items are (m tile rank, sequence, KV head), numbered
-// so that CTAs working at the same time share one group of (sequence, KV head) pairs' K/V in L2
-// and, inside a group, take the heaviest items first. CTA b takes items b, b + gridDim.x,
-// b + 2 gridDim.x, ...; items whose sequence has fewer m tiles are empty and skipped. The host
-// launches min(SM count, items) CTAs (or one per item: HopperSchedule::kOneItemPerCta). No
-// host-side scan: every CTA decodes its items from q_offsets on the fly.
+// Schedule: work item i (0 <= i < ws_schedule_size) is m tile rank i / (num_seqs * H) counted
+// from the sequence's last (rank 0 has the most keys under causality), sequence
+// i / H % num_seqs, KV head i % H (H = num_kv_heads); items whose sequence has fewer m tiles are
+// empty and skipped. CTA b takes items b, b + gridDim.x, b + 2 gridDim.x, ...: rank-major order
+// hands out the heaviest items of the whole batch first, and CTAs working at the same time read
+// the same sequences' K/V (L2 reuse). The host launches min(SM count, items) CTAs (or one per
+// item: HopperSchedule::kOneItemPerCta). No host-side scan: every CTA decodes its items from
+// q_offsets on the fly.
 //
 // The ring runs on across work items: tile index g counts the CTA's KV tiles over all its items
 // (slot g % kStages, phases g / kStages), so the producer loads the next item's first tiles while
@@ -26,10 +28,18 @@
 #include "quench/kv_cache/kv_tensor_map.h"
 #include "quench/ops/attention/attention_params.h"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_fragment_store.cuh"
-#include "quench/ops/attention/prefill/hopper/prefill_hopper_schedule.h"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_kernel.cuh"
 
 namespace quench::prefill_hopper {
+
+// Work items of the persistent schedule (empty ones included); also the host's grid bound.
+__host__ __device__ __forceinline__ int ws_schedule_size(int max_q_len, int num_q_heads,
+                                                         int num_kv_heads, int num_seqs,
+                                                         int block_m) {
+  const int64_t rows = static_cast<int64_t>(max_q_len) * (num_q_heads / num_kv_heads);
+  const int64_t max_m_tiles = (rows + block_m - 1) / block_m;
+  return static_cast<int>(max_m_tiles * num_seqs * num_kv_heads);
+}
 
 #ifdef QUENCH_SM90A_ENABLED
 
@@ -37,15 +47,8 @@ namespace quench::prefill_hopper {
 template <class Tile>
 __device__ __forceinline__ bool ws_decode_item(const AttentionParams& p, int item, WsWork& w) {
   const int heads = p.kv.num_kv_heads;
-  const int pairs = p.num_seqs * heads;
-  const int rows = p.max_q_len * (p.num_q_heads / heads);
-  const int m_tiles = (rows + Tile::kBlockM - 1) / Tile::kBlockM;
-  const int64_t pair_kv_bytes =
-      2 * static_cast<int64_t>(p.max_seq_len) * p.kv.head_dim * Tile::kKvBytes;
-  const int per_group =
-      ws_pairs_per_group(pairs, m_tiles, pair_kv_bytes, static_cast<int>(gridDim.x));
-  const WsItemCoordinates at = ws_item_coordinates(item, pairs, m_tiles, per_group);
-  return ws_work_item<Tile>(p, at.rank, at.pair % heads, at.pair / heads, w);
+  const int rest = item / heads;
+  return ws_work_item<Tile>(p, rest / p.num_seqs, item % heads, rest % p.num_seqs, w);
 }
 
 // The CTA's first non-empty work item after `item` (ws_before_first_item() before the first),
