@@ -304,19 +304,24 @@ __global__ void __launch_bounds__(
     static_assert(sizeof(typename Merge::Scratch) <= T::kCombineBytes,
                   "the merge scratch fits where the combine buffer does");
     auto& scratch = *reinterpret_cast<typename Merge::Scratch*>(scratch_bytes);
-    __threadfence();  // this thread's partials are visible GPU-wide before the count below
+    // Fences as in cooperative groups' grid sync: the barrier puts every compute thread's
+    // partials before the counting thread's fence, which (cumulative) makes them visible
+    // GPU-wide before its count; the last CTA's fence after the count puts the other splits'
+    // partials (fenced before their counts) before its reads, which the second barrier hands to
+    // every thread. (A fence in every thread cost one MEMBAR.SC.GPU drain per thread.)
     sync_compute_warps<kTma>();
     if (tid == 0) {
       const uint32_t item =
           blockIdx.z * static_cast<uint32_t>(p.kv.num_kv_heads) + static_cast<uint32_t>(kv_head);
       const uint32_t last = static_cast<uint32_t>(args.num_splits - 1);
+      __threadfence();
       // atomicInc wraps the last arrival's count back to 0: the counters are zero again for the
       // next launch (and the next CUDA graph replay) without another store.
       scratch.is_last = atomicInc(args.merge_counters + item, last) == last ? 1u : 0u;
+      if (scratch.is_last != 0u) __threadfence();
     }
     sync_compute_warps<kTma>();
     if (scratch.is_last == 0u) return;
-    __threadfence();  // the other splits' partials (fenced before their counts) are read after
     merge_item_rows<kHeadDim, kTma>(args, q_begin, row0, group, kv_head * group, num_rows, scratch,
                                     tid);
   };
@@ -325,9 +330,10 @@ __global__ void __launch_bounds__(
   // partials are written, one arrival per query token of its rows on the (token, KV head)
   // counter that the merge kernel's CTAs of those rows wait for.
   auto count_in_tokens = [&]() {
-    __threadfence();  // this thread's partials are visible GPU-wide before the counts below
+    // One fence per counting thread, after the barrier (see merge_if_last_split).
     sync_compute_warps<kTma>();
     if (tid <= qi_last - qi_first) {
+      __threadfence();
       atomicAdd(args.merge_counters +
                     static_cast<int64_t>(q_begin + qi_first + tid) * p.kv.num_kv_heads + kv_head,
                 1u);
