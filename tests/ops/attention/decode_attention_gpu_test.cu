@@ -212,6 +212,22 @@ std::vector<DecodeCase> decode_cases() {
     c.num_kv_heads = 1;
     c.seqs = {{1, 32768}};
   });
+  // The bench's B1 x 32k shape (8 KV heads): splits of 16 tiles on a deeper ring (two CTAs per
+  // SM), each split's 64 page ids in two of the producer's 32-entry batches.
+  feature("long_32k_hkv8_deep_ring", [](AttentionProblemConfig& c) {
+    c.num_kv_heads = 8;
+    c.num_q_heads = 32;
+    c.seqs = {{1, 32768}};
+  });
+  // Windows that start mid-page: each split's first tile (and page batch) is unaligned, splits
+  // cross batches, and the cache before the window holds NaN.
+  feature("long_window_unaligned_batches", [](AttentionProblemConfig& c) {
+    c.num_kv_heads = 8;
+    c.num_q_heads = 32;
+    c.seqs = {{1, 30000}, {1, 13001}};
+    c.window_left = 12000;
+    c.nan_before_window = true;
+  });
   feature("long_128k_g8_p64_e5m2", [](AttentionProblemConfig& c) {
     c.num_kv_heads = 1;
     c.num_q_heads = 8;

@@ -35,6 +35,14 @@ constexpr int kMaxCtasPerSm = 4;
 // A split covers at least this many 64-token tiles, so the merge stays cheap.
 constexpr int kMinTilesPerSplit = 2;
 constexpr int kMinTilesPerLongSplit = 16;
+// Small batches (fewer work items than CTA slots) split until the grid holds this many CTAs per
+// SM, each with the deepest ring that many CTAs leave room for (compute_launch_config). Fewer,
+// longer splits amortise each CTA's fixed costs (metadata and block-table latencies before its
+// first load, the ring's fill, the epilogue, its share of the merge) over more tiles; two
+// CTAs x 6 stages keep as many tiles in flight per SM as four x 3. Measured on the H200 at
+// B1 x 32k (forced split counts, 3 stages): 16 splits (1 CTA per SM) 25.2 us, 32 (2 per SM)
+// 24.3 us, 64 (4 per SM) 26.8 us.
+constexpr int kSplitCtasPerSm = 2;
 
 void check_cuda(cudaError_t status, const char* what) {
   QUENCH_REQUIRE(status == cudaSuccess, "decode attention: ", what,
@@ -107,6 +115,24 @@ int32_t splits_from_env() {
   return splits;
 }
 
+// QUENCH_DECODE_SPLIT_CTAS=1|2|3|4|fill: the CTAs per SM that small-batch launches split up to
+// (default kSplitCtasPerSm; fill: every CTA slot, the rule before kSplitCtasPerSm). 0 = fill.
+int32_t split_ctas_per_sm_from_env() {
+  static const int32_t ctas = [] {
+    const std::string value = env_switch("QUENCH_DECODE_SPLIT_CTAS", {"1", "2", "3", "4", "fill"});
+    if (value.empty()) return kSplitCtasPerSm;
+    return value == "fill" ? 0 : std::stoi(value);
+  }();
+  return ctas;
+}
+
+// QUENCH_DECODE_DEEP_RING=0: every launch keeps the ring depth of the kernel's full occupancy,
+// also where its grid leaves room for a deeper one.
+bool deep_ring_allowed() {
+  static const bool allowed = env_switch("QUENCH_DECODE_DEEP_RING", {"0", "1"}) != "0";
+  return allowed;
+}
+
 // QUENCH_DECODE_GRID=splits: blockIdx.x = split (the KV heads of a split dispatched apart).
 bool heads_fastest_grid() {
   static const bool heads = env_switch("QUENCH_DECODE_GRID", {"heads", "splits"}) != "splits";
@@ -122,11 +148,15 @@ bool main_kernel_pdl_enabled() {
 }
 
 // How one kernel runs on the current device: pipeline depth, shared memory, occupancy.
+// num_stages / smem_bytes: at ctas_per_sm CTAs per SM (the most that fit). stages_at[k]
+// (k = 1..the register limit's CTAs per SM): the deepest ring when at most k CTAs share an SM,
+// never below num_stages, for launches whose grid leaves every SM fewer CTAs.
 struct KernelLaunchConfig {
   int sm_count = 0;
   int ctas_per_sm = 0;
   int num_stages = 0;
   int smem_bytes = 0;
+  int stages_at[kMaxCtasPerSm + 1] = {};
 };
 
 KernelLaunchConfig compute_launch_config(const DecodeKernelInfo& info, int device) {
@@ -153,10 +183,13 @@ KernelLaunchConfig compute_launch_config(const DecodeKernelInfo& info, int devic
   auto smem_for = [&](int stages) {
     return info.fixed_bytes + std::max(stages * info.stage_bytes, info.combine_bytes);
   };
-  for (int ctas = max_ctas; ctas >= 1; --ctas) {
+  auto stages_for = [&](int ctas) {
     const int budget =
         std::min(smem_per_sm / ctas - reserved_per_block, smem_per_block) - info.fixed_bytes;
-    const int stages = std::min(budget / info.stage_bytes, decode::kMaxStages);
+    return std::min(budget / info.stage_bytes, decode::kMaxStages);
+  };
+  for (int ctas = max_ctas; ctas >= 1; --ctas) {
+    const int stages = stages_for(ctas);
     const bool enough_in_flight =
         stages >= 2 && ctas * (stages - 1) * info.stage_bytes >= kMinBytesInFlightPerSm;
     if (stages >= kMinStages || enough_in_flight || (ctas == 1 && stages >= 2)) {
@@ -169,9 +202,16 @@ KernelLaunchConfig compute_launch_config(const DecodeKernelInfo& info, int devic
                  " bytes of shared memory");
   // The combine buffer reuses the pipeline buffers: whichever is larger sizes the window.
   config.smem_bytes = smem_for(config.num_stages);
-  check_cuda(
-      cudaFuncSetAttribute(info.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, config.smem_bytes),
-      "cudaFuncSetAttribute(max dynamic shared memory)");
+  // Deeper rings for fewer CTAs per SM, never shallower than the default. The attribute admits
+  // the deepest (one CTA per SM); occupancy follows each launch's own size.
+  int max_smem = config.smem_bytes;
+  for (int ctas = 1; ctas <= max_ctas; ++ctas) {
+    const int stages = std::max(stages_for(ctas), config.num_stages);
+    config.stages_at[ctas] = stages;
+    max_smem = std::max(max_smem, smem_for(stages));
+  }
+  check_cuda(cudaFuncSetAttribute(info.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem),
+             "cudaFuncSetAttribute(max dynamic shared memory)");
   check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&config.ctas_per_sm, info.fn,
                                                            info.threads, config.smem_bytes),
              "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
@@ -192,17 +232,23 @@ KernelLaunchConfig launch_config(const DecodeKernelInfo& info, int device) {
 }
 
 // KV splits per (request, KV head, row group), from `base` such work items, `slots` CTAs the GPU
-// holds at once and `tiles` KV tiles per item.
-// - base < slots (small batch, long context): split until the GPU is full, keeping at least
-//   kMinTilesPerSplit tiles per split so that the merge stays cheap.
+// holds at once, `target_ctas` CTAs that small batches split up to (<= slots) and `tiles` KV
+// tiles per item.
+// - base < slots (small batch, long context): split until the grid holds target_ctas CTAs,
+//   keeping at least kMinTilesPerSplit tiles per split so that the merge stays cheap; then as
+//   few splits as cover the tiles in the same ceil(tiles / splits) tiles each (a split left
+//   without tiles would cost a CTA and a merge term for nothing).
 // - otherwise: 1-3 splits, whichever fills the last wave of CTAs best (64 x 4096 on 396 slots:
 //   512 CTAs leave the second wave 29% full, 1536 CTAs fill four waves 97%), keeping at least
 //   kMinTilesPerLongSplit tiles per split; another split must gain 5% of wave efficiency.
-int64_t choose_num_splits(int64_t base, int64_t slots, int64_t tiles) {
+int64_t choose_num_splits(int64_t base, int64_t slots, int64_t target_ctas, int64_t tiles) {
   if (base <= 0) return 1;
   if (base < slots) {
-    return std::max<int64_t>(1, std::min({slots / base, tiles / kMinTilesPerSplit,
-                                          static_cast<int64_t>(decode::kMaxSplits)}));
+    const int64_t splits =
+        std::max<int64_t>(1, std::min({target_ctas / base, tiles / kMinTilesPerSplit,
+                                       static_cast<int64_t>(decode::kMaxSplits)}));
+    const int64_t tiles_per_split = (tiles + splits - 1) / splits;
+    return std::max<int64_t>(1, (tiles + tiles_per_split - 1) / tiles_per_split);
   }
   auto wave_efficiency = [&](int64_t splits) {
     const double waves = static_cast<double>(base * splits) / static_cast<double>(slots);
@@ -251,8 +297,26 @@ LaunchShape launch_shape(const AttentionParams& p) {
         visible, static_cast<int64_t>(p.window_left) + p.max_q_len + decode::kTileTokens);
   }
   const int64_t tiles = (visible + decode::kTileTokens - 1) / decode::kTileTokens;
-  args.num_splits = static_cast<int32_t>(choose_num_splits(base, slots, tiles));
+  const int32_t split_ctas = split_ctas_per_sm_from_env();
+  const int64_t target_ctas =
+      split_ctas > 0 ? std::min<int64_t>(slots, int64_t{config.sm_count} * split_ctas) : slots;
+  args.num_splits = static_cast<int32_t>(choose_num_splits(base, slots, target_ctas, tiles));
   if (splits_from_env() > 0 && args.num_splits > 1) args.num_splits = splits_from_env();
+  // A grid that leaves every SM fewer CTAs than fit gets the deeper ring they leave room for,
+  // up to the tiles a split covers (B1 x 1k's 2-tile splits keep the default).
+  const int64_t grid_ctas = base * args.num_splits;
+  const int64_t ctas_per_sm = (grid_ctas + config.sm_count - 1) / std::max(config.sm_count, 1);
+  if (deep_ring_allowed() && ctas_per_sm >= 1 && ctas_per_sm < config.ctas_per_sm &&
+      ctas_per_sm <= kMaxCtasPerSm && config.stages_at[ctas_per_sm] > config.num_stages) {
+    const int64_t split_tiles = (tiles + args.num_splits - 1) / args.num_splits;
+    const int stages = static_cast<int>(
+        std::clamp<int64_t>(split_tiles, config.num_stages, config.stages_at[ctas_per_sm]));
+    if (stages > config.num_stages) {
+      args.num_stages = stages;
+      shape.smem_bytes = shape.info.fixed_bytes +
+                         std::max(stages * shape.info.stage_bytes, shape.info.combine_bytes);
+    }
+  }
   shape.work_items = base;
   shape.rows_per_item = std::min(p.max_q_len * args.group, decode::kRowsPerCta);
   args.heads_fastest = heads_fastest_grid();

@@ -22,6 +22,10 @@
 //   QUENCH_DECODE_SWAPPED=0          the row-major tile loop where the swapped one would run
 //   QUENCH_DECODE_MERGE=grid|kernel|cta|auto  where split partials are merged (default: grid)
 //   QUENCH_DECODE_SPLITS=1..64       the split count of every launch that would split
+//   QUENCH_DECODE_SPLIT_CTAS=1|2|3|4|fill  CTAs per SM that small batches split up to
+//                                    (default 2; fill: every CTA slot, the earlier rule)
+//   QUENCH_DECODE_DEEP_RING=0        keep the full-occupancy ring depth where the grid leaves
+//                                    room for a deeper one
 //   QUENCH_DECODE_GRID=splits        blockIdx.x = split instead of KV head
 //   QUENCH_DECODE_PDL=1              the main kernel as a programmatic dependent launch
 #pragma once

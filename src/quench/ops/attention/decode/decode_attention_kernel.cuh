@@ -45,6 +45,9 @@ namespace quench::decode {
 
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
+// Block-table lines (32 page ids each) of its split's pages that a CTA prefetches into L2: those
+// of its first 64 pages (two lines, three when not line-aligned).
+inline constexpr int kPrefetchLines = 3;
 
 // kTma: the sm_90 variant (decode_kv_tma_producer.cuh): a fifth warp fills the stages by tensor
 // TMA and mbarriers replace cp.async groups and the per-tile __syncthreads.
@@ -230,17 +233,30 @@ __global__ void __launch_bounds__(
     }
   }
   // The first reads after the wait, into L2 meanwhile: this request's metadata and the
-  // block-table line of the split's first page, guessed from max_seq_len (exact for requests of
-  // that length; a wrong guess costs one line of L2).
-  if (tid == 0) {
+  // block-table lines of the split's pages (up to kPrefetchLines lines of 32 entries: the
+  // producer's first two page batches), guessed from max_seq_len (exact for requests of that
+  // length; a wrong guess costs a few lines of L2). Without a programmatic launch the wait is a
+  // no-op, and the lines still arrive while the metadata loads are in flight.
+  if (tid < kPrefetchLines) {
     const int32_t request = static_cast<int32_t>(blockIdx.z) / args.row_groups;
-    prefetch_l2(p.q_offsets + request);
-    prefetch_l2(p.seq_lens + request);
+    if (tid == 0) {
+      prefetch_l2(p.q_offsets + request);
+      prefetch_l2(p.seq_lens + request);
+    }
     const int32_t tiles = (p.max_seq_len + kTileTokens - 1) / kTileTokens;
-    const int32_t first_token =
-        split * ((tiles + args.num_splits - 1) / args.num_splits) * kTileTokens;
-    const int32_t page_index = min(first_token / p.kv.page_size, p.block_table_stride - 1);
-    prefetch_l2(p.block_table + static_cast<int64_t>(request) * p.block_table_stride + page_index);
+    const int32_t split_tiles = (tiles + args.num_splits - 1) / args.num_splits;
+    const int32_t page_shift = __ffs(p.kv.page_size) - 1;
+    const int32_t first_page = (split * split_tiles * kTileTokens) >> page_shift;
+    const int32_t last_page =
+        min(((split + 1) * split_tiles * kTileTokens >> page_shift) - 1, p.block_table_stride - 1);
+    // Entries first_page + {0, 32, 63}: the lines of the producer's first two batches, aligned
+    // to a line or not.
+    const int32_t offset = tid == kPrefetchLines - 1 ? 63 : 32 * tid;
+    if (tid == 0 || first_page + offset <= last_page) {
+      const int32_t page_index = min(first_page + offset, last_page);
+      prefetch_l2(p.block_table + static_cast<int64_t>(request) * p.block_table_stride +
+                  page_index);
+    }
   }
   // Everything below may read what the previous kernel in the stream wrote (q, the metadata, the
   // KV cache) or write what it reads (the workspace, the output).
@@ -288,19 +304,24 @@ __global__ void __launch_bounds__(
     static_assert(sizeof(typename Merge::Scratch) <= T::kCombineBytes,
                   "the merge scratch fits where the combine buffer does");
     auto& scratch = *reinterpret_cast<typename Merge::Scratch*>(scratch_bytes);
-    __threadfence();  // this thread's partials are visible GPU-wide before the count below
+    // Fences as in cooperative groups' grid sync: the barrier puts every compute thread's
+    // partials before the counting thread's fence, which (cumulative) makes them visible
+    // GPU-wide before its count; the last CTA's fence after the count puts the other splits'
+    // partials (fenced before their counts) before its reads, which the second barrier hands to
+    // every thread. (A fence in every thread cost one MEMBAR.SC.GPU drain per thread.)
     sync_compute_warps<kTma>();
     if (tid == 0) {
       const uint32_t item =
           blockIdx.z * static_cast<uint32_t>(p.kv.num_kv_heads) + static_cast<uint32_t>(kv_head);
       const uint32_t last = static_cast<uint32_t>(args.num_splits - 1);
+      __threadfence();
       // atomicInc wraps the last arrival's count back to 0: the counters are zero again for the
       // next launch (and the next CUDA graph replay) without another store.
       scratch.is_last = atomicInc(args.merge_counters + item, last) == last ? 1u : 0u;
+      if (scratch.is_last != 0u) __threadfence();
     }
     sync_compute_warps<kTma>();
     if (scratch.is_last == 0u) return;
-    __threadfence();  // the other splits' partials (fenced before their counts) are read after
     merge_item_rows<kHeadDim, kTma>(args, q_begin, row0, group, kv_head * group, num_rows, scratch,
                                     tid);
   };
@@ -309,9 +330,10 @@ __global__ void __launch_bounds__(
   // partials are written, one arrival per query token of its rows on the (token, KV head)
   // counter that the merge kernel's CTAs of those rows wait for.
   auto count_in_tokens = [&]() {
-    __threadfence();  // this thread's partials are visible GPU-wide before the counts below
+    // One fence per counting thread, after the barrier (see merge_if_last_split).
     sync_compute_warps<kTma>();
     if (tid <= qi_last - qi_first) {
+      __threadfence();
       atomicAdd(args.merge_counters +
                     static_cast<int64_t>(q_begin + qi_first + tid) * p.kv.num_kv_heads + kv_head,
                 1u);

@@ -57,21 +57,41 @@ __device__ void produce_kv_tiles(const AttentionParams& p, const KvTensorMaps& m
   // column block, FP8 head_dim 64's zero-filled upper 64 bytes included.
   const uint32_t page_box_bytes = static_cast<uint32_t>(T::kKvBoxes * 128) << page_shift;
   const int row_offset = (lane << page_shift) * 128;  // lane j loads page j of each tile
-  // Lane j's page of tile `tile`, or -1 when it holds no visible token (not loaded, and its
-  // block-table entry is not read).
-  auto tile_page = [&](int tile) {
-    const int32_t first_tok = (first_tile + tile) * kTileTokens + (lane << page_shift);
-    const bool load = tile < num_tiles && lane < pages_per_tile && first_tok < kv_end &&
-                      first_tok + p.kv.page_size > kv_begin;
-    return load ? __ldg(pages_of_seq + (first_tok >> page_shift)) : -1;
+  // Block-table entries come in batches of 32 consecutive pages of the split, one per lane, each
+  // batch read (one coalesced 128-byte load) a whole batch before its first use, so that no TMA
+  // issue waits on a page-id load once the first batch is in. (Reading tile t + 1's entries
+  // while tile t issued put a global-load latency before each of the first num_stages issues:
+  // the ring filled one latency per stage.) Page i of the split is the request's page
+  // first_page + i; its entry is -1 where the page holds no visible token (not loaded, and its
+  // block-table entry, which may lie past the request's row, is not read).
+  const int32_t first_page = first_tile * pages_per_tile;
+  const int32_t split_pages = num_tiles * pages_per_tile;
+  auto page_batch = [&](int32_t b) {
+    const int32_t i = b * 32 + lane;
+    const int32_t first_tok = (first_page + i) << page_shift;
+    const bool load =
+        i < split_pages && first_tok < kv_end && first_tok + p.kv.page_size > kv_begin;
+    return load ? __ldg(pages_of_seq + first_page + i) : -1;
   };
+  int32_t batch = 0;
+  int32_t batch_pages = page_batch(0);  // pages [32 batch, 32 batch + 32) of the split
+  int32_t next_batch_pages = page_batch(1);
+  const int32_t tile_page_of_lane = lane & (pages_per_tile - 1);  // a power of two
 
-  int32_t page = tile_page(0);
   int stage = 0;
   uint32_t phase = 0;
   for (int tile = 0; tile < num_tiles; ++tile) {
-    // The next tile's block-table entry is read while this one waits and issues.
-    const int32_t next_page = tile_page(tile + 1);
+    // Lane j < pages_per_tile takes page j of the tile from its batch (pages_per_tile = 1, 2 or
+    // 4 divides 32: a tile never straddles two batches).
+    const int32_t tile_first = tile * pages_per_tile;
+    if (tile_first >> 5 != batch) {
+      ++batch;
+      batch_pages = next_batch_pages;
+      next_batch_pages = page_batch(batch + 1);
+    }
+    const int32_t batch_page =
+        __shfl_sync(0xffffffffu, batch_pages, (tile_first & 31) + tile_page_of_lane);
+    const int32_t page = lane < pages_per_tile ? batch_page : -1;
     const uint32_t full = full_bars + 8 * stage;
     sm90_async::mbarrier_wait(empty_bars + 8 * stage, phase ^ 1);
     const uint32_t k_tile = smem_address(pipe + stage * T::kStageBytes) + row_offset;
@@ -92,7 +112,6 @@ __device__ void produce_kv_tiles(const AttentionParams& p, const KvTensorMaps& m
         sm90_async::tma_load_4d(v_tile + block, &maps.v, column, c1, c2, page, full);
       }
     }
-    page = next_page;
     if (++stage == num_stages) stage = 0, phase ^= 1;
   }
 }
