@@ -164,6 +164,10 @@ const char* fused_row_schedule_name(FusedRowSchedule schedule) {
   return schedule == FusedRowSchedule::kRing ? "ring" : "per_kind";
 }
 
+const char* fused_setup_order_name(FusedSetupOrder order) {
+  return order == FusedSetupOrder::kSetupFirst ? "first" : "rows";
+}
+
 FusedRopeAppendOptions fused_rope_append_options_from_env() {
   static const FusedRopeAppendOptions options = [] {
     FusedRopeAppendOptions o;
@@ -178,6 +182,12 @@ FusedRopeAppendOptions fused_rope_append_options_from_env() {
       QUENCH_REQUIRE(value == "0" || value == "1", "QUENCH_ROPE_APPEND_PREFETCH='", value,
                      "' is not supported; allowed: 0, 1 (or unset)");
       o.prefetch_split_tokens = value == "1";
+    }
+    if (const char* setup = std::getenv("QUENCH_ROPE_APPEND_SETUP"); setup != nullptr) {
+      const std::string value(setup);
+      QUENCH_REQUIRE(value == "first" || value == "rows", "QUENCH_ROPE_APPEND_SETUP='", value,
+                     "' is not supported; allowed: first, rows (or unset)");
+      o.setup_order = value == "rows" ? FusedSetupOrder::kRowsFirst : FusedSetupOrder::kSetupFirst;
     }
     return o;
   }();
@@ -206,6 +216,7 @@ void rope_quant_append_cuda(const RopeQuantAppendParams& p, const FusedRopeAppen
   args.page_shift = std::countr_zero(static_cast<uint32_t>(p.kv.page_size));  // a power of two
   args.warps_per_token = choose_warps_per_token(p, 32 / (p.head_dim / 8), num_sms);
   args.prefetch_split = options.prefetch_split_tokens;
+  args.setup_first = options.setup_order == FusedSetupOrder::kSetupFirst;
   args.inv_q_scale = 1.0f / p.q_scale;
   args.inv_k_scale = 1.0f / p.k_scale.per_tensor;
   args.inv_v_scale = 1.0f / p.v_scale.per_tensor;
