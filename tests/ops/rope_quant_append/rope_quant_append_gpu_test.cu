@@ -354,11 +354,9 @@ class RopeAppendCase {
     const std::string options_tag =
         fused_options == nullptr
             ? ""
-            : str_cat(
-                  " ", fused_row_schedule_name(fused_options->schedule),
-                  fused_options->prefetch_split_tokens ? " prefetch" : "",
-                  fused_options->setup_order == FusedSetupOrder::kRowsFirst ? " rows-first" : "",
-                  in_graph ? " graph" : "");
+            : str_cat(" ", fused_row_schedule_name(fused_options->schedule),
+                      fused_options->prefetch_split_tokens ? " prefetch" : "", " setup ",
+                      fused_setup_order_name(fused_options->setup_order), in_graph ? " graph" : "");
     const std::string tag =
         str_cat(spec_.name, " [", rope_append_path_name(path), options_tag, "] ");
     std::vector<std::vector<uint8_t>> outputs = {
@@ -551,7 +549,10 @@ TEST_P(RopeQuantAppendGpu, MatchesReferenceFusedAndUnfused) {
   const FusedRopeAppendOptions ring{FusedRowSchedule::kRing, true};
   const FusedRopeAppendOptions ring_prefetch{FusedRowSchedule::kRing, true};
   const FusedRopeAppendOptions per_kind{FusedRowSchedule::kPerKind, true};
-  // The ring with its row loads before the setup loads, with and without the prefetch.
+  // The ring with its setup loads forced before / after its row loads (the default picks by the
+  // grid's size), with and without the prefetch.
+  const FusedRopeAppendOptions ring_setup_first{FusedRowSchedule::kRing, false,
+                                                FusedSetupOrder::kSetupFirst};
   const FusedRopeAppendOptions ring_rows_first{FusedRowSchedule::kRing, false,
                                                FusedSetupOrder::kRowsFirst};
   const FusedRopeAppendOptions ring_rows_first_prefetch{FusedRowSchedule::kRing, true,
@@ -559,6 +560,7 @@ TEST_P(RopeQuantAppendGpu, MatchesReferenceFusedAndUnfused) {
   const auto ring_out = c.run_and_compare(RopeAppendPath::kFused, &ring);
   c.run_and_compare(RopeAppendPath::kFused, &ring_prefetch);
   const auto per_kind_out = c.run_and_compare(RopeAppendPath::kFused, &per_kind);
+  const auto setup_first_out = c.run_and_compare(RopeAppendPath::kFused, &ring_setup_first);
   const auto rows_first_out = c.run_and_compare(RopeAppendPath::kFused, &ring_rows_first);
   c.run_and_compare(RopeAppendPath::kFused, &ring_rows_first_prefetch);
   const char* names[] = {"q_out_bf16", "q_out_fp8", "k_cache", "v_cache"};
@@ -574,6 +576,7 @@ TEST_P(RopeQuantAppendGpu, MatchesReferenceFusedAndUnfused) {
     }
   };
   expect_same(per_kind_out, "per_kind");
+  expect_same(setup_first_out, "ring setup-first");
   expect_same(rows_first_out, "ring rows-first");
 }
 

@@ -29,8 +29,12 @@ enum class FusedRowSchedule : uint8_t {
 const char* fused_row_schedule_name(FusedRowSchedule schedule);  // "ring" | "per_kind"
 
 // When the ring schedule issues a token's setup loads (slot, position, then cos/sin and norm
-// weights) against its row loads. Both give bit-identical outputs.
+// weights) against its row loads. All give bit-identical outputs.
 enum class FusedSetupOrder : uint8_t {
+  // kSetupFirst when the grid fits in one wave of resident warps (every warp issues its rows at
+  // the same moment: see kSetupFirst), else kRowsFirst (warps of later waves start staggered,
+  // and the rows-first ring measured 98-100% of the copy ceiling at T = 16384).
+  kAuto,
   // Slot and position first (waited for: a padding token then loads nothing), then the cos/sin
   // loads, then the row loads. In a one-wave batch every warp issues its rows at once, and the
   // memory queues they fill delay any load issued after them by most of the batch's read time:
@@ -41,7 +45,7 @@ enum class FusedSetupOrder : uint8_t {
   kRowsFirst,
 };
 
-const char* fused_setup_order_name(FusedSetupOrder order);  // "first" | "rows"
+const char* fused_setup_order_name(FusedSetupOrder order);  // "auto" | "first" | "rows"
 
 struct FusedRopeAppendOptions {
   FusedRowSchedule schedule = FusedRowSchedule::kRing;
@@ -49,12 +53,12 @@ struct FusedRopeAppendOptions {
   // and from 4 warps per token their q rows, before the token setup. Off: on the H200 the ring
   // schedule was as fast or faster without it at every T (Qwen3 T=1024: 13.7 vs 16.0 us).
   bool prefetch_split_tokens = false;
-  FusedSetupOrder setup_order = FusedSetupOrder::kSetupFirst;  // ring schedule only
+  FusedSetupOrder setup_order = FusedSetupOrder::kAuto;  // ring schedule only
 };
 
 // The options of rope_quant_append_cuda(p, stream): the defaults above, except that the
 // environment may set QUENCH_ROPE_APPEND_SCHEDULE=per_kind, QUENCH_ROPE_APPEND_PREFETCH=1 and
-// QUENCH_ROPE_APPEND_SETUP=rows (A/B switches for benchmarks). Read once per process.
+// QUENCH_ROPE_APPEND_SETUP=first|rows (A/B switches for benchmarks). Read once per process.
 FusedRopeAppendOptions fused_rope_append_options_from_env();
 
 // Launches the fused kernel on `stream` (device pointers in p; per-head scales, if any, are
