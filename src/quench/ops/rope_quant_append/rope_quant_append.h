@@ -18,8 +18,8 @@ std::string rope_quant_append_fused_unsupported_reason(const RopeQuantAppendPara
 // How the fused kernel schedules a token's row loads for batches past the decode-sized row-item
 // kernel (T > 64). Both give bit-identical outputs (the same arithmetic per row).
 enum class FusedRowSchedule : uint8_t {
-  // One ring of 4 row loads per lane over the token's q, k and v rows, the first issued before
-  // the token's slot/position/cos-sin are read.
+  // One ring of 5-6 row loads per lane over the token's q, k and v rows, its token setup loads
+  // issued before or after the first row loads (FusedSetupOrder).
   kRing,
   // q rows, then k rows, then v rows, each its own 3-deep stream started after the token's setup
   // (the kernel before the ring, kept for A/B measurements).
