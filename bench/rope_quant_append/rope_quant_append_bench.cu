@@ -8,7 +8,9 @@
 // Each case also times the copy kernel at the same byte count ("same_size_copy_tbps" in the note),
 // next to the 1 GiB copy ceiling that the %-of-ceiling column reads, and the fused kernel's A/B
 // variants ("per_kind_*": the row schedule before the ring; "ring_prefetch_*": the ring
-// with the split-token L2 prefetch; the recorded value is the environment's choice, see
+// with the split-token L2 prefetch; "ring_setup_first_*" / "ring_rows_first_*": the ring with
+// the token's setup loads forced before / after its first row loads (the default picks by the
+// grid's size); the recorded value is the environment's choice, see
 // fused_rope_append_options_from_env).
 // Bytes = what the op must move: q/k/v read (bf16), positions, slots, one cos/sin row per token,
 // q written (bf16 or FP8), k/v written to the cache (FP8). TB/s = bytes / time for both paths.
@@ -332,6 +334,10 @@ void run_rope_append_bench(const BenchOptions& options, BenchReporter& reporter)
       const double unfused_s = time_path(RopeAppendPath::kUnfused);
       const double per_kind_s = time_fused({FusedRowSchedule::kPerKind, true});
       const double ring_prefetch_s = time_fused({FusedRowSchedule::kRing, true});
+      const double ring_setup_first_s =
+          time_fused({FusedRowSchedule::kRing, false, FusedSetupOrder::kSetupFirst});
+      const double ring_rows_first_s =
+          time_fused({FusedRowSchedule::kRing, false, FusedSetupOrder::kRowsFirst});
       const double copy_tbps = measure_same_size_copy(stream, bytes, sets, reps, replays);
       const double fused_tbps = bytes / fused_s * 1e-12;
       const double unfused_tbps = bytes / unfused_s * 1e-12;
@@ -339,10 +345,15 @@ void run_rope_append_bench(const BenchOptions& options, BenchReporter& reporter)
       const std::string note = str_cat(
           "fused_us=", fused_s * 1e6, " (schedule ",
           fused_row_schedule_name(fused_options.schedule), ", prefetch ",
-          fused_options.prefetch_split_tokens ? "on" : "off", ") per_kind_us=", per_kind_s * 1e6,
+          fused_options.prefetch_split_tokens ? "on" : "off", ", setup ",
+          fused_setup_order_name(fused_options.setup_order), ") per_kind_us=", per_kind_s * 1e6,
           " per_kind_tbps=", bytes / per_kind_s * 1e-12,
           " ring_prefetch_us=", ring_prefetch_s * 1e6,
           " ring_prefetch_tbps=", bytes / ring_prefetch_s * 1e-12,
+          " ring_setup_first_us=", ring_setup_first_s * 1e6,
+          " ring_setup_first_tbps=", bytes / ring_setup_first_s * 1e-12,
+          " ring_rows_first_us=", ring_rows_first_s * 1e6,
+          " ring_rows_first_tbps=", bytes / ring_rows_first_s * 1e-12,
           " unfused_us=", unfused_s * 1e6, " speedup=", unfused_s / fused_s,
           "x fused_pct_of_copy=", 100.0 * fused_tbps / ceiling, "% same_size_copy_tbps=", copy_tbps,
           " fused_pct_of_same_size_copy=", 100.0 * fused_tbps / copy_tbps, "% bytes=", bytes,

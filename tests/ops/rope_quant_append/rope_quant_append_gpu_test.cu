@@ -355,8 +355,8 @@ class RopeAppendCase {
         fused_options == nullptr
             ? ""
             : str_cat(" ", fused_row_schedule_name(fused_options->schedule),
-                      fused_options->prefetch_split_tokens ? " prefetch" : "",
-                      in_graph ? " graph" : "");
+                      fused_options->prefetch_split_tokens ? " prefetch" : "", " setup ",
+                      fused_setup_order_name(fused_options->setup_order), in_graph ? " graph" : "");
     const std::string tag =
         str_cat(spec_.name, " [", rope_append_path_name(path), options_tag, "] ");
     std::vector<std::vector<uint8_t>> outputs = {
@@ -549,19 +549,35 @@ TEST_P(RopeQuantAppendGpu, MatchesReferenceFusedAndUnfused) {
   const FusedRopeAppendOptions ring{FusedRowSchedule::kRing, true};
   const FusedRopeAppendOptions ring_prefetch{FusedRowSchedule::kRing, true};
   const FusedRopeAppendOptions per_kind{FusedRowSchedule::kPerKind, true};
+  // The ring with its setup loads forced before / after its row loads (the default picks by the
+  // grid's size), with and without the prefetch.
+  const FusedRopeAppendOptions ring_setup_first{FusedRowSchedule::kRing, false,
+                                                FusedSetupOrder::kSetupFirst};
+  const FusedRopeAppendOptions ring_rows_first{FusedRowSchedule::kRing, false,
+                                               FusedSetupOrder::kRowsFirst};
+  const FusedRopeAppendOptions ring_rows_first_prefetch{FusedRowSchedule::kRing, true,
+                                                        FusedSetupOrder::kRowsFirst};
   const auto ring_out = c.run_and_compare(RopeAppendPath::kFused, &ring);
   c.run_and_compare(RopeAppendPath::kFused, &ring_prefetch);
   const auto per_kind_out = c.run_and_compare(RopeAppendPath::kFused, &per_kind);
+  const auto setup_first_out = c.run_and_compare(RopeAppendPath::kFused, &ring_setup_first);
+  const auto rows_first_out = c.run_and_compare(RopeAppendPath::kFused, &ring_rows_first);
+  c.run_and_compare(RopeAppendPath::kFused, &ring_rows_first_prefetch);
   const char* names[] = {"q_out_bf16", "q_out_fp8", "k_cache", "v_cache"};
-  for (size_t b = 0; b < ring_out.size(); ++b) {
-    const auto [ring_it, per_kind_it] =
-        std::mismatch(ring_out[b].begin(), ring_out[b].end(), per_kind_out[b].begin());
-    EXPECT_TRUE(ring_it == ring_out[b].end())
-        << GetParam().name << " " << names[b]
-        << ": ring and per_kind schedules differ first at byte " << (ring_it - ring_out[b].begin())
-        << " (ring 0x" << std::hex << int{*ring_it} << ", per_kind 0x" << int{*per_kind_it}
-        << std::dec << ")";
-  }
+  const auto expect_same = [&](const std::vector<std::vector<uint8_t>>& other,
+                               const char* other_name) {
+    for (size_t b = 0; b < ring_out.size(); ++b) {
+      const auto [ring_it, other_it] =
+          std::mismatch(ring_out[b].begin(), ring_out[b].end(), other[b].begin());
+      EXPECT_TRUE(ring_it == ring_out[b].end())
+          << GetParam().name << " " << names[b] << ": ring and " << other_name
+          << " differ first at byte " << (ring_it - ring_out[b].begin()) << " (ring 0x" << std::hex
+          << int{*ring_it} << ", " << other_name << " 0x" << int{*other_it} << std::dec << ")";
+    }
+  };
+  expect_same(per_kind_out, "per_kind");
+  expect_same(setup_first_out, "ring setup-first");
+  expect_same(rows_first_out, "ring rows-first");
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, RopeQuantAppendGpu, ::testing::ValuesIn(grid()),

@@ -34,6 +34,7 @@ struct FusedArgs {
   int32_t page_shift;       // log2(page_size)
   int32_t warps_per_token;  // S: warp w of token t takes every S-th lane group's rows
   bool prefetch_split;      // split tokens (S > 1) ask L2 for their rows up front
+  bool setup_first;         // ring: slot/position/cos-sin loads before the row loads
   float inv_q_scale;        // 1 / q_scale, and the per-tensor k/v inverses
   float inv_k_scale;
   float inv_v_scale;
@@ -79,18 +80,50 @@ __device__ __forceinline__ void scale_x8(float x[8], float factor) {
     x[j] *= factor;
 }
 
-// The token's rotation (and with the norm, the folded coefficients) in the lane slots `slots`.
+// The global loads of a token's setup, issued but not waited for: its cos/sin (cache row, or
+// computed by sincos) and, with the norm, the lane's q and k norm weights.
+template <int32_t kHeadDim, bool kNeox>
+struct TokenSetupLoads {
+  TokenCosSin<kHeadDim, kNeox> cos_sin;
+  uint4 q_weight;  // with the norm only
+  uint4 k_weight;
+};
+
+template <int32_t kHeadDim, bool kNeox, bool kFromCache, bool kNorm>
+__device__ __forceinline__ TokenSetupLoads<kHeadDim, kNeox> load_token_setup(
+    const FusedArgs& args, const float* smem_inv_freq, int32_t pos, const RowLane<kHeadDim>& row) {
+  TokenSetupLoads<kHeadDim, kNeox> l;
+  l.cos_sin = load_token_cos_sin<kHeadDim, kNeox, kFromCache>(args.angles, smem_inv_freq, pos, row);
+  if constexpr (kNorm) {
+    l.q_weight = load_norm_weights(args.p.q_norm_weight, row);
+    l.k_weight = load_norm_weights(args.p.k_norm_weight, row);
+  }
+  return l;
+}
+
+// The token's rotation (and with the norm, the folded coefficients) from its setup loads, in the
+// lane slots `slots`.
+template <int32_t kHeadDim, bool kNeox, bool kNorm>
+__device__ __forceinline__ RowMath<kHeadDim, kNeox, kNorm> finish_row_math(
+    const TokenSetupLoads<kHeadDim, kNeox>& l, const RowLane<kHeadDim>& row,
+    LaneSlots<kThreads> slots) {
+  const Rope<kHeadDim, kNeox> rope =
+      store_token_rope_lanes<kHeadDim, kNeox, kThreads>(l.cos_sin, slots);
+  if constexpr (kNorm) {
+    return make_norm_rope_lanes(rope, l.q_weight, l.k_weight, row);
+  } else {
+    return rope;
+  }
+}
+
+// Both steps at once.
 template <int32_t kHeadDim, bool kNeox, bool kFromCache, bool kNorm>
 __device__ __forceinline__ RowMath<kHeadDim, kNeox, kNorm> make_row_math(
     const FusedArgs& args, const float* smem_inv_freq, int32_t pos, const RowLane<kHeadDim>& row,
     LaneSlots<kThreads> slots) {
-  const Rope<kHeadDim, kNeox> rope = make_token_rope_lanes<kHeadDim, kNeox, kFromCache>(
-      args.angles, smem_inv_freq, pos, row, slots);
-  if constexpr (kNorm) {
-    return make_norm_rope_lanes(rope, args.p.q_norm_weight, args.p.k_norm_weight, row);
-  } else {
-    return rope;
-  }
+  return finish_row_math<kHeadDim, kNeox, kNorm>(
+      load_token_setup<kHeadDim, kNeox, kFromCache, kNorm>(args, smem_inv_freq, pos, row), row,
+      slots);
 }
 
 // A split token is a few rows per lane in a single wave: without this, rows processed late

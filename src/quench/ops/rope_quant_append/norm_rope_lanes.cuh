@@ -67,14 +67,22 @@ struct NormRopeLanes {
   }
 };
 
-// The lane's A/B of one weight vector (bf16 [head_dim]) from its cos c and signed sin s (see
-// TokenRopeLanes: neox second-half lanes hold -sin), into slots [kind * 4, kind * 4 + 4).
+// The lane's eight bf16 weights of a norm weight vector (bf16 [head_dim]), as loaded.
+template <int32_t kHeadDim>
+__device__ __forceinline__ uint4 load_norm_weights(const uint16_t* weight,
+                                                   const RowLane<kHeadDim>& row) {
+  return __ldg(reinterpret_cast<const uint4*>(weight) + row.lane);
+}
+
+// The lane's A/B of one weight vector (its eight bf16 weights `weight_bits`, see
+// load_norm_weights) from its cos c and signed sin s (see TokenRopeLanes: neox second-half lanes
+// hold -sin), into slots [kind * 4, kind * 4 + 4).
 template <int32_t kHeadDim, bool kNeox, int32_t kThreads>
 __device__ __forceinline__ void stage_norm_rope_kind(
-    const NormRopeLanes<kHeadDim, kNeox, kThreads>& n, const uint16_t* weight, NormKind kind,
+    const NormRopeLanes<kHeadDim, kNeox, kThreads>& n, uint4 weight_bits, NormKind kind,
     const RowLane<kHeadDim>& row, bool rotated, const float c[8], const float s[8]) {
   float w[8];
-  unpack_bf16x8(__ldg(reinterpret_cast<const uint4*>(weight) + row.lane), w);
+  unpack_bf16x8(weight_bits, w);
   float w_other[8];
   if constexpr (kNeox) {
 #pragma unroll
@@ -107,12 +115,13 @@ __device__ __forceinline__ void stage_norm_rope_kind(
 }
 
 // Turns the token's rope state (cos/sin in its slots, see make_token_rope_lanes) into the q and
-// k coefficients, overwriting those slots: slots must have NormRopeLanes::kSlots entries. All
-// lanes of the warp call it (shuffles inside).
+// k coefficients, overwriting those slots: slots must have NormRopeLanes::kSlots entries.
+// q_weight / k_weight: the lane's norm weights (load_norm_weights). All lanes of the warp call it
+// (shuffles inside).
 template <int32_t kHeadDim, bool kNeox, int32_t kThreads>
 __device__ __forceinline__ NormRopeLanes<kHeadDim, kNeox, kThreads> make_norm_rope_lanes(
-    const TokenRopeLanes<kHeadDim, kNeox, kThreads>& rope, const uint16_t* q_weight,
-    const uint16_t* k_weight, const RowLane<kHeadDim>& row) {
+    const TokenRopeLanes<kHeadDim, kNeox, kThreads>& rope, uint4 q_weight, uint4 k_weight,
+    const RowLane<kHeadDim>& row) {
   using Rope = TokenRopeLanes<kHeadDim, kNeox, kThreads>;
   NormRopeLanes<kHeadDim, kNeox, kThreads> n;
   n.coefs = rope.cos_sin;

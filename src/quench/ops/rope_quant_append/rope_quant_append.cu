@@ -14,10 +14,10 @@
 // FusedRopeAppendOptions::prefetch_split_tokens asks (off by default: no gain measured).
 // Two row schedules (FusedRowSchedule): this file's per-kind one streams q, then k, then v rows,
 // each through its own 3-deep stream started after the token setup; the default ring schedule
-// (rope_quant_append_ring.cu) walks all of a token's rows as one 4-deep ring whose first loads
-// leave before the setup. The arithmetic of a row is shared (fused_row_ops.cuh).
-// Decode-sized batches (T <= kRowItemsMaxTokens) take the row-item kernel instead
-// (rope_quant_append_row_items.cu).
+// (rope_quant_append_ring.cu) walks all of a token's rows as one ring, its token setup loads
+// issued before (one-wave grids) or after (larger grids) its first row loads. The arithmetic of a
+// row is shared (fused_row_ops.cuh). Decode-sized batches (T <= kRowItemsMaxTokens) take the
+// row-item kernel instead (rope_quant_append_row_items.cu).
 #include "quench/ops/rope_quant_append/rope_quant_append.h"
 
 #include <algorithm>
@@ -131,11 +131,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
 // Warps per token: as many as fit in one wave of resident warps (all warps run at once, so no
 // partly filled last wave leaves HBM idle), but no more than the q rows can feed (each lane group
 // of each warp gets at least one q row). Large batches get one warp per token.
+int64_t resident_warps(int32_t num_sms) {
+  return static_cast<int64_t>(num_sms) * kMinBlocksPerSm * kWarpsPerBlock;
+}
+
 int32_t choose_warps_per_token(const RopeQuantAppendParams& p, int32_t groups_per_warp,
                                int32_t num_sms) {
-  const int64_t resident_warps = static_cast<int64_t>(num_sms) * kMinBlocksPerSm * kWarpsPerBlock;
   const int32_t max_split = std::max(1, (p.num_q_heads + groups_per_warp - 1) / groups_per_warp);
-  return static_cast<int32_t>(std::clamp<int64_t>(resident_warps / p.num_tokens, 1, max_split));
+  return static_cast<int32_t>(
+      std::clamp<int64_t>(resident_warps(num_sms) / p.num_tokens, 1, max_split));
 }
 
 void launch_per_kind_schedule(const FusedArgs& args, unsigned blocks, cudaStream_t stream) {
@@ -164,6 +168,18 @@ const char* fused_row_schedule_name(FusedRowSchedule schedule) {
   return schedule == FusedRowSchedule::kRing ? "ring" : "per_kind";
 }
 
+const char* fused_setup_order_name(FusedSetupOrder order) {
+  switch (order) {
+    case FusedSetupOrder::kAuto:
+      return "auto";
+    case FusedSetupOrder::kSetupFirst:
+      return "first";
+    case FusedSetupOrder::kRowsFirst:
+      return "rows";
+  }
+  return "?";
+}
+
 FusedRopeAppendOptions fused_rope_append_options_from_env() {
   static const FusedRopeAppendOptions options = [] {
     FusedRopeAppendOptions o;
@@ -178,6 +194,15 @@ FusedRopeAppendOptions fused_rope_append_options_from_env() {
       QUENCH_REQUIRE(value == "0" || value == "1", "QUENCH_ROPE_APPEND_PREFETCH='", value,
                      "' is not supported; allowed: 0, 1 (or unset)");
       o.prefetch_split_tokens = value == "1";
+    }
+    if (const char* setup = std::getenv("QUENCH_ROPE_APPEND_SETUP"); setup != nullptr) {
+      const std::string value(setup);
+      QUENCH_REQUIRE(value == "auto" || value == "first" || value == "rows",
+                     "QUENCH_ROPE_APPEND_SETUP='", value,
+                     "' is not supported; allowed: auto, first, rows (or unset)");
+      o.setup_order = value == "first"  ? FusedSetupOrder::kSetupFirst
+                      : value == "rows" ? FusedSetupOrder::kRowsFirst
+                                        : FusedSetupOrder::kAuto;
     }
     return o;
   }();
@@ -210,6 +235,9 @@ void rope_quant_append_cuda(const RopeQuantAppendParams& p, const FusedRopeAppen
   args.inv_k_scale = 1.0f / p.k_scale.per_tensor;
   args.inv_v_scale = 1.0f / p.v_scale.per_tensor;
   const int64_t warps = static_cast<int64_t>(p.num_tokens) * args.warps_per_token;
+  args.setup_first =
+      options.setup_order == FusedSetupOrder::kSetupFirst ||
+      (options.setup_order == FusedSetupOrder::kAuto && warps <= resident_warps(num_sms));
   const auto blocks = static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
   if (options.schedule == FusedRowSchedule::kRing) {
     launch_ring_schedule(args, blocks, stream);

@@ -4,9 +4,13 @@
 // rows and v rows as ONE sequence, with ring_depth() 16-byte rows per lane in flight through
 // cp.async into a per-thread ring in shared memory (no registers held by loads in flight, so the
 // ring is deeper than the per-kind schedule's 3 register loads, and rotating it costs no moves):
-//  - the first loads leave before the token's slot, position and cos/sin are read (they do not
-//    depend on them): the rows arrive while the rotation coefficients are being made, instead of
-//    one HBM latency after them;
+//  - the token's slot and position are read first, then its cos/sin (and norm weight) loads
+//    leave, then all of its first row loads, and only then does the warp wait for the cos/sin
+//    (FusedSetupOrder::kSetupFirst): in a one-wave batch every warp issues its rows at once, and
+//    loads issued behind them waited for most of the batch's reads (at Llama T = 1024 23% of the
+//    stall samples were on the slot and cos/sin, and no row was processed or stored before
+//    nearly all had been read). kRowsFirst, the order before, issues the rows first, and
+//    kAuto (the default) takes it for grids of more than one wave, whose warps start staggered;
 //  - the k rows load while the last q rows are processed and the v rows during the last k rows:
 //    the per-kind schedule drained its loads at each kind boundary and waited a full latency
 //    twice more per token;
@@ -174,14 +178,13 @@ struct RowRing {
   }
 };
 
-// Processes the token's rows from the ring (already started), q to bf16 (kOut = kBF16) or fp8,
-// k and v into the cache slot as kCache.
-template <int32_t kHeadDim, bool kNeox, bool kNorm, DType kOut, DType kCache>
-__device__ __forceinline__ void ring_rows(const FusedArgs& args, int32_t t,
-                                          const TokenRowSequence<kHeadDim>& seq,
-                                          const RowLane<kHeadDim>& row,
-                                          const RowMath<kHeadDim, kNeox, kNorm>& math, int64_t slot,
-                                          RowRing<kHeadDim, kNorm>& ring) {
+// Processes the token's q rows from the ring (already started), to bf16 (kOut = kBF16) or fp8.
+template <int32_t kHeadDim, bool kNeox, bool kNorm, DType kOut>
+__device__ __forceinline__ void ring_q_rows(const FusedArgs& args, int32_t t,
+                                            const TokenRowSequence<kHeadDim>& seq,
+                                            const RowLane<kHeadDim>& row,
+                                            const RowMath<kHeadDim, kNeox, kNorm>& math,
+                                            RowRing<kHeadDim, kNorm>& ring) {
   const RopeQuantAppendParams& p = args.p;
   const int64_t q_elem0 = static_cast<int64_t>(t) * p.num_q_heads * kHeadDim + 8 * row.lane;
   uint8_t* q_out = kOut == DType::kBF16 ? reinterpret_cast<uint8_t*>(p.q_out_bf16 + q_elem0)
@@ -195,6 +198,19 @@ __device__ __forceinline__ void ring_rows(const FusedArgs& args, int32_t t,
     q_row_out<kHeadDim, kNeox, kNorm, kOut>(
         args, math, row, x, q_out + min(h, p.num_q_heads - 1) * kQRowBytes, h < p.num_q_heads);
   }
+}
+
+// Then its k and v rows into the cache slot as kCache. A separate dispatch from the q rows' (not
+// one function per (q, cache) dtype pair): the k/v loops exist once per cache dtype, so warps
+// with bf16 and with FP8 q rows run the same k/v code (a kernel this short runs its code cold
+// from the instruction cache on every SM).
+template <int32_t kHeadDim, bool kNeox, bool kNorm, DType kCache>
+__device__ __forceinline__ void ring_kv_rows(const FusedArgs& args,
+                                             const TokenRowSequence<kHeadDim>& seq,
+                                             const RowLane<kHeadDim>& row,
+                                             const RowMath<kHeadDim, kNeox, kNorm>& math,
+                                             int64_t slot, RowRing<kHeadDim, kNorm>& ring) {
+  const RopeQuantAppendParams& p = args.p;
   const int64_t cache0 = cache_row0_bytes<kCache>(args, slot, row);
   const int32_t head_stride_bytes = static_cast<int32_t>(p.kv.head_stride()) * elem_bytes<kCache>();
   // The k rows, then the v rows: is_k picks the scale (k_scale or v_scale) of kv_row_out.
@@ -212,21 +228,6 @@ __device__ __forceinline__ void ring_rows(const FusedArgs& args, int32_t t,
   };
   append_kv_rows(std::true_type{}, p.k_cache);
   append_kv_rows(std::false_type{}, p.v_cache);
-}
-
-template <int32_t kHeadDim, bool kNeox, bool kNorm, DType kOut>
-__device__ __forceinline__ void ring_rows_for_cache(const FusedArgs& args, int32_t t,
-                                                    const TokenRowSequence<kHeadDim>& seq,
-                                                    const RowLane<kHeadDim>& row,
-                                                    const RowMath<kHeadDim, kNeox, kNorm>& math,
-                                                    int64_t slot, RowRing<kHeadDim, kNorm>& ring) {
-  if (args.p.kv.dtype == DType::kFP8E4M3) {
-    ring_rows<kHeadDim, kNeox, kNorm, kOut, DType::kFP8E4M3>(args, t, seq, row, math, slot, ring);
-  } else if (args.p.kv.dtype == DType::kFP8E5M2) {
-    ring_rows<kHeadDim, kNeox, kNorm, kOut, DType::kFP8E5M2>(args, t, seq, row, math, slot, ring);
-  } else {
-    ring_rows<kHeadDim, kNeox, kNorm, kOut, DType::kBF16>(args, t, seq, row, math, slot, ring);
-  }
 }
 
 // Dynamic shared memory: the row ring, ring_bytes<kNorm>() (the static lane slots and the ring
@@ -248,31 +249,60 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   row.mask = 0xffffffffu;  // every lane runs every iteration (see the file comment)
   const TokenRowSequence<kHeadDim> seq =
       make_token_row_sequence<kHeadDim>(p, t, split, args.warps_per_token, row);
+  const uint32_t ring_column =
+      static_cast<uint32_t>(__cvta_generic_to_shared(&smem_ring[threadIdx.x]));
   RowRing<kHeadDim, kNorm> ring;
-  ring.start(static_cast<uint32_t>(__cvta_generic_to_shared(&smem_ring[threadIdx.x])), seq);
-  if (args.prefetch_split && args.warps_per_token > 1) {
-    prefetch_token_rows(args, t, RowShare{seq.first, seq.step}, row);
-  }
-  const int64_t slot = __ldg(p.slot_mapping + t);
-  const int32_t pos = __ldg(p.positions + t);
-  // Padding: nothing of it is written.
-  if (slot < 0 || slot >= args.cache_slots || pos < 0 ||
-      (kFromCache && pos >= args.angles.cache_positions)) {
-    RowRing<kHeadDim, kNorm>::drain();
-    return;
+  TokenSetupLoads<kHeadDim, kNeox> setup;
+  int64_t slot;
+  int32_t pos;
+  const auto padding = [&] {
+    return slot < 0 || slot >= args.cache_slots || pos < 0 ||
+           (kFromCache && pos >= args.angles.cache_positions);
+  };
+  if (args.setup_first) {
+    slot = __ldg(p.slot_mapping + t);
+    pos = __ldg(p.positions + t);
+    if (padding()) return;  // nothing of it is written, and none of its rows is loaded
+    // The cos/sin cache loads leave before the rows (in-kernel sincos has no load, and computing
+    // it first would only delay them).
+    if constexpr (kFromCache)
+      setup = load_token_setup<kHeadDim, kNeox, kFromCache, kNorm>(args, smem_inv_freq, pos, row);
+    ring.start(ring_column, seq);
+    if (args.prefetch_split && args.warps_per_token > 1) {
+      prefetch_token_rows(args, t, RowShare{seq.first, seq.step}, row);
+    }
+    if constexpr (!kFromCache)
+      setup = load_token_setup<kHeadDim, kNeox, kFromCache, kNorm>(args, smem_inv_freq, pos, row);
+  } else {
+    ring.start(ring_column, seq);
+    if (args.prefetch_split && args.warps_per_token > 1) {
+      prefetch_token_rows(args, t, RowShare{seq.first, seq.step}, row);
+    }
+    slot = __ldg(p.slot_mapping + t);
+    pos = __ldg(p.positions + t);
+    if (padding()) {  // nothing of it is written
+      RowRing<kHeadDim, kNorm>::drain();
+      return;
+    }
+    setup = load_token_setup<kHeadDim, kNeox, kFromCache, kNorm>(args, smem_inv_freq, pos, row);
   }
 
   const auto slots = LaneSlots<kThreads>::at(&smem_lane_slots[0][threadIdx.x]);
   const RowMath<kHeadDim, kNeox, kNorm> math =
-      make_row_math<kHeadDim, kNeox, kFromCache, kNorm>(args, smem_inv_freq, pos, row, slots);
+      finish_row_math<kHeadDim, kNeox, kNorm>(setup, row, slots);
   if (t < p.q_bf16_rows) {
-    ring_rows_for_cache<kHeadDim, kNeox, kNorm, DType::kBF16>(args, t, seq, row, math, slot, ring);
+    ring_q_rows<kHeadDim, kNeox, kNorm, DType::kBF16>(args, t, seq, row, math, ring);
   } else if (p.q_fp8_dtype == DType::kFP8E4M3) {
-    ring_rows_for_cache<kHeadDim, kNeox, kNorm, DType::kFP8E4M3>(args, t, seq, row, math, slot,
-                                                                 ring);
+    ring_q_rows<kHeadDim, kNeox, kNorm, DType::kFP8E4M3>(args, t, seq, row, math, ring);
   } else {
-    ring_rows_for_cache<kHeadDim, kNeox, kNorm, DType::kFP8E5M2>(args, t, seq, row, math, slot,
-                                                                 ring);
+    ring_q_rows<kHeadDim, kNeox, kNorm, DType::kFP8E5M2>(args, t, seq, row, math, ring);
+  }
+  if (p.kv.dtype == DType::kFP8E4M3) {
+    ring_kv_rows<kHeadDim, kNeox, kNorm, DType::kFP8E4M3>(args, seq, row, math, slot, ring);
+  } else if (p.kv.dtype == DType::kFP8E5M2) {
+    ring_kv_rows<kHeadDim, kNeox, kNorm, DType::kFP8E5M2>(args, seq, row, math, slot, ring);
+  } else {
+    ring_kv_rows<kHeadDim, kNeox, kNorm, DType::kBF16>(args, seq, row, math, slot, ring);
   }
 }
 

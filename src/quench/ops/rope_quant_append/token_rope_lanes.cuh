@@ -114,40 +114,71 @@ struct TokenRopeLanes {
   }
 };
 
-// cos/sin of the lane's dims at position pos (cache row or sincos, see rope_angles_device.cuh),
-// stored into the lane's slots [0, kSlots) of `slots`.
-template <int32_t kHeadDim, bool kNeox, bool kFromCache, int32_t kThreads>
-__device__ __forceinline__ TokenRopeLanes<kHeadDim, kNeox, kThreads> make_token_rope_lanes(
-    const RopeAngles& angles, const float* smem_inv_freq, int32_t pos, const RowLane<kHeadDim>& row,
-    LaneSlots<kThreads> slots) {
-  TokenRopeLanes<kHeadDim, kNeox, kThreads> r;
+// A lane's cos/sin of one token as loaded (or computed), before they go to its slots: split from
+// store_token_rope_lanes so that a schedule can issue the cos/sin cache loads, then its row
+// loads, and only then wait for the cos/sin (rope_quant_append_ring.cu).
+template <int32_t kHeadDim, bool kNeox>
+struct TokenCosSin {
+  float c[8];
+  float s[8];       // as in the cache: not yet negated for neox second-half lanes
+  int32_t partner;  // see TokenRopeLanes
+  bool rotated;
+  bool negate_sin;  // neox second-half lane
+};
+
+// cos/sin of the lane's dims at position pos (cache row or sincos, see rope_angles_device.cuh).
+template <int32_t kHeadDim, bool kNeox, bool kFromCache>
+__device__ __forceinline__ TokenCosSin<kHeadDim, kNeox> load_token_cos_sin(
+    const RopeAngles& angles, const float* smem_inv_freq, int32_t pos,
+    const RowLane<kHeadDim>& row) {
+  TokenCosSin<kHeadDim, kNeox> r;
   const int32_t first_elem = 8 * row.lane;
-  r.cos_sin = slots;
   r.rotated = first_elem < angles.rotary_dim;
   r.partner = static_cast<int32_t>(threadIdx.x) & 31;
+  r.negate_sin = false;
   if (!r.rotated) return r;
-  float c[8], s[8];
   if constexpr (kNeox) {
     const int32_t half_lanes = angles.rotary_dim / 16;
     const bool first_half = row.lane < half_lanes;
     r.partner += first_half ? half_lanes : -half_lanes;
+    r.negate_sin = !first_half;
     const int32_t first_pair = first_half ? first_elem : first_elem - angles.rotary_dim / 2;
-    rope_cos_sin4<kFromCache>(angles, smem_inv_freq, pos, first_pair, c, s);
-    rope_cos_sin4<kFromCache>(angles, smem_inv_freq, pos, first_pair + 4, c + 4, s + 4);
-    if (!first_half) {
-#pragma unroll
-      for (int32_t j = 0; j < 8; ++j)
-        s[j] = -s[j];
-    }
+    rope_cos_sin4<kFromCache>(angles, smem_inv_freq, pos, first_pair, r.c, r.s);
+    rope_cos_sin4<kFromCache>(angles, smem_inv_freq, pos, first_pair + 4, r.c + 4, r.s + 4);
   } else {
-    rope_cos_sin4<kFromCache>(angles, smem_inv_freq, pos, first_elem / 2, c, s);
+    rope_cos_sin4<kFromCache>(angles, smem_inv_freq, pos, first_elem / 2, r.c, r.s);
   }
+  return r;
+}
+
+// The lane's rope state from its cos/sin, stored into its slots [0, kSlots) of `slots`.
+template <int32_t kHeadDim, bool kNeox, int32_t kThreads>
+__device__ __forceinline__ TokenRopeLanes<kHeadDim, kNeox, kThreads> store_token_rope_lanes(
+    const TokenCosSin<kHeadDim, kNeox>& cs, LaneSlots<kThreads> slots) {
+  TokenRopeLanes<kHeadDim, kNeox, kThreads> r;
+  r.cos_sin = slots;
+  r.rotated = cs.rotated;
+  r.partner = cs.partner;
+  if (!r.rotated) return r;
+  float s[8];
+#pragma unroll
+  for (int32_t j = 0; j < 8; ++j)
+    s[j] = cs.negate_sin ? -cs.s[j] : cs.s[j];
 #pragma unroll
   for (int32_t q = 0; q < r.kQuads; ++q) {
-    slots.store(q, make_float4(c[4 * q], c[4 * q + 1], c[4 * q + 2], c[4 * q + 3]));
+    slots.store(q, make_float4(cs.c[4 * q], cs.c[4 * q + 1], cs.c[4 * q + 2], cs.c[4 * q + 3]));
     slots.store(r.kQuads + q, make_float4(s[4 * q], s[4 * q + 1], s[4 * q + 2], s[4 * q + 3]));
   }
   return r;
+}
+
+// Both steps at once: cos/sin of the lane's dims at position pos into its slots.
+template <int32_t kHeadDim, bool kNeox, bool kFromCache, int32_t kThreads>
+__device__ __forceinline__ TokenRopeLanes<kHeadDim, kNeox, kThreads> make_token_rope_lanes(
+    const RopeAngles& angles, const float* smem_inv_freq, int32_t pos, const RowLane<kHeadDim>& row,
+    LaneSlots<kThreads> slots) {
+  return store_token_rope_lanes<kHeadDim, kNeox, kThreads>(
+      load_token_cos_sin<kHeadDim, kNeox, kFromCache>(angles, smem_inv_freq, pos, row), slots);
 }
 
 }  // namespace quench
