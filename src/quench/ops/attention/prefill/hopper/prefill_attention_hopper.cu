@@ -81,13 +81,16 @@ void launch_persistent(const AttentionParams& params, HopperSchedule schedule,
       prefill_common::reserve_shared_memory(kernel, Cfg::kSmemBytes, /*max_carveout=*/false);
   QUENCH_REQUIRE(reserve_status == cudaSuccess, "prefill_attention_hopper: cannot reserve ",
                  Cfg::kSmemBytes, " bytes of shared memory: ", cudaGetErrorString(reserve_status));
-  const int items = prefill_hopper::ws_schedule_size(
-      params.max_q_len, params.num_q_heads, params.kv.num_kv_heads, params.num_seqs, Cfg::kBlockM);
+  prefill_hopper::WsItems items{
+      prefill_hopper::ws_schedule_size(params.max_q_len, params.num_q_heads, params.kv.num_kv_heads,
+                                       params.num_seqs, Cfg::kBlockM),
+      params.num_q_heads / params.kv.num_kv_heads};
   const int sm_count = require_current_cuda_device_properties("prefill_attention_hopper").sm_count;
-  const int ctas = schedule == HopperSchedule::kPersistent ? std::min(items, sm_count) : items;
+  const int ctas =
+      schedule == HopperSchedule::kPersistent ? std::min(items.count, sm_count) : items.count;
   AttentionParams args = params;
   KvTensorMaps maps = cached_kv_tensor_maps(params.k_cache, params.v_cache, params.kv);
-  void* kernel_args[] = {&args, &maps};
+  void* kernel_args[] = {&args, &maps, &items};
   const cudaError_t status = cudaLaunchKernel(
       kernel, dim3(static_cast<unsigned>(ctas)), dim3(static_cast<unsigned>(Cfg::kThreads)),
       kernel_args, static_cast<size_t>(Cfg::kSmemBytes), stream);
