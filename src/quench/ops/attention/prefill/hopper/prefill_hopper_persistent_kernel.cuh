@@ -4,14 +4,12 @@
 // trip, the epilogue) overlaps the tensor-core work of its neighbours (FlashAttention-3's
 // persistent design).
 //
-// Schedule: work item i (0 <= i < ws_schedule_size) is m tile rank i / (num_seqs * H) counted
-// from the sequence's last (rank 0 has the most keys under causality), sequence
-// i / H % num_seqs, KV head i % H (H = num_kv_heads); items whose sequence has fewer m tiles are
-// empty and skipped. CTA b takes items b, b + gridDim.x, b + 2 gridDim.x, ...: rank-major order
-// hands out the heaviest items of the whole batch first, and CTAs working at the same time read
-// the same sequences' K/V (L2 reuse). The host launches min(SM count, items) CTAs (or one per
-// item: HopperSchedule::kOneItemPerCta). No host-side scan: every CTA decodes its items from
-// q_offsets on the fly.
+// Schedule (prefill_hopper_schedule.h): work items are (m tile rank, sequence, KV head), numbered
+// group by group of (sequence, KV head) pairs, the heaviest items of a group first; by default
+// one group of every pair. CTA b takes items b, b + gridDim.x, b + 2 gridDim.x, ...; items whose
+// sequence has fewer m tiles are empty and skipped. The host launches min(SM count, items) CTAs
+// (or one per item: HopperSchedule::kOneItemPerCta) and passes the schedule's sizes (WsItems, a
+// kernel argument). No host-side scan: every CTA decodes its items from q_offsets on the fly.
 //
 // The ring runs on across work items: tile index g counts the CTA's KV tiles over all its items
 // (slot g % kStages, phases g / kStages), so the producer loads the next item's first tiles while
@@ -28,27 +26,10 @@
 #include "quench/kv_cache/kv_tensor_map.h"
 #include "quench/ops/attention/attention_params.h"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_fragment_store.cuh"
+#include "quench/ops/attention/prefill/hopper/prefill_hopper_schedule.h"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_kernel.cuh"
 
 namespace quench::prefill_hopper {
-
-// Work items of the persistent schedule (empty ones included); also the host's grid bound.
-__host__ __device__ __forceinline__ int ws_schedule_size(int max_q_len, int num_q_heads,
-                                                         int num_kv_heads, int num_seqs,
-                                                         int block_m) {
-  const int64_t rows = static_cast<int64_t>(max_q_len) * (num_q_heads / num_kv_heads);
-  const int64_t max_m_tiles = (rows + block_m - 1) / block_m;
-  return static_cast<int>(max_m_tiles * num_seqs * num_kv_heads);
-}
-
-// The schedule's sizes, the persistent kernel's argument (filled by the host): the kernel reads
-// them in place (constant-bank operands). Computed in the kernel from AttentionParams, they were
-// hoisted out of its loops and held in registers, which the FP8 P·V producer (24 registers)
-// spilled.
-struct WsItems {
-  int count;  // ws_schedule_size: the grid's work items, empty ones included
-  int group;  // q heads per KV head
-};
 
 #ifdef QUENCH_SM90A_ENABLED
 
@@ -57,8 +38,9 @@ template <class Tile>
 __device__ __forceinline__ bool ws_decode_item(const AttentionParams& p, const WsItems& items,
                                                int item, WsWork& w) {
   const int heads = p.kv.num_kv_heads;
-  const int rest = item / heads;
-  return ws_work_item<Tile>(p, items.group, rest / p.num_seqs, item % heads, rest % p.num_seqs, w);
+  const WsItemCoordinates at =
+      ws_item_coordinates(item, items.pairs, items.m_tiles, items.pairs_per_group);
+  return ws_work_item<Tile>(p, items.group, at.rank, at.pair % heads, at.pair / heads, w);
 }
 
 // The CTA's first non-empty work item after `item` (ws_before_first_item() before the first),
@@ -440,9 +422,9 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
 
 #endif  // QUENCH_SM90A_ENABLED
 
-// `maps`: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv); `items`: the
-// schedule's sizes for p and Cfg::kBlockM. kSoftCap must be p.logit_soft_cap > 0. Any 1-D grid:
-// CTA b takes work items b, b + gridDim.x, ... (see above).
+// `maps`: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv); `items`: ws_items
+// for p, Cfg::kBlockM, the K/V element bytes and gridDim.x. kSoftCap must be p.logit_soft_cap > 0.
+// Any 1-D grid: CTA b takes work items b, b + gridDim.x, ... (see above).
 template <HopperKind kKind, int kHeadDimT, bool kSoftCap>
 __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
     prefill_attention_hopper_persistent_kernel(const AttentionParams p,
