@@ -58,6 +58,21 @@ HopperSchedule schedule_from_env() {
   return forced;
 }
 
+// Whether QUENCH_PREFILL_ITEM_GROUPS asks for the persistent schedule's L2-sized groups of
+// (sequence, KV head) pairs (an A/B switch, read once; prefill_hopper_schedule.h): l2, or all (the
+// default: one group, the heaviest items of the whole batch first).
+bool l2_groups_from_env() {
+  static const bool l2_groups = [] {
+    const char* env = std::getenv("QUENCH_PREFILL_ITEM_GROUPS");
+    if (env == nullptr || std::strcmp(env, "all") == 0) return false;
+    if (std::strcmp(env, "l2") == 0) return true;
+    QUENCH_REQUIRE(false, "QUENCH_PREFILL_ITEM_GROUPS='", env,
+                   "' is not supported; allowed: all, l2 (or unset)");
+    return false;
+  }();
+  return l2_groups;
+}
+
 // kDefault resolved: the environment's choice, else the chunk length decides
 // (kPersistentMaxQueryLen).
 HopperSchedule resolve_schedule(HopperSchedule schedule, const AttentionParams& params) {
@@ -81,13 +96,17 @@ void launch_persistent(const AttentionParams& params, HopperSchedule schedule,
       prefill_common::reserve_shared_memory(kernel, Cfg::kSmemBytes, /*max_carveout=*/false);
   QUENCH_REQUIRE(reserve_status == cudaSuccess, "prefill_attention_hopper: cannot reserve ",
                  Cfg::kSmemBytes, " bytes of shared memory: ", cudaGetErrorString(reserve_status));
-  const int items = prefill_hopper::ws_schedule_size(
+  const int count = prefill_hopper::ws_schedule_size(
       params.max_q_len, params.num_q_heads, params.kv.num_kv_heads, params.num_seqs, Cfg::kBlockM);
   const int sm_count = require_current_cuda_device_properties("prefill_attention_hopper").sm_count;
-  const int ctas = schedule == HopperSchedule::kPersistent ? std::min(items, sm_count) : items;
+  const int ctas = schedule == HopperSchedule::kPersistent ? std::min(count, sm_count) : count;
+  prefill_hopper::WsItems items =
+      prefill_hopper::ws_items(params.max_q_len, params.max_seq_len, params.num_q_heads,
+                               params.kv.num_kv_heads, params.num_seqs, params.kv.head_dim,
+                               Cfg::Tile::kKvBytes, Cfg::kBlockM, ctas, l2_groups_from_env());
   AttentionParams args = params;
   KvTensorMaps maps = cached_kv_tensor_maps(params.k_cache, params.v_cache, params.kv);
-  void* kernel_args[] = {&args, &maps};
+  void* kernel_args[] = {&args, &maps, &items};
   const cudaError_t status = cudaLaunchKernel(
       kernel, dim3(static_cast<unsigned>(ctas)), dim3(static_cast<unsigned>(Cfg::kThreads)),
       kernel_args, static_cast<size_t>(Cfg::kSmemBytes), stream);

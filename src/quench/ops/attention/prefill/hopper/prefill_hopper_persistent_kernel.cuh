@@ -4,14 +4,12 @@
 // trip, the epilogue) overlaps the tensor-core work of its neighbours (FlashAttention-3's
 // persistent design).
 //
-// Schedule: work item i (0 <= i < ws_schedule_size) is m tile rank i / (num_seqs * H) counted
-// from the sequence's last (rank 0 has the most keys under causality), sequence
-// i / H % num_seqs, KV head i % H (H = num_kv_heads); items whose sequence has fewer m tiles are
-// empty and skipped. CTA b takes items b, b + gridDim.x, b + 2 gridDim.x, ...: rank-major order
-// hands out the heaviest items of the whole batch first, and CTAs working at the same time read
-// the same sequences' K/V (L2 reuse). The host launches min(SM count, items) CTAs (or one per
-// item: HopperSchedule::kOneItemPerCta). No host-side scan: every CTA decodes its items from
-// q_offsets on the fly.
+// Schedule (prefill_hopper_schedule.h): work items are (m tile rank, sequence, KV head), numbered
+// group by group of (sequence, KV head) pairs, the heaviest items of a group first; by default
+// one group of every pair. CTA b takes items b, b + gridDim.x, b + 2 gridDim.x, ...; items whose
+// sequence has fewer m tiles are empty and skipped. The host launches min(SM count, items) CTAs
+// (or one per item: HopperSchedule::kOneItemPerCta) and passes the schedule's sizes (WsItems, a
+// kernel argument). No host-side scan: every CTA decodes its items from q_offsets on the fly.
 //
 // The ring runs on across work items: tile index g counts the CTA's KV tiles over all its items
 // (slot g % kStages, phases g / kStages), so the producer loads the next item's first tiles while
@@ -28,36 +26,31 @@
 #include "quench/kv_cache/kv_tensor_map.h"
 #include "quench/ops/attention/attention_params.h"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_fragment_store.cuh"
+#include "quench/ops/attention/prefill/hopper/prefill_hopper_schedule.h"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_kernel.cuh"
 
 namespace quench::prefill_hopper {
-
-// Work items of the persistent schedule (empty ones included); also the host's grid bound.
-__host__ __device__ __forceinline__ int ws_schedule_size(int max_q_len, int num_q_heads,
-                                                         int num_kv_heads, int num_seqs,
-                                                         int block_m) {
-  const int64_t rows = static_cast<int64_t>(max_q_len) * (num_q_heads / num_kv_heads);
-  const int64_t max_m_tiles = (rows + block_m - 1) / block_m;
-  return static_cast<int>(max_m_tiles * num_seqs * num_kv_heads);
-}
 
 #ifdef QUENCH_SM90A_ENABLED
 
 // Work item `item` of the schedule -> w; false when it is empty.
 template <class Tile>
-__device__ __forceinline__ bool ws_decode_item(const AttentionParams& p, int item, WsWork& w) {
+__device__ __forceinline__ bool ws_decode_item(const AttentionParams& p, const WsItems& items,
+                                               int item, WsWork& w) {
   const int heads = p.kv.num_kv_heads;
-  const int rest = item / heads;
-  return ws_work_item<Tile>(p, rest / p.num_seqs, item % heads, rest % p.num_seqs, w);
+  const WsItemCoordinates at =
+      ws_item_coordinates(item, items.pairs, items.m_tiles, items.pairs_per_group);
+  return ws_work_item<Tile>(p, items.group, at.rank, at.pair % heads, at.pair / heads, w);
 }
 
 // The CTA's first non-empty work item after `item` (ws_before_first_item() before the first),
 // decoded into w; -1 when none is left.
 template <class Tile>
-__device__ __forceinline__ int ws_next_item(const AttentionParams& p, int num_items, int item,
-                                            WsWork& w) {
-  for (item += static_cast<int>(gridDim.x); item < num_items; item += static_cast<int>(gridDim.x)) {
-    if (ws_decode_item<Tile>(p, item, w)) return item;
+__device__ __forceinline__ int ws_next_item(const AttentionParams& p, const WsItems& items,
+                                            int item, WsWork& w) {
+  for (item += static_cast<int>(gridDim.x); item < items.count;
+       item += static_cast<int>(gridDim.x)) {
+    if (ws_decode_item<Tile>(p, items, item, w)) return item;
   }
   return -1;
 }
@@ -74,27 +67,41 @@ struct WsTileCursor {
   int tile;
   WsWork w;
 
-  __device__ __forceinline__ void start(const AttentionParams& p, int num_items) {
+  __device__ __forceinline__ void start(const AttentionParams& p, const WsItems& items) {
     tile = 0;
-    item = ws_next_item<Tile>(p, num_items, ws_before_first_item(), w);
+    item = ws_next_item<Tile>(p, items, ws_before_first_item(), w);
   }
-  __device__ __forceinline__ void advance(const AttentionParams& p, int num_items) {
+  __device__ __forceinline__ void advance(const AttentionParams& p, const WsItems& items) {
     if (++tile < w.num_kv_tiles) return;
     tile = 0;
-    item = ws_next_item<Tile>(p, num_items, item, w);
+    item = ws_next_item<Tile>(p, items, item, w);
   }
   __device__ __forceinline__ bool valid() const { return item >= 0; }
+};
+
+// The raw-stage loader's cursor, kept in shared memory (WsConfig::kLoadCursorOffset) between
+// the loading warp's turns: the next tile to load, tile `tile` of work item `item`, and what
+// loading it needs of the item. item is -1 past the last tile, kEndMarked once the loader has
+// handed the builders the end mark.
+struct WsLoadCursor {
+  static constexpr int kEndMarked = -2;
+  int item;
+  int tile;
+  int seq;
+  int kv_head;
+  int kv_begin;
+  int kv_end;
 };
 
 // Warpgroup 0 of the persistent kernel: ws_producer's protocol over the CTA's tiles of all its
 // work items, g counting them (see the file comment). Direct-V kinds: the tail barrier completes
 // once per partial last tile, so its phase is the count of tails so far. Raw-stage kinds: warp 0
 // keeps kPrefetchTiles tiles in flight ahead of the one being built, across item boundaries (a
-// second cursor).
+// second cursor, in shared memory).
 template <class Cfg>
 __device__ __forceinline__ void ws_persistent_producer(const AttentionParams& p,
-                                                       const KvTensorMaps& maps, int num_items,
-                                                       unsigned char* smem,
+                                                       const KvTensorMaps& maps,
+                                                       const WsItems& items, unsigned char* smem,
                                                        const WsRingBarriers& ring, int ptid) {
   using Tile = typename Cfg::Tile;
   constexpr int kBlockN = Tile::kBlockN;
@@ -118,9 +125,9 @@ __device__ __forceinline__ void ws_persistent_producer(const AttentionParams& p,
   if constexpr (Cfg::kVDirect) {
     if (warp != 0) return;
     WsTileCursor<Tile> at;
-    at.start(p, num_items);
+    at.start(p, items);
     uint32_t tails = 0;
-    for (int g = 0; at.valid(); ++g, at.advance(p, num_items)) {
+    for (int g = 0; at.valid(); ++g, at.advance(p, items)) {
       const int slot = g % kStages;
       if (g >= kStages) {
         sm90_async::mbarrier_wait(&ring.k_empty[slot], empty_parity(g));
@@ -146,45 +153,86 @@ __device__ __forceinline__ void ws_persistent_producer(const AttentionParams& p,
     // Warp 0 loads, kPrefetchTiles tiles ahead of the one being built; with each tile it writes
     // the tile's valid keys into raw_keys[g & 1] before the raw stage's arrive.expect_tx (the
     // builders' wait acquires it), and after the last tile a 0 with a plain arrive. So the
-    // builders (the 24-register producer threads) keep no cursor of their own.
+    // builders keep no cursor of their own. Warp 0 builds too (transpose_v_fp8 takes four
+    // warps), and its load cursor lives in shared memory between its turns: carried in
+    // registers across the build it spilled at 24 registers (FP8 P V, 78-98 bytes, local loads
+    // and stores in the tile loop). Each turn reads it (the barriers between turns are memory
+    // clobbers, so nothing of it stays live across them) and lane 0 writes it back.
     constexpr int kPrefetch = Cfg::kPrefetchTiles;
     int* raw_keys = reinterpret_cast<int*>(smem + Cfg::kRawKeysOffset);
-    WsTileCursor<Tile> load;  // the next tile to load (warp 0 only)
-    load.start(p, num_items);
-    int loaded = 0;  // its g
-    bool ended = false;
-    const auto issue_next = [&]() {
-      if (ended) return;
+    static_assert(sizeof(WsLoadCursor) <= Cfg::kLoadCursorBytes, "see WsConfig");
+    WsLoadCursor* cursor = reinterpret_cast<WsLoadCursor*>(smem + Cfg::kLoadCursorOffset);
+    // Lane 0 moves the cursor to item `item`'s first tile (w decoded; -1: none left).
+    const auto start_item = [&](int item, const WsWork& w, int load_lane) {
+      if (load_lane != 0) return;
+      cursor->item = item;
+      cursor->tile = 0;
+      if (item < 0) return;
+      cursor->seq = w.seq;
+      cursor->kv_head = w.kv_head;
+      cursor->kv_begin = w.kv_begin;
+      cursor->kv_end = w.kv_end;
+    };
+    // Loads tile `loaded` (the CTA's g) at the cursor, or the end mark after the last tile, and
+    // moves the cursor on. Every field is read where it is used: nothing of the cursor is live
+    // across a turn. load_lane: the lane in warp 0.
+    const auto issue_next = [&](int loaded, int load_lane) {
+      const int item = cursor->item;
+      if (item == WsLoadCursor::kEndMarked) return;
       unsigned char* raw = raw_stage(loaded);
       uint64_t* raw_full = &ring.raw_full[loaded & 1];
-      if (!load.valid()) {
-        ended = true;
-        if (lane == 0) {
+      if (item < 0) {
+        __syncwarp();  // every lane has read the cursor before lane 0 overwrites it
+        if (load_lane == 0) {
+          cursor->item = WsLoadCursor::kEndMarked;
           raw_keys[loaded & 1] = 0;
           sm90_async::mbarrier_arrive(raw_full);
         }
+        __syncwarp();
         return;
       }
-      if (lane == 0) raw_keys[loaded & 1] = valid_keys_of(load.w, load.tile);
+      const int tile = cursor->tile;
+      WsWork w;  // the fields ws_issue_tile_loads reads
+      w.kv_head = cursor->kv_head;
+      w.kv_begin = cursor->kv_begin;
+      w.kv_end = cursor->kv_end;
+      const int32_t* pages =
+          p.block_table + static_cast<int64_t>(cursor->seq) * p.block_table_stride;
+      __syncwarp();  // every lane has read the cursor before lane 0 overwrites it
+      if (load_lane == 0) raw_keys[loaded & 1] = valid_keys_of(w, tile);
       if constexpr (Cfg::kKDirect) {
         const int slot = loaded % kStages;
         if (loaded >= kStages) {
           sm90_async::mbarrier_wait(&ring.k_empty[slot], empty_parity(loaded));
         }
-        ws_issue_tile_loads<Cfg>(p, maps, load.w, pages_of(load.w), load.tile,
-                                 {slot_k(loaded), raw, &ring.full[slot], raw_full}, lane);
+        ws_issue_tile_loads<Cfg>(p, maps, w, pages, tile,
+                                 {slot_k(loaded), raw, &ring.full[slot], raw_full}, load_lane);
       } else {
-        ws_issue_tile_loads<Cfg>(p, maps, load.w, pages_of(load.w), load.tile,
-                                 {raw + Cfg::kRawKOffsetInStage, raw, raw_full, raw_full}, lane);
+        ws_issue_tile_loads<Cfg>(p, maps, w, pages, tile,
+                                 {raw + Cfg::kRawKOffsetInStage, raw, raw_full, raw_full},
+                                 load_lane);
       }
-      ++loaded;
-      load.advance(p, num_items);
+      if (w.kv_begin + (tile + 1) * kBlockN < w.kv_end) {
+        if (load_lane == 0) cursor->tile = tile + 1;
+      } else {
+        WsWork next;
+        start_item(ws_next_item<Tile>(p, items, item, next), next, load_lane);
+      }
+      __syncwarp();
     };
     if (warp == 0) {
+      WsWork first;
+      start_item(ws_next_item<Tile>(p, items, ws_before_first_item(), first), first, lane);
+      __syncwarp();
       for (int i = 0; i < kPrefetch; ++i)
-        issue_next();
+        issue_next(i, lane);
     }
     for (int g = 0;; ++g) {
+      // ptid as the compiler cannot see through: the thread's addresses (transpose rows, page
+      // offsets) are derived again for each tile, a few integer ops, instead of hoisted out of
+      // the loop and spilled around warp 0's loads.
+      int tid = ptid;
+      asm volatile("" : "+r"(tid));
       const int slot = g % kStages;
       unsigned char* raw = raw_stage(g);
       sm90_async::mbarrier_wait(&ring.raw_full[g & 1], static_cast<uint32_t>((g >> 1) & 1));
@@ -192,18 +240,18 @@ __device__ __forceinline__ void ws_persistent_producer(const AttentionParams& p,
       if (valid_keys == 0) break;
       if (valid_keys < kBlockN) {
         // An item's last tile: raw V rows past kv_end become zeros before anything reads them.
-        ws_zero_rows<kBlockN, Cfg::kKvBoxes * 8, Cfg::kProducerThreads>(raw, valid_keys, ptid);
+        ws_zero_rows<kBlockN, Cfg::kKvBoxes * 8, Cfg::kProducerThreads>(raw, valid_keys, tid);
         sm90_async::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
       }
       if (g >= kStages) sm90_async::mbarrier_wait(&ring.v_empty[slot], empty_parity(g));
-      ws_build_operands<Cfg>(raw, slot_k(g), ptid);
+      ws_build_operands<Cfg>(raw, slot_k(g), tid);
       // The built operands are generic-proxy writes that wgmma reads.
       sm90::fence_proxy_async_shared();
       sm90_async::mbarrier_arrive(&ring.full[slot]);
       // Every producer thread is done reading raw stage g & 1 (and raw_keys[g & 1]) before warp
       // 0 loads into it again.
       sm90_async::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
-      if (warp == 0) issue_next();
+      if (warp == 0) issue_next(g + kPrefetch, tid % 32);
     }
   }
 }
@@ -212,8 +260,8 @@ __device__ __forceinline__ void ws_persistent_producer(const AttentionParams& p,
 // work item of the CTA, g0 = the item's first tile in the CTA's ring sequence. ctid =
 // threadIdx.x - 128 (0..255), c = ctid / 128. kSoftCap: p.logit_soft_cap > 0.
 template <class Cfg, bool kSoftCap>
-__device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p, int num_items,
-                                                       unsigned char* smem,
+__device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
+                                                       const WsItems& items, unsigned char* smem,
                                                        const WsRingBarriers& ring, int ctid) {
   using Tile = typename Cfg::Tile;
   using prefill_common::OutputTile;
@@ -237,7 +285,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
   int item;
   {
     WsWork first;
-    item = ws_next_item<Tile>(p, num_items, ws_before_first_item(), first);
+    item = ws_next_item<Tile>(p, items, ws_before_first_item(), first);
     if (item < 0) return;
     ws_load_q_rows<Cfg>(p, first, q_tile, consumer, gtid);
     prefill_generic::cp_async_commit();
@@ -255,14 +303,14 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     int next_item;
     {
       WsWork next;
-      next_item = ws_next_item<Tile>(p, num_items, item, next);
+      next_item = ws_next_item<Tile>(p, items, item, next);
     }
     int n_tiles;  // >= 1: every non-empty item sees its own key
     int kv_begin;
     ScoreTransform scores;
     {
       WsWork w;
-      ws_decode_item<Tile>(p, item, w);
+      ws_decode_item<Tile>(p, items, item, w);
       n_tiles = w.num_kv_tiles;
       kv_begin = w.kv_begin;
       scores = ws_score_transform<Tile>(p, w, consumer, warp_in_group, lane_group, lane_in_group);
@@ -337,8 +385,12 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     // the epilogue.
     if (next_item >= 0) {
       WsWork next;
-      ws_decode_item<Tile>(p, next_item, next);
-      ws_load_q_rows<Cfg>(p, next, q_tile, consumer, gtid);
+      ws_decode_item<Tile>(p, items, next_item, next);
+      // gtid as the compiler cannot see through: the Q rows' addresses are derived here
+      // instead of hoisted out of the item loop (spilled at 240 registers, reloaded per item).
+      int q_tid = gtid;
+      asm volatile("" : "+r"(q_tid));
+      ws_load_q_rows<Cfg>(p, next, q_tile, consumer, q_tid);
       prefill_generic::cp_async_commit();
     }
     sm90::wgmma_wait_group<0>();
@@ -350,7 +402,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     // Epilogue: normalize (sinks join the denominator; O and the sum are both times kPScale),
     // apply v_scale, write the LSE, store from registers.
     WsWork w;
-    ws_decode_item<Tile>(p, item, w);
+    ws_decode_item<Tile>(p, items, item, w);
     const float v_scale = p.v_scale.at(w.kv_head);
     float factor[2];
     int row_m[2];
@@ -370,28 +422,28 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
 
 #endif  // QUENCH_SM90A_ENABLED
 
-// `maps`: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv). kSoftCap must be
-// p.logit_soft_cap > 0. Any 1-D grid: CTA b takes work items b, b + gridDim.x, ... (see above).
+// `maps`: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv); `items`: ws_items
+// for p, Cfg::kBlockM, the K/V element bytes and gridDim.x. kSoftCap must be p.logit_soft_cap > 0.
+// Any 1-D grid: CTA b takes work items b, b + gridDim.x, ... (see above).
 template <HopperKind kKind, int kHeadDimT, bool kSoftCap>
 __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
     prefill_attention_hopper_persistent_kernel(const AttentionParams p,
-                                               const __grid_constant__ KvTensorMaps maps) {
+                                               const __grid_constant__ KvTensorMaps maps,
+                                               const WsItems items) {
 #ifdef QUENCH_SM90A_ENABLED
   using Cfg = WsConfig<kKind, kHeadDimT>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* smem = ws_aligned_smem<Cfg>(smem_raw);
-  const int num_items =
-      ws_schedule_size(p.max_q_len, p.num_q_heads, p.kv.num_kv_heads, p.num_seqs, Cfg::kBlockM);
   const WsRingBarriers ring = ws_init_ring<Cfg>(smem, maps);
   __syncthreads();
 
   const int tid = static_cast<int>(threadIdx.x);
   if (tid < Cfg::kProducerThreads) {
     sm90::warpgroup_release_registers<Cfg::kProducerRegisters>();
-    ws_persistent_producer<Cfg>(p, maps, num_items, smem, ring, tid);
+    ws_persistent_producer<Cfg>(p, maps, items, smem, ring, tid);
   } else {
     sm90::warpgroup_claim_registers<Cfg::kConsumerRegisters>();
-    ws_persistent_consumer<Cfg, kSoftCap>(p, num_items, smem, ring, tid - Cfg::kProducerThreads);
+    ws_persistent_consumer<Cfg, kSoftCap>(p, items, smem, ring, tid - Cfg::kProducerThreads);
   }
 #endif  // QUENCH_SM90A_ENABLED
 }

@@ -75,10 +75,13 @@ struct WsConfig {
   // After the mbarriers, one int per raw stage: the valid keys of the tile it holds, 0 for none
   // left (the persistent kernel's loading warp hands them to the producer threads that build).
   static constexpr int kRawKeysBytes = 2 * 4;
+  // Then the persistent kernel's load cursor (WsLoadCursor, prefill_hopper_persistent_kernel.cuh):
+  // the loading warp keeps it here between its turns, not in its 24 registers across the build.
+  static constexpr int kLoadCursorBytes = 64;
 
   static constexpr bool ring_fits(int stages) {
     return kSlotOffset + stages * kSlotBytes + (kBarriersPerSlot * stages + kProducerBarriers) * 8 +
-               kRawKeysBytes + kAlignSlack <=
+               kRawKeysBytes + kLoadCursorBytes + kAlignSlack <=
            kMaxSmemBytes;
   }
   static constexpr int kStages = ring_fits(4) ? 4 : (ring_fits(3) ? 3 : 2);
@@ -86,7 +89,8 @@ struct WsConfig {
   static constexpr int kBarrierOffset = kSlotOffset + kStages * kSlotBytes;
   static constexpr int kRawKeysOffset =
       kBarrierOffset + (kBarriersPerSlot * kStages + kProducerBarriers) * 8;
-  static constexpr int kSmemBytes = kRawKeysOffset + kRawKeysBytes + kAlignSlack;
+  static constexpr int kLoadCursorOffset = kRawKeysOffset + kRawKeysBytes;
+  static constexpr int kSmemBytes = kLoadCursorOffset + kLoadCursorBytes + kAlignSlack;
   // Raw-stage kinds: tiles whose loads the producer keeps in flight while it prepares an earlier
   // one (the raw stages hold two tiles). Two where tile t + 2's direct K lands in a slot other
   // than tile t's (3 or more slots); with 2 slots loading tile t + 2's K would wait for tile

@@ -75,12 +75,13 @@ struct WsRingBarriers {
 
 // The work item (m tile `m_rank` counted from the sequence's last, KV head, sequence): m_rank 0
 // is the tile with the most keys under causality. False when the sequence has no such tile.
+// group: p.num_q_heads / p.kv.num_kv_heads.
 template <class Tile>
-__device__ __forceinline__ bool ws_work_item(const AttentionParams& p, int m_rank, int kv_head,
-                                             int seq, WsWork& w) {
+__device__ __forceinline__ bool ws_work_item(const AttentionParams& p, int group, int m_rank,
+                                             int kv_head, int seq, WsWork& w) {
   w.seq = seq;
   w.kv_head = kv_head;
-  w.group = p.num_q_heads / p.kv.num_kv_heads;
+  w.group = group;
   w.q_begin = p.q_offsets[w.seq];
   w.q_len = p.q_offsets[w.seq + 1] - w.q_begin;
   w.rows = w.q_len * w.group;
@@ -104,8 +105,8 @@ __device__ __forceinline__ bool ws_work_item(const AttentionParams& p, int m_ran
 // False when this CTA has no rows (the sequence is shorter than the grid's longest one).
 template <class Tile>
 __device__ __forceinline__ bool ws_work(const AttentionParams& p, WsWork& w) {
-  return ws_work_item<Tile>(p, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
-                            static_cast<int>(blockIdx.z), w);
+  return ws_work_item<Tile>(p, p.num_q_heads / p.kv.num_kv_heads, static_cast<int>(blockIdx.x),
+                            static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z), w);
 }
 
 // Issues acc (+)= P V from the slot's V operand at `v_address` (V^T, or MN-major V as cached).
