@@ -6,10 +6,10 @@
 // (H = num_kv_heads), are cut into groups of consecutive pairs, and the items are numbered group
 // by group, rank-major inside a group (ws_item_coordinates). A CTA takes every gridDim.x-th item,
 // so the CTAs working at the same time read the K/V of one group's pairs and take the group's
-// heaviest items first. The default is one group of every pair (the heaviest items of the whole
-// batch first); QUENCH_PREFILL_ITEM_GROUPS=l2 (an A/B switch) sizes groups by ws_pairs_per_group
-// so that a group's K/V fits L2: a batch of 16 sequences of 1k tokens has all 128 pairs' K/V in
-// flight at once otherwise, 64 MiB of bf16 against a 60 MiB L2.
+// heaviest items first. By default groups are sized by ws_pairs_per_group so that a group's K/V
+// fits L2 (with one group of every pair, a batch of 16 sequences of 1k tokens has all 128 pairs'
+// K/V in flight at once, 64 MiB of bf16 against a 60 MiB L2: bf16 at 1k was 10% slower);
+// QUENCH_PREFILL_ITEM_GROUPS=all keeps one group (the heaviest items of the whole batch first).
 #pragma once
 
 #include <cstdint>
