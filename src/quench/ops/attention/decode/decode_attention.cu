@@ -242,7 +242,7 @@ KernelLaunchConfig launch_config(const DecodeKernelInfo& info, int device) {
 //   512 CTAs leave the second wave 29% full, 1536 CTAs fill four waves 97%), keeping at least
 //   kMinTilesPerLongSplit tiles per split; another split must gain 5% of wave efficiency.
 int64_t choose_num_splits(int64_t base, int64_t slots, int64_t target_ctas, int64_t tiles) {
-  if (base <= 0) return 1;
+  if (base <= 0 || tiles <= 0) return 1;  // nothing to split (e.g. a batch of padding only)
   if (base < slots) {
     const int64_t splits =
         std::max<int64_t>(1, std::min({target_ctas / base, tiles / kMinTilesPerSplit,
