@@ -15,7 +15,7 @@
 // Two row schedules (FusedRowSchedule): this file's per-kind one streams q, then k, then v rows,
 // each through its own 3-deep stream started after the token setup; the default ring schedule
 // (rope_quant_append_ring.cu) walks all of a token's rows as one ring, its token setup loads
-// issued before (grids of at most half a wave) or after (larger grids) its first row loads. The arithmetic of a
+// issued before (one-wave grids that split tokens over warps) or after its first row loads. The arithmetic of a
 // row is shared (fused_row_ops.cuh). Decode-sized batches (T <= kRowItemsMaxTokens) take the
 // row-item kernel instead (rope_quant_append_row_items.cu).
 #include "quench/ops/rope_quant_append/rope_quant_append.h"
@@ -237,7 +237,8 @@ void rope_quant_append_cuda(const RopeQuantAppendParams& p, const FusedRopeAppen
   const int64_t warps = static_cast<int64_t>(p.num_tokens) * args.warps_per_token;
   args.setup_first =
       options.setup_order == FusedSetupOrder::kSetupFirst ||
-      (options.setup_order == FusedSetupOrder::kAuto && 2 * warps <= resident_warps(num_sms));
+      (options.setup_order == FusedSetupOrder::kAuto && args.warps_per_token > 1 &&
+       warps <= resident_warps(num_sms));
   const auto blocks = static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
   if (options.schedule == FusedRowSchedule::kRing) {
     launch_ring_schedule(args, blocks, stream);

@@ -31,11 +31,13 @@ const char* fused_row_schedule_name(FusedRowSchedule schedule);  // "ring" | "pe
 // When the ring schedule issues a token's setup loads (slot, position, then cos/sin and norm
 // weights) against its row loads. All give bit-identical outputs.
 enum class FusedSetupOrder : uint8_t {
-  // kSetupFirst when the grid fills at most half a wave of resident warps (every warp issues its
-  // rows at the same moment: see kSetupFirst), else kRowsFirst (warps of later waves start
-  // staggered; the rows-first ring measured 98-100% of the copy ceiling at T = 16384). Measured
-  // on the H200 (bench/LOG.md, fifth session): setup-first gains 21% at T = 1024 on Llama-3-8B
-  // (a quarter wave) but loses 5% at T = 4096 (0.97 waves), where Qwen3-32B gains 2.5%.
+  // kSetupFirst when the grid fits in one wave of resident warps and splits each token over
+  // several warps (T below ~4k tokens: every warp issues its few rows at the same moment, see
+  // kSetupFirst), else kRowsFirst (one warp per token has rows enough to cover its setup loads;
+  // warps of later waves start staggered). Measured on the H200 in one run (bench/LOG.md, fifth
+  // session; Llama-3-8B / Qwen3-32B): setup-first 2.34 / 2.47 TB/s against 1.94 / 2.32 at
+  // T = 1024 (4 warps per token), 1.06 / 1.24 against 0.98 / 1.15 at T = 256; rows-first 3.35
+  // against 3.18 on Llama at T = 4096 (1 warp per token), where Qwen3 lost 2.5% (3.58 / 3.67).
   kAuto,
   // Slot and position first (waited for: a padding token then loads nothing), then the cos/sin
   // loads, then the row loads. In a one-wave batch every warp issues its rows at once, and the
