@@ -43,6 +43,8 @@ constexpr int kMinTilesPerLongSplit = 16;
 // B1 x 32k (forced split counts, 3 stages): 16 splits (1 CTA per SM) 25.2 us, 32 (2 per SM)
 // 24.3 us, 64 (4 per SM) 26.8 us.
 constexpr int kSplitCtasPerSm = 2;
+// Splits of at least this many tiles keep every CTA slot (split_target_ctas).
+constexpr int kMinTilesPerFillSplit = 32;
 
 void check_cuda(cudaError_t status, const char* what) {
   QUENCH_REQUIRE(status == cudaSuccess, "decode attention: ", what,
@@ -115,12 +117,15 @@ int32_t splits_from_env() {
   return splits;
 }
 
-// QUENCH_DECODE_SPLIT_CTAS=1|2|3|4|fill: the CTAs per SM that small-batch launches split up to
-// (default kSplitCtasPerSm; fill: every CTA slot, the rule before kSplitCtasPerSm). 0 = fill.
+// QUENCH_DECODE_SPLIT_CTAS=1|2|3|4|fill|auto: the CTAs per SM that small-batch launches split up
+// to (default kSplitCtasPerSm; fill: every CTA slot; auto: see split_target_ctas, not yet measured
+// as a whole). 0 = fill, -1 = auto.
 int32_t split_ctas_per_sm_from_env() {
   static const int32_t ctas = [] {
-    const std::string value = env_switch("QUENCH_DECODE_SPLIT_CTAS", {"1", "2", "3", "4", "fill"});
+    const std::string value =
+        env_switch("QUENCH_DECODE_SPLIT_CTAS", {"1", "2", "3", "4", "fill", "auto"});
     if (value.empty()) return kSplitCtasPerSm;
+    if (value == "auto") return -1;
     return value == "fill" ? 0 : std::stoi(value);
   }();
   return ctas;
@@ -261,6 +266,24 @@ int64_t choose_num_splits(int64_t base, int64_t slots, int64_t target_ctas, int6
   return best;
 }
 
+// The CTAs a small batch splits up to (choose_num_splits' target_ctas), for `split_ctas` CTAs per
+// SM (0: every slot; -1: auto). Auto: kSplitCtasPerSm per SM with a deeper ring where filling
+// every slot would leave splits shorter than kMinTilesPerFillSplit tiles (their per-CTA start-up
+// and merge terms then dominate), else every slot. Why (bench/LOG.md, fifth session, H200):
+// against the fill rule of the session before, 2 per SM won at B1 x 32k (25.0 vs 26.6 us;
+// 8-tile splits) and B2 x 32k (41.3 vs 42.9; 16-tile splits), and lost 1-2% wherever filling
+// gives splits of 32 tiles or more (B4 x 32k, B1 x 128k, B2-B8 x 128k, B8 x 32k, B16 x 16k).
+// Opt-in until auto itself is measured: fill now also has the batched page-id producer.
+int64_t split_target_ctas(int64_t base, int64_t slots, int32_t sm_count, int64_t tiles,
+                          int32_t split_ctas) {
+  const int64_t two_per_sm =
+      std::min<int64_t>(slots, int64_t{sm_count} * (split_ctas > 0 ? split_ctas : kSplitCtasPerSm));
+  if (split_ctas > 0) return two_per_sm;
+  if (split_ctas == 0 || base <= 0 || tiles <= 0) return slots;
+  const int64_t fill_splits = choose_num_splits(base, slots, slots, tiles);
+  return tiles / fill_splits < kMinTilesPerFillSplit ? two_per_sm : slots;
+}
+
 struct LaunchShape {
   DecodeKernelInfo info;
   DecodeKernelArgs args;
@@ -297,9 +320,8 @@ LaunchShape launch_shape(const AttentionParams& p) {
         visible, static_cast<int64_t>(p.window_left) + p.max_q_len + decode::kTileTokens);
   }
   const int64_t tiles = (visible + decode::kTileTokens - 1) / decode::kTileTokens;
-  const int32_t split_ctas = split_ctas_per_sm_from_env();
   const int64_t target_ctas =
-      split_ctas > 0 ? std::min<int64_t>(slots, int64_t{config.sm_count} * split_ctas) : slots;
+      split_target_ctas(base, slots, config.sm_count, tiles, split_ctas_per_sm_from_env());
   args.num_splits = static_cast<int32_t>(choose_num_splits(base, slots, target_ctas, tiles));
   if (splits_from_env() > 0 && args.num_splits > 1) args.num_splits = splits_from_env();
   // A grid that leaves every SM fewer CTAs than fit gets the deeper ring they leave room for,
