@@ -276,12 +276,12 @@ int64_t choose_num_splits(int64_t base, int64_t slots, int64_t target_ctas, int6
 // Opt-in until auto itself is measured: fill now also has the batched page-id producer.
 int64_t split_target_ctas(int64_t base, int64_t slots, int32_t sm_count, int64_t tiles,
                           int32_t split_ctas) {
-  const int64_t two_per_sm =
+  const int64_t split_ctas_target =
       std::min<int64_t>(slots, int64_t{sm_count} * (split_ctas > 0 ? split_ctas : kSplitCtasPerSm));
-  if (split_ctas > 0) return two_per_sm;
+  if (split_ctas > 0) return split_ctas_target;
   if (split_ctas == 0 || base <= 0 || tiles <= 0) return slots;
   const int64_t fill_splits = choose_num_splits(base, slots, slots, tiles);
-  return tiles / fill_splits < kMinTilesPerFillSplit ? two_per_sm : slots;
+  return tiles / fill_splits < kMinTilesPerFillSplit ? split_ctas_target : slots;
 }
 
 struct LaunchShape {
