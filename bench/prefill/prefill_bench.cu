@@ -5,7 +5,8 @@
 // Hopper kernel where it serves the case (sm_90 device; case string + " hopper"), for an FP8
 // query once more with FP8 P·V (case string + " hopper_fp8pv"), and each of those again on the
 // other schedules ("_items": the persistent kernel on one CTA per work item, "_pertile": the
-// non-persistent kernel).
+// non-persistent kernel). At hd256 every Hopper variant runs the synchronous kernel unless
+// QUENCH_PREFILL_HD256=ws selects the warp-specialized ones (the A/B of that path).
 // bench/peers/prefill_peer.py measures cuDNN bf16 SDPA on the same shapes under the same case
 // strings.
 #include <cuda_runtime.h>

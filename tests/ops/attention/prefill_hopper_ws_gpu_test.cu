@@ -1,5 +1,5 @@
 // GPU tests aimed at the warp-specialized Hopper prefill kernel (prefill_hopper_ws_kernel.cuh,
-// head_dim 64 and 128) through the public prefill_attention_hopper entry: the K/V^T ring's
+// head_dim 64, 128 and 256) through the public prefill_attention_hopper entry: the K/V^T ring's
 // mbarrier phases (KV tile counts around and far past the ring depth: 2, 3 or 4 slots per
 // kind, so every slot wraps and its parity flips both ways), the ping-pong of the two consumer
 // warpgroups (CTAs whose second consumer has no rows), ragged batches on 16-token pages in the
@@ -7,10 +7,15 @@
 // race shows up as run-to-run differences). Every operand kind runs, FP8 P·V included, against
 // the CPU reference at the SPEC §3 tolerances. Skipped unless the device is sm_90. They run the
 // default schedule (the persistent kernel for chunks of <= 2048 tokens, the per-tile one above);
-// QUENCH_PREFILL_PERSISTENT=0 or =1 forces one for every case.
+// QUENCH_PREFILL_PERSISTENT=0 or =1 forces one for every case. The head_dim 256 tests name both
+// schedules and the warp-specialized kernels themselves (HopperHeadDim256Kernel): at 256 the
+// launcher's default is the synchronous kernel, which prefill_attention_hopper_gpu_test.cu
+// covers.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <utility>
 #include <vector>
 
 #include "harness/attention_device_problem.h"
@@ -177,6 +182,120 @@ TEST(PrefillHopperWs, RepeatRunsAreBitIdentical) {
       EXPECT_EQ(differing, 0u) << "run " << run << ": " << differing << " of " << again.size()
                                << " output bytes differ from run 0, the first at byte "
                                << first_difference;
+    }
+  }
+}
+
+// head_dim 256 (the bf16 q kinds: 64-key tiles, a ring of two slots, and for FP8 KV a single raw
+// stage) on the per-tile and the persistent warp-specialized kernel, by name: the default
+// schedule would pick one by chunk length, and the default kernel at 256 is the synchronous one
+// (QUENCH_PREFILL_HD256 does not reach these tests).
+void run_ws(const AttentionParams& params, cudaStream_t stream, HopperSchedule schedule) {
+  prefill_attention_hopper(params, stream, HopperPvPrecision::kBf16, schedule,
+                           HopperHeadDim256Kernel::kWarpSpecialized);
+}
+void run_per_tile(const AttentionParams& params, cudaStream_t stream) {
+  run_ws(params, stream, HopperSchedule::kPerTile);
+}
+void run_persistent(const AttentionParams& params, cudaStream_t stream) {
+  run_ws(params, stream, HopperSchedule::kPersistent);
+}
+struct ScheduleCase {
+  PrefillKernel run;
+  const char* name;
+};
+constexpr ScheduleCase kSchedules[] = {{run_per_tile, "per tile"}, {run_persistent, "persistent"}};
+const HopperKindCase kHeadDim256Kinds[] = {kHopperKinds[2], kHopperKinds[3]};
+
+// One 128-row chunk per sequence over 1..16 KV tiles of 64 keys: the two slots (and the FP8
+// raw stage) wrap many times, with partial last tiles at several offsets.
+TEST(PrefillHopperWs, HeadDim256RingWrapAround) {
+  SKIP_UNLESS_SM90();
+  uint64_t seed = 2800;
+  for (const HopperKindCase& kind : kHeadDim256Kinds) {
+    for (const ScheduleCase& schedule : kSchedules) {
+      SCOPED_TRACE(str_cat(kind.name, ", ", schedule.name));
+      AttentionProblemConfig c = base_config(kind.dtypes, 256, seed++);
+      c.num_q_heads = 2;
+      c.num_kv_heads = 2;
+      c.page_size = 32;
+      c.seqs = {{128, 64},  {128, 128}, {128, 192}, {100, 250},
+                {128, 320}, {1, 65},    {77, 1000}, {128, 1024}};
+      expect_matches_reference(c, schedule.run);
+    }
+  }
+}
+
+// Ragged chunks after cached prefixes (a padding sequence between them), 16-token pages in HND,
+// GQA group 4, sliding window, soft-cap, sinks and per-head scales, every output dtype (LSE
+// too), on both schedules.
+TEST(PrefillHopperWs, HeadDim256RaggedBatchEveryOutput) {
+  SKIP_UNLESS_SM90();
+  uint64_t seed = 2900;
+  for (const HopperKindCase& kind : kHeadDim256Kinds) {
+    for (const DType out : {DType::kBF16, DType::kFP8E4M3, DType::kFP8E5M2, DType::kNVFP4}) {
+      for (const ScheduleCase& schedule : kSchedules) {
+        SCOPED_TRACE(str_cat(kind.name, ", out ", dtype_name(out), ", ", schedule.name));
+        AttentionProblemConfig c = base_config(kind.dtypes, 256, seed);
+        c.out_dtype = out;
+        c.page_size = 16;
+        c.layout = KvLayout::kHND;
+        c.num_kv_heads = 2;
+        c.num_q_heads = 8;
+        c.seqs = random_prefill_seqs(4, 1, 200, 600, seed);
+        c.seqs.insert(c.seqs.begin() + 1, SeqShape{0, 0});
+        if (out != DType::kFP8E5M2) {
+          c.window_left = 150;
+          c.logit_soft_cap = 30.0f;
+          c.sm_scale = 0.3f;
+          c.sinks = true;
+          c.per_head_kv_scales = true;
+        }
+        expect_matches_reference(c, schedule.run);
+      }
+      ++seed;
+    }
+  }
+}
+
+// The persistent kernel (twice), the persistent kernel on one CTA per item and the per-tile
+// kernel write the same bytes at head_dim 256: a ring race on two slots (or on the single raw
+// stage) shows up as a difference. ~1000 work items, long and short chunks, window and soft-cap.
+TEST(PrefillHopperWs, HeadDim256SchedulesAreBitIdentical) {
+  SKIP_UNLESS_SM90();
+  uint64_t seed = 3000;
+  for (const HopperKindCase& kind : kHeadDim256Kinds) {
+    SCOPED_TRACE(kind.name);
+    AttentionProblemConfig c = base_config(kind.dtypes, 256, seed++);
+    c.num_q_heads = 16;
+    c.num_kv_heads = 4;
+    c.page_size = 16;
+    c.window_left = 1500;
+    c.logit_soft_cap = 30.0f;
+    c.seqs = {{2000, 3000}, {1, 1}, {0, 0}, {130, 130}, {64, 2000}, {300, 800}, {7, 1500}};
+    AttentionProblem problem(c);
+    AttentionDeviceProblem device(problem);
+    const auto run = [&](HopperSchedule schedule) {
+      device.poison_outputs();
+      run_ws(device.params(), nullptr, schedule);
+      QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+      return std::make_pair(device.download_out(), device.download_lse());
+    };
+    const auto first = run(HopperSchedule::kPersistent);
+    const std::pair<HopperSchedule, const char*> others[] = {
+        {HopperSchedule::kPersistent, "persistent (again)"},
+        {HopperSchedule::kOneItemPerCta, "one item per CTA"},
+        {HopperSchedule::kPerTile, "per-tile kernel"},
+        {HopperSchedule::kPerTile, "per-tile kernel (again)"}};
+    for (const auto& [schedule, name] : others) {
+      const auto again = run(schedule);
+      EXPECT_TRUE(again.first == first.first) << name << ": output bytes differ from persistent";
+      // Bytes, not floats: a NaN written by one schedule must match a NaN of the other.
+      const bool same_lse =
+          again.second.size() == first.second.size() &&
+          (first.second.empty() || std::memcmp(again.second.data(), first.second.data(),
+                                               first.second.size() * sizeof(float)) == 0);
+      EXPECT_TRUE(same_lse) << name << ": LSE bytes differ from persistent";
     }
   }
 }

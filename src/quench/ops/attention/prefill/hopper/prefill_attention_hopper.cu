@@ -1,7 +1,8 @@
 // Host launcher of the Hopper prefill kernels: support check (device architecture, dtypes,
 // head_dim, page size, GQA), dispatch on the operand kind, head_dim, soft-capping on / off and
-// schedule (at head_dim 64 and 128 the persistent warp-specialized kernel, or the per-tile one;
-// the synchronous one at 256) and grid (persistent: one CTA per SM; per tile: query tiles of 128
+// kernel (the persistent warp-specialized kernel, or the per-tile one, by schedule; at head_dim
+// 256 the synchronous one unless HopperHeadDim256Kernel or QUENCH_PREFILL_HD256=ws asks for the
+// warp-specialized ones) and grid (persistent: one CTA per SM; per tile: query tiles of 128
 // packed rows, KV heads, sequences).
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
 
@@ -74,6 +75,29 @@ bool l2_groups_from_env() {
   return l2_groups;
 }
 
+// The head_dim 256 kernel QUENCH_PREFILL_HD256 asks for (an A/B switch, read once): sync (or
+// unset) the synchronous kernel, ws the warp-specialized ones. The synchronous kernel stays the
+// default until the warp-specialized path at head_dim 256 has been measured on the H200.
+HopperHeadDim256Kernel hd256_kernel_from_env() {
+  static const HopperHeadDim256Kernel kernel = [] {
+    const char* env = std::getenv("QUENCH_PREFILL_HD256");
+    if (env == nullptr || std::strcmp(env, "sync") == 0) {
+      return HopperHeadDim256Kernel::kSynchronous;
+    }
+    if (std::strcmp(env, "ws") == 0) return HopperHeadDim256Kernel::kWarpSpecialized;
+    QUENCH_REQUIRE(false, "QUENCH_PREFILL_HD256='", env,
+                   "' is not supported; allowed: sync, ws (or unset: sync)");
+    return HopperHeadDim256Kernel::kSynchronous;
+  }();
+  return kernel;
+}
+
+// kDefault resolved: the caller's choice, else the environment's, else the synchronous kernel.
+bool hd256_synchronous(HopperHeadDim256Kernel kernel) {
+  if (kernel == HopperHeadDim256Kernel::kDefault) kernel = hd256_kernel_from_env();
+  return kernel == HopperHeadDim256Kernel::kSynchronous;
+}
+
 // kDefault resolved: the environment's choice, else the chunk length decides
 // (kPersistentMaxQueryLen).
 HopperSchedule resolve_schedule(HopperSchedule schedule, const AttentionParams& params) {
@@ -115,59 +139,71 @@ void launch_persistent(const AttentionParams& params, HopperSchedule schedule,
                  "prefill_attention_hopper: launch failed: ", cudaGetErrorString(status));
 }
 
-// head_dim 64 and 128: the warp-specialized kernels (persistent, or prefill_hopper_ws_kernel.cuh
-// per tile), which load K and V through TMA maps (encoded once per cache tensor pair and layout,
-// then looked up; they travel by value in the kernel parameters, so CUDA graphs capture them);
-// 256: the synchronous one, whose Q and 64-key tiles leave no room for a ring.
+// The synchronous kernel (head_dim 256 only): the default there, and the baseline of the
+// QUENCH_PREFILL_HD256 A/B against the warp-specialized kernels.
 template <HopperKind kKind, int kHeadDim, bool kSoftCap>
-void launch_kernel(const AttentionParams& params, HopperSchedule schedule, cudaStream_t stream) {
-  if constexpr (kHeadDim != 256) {
-    if (schedule != HopperSchedule::kPerTile) {
-      return launch_persistent<kKind, kHeadDim, kSoftCap>(params, schedule, stream);
+void launch_synchronous(const AttentionParams& params, cudaStream_t stream) {
+  using Cfg = prefill_hopper::HopperConfig<kKind, kHeadDim>;
+  const auto kernel = prefill_hopper::prefill_attention_hopper_kernel<kKind, kHeadDim, kSoftCap>;
+  static const cudaError_t reserve_status =
+      prefill_common::reserve_shared_memory(kernel, Cfg::kSmemBytes, /*max_carveout=*/false);
+  prefill_common::launch_on_query_tiles(kernel, "prefill_attention_hopper", reserve_status,
+                                        Cfg::kBlockM, Cfg::kThreads, Cfg::kSmemBytes, params,
+                                        stream);
+}
+
+// The warp-specialized kernels (persistent, or prefill_hopper_ws_kernel.cuh per tile), which
+// load K and V through TMA maps (encoded once per cache tensor pair and layout, then looked up;
+// they travel by value in the kernel parameters, so CUDA graphs capture them). At head_dim 256
+// (64-key tiles, 64 KB of Q) their ring has two slots (prefill_hopper_ws_config.cuh); they run
+// there only where hd256_kernel (or QUENCH_PREFILL_HD256=ws) asks: that path has not been
+// measured yet, so the synchronous kernel stays the default.
+template <HopperKind kKind, int kHeadDim, bool kSoftCap>
+void launch_kernel(const AttentionParams& params, HopperSchedule schedule,
+                   HopperHeadDim256Kernel hd256_kernel, cudaStream_t stream) {
+  if constexpr (kHeadDim == 256) {
+    if (hd256_synchronous(hd256_kernel)) {
+      return launch_synchronous<kKind, kHeadDim, kSoftCap>(params, stream);
     }
-    using Cfg = prefill_hopper::WsConfig<kKind, kHeadDim>;
-    const auto kernel = reinterpret_cast<const void*>(
-        prefill_hopper::prefill_attention_hopper_ws_kernel<kKind, kHeadDim, kSoftCap>);
-    static const cudaError_t reserve_status =
-        prefill_common::reserve_shared_memory(kernel, Cfg::kSmemBytes, /*max_carveout=*/false);
-    AttentionParams args = params;
-    KvTensorMaps maps = cached_kv_tensor_maps(params.k_cache, params.v_cache, params.kv);
-    void* kernel_args[] = {&args, &maps};
-    prefill_common::launch_on_query_tiles(kernel, kernel_args, "prefill_attention_hopper",
-                                          reserve_status, Cfg::kBlockM, Cfg::kThreads,
-                                          Cfg::kSmemBytes, params, stream);
-  } else {
-    using Cfg = prefill_hopper::HopperConfig<kKind, kHeadDim>;
-    const auto kernel = prefill_hopper::prefill_attention_hopper_kernel<kKind, kHeadDim, kSoftCap>;
-    static const cudaError_t reserve_status =
-        prefill_common::reserve_shared_memory(kernel, Cfg::kSmemBytes, /*max_carveout=*/false);
-    prefill_common::launch_on_query_tiles(kernel, "prefill_attention_hopper", reserve_status,
-                                          Cfg::kBlockM, Cfg::kThreads, Cfg::kSmemBytes, params,
-                                          stream);
   }
+  if (schedule != HopperSchedule::kPerTile) {
+    return launch_persistent<kKind, kHeadDim, kSoftCap>(params, schedule, stream);
+  }
+  using Cfg = prefill_hopper::WsConfig<kKind, kHeadDim>;
+  const auto kernel = reinterpret_cast<const void*>(
+      prefill_hopper::prefill_attention_hopper_ws_kernel<kKind, kHeadDim, kSoftCap>);
+  static const cudaError_t reserve_status =
+      prefill_common::reserve_shared_memory(kernel, Cfg::kSmemBytes, /*max_carveout=*/false);
+  AttentionParams args = params;
+  KvTensorMaps maps = cached_kv_tensor_maps(params.k_cache, params.v_cache, params.kv);
+  void* kernel_args[] = {&args, &maps};
+  prefill_common::launch_on_query_tiles(kernel, kernel_args, "prefill_attention_hopper",
+                                        reserve_status, Cfg::kBlockM, Cfg::kThreads,
+                                        Cfg::kSmemBytes, params, stream);
 }
 
 // Soft-capping is a kernel template parameter: a runtime switch inside the unrolled softmax
 // made the compiler keep a copy of the body per combination with masking (instruction-cache
 // stalls).
 template <HopperKind kKind, int kHeadDim>
-void launch(const AttentionParams& params, HopperSchedule schedule, cudaStream_t stream) {
+void launch(const AttentionParams& params, HopperSchedule schedule,
+            HopperHeadDim256Kernel hd256_kernel, cudaStream_t stream) {
   if (params.logit_soft_cap > 0.0f) {
-    return launch_kernel<kKind, kHeadDim, true>(params, schedule, stream);
+    return launch_kernel<kKind, kHeadDim, true>(params, schedule, hd256_kernel, stream);
   }
-  return launch_kernel<kKind, kHeadDim, false>(params, schedule, stream);
+  return launch_kernel<kKind, kHeadDim, false>(params, schedule, hd256_kernel, stream);
 }
 
 template <HopperKind kKind>
 void dispatch_head_dim(const AttentionParams& params, HopperSchedule schedule,
-                       cudaStream_t stream) {
+                       HopperHeadDim256Kernel hd256_kernel, cudaStream_t stream) {
   switch (params.kv.head_dim) {
     case 64:
-      return launch<kKind, 64>(params, schedule, stream);
+      return launch<kKind, 64>(params, schedule, hd256_kernel, stream);
     case 128:
-      return launch<kKind, 128>(params, schedule, stream);
+      return launch<kKind, 128>(params, schedule, hd256_kernel, stream);
     default:
-      return launch<kKind, 256>(params, schedule, stream);
+      return launch<kKind, 256>(params, schedule, hd256_kernel, stream);
   }
 }
 
@@ -210,21 +246,22 @@ std::string prefill_attention_hopper_unsupported_reason(const AttentionParams& p
 }
 
 void prefill_attention_hopper(const AttentionParams& params, cudaStream_t stream,
-                              HopperPvPrecision pv_precision, HopperSchedule schedule) {
+                              HopperPvPrecision pv_precision, HopperSchedule schedule,
+                              HopperHeadDim256Kernel hd256_kernel) {
   const std::string reason = prefill_attention_hopper_unsupported_reason(params);
   QUENCH_REQUIRE(reason.empty(), "prefill_attention_hopper: ", reason);
   if (params.num_seqs == 0 || params.max_q_len == 0) return;
   const HopperSchedule resolved = resolve_schedule(schedule, params);
   if (params.q_dtype == DType::kFP8E4M3) {
     if (pv_precision == HopperPvPrecision::kFp8) {
-      return launch<HopperKind::kFp8, 128>(params, resolved, stream);
+      return launch<HopperKind::kFp8, 128>(params, resolved, hd256_kernel, stream);
     }
-    return launch<HopperKind::kFp8QkBf16Pv, 128>(params, resolved, stream);
+    return launch<HopperKind::kFp8QkBf16Pv, 128>(params, resolved, hd256_kernel, stream);
   }
   if (params.kv.dtype == DType::kBF16) {
-    return dispatch_head_dim<HopperKind::kBf16>(params, resolved, stream);
+    return dispatch_head_dim<HopperKind::kBf16>(params, resolved, hd256_kernel, stream);
   }
-  return dispatch_head_dim<HopperKind::kBf16QFp8Kv>(params, resolved, stream);
+  return dispatch_head_dim<HopperKind::kBf16QFp8Kv>(params, resolved, hd256_kernel, stream);
 }
 
 }  // namespace quench

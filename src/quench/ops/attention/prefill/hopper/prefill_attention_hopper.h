@@ -1,8 +1,11 @@
 // The Hopper (sm_90a) prefill attention kernel on warpgroup MMA: FP8 e4m3 Q over an FP8 e4m3
 // paged cache with FP8 Q·Kᵀ and bf16 P·V (default) or FP8 P·V with two-level (per 128-key
 // tile) fp32 accumulation; bf16 Q over a bf16 cache, and bf16 Q over an FP8 e4m3 cache (widened
-// to bf16), with bf16 operands. head_dim 64 and 128 run the warp-specialized kernel
-// (prefill_hopper_ws_kernel.cuh), head_dim 256 the synchronous one.
+// to bf16), with bf16 operands. head_dim 64 and 128 run the warp-specialized kernels
+// (prefill_hopper_ws_kernel.cuh, prefill_hopper_persistent_kernel.cuh); head_dim 256 runs the
+// synchronous one (prefill_attention_hopper_kernel.cuh) by default, the warp-specialized ones
+// where HopperHeadDim256Kernel::kWarpSpecialized or QUENCH_PREFILL_HD256=ws asks (opt-in: that
+// path is tested but not yet measured against the synchronous kernel).
 //
 // Serves: an sm_90 device; q/KV fp8_e4m3/fp8_e4m3, bf16/bf16 or bf16/fp8_e4m3 (f16 and e5m2
 // are not served); head_dim 128 (FP8 q) or 64/128/256 (bf16 q), NHD or HND, pages of
@@ -35,9 +38,9 @@ enum class HopperPvPrecision : uint8_t {
   kFp8,   // e4m3 P and V, two-level accumulation: fewer tensor-core cycles, coarser P
 };
 
-// How the warp-specialized kernel (head_dim 64 and 128) covers the work items (tile of 128
-// packed query rows, KV head, sequence); head_dim 256 always runs one synchronous CTA per item.
-// Results are bit-identical across schedules.
+// How the warp-specialized kernel covers the work items (tile of 128 packed query rows, KV head,
+// sequence); the synchronous kernel (head_dim 256, see HopperHeadDim256Kernel) always runs one
+// CTA per item. Results are bit-identical across schedules.
 enum class HopperSchedule : uint8_t {
   kDefault,        // kPersistent for chunks of <= 2048 tokens, else kPerTile; the environment
                    // may force QUENCH_PREFILL_PERSISTENT=0 (kPerTile), 1 or items
@@ -46,10 +49,23 @@ enum class HopperSchedule : uint8_t {
   kPerTile,        // the non-persistent kernel (prefill_hopper_ws_kernel.cuh), one CTA per item
 };
 
+// Which kernel serves head_dim 256 (bf16 q; ignored at 64 and 128). The warp-specialized
+// kernels serve it with 64-key tiles and a ring of two slots; until they are measured against
+// the synchronous kernel there, the synchronous one stays the default. Results of the two agree
+// within the SPEC tolerance, not bit for bit.
+enum class HopperHeadDim256Kernel : uint8_t {
+  kDefault,          // QUENCH_PREFILL_HD256=ws (kWarpSpecialized) or =sync / unset (kSynchronous)
+  kSynchronous,      // prefill_attention_hopper_kernel.cuh, one CTA per item (schedule ignored)
+  kWarpSpecialized,  // the schedule's warp-specialized kernel, as at head_dim 64 and 128
+};
+
 // Runs the prefill attention of params (device pointers) on `stream`. Throws quench::Error for
-// an unsupported configuration (see above) or a failed launch. No host synchronization.
-void prefill_attention_hopper(const AttentionParams& params, cudaStream_t stream,
-                              HopperPvPrecision pv_precision = HopperPvPrecision::kBf16,
-                              HopperSchedule schedule = HopperSchedule::kDefault);
+// an unsupported configuration (see above), a bad QUENCH_PREFILL_* value or a failed launch. No
+// host synchronization.
+void prefill_attention_hopper(
+    const AttentionParams& params, cudaStream_t stream,
+    HopperPvPrecision pv_precision = HopperPvPrecision::kBf16,
+    HopperSchedule schedule = HopperSchedule::kDefault,
+    HopperHeadDim256Kernel hd256_kernel = HopperHeadDim256Kernel::kDefault);
 
 }  // namespace quench

@@ -3,7 +3,9 @@
 // to bf16 in shared memory; the default: bf16 P keeps short rows within the SPEC tolerance) or
 // FP8 P V with two-level accumulation; bf16 q over a bf16 cache; bf16 q over an FP8 cache (K
 // and V widened to bf16). head_dim 128 for FP8 q; 64/128/256 for bf16 q. The launcher runs it
-// at head_dim 256 only; head_dim 64 and 128 run the warp-specialized prefill_hopper_ws_kernel.cuh.
+// at head_dim 256 only, by default (HopperHeadDim256Kernel, QUENCH_PREFILL_HD256=ws opts into
+// the warp-specialized kernels there); head_dim 64 and 128 run the warp-specialized kernels
+// (prefill_hopper_ws_kernel.cuh, prefill_hopper_persistent_kernel.cuh).
 //
 // One CTA of two warpgroups per (tile of 128 packed query rows, KV head, sequence); warpgroup w
 // owns packed rows 64w..64w+63 (GQA heads packed into rows as in the generic kernel). Per KV

@@ -1,8 +1,8 @@
-// The persistent warp-specialized Hopper (sm_90a) prefill kernel (head_dim 64 and 128): the roles,
-// ring, per-tile steps and numerics of prefill_hopper_ws_kernel.cuh, but each CTA walks a list of
-// work items instead of owning one, so the fixed cost of a work item (Q load, the first K/V round
-// trip, the epilogue) overlaps the tensor-core work of its neighbours (FlashAttention-3's
-// persistent design).
+// The persistent warp-specialized Hopper (sm_90a) prefill kernel (head_dim 64/128; 256 opt-in,
+// see the launcher): the roles, ring, per-tile steps and numerics of prefill_hopper_ws_kernel.cuh,
+// but each CTA walks a list of work items instead of owning one, so the fixed cost of a work item
+// (Q load, the first K/V round trip, the epilogue) overlaps the tensor-core work of its
+// neighbours (FlashAttention-3's persistent design).
 //
 // Schedule (prefill_hopper_schedule.h): work items are (m tile rank, sequence, KV head), numbered
 // group by group of (sequence, KV head) pairs, the heaviest items of a group first; by default
@@ -114,9 +114,7 @@ __device__ __forceinline__ void ws_persistent_producer(const AttentionParams& p,
   const auto slot_k = [&](int g) {
     return smem + Cfg::kSlotOffset + g % kStages * Cfg::kSlotBytes;
   };
-  const auto raw_stage = [&](int g) {
-    return smem + Cfg::kRawOffset + (g & 1) * Cfg::kRawStageBytes;
-  };
+  const auto raw_stage = [&](int g) { return smem + Cfg::raw_stage_offset(g); };
   const auto empty_parity = [](int g) { return static_cast<uint32_t>((g / kStages - 1) & 1); };
   const auto valid_keys_of = [&](const WsWork& w, int tile) {
     return min(kBlockN, w.kv_end - (w.kv_begin + tile * kBlockN));
@@ -248,8 +246,8 @@ __device__ __forceinline__ void ws_persistent_producer(const AttentionParams& p,
       // The built operands are generic-proxy writes that wgmma reads.
       sm90::fence_proxy_async_shared();
       sm90_async::mbarrier_arrive(&ring.full[slot]);
-      // Every producer thread is done reading raw stage g & 1 (and raw_keys[g & 1]) before warp
-      // 0 loads into it again.
+      // Every producer thread is done reading g's raw stage (and raw_keys[g & 1]) before warp 0
+      // loads into it again (with one raw stage: tile g + 1, just below).
       sm90_async::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
       if (warp == 0) issue_next(g + kPrefetch, tid % 32);
     }

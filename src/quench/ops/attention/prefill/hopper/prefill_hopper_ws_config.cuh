@@ -10,9 +10,10 @@ namespace quench::prefill_hopper {
 template <HopperKind kKind, int kHeadDimT>
 struct WsConfig {
   using Tile = HopperConfig<kKind, kHeadDimT>;
-  // head_dim 256 (64-key tiles, 64 KB Q) leaves no room for a ring: the synchronous kernel
-  // serves it.
-  static_assert(kHeadDimT == 64 || kHeadDimT == 128, "the warp-specialized kernel serves 64, 128");
+  // head_dim 256 (bf16 q only: HopperConfig) has 64-key tiles and 64 KB of Q: two ring slots of
+  // 64 KB (bf16 K + V operands) and, for FP8 KV, one raw stage (see kRawStages).
+  static_assert(kHeadDimT == 64 || kHeadDimT == 128 || kHeadDimT == 256,
+                "the warp-specialized kernel serves 64, 128, 256");
 
   // Warpgroup 0 produces (issues the K/V tile loads, builds V^T and the widened K), warpgroups
   // 1 and 2 consume, each owning 64 of the CTA's 128 packed query rows.
@@ -53,8 +54,8 @@ struct WsConfig {
                     168 * kThreads,
                 "the register budgets exceed the CTA's pool");
 
-  // Shared memory, every tile 1024-byte aligned: Q (128 rows); two producer-private raw stages
-  // (FP8 V as cached, and K as cached where it is widened; none for bf16 KV); the ring of
+  // Shared memory, every tile 1024-byte aligned: Q (128 rows); kRawStages producer-private raw
+  // stages (FP8 V as cached, and K as cached where it is widened; empty for bf16 KV); the ring of
   // kStages slots, each the K operand (K as cached, or the widened K) and the V operand (V^T,
   // bf16 V as cached, or FP8 V widened); then the mbarriers: full, k_empty, v_empty per slot, one
   // raw_full per raw stage, and one for the last tile of a direct-V ring (see ws_producer).
@@ -63,7 +64,6 @@ struct WsConfig {
   static constexpr int kRawOffset = Tile::kQBytes;
   // The raw stage holds V at 0 and, widened, K at kRawKOffsetInStage.
   static constexpr int kRawKOffsetInStage = kVDirect ? 0 : Tile::kStageBytes;
-  static constexpr int kSlotOffset = kRawOffset + 2 * kRawStageBytes;
   static constexpr int kSlotKBytes = Tile::kKOperandBytes;
   static constexpr int kSlotBytes = kSlotKBytes + Tile::kVtBytes;
   static_assert(Tile::kWidenK || Tile::kStageBytes == kSlotKBytes,
@@ -72,30 +72,44 @@ struct WsConfig {
   static constexpr int kAlignSlack = 1024;     // to align the window to the swizzle atom
   static constexpr int kBarriersPerSlot = 3;   // full, k_empty, v_empty
   static constexpr int kProducerBarriers = 3;  // raw_full x 2, tail
-  // After the mbarriers, one int per raw stage: the valid keys of the tile it holds, 0 for none
-  // left (the persistent kernel's loading warp hands them to the producer threads that build).
+  // After the mbarriers, one int per tile parity (as raw_full): the valid keys of the tile in
+  // flight, 0 for none left (the persistent kernel's loading warp hands them to the producer
+  // threads that build).
   static constexpr int kRawKeysBytes = 2 * 4;
   // Then the persistent kernel's load cursor (WsLoadCursor, prefill_hopper_persistent_kernel.cuh):
   // the loading warp keeps it here between its turns, not in its 24 registers across the build.
   static constexpr int kLoadCursorBytes = 64;
 
-  static constexpr bool ring_fits(int stages) {
-    return kSlotOffset + stages * kSlotBytes + (kBarriersPerSlot * stages + kProducerBarriers) * 8 +
-               kRawKeysBytes + kLoadCursorBytes + kAlignSlack <=
+  static constexpr bool ring_fits(int raw_stages, int stages) {
+    return kRawOffset + raw_stages * kRawStageBytes + stages * kSlotBytes +
+               (kBarriersPerSlot * stages + kProducerBarriers) * 8 + kRawKeysBytes +
+               kLoadCursorBytes + kAlignSlack <=
            kMaxSmemBytes;
   }
-  static constexpr int kStages = ring_fits(4) ? 4 : (ring_fits(3) ? 3 : 2);
-  static_assert(ring_fits(2), "two ring slots must fit");
+  // Two raw stages where they fit beside two ring slots. At head_dim 256, bf16 q over FP8 KV
+  // (64 KB Q, 32 KB per raw stage, 64 KB per slot) has room for one: a second slot is worth
+  // more than a second raw stage (kPrefetchTiles is 1 with two slots anyway). The raw_full
+  // barriers and raw-key words still alternate by tile parity; with one stage both name the
+  // same bytes, which the producer frees (its named barrier) before the next load.
+  static constexpr int kRawStages = ring_fits(2, 2) ? 2 : 1;
+  static constexpr int kSlotOffset = kRawOffset + kRawStages * kRawStageBytes;
+  // Raw stage of the producer's tile g (a tile count).
+  static constexpr int raw_stage_offset(int g) {
+    return kRawOffset + (kRawStages == 2 ? g & 1 : 0) * kRawStageBytes;
+  }
+  static constexpr int kStages = ring_fits(kRawStages, 4) ? 4 : (ring_fits(kRawStages, 3) ? 3 : 2);
+  static_assert(ring_fits(kRawStages, 2), "two ring slots must fit");
   static constexpr int kBarrierOffset = kSlotOffset + kStages * kSlotBytes;
   static constexpr int kRawKeysOffset =
       kBarrierOffset + (kBarriersPerSlot * kStages + kProducerBarriers) * 8;
   static constexpr int kLoadCursorOffset = kRawKeysOffset + kRawKeysBytes;
   static constexpr int kSmemBytes = kLoadCursorOffset + kLoadCursorBytes + kAlignSlack;
   // Raw-stage kinds: tiles whose loads the producer keeps in flight while it prepares an earlier
-  // one (the raw stages hold two tiles). Two where tile t + 2's direct K lands in a slot other
+  // one (each needs its own raw stage). Two where tile t + 2's direct K lands in a slot other
   // than tile t's (3 or more slots); with 2 slots loading tile t + 2's K would wait for tile
   // t's Q K^T, so one. Direct-V kinds fill every free slot.
   static constexpr int kPrefetchTiles = kStages >= 3 ? 2 : 1;
+  static_assert(kPrefetchTiles <= kRawStages, "each tile in flight needs its own raw stage");
   // Arrivals that complete a slot's `full` phase: the arrive.expect_tx of the direct loads'
   // bytes, and every producer thread once it has built the slot's operands from a raw stage.
   static constexpr int kFullArrivals =

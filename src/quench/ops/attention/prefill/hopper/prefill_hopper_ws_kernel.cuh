@@ -1,19 +1,19 @@
-// The warp-specialized Hopper (sm_90a) prefill attention kernel (head_dim 64 and 128; the
-// synchronous prefill_attention_hopper_kernel.cuh keeps head_dim 256). Same operand kinds,
-// numerics and per-tile steps (prefill_hopper_tile.cuh) as the synchronous kernel; what changes
-// is who does what, and when:
+// The warp-specialized Hopper (sm_90a) prefill attention kernel (head_dim 64, 128 and, bf16 q
+// only, 256, where the launcher is asked for it: the synchronous kernel is its default there).
+// Same operand kinds, numerics and per-tile steps (prefill_hopper_tile.cuh) as the
+// synchronous kernel; what changes is who does what, and when:
 //
 // One CTA of three warpgroups per (tile of 128 packed query rows, KV head, sequence).
-//   producer  warpgroup 0 (setmaxnreg down): one warp loads each 128-key K/V tile with TMA,
-//             one box per page (lane l: the tile's page l, read from the block table; tensor
-//             maps of kv_tensor_map.h, kernel parameters). bf16 K and V land straight in the
-//             ring slot (V as cached is P V's MN-major B operand); FP8 K too unless it is
-//             widened, while FP8 V lands in a private raw stage (two let kPrefetchTiles tiles
-//             fly) from which the producer builds the slot's V operand: V^T for FP8 P V
-//             (transpose_v_fp8), V widened to bf16 for bf16 P V (MN-major, no transpose). The
-//             slot's `full` mbarrier completes when the loads' bytes have landed and the built
-//             operands are fenced for the async proxy. It waits on the slot's `empty`
-//             mbarriers before reusing it. See ws_producer.
+//   producer  warpgroup 0 (setmaxnreg down): one warp loads each K/V tile (kBlockN keys: 128,
+//             64 at head_dim 256) with TMA, one box per page (lane l: the tile's page l, read
+//             from the block table; tensor maps of kv_tensor_map.h, kernel parameters). bf16 K
+//             and V land straight in the ring slot (V as cached is P V's MN-major B operand);
+//             FP8 K too unless it is widened, while FP8 V lands in a private raw stage (two,
+//             where they fit, let kPrefetchTiles tiles fly) from which the producer builds the
+//             slot's V operand: V^T for FP8 P V (transpose_v_fp8), V widened to bf16 for bf16
+//             P V (MN-major, no transpose). The slot's `full` mbarrier completes when the loads'
+//             bytes have landed and the built operands are fenced for the async proxy. It waits on
+//             the slot's `empty` mbarriers before reusing it. See ws_producer.
 //   consumers warpgroups 1 and 2 (setmaxnreg up), packed rows 64c..64c+63 for consumer c:
 //             wait `full`, S = Q K^T (wgmma SS), online softmax in registers, P V (wgmma RS),
 //             arrive on `empty` once the wgmmas reading the slot have completed. Ping-pong:
@@ -220,7 +220,7 @@ __device__ __forceinline__ void ws_build_operands(const unsigned char* raw, unsi
 // arrives on `full` (K rows past kv_end need nothing: the softmax masks their scores to -inf
 // whatever they hold).
 //
-// Raw-stage kinds (FP8 KV): V (and widened K) land in raw stage tile & 1, counted by
+// Raw-stage kinds (FP8 KV): V (and widened K) land in raw stage tile % kRawStages, counted by
 // raw_full[tile & 1]; direct K lands in the slot, counted by `full`. kPrefetchTiles tiles fly
 // while every producer thread waits for tile t's raw stage, zeroes its V rows past kv_end (last
 // tile only), builds the slot's operands (ws_build_operands, after the slot's v_empty), fences,
@@ -238,9 +238,7 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const KvTe
   const auto slot_k = [&](int tile) {
     return smem + Cfg::kSlotOffset + tile % kStages * Cfg::kSlotBytes;
   };
-  const auto raw_stage = [&](int tile) {
-    return smem + Cfg::kRawOffset + (tile & 1) * Cfg::kRawStageBytes;
-  };
+  const auto raw_stage = [&](int tile) { return smem + Cfg::raw_stage_offset(tile); };
   const auto empty_parity = [](int tile) {
     return static_cast<uint32_t>((tile / kStages - 1) & 1);
   };
@@ -305,8 +303,9 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const KvTe
       // The built operands are generic-proxy writes that wgmma reads.
       sm90::fence_proxy_async_shared();
       sm90_async::mbarrier_arrive(&ring.full[slot]);
-      // Every producer thread is done reading raw stage tile & 1 before warp 0 loads into it
-      // again: tile + 2 just below (two in flight), or one iteration later (one in flight).
+      // Every producer thread is done reading tile's raw stage before warp 0 loads into it
+      // again: just below (two stages, two in flight: tile + 2; one stage: tile + 1), or one
+      // iteration later (two stages, one in flight).
       sm90_async::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
       const int next = tile + kPrefetch;
       if (warp == 0 && next < w.num_kv_tiles) issue(next);
