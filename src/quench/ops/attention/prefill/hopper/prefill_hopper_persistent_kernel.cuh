@@ -6,7 +6,7 @@
 //
 // Schedule (prefill_hopper_schedule.h): work items are (m tile rank, sequence, KV head), numbered
 // group by group of (sequence, KV head) pairs, the heaviest items of a group first; by default
-// one group of every pair. CTA b takes items b, b + gridDim.x, b + 2 gridDim.x, ...; items whose
+// groups whose K/V fits L2 (QUENCH_PREFILL_ITEM_GROUPS=all: one group of every pair). CTA b takes items b, b + gridDim.x, b + 2 gridDim.x, ...; items whose
 // sequence has fewer m tiles are empty and skipped. The host launches min(SM count, items) CTAs
 // (or one per item: HopperSchedule::kOneItemPerCta) and passes the schedule's sizes (WsItems, a
 // kernel argument). No host-side scan: every CTA decodes its items from q_offsets on the fly.
