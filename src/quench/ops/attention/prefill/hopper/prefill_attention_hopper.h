@@ -4,8 +4,8 @@
 // to bf16), with bf16 operands. head_dim 64 and 128 run the warp-specialized kernels
 // (prefill_hopper_ws_kernel.cuh, prefill_hopper_persistent_kernel.cuh); head_dim 256 runs the
 // synchronous one (prefill_attention_hopper_kernel.cuh) by default, the warp-specialized ones
-// where HopperHeadDim256Kernel::kWarpSpecialized or QUENCH_PREFILL_HD256=ws asks (opt-in: that
-// path is tested but not yet measured against the synchronous kernel).
+// where HopperHeadDim256Kernel::kWarpSpecialized or QUENCH_PREFILL_HD256=ws asks (opt-in: its
+// GPU tests have not run yet, and it is not measured against the synchronous kernel).
 //
 // Serves: an sm_90 device; q/KV fp8_e4m3/fp8_e4m3, bf16/bf16 or bf16/fp8_e4m3 (f16 and e5m2
 // are not served); head_dim 128 (FP8 q) or 64/128/256 (bf16 q), NHD or HND, pages of
