@@ -10,7 +10,8 @@
 //    loads issued behind them waited for most of the batch's reads (at Llama T = 1024 23% of the
 //    stall samples were on the slot and cos/sin, and no row was processed or stored before
 //    nearly all had been read). kRowsFirst, the order before, issues the rows first, and
-//    kAuto (the default) takes it for grids of more than one wave, whose warps start staggered;
+//    kAuto (the default) takes it for grids of more than one wave, whose warps start staggered,
+//    and at one warp per token, whose rows are enough to cover the setup loads;
 //  - the k rows load while the last q rows are processed and the v rows during the last k rows:
 //    the per-kind schedule drained its loads at each kind boundary and waited a full latency
 //    twice more per token;
