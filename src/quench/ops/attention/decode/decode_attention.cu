@@ -16,12 +16,16 @@
 #include "quench/core/error.h"
 #include "quench/kv_cache/kv_tensor_map_cache.h"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
+#include "quench/ops/attention/decode/decode_split_plan.h"
 
 namespace quench {
 namespace {
 
 using decode::DecodeKernelArgs;
 using decode::DecodeKernelInfo;
+using decode::choose_num_splits;
+using decode::kSplitCtasPerSm;
+using decode::split_target_ctas;
 
 // Pipeline depth: at least kMinStages tiles (two in flight while one is consumed) where shared
 // memory allows, at most kMaxStages; more CTAs per SM (up to what registers allow) come first,
@@ -32,19 +36,6 @@ using decode::DecodeKernelInfo;
 constexpr int kMinStages = 3;
 constexpr int kMinBytesInFlightPerSm = 64 * 1024;
 constexpr int kMaxCtasPerSm = 4;
-// A split covers at least this many 64-token tiles, so the merge stays cheap.
-constexpr int kMinTilesPerSplit = 2;
-constexpr int kMinTilesPerLongSplit = 16;
-// Small batches (fewer work items than CTA slots) split until the grid holds this many CTAs per
-// SM, each with the deepest ring that many CTAs leave room for (compute_launch_config). Fewer,
-// longer splits amortise each CTA's fixed costs (metadata and block-table latencies before its
-// first load, the ring's fill, the epilogue, its share of the merge) over more tiles; two
-// CTAs x 6 stages keep as many tiles in flight per SM as four x 3. Measured on the H200 at
-// B1 x 32k (forced split counts, 3 stages): 16 splits (1 CTA per SM) 25.2 us, 32 (2 per SM)
-// 24.3 us, 64 (4 per SM) 26.8 us.
-constexpr int kSplitCtasPerSm = 2;
-// Splits of at least this many tiles keep every CTA slot (split_target_ctas).
-constexpr int kMinTilesPerFillSplit = 32;
 
 void check_cuda(cudaError_t status, const char* what) {
   QUENCH_REQUIRE(status == cudaSuccess, "decode attention: ", what,
@@ -234,54 +225,6 @@ KernelLaunchConfig launch_config(const DecodeKernelInfo& info, int device) {
   const KernelLaunchConfig config = compute_launch_config(info, device);
   cache.emplace(key, config);
   return config;
-}
-
-// KV splits per (request, KV head, row group), from `base` such work items, `slots` CTAs the GPU
-// holds at once, `target_ctas` CTAs that small batches split up to (<= slots) and `tiles` KV
-// tiles per item.
-// - base < slots (small batch, long context): split until the grid holds target_ctas CTAs,
-//   keeping at least kMinTilesPerSplit tiles per split so that the merge stays cheap; then as
-//   few splits as cover the tiles in the same ceil(tiles / splits) tiles each (a split left
-//   without tiles would cost a CTA and a merge term for nothing).
-// - otherwise: 1-3 splits, whichever fills the last wave of CTAs best (64 x 4096 on 396 slots:
-//   512 CTAs leave the second wave 29% full, 1536 CTAs fill four waves 97%), keeping at least
-//   kMinTilesPerLongSplit tiles per split; another split must gain 5% of wave efficiency.
-int64_t choose_num_splits(int64_t base, int64_t slots, int64_t target_ctas, int64_t tiles) {
-  if (base <= 0 || tiles <= 0) return 1;  // nothing to split (e.g. a batch of padding only)
-  if (base < slots) {
-    const int64_t splits =
-        std::max<int64_t>(1, std::min({target_ctas / base, tiles / kMinTilesPerSplit,
-                                       static_cast<int64_t>(decode::kMaxSplits)}));
-    const int64_t tiles_per_split = (tiles + splits - 1) / splits;
-    return std::max<int64_t>(1, (tiles + tiles_per_split - 1) / tiles_per_split);
-  }
-  auto wave_efficiency = [&](int64_t splits) {
-    const double waves = static_cast<double>(base * splits) / static_cast<double>(slots);
-    return waves / std::ceil(waves);
-  };
-  int64_t best = 1;
-  for (int64_t splits = 2; splits <= 3 && tiles / splits >= kMinTilesPerLongSplit; ++splits) {
-    if (wave_efficiency(splits) > wave_efficiency(best) + 0.05) best = splits;
-  }
-  return best;
-}
-
-// The CTAs a small batch splits up to (choose_num_splits' target_ctas), for `split_ctas` CTAs per
-// SM (0: every slot; -1: auto). Auto: kSplitCtasPerSm per SM with a deeper ring where filling
-// every slot would leave splits shorter than kMinTilesPerFillSplit tiles (their per-CTA start-up
-// and merge terms then dominate), else every slot. Why (bench/LOG.md, fifth session, H200):
-// against the fill rule of the session before, 2 per SM won at B1 x 32k (25.0 vs 26.6 us;
-// 8-tile splits) and B2 x 32k (41.3 vs 42.9; 16-tile splits), and lost 1-2% wherever filling
-// gives splits of 32 tiles or more (B4 x 32k, B1 x 128k, B2-B8 x 128k, B8 x 32k, B16 x 16k).
-// Opt-in until auto itself is measured: fill now also has the batched page-id producer.
-int64_t split_target_ctas(int64_t base, int64_t slots, int32_t sm_count, int64_t tiles,
-                          int32_t split_ctas) {
-  const int64_t split_ctas_target =
-      std::min<int64_t>(slots, int64_t{sm_count} * (split_ctas > 0 ? split_ctas : kSplitCtasPerSm));
-  if (split_ctas > 0) return split_ctas_target;
-  if (split_ctas == 0 || base <= 0 || tiles <= 0) return slots;
-  const int64_t fill_splits = choose_num_splits(base, slots, slots, tiles);
-  return tiles / fill_splits < kMinTilesPerFillSplit ? split_ctas_target : slots;
 }
 
 struct LaunchShape {

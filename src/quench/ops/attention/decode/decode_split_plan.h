@@ -1,0 +1,50 @@
+// How many KV splits a decode launch cuts each work item (request, KV head, row group) into:
+// host-only arithmetic, kept apart from the launcher so that the CPU tests can reach every branch
+// (a launch without KV tiles once divided by zero here and took the GPU suite down).
+#pragma once
+
+#include <cstdint>
+
+namespace quench::decode {
+
+// A split covers at least this many 64-token tiles, so the merge stays cheap.
+inline constexpr int kMinTilesPerSplit = 2;
+// Large batches split only into splits of at least this many tiles.
+inline constexpr int kMinTilesPerLongSplit = 16;
+// Small batches (fewer work items than CTA slots) split until the grid holds this many CTAs per
+// SM, each with the deepest ring that many CTAs leave room for (the launcher's pipeline depth).
+// Fewer, longer splits amortise each CTA's fixed costs (metadata and block-table latencies
+// before its first load, the ring's fill, the epilogue, its share of the merge) over more tiles;
+// two CTAs x 6 stages keep as many tiles in flight per SM as four x 3. Measured on the H200 at
+// B1 x 32k (forced split counts, 3 stages): 16 splits (1 CTA per SM) 25.2 us, 32 (2 per SM)
+// 24.3 us, 64 (4 per SM) 26.8 us.
+inline constexpr int kSplitCtasPerSm = 2;
+// Splits of at least this many tiles keep every CTA slot (split_target_ctas, auto).
+inline constexpr int kMinTilesPerFillSplit = 32;
+
+// KV splits per work item, from `base` work items, `slots` CTAs the GPU holds at once,
+// `target_ctas` CTAs that small batches split up to (<= slots) and `tiles` KV tiles per item.
+// - base < slots (small batch, long context): split until the grid holds target_ctas CTAs,
+//   keeping at least kMinTilesPerSplit tiles per split so that the merge stays cheap; then as
+//   few splits as cover the tiles in the same ceil(tiles / splits) tiles each (a split left
+//   without tiles would cost a CTA and a merge term for nothing).
+// - otherwise: 1-3 splits, whichever fills the last wave of CTAs best (64 x 4096 on 396 slots:
+//   512 CTAs leave the second wave 29% full, 1536 CTAs fill four waves 97%), keeping at least
+//   kMinTilesPerLongSplit tiles per split; another split must gain 5% of wave efficiency.
+// Always at least 1 and at most kMaxSplits; 1 where there is nothing to split (no work items or
+// no tiles, e.g. a batch of padding only).
+int64_t choose_num_splits(int64_t base, int64_t slots, int64_t target_ctas, int64_t tiles);
+
+// The CTAs a small batch splits up to (choose_num_splits' target_ctas) on `sm_count` SMs, for
+// `split_ctas` CTAs per SM (1-4; 0: every slot; -1: auto). Auto: kSplitCtasPerSm per SM where
+// filling every slot would leave splits shorter than kMinTilesPerFillSplit tiles (their per-CTA
+// start-up and merge terms then dominate), else every slot. Why (bench/LOG.md, fifth session,
+// H200): against the fill rule of the session before, 2 per SM won at B1 x 32k (25.0 vs 26.6 us;
+// 8-tile splits) and B2 x 32k (41.3 vs 42.9; 16-tile splits), and lost 1-2% wherever filling
+// gives splits of 32 tiles or more (B4 x 32k, B1 x 128k, B2-B8 x 128k, B8 x 32k, B16 x 16k).
+// Auto is opt-in until it is measured as a whole (the fill rule now also runs the batched
+// page-id producer). Never more than `slots`.
+int64_t split_target_ctas(int64_t base, int64_t slots, int32_t sm_count, int64_t tiles,
+                          int32_t split_ctas);
+
+}  // namespace quench::decode
