@@ -259,24 +259,15 @@ TEST(DecodeAttentionGpuGraph, CapturedLaunchMatchesReference) {
   AttentionDeviceProblem device(problem);
   const AttentionParams& params = device.params();
   const DeviceBuffer workspace = zeroed_decode_workspace(params);
-  cudaStream_t stream;
-  QUENCH_CUDA_CHECK(cudaStreamCreate(&stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  QUENCH_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  decode_attention(params, workspace.get(), workspace.bytes(), stream);
-  QUENCH_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  QUENCH_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  CapturedDecodeGraph graph([&](cudaStream_t stream) {
+    decode_attention(params, workspace.get(), workspace.bytes(), stream);
+  });
   for (int replay = 0; replay < 2; ++replay) {
     device.poison_outputs();
-    QUENCH_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    QUENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+    graph.replay();
     const CompareResult out = device.compare_output(tolerance::kDecodeBf16QFp8Kv);
     EXPECT_TRUE(out.ok) << "replay " << replay << ": " << out.summary();
   }
-  QUENCH_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  QUENCH_CUDA_CHECK(cudaGraphDestroy(graph));
-  QUENCH_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
 // The in-kernel split merge (the last split CTA of each request and KV head merges; its arrival
@@ -336,28 +327,19 @@ TEST_F(DecodeAttentionGpuSplitMerge, GraphReplaysReuseTheWorkspace) {
   const AttentionParams& params = device.params();
   ASSERT_GT(decode_attention_num_splits(params), 1) << "the test needs KV splits";
   const DeviceBuffer workspace = zeroed_decode_workspace(params);
-  cudaStream_t stream;
-  QUENCH_CUDA_CHECK(cudaStreamCreate(&stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  QUENCH_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  for (DecodeSplitMerge merge :
-       {DecodeSplitMerge::kLastSplitCta, DecodeSplitMerge::kMergeKernel,
-        DecodeSplitMerge::kMergeKernelAfterGrid, DecodeSplitMerge::kLastSplitCta}) {
-    decode_attention(params, workspace.get(), workspace.bytes(), stream, merge);
-  }
-  QUENCH_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  QUENCH_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  CapturedDecodeGraph graph([&](cudaStream_t stream) {
+    for (DecodeSplitMerge merge :
+         {DecodeSplitMerge::kLastSplitCta, DecodeSplitMerge::kMergeKernel,
+          DecodeSplitMerge::kMergeKernelAfterGrid, DecodeSplitMerge::kLastSplitCta}) {
+      decode_attention(params, workspace.get(), workspace.bytes(), stream, merge);
+    }
+  });
   for (int replay = 0; replay < 3; ++replay) {
     device.poison_outputs();
-    QUENCH_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    QUENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+    graph.replay();
     expect_matches(device, "replay " + std::to_string(replay));
     expect_merge_counters_zero(workspace);
   }
-  QUENCH_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  QUENCH_CUDA_CHECK(cudaGraphDestroy(graph));
-  QUENCH_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
 // Two shapes (GQA group 4 and 2, different split counts and partial sizes) take turns on one

@@ -27,6 +27,38 @@ inline DeviceBuffer zeroed_decode_workspace(const AttentionParams& params) {
   return workspace;
 }
 
+// A CUDA graph of what `enqueue(stream)` launches on a stream of its own, replayed by replay():
+// the decode tests check that captured launches (CUDA-graph serving) match the reference.
+class CapturedDecodeGraph {
+ public:
+  template <class Enqueue>
+  explicit CapturedDecodeGraph(Enqueue&& enqueue) {
+    QUENCH_CUDA_CHECK(cudaStreamCreate(&stream_));
+    QUENCH_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+    enqueue(stream_);
+    QUENCH_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph_));
+    QUENCH_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+  ~CapturedDecodeGraph() {
+    QUENCH_CUDA_CHECK(cudaGraphExecDestroy(exec_));
+    QUENCH_CUDA_CHECK(cudaGraphDestroy(graph_));
+    QUENCH_CUDA_CHECK(cudaStreamDestroy(stream_));
+  }
+  CapturedDecodeGraph(const CapturedDecodeGraph&) = delete;
+  CapturedDecodeGraph& operator=(const CapturedDecodeGraph&) = delete;
+
+  // Launches the graph once and waits for it.
+  void replay() {
+    QUENCH_CUDA_CHECK(cudaGraphLaunch(exec_, stream_));
+    QUENCH_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
 // The workspace's merge counters are zero again (every call must leave them so).
 inline void expect_merge_counters_zero(const DeviceBuffer& workspace) {
   if (workspace.bytes() == 0) return;

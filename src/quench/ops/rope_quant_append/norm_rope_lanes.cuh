@@ -114,7 +114,7 @@ __device__ __forceinline__ void stage_norm_rope_kind(
   n.coefs.store(at + 3, make_float4(b[4], b[5], b[6], b[7]));
 }
 
-// Turns the token's rope state (cos/sin in its slots, see make_token_rope_lanes) into the q and
+// Turns the token's rope state (cos/sin in its slots, see store_token_rope_lanes) into the q and
 // k coefficients, overwriting those slots: slots must have NormRopeLanes::kSlots entries.
 // q_weight / k_weight: the lane's norm weights (load_norm_weights). All lanes of the warp call it
 // (shuffles inside).

@@ -172,13 +172,4 @@ __device__ __forceinline__ TokenRopeLanes<kHeadDim, kNeox, kThreads> store_token
   return r;
 }
 
-// Both steps at once: cos/sin of the lane's dims at position pos into its slots.
-template <int32_t kHeadDim, bool kNeox, bool kFromCache, int32_t kThreads>
-__device__ __forceinline__ TokenRopeLanes<kHeadDim, kNeox, kThreads> make_token_rope_lanes(
-    const RopeAngles& angles, const float* smem_inv_freq, int32_t pos, const RowLane<kHeadDim>& row,
-    LaneSlots<kThreads> slots) {
-  return store_token_rope_lanes<kHeadDim, kNeox, kThreads>(
-      load_token_cos_sin<kHeadDim, kNeox, kFromCache>(angles, smem_inv_freq, pos, row), slots);
-}
-
 }  // namespace quench
