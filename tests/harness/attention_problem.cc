@@ -350,6 +350,18 @@ void AttentionProblem::compute_reference() {
   expected_lse_ = poisoned_lse_;
   attention_reference(
       host_params(expected_out_.data(), expected_scales_.data(), expected_lse_.data()));
+  if (is_fp8(config_.out_dtype)) {
+    // The same reference with bf16 output: the values before the FP8 output's rounding.
+    std::vector<uint8_t> bf16_out(static_cast<size_t>(num_tokens() * output_format().row_elems) *
+                                  sizeof(uint16_t));
+    AttentionParams p = host_params(bf16_out.data(), nullptr, nullptr);
+    p.out_dtype = DType::kBF16;
+    p.lse = nullptr;
+    attention_reference(p);
+    AttentionOutputFormat bf16_format = output_format();
+    bf16_format.dtype = DType::kBF16;
+    unrounded_values_ = decode_outputs(bf16_format, num_tokens(), bf16_out.data(), nullptr);
+  }
   has_reference_ = true;
 }
 
@@ -378,7 +390,8 @@ CompareResult AttentionProblem::compare_output(const void* actual_out,
                                                Tolerance tolerance) const {
   return compare_outputs(output_format(), num_tokens(), config_.num_q_heads, actual_out,
                          actual_block_scales, expected_out().data(),
-                         expected_scales_.empty() ? nullptr : expected_scales_.data(), tolerance);
+                         expected_scales_.empty() ? nullptr : expected_scales_.data(), tolerance,
+                         unrounded_values_.empty() ? nullptr : unrounded_values_.data());
 }
 
 CompareResult AttentionProblem::compare_lse(const float* actual_lse, Tolerance tolerance) const {

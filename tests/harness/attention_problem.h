@@ -134,7 +134,8 @@ class AttentionProblem {
   int32_t seq_of_token(int64_t token) const;
   int32_t pos_of_token(int64_t token) const;
 
-  // Runs the CPU reference into the expected_* buffers (copies of the poisoned ones).
+  // Runs the CPU reference into the expected_* buffers (copies of the poisoned ones); for an FP8
+  // output also once with bf16 output, the values before the output's rounding.
   void compute_reference();
   bool has_reference() const { return has_reference_; }
   const std::vector<uint8_t>& expected_out() const;
@@ -143,7 +144,7 @@ class AttentionProblem {
   std::vector<float> expected_values() const;  // decoded expected_out [T, Hq * D]
 
   // Compares an implementation's stored output (and its block scales for nvfp4) with the
-  // reference's, decoded to floats.
+  // reference's, decoded to floats; FP8 outputs with the RoundingSlack of compare.h.
   CompareResult compare_output(const void* actual_out, const uint8_t* actual_block_scales,
                                Tolerance tolerance) const;
   // Compares an implementation's lse [T, Hq] with the reference's.
@@ -172,6 +173,7 @@ class AttentionProblem {
   bool has_reference_ = false;
   std::vector<uint8_t> expected_out_, expected_scales_;
   std::vector<float> expected_lse_;
+  std::vector<float> unrounded_values_;  // FP8 outputs: the reference with bf16 output
 };
 
 }  // namespace quench::testing_support

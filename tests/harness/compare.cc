@@ -1,7 +1,10 @@
 #include "harness/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
+
+#include "quench/core/error.h"
 
 namespace quench::testing_support {
 
@@ -29,8 +32,21 @@ std::string CompareResult::summary() const {
   return out.str();
 }
 
+double fp8_half_step(DType dtype, double value, double o_scale) {
+  const bool e4m3 = dtype == DType::kFP8E4M3;
+  QUENCH_REQUIRE(e4m3 || dtype == DType::kFP8E5M2, "fp8_half_step: dtype ", dtype_name(dtype),
+                 " is not an FP8 format; allowed: fp8_e4m3, fp8_e5m2");
+  const int mantissa_bits = e4m3 ? 3 : 2;
+  const int min_exponent = e4m3 ? -6 : -14;  // below it the format is subnormal, evenly spaced
+  const double stored = std::fabs(value) / o_scale;
+  const int exponent =
+      stored > 0.0 ? std::max(std::ilogb(stored), min_exponent) : min_exponent;
+  return 0.5 * std::ldexp(1.0, exponent - mantissa_bits) * o_scale;
+}
+
 CompareResult compare_values(const float* actual, const float* expected, int64_t num_tokens,
-                             int64_t num_heads, int64_t head_dim, Tolerance tolerance) {
+                             int64_t num_heads, int64_t head_dim, Tolerance tolerance,
+                             const RoundingSlack* slack) {
   CompareResult result;
   result.num_compared = num_tokens * num_heads * head_dim;
   for (int64_t i = 0; i < result.num_compared; ++i) {
@@ -44,6 +60,11 @@ CompareResult compare_values(const float* actual, const float* expected, int64_t
         if (b != 0.0) result.max_rel_error = std::max(result.max_rel_error, error / std::fabs(b));
       }
       pass = a == b || error <= tolerance.atol + tolerance.rtol * std::fabs(b);
+      if (!pass && slack != nullptr && std::isfinite(a)) {
+        const double u = slack->unrounded[i];
+        pass = std::fabs(a - u) <= tolerance.atol + tolerance.rtol * std::fabs(u) +
+                                       fp8_half_step(slack->dtype, a, slack->o_scale);
+      }
     }
     if (pass) continue;
     ++result.num_mismatches;
@@ -69,11 +90,17 @@ std::vector<float> decode_outputs(const AttentionOutputFormat& format, int64_t n
 CompareResult compare_outputs(const AttentionOutputFormat& format, int64_t num_tokens,
                               int64_t num_heads, const void* actual,
                               const uint8_t* actual_block_scales, const void* expected,
-                              const uint8_t* expected_block_scales, Tolerance tolerance) {
+                              const uint8_t* expected_block_scales, Tolerance tolerance,
+                              const float* unrounded) {
   const std::vector<float> a = decode_outputs(format, num_tokens, actual, actual_block_scales);
   const std::vector<float> b = decode_outputs(format, num_tokens, expected, expected_block_scales);
+  RoundingSlack slack;
+  slack.unrounded = unrounded;
+  slack.dtype = format.dtype;
+  slack.o_scale = format.o_scale;
+  const bool with_slack = unrounded != nullptr && is_fp8(format.dtype);
   return compare_values(a.data(), b.data(), num_tokens, num_heads, format.row_elems / num_heads,
-                        tolerance);
+                        tolerance, with_slack ? &slack : nullptr);
 }
 
 }  // namespace quench::testing_support

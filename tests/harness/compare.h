@@ -57,16 +57,37 @@ struct CompareResult {
   std::string summary() const;
 };
 
+// An FP8 output's stored value is its kernel's value rounded to the format, and so is the
+// reference's. Where the two sit on either side of a rounding midpoint they differ by a whole
+// step (12.5% in e4m3) although the values before rounding agree to far inside the tolerance.
+// With a slack, an element that misses the tolerance against the reference's stored value still
+// passes when |actual - unrounded| <= tolerance + half a step of the format at |actual|: some
+// value the kernel could have rounded to `actual` lies within tolerance of the reference before
+// its rounding. `unrounded` is the reference computed with bf16 output.
+struct RoundingSlack {
+  const float* unrounded = nullptr;  // [num_tokens, num_heads, head_dim]
+  DType dtype = DType::kFP8E4M3;     // fp8_e4m3 or fp8_e5m2
+  double o_scale = 1.0;              // stored = fp8(value / o_scale)
+};
+
+// Half the spacing of `dtype` (fp8_e4m3 or fp8_e5m2) at the stored magnitude |value| / o_scale,
+// in units of value.
+double fp8_half_step(DType dtype, double value, double o_scale);
+
 // Compares float tensors of shape [num_tokens, num_heads, head_dim] (lse: head_dim = 1).
 CompareResult compare_values(const float* actual, const float* expected, int64_t num_tokens,
-                             int64_t num_heads, int64_t head_dim, Tolerance tolerance);
+                             int64_t num_heads, int64_t head_dim, Tolerance tolerance,
+                             const RoundingSlack* slack = nullptr);
 
 // Decodes two stored attention outputs of the same format (bf16; fp8 times o_scale; nvfp4 with
 // its block scales, may be null otherwise) for tokens [0, num_tokens) and compares the values.
+// `unrounded` (FP8 formats only, may be null): the reference's values before the output's
+// rounding, for the RoundingSlack above.
 CompareResult compare_outputs(const AttentionOutputFormat& format, int64_t num_tokens,
                               int64_t num_heads, const void* actual,
                               const uint8_t* actual_block_scales, const void* expected,
-                              const uint8_t* expected_block_scales, Tolerance tolerance);
+                              const uint8_t* expected_block_scales, Tolerance tolerance,
+                              const float* unrounded = nullptr);
 
 // Decodes tokens [0, num_tokens) of a stored attention output to floats [num_tokens, row_elems].
 std::vector<float> decode_outputs(const AttentionOutputFormat& format, int64_t num_tokens,

@@ -28,6 +28,27 @@ TEST(AttentionHarnessCompare, ToleranceIsAtolPlusRtolTimesExpected) {
   EXPECT_NEAR(r.max_rel_error, 0.0251, 1e-6);
 }
 
+// FP8 outputs (o_scale 0.02, the stored values 72 and 80 one e4m3 step apart): a whole-step
+// difference between the kernel's and the reference's stored values passes only when the
+// reference before rounding lies within tolerance plus half a step of the kernel's value, and
+// the slack admits nothing without an unrounded reference.
+TEST(AttentionHarnessCompare, Fp8RoundingSlackCoversOnlyAFlipAtTheMidpoint) {
+  EXPECT_DOUBLE_EQ(fp8_half_step(DType::kFP8E4M3, 1.44, 0.02), 0.5 * 8.0 * 0.02);
+  EXPECT_DOUBLE_EQ(fp8_half_step(DType::kFP8E5M2, 1.44, 0.02), 0.5 * 16.0 * 0.02);
+  EXPECT_DOUBLE_EQ(fp8_half_step(DType::kFP8E4M3, 0.0, 1.0), 0.5 * std::ldexp(1.0, -9));
+  EXPECT_THROW(fp8_half_step(DType::kBF16, 1.0, 1.0), Error);
+  const float expected[1] = {1.6f};  // the reference's stored value (80 x 0.02)
+  const float actual[1] = {1.44f};   // the kernel's (72 x 0.02)
+  const Tolerance tolerance{4e-2, 6e-2};
+  EXPECT_FALSE(compare_values(actual, expected, 1, 1, 1, tolerance).ok);
+  const float at_midpoint[1] = {1.5201f};  // rounds to 80, a hair above the midpoint 76
+  RoundingSlack slack{at_midpoint, DType::kFP8E4M3, 0.02};
+  EXPECT_TRUE(compare_values(actual, expected, 1, 1, 1, tolerance, &slack).ok);
+  const float two_steps_up[1] = {1.76f};  // the next bin up again: a real error
+  slack.unrounded = two_steps_up;
+  EXPECT_FALSE(compare_values(actual, expected, 1, 1, 1, tolerance, &slack).ok);
+}
+
 TEST(AttentionHarnessCompare, NanNeverPasses) {
   const float nan_values[2] = {NAN, 1.0f};
   const float values[2] = {1.0f, NAN};

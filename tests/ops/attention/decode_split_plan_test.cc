@@ -23,7 +23,7 @@ int64_t splits_of(int64_t requests, int64_t tokens, int32_t split_ctas) {
 }
 
 TEST(DecodeSplitPlan, MeasuredShapesGetTheSplitsTheLogRecords) {
-  // The default (2 CTAs per SM), as in the fifth session's record.
+  // 2 CTAs per SM, as in the fifth session's record.
   EXPECT_EQ(splits_of(1, 32768, kSplitCtasPerSm), 32);
   EXPECT_EQ(splits_of(2, 32768, kSplitCtasPerSm), 16);
   EXPECT_EQ(splits_of(4, 32768, kSplitCtasPerSm), 8);
@@ -35,7 +35,8 @@ TEST(DecodeSplitPlan, MeasuredShapesGetTheSplitsTheLogRecords) {
   EXPECT_EQ(splits_of(2, 32768, 0), 32);
   EXPECT_EQ(splits_of(4, 32768, 0), 16);
   EXPECT_EQ(splits_of(1, 131072, 0), 64);
-  // Auto: 2 per SM where filling leaves splits under kMinTilesPerFillSplit tiles, else fill.
+  // Auto (the launcher's default): 2 per SM where filling leaves splits under
+  // kMinTilesPerFillSplit tiles, else fill.
   EXPECT_EQ(splits_of(1, 32768, -1), 32);   // fill: 8-tile splits
   EXPECT_EQ(splits_of(2, 32768, -1), 16);   // fill: 16-tile splits
   EXPECT_EQ(splits_of(4, 32768, -1), 16);   // fill: 32-tile splits

@@ -219,7 +219,7 @@ TEST(PrefillHopperWs, HeadDim256RingWrapAround) {
       c.num_q_heads = 2;
       c.num_kv_heads = 2;
       c.page_size = 32;
-      c.seqs = {{128, 64},  {128, 128}, {128, 192}, {100, 250},
+      c.seqs = {{64, 64},   {128, 128}, {128, 192}, {100, 250},
                 {128, 320}, {1, 65},    {77, 1000}, {128, 1024}};
       expect_matches_reference(c, schedule.run);
     }

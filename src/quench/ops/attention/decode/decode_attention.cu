@@ -108,15 +108,13 @@ int32_t splits_from_env() {
   return splits;
 }
 
-// QUENCH_DECODE_SPLIT_CTAS=1|2|3|4|fill|auto: the CTAs per SM that small-batch launches split up
-// to (default kSplitCtasPerSm; fill: every CTA slot; auto: see split_target_ctas, not yet measured
-// as a whole). 0 = fill, -1 = auto.
+// QUENCH_DECODE_SPLIT_CTAS=auto|1|2|3|4|fill: the CTAs per SM that small-batch launches split up
+// to (default auto, see split_target_ctas; fill: every CTA slot). 0 = fill, -1 = auto.
 int32_t split_ctas_per_sm_from_env() {
   static const int32_t ctas = [] {
     const std::string value =
-        env_switch("QUENCH_DECODE_SPLIT_CTAS", {"1", "2", "3", "4", "fill", "auto"});
-    if (value.empty()) return kSplitCtasPerSm;
-    if (value == "auto") return -1;
+        env_switch("QUENCH_DECODE_SPLIT_CTAS", {"auto", "1", "2", "3", "4", "fill"});
+    if (value.empty() || value == "auto") return -1;
     return value == "fill" ? 0 : std::stoi(value);
   }();
   return ctas;

@@ -22,8 +22,9 @@
 //   QUENCH_DECODE_SWAPPED=0          the row-major tile loop where the swapped one would run
 //   QUENCH_DECODE_MERGE=grid|kernel|cta|auto  where split partials are merged (default: grid)
 //   QUENCH_DECODE_SPLITS=1..64       the split count of every launch that would split
-//   QUENCH_DECODE_SPLIT_CTAS=1|2|3|4|fill  CTAs per SM that small batches split up to
-//                                    (default 2; fill: every CTA slot, the earlier rule)
+//   QUENCH_DECODE_SPLIT_CTAS=auto|1|2|3|4|fill  CTAs per SM that small batches split up to
+//                                    (default auto: 2, or every slot where that leaves splits
+//                                    of 32 tiles or more; fill: every CTA slot)
 //   QUENCH_DECODE_DEEP_RING=0        keep the full-occupancy ring depth where the grid leaves
 //                                    room for a deeper one
 //   QUENCH_DECODE_GRID=splits        blockIdx.x = split instead of KV head
