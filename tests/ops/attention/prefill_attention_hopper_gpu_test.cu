@@ -107,8 +107,8 @@ TEST(PrefillAttentionHopper, SlidingWindowSoftCapSinksPerHeadScales) {
 
 // head_dim 64 and 256 (bf16 operand kinds only; 64-key tiles at 256): ragged chunks over
 // prefixes, every page size and layout, one case with window, soft-cap, sinks and per-head
-// scales, one with FP8 output. The default kernel: at 256 the synchronous one (unless
-// QUENCH_PREFILL_HD256=ws; prefill_hopper_ws_gpu_test.cu names the warp-specialized ones).
+// scales, one with FP8 output. The default kernel: at 256 the warp-specialized ones (unless
+// QUENCH_PREFILL_HD256=sync; prefill_hopper_ws_gpu_test.cu also names the synchronous one).
 TEST(PrefillAttentionHopper, Bf16HeadDims64And256) {
   SKIP_UNLESS_SM90();
   int index = 0;

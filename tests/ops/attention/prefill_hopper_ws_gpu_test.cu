@@ -8,9 +8,9 @@
 // the CPU reference at the SPEC §3 tolerances. Skipped unless the device is sm_90. They run the
 // default schedule (the persistent kernel for chunks of <= 2048 tokens, the per-tile one above);
 // QUENCH_PREFILL_PERSISTENT=0 or =1 forces one for every case. The head_dim 256 tests name both
-// schedules and the warp-specialized kernels themselves (HopperHeadDim256Kernel): at 256 the
-// launcher's default is the synchronous kernel, which prefill_attention_hopper_gpu_test.cu
-// covers.
+// schedules of the warp-specialized kernels (the launcher's default at 256 too) and the
+// synchronous kernel (the QUENCH_PREFILL_HD256=sync baseline) themselves
+// (HopperHeadDim256Kernel).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -187,8 +187,8 @@ TEST(PrefillHopperWs, RepeatRunsAreBitIdentical) {
 }
 
 // head_dim 256 (the bf16 q kinds: 64-key tiles, a ring of two slots, and for FP8 KV a single raw
-// stage) on the per-tile and the persistent warp-specialized kernel, by name: the default
-// schedule would pick one by chunk length, and the default kernel at 256 is the synchronous one
+// stage) on the per-tile and the persistent warp-specialized kernel, by name (the default
+// schedule would pick one by chunk length), and on the synchronous kernel
 // (QUENCH_PREFILL_HD256 does not reach these tests).
 void run_ws(const AttentionParams& params, cudaStream_t stream, HopperSchedule schedule) {
   prefill_attention_hopper(params, stream, HopperPvPrecision::kBf16, schedule,
@@ -204,7 +204,12 @@ struct ScheduleCase {
   PrefillKernel run;
   const char* name;
 };
-constexpr ScheduleCase kSchedules[] = {{run_per_tile, "per tile"}, {run_persistent, "persistent"}};
+void run_synchronous(const AttentionParams& params, cudaStream_t stream) {
+  prefill_attention_hopper(params, stream, HopperPvPrecision::kBf16, HopperSchedule::kPerTile,
+                           HopperHeadDim256Kernel::kSynchronous);
+}
+constexpr ScheduleCase kSchedules[] = {
+    {run_per_tile, "per tile"}, {run_persistent, "persistent"}, {run_synchronous, "synchronous"}};
 const HopperKindCase kHeadDim256Kinds[] = {kHopperKinds[2], kHopperKinds[3]};
 
 // One 128-row chunk per sequence over 1..16 KV tiles of 64 keys: the two slots (and the FP8

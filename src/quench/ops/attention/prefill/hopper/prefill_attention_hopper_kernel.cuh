@@ -3,8 +3,8 @@
 // to bf16 in shared memory; the default: bf16 P keeps short rows within the SPEC tolerance) or
 // FP8 P V with two-level accumulation; bf16 q over a bf16 cache; bf16 q over an FP8 cache (K
 // and V widened to bf16). head_dim 128 for FP8 q; 64/128/256 for bf16 q. The launcher runs it
-// at head_dim 256 only, by default (HopperHeadDim256Kernel, QUENCH_PREFILL_HD256=ws opts into
-// the warp-specialized kernels there); head_dim 64 and 128 run the warp-specialized kernels
+// only where HopperHeadDim256Kernel::kSynchronous or QUENCH_PREFILL_HD256=sync asks (head_dim
+// 256, the A/B baseline); every head_dim runs the warp-specialized kernels by default
 // (prefill_hopper_ws_kernel.cuh, prefill_hopper_persistent_kernel.cuh).
 //
 // One CTA of two warpgroups per (tile of 128 packed query rows, KV head, sequence); warpgroup w
