@@ -66,17 +66,17 @@ struct ItemMerge {
     // (arbitrary) chunk, which its zero weight keeps out.
     float4 x[kBatch];
     const auto load_batch = [&](const float4* column, int s0) {
+      const float4* at = column + s0 * split_stride;  // one 64-bit add per load, no multiply
 #pragma unroll
-      for (int i = 0; i < kBatch; ++i) {
-        x[i] = s0 + i < num_splits ? __ldcg(column + (s0 + i) * split_stride)
-                                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      }
+      for (int i = 0; i < kBatch; ++i, at += split_stride)
+        x[i] = s0 + i < num_splits ? __ldcg(at) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     };
     const int units = num_rows * kChunks;
     if (tid < units) load_batch(column_of(tid), 0);  // in flight while the weights are made
 
     // Row r's weights by warp r % kWarps: lanes hold splits lane and lane + 32.
     const int lane = tid % 32;
+#pragma unroll 1
     for (int r = tid / 32; r < num_rows; r += kWarps) {
       const int64_t row = row_of(r);
       const float lse0 =
@@ -104,10 +104,12 @@ struct ItemMerge {
     }
     sync();
 
+#pragma unroll 1
     for (int unit = tid; unit < units; unit += kThreads) {
       const float4* column = column_of(unit);
       const float* weights = scratch.weights[unit / kChunks];
       float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 1
       for (int s0 = 0; s0 < num_splits; s0 += kBatch) {
         if (s0 != 0 || unit != tid) load_batch(column, s0);  // else issued above
 #pragma unroll
@@ -126,6 +128,7 @@ struct ItemMerge {
     sync();
 
     // The epilogue works on 16 consecutive elements (one NVFP4 block) per thread.
+#pragma unroll 1
     for (int block = tid; block < num_rows * kBlocksPerRow; block += kThreads) {
       const int r = block / kBlocksPerRow;
       const int d0 = block % kBlocksPerRow * 16;
