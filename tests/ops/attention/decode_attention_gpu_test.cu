@@ -373,6 +373,43 @@ TEST_F(DecodeAttentionGpuSplitMerge, ShapesShareOneWorkspace) {
   }
 }
 
+// The last split CTA merges all its work item's rows at once (ItemMerge): 32+ splits of one
+// long request, with 4 and 8 query rows (group 4 and 8, the swapped loop) and 16 (group 8 x 2
+// query tokens), at every head dim (one float4 unit per thread and fewer or more units than
+// threads), with sinks and non-unit per-head scales; against the merge kernel's run on the same
+// workspace.
+TEST_F(DecodeAttentionGpuSplitMerge, LastSplitCtaMergesManySplitsAndRows) {
+  for (int32_t group : {4, 8}) {
+    for (int32_t head_dim : {64, 128, 256}) {
+      for (int32_t tokens : {1, 2}) {
+        if (tokens == 2 && group == 4) continue;
+        AttentionProblemConfig c = split_config(group, 40 + group + head_dim + tokens);
+        c.head_dim = head_dim;
+        c.seqs = {{tokens, 4096}};
+        AttentionProblem problem(c);
+        problem.compute_reference();
+        AttentionDeviceProblem device(problem);
+        const std::string what = "group " + std::to_string(group) + ", hd " +
+                                 std::to_string(head_dim) + ", " + std::to_string(tokens) +
+                                 " query token(s)";
+        ASSERT_GE(decode_attention_num_splits(device.params()), 32) << what;
+        const DeviceBuffer workspace = zeroed_decode_workspace(device.params());
+        for (DecodeSplitMerge merge :
+             {DecodeSplitMerge::kLastSplitCta, DecodeSplitMerge::kMergeKernel,
+              DecodeSplitMerge::kLastSplitCta}) {
+          device.poison_outputs();
+          decode_attention(device.params(), workspace.get(), workspace.bytes(), nullptr, merge);
+          QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+          expect_matches(device,
+                         what + (merge == DecodeSplitMerge::kLastSplitCta ? " (last split CTA)"
+                                                                          : " (merge kernel)"));
+          expect_merge_counters_zero(workspace);
+        }
+      }
+    }
+  }
+}
+
 // An all-padding batch launches nothing and writes nothing.
 TEST(DecodeAttentionGpuPadding, AllPaddingBatchWritesNothing) {
   AttentionProblemConfig c =

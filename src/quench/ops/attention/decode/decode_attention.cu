@@ -297,8 +297,10 @@ enum class MergePlace { kKernelAfterGrid, kKernelOnArrival, kLastSplitCta };
 // before the counters existed. The other places are opt-in until measured again: on the H200
 // every one of them ran ~7 us slower per launch (B1 x 1k: 7.3 -> 14.9 us) while all of them
 // merged with a multi-row merge whose ~100 KB of straight-line SASS each merging CTA fetched
-// cold; they now share RowMerge's compact code (decode_row_merge.cuh), which the last split CTA
-// runs once per row of its work item.
+// cold. The merge kernel now runs RowMerge's compact code (decode_row_merge.cuh); the last split
+// CTA ran it once per row (~12 us slower than the default at B1 x 32k: rows one after another,
+// a 36-register spill) and now merges all its rows at once (ItemMerge, decode_item_merge.cuh: no
+// spill, ~2 L2 rounds at 32 splits), not measured yet.
 // kAuto: the last split CTA where a work item's rows x splits are few (4 rows x 16 splits at
 // hd128: B4 x 32k and larger batches), the merge kernel elsewhere. The merge kernel's CTAs start
 // on their rows' arrival counts where a (token, KV head) counter fits the counter block and a

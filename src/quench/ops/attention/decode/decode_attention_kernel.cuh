@@ -16,8 +16,9 @@
 //   that one 16-byte shared load feeds four k-steps; V's token pairs are gathered with prmt.
 // - fp32 online softmax in log2 units; k_scale folds into the score scale, v_scale into the
 //   epilogue. With one split the epilogue writes bf16/FP8/NVFP4 output (and lse); with several
-//   it writes fp32 partials that the work item's last split CTA (args.merge_counters) or
-//   decode_merge_kernel combines (RowMerge, decode_row_merge.cuh).
+//   it writes fp32 partials that the work item's last split CTA (args.merge_counters: ItemMerge,
+//   decode_item_merge.cuh, all rows at once) or decode_merge_kernel (RowMerge,
+//   decode_row_merge.cuh) combines.
 // - sm_90 variant (kTma, head_dim 64/128): a fifth warp streams the tiles in by tensor TMA, one
 //   box per page, KV head and 128-byte column block (decode_kv_tma_producer.cuh); the compute
 //   warps wait on a full mbarrier per stage and release it on an empty one, with no CTA-wide
@@ -33,10 +34,10 @@
 #include "quench/core/sm90_async.cuh"
 #include "quench/numerics/bf16.h"
 #include "quench/ops/attention/decode/decode_fragments.cuh"
+#include "quench/ops/attention/decode/decode_item_merge.cuh"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
 #include "quench/ops/attention/decode/decode_kv_tma_producer.cuh"
 #include "quench/ops/attention/decode/decode_output.cuh"
-#include "quench/ops/attention/decode/decode_row_merge.cuh"
 #include "quench/ops/attention/decode/decode_swapped_tile_loop.cuh"
 #include "quench/ops/attention/decode/decode_tile_layout.h"
 #include "quench/ops/attention/decode/dependent_launch.cuh"
@@ -169,21 +170,16 @@ __device__ __forceinline__ void sync_compute_warps() {
 }
 
 // The split merge of one work item's rows by its last split CTA (the kThreads compute threads):
-// row r = 0..num_rows-1 is query token q_begin + (row0 + r) / group, q head
-// head_base + (row0 + r) % group. One row at a time (RowMerge's compact code, one load round per
-// row); not inlined, so that its loads in flight stay out of the main kernel's register
-// allocation (inlined, ptxas spilled in the swapped kernel).
+// ItemMerge (decode_item_merge.cuh), all rows at once. Not inlined: its loads in flight then
+// stay out of the main kernel's register allocation.
 template <int kHeadDim, bool kTma>
 __device__ __noinline__ void merge_item_rows(const DecodeKernelArgs& args, int32_t q_begin,
                                              int32_t row0, int32_t group, int32_t head_base,
                                              int32_t num_rows,
-                                             typename RowMerge<kHeadDim>::Scratch& scratch,
+                                             typename ItemMerge<kHeadDim>::Scratch& scratch,
                                              int tid) {
-  for (int32_t r = 0; r < num_rows; ++r) {
-    const int64_t token = q_begin + (row0 + r) / group;
-    const int64_t row = token * args.p.num_q_heads + head_base + (row0 + r) % group;
-    RowMerge<kHeadDim>::merge_row(args, row, scratch, tid, [] { sync_compute_warps<kTma>(); });
-  }
+  ItemMerge<kHeadDim>::merge(args, q_begin, row0, group, head_base, num_rows, scratch, tid,
+                             [] { sync_compute_warps<kTma>(); });
 }
 
 // maps: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv) for the TMA kernel;
@@ -300,7 +296,7 @@ __global__ void __launch_bounds__(
   // itself in; the last of the work item's num_splits CTAs merges the item's rows. Run by the
   // kThreads compute threads; `scratch` is shared memory that nothing reads any more.
   auto merge_if_last_split = [&](uint8_t* scratch_bytes) {
-    using Merge = RowMerge<kHeadDim>;
+    using Merge = ItemMerge<kHeadDim>;
     static_assert(sizeof(typename Merge::Scratch) <= T::kCombineBytes,
                   "the merge scratch fits where the combine buffer does");
     auto& scratch = *reinterpret_cast<typename Merge::Scratch*>(scratch_bytes);

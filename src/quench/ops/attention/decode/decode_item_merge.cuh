@@ -1,0 +1,146 @@
+// Split-KV merge of ALL the rows of one work item (request, KV head, row group: up to
+// kRowsPerCta query rows) by the work item's last split CTA, inside the main decode kernel
+// (args.last_split_merges). The separate merge kernel keeps RowMerge (decode_row_merge.cuh).
+//
+// Why not RowMerge row after row: each row cost its own L2 round trips and CTA barriers, and its
+// 16-deep load batch spilled (36 registers) in the 96-register swapped kernel. Here the compute
+// threads share out (row, float4 column chunk) units, all rows at once: at 4 rows x head_dim 128
+// the 128 units are one per thread. A thread walks its unit's splits kBatch independent 16-byte
+// L2 loads at a time; its first batch is issued before the weights, which one warp per row
+// computes from the row's num_splits log-sum-exps (each read once) meanwhile. The summed chunks
+// meet in shared memory, where threads of 16 consecutive elements run the output epilogue.
+//
+// The code is small on purpose (the last CTA fetches it cold): one unrolled batch, plain loops.
+#pragma once
+
+#include <cstdint>
+
+#include "quench/ops/attention/decode/decode_fragments.cuh"
+#include "quench/ops/attention/decode/decode_kernel_args.h"
+#include "quench/ops/attention/decode/decode_output.cuh"
+
+namespace quench::decode {
+
+template <int kHeadDim>
+struct ItemMerge {
+  static constexpr int kChunks = kHeadDim / 4;  // float4 column chunks of a row
+  // Partial loads in flight per thread (64 registers: the swapped kernel's 96 hold them without
+  // a spill, ptxas); 32 splits are two load rounds.
+  static constexpr int kBatch = 16;
+  static constexpr int kBlocksPerRow = kHeadDim / 16;  // epilogue blocks (16 elements)
+
+  // Shared memory of the merging CTA (the main kernel's combine buffer, free by then).
+  struct Scratch {
+    float weights[kRowsPerCta][kMaxSplits];  // 2^(lse_s - total max); 0: split saw no token
+    float inv_denom[kRowsPerCta];
+    __align__(16) float out[kRowsPerCta][kHeadDim];  // merged, normalised rows
+    uint32_t is_last;                                // the main kernel's "this CTA merges" flag
+  };
+
+  // Merges the work item's rows r = 0..num_rows-1 (query token q_begin + (row0 + r) / group, q
+  // head head_base + (row0 + r) % group) from args.partial_* and writes their outputs (and
+  // lse). Run by the kThreads compute threads (tid 0..kThreads-1), `sync()` syncs them. The
+  // partials are read through L2 (ld.global.cg): the other split CTAs wrote them, which this
+  // SM's L1 does not see.
+  template <class Sync>
+  static __device__ __forceinline__ void merge(const DecodeKernelArgs& args, int32_t q_begin,
+                                               int32_t row0, int32_t group, int32_t head_base,
+                                               int32_t num_rows, Scratch& scratch, int tid,
+                                               Sync sync) {
+    constexpr float kLog2e = 1.4426950408889634f;
+    constexpr float kLn2 = 0.6931471805599453f;
+    const AttentionParams& p = args.p;
+    const int num_splits = args.num_splits;
+    const int64_t split_rows = static_cast<int64_t>(p.num_tokens) * p.num_q_heads;
+    const int64_t split_stride = split_rows * kChunks;  // float4s from one split to the next
+    const auto token_of = [&](int r) { return q_begin + (row0 + r) / group; };
+    const auto head_of = [&](int r) { return head_base + (row0 + r) % group; };
+    const auto row_of = [&](int r) {
+      return static_cast<int64_t>(token_of(r)) * p.num_q_heads + head_of(r);
+    };
+    const auto column_of = [&](int unit) {
+      return reinterpret_cast<const float4*>(args.partial_o + row_of(unit / kChunks) * kHeadDim) +
+             unit % kChunks;
+    };
+    // Splits s0 .. s0 + kBatch - 1 of a unit's chunk; a split that saw no token has an unwritten
+    // (arbitrary) chunk, which its zero weight keeps out.
+    float4 x[kBatch];
+    const auto load_batch = [&](const float4* column, int s0) {
+      const float4* at = column + s0 * split_stride;  // one 64-bit add per load, no multiply
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i, at += split_stride)
+        x[i] = s0 + i < num_splits ? __ldcg(at) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    };
+    const int units = num_rows * kChunks;
+    if (tid < units) load_batch(column_of(tid), 0);  // in flight while the weights are made
+
+    // Row r's weights by warp r % kWarps: lanes hold splits lane and lane + 32.
+    const int lane = tid % 32;
+#pragma unroll 1
+    for (int r = tid / 32; r < num_rows; r += kWarps) {
+      const int64_t row = row_of(r);
+      const float lse0 =
+          lane < num_splits ? __ldcg(args.partial_lse + lane * split_rows + row) : -INFINITY;
+      const float lse1 = lane + 32 < num_splits
+                             ? __ldcg(args.partial_lse + (lane + 32) * split_rows + row)
+                             : -INFINITY;
+      float max_lse = fmaxf(lse0, lse1);
+      for (int offset = 16; offset > 0; offset /= 2)
+        max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, offset));
+      const float sink = p.sinks != nullptr ? p.sinks[head_of(r)] * kLog2e : -INFINITY;
+      const float total_max = fmaxf(max_lse, sink);
+      const float w0 = lse0 == -INFINITY ? 0.0f : fast_exp2(lse0 - total_max);
+      const float w1 = lse1 == -INFINITY ? 0.0f : fast_exp2(lse1 - total_max);
+      float denom = w0 + w1;
+      for (int offset = 16; offset > 0; offset /= 2)
+        denom += __shfl_xor_sync(0xffffffffu, denom, offset);
+      if (p.sinks != nullptr) denom += fast_exp2(sink - total_max);
+      scratch.weights[r][lane] = w0;
+      scratch.weights[r][lane + 32] = w1;
+      if (lane == 0) {
+        scratch.inv_denom[r] = denom > 0.0f ? 1.0f / denom : 0.0f;
+        if (p.lse != nullptr) p.lse[row] = (total_max + __log2f(denom)) * kLn2;
+      }
+    }
+    sync();
+
+#pragma unroll 1
+    for (int unit = tid; unit < units; unit += kThreads) {
+      const float4* column = column_of(unit);
+      const float* weights = scratch.weights[unit / kChunks];
+      float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 1
+      for (int s0 = 0; s0 < num_splits; s0 += kBatch) {
+        if (s0 != 0 || unit != tid) load_batch(column, s0);  // else issued above
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i) {
+          const float w = s0 + i < num_splits ? weights[s0 + i] : 0.0f;
+          if (w != 0.0f) {
+            acc.x += w * x[i].x, acc.y += w * x[i].y;
+            acc.z += w * x[i].z, acc.w += w * x[i].w;
+          }
+        }
+      }
+      const float inv = scratch.inv_denom[unit / kChunks];
+      *reinterpret_cast<float4*>(&scratch.out[unit / kChunks][unit % kChunks * 4]) =
+          make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+    }
+    sync();
+
+    // The epilogue works on 16 consecutive elements (one NVFP4 block) per thread.
+#pragma unroll 1
+    for (int block = tid; block < num_rows * kBlocksPerRow; block += kThreads) {
+      const int r = block / kBlocksPerRow;
+      const int d0 = block % kBlocksPerRow * 16;
+      float v[16];
+#pragma unroll
+      for (int k = 0; k < 16; k += 4) {
+        const float4 o = *reinterpret_cast<const float4*>(&scratch.out[r][d0 + k]);
+        v[k] = o.x, v[k + 1] = o.y, v[k + 2] = o.z, v[k + 3] = o.w;
+      }
+      write_output_block16(p, token_of(r), head_of(r), d0, v);
+    }
+  }
+};
+
+}  // namespace quench::decode
