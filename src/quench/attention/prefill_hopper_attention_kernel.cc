@@ -21,8 +21,9 @@ class PrefillHopperAttentionKernel final : public AttentionKernel {
   bool serves(AttentionPhase phase) const override { return phase == AttentionPhase::kPrefill; }
   MemorySpace memory_space() const override { return MemorySpace::kDevice; }
   // bf16 P·V: above prefill_mma (10), since on the H200 it is 1.2-2.9x faster at hd64/128 for
-  // every operand kind (bench/LOG.md, 2026-12-03 third session; at hd256 the synchronous kernel
-  // is on par). FP8 P·V: above the reference only, so that `auto` never trades accuracy for it.
+  // every operand kind (bench/LOG.md, 2026-12-03 third session; at hd256 the warp-specialized
+  // kernels 1.5-1.8x the synchronous one, sixth session). FP8 P·V: above the reference only, so
+  // that `auto` never trades accuracy for it.
   int32_t priority() const override { return fp8_pv() ? 1 : 15; }
 
   // FP8 Q·Kᵀ on the tensor cores needs an FP8 query over an e4m3 cache (head_dim 128 only).
