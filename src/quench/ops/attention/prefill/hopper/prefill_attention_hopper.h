@@ -58,6 +58,16 @@ enum class HopperHeadDim256Kernel : uint8_t {
   kWarpSpecialized,  // the schedule's warp-specialized kernel, as at head_dim 64 and 128
 };
 
+// Where the warp-specialized kernels sum each softmax row (the synchronous head_dim 256 kernel
+// always sums on the ALU). The two agree within the SPEC tolerance, not bit for bit; every
+// schedule of one choice writes the same bytes.
+enum class HopperRowSum : uint8_t {
+  kDefault,      // QUENCH_PREFILL_ROWSUM=alu (kAlu) or =mma / unset (kTensorCores)
+  kTensorCores,  // P * ONES, one narrow wgmma beside each P·V k step: the sum of the rounded P
+                 // (bf16 or e4m3) that P·V uses, normalised exactly as O; no FADD chain
+  kAlu,          // fp32 adds of the unrounded P in the softmax, quad-reduced at the end
+};
+
 // Runs the prefill attention of params (device pointers) on `stream`. Throws quench::Error for
 // an unsupported configuration (see above), a bad QUENCH_PREFILL_* value or a failed launch. No
 // host synchronization.
@@ -65,6 +75,7 @@ void prefill_attention_hopper(
     const AttentionParams& params, cudaStream_t stream,
     HopperPvPrecision pv_precision = HopperPvPrecision::kBf16,
     HopperSchedule schedule = HopperSchedule::kDefault,
-    HopperHeadDim256Kernel hd256_kernel = HopperHeadDim256Kernel::kDefault);
+    HopperHeadDim256Kernel hd256_kernel = HopperHeadDim256Kernel::kDefault,
+    HopperRowSum row_sum = HopperRowSum::kDefault);
 
 }  // namespace quench
