@@ -16,6 +16,8 @@
 // widened exactly, fp32 accumulation (as the generic kernel). FP8 P·V: P rounded to e4m3 (as
 // P * 256, 3 mantissa bits: rows over a handful of keys can miss the SPEC FP8 prefill
 // tolerance by ~10%), each tile's P·V accumulated on the tensor core, tiles in fp32 registers.
+// The warp-specialized kernels sum each softmax row on the tensor cores by default (over the
+// rounded P that P·V uses, accumulated as O is; HopperRowSum), the synchronous one in fp32.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -475,12 +475,13 @@ __device__ __forceinline__ void issue_p_row_sum(float (&sum)[4],
   }
 }
 
-// The ONES block of issue_p_row_sum: two 128-byte core-matrix columns (8 rows x 16 bytes) along
-// K, one 8-row group along N.
+// The ONES block of issue_p_row_sum: two core matrices (8 rows x 16 bytes) along K, 128 bytes
+// apart, and one 8-row group along N. Both strides are 128: whichever of the two the hardware
+// takes as the K stride, every byte it reads lies in the block.
 template <class Cfg>
 __device__ __forceinline__ uint64_t ones_descriptor(uint32_t ones_address) {
   static_assert(Cfg::kOnesBytes == 2 * 128, "two 8 x 16-byte core matrices along K");
-  return sm90::smem_descriptor_no_swizzle(ones_address, 128, 256);
+  return sm90::smem_descriptor_no_swizzle(ones_address, 128, 128);
 }
 
 // Threads index < kOnesBytes / 16 fill ONES (16-byte aligned) and fence their writes for the

@@ -15,8 +15,9 @@
 //             bytes have landed and the built operands are fenced for the async proxy. It waits on
 //             the slot's `empty` mbarriers before reusing it. See ws_producer.
 //   consumers warpgroups 1 and 2 (setmaxnreg up), packed rows 64c..64c+63 for consumer c:
-//             wait `full`, S = Q K^T (wgmma SS), online softmax in registers, P V (wgmma RS),
-//             arrive on `empty` once the wgmmas reading the slot have completed. Ping-pong:
+//             wait `full`, S = Q K^T (wgmma SS), online softmax in registers, P V (wgmma RS;
+//             by default with the row sums P ONES beside it, issue_p_row_sum), arrive on
+//             `empty` once the wgmmas reading the slot have completed. Ping-pong:
 //             consumer c issues its GEMMs only after the other consumer issued its own (two
 //             named barriers), so one consumer's softmax runs under the other's GEMMs. P V of
 //             tile t is issued right after tile t + 1's Q K^T and runs under tile t + 1's
