@@ -4,10 +4,10 @@
 // with the kernel's shared-memory offsets
 // and both warpgroups) on small integers, where every product and sum is exact, and compares S
 // and O with the host's exact values bit for bit; likewise the tensor-core row sums of P
-// (issue_p_row_sum over the ONES block of write_ones, every one of the 8 columns). When the attention tests fail, this says whether
-// the wgmma descriptors, swizzle, V^T permutation or fragment layouts are wrong (and where: row %
-// 16 = accumulator row within a warp's 16, column % 8 = accumulator column pair) before any softmax
-// is involved.
+// (issue_p_row_sum over the ONES block of write_ones, every one of the 8 columns). When the
+// attention tests fail, this says whether the wgmma descriptors, swizzle, V^T permutation or
+// fragment layouts are wrong (and where: row % 16 = accumulator row within a warp's 16, column % 8
+// = accumulator column pair) before any softmax is involved.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -266,10 +266,9 @@ void run_layout_probe(const char* name) {
   const auto kernel = hopper_layout_probe_kernel<kKind, kHeadDim>;
   QUENCH_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
-  kernel<<<1, Cfg::kThreads, Cfg::kSmemBytes>>>(d_q.as<uint8_t>(), d_k.as<uint8_t>(),
-                                                d_v.as<uint8_t>(), d_p.as<float>(), d_s.as<float>(),
-                                                d_o.as<float>(), d_o_mn_major.as<float>(),
-                                                d_sum.as<float>());
+  kernel<<<1, Cfg::kThreads, Cfg::kSmemBytes>>>(
+      d_q.as<uint8_t>(), d_k.as<uint8_t>(), d_v.as<uint8_t>(), d_p.as<float>(), d_s.as<float>(),
+      d_o.as<float>(), d_o_mn_major.as<float>(), d_sum.as<float>());
   QUENCH_CUDA_CHECK(cudaGetLastError());
   QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
   expect_exact("S = Q K^T", d_s.to_host<float>(), s_expected, kM, kN, context);

@@ -217,8 +217,7 @@ void launch_warp_specialized(const AttentionParams& params, HopperSchedule sched
 // kernel.
 template <HopperKind kKind, int kHeadDim, bool kSoftCap>
 void launch_kernel(const AttentionParams& params, HopperSchedule schedule,
-                   HopperHeadDim256Kernel hd256_kernel, HopperRowSum row_sum,
-                   cudaStream_t stream) {
+                   HopperHeadDim256Kernel hd256_kernel, HopperRowSum row_sum, cudaStream_t stream) {
   if constexpr (kHeadDim == 256) {
     if (hd256_synchronous(hd256_kernel)) {
       return launch_synchronous<kKind, kHeadDim, kSoftCap>(params, stream);

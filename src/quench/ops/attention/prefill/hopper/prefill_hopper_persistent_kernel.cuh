@@ -409,8 +409,8 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       row_m[r] = w.m0 + consumer * 64 + warp_in_group * 16 + lane_group + 8 * r;
-      factor[r] = ws_output_row_factor<Tile, !kMmaRowSum>(p, w, row_m[r], sums.row(r),
-                                                          row_max[r], v_scale, lane_in_group);
+      factor[r] = ws_output_row_factor<Tile, !kMmaRowSum>(p, w, row_m[r], sums.row(r), row_max[r],
+                                                          v_scale, lane_in_group);
     }
     store_output_fragment<kHeadDim>(p, o_acc, factor, row_m,
                                     OutputTile{w.m0, w.rows, w.group, w.kv_head, w.q_begin},
@@ -436,7 +436,8 @@ __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* smem = ws_aligned_smem<Cfg>(smem_raw);
   const WsRingBarriers ring = ws_init_ring<Cfg>(smem, maps);
-  if constexpr (kMmaRowSum) write_ones<typename Cfg::Tile>(smem + Cfg::kOnesOffset, static_cast<int>(threadIdx.x));
+  if constexpr (kMmaRowSum)
+    write_ones<typename Cfg::Tile>(smem + Cfg::kOnesOffset, static_cast<int>(threadIdx.x));
   __syncthreads();
 
   const int tid = static_cast<int>(threadIdx.x);

@@ -418,13 +418,10 @@ struct WsRowSums {
 // where no row of the warp changed its max (most tiles of a long row). pv_acc is t_acc for FP8
 // P V, else o_acc. Tensor-core row sums go the same way as O.
 template <class Tile, class RowSums>
-__device__ __forceinline__ void ws_finish_deferred_pv(float (&o_acc)[Tile::kHeadDim / 2],
-                                                      const float (&t_acc)[Tile::kHeadDim / 2],
-                                                      float (&pv_acc)[Tile::kHeadDim / 2],
-                                                      RowSums& sums,
-                                                      uint32_t (&p_frag)[Tile::kPvSteps][4],
-                                                      const float (&correction)[2],
-                                                      float (&o_correction)[2]) {
+__device__ __forceinline__ void ws_finish_deferred_pv(
+    float (&o_acc)[Tile::kHeadDim / 2], const float (&t_acc)[Tile::kHeadDim / 2],
+    float (&pv_acc)[Tile::kHeadDim / 2], RowSums& sums, uint32_t (&p_frag)[Tile::kPvSteps][4],
+    const float (&correction)[2], float (&o_correction)[2]) {
   sm90::fence_registers(p_frag);
   sm90::fence_registers(pv_acc);
   if constexpr (RowSums::kMma) sm90::fence_registers(sums.pv());
@@ -648,7 +645,8 @@ __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
   WsWork w;
   if (!ws_work<typename Cfg::Tile>(p, w)) return;  // the whole CTA, before any barrier
   const WsRingBarriers ring = ws_init_ring<Cfg>(smem, maps);
-  if constexpr (kMmaRowSum) write_ones<typename Cfg::Tile>(smem + Cfg::kOnesOffset, static_cast<int>(threadIdx.x));
+  if constexpr (kMmaRowSum)
+    write_ones<typename Cfg::Tile>(smem + Cfg::kOnesOffset, static_cast<int>(threadIdx.x));
   __syncthreads();
 
   const int tid = static_cast<int>(threadIdx.x);
