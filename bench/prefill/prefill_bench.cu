@@ -6,9 +6,7 @@
 // query once more with FP8 P·V (case string + " hopper_fp8pv"), and each of those again on the
 // other schedules ("_items": the persistent kernel on one CTA per work item, "_pertile": the
 // non-persistent kernel). At hd256 every Hopper variant runs the synchronous kernel unless
-// QUENCH_PREFILL_HD256=ws selects the warp-specialized ones (the A/B of that path). The
-// warp-specialized kernels sum the softmax rows on the tensor cores unless
-// QUENCH_PREFILL_ROWSUM=alu (the A/B of that path: fp32 adds in the softmax).
+// QUENCH_PREFILL_HD256=ws selects the warp-specialized ones (the A/B of that path).
 // bench/peers/prefill_peer.py measures cuDNN bf16 SDPA on the same shapes under the same case
 // strings.
 #include <cuda_runtime.h>

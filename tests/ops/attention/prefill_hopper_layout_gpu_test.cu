@@ -3,11 +3,10 @@
 // pack_p, issue_pv, and for bf16 P V issue_pv_v_mn_major (over FP8 V widened by widen_fp8_tile),
 // with the kernel's shared-memory offsets
 // and both warpgroups) on small integers, where every product and sum is exact, and compares S
-// and O with the host's exact values bit for bit; likewise the tensor-core row sums of P
-// (issue_p_row_sum over the ONES block of write_ones, every one of the 8 columns). When the
-// attention tests fail, this says whether the wgmma descriptors, swizzle, V^T permutation or
-// fragment layouts are wrong (and where: row % 16 = accumulator row within a warp's 16, column % 8
-// = accumulator column pair) before any softmax is involved.
+// and O with the host's exact values bit for bit. When the attention tests fail, this says whether
+// the wgmma descriptors, swizzle, V^T permutation or fragment layouts are wrong (and where: row %
+// 16 = accumulator row within a warp's 16, column % 8 = accumulator column pair) before any softmax
+// is involved.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -33,12 +32,11 @@ using prefill_hopper::HopperKind;
 // q: [kBlockM][D] (MMA operand dtype), k, v: [kBlockN][D] (cache dtype), p: [kBlockM][kBlockN];
 // s_out: [kBlockM][kBlockN], o_out: [kBlockM][D] (O divided by the P scale); o_mn_major_out
 // (bf16 P V only): [kBlockM][D], O from V in its cached layout (bf16, or FP8 widened to bf16) as
-// the MN-major B operand (the warp-specialized kernel's bf16 P V); sum_out: [kBlockM][8], the
-// 64x8 results of issue_p_row_sum (divided by the P scale), every column the row's sum of P.
+// the MN-major B operand (the warp-specialized kernel's bf16 P V).
 template <HopperKind kKind, int kHeadDim>
 __global__ void __launch_bounds__(256, 1)
     hopper_layout_probe_kernel(const uint8_t* q, const uint8_t* k, const uint8_t* v, const float* p,
-                               float* s_out, float* o_out, float* o_mn_major_out, float* sum_out) {
+                               float* s_out, float* o_out, float* o_mn_major_out) {
 #ifdef QUENCH_SM90A_ENABLED
   using Cfg = HopperConfig<kKind, kHeadDim>;
   constexpr int kBlockM = Cfg::kBlockM;
@@ -98,31 +96,16 @@ __global__ void __launch_bounds__(256, 1)
       s[4 * nt + e] = p[row * kBlockN + col];
     }
   }
-  // Both warpgroups' Q K^T are done: ONES goes over the start of the Q tile.
-  __syncthreads();
-  unsigned char* ones = q_tile;
-  prefill_hopper::write_ones<Cfg>(ones, tid);
-  __syncthreads();
   uint32_t p_frag[Cfg::kPvSteps][4];
   prefill_hopper::pack_p<Cfg>(s, p_frag);
   float o[kHeadDim / 2] = {};
-  float sum[4] = {};
   sm90::fence_registers(o);
-  sm90::fence_registers(sum);
   sm90::wgmma_fence();
   prefill_hopper::issue_pv<Cfg>(o, p_frag, sm90::smem_address(vt));
-  prefill_hopper::issue_p_row_sum<Cfg>(
-      sum, p_frag, prefill_hopper::ones_descriptor<Cfg>(sm90::smem_address(ones)));
   sm90::wgmma_commit_group();
   sm90::wgmma_wait_group<0>();
   sm90::fence_registers(o);
-  sm90::fence_registers(sum);
   sm90::fence_registers(p_frag);
-  for (int e = 0; e < 4; ++e) {
-    const int row = 64 * warpgroup + 16 * warp + lane / 4 + 8 * (e / 2);
-    const int col = 2 * (lane % 4) + (e & 1);
-    sum_out[row * 8 + col] = sum[e] / Cfg::kPScale;
-  }
   for (int dt = 0; dt < kHeadDim / 8; ++dt) {
     for (int e = 0; e < 4; ++e) {
       const int row = 64 * warpgroup + 16 * warp + lane / 4 + 8 * (e / 2);
@@ -234,13 +217,7 @@ void run_layout_probe(const char* name) {
 
   std::vector<float> s_expected(static_cast<size_t>(kM) * kN, 0.0f);
   std::vector<float> o_expected(static_cast<size_t>(kM) * kHeadDim, 0.0f);
-  std::vector<float> sum_expected(static_cast<size_t>(kM) * 8, 0.0f);
   for (int r = 0; r < kM; ++r) {
-    float row_sum = 0.0f;
-    for (int j = 0; j < kN; ++j)
-      row_sum += p[static_cast<size_t>(r * kN + j)];
-    for (int c = 0; c < 8; ++c)
-      sum_expected[static_cast<size_t>(r * 8 + c)] = row_sum;
     for (int j = 0; j < kN; ++j) {
       float dot = 0.0f;
       for (int d = 0; d < kHeadDim; ++d)
@@ -262,18 +239,16 @@ void run_layout_probe(const char* name) {
   DeviceBuffer d_s = DeviceBuffer::from_host(std::vector<float>(s_expected.size(), NAN));
   DeviceBuffer d_o = DeviceBuffer::from_host(std::vector<float>(o_expected.size(), NAN));
   DeviceBuffer d_o_mn_major = DeviceBuffer::from_host(std::vector<float>(o_expected.size(), NAN));
-  DeviceBuffer d_sum = DeviceBuffer::from_host(std::vector<float>(sum_expected.size(), NAN));
   const auto kernel = hopper_layout_probe_kernel<kKind, kHeadDim>;
   QUENCH_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes));
-  kernel<<<1, Cfg::kThreads, Cfg::kSmemBytes>>>(
-      d_q.as<uint8_t>(), d_k.as<uint8_t>(), d_v.as<uint8_t>(), d_p.as<float>(), d_s.as<float>(),
-      d_o.as<float>(), d_o_mn_major.as<float>(), d_sum.as<float>());
+  kernel<<<1, Cfg::kThreads, Cfg::kSmemBytes>>>(d_q.as<uint8_t>(), d_k.as<uint8_t>(),
+                                                d_v.as<uint8_t>(), d_p.as<float>(), d_s.as<float>(),
+                                                d_o.as<float>(), d_o_mn_major.as<float>());
   QUENCH_CUDA_CHECK(cudaGetLastError());
   QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
   expect_exact("S = Q K^T", d_s.to_host<float>(), s_expected, kM, kN, context);
   expect_exact("O = P V", d_o.to_host<float>(), o_expected, kM, kHeadDim, context);
-  expect_exact("row sums P ONES", d_sum.to_host<float>(), sum_expected, kM, 8, context);
   if constexpr (!Cfg::kFp8Pv) {
     expect_exact("O = P V (V MN-major)", d_o_mn_major.to_host<float>(), o_expected, kM, kHeadDim,
                  context);

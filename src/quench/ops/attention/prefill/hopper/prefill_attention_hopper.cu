@@ -100,28 +100,6 @@ HopperHeadDim256Kernel hd256_kernel_from_env() {
   return kernel;
 }
 
-// Where QUENCH_PREFILL_ROWSUM asks the warp-specialized kernels to sum the softmax rows (an A/B
-// switch, read once): mma (or unset) on the tensor cores, alu the fp32 adds in the softmax.
-HopperRowSum row_sum_from_env() {
-  static const HopperRowSum row_sum = [] {
-    const char* env = std::getenv("QUENCH_PREFILL_ROWSUM");
-    if (env == nullptr || *env == '\0' || std::strcmp(env, "mma") == 0) {
-      return HopperRowSum::kTensorCores;
-    }
-    if (std::strcmp(env, "alu") == 0) return HopperRowSum::kAlu;
-    QUENCH_REQUIRE(false, "QUENCH_PREFILL_ROWSUM='", env,
-                   "' is not supported; allowed: mma, alu (or unset: mma)");
-    return HopperRowSum::kTensorCores;
-  }();
-  return row_sum;
-}
-
-// kDefault resolved: the caller's choice, else the environment's.
-bool row_sum_on_tensor_cores(HopperRowSum row_sum) {
-  if (row_sum == HopperRowSum::kDefault) row_sum = row_sum_from_env();
-  return row_sum == HopperRowSum::kTensorCores;
-}
-
 // kDefault resolved: the caller's choice, else the environment's, else the warp-specialized
 // kernels.
 bool hd256_synchronous(HopperHeadDim256Kernel kernel) {
@@ -147,13 +125,12 @@ HopperSchedule resolve_schedule(HopperSchedule schedule, const AttentionParams& 
 
 // The persistent kernel (prefill_hopper_persistent_kernel.cuh) on a 1-D grid: one CTA per SM
 // (kPersistent) or per work item (kOneItemPerCta), never more CTAs than items.
-template <HopperKind kKind, int kHeadDim, bool kSoftCap, bool kMmaRowSum>
+template <HopperKind kKind, int kHeadDim, bool kSoftCap>
 void launch_persistent(const AttentionParams& params, HopperSchedule schedule,
                        cudaStream_t stream) {
   using Cfg = prefill_hopper::WsConfig<kKind, kHeadDim>;
   const auto kernel = reinterpret_cast<const void*>(
-      prefill_hopper::prefill_attention_hopper_persistent_kernel<kKind, kHeadDim, kSoftCap,
-                                                                 kMmaRowSum>);
+      prefill_hopper::prefill_attention_hopper_persistent_kernel<kKind, kHeadDim, kSoftCap>);
   static const cudaError_t reserve_status =
       prefill_common::reserve_shared_memory(kernel, Cfg::kSmemBytes, /*max_carveout=*/false);
   QUENCH_REQUIRE(reserve_status == cudaSuccess, "prefill_attention_hopper: cannot reserve ",
@@ -191,16 +168,23 @@ void launch_synchronous(const AttentionParams& params, cudaStream_t stream) {
 
 // The warp-specialized kernels (persistent, or prefill_hopper_ws_kernel.cuh per tile), which
 // load K and V through TMA maps (encoded once per cache tensor pair and layout, then looked up;
-// they travel by value in the kernel parameters, so CUDA graphs capture them).
-template <HopperKind kKind, int kHeadDim, bool kSoftCap, bool kMmaRowSum>
-void launch_warp_specialized(const AttentionParams& params, HopperSchedule schedule,
-                             cudaStream_t stream) {
+// they travel by value in the kernel parameters, so CUDA graphs capture them). At head_dim 256
+// (64-key tiles, 64 KB of Q) their ring has two slots (prefill_hopper_ws_config.cuh); they serve
+// it unless hd256_kernel (or QUENCH_PREFILL_HD256=sync) asks for the synchronous kernel.
+template <HopperKind kKind, int kHeadDim, bool kSoftCap>
+void launch_kernel(const AttentionParams& params, HopperSchedule schedule,
+                   HopperHeadDim256Kernel hd256_kernel, cudaStream_t stream) {
+  if constexpr (kHeadDim == 256) {
+    if (hd256_synchronous(hd256_kernel)) {
+      return launch_synchronous<kKind, kHeadDim, kSoftCap>(params, stream);
+    }
+  }
   if (schedule != HopperSchedule::kPerTile) {
-    return launch_persistent<kKind, kHeadDim, kSoftCap, kMmaRowSum>(params, schedule, stream);
+    return launch_persistent<kKind, kHeadDim, kSoftCap>(params, schedule, stream);
   }
   using Cfg = prefill_hopper::WsConfig<kKind, kHeadDim>;
   const auto kernel = reinterpret_cast<const void*>(
-      prefill_hopper::prefill_attention_hopper_ws_kernel<kKind, kHeadDim, kSoftCap, kMmaRowSum>);
+      prefill_hopper::prefill_attention_hopper_ws_kernel<kKind, kHeadDim, kSoftCap>);
   static const cudaError_t reserve_status =
       prefill_common::reserve_shared_memory(kernel, Cfg::kSmemBytes, /*max_carveout=*/false);
   AttentionParams args = params;
@@ -211,47 +195,28 @@ void launch_warp_specialized(const AttentionParams& params, HopperSchedule sched
                                         Cfg::kSmemBytes, params, stream);
 }
 
-// The warp-specialized kernels, row sums where row_sum (or QUENCH_PREFILL_ROWSUM) asks. At
-// head_dim 256 (64-key tiles, 64 KB of Q) their ring has two slots (prefill_hopper_ws_config.cuh);
-// they serve it unless hd256_kernel (or QUENCH_PREFILL_HD256=sync) asks for the synchronous
-// kernel.
-template <HopperKind kKind, int kHeadDim, bool kSoftCap>
-void launch_kernel(const AttentionParams& params, HopperSchedule schedule,
-                   HopperHeadDim256Kernel hd256_kernel, HopperRowSum row_sum, cudaStream_t stream) {
-  if constexpr (kHeadDim == 256) {
-    if (hd256_synchronous(hd256_kernel)) {
-      return launch_synchronous<kKind, kHeadDim, kSoftCap>(params, stream);
-    }
-  }
-  if (row_sum_on_tensor_cores(row_sum)) {
-    return launch_warp_specialized<kKind, kHeadDim, kSoftCap, true>(params, schedule, stream);
-  }
-  return launch_warp_specialized<kKind, kHeadDim, kSoftCap, false>(params, schedule, stream);
-}
-
 // Soft-capping is a kernel template parameter: a runtime switch inside the unrolled softmax
 // made the compiler keep a copy of the body per combination with masking (instruction-cache
 // stalls).
 template <HopperKind kKind, int kHeadDim>
 void launch(const AttentionParams& params, HopperSchedule schedule,
-            HopperHeadDim256Kernel hd256_kernel, HopperRowSum row_sum, cudaStream_t stream) {
+            HopperHeadDim256Kernel hd256_kernel, cudaStream_t stream) {
   if (params.logit_soft_cap > 0.0f) {
-    return launch_kernel<kKind, kHeadDim, true>(params, schedule, hd256_kernel, row_sum, stream);
+    return launch_kernel<kKind, kHeadDim, true>(params, schedule, hd256_kernel, stream);
   }
-  return launch_kernel<kKind, kHeadDim, false>(params, schedule, hd256_kernel, row_sum, stream);
+  return launch_kernel<kKind, kHeadDim, false>(params, schedule, hd256_kernel, stream);
 }
 
 template <HopperKind kKind>
 void dispatch_head_dim(const AttentionParams& params, HopperSchedule schedule,
-                       HopperHeadDim256Kernel hd256_kernel, HopperRowSum row_sum,
-                       cudaStream_t stream) {
+                       HopperHeadDim256Kernel hd256_kernel, cudaStream_t stream) {
   switch (params.kv.head_dim) {
     case 64:
-      return launch<kKind, 64>(params, schedule, hd256_kernel, row_sum, stream);
+      return launch<kKind, 64>(params, schedule, hd256_kernel, stream);
     case 128:
-      return launch<kKind, 128>(params, schedule, hd256_kernel, row_sum, stream);
+      return launch<kKind, 128>(params, schedule, hd256_kernel, stream);
     default:
-      return launch<kKind, 256>(params, schedule, hd256_kernel, row_sum, stream);
+      return launch<kKind, 256>(params, schedule, hd256_kernel, stream);
   }
 }
 
@@ -295,22 +260,21 @@ std::string prefill_attention_hopper_unsupported_reason(const AttentionParams& p
 
 void prefill_attention_hopper(const AttentionParams& params, cudaStream_t stream,
                               HopperPvPrecision pv_precision, HopperSchedule schedule,
-                              HopperHeadDim256Kernel hd256_kernel, HopperRowSum row_sum) {
+                              HopperHeadDim256Kernel hd256_kernel) {
   const std::string reason = prefill_attention_hopper_unsupported_reason(params);
   QUENCH_REQUIRE(reason.empty(), "prefill_attention_hopper: ", reason);
   if (params.num_seqs == 0 || params.max_q_len == 0) return;
   const HopperSchedule resolved = resolve_schedule(schedule, params);
   if (params.q_dtype == DType::kFP8E4M3) {
     if (pv_precision == HopperPvPrecision::kFp8) {
-      return launch<HopperKind::kFp8, 128>(params, resolved, hd256_kernel, row_sum, stream);
+      return launch<HopperKind::kFp8, 128>(params, resolved, hd256_kernel, stream);
     }
-    return launch<HopperKind::kFp8QkBf16Pv, 128>(params, resolved, hd256_kernel, row_sum, stream);
+    return launch<HopperKind::kFp8QkBf16Pv, 128>(params, resolved, hd256_kernel, stream);
   }
   if (params.kv.dtype == DType::kBF16) {
-    return dispatch_head_dim<HopperKind::kBf16>(params, resolved, hd256_kernel, row_sum, stream);
+    return dispatch_head_dim<HopperKind::kBf16>(params, resolved, hd256_kernel, stream);
   }
-  return dispatch_head_dim<HopperKind::kBf16QFp8Kv>(params, resolved, hd256_kernel, row_sum,
-                                                    stream);
+  return dispatch_head_dim<HopperKind::kBf16QFp8Kv>(params, resolved, hd256_kernel, stream);
 }
 
 }  // namespace quench

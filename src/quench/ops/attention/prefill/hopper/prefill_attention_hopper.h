@@ -16,8 +16,6 @@
 // widened exactly, fp32 accumulation (as the generic kernel). FP8 P·V: P rounded to e4m3 (as
 // P * 256, 3 mantissa bits: rows over a handful of keys can miss the SPEC FP8 prefill
 // tolerance by ~10%), each tile's P·V accumulated on the tensor core, tiles in fp32 registers.
-// The warp-specialized kernels sum each softmax row on the tensor cores by default (over the
-// rounded P that P·V uses, accumulated as O is; HopperRowSum), the synchronous one in fp32.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -60,16 +58,6 @@ enum class HopperHeadDim256Kernel : uint8_t {
   kWarpSpecialized,  // the schedule's warp-specialized kernel, as at head_dim 64 and 128
 };
 
-// Where the warp-specialized kernels sum each softmax row (the synchronous head_dim 256 kernel
-// always sums on the ALU). The two agree within the SPEC tolerance, not bit for bit; every
-// schedule of one choice writes the same bytes.
-enum class HopperRowSum : uint8_t {
-  kDefault,      // QUENCH_PREFILL_ROWSUM=alu (kAlu) or =mma / unset (kTensorCores)
-  kTensorCores,  // P * ONES, one narrow wgmma beside each P·V k step: the sum of the rounded P
-                 // (bf16 or e4m3) that P·V uses, normalised exactly as O; no FADD chain
-  kAlu,          // fp32 adds of the unrounded P in the softmax, quad-reduced at the end
-};
-
 // Runs the prefill attention of params (device pointers) on `stream`. Throws quench::Error for
 // an unsupported configuration (see above), a bad QUENCH_PREFILL_* value or a failed launch. No
 // host synchronization.
@@ -77,7 +65,6 @@ void prefill_attention_hopper(
     const AttentionParams& params, cudaStream_t stream,
     HopperPvPrecision pv_precision = HopperPvPrecision::kBf16,
     HopperSchedule schedule = HopperSchedule::kDefault,
-    HopperHeadDim256Kernel hd256_kernel = HopperHeadDim256Kernel::kDefault,
-    HopperRowSum row_sum = HopperRowSum::kDefault);
+    HopperHeadDim256Kernel hd256_kernel = HopperHeadDim256Kernel::kDefault);
 
 }  // namespace quench

@@ -256,9 +256,8 @@ __device__ __forceinline__ void ws_persistent_producer(const AttentionParams& p,
 
 // Warpgroups 1 and 2 of the persistent kernel: ws_consumer's tile loop and epilogue for each
 // work item of the CTA, g0 = the item's first tile in the CTA's ring sequence. ctid =
-// threadIdx.x - 128 (0..255), c = ctid / 128. kSoftCap: p.logit_soft_cap > 0. kMmaRowSum: the
-// softmax row sums on the tensor cores (ws_consumer).
-template <class Cfg, bool kSoftCap, bool kMmaRowSum>
+// threadIdx.x - 128 (0..255), c = ctid / 128. kSoftCap: p.logit_soft_cap > 0.
+template <class Cfg, bool kSoftCap>
 __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
                                                        const WsItems& items, unsigned char* smem,
                                                        const WsRingBarriers& ring, int ctid) {
@@ -280,7 +279,6 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
   const auto slot_address = [&](int g) {
     return sm90::smem_address(smem + Cfg::kSlotOffset + g % kStages * Cfg::kSlotBytes);
   };
-  const uint64_t ones_desc = ones_descriptor<Tile>(sm90::smem_address(smem + Cfg::kOnesOffset));
 
   int item;
   {
@@ -329,14 +327,10 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     float o_correction[2] = {1.0f, 1.0f};
     float(&pv_acc)[kHeadDim / 2] = Tile::kFp8Pv ? t_acc : o_acc;
     float row_max[2] = {-INFINITY, -INFINITY};
-    WsRowSums<Tile, kMmaRowSum> sums;
+    float row_sum[2] = {0.0f, 0.0f};
 
     const auto finish_deferred_pv = [&]() {
-      ws_finish_deferred_pv<Tile>(o_acc, t_acc, pv_acc, sums, p_frag, correction, o_correction);
-    };
-    const auto issue_pv_and_sums = [&](uint32_t v_address) {
-      ws_issue_pv<Cfg>(pv_acc, p_frag, v_address);
-      if constexpr (kMmaRowSum) issue_p_row_sum<Tile>(sums.pv(), p_frag, ones_desc);
+      ws_finish_deferred_pv<Tile>(o_acc, t_acc, pv_acc, p_frag, correction, o_correction);
     };
 
     // ws_consumer's iteration: finish P V of tile t - 2, S = Q K^T of tile t, P V of tile t - 1
@@ -353,12 +347,14 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
       sm90_async::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((g / kStages) & 1));
 
       sm90_async::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
-      ws_fence_pv_operands<Tile>(pv_acc, sums, p_frag);
+      sm90::fence_registers(pv_acc);
+      sm90::fence_registers(p_frag);
       sm90::wgmma_fence();
       issue_qk<Tile>(s, q_address, slot_address(g));
       sm90::wgmma_commit_group();
-      issue_pv_and_sums(slot_address(tile > 0 ? g - 1 : g) +
-                        static_cast<uint32_t>(Cfg::kSlotKBytes));
+      ws_issue_pv<Cfg>(
+          pv_acc, p_frag,
+          slot_address(tile > 0 ? g - 1 : g) + static_cast<uint32_t>(Cfg::kSlotKBytes));
       sm90::wgmma_commit_group();
       // Consumer 1's last turn of the CTA would open a barrier that consumer 0 never waits on.
       if (consumer == 0 || tile + 1 < n_tiles || next_item >= 0) {
@@ -368,8 +364,8 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
       sm90::wgmma_wait_group<1>();
       sm90::fence_registers(s);
       sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
-      online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2, !kMmaRowSum>(scores, kv0, s, row_max,
-                                                                       sums.alu, correction);
+      online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2>(scores, kv0, s, row_max, row_sum,
+                                                          correction);
     }
     // The last two P Vs; the producer reuses their slots for the next item, so both release V.
     const int g_last = g0 + n_tiles - 1;
@@ -377,9 +373,11 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     finish_deferred_pv();
     if (n_tiles > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(g_last - 1) % kStages]);
     pack_p<Tile, true>(s, p_frag);
-    ws_fence_pv_operands<Tile>(pv_acc, sums, p_frag);
+    sm90::fence_registers(pv_acc);
+    sm90::fence_registers(p_frag);
     sm90::wgmma_fence();
-    issue_pv_and_sums(slot_address(g_last) + static_cast<uint32_t>(Cfg::kSlotKBytes));
+    ws_issue_pv<Cfg>(pv_acc, p_frag,
+                     slot_address(g_last) + static_cast<uint32_t>(Cfg::kSlotKBytes));
     sm90::wgmma_commit_group();
     // Every Q K^T of this consumer is done: its Q rows take the next item's under this P V and
     // the epilogue.
@@ -409,8 +407,8 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       row_m[r] = w.m0 + consumer * 64 + warp_in_group * 16 + lane_group + 8 * r;
-      factor[r] = ws_output_row_factor<Tile, !kMmaRowSum>(p, w, row_m[r], sums.row(r), row_max[r],
-                                                          v_scale, lane_in_group);
+      factor[r] = ws_output_row_factor<Tile>(p, w, row_m[r], row_sum[r], row_max[r], v_scale,
+                                             lane_in_group);
     }
     store_output_fragment<kHeadDim>(p, o_acc, factor, row_m,
                                     OutputTile{w.m0, w.rows, w.group, w.kv_head, w.q_begin},
@@ -424,9 +422,8 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
 
 // `maps`: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv); `items`: ws_items
 // for p, Cfg::kBlockM, the K/V element bytes and gridDim.x. kSoftCap must be p.logit_soft_cap > 0.
-// Any 1-D grid: CTA b takes work items b, b + gridDim.x, ... (see above). kMmaRowSum: as the
-// per-tile kernel's.
-template <HopperKind kKind, int kHeadDimT, bool kSoftCap, bool kMmaRowSum>
+// Any 1-D grid: CTA b takes work items b, b + gridDim.x, ... (see above).
+template <HopperKind kKind, int kHeadDimT, bool kSoftCap>
 __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
     prefill_attention_hopper_persistent_kernel(const AttentionParams p,
                                                const __grid_constant__ KvTensorMaps maps,
@@ -436,8 +433,6 @@ __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* smem = ws_aligned_smem<Cfg>(smem_raw);
   const WsRingBarriers ring = ws_init_ring<Cfg>(smem, maps);
-  if constexpr (kMmaRowSum)
-    write_ones<typename Cfg::Tile>(smem + Cfg::kOnesOffset, static_cast<int>(threadIdx.x));
   __syncthreads();
 
   const int tid = static_cast<int>(threadIdx.x);
@@ -446,8 +441,7 @@ __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
     ws_persistent_producer<Cfg>(p, maps, items, smem, ring, tid);
   } else {
     sm90::warpgroup_claim_registers<Cfg::kConsumerRegisters>();
-    ws_persistent_consumer<Cfg, kSoftCap, kMmaRowSum>(p, items, smem, ring,
-                                                      tid - Cfg::kProducerThreads);
+    ws_persistent_consumer<Cfg, kSoftCap>(p, items, smem, ring, tid - Cfg::kProducerThreads);
   }
 #endif  // QUENCH_SM90A_ENABLED
 }

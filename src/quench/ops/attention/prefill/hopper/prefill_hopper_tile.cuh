@@ -74,10 +74,6 @@ struct HopperConfig {
   static constexpr float kPScale = kFp8Pv ? 256.0f : 1.0f;
   static constexpr int kQkSteps = kHeadDim * kQkBytes / 32;  // 32-byte k steps of Q K^T
   static constexpr int kPvSteps = kBlockN * kPvBytes / 32;   // 32-byte k steps of P V
-  // The ONES operand of the tensor-core row sums (issue_p_row_sum): 8 rows (N) x 32 bytes (one
-  // k step of K) of 1.0 in P V's operand type, e4m3 0x38 or bf16 0x3f80.
-  static constexpr int kOnesBytes = 8 * 32;
-  static constexpr uint32_t kOnesWord = kFp8Pv ? 0x38383838u : 0x3f803f80u;
   static_assert(kQBytes % 1024 == 0 && kStageBytes % 1024 == 0 && kKOperandBytes % 1024 == 0 &&
                     kVtBytes % 1024 == 0,
                 "every tile starts on a swizzle atom");
@@ -397,10 +393,8 @@ __device__ __forceinline__ bool tile_needs_mask(const ScoreTransform& t, int kv0
 // Code size is the point of the shape (instruction-cache stalls): the soft-cap switch is a
 // template parameter, and the mask is a separate pass behind one uniform branch. Runtime
 // switches inside the fully unrolled element loop made the compiler keep a copy of the whole
-// unrolled body per combination. kSumOnAlu false: row_sum is left alone (the caller sums the
-// rounded P on the tensor cores instead, issue_p_row_sum): no serial chain of 2 x kBlockN / 8
-// dependent FADDs per row.
-template <int kBlockN, bool kSoftCap, int kPScaleLog2 = 0, bool kSumOnAlu = true>
+// unrolled body per combination.
+template <int kBlockN, bool kSoftCap, int kPScaleLog2 = 0>
 __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int kv0,
                                                     float (&s)[kBlockN / 2], float (&row_max)[2],
                                                     float (&row_sum)[2], float (&correction)[2]) {
@@ -439,7 +433,7 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
     const float offset = new_max == -INFINITY ? 0.0f : new_max;
     correction[r] = prefill_common::fast_exp2(row_max[r] - offset);
     row_max[r] = new_max;
-    if constexpr (kSumOnAlu) row_sum[r] *= correction[r];
+    row_sum[r] *= correction[r];
     const float p_offset = offset - static_cast<float>(kPScaleLog2);
 #pragma unroll
     for (int nt = 0; nt < kBlockN / 8; ++nt) {
@@ -447,51 +441,9 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
       for (int c = 0; c < 2; ++c) {
         float& e = s[4 * nt + 2 * r + c];
         e = prefill_common::fast_exp2(fmaf(e, to_log2, -p_offset));
-        if constexpr (kSumOnAlu) row_sum[r] += e;
+        row_sum[r] += e;
       }
     }
-  }
-}
-
-// The softmax row sums on the tensor cores: sum (+)= P ONES, one m64n8 wgmma per P V k step on
-// the same A fragments, so the sum is "column head_dim" of P V: over the rounded P that P V
-// uses, accumulated (bf16: into the running sum, rescaled with O; FP8: fresh per tile, as T) and
-// normalised exactly as O is. All 8 columns of the 64x8 result are the row's sum: sum[2 r] is
-// row r's (accumulator layout, sm90_ptx.cuh), no quad reduction. ONES (Cfg::kOnesBytes of
-// Cfg::kOnesWord, write_ones) is read through one fixed descriptor (ones_descriptor) for every
-// k step: every byte is the same, so any in-bounds no-swizzle layout reads 1.0. The caller
-// fences before and commits / waits after, with the P V group.
-template <class Cfg>
-__device__ __forceinline__ void issue_p_row_sum(float (&sum)[4],
-                                                const uint32_t (&p_frag)[Cfg::kPvSteps][4],
-                                                uint64_t ones_desc) {
-#pragma unroll
-  for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
-    if constexpr (Cfg::kFp8Pv) {
-      sm90::wgmma_m64n8k32_e4m3_rs(sum, p_frag[ks], ones_desc, ks > 0);
-    } else {
-      sm90::wgmma_m64n8k16_bf16_rs(sum, p_frag[ks], ones_desc, true);
-    }
-  }
-}
-
-// The ONES block of issue_p_row_sum: two core matrices (8 rows x 16 bytes) along K, 128 bytes
-// apart, and one 8-row group along N. Both strides are 128: whichever of the two the hardware
-// takes as the K stride, every byte it reads lies in the block.
-template <class Cfg>
-__device__ __forceinline__ uint64_t ones_descriptor(uint32_t ones_address) {
-  static_assert(Cfg::kOnesBytes == 2 * 128, "two 8 x 16-byte core matrices along K");
-  return sm90::smem_descriptor_no_swizzle(ones_address, 128, 128);
-}
-
-// Threads index < kOnesBytes / 16 fill ONES (16-byte aligned) and fence their writes for the
-// async proxy; the caller syncs before the first wgmma that reads it.
-template <class Cfg>
-__device__ __forceinline__ void write_ones(unsigned char* ones, int index) {
-  if (index < Cfg::kOnesBytes / 16) {
-    constexpr uint32_t w = Cfg::kOnesWord;
-    *reinterpret_cast<uint4*>(ones + 16 * index) = make_uint4(w, w, w, w);
-    sm90::fence_proxy_async_shared();
   }
 }
 

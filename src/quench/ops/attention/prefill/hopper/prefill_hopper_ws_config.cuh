@@ -79,15 +79,11 @@ struct WsConfig {
   // Then the persistent kernel's load cursor (WsLoadCursor, prefill_hopper_persistent_kernel.cuh):
   // the loading warp keeps it here between its turns, not in its 24 registers across the build.
   static constexpr int kLoadCursorBytes = 64;
-  // Then, 128-byte aligned, the ONES operand of the consumers' tensor-core row sums
-  // (issue_p_row_sum), written once at kernel start.
-  static constexpr int kOnesAlign = 128;
-  static constexpr int kOnesBytes = Tile::kOnesBytes;
 
   static constexpr bool ring_fits(int raw_stages, int stages) {
     return kRawOffset + raw_stages * kRawStageBytes + stages * kSlotBytes +
                (kBarriersPerSlot * stages + kProducerBarriers) * 8 + kRawKeysBytes +
-               kLoadCursorBytes + kOnesAlign + kOnesBytes + kAlignSlack <=
+               kLoadCursorBytes + kAlignSlack <=
            kMaxSmemBytes;
   }
   // Two raw stages where they fit beside two ring slots. At head_dim 256, bf16 q over FP8 KV
@@ -107,9 +103,7 @@ struct WsConfig {
   static constexpr int kRawKeysOffset =
       kBarrierOffset + (kBarriersPerSlot * kStages + kProducerBarriers) * 8;
   static constexpr int kLoadCursorOffset = kRawKeysOffset + kRawKeysBytes;
-  static constexpr int kOnesOffset =
-      (kLoadCursorOffset + kLoadCursorBytes + kOnesAlign - 1) / kOnesAlign * kOnesAlign;
-  static constexpr int kSmemBytes = kOnesOffset + kOnesBytes + kAlignSlack;
+  static constexpr int kSmemBytes = kLoadCursorOffset + kLoadCursorBytes + kAlignSlack;
   // Raw-stage kinds: tiles whose loads the producer keeps in flight while it prepares an earlier
   // one (each needs its own raw stage). Two where tile t + 2's direct K lands in a slot other
   // than tile t's (3 or more slots); with 2 slots loading tile t + 2's K would wait for tile

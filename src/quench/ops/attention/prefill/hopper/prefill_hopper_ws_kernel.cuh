@@ -15,9 +15,8 @@
 //             bytes have landed and the built operands are fenced for the async proxy. It waits on
 //             the slot's `empty` mbarriers before reusing it. See ws_producer.
 //   consumers warpgroups 1 and 2 (setmaxnreg up), packed rows 64c..64c+63 for consumer c:
-//             wait `full`, S = Q K^T (wgmma SS), online softmax in registers, P V (wgmma RS;
-//             by default with the row sums P ONES beside it, issue_p_row_sum), arrive on
-//             `empty` once the wgmmas reading the slot have completed. Ping-pong:
+//             wait `full`, S = Q K^T (wgmma SS), online softmax in registers, P V (wgmma RS),
+//             arrive on `empty` once the wgmmas reading the slot have completed. Ping-pong:
 //             consumer c issues its GEMMs only after the other consumer issued its own (two
 //             named barriers), so one consumer's softmax runs under the other's GEMMs. P V of
 //             tile t is issued right after tile t + 1's Q K^T and runs under tile t + 1's
@@ -396,74 +395,36 @@ __device__ __forceinline__ ScoreTransform ws_score_transform(const AttentionPara
                         lane_in_group};
 }
 
-// The softmax row sums of a consumer thread's rows r = 0, 1. On the ALU (kMma false): alu[r],
-// the thread's partial over its quad's columns (online_softmax_tile), quad-reduced in the
-// epilogue. On the tensor cores (kMma, issue_p_row_sum): "column head_dim" of O and T, m64n8
-// accumulators whose element 2r is row r's whole sum: o follows O (bf16 P V accumulates into it
-// and it takes O's corrections; FP8: o = o * o_correction + t), t follows T (FP8 P V: fresh per
-// tile); pv() is the one P V writes. The unused members are removed by the compiler.
-template <class Tile, bool kMmaT>
-struct WsRowSums {
-  static constexpr bool kMma = kMmaT;
-  float alu[2] = {0.0f, 0.0f};
-  float o[4] = {};
-  float t[4] = {};
-  __device__ __forceinline__ float (&pv())[4] { return Tile::kFp8Pv ? t : o; }
-  // Row r's sum, this thread's partial on the ALU.
-  __device__ __forceinline__ float row(int r) const { return kMma ? o[2 * r] : alu[r]; }
-};
-
 // Once the deferred P V is done: O takes it (FP8: O = O * o_correction + T, then o_correction
 // becomes the last softmax's correction) and, for bf16, the last softmax's correction, skipped
 // where no row of the warp changed its max (most tiles of a long row). pv_acc is t_acc for FP8
-// P V, else o_acc. Tensor-core row sums go the same way as O.
-template <class Tile, class RowSums>
-__device__ __forceinline__ void ws_finish_deferred_pv(
-    float (&o_acc)[Tile::kHeadDim / 2], const float (&t_acc)[Tile::kHeadDim / 2],
-    float (&pv_acc)[Tile::kHeadDim / 2], RowSums& sums, uint32_t (&p_frag)[Tile::kPvSteps][4],
-    const float (&correction)[2], float (&o_correction)[2]) {
+// P V, else o_acc.
+template <class Tile>
+__device__ __forceinline__ void ws_finish_deferred_pv(float (&o_acc)[Tile::kHeadDim / 2],
+                                                      const float (&t_acc)[Tile::kHeadDim / 2],
+                                                      float (&pv_acc)[Tile::kHeadDim / 2],
+                                                      uint32_t (&p_frag)[Tile::kPvSteps][4],
+                                                      const float (&correction)[2],
+                                                      float (&o_correction)[2]) {
   sm90::fence_registers(p_frag);
   sm90::fence_registers(pv_acc);
-  if constexpr (RowSums::kMma) sm90::fence_registers(sums.pv());
   if constexpr (Tile::kFp8Pv) {
 #pragma unroll
     for (int i = 0; i < Tile::kHeadDim / 2; ++i)
       o_acc[i] = fmaf(o_acc[i], o_correction[i % 4 / 2], t_acc[i]);
-    if constexpr (RowSums::kMma) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-        sums.o[2 * r] = fmaf(sums.o[2 * r], o_correction[r], sums.t[2 * r]);
-    }
     o_correction[0] = correction[0];
     o_correction[1] = correction[1];
   } else if (__any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f)) {
 #pragma unroll
     for (int i = 0; i < Tile::kHeadDim / 2; ++i)
       o_acc[i] *= correction[i % 4 / 2];
-    if constexpr (RowSums::kMma) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        sums.o[i] *= correction[i / 2];
-    }
   }
 }
 
-// Before the fence that precedes P V's issue: pins what P V (and the tensor-core row sums) will
-// write.
-template <class Tile, class RowSums>
-__device__ __forceinline__ void ws_fence_pv_operands(float (&pv_acc)[Tile::kHeadDim / 2],
-                                                     RowSums& sums,
-                                                     uint32_t (&p_frag)[Tile::kPvSteps][4]) {
-  sm90::fence_registers(pv_acc);
-  if constexpr (RowSums::kMma) sm90::fence_registers(sums.pv());
-  sm90::fence_registers(p_frag);
-}
-
 // The epilogue's factor for one accumulator row (packed row m of work item w): v_scale over the
-// row's sum (kQuadPartial: this thread's partial, quad-reduced here), the sink joining the
-// denominator (O and the sum are both times kPScale); writes the row's LSE where asked. Zero for
-// a row that saw no key.
-template <class Tile, bool kQuadPartial>
+// quad-reduced sum, the sink joining the denominator (O and the sum are both times kPScale);
+// writes the row's LSE where asked. Zero for a row that saw no key.
+template <class Tile>
 __device__ __forceinline__ float ws_output_row_factor(const AttentionParams& p, const WsWork& w,
                                                       int m, float row_sum, float row_max,
                                                       float v_scale, int lane_in_group) {
@@ -471,10 +432,8 @@ __device__ __forceinline__ float ws_output_row_factor(const AttentionParams& p, 
   constexpr int kPScaleLog2 = Tile::kFp8Pv ? 8 : 0;
   static_assert(Tile::kPScale == static_cast<float>(1 << kPScaleLog2), "kPScale is 2^kPScaleLog2");
   float sum = row_sum;
-  if constexpr (kQuadPartial) {
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-  }
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
   const prefill_common::QueryRow qr = prefill_common::query_row(m, w.group, w.kv_head);
   if (p.sinks != nullptr && m < w.rows) {
     sum += exp2f(p.sinks[qr.head] * kLog2e - row_max + static_cast<float>(kPScaleLog2));
@@ -488,9 +447,7 @@ __device__ __forceinline__ float ws_output_row_factor(const AttentionParams& p, 
 
 // Warpgroups 1 and 2: attention of packed rows 64c..64c+63 over the ring's tiles, then the
 // epilogue. ctid = threadIdx.x - 128 (0..255), c = ctid / 128. kSoftCap: p.logit_soft_cap > 0.
-// kMmaRowSum: the softmax row sums on the tensor cores (WsRowSums), from ONES at
-// Cfg::kOnesOffset (ws_init_ring).
-template <class Cfg, bool kSoftCap, bool kMmaRowSum>
+template <class Cfg, bool kSoftCap>
 __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWork& w,
                                             unsigned char* smem, const WsRingBarriers& ring,
                                             int ctid) {
@@ -529,18 +486,13 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   float o_correction[2] = {1.0f, 1.0f};
   float(&pv_acc)[kHeadDim / 2] = Tile::kFp8Pv ? t_acc : o_acc;
   float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (score * log2(e))
-  // Like P, times kPScale = 2^kPScaleLog2.
-  WsRowSums<Tile, kMmaRowSum> sums;
-  const uint64_t ones_desc = ones_descriptor<Tile>(sm90::smem_address(smem + Cfg::kOnesOffset));
+  // This thread's partial, quad-reduced at the end; like P, times kPScale = 2^kPScaleLog2.
+  float row_sum[2] = {0.0f, 0.0f};
   constexpr int kPScaleLog2 = Tile::kFp8Pv ? 8 : 0;
   static_assert(Tile::kPScale == static_cast<float>(1 << kPScaleLog2), "kPScale is 2^kPScaleLog2");
 
   const auto finish_deferred_pv = [&]() {
-    ws_finish_deferred_pv<Tile>(o_acc, t_acc, pv_acc, sums, p_frag, correction, o_correction);
-  };
-  const auto issue_pv_and_sums = [&](uint32_t v_address) {
-    ws_issue_pv<Cfg>(pv_acc, p_frag, v_address);
-    if constexpr (kMmaRowSum) issue_p_row_sum<Tile>(sums.pv(), p_frag, ones_desc);
+    ws_finish_deferred_pv<Tile>(o_acc, t_acc, pv_acc, p_frag, correction, o_correction);
   };
   const auto vt_address_of = [&](int tile) {
     return sm90::smem_address(smem + Cfg::kSlotOffset + tile % kStages * Cfg::kSlotBytes) +
@@ -572,11 +524,12 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     // P V is (O or T) += 0 * V of tile 0 (S zeroed; the producer leaves V finite): the code
     // has no branch around a wgmma, which would make the compiler serialize every wgmma.
     sm90_async::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
-    ws_fence_pv_operands<Tile>(pv_acc, sums, p_frag);
+    sm90::fence_registers(pv_acc);
+    sm90::fence_registers(p_frag);
     sm90::wgmma_fence();
     issue_qk<Tile>(s, q_address, k_address);
     sm90::wgmma_commit_group();
-    issue_pv_and_sums(vt_address_of(max(tile - 1, 0)));
+    ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(max(tile - 1, 0)));
     sm90::wgmma_commit_group();
     // Consumer 1's last turn would open a barrier that consumer 0 never waits on again.
     if (consumer == 0 || tile + 1 < n_tiles) {
@@ -587,8 +540,8 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     sm90::wgmma_wait_group<1>();
     sm90::fence_registers(s);
     sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
-    online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2, !kMmaRowSum>(scores, kv0, s, row_max,
-                                                                     sums.alu, correction);
+    online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2>(scores, kv0, s, row_max, row_sum,
+                                                        correction);
   }
   // The last two P Vs (nobody waits for their slots any more). The last wait is unconditional
   // so that the compiler sees every path wait before O is read.
@@ -596,9 +549,10 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     sm90::wgmma_wait_group<0>();
     finish_deferred_pv();
     pack_p<Tile, true>(s, p_frag);
-    ws_fence_pv_operands<Tile>(pv_acc, sums, p_frag);
+    sm90::fence_registers(pv_acc);
+    sm90::fence_registers(p_frag);
     sm90::wgmma_fence();
-    issue_pv_and_sums(vt_address_of(n_tiles - 1));
+    ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(n_tiles - 1));
     sm90::wgmma_commit_group();
   }
   sm90::wgmma_wait_group<0>();
@@ -616,8 +570,8 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = consumer * 64 + warp_in_group * 16 + lane_group + 8 * r;
-    const float factor = ws_output_row_factor<Tile, !kMmaRowSum>(
-        p, w, w.m0 + row, sums.row(r), row_max[r], v_scale, lane_in_group);
+    const float factor = ws_output_row_factor<Tile>(p, w, w.m0 + row, row_sum[r], row_max[r],
+                                                    v_scale, lane_in_group);
 #pragma unroll
     for (int dt = 0; dt < kHeadDim / 8; ++dt) {
       *reinterpret_cast<float2*>(out_tile + row * Tile::kOutStride + dt * 8 + 2 * lane_in_group) =
@@ -632,9 +586,8 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
 #endif  // QUENCH_SM90A_ENABLED
 
 // `maps`: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv). kSoftCap must be
-// p.logit_soft_cap > 0 (the launcher picks the instantiation); kMmaRowSum: the softmax row sums
-// on the tensor cores (the launcher's QUENCH_PREFILL_ROWSUM, HopperRowSum).
-template <HopperKind kKind, int kHeadDimT, bool kSoftCap, bool kMmaRowSum>
+// p.logit_soft_cap > 0 (the launcher picks the instantiation).
+template <HopperKind kKind, int kHeadDimT, bool kSoftCap>
 __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
     prefill_attention_hopper_ws_kernel(const AttentionParams p,
                                        const __grid_constant__ KvTensorMaps maps) {
@@ -645,8 +598,6 @@ __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
   WsWork w;
   if (!ws_work<typename Cfg::Tile>(p, w)) return;  // the whole CTA, before any barrier
   const WsRingBarriers ring = ws_init_ring<Cfg>(smem, maps);
-  if constexpr (kMmaRowSum)
-    write_ones<typename Cfg::Tile>(smem + Cfg::kOnesOffset, static_cast<int>(threadIdx.x));
   __syncthreads();
 
   const int tid = static_cast<int>(threadIdx.x);
@@ -655,7 +606,7 @@ __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
     ws_producer<Cfg>(p, maps, w, smem, ring, tid);
   } else {
     sm90::warpgroup_claim_registers<Cfg::kConsumerRegisters>();
-    ws_consumer<Cfg, kSoftCap, kMmaRowSum>(p, w, smem, ring, tid - Cfg::kProducerThreads);
+    ws_consumer<Cfg, kSoftCap>(p, w, smem, ring, tid - Cfg::kProducerThreads);
   }
 #endif  // QUENCH_SM90A_ENABLED
 }

@@ -57,17 +57,6 @@ __device__ __forceinline__ uint64_t smem_descriptor_sw128_mn_major(uint32_t addr
          (static_cast<uint64_t>(kSwizzleAtomBytes >> 4) << 32) | (uint64_t{1} << 62);
 }
 
-// Matrix descriptor of a K-major tile without swizzle at `address` (16-byte aligned): core
-// matrices of 8 rows x 16 bytes, `k_stride` bytes apart along K (leading byte offset) and
-// `mn_stride` bytes apart along M / N (stride byte offset); layout type 0 (INTERLEAVE, no
-// swizzle) in bits 62-63.
-__device__ __forceinline__ uint64_t smem_descriptor_no_swizzle(uint32_t address, uint32_t k_stride,
-                                                               uint32_t mn_stride) {
-  return static_cast<uint64_t>((address & 0x3ffffu) >> 4) |
-         (static_cast<uint64_t>((k_stride & 0x3ffffu) >> 4) << 16) |
-         (static_cast<uint64_t>((mn_stride & 0x3ffffu) >> 4) << 32);
-}
-
 // Stores four 8x8 b16 matrices: lane l gives the (shared) row address of matrix l / 8, row l % 8
 // (16 bytes, 16-byte aligned), and holds in r[m] row l / 4, bytes 4 (l % 4)..+3 of matrix m (the
 // ldmatrix fragment layout).
@@ -295,29 +284,6 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16_rs(float (&d)[128], const 
         "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)),
         "n"(kBMnMajor ? 1 : 0));
-}
-
-// The narrowest RS forms, N = 8 (the softmax row sums P * ONES): d (64x8 f32, the accumulator
-// layout above with j = 0) = (accumulate ? d : 0) + A * B^T; A in registers as in the N = 128
-// forms (bf16: 64x16, e4m3: 64x32), B (8 x K) K-major from shared memory.
-__device__ __forceinline__ void wgmma_m64n8k16_bf16_rs(float (&d)[4], const uint32_t (&a)[4],
-                                                       uint64_t desc_b, bool accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)));
-}
-
-__device__ __forceinline__ void wgmma_m64n8k32_e4m3_rs(float (&d)[4], const uint32_t (&a)[4],
-                                                       uint64_t desc_b, bool accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)));
 }
 
 #endif  // QUENCH_SM90A_ENABLED
