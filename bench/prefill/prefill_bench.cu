@@ -5,8 +5,9 @@
 // Hopper kernel where it serves the case (sm_90 device; case string + " hopper"), for an FP8
 // query once more with FP8 P·V (case string + " hopper_fp8pv"), and each of those again on the
 // other schedules ("_items": the persistent kernel on one CTA per work item, "_pertile": the
-// non-persistent kernel). At hd256 every Hopper variant runs the synchronous kernel unless
-// QUENCH_PREFILL_HD256=ws selects the warp-specialized ones (the A/B of that path).
+// non-persistent kernel). At hd256 the Hopper variants run the warp-specialized kernels unless
+// QUENCH_PREFILL_HD256=sync selects the synchronous one (the A/B of that path). One more case
+// per kind soft-caps the logits at 30 (Gemma-2-style models; "cap30", b2 x 8k hd128 page 16).
 // bench/peers/prefill_peer.py measures cuDNN bf16 SDPA on the same shapes under the same case
 // strings.
 #include <cuda_runtime.h>
@@ -65,6 +66,7 @@ struct PrefillCase {
   int head_dim;
   int page_size;
   const char* kernel = "generic";  // "generic" or a kHopperVariants kernel
+  float soft_cap = 0.0f;           // logit soft-cap (0: none)
 };
 
 bool is_generic(const PrefillCase& c) {
@@ -108,7 +110,8 @@ bool is_fp8_pv(const PrefillCase& c) {
 
 std::string case_name(const PrefillCase& c) {
   return str_cat(c.label, " b", c.batch, " s", c.seq_len, " h32/8 d", c.head_dim, " page",
-                 c.page_size, " causal", is_generic(c) ? "" : " ", is_generic(c) ? "" : c.kernel);
+                 c.page_size, " causal", c.soft_cap > 0.0f ? str_cat(" cap", c.soft_cap) : "",
+                 is_generic(c) ? "" : " ", is_generic(c) ? "" : c.kernel);
 }
 
 // Milliseconds per launch, averaged after warm-up over enough launches to last ~200 ms.
@@ -164,6 +167,7 @@ void run_case(const PrefillCase& c, const BenchOptions& options, BenchReporter& 
   p.max_q_len = c.seq_len;
   p.max_seq_len = c.seq_len;
   p.sm_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  p.logit_soft_cap = c.soft_cap;
   p.out_dtype = DType::kBF16;
   if (!is_generic(c) && !prefill_attention_hopper_unsupported_reason(p).empty()) return;
   if (is_fp8_pv(c) && c.q_dtype != DType::kFP8E4M3) return;  // P·V precision only varies for FP8 q
@@ -227,12 +231,13 @@ void run_prefill_bench(const BenchOptions& options, BenchReporter& reporter) {
         }
       }
     }
-    for (const int head_dim : {64, 256}) {
+    for (const int head_dim : {64, 256, 128}) {
       PrefillCase c = kind;
       c.batch = 2;
       c.seq_len = 8192;
       c.head_dim = head_dim;
       c.page_size = 16;
+      if (head_dim == 128) c.soft_cap = 30.0f;  // hd128 page 16 without it is in the sweep above
       c.kernel = "generic";
       run_case(c, options, reporter);
       for (const HopperVariant& variant : kHopperVariants) {

@@ -401,9 +401,13 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
   constexpr float kLog2e = 1.4426950408889634f;
   float to_log2;  // multiplies s into log2 units
   if constexpr (kSoftCap) {
+    // One division per tile, not per element: (s * scale) / cap compiled to a full-precision
+    // division per element (a slow-path CALL and FCHK each, 64 per tile and thread).
+    const float scale_over_cap = t.score_scale / t.logit_soft_cap;
+    const float cap_log2 = t.logit_soft_cap * kLog2e;
 #pragma unroll
     for (int i = 0; i < kBlockN / 2; ++i)
-      s[i] = t.logit_soft_cap * tanhf(s[i] * t.score_scale / t.logit_soft_cap) * kLog2e;
+      s[i] = cap_log2 * tanhf(s[i] * scale_over_cap);
     to_log2 = 1.0f;
   } else {
     to_log2 = t.score_scale * kLog2e;
