@@ -18,6 +18,7 @@
 #include "quench/ops/attention/decode/decode_fragments.cuh"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
 #include "quench/ops/attention/decode/decode_output.cuh"
+#include "quench/ops/attention/decode/decode_split_weights.cuh"
 
 namespace quench::decode {
 
@@ -47,7 +48,6 @@ struct ItemMerge {
                                                int32_t row0, int32_t group, int32_t head_base,
                                                int32_t num_rows, Scratch& scratch, int tid,
                                                Sync sync) {
-    constexpr float kLog2e = 1.4426950408889634f;
     constexpr float kLn2 = 0.6931471805599453f;
     const AttentionParams& p = args.p;
     const int num_splits = args.num_splits;
@@ -79,27 +79,12 @@ struct ItemMerge {
 #pragma unroll 1
     for (int r = tid / 32; r < num_rows; r += kWarps) {
       const int64_t row = row_of(r);
-      const float lse0 =
-          lane < num_splits ? __ldcg(args.partial_lse + lane * split_rows + row) : -INFINITY;
-      const float lse1 = lane + 32 < num_splits
-                             ? __ldcg(args.partial_lse + (lane + 32) * split_rows + row)
-                             : -INFINITY;
-      float max_lse = fmaxf(lse0, lse1);
-      for (int offset = 16; offset > 0; offset /= 2)
-        max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, offset));
-      const float sink = p.sinks != nullptr ? p.sinks[head_of(r)] * kLog2e : -INFINITY;
-      const float total_max = fmaxf(max_lse, sink);
-      const float w0 = lse0 == -INFINITY ? 0.0f : fast_exp2(lse0 - total_max);
-      const float w1 = lse1 == -INFINITY ? 0.0f : fast_exp2(lse1 - total_max);
-      float denom = w0 + w1;
-      for (int offset = 16; offset > 0; offset /= 2)
-        denom += __shfl_xor_sync(0xffffffffu, denom, offset);
-      if (p.sinks != nullptr) denom += fast_exp2(sink - total_max);
-      scratch.weights[r][lane] = w0;
-      scratch.weights[r][lane + 32] = w1;
+      const SplitWeights w = split_weights(args, row, split_rows, head_of(r), lane);
+      scratch.weights[r][lane] = w.w0;
+      scratch.weights[r][lane + 32] = w.w1;
       if (lane == 0) {
-        scratch.inv_denom[r] = denom > 0.0f ? 1.0f / denom : 0.0f;
-        if (p.lse != nullptr) p.lse[row] = (total_max + __log2f(denom)) * kLn2;
+        scratch.inv_denom[r] = w.denom > 0.0f ? 1.0f / w.denom : 0.0f;
+        if (p.lse != nullptr) p.lse[row] = (w.total_max + __log2f(w.denom)) * kLn2;
       }
     }
     sync();

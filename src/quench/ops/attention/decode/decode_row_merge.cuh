@@ -18,6 +18,7 @@
 #include "quench/ops/attention/decode/decode_fragments.cuh"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
 #include "quench/ops/attention/decode/decode_output.cuh"
+#include "quench/ops/attention/decode/decode_split_weights.cuh"
 
 namespace quench::decode {
 
@@ -48,7 +49,6 @@ struct RowMerge {
   template <class Sync>
   static __device__ __forceinline__ void merge_row(const DecodeKernelArgs& args, int64_t row,
                                                    Scratch& scratch, int tid, Sync sync) {
-    constexpr float kLog2e = 1.4426950408889634f;
     constexpr float kLn2 = 0.6931471805599453f;
     const AttentionParams& p = args.p;
     const int chunk = tid % kChunks;
@@ -71,29 +71,11 @@ struct RowMerge {
           s < num_splits ? __ldcg(column + s * split_stride) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
     if (tid < 32) {
-      // LSEs of splits lane and lane + 32 (num_splits <= kMaxSplits = 64).
       const int lane = tid;
-      const float lse0 =
-          lane < num_splits ? __ldcg(args.partial_lse + lane * split_rows + row) : -INFINITY;
-      const float lse1 = lane + 32 < num_splits
-                             ? __ldcg(args.partial_lse + (lane + 32) * split_rows + row)
-                             : -INFINITY;
-      float max_lse = fmaxf(lse0, lse1);
-#pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2)
-        max_lse = fmaxf(max_lse, __shfl_xor_sync(0xffffffffu, max_lse, offset));
-      const float sink = p.sinks != nullptr ? p.sinks[head] * kLog2e : -INFINITY;
-      const float total_max = fmaxf(max_lse, sink);
-      const float w0 = lse0 == -INFINITY ? 0.0f : fast_exp2(lse0 - total_max);
-      const float w1 = lse1 == -INFINITY ? 0.0f : fast_exp2(lse1 - total_max);
-      float denom = w0 + w1;
-#pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2)
-        denom += __shfl_xor_sync(0xffffffffu, denom, offset);
-      if (p.sinks != nullptr) denom += fast_exp2(sink - total_max);
-      scratch.weights[lane] = w0;
-      scratch.weights[lane + 32] = w1;
-      if (lane == 0) scratch.row_stats[0] = total_max, scratch.row_stats[1] = denom;
+      const SplitWeights w = split_weights(args, row, split_rows, head, lane);
+      scratch.weights[lane] = w.w0;
+      scratch.weights[lane + 32] = w.w1;
+      if (lane == 0) scratch.row_stats[0] = w.total_max, scratch.row_stats[1] = w.denom;
     }
     sync();
 
