@@ -37,18 +37,6 @@ std::string device_unsupported_reason() {
 
 using prefill_hopper::HopperKind;
 
-// Chunks of at most this many query tokens run persistent by default. Measured on the H200
-// (16k tokens per batch, hd128 causal, bench/LOG.md 2026-12-03 fourth session): persistent wins
-// where CTAs are short (1k: +7% bf16, +17% FP8, +16% FP8 P·V; 2k: +2-8%), is even at 4k, and
-// at 8k-16k loses 3-14% at page 16 (FP8 P·V most: its producer spills in the persistent kernel).
-constexpr int kPersistentMaxQueryLen = 2048;
-// bf16 q over a bf16 cache in pages of at least this many tokens runs persistent at every chunk
-// length: its TMA loads are few and large there, and the persistent kernel won at every length
-// measured (H200, sixth session, hd128 causal, page 64, persistent / per tile TFLOP/s: 1k 346 /
-// 309, 2k 443 / 403, 4k 518 / 497, 8k 561 / 551, 16k 597 / 583); at page 16 per tile still wins
-// from 8k (517 / 502, 547 / 525), the FP8-KV kinds are even or favour per tile, and head_dim
-// 256 (two ring slots) lost persistent at page 16 (367 / 382 at 8k) and is not measured at 64.
-constexpr int kPersistentAnyLenMinPage = 64;
 
 // The schedule QUENCH_PREFILL_PERSISTENT forces (an A/B switch for benchmarks and tests, read
 // once, not on every launch): 0 kPerTile, 1 kPersistent, items kOneItemPerCta; kDefault if unset.
@@ -107,20 +95,18 @@ bool hd256_synchronous(HopperHeadDim256Kernel kernel) {
   return kernel == HopperHeadDim256Kernel::kSynchronous;
 }
 
-// kDefault resolved: the environment's choice, else the operand kind, page size and chunk length
-// decide (kPersistentAnyLenMinPage, kPersistentMaxQueryLen).
+// kDefault resolved: the environment's choice, else persistent_by_default
+// (prefill_hopper_schedule.h).
 HopperSchedule resolve_schedule(HopperSchedule schedule, const AttentionParams& params) {
   if (schedule != HopperSchedule::kDefault) return schedule;
   if (const HopperSchedule forced = schedule_from_env(); forced != HopperSchedule::kDefault) {
     return forced;
   }
   const bool bf16_over_bf16 = params.q_dtype == DType::kBF16 && params.kv.dtype == DType::kBF16;
-  if (bf16_over_bf16 && params.kv.head_dim <= 128 &&
-      params.kv.page_size >= kPersistentAnyLenMinPage) {
-    return HopperSchedule::kPersistent;
-  }
-  return params.max_q_len <= kPersistentMaxQueryLen ? HopperSchedule::kPersistent
-                                                    : HopperSchedule::kPerTile;
+  return prefill_hopper::persistent_by_default(bf16_over_bf16, params.kv.head_dim,
+                                               params.kv.page_size, params.max_q_len)
+             ? HopperSchedule::kPersistent
+             : HopperSchedule::kPerTile;
 }
 
 // The persistent kernel (prefill_hopper_persistent_kernel.cuh) on a 1-D grid: one CTA per SM

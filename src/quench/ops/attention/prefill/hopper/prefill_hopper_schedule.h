@@ -10,6 +10,7 @@
 // fits L2 (with one group of every pair, a batch of 16 sequences of 1k tokens has all 128 pairs'
 // K/V in flight at once, 64 MiB of bf16 against a 60 MiB L2: bf16 at 1k was 10% slower);
 // QUENCH_PREFILL_ITEM_GROUPS=all keeps one group (the heaviest items of the whole batch first).
+// persistent_by_default says which launches take the persistent kernel at all.
 #pragma once
 
 #include <cstdint>
@@ -56,6 +57,28 @@ QUENCH_HD WsItemCoordinates ws_item_coordinates(int item, int pairs, int m_tiles
   const int size = per_group < pairs - first_pair ? per_group : pairs - first_pair;
   const int j = item - first_pair * m_tiles;
   return {j / size, first_pair + j % size};
+}
+
+// Chunks of at most this many query tokens run persistent by default. Measured on the H200
+// (16k tokens per batch, hd128 causal, bench/LOG.md 2026-12-03 fourth session): persistent wins
+// where CTAs are short (1k: +7% bf16, +17% FP8, +16% FP8 P·V; 2k: +2-8%), is even at 4k, and
+// at 8k-16k loses 3-14% at page 16 (FP8 P·V most: its producer spills in the persistent kernel).
+inline constexpr int kPersistentMaxQueryLen = 2048;
+// bf16 q over a bf16 cache in pages of at least this many tokens runs persistent at every chunk
+// length: its TMA loads are few and large there, and the persistent kernel won at every length
+// measured (H200, sixth session, hd128 causal, page 64, persistent / per tile TFLOP/s: 1k 346 /
+// 309, 2k 443 / 403, 4k 518 / 497, 8k 561 / 551, 16k 597 / 583); at page 16 per tile still wins
+// from 8k (517 / 502, 547 / 525), the FP8-KV kinds are even or favour per tile, and head_dim
+// 256 (two ring slots) lost persistent at page 16 (367 / 382 at 8k) and is not measured at 64.
+inline constexpr int kPersistentAnyLenMinPage = 64;
+
+// Whether a launch runs the persistent kernel (else the per-tile one) when nothing forces a
+// schedule: bf16 q over a bf16 cache at head_dim <= 128 in pages of kPersistentAnyLenMinPage+
+// tokens at every chunk length, every other launch for chunks of at most kPersistentMaxQueryLen.
+inline bool persistent_by_default(bool bf16_over_bf16, int head_dim, int page_size,
+                                  int max_q_len) {
+  if (bf16_over_bf16 && head_dim <= 128 && page_size >= kPersistentAnyLenMinPage) return true;
+  return max_q_len <= kPersistentMaxQueryLen;
 }
 
 // The schedule of one launch, the persistent kernel's argument (filled by the host): the kernel
