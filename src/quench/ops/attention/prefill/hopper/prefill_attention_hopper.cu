@@ -2,8 +2,8 @@
 // head_dim, page size, GQA), dispatch on the operand kind, head_dim, soft-capping on / off and
 // kernel (the persistent warp-specialized kernel, or the per-tile one, by schedule; at head_dim
 // 256 the synchronous one where HopperHeadDim256Kernel or QUENCH_PREFILL_HD256=sync asks) and
-// grid (persistent: one CTA per SM; per tile: query tiles of 128
-// packed rows, KV heads, sequences).
+// grid (persistent: one CTA per SM; per tile: query tiles of 128 packed rows, KV heads,
+// sequences).
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
 
 #include <algorithm>
@@ -36,7 +36,6 @@ std::string device_unsupported_reason() {
 }
 
 using prefill_hopper::HopperKind;
-
 
 // The schedule QUENCH_PREFILL_PERSISTENT forces (an A/B switch for benchmarks and tests, read
 // once, not on every launch): 0 kPerTile, 1 kPersistent, items kOneItemPerCta; kDefault if unset.

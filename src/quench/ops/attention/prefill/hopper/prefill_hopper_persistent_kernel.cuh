@@ -1,13 +1,14 @@
-// The persistent warp-specialized Hopper (sm_90a) prefill kernel (head_dim 64/128; 256 opt-in,
-// see the launcher): the roles, ring, per-tile steps and numerics of prefill_hopper_ws_kernel.cuh,
-// but each CTA walks a list of work items instead of owning one, so the fixed cost of a work item
+// The persistent warp-specialized Hopper (sm_90a) prefill kernel (head_dim 64/128/256): the
+// roles, ring, per-tile steps and numerics of prefill_hopper_ws_kernel.cuh, but each CTA walks a
+// list of work items instead of owning one, so the fixed cost of a work item
 // (Q load, the first K/V round trip, the epilogue) overlaps the tensor-core work of its
 // neighbours (FlashAttention-3's persistent design).
 //
 // Schedule (prefill_hopper_schedule.h): work items are (m tile rank, sequence, KV head), numbered
 // group by group of (sequence, KV head) pairs, the heaviest items of a group first; by default
-// groups whose K/V fits L2 (QUENCH_PREFILL_ITEM_GROUPS=all: one group of every pair). CTA b takes items b, b + gridDim.x, b + 2 gridDim.x, ...; items whose
-// sequence has fewer m tiles are empty and skipped. The host launches min(SM count, items) CTAs
+// groups whose K/V fits L2 (QUENCH_PREFILL_ITEM_GROUPS=all: one group of every pair). CTA b
+// takes items b, b + gridDim.x, b + 2 gridDim.x, ...; items whose sequence has fewer m tiles are
+// empty and skipped. The host launches min(SM count, items) CTAs
 // (or one per item: HopperSchedule::kOneItemPerCta) and passes the schedule's sizes (WsItems, a
 // kernel argument). No host-side scan: every CTA decodes its items from q_offsets on the fly.
 //

@@ -1,5 +1,6 @@
 // The warp-specialized Hopper (sm_90a) prefill attention kernel (head_dim 64, 128 and, bf16 q
-// only, 256, where the launcher is asked for it: the synchronous kernel is its default there).
+// only, 256, the launcher's default there too; QUENCH_PREFILL_HD256=sync keeps the synchronous
+// kernel as the A/B baseline).
 // Same operand kinds, numerics and per-tile steps (prefill_hopper_tile.cuh) as the
 // synchronous kernel; what changes is who does what, and when:
 //
