@@ -3,9 +3,9 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 #include <string>
 
+#include "quench/core/env_switch.h"
 #include "quench/core/error.h"
 
 namespace quench {
@@ -34,14 +34,12 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled_entry() {
 // for the CTA of that head (a hit if it reads them soon, a wasted DRAM read if not).
 CUtensorMapL2promotion l2_promotion() {
   static const CUtensorMapL2promotion promotion = [] {
-    const char* value = std::getenv("QUENCH_KV_TMA_L2_PROMOTION");
-    const std::string name = value == nullptr ? "" : value;
-    if (name.empty() || name == "256") return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+    const std::string name =
+        env_switch("QUENCH_KV_TMA_L2_PROMOTION", {"256", "none", "64", "128"});
     if (name == "none") return CU_TENSOR_MAP_L2_PROMOTION_NONE;
     if (name == "64") return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
-    QUENCH_REQUIRE(name == "128", "make_kv_tensor_map: QUENCH_KV_TMA_L2_PROMOTION=", name,
-                   " is not supported; allowed: none, 64, 128, 256");
-    return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+    if (name == "128") return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+    return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
   }();
   return promotion;
 }

@@ -23,10 +23,10 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "quench/core/cuda_device.h"
+#include "quench/core/env_switch.h"
 #include "quench/core/error.h"
 #include "quench/ops/rope_quant_append/fused_row_ops.cuh"
 #include "quench/ops/rope_quant_append/rope_quant_append_checks.h"
@@ -183,27 +183,13 @@ const char* fused_setup_order_name(FusedSetupOrder order) {
 FusedRopeAppendOptions fused_rope_append_options_from_env() {
   static const FusedRopeAppendOptions options = [] {
     FusedRopeAppendOptions o;
-    if (const char* schedule = std::getenv("QUENCH_ROPE_APPEND_SCHEDULE"); schedule != nullptr) {
-      const std::string value(schedule);
-      QUENCH_REQUIRE(value == "ring" || value == "per_kind", "QUENCH_ROPE_APPEND_SCHEDULE='", value,
-                     "' is not supported; allowed: ring, per_kind (or unset)");
-      o.schedule = value == "per_kind" ? FusedRowSchedule::kPerKind : FusedRowSchedule::kRing;
+    if (env_switch("QUENCH_ROPE_APPEND_SCHEDULE", {"ring", "per_kind"}) == "per_kind") {
+      o.schedule = FusedRowSchedule::kPerKind;
     }
-    if (const char* prefetch = std::getenv("QUENCH_ROPE_APPEND_PREFETCH"); prefetch != nullptr) {
-      const std::string value(prefetch);
-      QUENCH_REQUIRE(value == "0" || value == "1", "QUENCH_ROPE_APPEND_PREFETCH='", value,
-                     "' is not supported; allowed: 0, 1 (or unset)");
-      o.prefetch_split_tokens = value == "1";
-    }
-    if (const char* setup = std::getenv("QUENCH_ROPE_APPEND_SETUP"); setup != nullptr) {
-      const std::string value(setup);
-      QUENCH_REQUIRE(value == "auto" || value == "first" || value == "rows",
-                     "QUENCH_ROPE_APPEND_SETUP='", value,
-                     "' is not supported; allowed: auto, first, rows (or unset)");
-      o.setup_order = value == "first"  ? FusedSetupOrder::kSetupFirst
-                      : value == "rows" ? FusedSetupOrder::kRowsFirst
-                                        : FusedSetupOrder::kAuto;
-    }
+    o.prefetch_split_tokens = env_switch("QUENCH_ROPE_APPEND_PREFETCH", {"0", "1"}) == "1";
+    const std::string setup = env_switch("QUENCH_ROPE_APPEND_SETUP", {"auto", "first", "rows"});
+    if (setup == "first") o.setup_order = FusedSetupOrder::kSetupFirst;
+    if (setup == "rows") o.setup_order = FusedSetupOrder::kRowsFirst;
     return o;
   }();
   return options;

@@ -6,13 +6,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <string>
 #include <utility>
 
 #include "quench/core/cuda_device.h"
+#include "quench/core/env_switch.h"
 #include "quench/core/error.h"
 #include "quench/kv_cache/kv_tensor_map_cache.h"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
@@ -24,7 +24,6 @@ namespace {
 using decode::DecodeKernelArgs;
 using decode::DecodeKernelInfo;
 using decode::choose_num_splits;
-using decode::kSplitCtasPerSm;
 using decode::split_target_ctas;
 
 // Pipeline depth: at least kMinStages tiles (two in flight while one is consumed) where shared
@@ -59,20 +58,6 @@ DecodeKernelInfo kernel_info(const AttentionParams& p, bool tma, bool swapped) {
     default:
       return decode::decode_kernel_info_kv_bf16(p.kv.head_dim, p.q_dtype, tma, swapped);
   }
-}
-
-// Benchmark A/B switches (decode_attention.h lists them), each read once per process.
-// A switch set to a value outside `allowed` throws, naming both.
-std::string env_switch(const char* name, std::initializer_list<const char*> allowed) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return "";
-  for (const char* option : allowed) {
-    if (std::string(value) == option) return value;
-  }
-  std::string options;
-  for (const char* option : allowed)
-    options += std::string(options.empty() ? "" : ", ") + option;
-  fail(str_cat("decode attention: ", name, "=", value, " is not supported; allowed: ", options));
 }
 
 // QUENCH_DECODE_SWAPPED=0: the row-major loop where the swapped-operand loop would run.
@@ -141,6 +126,12 @@ bool main_kernel_pdl_enabled() {
   return enabled;
 }
 
+// Dynamic shared memory of a CTA with a ring of `stages` stages: the combine buffer reuses the
+// pipeline buffers, so whichever is larger sizes the window.
+int smem_bytes_for(const DecodeKernelInfo& info, int stages) {
+  return info.fixed_bytes + std::max(stages * info.stage_bytes, info.combine_bytes);
+}
+
 // How one kernel runs on the current device: pipeline depth, shared memory, occupancy.
 // num_stages / smem_bytes: at ctas_per_sm CTAs per SM (the most that fit). stages_at[k]
 // (k = 1..the register limit's CTAs per SM): the deepest ring when at most k CTAs share an SM,
@@ -174,9 +165,6 @@ KernelLaunchConfig compute_launch_config(const DecodeKernelInfo& info, int devic
   // Registers are allocated per thread in multiples of 8.
   const int regs_per_cta = (std::max(1, attributes.numRegs) + 7) / 8 * 8 * info.threads;
   const int max_ctas = std::clamp(regs_per_sm / regs_per_cta, 1, kMaxCtasPerSm);
-  auto smem_for = [&](int stages) {
-    return info.fixed_bytes + std::max(stages * info.stage_bytes, info.combine_bytes);
-  };
   auto stages_for = [&](int ctas) {
     const int budget =
         std::min(smem_per_sm / ctas - reserved_per_block, smem_per_block) - info.fixed_bytes;
@@ -194,15 +182,14 @@ KernelLaunchConfig compute_launch_config(const DecodeKernelInfo& info, int devic
   QUENCH_REQUIRE(config.num_stages >= 2, "decode attention: a ", info.stage_bytes,
                  "-byte pipeline stage does not fit twice in ", smem_per_block,
                  " bytes of shared memory");
-  // The combine buffer reuses the pipeline buffers: whichever is larger sizes the window.
-  config.smem_bytes = smem_for(config.num_stages);
+  config.smem_bytes = smem_bytes_for(info, config.num_stages);
   // Deeper rings for fewer CTAs per SM, never shallower than the default. The attribute admits
   // the deepest (one CTA per SM); occupancy follows each launch's own size.
   int max_smem = config.smem_bytes;
   for (int ctas = 1; ctas <= max_ctas; ++ctas) {
     const int stages = std::max(stages_for(ctas), config.num_stages);
     config.stages_at[ctas] = stages;
-    max_smem = std::max(max_smem, smem_for(stages));
+    max_smem = std::max(max_smem, smem_bytes_for(info, stages));
   }
   check_cuda(cudaFuncSetAttribute(info.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem),
              "cudaFuncSetAttribute(max dynamic shared memory)");
@@ -276,8 +263,7 @@ LaunchShape launch_shape(const AttentionParams& p) {
         std::clamp<int64_t>(split_tiles, config.num_stages, config.stages_at[ctas_per_sm]));
     if (stages > config.num_stages) {
       args.num_stages = stages;
-      shape.smem_bytes = shape.info.fixed_bytes +
-                         std::max(stages * shape.info.stage_bytes, shape.info.combine_bytes);
+      shape.smem_bytes = smem_bytes_for(shape.info, stages);
     }
   }
   shape.work_items = base;

@@ -7,11 +7,11 @@
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <optional>
+#include <string>
 
 #include "quench/core/cuda_device.h"
+#include "quench/core/env_switch.h"
 #include "quench/core/error.h"
 #include "quench/kv_cache/kv_tensor_map_cache.h"
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper_kernel.cuh"
@@ -41,13 +41,10 @@ using prefill_hopper::HopperKind;
 // once, not on every launch): 0 kPerTile, 1 kPersistent, items kOneItemPerCta; kDefault if unset.
 HopperSchedule schedule_from_env() {
   static const HopperSchedule forced = [] {
-    const char* env = std::getenv("QUENCH_PREFILL_PERSISTENT");
-    if (env == nullptr) return HopperSchedule::kDefault;
-    if (std::strcmp(env, "0") == 0) return HopperSchedule::kPerTile;
-    if (std::strcmp(env, "1") == 0) return HopperSchedule::kPersistent;
-    if (std::strcmp(env, "items") == 0) return HopperSchedule::kOneItemPerCta;
-    QUENCH_REQUIRE(false, "QUENCH_PREFILL_PERSISTENT='", env,
-                   "' is not supported; allowed: 0, 1, items (or unset)");
+    const std::string value = env_switch("QUENCH_PREFILL_PERSISTENT", {"0", "1", "items"});
+    if (value == "0") return HopperSchedule::kPerTile;
+    if (value == "1") return HopperSchedule::kPersistent;
+    if (value == "items") return HopperSchedule::kOneItemPerCta;
     return HopperSchedule::kDefault;
   }();
   return forced;
@@ -58,14 +55,7 @@ HopperSchedule schedule_from_env() {
 // group, the heaviest items of the whole batch first). Measured on the H200 (bench/LOG.md, fifth
 // session): l2 gains 10-11% on bf16 at 1k tokens and 2-6% at 2k-8k, and is even elsewhere.
 bool l2_groups_from_env() {
-  static const bool l2_groups = [] {
-    const char* env = std::getenv("QUENCH_PREFILL_ITEM_GROUPS");
-    if (env == nullptr || std::strcmp(env, "l2") == 0) return true;
-    if (std::strcmp(env, "all") == 0) return false;
-    QUENCH_REQUIRE(false, "QUENCH_PREFILL_ITEM_GROUPS='", env,
-                   "' is not supported; allowed: l2, all (or unset: l2)");
-    return true;
-  }();
+  static const bool l2_groups = env_switch("QUENCH_PREFILL_ITEM_GROUPS", {"l2", "all"}) != "all";
   return l2_groups;
 }
 
@@ -74,16 +64,10 @@ bool l2_groups_from_env() {
 // session, b2 x 8k causal page 16): bf16 382 TFLOP/s per tile against 211 synchronous, bf16 q
 // over FP8 KV 335 against 230.
 HopperHeadDim256Kernel hd256_kernel_from_env() {
-  static const HopperHeadDim256Kernel kernel = [] {
-    const char* env = std::getenv("QUENCH_PREFILL_HD256");
-    if (env == nullptr || *env == '\0' || std::strcmp(env, "ws") == 0) {
-      return HopperHeadDim256Kernel::kWarpSpecialized;
-    }
-    if (std::strcmp(env, "sync") == 0) return HopperHeadDim256Kernel::kSynchronous;
-    QUENCH_REQUIRE(false, "QUENCH_PREFILL_HD256='", env,
-                   "' is not supported; allowed: ws, sync (or unset: ws)");
-    return HopperHeadDim256Kernel::kWarpSpecialized;
-  }();
+  static const HopperHeadDim256Kernel kernel =
+      env_switch("QUENCH_PREFILL_HD256", {"ws", "sync"}) == "sync"
+          ? HopperHeadDim256Kernel::kSynchronous
+          : HopperHeadDim256Kernel::kWarpSpecialized;
   return kernel;
 }
 

@@ -1,0 +1,17 @@
+// The kernels' benchmark A/B switches (docs/kernel_switches.md) are environment variables with a
+// finite set of values. One reader for all of them, so that every switch treats unset and empty
+// alike and rejects a misspelt value with the allowed ones instead of silently running the
+// default.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+namespace quench {
+
+// The value of environment variable `name` when it is one of `allowed`; "" when it is unset or
+// empty (the caller's default). Any other value throws quench::Error naming the switch, the value
+// and the allowed ones. Callers read a switch once (a function-local static), not per launch.
+std::string env_switch(const char* name, std::initializer_list<const char*> allowed);
+
+}  // namespace quench

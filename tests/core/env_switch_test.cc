@@ -1,0 +1,46 @@
+// env_switch: an allowed value comes back as is, unset and empty mean the caller's default, and
+// anything else is an error that names the switch, the value and the allowed values.
+#include "quench/core/env_switch.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "quench/core/error.h"
+
+namespace quench {
+namespace {
+
+constexpr const char* kSwitch = "QUENCH_TEST_ENV_SWITCH";
+
+TEST(EnvSwitch, UnsetAndEmptyAreTheDefault) {
+  unsetenv(kSwitch);
+  EXPECT_EQ(env_switch(kSwitch, {"a", "b"}), "");
+  setenv(kSwitch, "", 1);
+  EXPECT_EQ(env_switch(kSwitch, {"a", "b"}), "");
+  unsetenv(kSwitch);
+}
+
+TEST(EnvSwitch, AllowedValuesComeBack) {
+  setenv(kSwitch, "b", 1);
+  EXPECT_EQ(env_switch(kSwitch, {"a", "b"}), "b");
+  unsetenv(kSwitch);
+}
+
+TEST(EnvSwitch, OtherValuesNameTheSwitchAndTheAllowedOnes) {
+  setenv(kSwitch, "B", 1);
+  try {
+    env_switch(kSwitch, {"a", "b"});
+    FAIL() << "expected quench::Error";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find(kSwitch), std::string::npos) << message;
+    EXPECT_NE(message.find("'B'"), std::string::npos) << message;
+    EXPECT_NE(message.find("allowed: a, b"), std::string::npos) << message;
+  }
+  unsetenv(kSwitch);
+}
+
+}  // namespace
+}  // namespace quench
