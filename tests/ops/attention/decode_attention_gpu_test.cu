@@ -212,9 +212,10 @@ std::vector<DecodeCase> decode_cases() {
     c.num_kv_heads = 1;
     c.seqs = {{1, 32768}};
   });
-  // The bench's B1 x 32k shape (8 KV heads): splits of 16 tiles on a deeper ring (two CTAs per
-  // SM), each split's 64 page ids in two of the producer's 32-entry batches.
-  feature("long_32k_hkv8_deep_ring", [](AttentionProblemConfig& c) {
+  // The bench's B1 x 32k shape (8 KV heads): splits of 16 tiles, two CTAs per SM (FP8: a ring of
+  // two stages, bf16: the deep ring), each split's 64 page ids in two of the producer's 32-entry
+  // batches.
+  feature("long_32k_hkv8_small_grid", [](AttentionProblemConfig& c) {
     c.num_kv_heads = 8;
     c.num_q_heads = 32;
     c.seqs = {{1, 32768}};

@@ -21,12 +21,14 @@
 // Benchmark A/B switches (environment, read once per process; a bad value throws):
 //   QUENCH_DECODE_SWAPPED=0          the row-major tile loop where the swapped one would run
 //   QUENCH_DECODE_MERGE=grid|kernel|cta|auto  where split partials are merged (default: grid)
-//   QUENCH_DECODE_SPLITS=1..64       the split count of every launch that would split
+//   QUENCH_DECODE_SPLITS=1..64       the split count of every launch with KV tiles
 //   QUENCH_DECODE_SPLIT_CTAS=auto|1|2|3|4|fill  CTAs per SM that small batches split up to
 //                                    (default auto: 2, or every slot where that leaves splits
 //                                    of 32 tiles or more; fill: every CTA slot)
-//   QUENCH_DECODE_DEEP_RING=0        keep the full-occupancy ring depth where the grid leaves
-//                                    room for a deeper one
+//   QUENCH_DECODE_DEEP_RING=auto|0|1 the ring depth where the grid leaves room for a deeper
+//                                    one (default auto: 2 stages for 16 KB tiles, the deepest
+//                                    ring for larger; 0: full-occupancy depth; 1: deepest)
+//   QUENCH_DECODE_STAGES=2..8        at most that many ring stages in every launch
 //   QUENCH_DECODE_GRID=splits        blockIdx.x = split instead of KV head
 //   QUENCH_DECODE_PDL=1              the main kernel as a programmatic dependent launch
 #pragma once

@@ -12,10 +12,10 @@ inline constexpr int kMinTilesPerSplit = 2;
 // Large batches split only into splits of at least this many tiles.
 inline constexpr int kMinTilesPerLongSplit = 16;
 // Small batches (fewer work items than CTA slots) split until the grid holds this many CTAs per
-// SM, each with the deepest ring that many CTAs leave room for (the launcher's pipeline depth).
+// SM (the launcher picks their pipeline depth: small_grid_ring in decode_attention.cu).
 // Fewer, longer splits amortise each CTA's fixed costs (metadata and block-table latencies
-// before its first load, the ring's fill, the epilogue, its share of the merge) over more tiles;
-// two CTAs x 6 stages keep as many tiles in flight per SM as four x 3. Measured on the H200 at
+// before its first load, the ring's fill, the epilogue, its share of the merge) over more tiles.
+// Measured on the H200 at
 // B1 x 32k (forced split counts, 3 stages): 16 splits (1 CTA per SM) 25.2 us, 32 (2 per SM)
 // 24.3 us, 64 (4 per SM) 26.8 us.
 inline constexpr int kSplitCtasPerSm = 2;
