@@ -347,7 +347,7 @@ __global__ void __launch_bounds__(PrefillConfig<kHeadDim, kKv>::kThreads,
       for (int nt = 0; nt < kBlockN / 8; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          s[nt][e] = cap_log2 * tanhf(s[nt][e] * scale_over_cap);
+          s[nt][e] = cap_log2 * prefill_common::fast_tanh(s[nt][e] * scale_over_cap);
       }
     } else {
 #pragma unroll

@@ -407,7 +407,7 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
     const float cap_log2 = t.logit_soft_cap * kLog2e;
 #pragma unroll
     for (int i = 0; i < kBlockN / 2; ++i)
-      s[i] = cap_log2 * tanhf(s[i] * scale_over_cap);
+      s[i] = cap_log2 * prefill_common::fast_tanh(s[i] * scale_over_cap);
     to_log2 = 1.0f;
   } else {
     to_log2 = t.score_scale * kLog2e;
