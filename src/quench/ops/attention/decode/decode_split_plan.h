@@ -15,9 +15,8 @@ inline constexpr int kMinTilesPerLongSplit = 16;
 // SM (the launcher picks their pipeline depth: small_grid_ring in decode_attention.cu).
 // Fewer, longer splits amortise each CTA's fixed costs (metadata and block-table latencies
 // before its first load, the ring's fill, the epilogue, its share of the merge) over more tiles.
-// Measured on the H200 at
-// B1 x 32k (forced split counts, 3 stages): 16 splits (1 CTA per SM) 25.2 us, 32 (2 per SM)
-// 24.3 us, 64 (4 per SM) 26.8 us.
+// Measured on the H200 at B1 x 32k (forced split counts, 3 stages): 16 splits (1 CTA per SM)
+// 25.2 us, 32 (2 per SM) 24.3 us, 64 (4 per SM) 26.8 us.
 inline constexpr int kSplitCtasPerSm = 2;
 // Splits of at least this many tiles keep every CTA slot (split_target_ctas, auto).
 inline constexpr int kMinTilesPerFillSplit = 32;
