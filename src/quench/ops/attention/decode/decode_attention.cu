@@ -85,11 +85,12 @@ int32_t splits_from_env() {
   static const int32_t splits = [] {
     const char* value = std::getenv("QUENCH_DECODE_SPLITS");
     if (value == nullptr || *value == '\0') return 0;
-    const int parsed = std::atoi(value);
-    QUENCH_REQUIRE(parsed >= 1 && parsed <= decode::kMaxSplits,
+    char* end = nullptr;
+    const long parsed = std::strtol(value, &end, 10);
+    QUENCH_REQUIRE(*end == '\0' && parsed >= 1 && parsed <= decode::kMaxSplits,
                    "decode attention: QUENCH_DECODE_SPLITS=", value,
                    " is not supported; allowed: 1..", decode::kMaxSplits);
-    return parsed;
+    return static_cast<int32_t>(parsed);
   }();
   return splits;
 }
