@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "quench/ops/attention/decode/decode_kernel_args.h"
 
 namespace quench::decode {
@@ -64,6 +66,63 @@ TEST(DecodeSplitPlan, SplitsStayInRangeAndNoneIsEmpty) {
         // Splits take ceil(tiles / splits) tiles each in order: the last one must get some.
         const int64_t per_split = (tiles + splits - 1) / splits;
         ASSERT_GT(tiles - (splits - 1) * per_split, 0) << base << " items, " << tiles << " tiles";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace quench::decode
+
+namespace quench::decode {
+namespace {
+
+// hd128 on the H200: FP8 16 KB stages (3 at 4 CTAs per SM, the deep ring 6 at 2 per SM and 8 at
+// 1), bf16 32 KB stages.
+RingDepthInputs hd128_fp8(int64_t ctas_per_sm, int64_t split_tiles) {
+  RingDepthInputs in;
+  in.default_stages = 3;
+  in.occupancy_ctas = 4;
+  const int32_t deepest[] = {0, 8, 6, 4, 3};
+  in.deepest_stages = ctas_per_sm >= 1 && ctas_per_sm <= 4 ? deepest[ctas_per_sm] : 0;
+  in.ctas_per_sm = ctas_per_sm;
+  in.split_tiles = split_tiles;
+  return in;
+}
+
+TEST(DecodeRingDepth, TheDefaultRingFollowsTheStageSize) {
+  EXPECT_EQ(default_small_grid_ring(16384), SmallGridRing::kShallow);  // FP8 hd64 / hd128
+  EXPECT_EQ(default_small_grid_ring(16385), SmallGridRing::kDeep);
+  EXPECT_EQ(default_small_grid_ring(32768), SmallGridRing::kDeep);  // bf16 hd128, FP8 hd256
+}
+
+TEST(DecodeRingDepth, MeasuredShapesGetTheDepthTheLogRecords) {
+  // B1 x 32k and B2 x 32k FP8: 2 CTAs per SM, 16- and 32-tile splits.
+  EXPECT_EQ(ring_stages(hd128_fp8(2, 16), SmallGridRing::kShallow), 2);
+  EXPECT_EQ(ring_stages(hd128_fp8(2, 32), SmallGridRing::kShallow), 2);
+  EXPECT_EQ(ring_stages(hd128_fp8(2, 16), SmallGridRing::kDeep), 6);  // the rule before
+  EXPECT_EQ(ring_stages(hd128_fp8(2, 16), SmallGridRing::kFullOccupancy), 3);
+  // B1 x 1k: 1 CTA per SM with 2-tile splits; the deep ring keeps the default.
+  EXPECT_EQ(ring_stages(hd128_fp8(1, 2), SmallGridRing::kDeep), 3);
+  EXPECT_EQ(ring_stages(hd128_fp8(1, 2), SmallGridRing::kShallow), 2);
+  // Full grids (B64 x 4096, B1 x 128k, B4 x 32k: 4 per SM) keep the default whatever the rule.
+  for (const SmallGridRing ring :
+       {SmallGridRing::kShallow, SmallGridRing::kDeep, SmallGridRing::kFullOccupancy}) {
+    EXPECT_EQ(ring_stages(hd128_fp8(4, 64), ring), 3);
+    EXPECT_EQ(ring_stages(hd128_fp8(8, 64), ring), 3);  // several waves
+    EXPECT_EQ(ring_stages(hd128_fp8(0, 0), ring), 3);   // no CTAs at all
+  }
+}
+
+TEST(DecodeRingDepth, DepthStaysBetweenTwoAndTheDeepestRing) {
+  for (const SmallGridRing ring :
+       {SmallGridRing::kShallow, SmallGridRing::kDeep, SmallGridRing::kFullOccupancy}) {
+    for (int64_t ctas = 0; ctas <= 6; ++ctas) {
+      for (int64_t tiles = 0; tiles <= 40; ++tiles) {
+        const RingDepthInputs in = hd128_fp8(ctas, tiles);
+        const int32_t stages = ring_stages(in, ring);
+        ASSERT_GE(stages, 2);
+        ASSERT_LE(stages, std::max(in.default_stages, in.deepest_stages));
       }
     }
   }

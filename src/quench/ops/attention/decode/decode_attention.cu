@@ -23,6 +23,7 @@ namespace {
 
 using decode::DecodeKernelArgs;
 using decode::DecodeKernelInfo;
+using decode::SmallGridRing;
 using decode::choose_num_splits;
 using decode::split_target_ctas;
 
@@ -107,27 +108,13 @@ int32_t split_ctas_per_sm_from_env() {
   return ctas;
 }
 
-// Ring depth of a launch whose grid leaves every SM fewer CTAs than fit (a small batch):
-// kFullOccupancy keeps the depth of the kernel's full occupancy; kDeep the deepest ring those
-// CTAs leave room for, up to the tiles a split covers; kShallow two stages.
-enum class SmallGridRing { kFullOccupancy, kDeep, kShallow };
-
-// Stages of at most this many bytes (the 64-token tile of an FP8 cache at head_dim <= 128) run
-// small grids on kShallow; larger ones (bf16, FP8 head_dim 256) on kDeep. Measured on the H200
-// (bench/LOG.md, seventh session; same binary, QUENCH_DECODE_STAGES=2 against the deep ring,
-// two runs each): FP8 B1 x 32k 24.8 / 24.1 / 24.4 us vs 24.9-25.2 / 24.8-25.0 / 25.3-25.5 (NHD
-// page 16 / page 64 / HND), B2 x 32k 40.3 / 39.3 / 39.9 vs 41.7-41.9 / 41.1-41.2 / 41.8, where
-// 2 CTAs x 6 stages per SM kept loads waiting ~5 us from issue to landing; bf16 B2 x 32k page
-// 64 lost 2% (71.6 vs 70.2-70.6).
-constexpr int kShallowRingMaxStageBytes = 16 * 1024;
-
 // QUENCH_DECODE_DEEP_RING (an A/B switch, read once): 0 kFullOccupancy, 1 kDeep for every stage
-// size (the rule before the seventh session), unset or auto: by stage size as above.
+// size (the rule before the seventh session), unset or auto: default_small_grid_ring.
 SmallGridRing small_grid_ring(int stage_bytes) {
   static const std::string value = env_switch("QUENCH_DECODE_DEEP_RING", {"auto", "0", "1"});
   if (value == "0") return SmallGridRing::kFullOccupancy;
   if (value == "1") return SmallGridRing::kDeep;
-  return stage_bytes <= kShallowRingMaxStageBytes ? SmallGridRing::kShallow : SmallGridRing::kDeep;
+  return decode::default_small_grid_ring(stage_bytes);
 }
 
 // QUENCH_DECODE_GRID=splits: blockIdx.x = split (the KV heads of a split dispatched apart).
@@ -281,20 +268,17 @@ LaunchShape launch_shape(const AttentionParams& p) {
       split_target_ctas(base, slots, config.sm_count, tiles, split_ctas_per_sm_from_env());
   args.num_splits = static_cast<int32_t>(choose_num_splits(base, slots, target_ctas, tiles));
   if (splits_from_env() > 0 && base > 0 && tiles > 0) args.num_splits = splits_from_env();
-  // A grid that leaves every SM fewer CTAs than fit takes small_grid_ring's depth (the deep
-  // ring: up to the tiles a split covers, so B1 x 1k's 2-tile splits keep the default).
+  // A grid that leaves every SM fewer CTAs than fit takes small_grid_ring's depth.
   const int64_t grid_ctas = base * args.num_splits;
   const int64_t ctas_per_sm = (grid_ctas + config.sm_count - 1) / std::max(config.sm_count, 1);
-  const bool small_grid = ctas_per_sm >= 1 && ctas_per_sm < config.ctas_per_sm;
-  const SmallGridRing ring = small_grid_ring(shape.info.stage_bytes);
-  int stages = config.num_stages;
-  if (small_grid && ring == SmallGridRing::kShallow) {
-    stages = 2;
-  } else if (small_grid && ring == SmallGridRing::kDeep && ctas_per_sm <= kMaxCtasPerSm) {
-    const int64_t split_tiles = (tiles + args.num_splits - 1) / args.num_splits;
-    stages = static_cast<int>(std::clamp<int64_t>(split_tiles, config.num_stages,
-                                                  config.stages_at[ctas_per_sm]));
-  }
+  decode::RingDepthInputs ring;
+  ring.default_stages = config.num_stages;
+  ring.occupancy_ctas = config.ctas_per_sm;
+  ring.deepest_stages =
+      ctas_per_sm >= 1 && ctas_per_sm <= kMaxCtasPerSm ? config.stages_at[ctas_per_sm] : 0;
+  ring.ctas_per_sm = ctas_per_sm;
+  ring.split_tiles = (tiles + args.num_splits - 1) / args.num_splits;
+  int stages = decode::ring_stages(ring, small_grid_ring(shape.info.stage_bytes));
   if (const int cap = max_stages_from_env(); cap > 0) stages = std::min(stages, cap);
   if (stages != config.num_stages) {
     args.num_stages = stages;

@@ -26,6 +26,26 @@ int64_t choose_num_splits(int64_t base, int64_t slots, int64_t target_ctas, int6
   return best;
 }
 
+SmallGridRing default_small_grid_ring(int32_t stage_bytes) {
+  return stage_bytes <= kShallowRingMaxStageBytes ? SmallGridRing::kShallow : SmallGridRing::kDeep;
+}
+
+int32_t ring_stages(const RingDepthInputs& in, SmallGridRing ring) {
+  const bool small_grid = in.ctas_per_sm >= 1 && in.ctas_per_sm < in.occupancy_ctas;
+  if (!small_grid) return in.default_stages;
+  switch (ring) {
+    case SmallGridRing::kShallow:
+      return std::min(2, in.default_stages);
+    case SmallGridRing::kDeep:
+      if (in.deepest_stages <= in.default_stages) return in.default_stages;
+      return static_cast<int32_t>(
+          std::clamp<int64_t>(in.split_tiles, in.default_stages, in.deepest_stages));
+    case SmallGridRing::kFullOccupancy:
+      break;
+  }
+  return in.default_stages;
+}
+
 int64_t split_target_ctas(int64_t base, int64_t slots, int32_t sm_count, int64_t tiles,
                           int32_t split_ctas) {
   const int64_t per_sm_target = std::min<int64_t>(

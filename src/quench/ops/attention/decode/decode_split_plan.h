@@ -1,6 +1,7 @@
-// How many KV splits a decode launch cuts each work item (request, KV head, row group) into:
-// host-only arithmetic, kept apart from the launcher so that the CPU tests can reach every branch
-// (a launch without KV tiles once divided by zero here and took the GPU suite down).
+// How many KV splits a decode launch cuts each work item (request, KV head, row group) into, and
+// how deep its CTAs' pipeline ring is: host-only arithmetic, kept apart from the launcher so that
+// the CPU tests can reach every branch (a launch without KV tiles once divided by zero here and
+// took the GPU suite down).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,37 @@ inline constexpr int kMinTilesPerFillSplit = 32;
 // Always at least 1 and at most kMaxSplits; 1 where there is nothing to split (no work items or
 // no tiles, e.g. a batch of padding only).
 int64_t choose_num_splits(int64_t base, int64_t slots, int64_t target_ctas, int64_t tiles);
+
+// The pipeline depth of a launch whose grid leaves every SM fewer CTAs than fit (a small
+// batch): kFullOccupancy keeps the depth of the kernel's full occupancy; kDeep the deepest ring
+// those CTAs leave room for, up to the tiles a split covers; kShallow two stages.
+enum class SmallGridRing { kFullOccupancy, kDeep, kShallow };
+
+// Stages of at most this many bytes (the 64-token tile of an FP8 cache at head_dim <= 128) run
+// small grids on kShallow; larger ones (bf16, FP8 head_dim 256) on kDeep. Measured on the H200
+// (bench/LOG.md, seventh session; same binary, a 2-stage cap against the deep ring, two runs
+// each): FP8 B1 x 32k 24.8 / 24.1 / 24.4 us vs 24.9-25.2 / 24.8-25.0 / 25.3-25.5 (NHD page 16 /
+// page 64 / HND), B2 x 32k 40.3 / 39.3 / 39.9 vs 41.7-41.9 / 41.1-41.2 / 41.8, where 2 CTAs x 6
+// stages per SM kept loads waiting ~5 us from issue to landing; bf16 B2 x 32k page 64 lost 2%
+// (71.6 vs 70.2-70.6) and keeps the deep ring.
+inline constexpr int32_t kShallowRingMaxStageBytes = 16 * 1024;
+
+// The default SmallGridRing for pipeline stages of `stage_bytes`.
+SmallGridRing default_small_grid_ring(int32_t stage_bytes);
+
+// What ring_stages needs to know of a launch.
+struct RingDepthInputs {
+  int32_t default_stages = 2;  // the kernel's depth at full occupancy (>= 2)
+  int32_t occupancy_ctas = 1;  // CTAs per SM the kernel fits at that depth
+  int32_t deepest_stages = 0;  // the deepest ring ctas_per_sm CTAs leave room for; 0: unknown
+  int64_t ctas_per_sm = 0;     // this grid's CTAs per SM, rounded up
+  int64_t split_tiles = 0;     // KV tiles one split covers
+};
+
+// The pipeline depth of a launch: default_stages unless its grid is small (1 <= ctas_per_sm <
+// occupancy_ctas); then 2 (kShallow), or the deepest ring capped at split_tiles and never under
+// default_stages (kDeep; B1 x 1k's 2-tile splits keep the default).
+int32_t ring_stages(const RingDepthInputs& in, SmallGridRing ring);
 
 // The CTAs a small batch splits up to (choose_num_splits' target_ctas) on `sm_count` SMs, for
 // `split_ctas` CTAs per SM (1-4; 0: every slot; -1: auto). Auto: kSplitCtasPerSm per SM where
