@@ -42,5 +42,31 @@ TEST(EnvSwitch, OtherValuesNameTheSwitchAndTheAllowedOnes) {
   unsetenv(kSwitch);
 }
 
+TEST(EnvSwitchInt, WholeNumbersInRangeComeBackAndUnsetIsTheDefault) {
+  unsetenv(kSwitch);
+  EXPECT_EQ(env_switch_int(kSwitch, 1, 64, 0), 0);
+  setenv(kSwitch, "", 1);
+  EXPECT_EQ(env_switch_int(kSwitch, 1, 64, -7), -7);
+  setenv(kSwitch, "64", 1);
+  EXPECT_EQ(env_switch_int(kSwitch, 1, 64, 0), 64);
+  unsetenv(kSwitch);
+}
+
+TEST(EnvSwitchInt, TrailingCharactersAndOutOfRangeValuesNameTheRange) {
+  for (const char* bad : {"2x", "0", "65", "-1", " 3", "abc"}) {
+    setenv(kSwitch, bad, 1);
+    try {
+      env_switch_int(kSwitch, 1, 64, 0);
+      ADD_FAILURE() << "expected quench::Error for '" << bad << "'";
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find(kSwitch), std::string::npos) << message;
+      EXPECT_NE(message.find(std::string("'") + bad + "'"), std::string::npos) << message;
+      EXPECT_NE(message.find("allowed: 1..64"), std::string::npos) << message;
+    }
+  }
+  unsetenv(kSwitch);
+}
+
 }  // namespace
 }  // namespace quench

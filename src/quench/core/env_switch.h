@@ -14,4 +14,9 @@ namespace quench {
 // and the allowed ones. Callers read a switch once (a function-local static), not per launch.
 std::string env_switch(const char* name, std::initializer_list<const char*> allowed);
 
+// The same for a numeric switch: the value of `name` when it is a decimal number (digits only) in
+// [min, max] (0 <= min); `unset` when the variable is unset or empty. Anything else ("2x", " 3",
+// "-1", out of range) throws quench::Error naming the switch, the value and the range.
+int env_switch_int(const char* name, int min, int max, int unset);
+
 }  // namespace quench

@@ -114,6 +114,16 @@ TEST(DecodeRingDepth, MeasuredShapesGetTheDepthTheLogRecords) {
   }
 }
 
+TEST(DecodeRingDepth, TheCapBoundsEveryLaunch) {
+  RingDepthInputs capped = hd128_fp8(2, 16);
+  capped.max_stages = 4;
+  EXPECT_EQ(ring_stages(capped, SmallGridRing::kDeep), 4);     // 6 capped
+  EXPECT_EQ(ring_stages(capped, SmallGridRing::kShallow), 2);  // under the cap already
+  RingDepthInputs full = hd128_fp8(4, 64);
+  full.max_stages = 2;
+  EXPECT_EQ(ring_stages(full, SmallGridRing::kShallow), 2);  // the full grid's 3 capped
+}
+
 TEST(DecodeRingDepth, DepthStaysBetweenTwoAndTheDeepestRing) {
   for (const SmallGridRing ring :
        {SmallGridRing::kShallow, SmallGridRing::kDeep, SmallGridRing::kFullOccupancy}) {

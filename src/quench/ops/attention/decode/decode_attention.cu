@@ -83,16 +83,7 @@ DecodeSplitMerge merge_from_env() {
 // QUENCH_DECODE_SPLITS=1..64: the KV split count of every launch with KV tiles (an A/B switch;
 // unset: choose_num_splits).
 int32_t splits_from_env() {
-  static const int32_t splits = [] {
-    const char* value = std::getenv("QUENCH_DECODE_SPLITS");
-    if (value == nullptr || *value == '\0') return 0;
-    char* end = nullptr;
-    const long parsed = std::strtol(value, &end, 10);
-    QUENCH_REQUIRE(*end == '\0' && parsed >= 1 && parsed <= decode::kMaxSplits,
-                   "decode attention: QUENCH_DECODE_SPLITS=", value,
-                   " is not supported; allowed: 1..", decode::kMaxSplits);
-    return static_cast<int32_t>(parsed);
-  }();
+  static const int32_t splits = env_switch_int("QUENCH_DECODE_SPLITS", 1, decode::kMaxSplits, 0);
   return splits;
 }
 
@@ -124,13 +115,9 @@ bool heads_fastest_grid() {
 }
 
 // QUENCH_DECODE_STAGES=2..8: at most that many ring stages per CTA (an A/B switch: does less
-// in flight per SM stream faster at full grids?); unset: the depth the launch config picks.
+// in flight per SM stream faster?); unset: no cap.
 int max_stages_from_env() {
-  static const int cap = [] {
-    const std::string value =
-        env_switch("QUENCH_DECODE_STAGES", {"2", "3", "4", "5", "6", "7", "8"});
-    return value.empty() ? 0 : std::stoi(value);
-  }();
+  static const int cap = env_switch_int("QUENCH_DECODE_STAGES", 2, decode::kMaxStages, 0);
   return cap;
 }
 
@@ -278,8 +265,8 @@ LaunchShape launch_shape(const AttentionParams& p) {
       ctas_per_sm >= 1 && ctas_per_sm <= kMaxCtasPerSm ? config.stages_at[ctas_per_sm] : 0;
   ring.ctas_per_sm = ctas_per_sm;
   ring.split_tiles = (tiles + args.num_splits - 1) / args.num_splits;
-  int stages = decode::ring_stages(ring, small_grid_ring(shape.info.stage_bytes));
-  if (const int cap = max_stages_from_env(); cap > 0) stages = std::min(stages, cap);
+  ring.max_stages = max_stages_from_env();
+  const int stages = decode::ring_stages(ring, small_grid_ring(shape.info.stage_bytes));
   if (stages != config.num_stages) {
     args.num_stages = stages;
     shape.smem_bytes = smem_bytes_for(shape.info, stages);

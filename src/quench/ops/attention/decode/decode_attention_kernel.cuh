@@ -33,6 +33,7 @@
 
 #include "quench/core/sm90_async.cuh"
 #include "quench/numerics/bf16.h"
+#include "quench/numerics/fast_math.cuh"
 #include "quench/ops/attention/decode/decode_fragments.cuh"
 #include "quench/ops/attention/decode/decode_item_merge.cuh"
 #include "quench/ops/attention/decode/decode_kernel_args.h"

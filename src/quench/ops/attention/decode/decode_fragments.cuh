@@ -196,19 +196,6 @@ __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
   return r;
 }
 
-// 2^x; exact 0 for -inf.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
-  return r;
-}
-
-__device__ __forceinline__ float fast_tanh(float x) {
-  float r;
-  asm("tanh.approx.f32 %0, %1;\n" : "=f"(r) : "f"(x));
-  return r;
-}
-
 // 16-byte global -> shared copy that bypasses L1; when !valid nothing is read and the 16 bytes
 // are zero-filled (masked tokens must hold finite values: 0 * NaN would poison P.V).
 __device__ __forceinline__ void cp_async_16(uint32_t smem_addr, const void* global_ptr,

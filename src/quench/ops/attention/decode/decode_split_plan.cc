@@ -30,7 +30,10 @@ SmallGridRing default_small_grid_ring(int32_t stage_bytes) {
   return stage_bytes <= kShallowRingMaxStageBytes ? SmallGridRing::kShallow : SmallGridRing::kDeep;
 }
 
-int32_t ring_stages(const RingDepthInputs& in, SmallGridRing ring) {
+namespace {
+
+// ring_stages before the cap.
+int32_t uncapped_ring_stages(const RingDepthInputs& in, SmallGridRing ring) {
   const bool small_grid = in.ctas_per_sm >= 1 && in.ctas_per_sm < in.occupancy_ctas;
   if (!small_grid) return in.default_stages;
   switch (ring) {
@@ -44,6 +47,13 @@ int32_t ring_stages(const RingDepthInputs& in, SmallGridRing ring) {
       break;
   }
   return in.default_stages;
+}
+
+}  // namespace
+
+int32_t ring_stages(const RingDepthInputs& in, SmallGridRing ring) {
+  const int32_t stages = uncapped_ring_stages(in, ring);
+  return in.max_stages > 0 ? std::min(stages, in.max_stages) : stages;
 }
 
 int64_t split_target_ctas(int64_t base, int64_t slots, int32_t sm_count, int64_t tiles,

@@ -13,7 +13,7 @@ inline constexpr int kMinTilesPerSplit = 2;
 // Large batches split only into splits of at least this many tiles.
 inline constexpr int kMinTilesPerLongSplit = 16;
 // Small batches (fewer work items than CTA slots) split until the grid holds this many CTAs per
-// SM (the launcher picks their pipeline depth: small_grid_ring in decode_attention.cu).
+// SM (their pipeline depth: ring_stages below).
 // Fewer, longer splits amortise each CTA's fixed costs (metadata and block-table latencies
 // before its first load, the ring's fill, the epilogue, its share of the merge) over more tiles.
 // Measured on the H200 at B1 x 32k (forced split counts, 3 stages): 16 splits (1 CTA per SM)
@@ -59,11 +59,12 @@ struct RingDepthInputs {
   int32_t deepest_stages = 0;  // the deepest ring ctas_per_sm CTAs leave room for; 0: unknown
   int64_t ctas_per_sm = 0;     // this grid's CTAs per SM, rounded up
   int64_t split_tiles = 0;     // KV tiles one split covers
+  int32_t max_stages = 0;      // a cap on any launch (QUENCH_DECODE_STAGES, >= 2); 0: none
 };
 
 // The pipeline depth of a launch: default_stages unless its grid is small (1 <= ctas_per_sm <
 // occupancy_ctas); then 2 (kShallow), or the deepest ring capped at split_tiles and never under
-// default_stages (kDeep; B1 x 1k's 2-tile splits keep the default).
+// default_stages (kDeep; B1 x 1k's 2-tile splits keep the default); then at most max_stages.
 int32_t ring_stages(const RingDepthInputs& in, SmallGridRing ring);
 
 // The CTAs a small batch splits up to (choose_num_splits' target_ctas) on `sm_count` SMs, for

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "quench/numerics/fast_math.cuh"
 #include "quench/ops/attention/decode/decode_fragments.cuh"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
 

@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "quench/core/sm90_async.cuh"
+#include "quench/numerics/fast_math.cuh"
 #include "quench/ops/attention/decode/decode_fragments.cuh"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
 

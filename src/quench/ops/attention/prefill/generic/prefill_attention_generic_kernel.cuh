@@ -20,6 +20,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "quench/numerics/fast_math.cuh"
 #include "quench/ops/attention/attention_params.h"
 #include "quench/ops/attention/prefill/generic/mma_sm80.cuh"
 #include "quench/ops/attention/prefill/prefill_kernel_common.cuh"
@@ -27,7 +28,6 @@
 namespace quench::prefill_generic {
 
 using prefill_common::device_is_fp8;
-using prefill_common::fast_exp2;
 using prefill_common::fp8x2_to_bf16x2;
 using prefill_common::OutputTile;
 using prefill_common::pack_bf16x2;
@@ -347,7 +347,7 @@ __global__ void __launch_bounds__(PrefillConfig<kHeadDim, kKv>::kThreads,
       for (int nt = 0; nt < kBlockN / 8; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          s[nt][e] = cap_log2 * prefill_common::fast_tanh(s[nt][e] * scale_over_cap);
+          s[nt][e] = cap_log2 * fast_tanh(s[nt][e] * scale_over_cap);
       }
     } else {
 #pragma unroll

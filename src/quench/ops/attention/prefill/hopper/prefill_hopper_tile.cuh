@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "quench/numerics/fast_math.cuh"
 #include "quench/ops/attention/prefill/generic/mma_sm80.cuh"
 #include "quench/ops/attention/prefill/hopper/sm90_ptx.cuh"
 #include "quench/ops/attention/prefill/prefill_kernel_common.cuh"
@@ -407,7 +408,7 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
     const float cap_log2 = t.logit_soft_cap * kLog2e;
 #pragma unroll
     for (int i = 0; i < kBlockN / 2; ++i)
-      s[i] = cap_log2 * prefill_common::fast_tanh(s[i] * scale_over_cap);
+      s[i] = cap_log2 * fast_tanh(s[i] * scale_over_cap);
     to_log2 = 1.0f;
   } else {
     to_log2 = t.score_scale * kLog2e;
@@ -435,7 +436,7 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
     const float new_max = fmaxf(row_max[r], tile_max * to_log2);
     // A row that has seen only masked keys keeps max -inf; subtract 0 to avoid inf - inf.
     const float offset = new_max == -INFINITY ? 0.0f : new_max;
-    correction[r] = prefill_common::fast_exp2(row_max[r] - offset);
+    correction[r] = fast_exp2(row_max[r] - offset);
     row_max[r] = new_max;
     row_sum[r] *= correction[r];
     const float p_offset = offset - static_cast<float>(kPScaleLog2);
@@ -444,7 +445,7 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         float& e = s[4 * nt + 2 * r + c];
-        e = prefill_common::fast_exp2(fmaf(e, to_log2, -p_offset));
+        e = fast_exp2(fmaf(e, to_log2, -p_offset));
         row_sum[r] += e;
       }
     }
