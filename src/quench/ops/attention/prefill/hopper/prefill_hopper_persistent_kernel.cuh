@@ -18,8 +18,8 @@
 // Q rows of the next item (cp.async) right after its last Q K^T of the current one, so the load
 // flies under the last P V and the epilogue; Q stays single-buffered (each consumer reads only its
 // own rows). The epilogue stores from registers (prefill_hopper_fragment_store.cuh): the ring is
-// not free for staging any more. The consumers' ping-pong also runs on across items: consumer 0
-// starts the next item's Q K^T while consumer 1 finishes the current one.
+// not free for staging any more. The consumers' ping-pong (head_dim 128) also runs on across
+// items: consumer 0 starts the next item's Q K^T while consumer 1 finishes the current one.
 #pragma once
 
 #include <cstdint>
@@ -290,7 +290,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     prefill_generic::cp_async_commit();
   }
   // Consumer 0 issues first: consumer 1 opens its barrier once for the whole CTA.
-  if (consumer == 1) {
+  if (Cfg::kPingPong && consumer == 1) {
     sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + 0, Cfg::kConsumerThreads);
   }
 
@@ -347,7 +347,9 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
       const int slot = g % kStages;
       sm90_async::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((g / kStages) & 1));
 
-      sm90_async::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
+      if constexpr (Cfg::kPingPong) {
+        sm90_async::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
+      }
       sm90::fence_registers(pv_acc);
       sm90::fence_registers(p_frag);
       sm90::wgmma_fence();
@@ -358,7 +360,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
           slot_address(tile > 0 ? g - 1 : g) + static_cast<uint32_t>(Cfg::kSlotKBytes));
       sm90::wgmma_commit_group();
       // Consumer 1's last turn of the CTA would open a barrier that consumer 0 never waits on.
-      if (consumer == 0 || tile + 1 < n_tiles || next_item >= 0) {
+      if (Cfg::kPingPong && (consumer == 0 || tile + 1 < n_tiles || next_item >= 0)) {
         sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + (1 - consumer),
                                          Cfg::kConsumerThreads);
       }

@@ -27,6 +27,14 @@ struct WsConfig {
   static constexpr int kQReadyBarrier = 4;    // + consumer c (128): c's Q rows have landed
   static constexpr int kEpilogueBarrier = 6;  // 256 consumer threads
 
+  // Whether the two consumers take turns issuing their GEMMs (ping-pong, two named barriers:
+  // one consumer's softmax under the other's GEMMs) or each issues as soon as it is ready. The
+  // turns pay at head_dim 128 and cost at 64 and 256 (H200, b2 x 8k causal page 16, TFLOP/s with
+  // / without turns, per-tile kernel: head_dim 128 bf16 510 / 498, FP8 P·V 658 / 639; head_dim 64
+  // bf16 353 / 385, bf16 q over FP8 KV 249 / 257; head_dim 256 bf16 381 / 395): with a half-size
+  // Q K^T (64) or a 64-key tile (256) the waiting for the other consumer's turn outweighs it.
+  static constexpr bool kPingPong = kHeadDimT == 128;
+
   // bf16 P V takes V in its cached [key][dim] layout as the MN-major B operand
   // (issue_pv_v_mn_major): bf16 V as it lands from TMA, FP8 V once widened to bf16 (no
   // transpose). FP8 P V needs V^T (transpose_v_fp8): wgmma takes MN-major B for 16-bit types only.

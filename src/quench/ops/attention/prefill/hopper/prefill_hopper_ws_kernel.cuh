@@ -17,12 +17,12 @@
 //             the slot's `empty` mbarriers before reusing it. See ws_producer.
 //   consumers warpgroups 1 and 2 (setmaxnreg up), packed rows 64c..64c+63 for consumer c:
 //             wait `full`, S = Q K^T (wgmma SS), online softmax in registers, P V (wgmma RS),
-//             arrive on `empty` once the wgmmas reading the slot have completed. Ping-pong:
-//             consumer c issues its GEMMs only after the other consumer issued its own (two
-//             named barriers), so one consumer's softmax runs under the other's GEMMs. P V of
-//             tile t is issued right after tile t + 1's Q K^T and runs under tile t + 1's
-//             softmax (FA3's intra-warpgroup overlap); FP8 P V (two-level) lands in T, 64 more
-//             registers, and joins O in fp32 after that softmax.
+//             arrive on `empty` once the wgmmas reading the slot have completed. Ping-pong
+//             (head_dim 128, WsConfig::kPingPong): consumer c issues its GEMMs only after the
+//             other consumer issued its own (two named barriers), so one consumer's softmax runs
+//             under the other's GEMMs. P V of tile t is issued right after tile t + 1's Q K^T
+//             and runs under tile t + 1's softmax (FA3's intra-warpgroup overlap); FP8 P V
+//             (two-level) lands in T, 64 more registers, and joins O in fp32 after that softmax.
 // Ring protocol (kStages slots, tile t in slot t % kStages, use k = t / kStages):
 //   full[s]    kFullArrivals producer arrivals plus the direct loads' bytes; the consumer of
 //              tile t waits parity k & 1.
@@ -501,7 +501,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   };
 
   // Consumer 0 issues first: consumer 1 opens its barrier once.
-  if (consumer == 1 && n_tiles > 0) {
+  if (Cfg::kPingPong && consumer == 1 && n_tiles > 0) {
     sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + 0, Cfg::kConsumerThreads);
   }
   // Iteration t: finish P V of tile t - 2 and pack P of tile t - 1; S = Q K^T of tile t, and
@@ -521,10 +521,13 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     const uint32_t k_address = sm90::smem_address(smem + Cfg::kSlotOffset + slot * Cfg::kSlotBytes);
     sm90_async::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((tile / kStages) & 1));
 
-    // In turn with the other consumer, which may go once both GEMMs are issued. At tile 0 the
-    // P V is (O or T) += 0 * V of tile 0 (S zeroed; the producer leaves V finite): the code
-    // has no branch around a wgmma, which would make the compiler serialize every wgmma.
-    sm90_async::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
+    // In turn with the other consumer (ping-pong), which may go once both GEMMs are issued.
+    // At tile 0 the P V is (O or T) += 0 * V of tile 0 (S zeroed; the producer leaves V
+    // finite): the code has no branch around a wgmma, which would make the compiler serialize
+    // every wgmma.
+    if constexpr (Cfg::kPingPong) {
+      sm90_async::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
+    }
     sm90::fence_registers(pv_acc);
     sm90::fence_registers(p_frag);
     sm90::wgmma_fence();
@@ -533,7 +536,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(max(tile - 1, 0)));
     sm90::wgmma_commit_group();
     // Consumer 1's last turn would open a barrier that consumer 0 never waits on again.
-    if (consumer == 0 || tile + 1 < n_tiles) {
+    if (Cfg::kPingPong && (consumer == 0 || tile + 1 < n_tiles)) {
       sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + (1 - consumer),
                                        Cfg::kConsumerThreads);
     }
