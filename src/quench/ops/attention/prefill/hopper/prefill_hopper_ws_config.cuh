@@ -29,10 +29,11 @@ struct WsConfig {
 
   // Whether the two consumers take turns issuing their GEMMs (ping-pong, two named barriers:
   // one consumer's softmax under the other's GEMMs) or each issues as soon as it is ready. The
-  // turns pay at head_dim 128 and cost at 64 and 256 (H200, b2 x 8k causal page 16, TFLOP/s with
-  // / without turns, per-tile kernel: head_dim 128 bf16 510 / 498, FP8 P·V 658 / 639; head_dim 64
-  // bf16 353 / 385, bf16 q over FP8 KV 249 / 257; head_dim 256 bf16 381 / 395): with a half-size
-  // Q K^T (64) or a 64-key tile (256) the waiting for the other consumer's turn outweighs it.
+  // turns pay at head_dim 128 and cost at 64 and 256 (H200, b2 x 8k causal page 16, per-tile
+  // kernel, TFLOP/s with / without turns: head_dim 128 bf16 510 / 498, FP8 P·V 658 / 639; head_dim
+  // 64 bf16 366 / 405, bf16 q over FP8 KV 248 / 256; head_dim 256 bf16 382 / 399; bench/LOG.md,
+  // eighth session): with a half-size Q K^T (64) or a 64-key tile (256) the waiting for the other
+  // consumer's turn outweighs it.
   static constexpr bool kPingPong = kHeadDimT == 128;
 
   // bf16 P V takes V in its cached [key][dim] layout as the MN-major B operand
