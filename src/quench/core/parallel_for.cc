@@ -1,20 +1,24 @@
 #include "quench/core/parallel_for.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "quench/core/env_switch.h"
+
 namespace quench {
 
 int parallel_threads() {
-  if (const char* env = std::getenv("QUENCH_NUM_THREADS")) {
-    const int n = std::atoi(env);
-    if (n > 0) return n;
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
+  // Read once through the switches' one reader: "2x", "0" or "-1" used to be taken as 2 or
+  // silently replaced by the hardware count; now they fail naming the allowed range.
+  static const int threads = [] {
+    const int forced = env_switch_int("QUENCH_NUM_THREADS", 1, kMaxParallelThreads, 0);
+    if (forced > 0) return forced;
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }();
+  return threads;
 }
 
 void parallel_for(int64_t n, const std::function<void(int64_t)>& body) {

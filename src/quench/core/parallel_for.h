@@ -11,7 +11,11 @@ namespace quench {
 // Calls body(i) for every i in [0, n). Exceptions thrown by body are rethrown (the first one).
 void parallel_for(int64_t n, const std::function<void(int64_t)>& body);
 
-// Number of worker threads parallel_for uses (QUENCH_NUM_THREADS overrides the hardware count).
+// The most worker threads QUENCH_NUM_THREADS may ask for.
+inline constexpr int kMaxParallelThreads = 1024;
+
+// Number of worker threads parallel_for uses: QUENCH_NUM_THREADS=1..kMaxParallelThreads (read
+// once; any other value throws quench::Error naming the range), else the hardware count.
 int parallel_threads();
 
 }  // namespace quench
