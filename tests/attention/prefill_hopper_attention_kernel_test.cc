@@ -1,6 +1,6 @@
-// The two backend faces of the Hopper prefill kernel: "prefill_hopper" (bf16 P·V) is what `auto`
-// picks on sm_90; "prefill_hopper_fp8pv" (FP8 P·V, coarser P) is reached only by naming it, and
-// only with an FP8 query.
+// The two backend faces of the Hopper prefill kernel: for an FP8 query `auto` picks
+// "prefill_hopper_fp8pv" (FP8 P·V), which serves only an FP8 query; "prefill_hopper" (bf16 P·V)
+// serves every query and is what `auto` picks for a bf16 one, or by name for an FP8 one.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -25,18 +25,25 @@ AttentionConfig llama_3_8b_on_sm90(DType kv_dtype) {
   return c;
 }
 
-TEST(PrefillHopperAttentionKernel, AutoNeverPicksFp8PvOverTheDefault) {
+TEST(PrefillHopperAttentionKernel, AutoPicksFp8PvForAnFp8Query) {
   testing_support::LogCapture quiet;
   const auto s = AttentionBackendSelection::decide(llama_3_8b_on_sm90(DType::kFP8E4M3), {}, {});
-  EXPECT_EQ(s.prefill().kernel->name(), kPrefillHopperKernelName);
+  EXPECT_EQ(s.prefill().kernel->name(), kPrefillHopperFp8PvKernelName);
   EXPECT_EQ(s.prefill().q_dtype, DType::kFP8E4M3);
 }
 
-TEST(PrefillHopperAttentionKernel, Fp8PvIsServedWhenNamedWithAnFp8Query) {
+TEST(PrefillHopperAttentionKernel, AutoPicksBf16PvForABf16Query) {
+  testing_support::LogCapture quiet;
+  const auto s = AttentionBackendSelection::decide(llama_3_8b_on_sm90(DType::kBF16), {}, {});
+  EXPECT_EQ(s.prefill().kernel->name(), kPrefillHopperKernelName);
+  EXPECT_EQ(s.prefill().q_dtype, DType::kBF16);
+}
+
+TEST(PrefillHopperAttentionKernel, Bf16PvIsServedWhenNamedWithAnFp8Query) {
   testing_support::LogCapture log;
   const auto s = AttentionBackendSelection::decide(llama_3_8b_on_sm90(DType::kFP8E4M3),
-                                                   {Kind::kUse, kPrefillHopperFp8PvKernelName}, {});
-  EXPECT_EQ(s.prefill().kernel->name(), kPrefillHopperFp8PvKernelName);
+                                                   {Kind::kUse, kPrefillHopperKernelName}, {});
+  EXPECT_EQ(s.prefill().kernel->name(), kPrefillHopperKernelName);
   EXPECT_TRUE(s.prefill().override_honoured);
   EXPECT_EQ(s.prefill().q_dtype, DType::kFP8E4M3);
   EXPECT_EQ(log.text(LogLevel::kWarning), "");

@@ -118,6 +118,36 @@ TEST(Fp8E5M2, DecodeOfEveryCode) {
   EXPECT_EQ(fp8_e5m2_to_float(0x7b), 57344.0f);
 }
 
+// The two-term split of the Hopper prefill's FP8 P·V (x = P * 256 in [0, 256]): hi on the e4m3
+// grid and stored exactly (x >= 2^-6), x - hi exact and <= 2^-4 x, hi + e4m3(x - hi) within
+// 2^-8 x for x >= 2^-2 and 2^-9 absolute below (2^-10 down to 2^-6, where hi is exact; below,
+// hi's own e4m3 rounding adds up to 2^-10); every 7th float of [2^-12, 256] and the hand cases.
+TEST(Fp8E4M3, LeadingValueSplitsIntoTwoTerms) {
+  EXPECT_EQ(fp8_e4m3_leading_value(0.0f), 0.0f);
+  EXPECT_EQ(fp8_e4m3_leading_value(256.0f), 256.0f);
+  EXPECT_EQ(fp8_e4m3_leading_value(1.0625f), 1.125f);    // tie: away from zero
+  EXPECT_EQ(fp8_e4m3_leading_value(1.06249f), 1.0f);
+  EXPECT_EQ(fp8_e4m3_leading_value(1.9375f), 2.0f);      // carries into the exponent
+  EXPECT_EQ(fp8_e4m3_leading_value(-1.3f), -1.25f);
+  int checked = 0;
+  for (uint32_t bits = float_to_bits(0x1p-12f); bits <= float_to_bits(256.0f); bits += 7) {
+    const float x = bits_to_float(bits);
+    const float hi = fp8_e4m3_leading_value(x);
+    const float lo = x - hi;
+    ASSERT_EQ(static_cast<double>(hi) + static_cast<double>(lo), static_cast<double>(x)) << x;
+    ASSERT_LE(std::fabs(lo), 0x1p-4f * x) << x;
+    if (x >= 0x1p-6f) {
+      ASSERT_EQ(fp8_e4m3_to_float(float_to_fp8_e4m3(hi)), hi) << x;
+    }
+    const float two_term =
+        fp8_e4m3_to_float(float_to_fp8_e4m3(hi)) + fp8_e4m3_to_float(float_to_fp8_e4m3(lo));
+    const float bound = x >= 0x1p-2f ? 0x1p-8f * x : (x >= 0x1p-6f ? 0x1p-10f : 0x1p-9f);
+    ASSERT_LE(std::fabs(two_term - x), bound) << x;
+    ++checked;
+  }
+  EXPECT_GT(checked, 1000000);
+}
+
 TEST(Fp8, FormatDispatchAndDtypeMapping) {
   EXPECT_EQ(float_to_fp8(448.0f, Fp8Format::kE4M3), 0x7e);
   EXPECT_EQ(float_to_fp8(57344.0f, Fp8Format::kE5M2), 0x7b);

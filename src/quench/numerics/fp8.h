@@ -84,6 +84,16 @@ QUENCH_HD float fp8_to_float(uint8_t v, Fp8Format format) {
   return format == Fp8Format::kE4M3 ? fp8_e4m3_to_float(v) : fp8_e5m2_to_float(v);
 }
 
+// x (finite, |x| <= 448) rounded to its leading e4m3 value: 3 mantissa bits, ties away from
+// zero, at x's own exponent. For |x| >= 2^-6 (e4m3's smallest normal) the result is on the e4m3
+// grid, so float_to_fp8_e4m3 stores it exactly, and x - result is exact in float with
+// |x - result| <= 2^-4 |x|: the split x = hi + lo of a two-term e4m3 value (the Hopper prefill's
+// FP8 P·V on each row's last two tiles), where hi + e4m3(lo) is within 2^-8 |x| for |x| >= 2^-2
+// and 2^-9 absolute below. Bit operations only (two integer instructions on the device).
+QUENCH_HD float fp8_e4m3_leading_value(float x) {
+  return bits_to_float((float_to_bits(x) + 0x80000u) & 0xFFF00000u);
+}
+
 // Maps an FP8 DType to its format; throws for other dtypes (host only).
 Fp8Format fp8_format_of(DType dtype);
 

@@ -26,8 +26,7 @@ namespace quench::testing_support {
 namespace {
 
 constexpr DtypeCase kFp8Bf16Out{DType::kFP8E4M3, DType::kFP8E4M3, DType::kBF16};
-// The three q/KV dtype combinations, bf16 output (FP8 q runs the default bf16 P·V here; FP8
-// P·V has Fp8PvLongPrefixes and the needle test).
+// The three q/KV dtype combinations, bf16 output (FP8 q runs both P·V precisions).
 constexpr DtypeCase kKinds[] = {kFp8Bf16Out,
                                 {DType::kBF16, DType::kBF16, DType::kBF16},
                                 {DType::kBF16, DType::kFP8E4M3, DType::kBF16}};
@@ -35,6 +34,10 @@ constexpr DtypeCase kKinds[] = {kFp8Bf16Out,
 void expect_hopper_matches_reference(const AttentionProblemConfig& config) {
   SCOPED_TRACE(describe(config));
   expect_matches_reference(config, run_hopper_bf16_pv);
+  if (config.q_dtype == DType::kFP8E4M3) {
+    SCOPED_TRACE("FP8 P·V");
+    expect_matches_reference(config, run_hopper_fp8_pv);
+  }
 }
 
 // One query row over one key (P = 1: checks the V^T copy and the epilogue alone), one full tile
@@ -163,10 +166,10 @@ TEST(PrefillAttentionHopper, ManyTilesLongPrefix) {
   }
 }
 
-// FP8 P·V (e4m3 P, two-level accumulation) on rows over long prefixes, where the SPEC
-// tolerance holds (rows over a handful of keys can miss it by ~10%: P has 3 mantissa bits),
-// with every output dtype; its long-context accuracy is the needle test's.
-TEST(PrefillAttentionHopper, Fp8PvLongPrefixes) {
+// FP8 P·V (e4m3 P, two-term on each item's last two tiles, two-level accumulation) with every
+// output dtype, on rows over short and long prefixes; its long-context accuracy is the needle
+// test's.
+TEST(PrefillAttentionHopper, Fp8PvEveryOutputDtype) {
   SKIP_UNLESS_SM90();
   const DType outs[] = {DType::kBF16, DType::kFP8E4M3, DType::kFP8E5M2, DType::kNVFP4};
   int index = 0;
@@ -177,7 +180,7 @@ TEST(PrefillAttentionHopper, Fp8PvLongPrefixes) {
     c.layout = index % 2 == 0 ? KvLayout::kNHD : KvLayout::kHND;
     c.num_kv_heads = 2;
     c.num_q_heads = 8;
-    c.seqs = {{96, 1100}, {1, 1000}, {130, 1130}, {128, 1128}};
+    c.seqs = {{96, 1100}, {1, 1000}, {130, 130}, {128, 1128}, {70, 90}};
     if (index == 0) {
       c.window_left = 700;
       c.logit_soft_cap = 30.0f;

@@ -24,15 +24,10 @@ namespace quench::testing_support {
 namespace {
 
 // Sequences whose last KV tile holds 1, page - 1, page + 1 and 127 keys (and one whole tile),
-// with chunks of several lengths. FP8 P·V rows need long prefixes for the SPEC tolerance
-// (3-bit P), so its sequences start at 9 tiles and its chunks stay short.
-std::vector<SeqShape> tail_seqs(const HopperKindCase& kind, int page_size) {
-  const int base = is_fp8_pv(kind) ? 1152 : 0;
-  return {{is_fp8_pv(kind) ? 40 : 1, base + 1},
-          {is_fp8_pv(kind) ? 64 : page_size - 1, base + 128 + page_size - 1},
-          {100, base + 256 + page_size + 1},
-          {is_fp8_pv(kind) ? 127 : 300, base + 384 + 127},
-          {128, base + 512}};
+// with chunks of several lengths.
+std::vector<SeqShape> tail_seqs(int page_size) {
+  return {{1, 1}, {page_size - 1, 128 + page_size - 1}, {100, 256 + page_size + 1},
+          {300, 384 + 127}, {128, 512}};
 }
 
 TEST(PrefillHopperTma, EveryPageSizeLayoutAndHeadDimWithPartialTails) {
@@ -50,7 +45,7 @@ TEST(PrefillHopperTma, EveryPageSizeLayoutAndHeadDimWithPartialTails) {
           c.page_size = page_size;
           c.layout = layout;
           c.per_head_kv_scales = true;
-          c.seqs = tail_seqs(kind, page_size);
+          c.seqs = tail_seqs(page_size);
           expect_matches_reference(c, kind.run);
         }
       }
@@ -91,7 +86,7 @@ TEST(PrefillHopperTma, SlidingWindowWithPartialTail) {
     c.num_kv_heads = 2;
     c.page_size = 32;
     c.layout = KvLayout::kHND;
-    c.window_left = is_fp8_pv(kind) ? 1000 : 200;
+    c.window_left = 200;
     c.per_head_kv_scales = true;
     c.seqs = {{90, 1317}, {200, 1500}};
     expect_matches_reference(c, kind.run);

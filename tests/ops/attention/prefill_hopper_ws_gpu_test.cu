@@ -34,8 +34,7 @@ void expect_kind_matches_reference(const HopperKindCase& kind,
 
 // One 128-row chunk per sequence over 1..12 KV tiles of 128 keys: tile counts at, one past and
 // far past the ring depth of every kind (FP8: 4 slots, FP8 q with bf16 P·V: 3, bf16 at
-// head_dim 128: 2). FP8 P·V rows need long prefixes for the SPEC tolerance (3-bit P), so its
-// shortest sequence is 9 tiles.
+// head_dim 128: 2). The first rows see a handful of keys: FP8 P·V's two-term last tiles.
 TEST(PrefillHopperWs, RingWrapAround) {
   SKIP_UNLESS_SM90();
   uint64_t seed = 2000;
@@ -44,12 +43,8 @@ TEST(PrefillHopperWs, RingWrapAround) {
     c.num_q_heads = 2;
     c.num_kv_heads = 2;
     c.page_size = 32;
-    if (is_fp8_pv(kind)) {
-      c.seqs = {{128, 1152}, {128, 1280}, {100, 1500}, {128, 1536}};
-    } else {
-      c.seqs = {{128, 128}, {128, 256},  {128, 384}, {128, 512},
-                {128, 640}, {100, 1000}, {128, 1536}};
-    }
+    c.seqs = {{128, 128}, {128, 256},  {128, 384}, {128, 512},
+              {128, 640}, {100, 1000}, {128, 1536}};
     expect_kind_matches_reference(kind, c);
   }
 }
@@ -68,12 +63,8 @@ TEST(PrefillHopperWs, RaggedBatchPage16Hnd) {
       c.layout = KvLayout::kHND;
       c.num_kv_heads = 2;
       c.num_q_heads = 8;
-      if (is_fp8_pv(kind)) {
-        c.seqs = {{70, 1100}, {0, 0}, {200, 1300}, {1, 1000}};
-      } else {
-        c.seqs = random_prefill_seqs(4, 1, 260, 700, seed);
-        c.seqs.insert(c.seqs.begin() + 2, SeqShape{0, 0});
-      }
+      c.seqs = random_prefill_seqs(4, 1, 260, 700, seed);
+      c.seqs.insert(c.seqs.begin() + 2, SeqShape{0, 0});
       expect_kind_matches_reference(kind, c);
       ++seed;
     }
@@ -101,7 +92,9 @@ TEST(PrefillHopperWs, HalfEmptyCtas) {
 // bits) alone moves 1-3 outputs per seed past the SPEC tolerance (max error 0.039-0.047 on
 // seeds 2301-2304 in a CPU emulation of the kernel's arithmetic, which reproduces the H200's
 // worst output of seed 2301 exactly; 0.004 with P unrounded); cap 5 keeps the logits within
-// +-5 (emulated max error 0.009).
+// +-5 (emulated max error 0.009). The two-term P of the last two tiles does not reach those
+// keys: on the H200 (2026-12-04) cap 30 still put 1-5 of 439296 outputs per seed past the
+// tolerance (max error 0.047-0.063, on rows with 3+ tiles before their last two).
 TEST(PrefillHopperWs, SlidingWindowOverTheRing) {
   SKIP_UNLESS_SM90();
   uint64_t seed = 2300;
@@ -111,7 +104,7 @@ TEST(PrefillHopperWs, SlidingWindowOverTheRing) {
     c.num_kv_heads = 2;
     c.page_size = 16;
     c.layout = KvLayout::kHND;
-    c.window_left = is_fp8_pv(kind) ? 900 : 300;
+    c.window_left = 300;
     c.logit_soft_cap = is_fp8_pv(kind) ? 5.0f : 30.0f;
     c.sm_scale = 0.3f;
     c.sinks = true;
@@ -124,7 +117,7 @@ TEST(PrefillHopperWs, SlidingWindowOverTheRing) {
 // The producer's loads (one TMA box per page and column block, lane l of warp 0 loading the
 // tile's page l) on every page size in both layouts, over 1, 2 and 3 KV tiles (fewer tiles
 // than the producer prefetches, and partial last tiles whose V rows past seq_len must be
-// zeroed: the cache holds NaN there). FP8 P·V rows need long prefixes (see RingWrapAround).
+// zeroed: the cache holds NaN there).
 // prefill_hopper_tma_gpu_test.cu adds head_dim 64 and tails at every offset within a page.
 TEST(PrefillHopperWs, GatherEveryPageSizeAndLayout) {
   SKIP_UNLESS_SM90();
@@ -137,11 +130,7 @@ TEST(PrefillHopperWs, GatherEveryPageSizeAndLayout) {
         c.num_kv_heads = 2;
         c.page_size = page_size;
         c.layout = layout;
-        if (is_fp8_pv(kind)) {
-          c.seqs = {{70, 1100}, {128, 1200}, {1, 1153}};
-        } else {
-          c.seqs = {{1, 1}, {128, 200}, {60, 300}, {128, 129}, {37, 383}};
-        }
+        c.seqs = {{1, 1}, {128, 200}, {60, 300}, {128, 129}, {37, 383}};
         expect_kind_matches_reference(kind, c);
       }
     }

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "quench/numerics/fast_math.cuh"
+#include "quench/numerics/fp8.h"
 #include "quench/ops/attention/prefill/generic/mma_sm80.cuh"
 #include "quench/ops/attention/prefill/hopper/sm90_ptx.cuh"
 #include "quench/ops/attention/prefill/prefill_kernel_common.cuh"
@@ -325,6 +326,34 @@ __device__ __forceinline__ void pack_p(const float (&s)[Cfg::kBlockN / 2],
   }
 }
 
+// FP8 P V's two-term P (each work item's last two KV tiles, see ws_two_term_pv): P * kPScale
+// (already scaled by the softmax, <= 256) as hi + lo, two e4m3 fragments: hi its leading e4m3
+// value (fp8_e4m3_leading_value), lo the rounded remainder. hi + lo is within 2^-8 of P for
+// P >= 2^-10 and 2^-17 absolute below (bf16-class: P <= 1 is the max-relative weight), against
+// 2^-4 for one e4m3 term, at the price of a second FP8 P V on those tiles.
+template <class Cfg>
+__device__ __forceinline__ void pack_p_two_term(const float (&s)[Cfg::kBlockN / 2],
+                                                uint32_t (&p_hi)[Cfg::kPvSteps][4],
+                                                uint32_t (&p_lo)[Cfg::kPvSteps][4]) {
+  static_assert(Cfg::kFp8Pv, "two-term P is FP8 P V's");
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = i % 2;
+      const int nt = 4 * ks + 2 * (i / 2);  // see pack_p
+      const float x[4] = {s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1], s[4 * (nt + 1) + 2 * r],
+                          s[4 * (nt + 1) + 2 * r + 1]};
+      float hi[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        hi[e] = fp8_e4m3_leading_value(x[e]);
+      p_hi[ks][i] = pack_e4m3x4(hi[0], hi[1], hi[2], hi[3]);
+      p_lo[ks][i] = pack_e4m3x4(x[0] - hi[0], x[1] - hi[1], x[2] - hi[2], x[3] - hi[3]);
+    }
+  }
+}
+
 // Issues acc (+)= P V^T-operand: FP8 overwrites acc (the tile accumulator T), bf16 accumulates
 // into O. The caller fences before and commits / waits after.
 template <class Cfg>
@@ -340,6 +369,23 @@ __device__ __forceinline__ void issue_pv(float (&acc)[Cfg::kHeadDim / 2],
     } else {
       wgmma_bf16_rs<Cfg::kHeadDim>(acc, p_frag[ks], b, true);
     }
+  }
+}
+
+// FP8 P V with two-term P (pack_p_two_term): t = P_hi V + P_lo V. The caller fences before and
+// commits / waits after.
+template <class Cfg>
+__device__ __forceinline__ void issue_pv_two_term(float (&t)[Cfg::kHeadDim / 2],
+                                                  const uint32_t (&p_hi)[Cfg::kPvSteps][4],
+                                                  const uint32_t (&p_lo)[Cfg::kPvSteps][4],
+                                                  uint32_t vt_address) {
+  static_assert(Cfg::kFp8Pv, "two-term P is FP8 P V's");
+  issue_pv<Cfg>(t, p_hi, vt_address);
+  const uint64_t b0 = sm90::smem_descriptor_sw128(vt_address);
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
+    const uint64_t b = descriptor_plus(b0, kstep_address(0, Cfg::kHeadDim, ks));
+    sm90::wgmma_m64n128k32_e4m3_rs(t, p_lo[ks], b, true);
   }
 }
 
