@@ -280,6 +280,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
   const auto slot_address = [&](int g) {
     return sm90::smem_address(smem + Cfg::kSlotOffset + g % kStages * Cfg::kSlotBytes);
   };
+  uint32_t* held_p_lo = reinterpret_cast<uint32_t*>(smem + Cfg::kHeldPLoOffset);
 
   int item;
   {
@@ -336,96 +337,90 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     };
 
     // ws_consumer's iteration: finish P V of tile t - 2, S = Q K^T of tile t, P V of tile t - 1
-    // under tile t's softmax; kTwoTerm (FP8 P V, the last iteration): tile t - 1's P V
-    // two-term and done before Q K^T (ws_two_term_pv).
-    const auto iteration = [&]<bool kTwoTerm>(int tile) {
+    // under tile t's softmax (FP8 P V: the last one holds tile n - 2's second P term).
+    for (int tile = 0; tile < n_tiles; ++tile) {
       const int g = g0 + tile;
       sm90::wgmma_wait_group<0>();
       finish_deferred_pv();
       if (tile > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(g - 2) % kStages]);
-      if constexpr (!kTwoTerm) pack_p<Tile, true>(s, p_frag);
+      pack_p<Tile, true>(s, p_frag);
+      if constexpr (Tile::kFp8Pv) {
+        if (tile == n_tiles - 1) {
+          hold_p_lo<Tile, Cfg::kConsumerThreads>(s, p_frag, held_p_lo, ctid);
+        }
+      }
 
       const int kv0 = kv_begin + tile * kBlockN;
       const int slot = g % kStages;
       sm90_async::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((g / kStages) & 1));
-      const uint32_t pv_v_address =
-          slot_address(tile > 0 ? g - 1 : g) + static_cast<uint32_t>(Cfg::kSlotKBytes);
-      if constexpr (kTwoTerm) {
-        ws_two_term_pv<Cfg>(o_acc, t_acc, s, p_frag, p_lo, correction, o_correction,
-                            pv_v_address);
-      }
 
       if constexpr (Cfg::kPingPong) {
         sm90_async::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
       }
-      if constexpr (!kTwoTerm) {
-        sm90::fence_registers(pv_acc);
-        sm90::fence_registers(p_frag);
-      }
+      sm90::fence_registers(pv_acc);
+      sm90::fence_registers(p_frag);
       sm90::wgmma_fence();
       issue_qk<Tile>(s, q_address, slot_address(g));
       sm90::wgmma_commit_group();
-      if constexpr (!kTwoTerm) {
-        ws_issue_pv<Cfg>(pv_acc, p_frag, pv_v_address);
-        sm90::wgmma_commit_group();
-      }
+      ws_issue_pv<Cfg>(
+          pv_acc, p_frag,
+          slot_address(tile > 0 ? g - 1 : g) + static_cast<uint32_t>(Cfg::kSlotKBytes));
+      sm90::wgmma_commit_group();
       // Consumer 1's last turn of the CTA would open a barrier that consumer 0 never waits on.
       if (Cfg::kPingPong && (consumer == 0 || tile + 1 < n_tiles || next_item >= 0)) {
         sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + (1 - consumer),
                                          Cfg::kConsumerThreads);
       }
-      sm90::wgmma_wait_group<kTwoTerm ? 0 : 1>();
+      sm90::wgmma_wait_group<1>();
       sm90::fence_registers(s);
       sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
       online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2>(scores, kv0, s, row_max, row_sum,
                                                           correction);
-    };
-    constexpr bool kTwoTermTail = Tile::kFp8Pv;
-    for (int tile = 0; tile < n_tiles - (kTwoTermTail ? 1 : 0); ++tile) {
-      iteration.template operator()<false>(tile);
     }
-    // Every Q K^T of this consumer is done once the last P V is issued: its Q rows take the next
-    // item's under that P V and the epilogue.
-    const auto prefetch_next_q = [&] {
-      if (next_item >= 0) {
-        WsWork next;
-        ws_decode_item<Tile>(p, items, next_item, next);
-        // gtid as the compiler cannot see through: the Q rows' addresses are derived here
-        // instead of hoisted out of the item loop (spilled at 240 registers, reloaded per item).
-        int q_tid = gtid;
-        asm volatile("" : "+r"(q_tid));
-        ws_load_q_rows<Cfg>(p, next, q_tile, consumer, q_tid);
-        prefill_generic::cp_async_commit();
-      }
-    };
     // The last two P Vs; the producer reuses their slots for the next item, so both release V.
+    // FP8 P V: tile n - 2's second P term first, tile n - 1's P two-term (ws_two_term_tail).
     const int g_last = g0 + n_tiles - 1;
-    if constexpr (kTwoTermTail) {
-      iteration.template operator()<true>(n_tiles - 1);
-      if (n_tiles > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(g_last - 1) % kStages]);
-      prefetch_next_q();
-      // Tile n - 1's two-term P V; O is then complete (o_correction: tile n - 1's correction).
-      o_correction[0] = correction[0];
-      o_correction[1] = correction[1];
-      ws_two_term_pv<Cfg>(o_acc, t_acc, s, p_frag, p_lo, correction, o_correction,
-                          slot_address(g_last) + static_cast<uint32_t>(Cfg::kSlotKBytes));
-    } else {
-      sm90::wgmma_wait_group<0>();
-      finish_deferred_pv();
-      if (n_tiles > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(g_last - 1) % kStages]);
-      pack_p<Tile, true>(s, p_frag);
-      sm90::fence_registers(pv_acc);
-      sm90::fence_registers(p_frag);
-      sm90::wgmma_fence();
-      ws_issue_pv<Cfg>(pv_acc, p_frag,
-                       slot_address(g_last) + static_cast<uint32_t>(Cfg::kSlotKBytes));
-      sm90::wgmma_commit_group();
-      prefetch_next_q();
-      sm90::wgmma_wait_group<0>();
-      correction[0] = 1.0f;
-      correction[1] = 1.0f;
-      finish_deferred_pv();
+    sm90::wgmma_wait_group<0>();
+    if constexpr (Tile::kFp8Pv) {
+      ws_two_term_tail<Cfg>(
+          t_acc, p_frag, p_lo, held_p_lo, ctid,
+          slot_address(n_tiles > 1 ? g_last - 1 : g_last) + static_cast<uint32_t>(Cfg::kSlotKBytes));
     }
+    finish_deferred_pv();
+    if (n_tiles > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(g_last - 1) % kStages]);
+    if constexpr (Tile::kFp8Pv) {
+      pack_p_two_term<Tile>(s, p_frag, p_lo);
+    } else {
+      pack_p<Tile, true>(s, p_frag);
+    }
+    sm90::fence_registers(pv_acc);
+    sm90::fence_registers(p_frag);
+    if constexpr (Tile::kFp8Pv) sm90::fence_registers(p_lo);
+    sm90::wgmma_fence();
+    const uint32_t last_v_address = slot_address(g_last) + static_cast<uint32_t>(Cfg::kSlotKBytes);
+    if constexpr (Tile::kFp8Pv) {
+      issue_pv_two_term<Tile>(t_acc, p_frag, p_lo, last_v_address);
+    } else {
+      ws_issue_pv<Cfg>(pv_acc, p_frag, last_v_address);
+    }
+    sm90::wgmma_commit_group();
+    // Every Q K^T of this consumer is done: its Q rows take the next item's under this P V and
+    // the epilogue.
+    if (next_item >= 0) {
+      WsWork next;
+      ws_decode_item<Tile>(p, items, next_item, next);
+      // gtid as the compiler cannot see through: the Q rows' addresses are derived here
+      // instead of hoisted out of the item loop (spilled at 240 registers, reloaded per item).
+      int q_tid = gtid;
+      asm volatile("" : "+r"(q_tid));
+      ws_load_q_rows<Cfg>(p, next, q_tile, consumer, q_tid);
+      prefill_generic::cp_async_commit();
+    }
+    sm90::wgmma_wait_group<0>();
+    correction[0] = 1.0f;
+    correction[1] = 1.0f;
+    finish_deferred_pv();
+    if constexpr (Tile::kFp8Pv) sm90::fence_registers(p_lo);
     sm90_async::mbarrier_arrive(&ring.v_empty[g_last % kStages]);
 
     // Epilogue: normalize (sinks join the denominator; O and the sum are both times kPScale),

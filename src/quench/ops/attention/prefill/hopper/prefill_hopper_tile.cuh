@@ -326,7 +326,7 @@ __device__ __forceinline__ void pack_p(const float (&s)[Cfg::kBlockN / 2],
   }
 }
 
-// FP8 P V's two-term P (each work item's last two KV tiles, see ws_two_term_pv): P * kPScale
+// FP8 P V's two-term P (each work item's last two KV tiles, see ws_two_term_tail): P * kPScale
 // (already scaled by the softmax, <= 256) as hi + lo, two e4m3 fragments: hi its leading e4m3
 // value (fp8_e4m3_leading_value), lo the rounded remainder. hi + lo is within 2^-8 of P for
 // P >= 2^-10 and 2^-17 absolute below (bf16-class: P <= 1 is the max-relative weight), against
@@ -372,6 +372,20 @@ __device__ __forceinline__ void issue_pv(float (&acc)[Cfg::kHeadDim / 2],
   }
 }
 
+// FP8 P V's second term alone: t += P_lo V. The caller fences before and commits / waits after.
+template <class Cfg>
+__device__ __forceinline__ void issue_pv_lo(float (&t)[Cfg::kHeadDim / 2],
+                                            const uint32_t (&p_lo)[Cfg::kPvSteps][4],
+                                            uint32_t vt_address) {
+  static_assert(Cfg::kFp8Pv, "two-term P is FP8 P V's");
+  const uint64_t b0 = sm90::smem_descriptor_sw128(vt_address);
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
+    const uint64_t b = descriptor_plus(b0, kstep_address(0, Cfg::kHeadDim, ks));
+    sm90::wgmma_m64n128k32_e4m3_rs(t, p_lo[ks], b, true);
+  }
+}
+
 // FP8 P V with two-term P (pack_p_two_term): t = P_hi V + P_lo V. The caller fences before and
 // commits / waits after.
 template <class Cfg>
@@ -379,13 +393,44 @@ __device__ __forceinline__ void issue_pv_two_term(float (&t)[Cfg::kHeadDim / 2],
                                                   const uint32_t (&p_hi)[Cfg::kPvSteps][4],
                                                   const uint32_t (&p_lo)[Cfg::kPvSteps][4],
                                                   uint32_t vt_address) {
-  static_assert(Cfg::kFp8Pv, "two-term P is FP8 P V's");
   issue_pv<Cfg>(t, p_hi, vt_address);
-  const uint64_t b0 = sm90::smem_descriptor_sw128(vt_address);
+  issue_pv_lo<Cfg>(t, p_lo, vt_address);
+}
+
+// The second e4m3 term of P already packed by pack_p (one term, round to nearest even): lo =
+// P * kPScale - e4m3(P * kPScale), exact in float, as e4m3 (hi + lo within 2^-8, as
+// pack_p_two_term's, whose hi rounds ties away instead), stored to `held`: word j of thread
+// `tid` at held[j * kThreads + tid] (conflict-free). load_held_p_lo reads it back.
+template <class Cfg, int kThreads>
+__device__ __forceinline__ void hold_p_lo(const float (&s)[Cfg::kBlockN / 2],
+                                          const uint32_t (&p_frag)[Cfg::kPvSteps][4],
+                                          uint32_t* held, int tid) {
+  static_assert(Cfg::kFp8Pv, "two-term P is FP8 P V's");
 #pragma unroll
   for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
-    const uint64_t b = descriptor_plus(b0, kstep_address(0, Cfg::kHeadDim, ks));
-    sm90::wgmma_m64n128k32_e4m3_rs(t, p_lo[ks], b, true);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = i % 2;
+      const int nt = 4 * ks + 2 * (i / 2);  // see pack_p
+      const float2 hi01 = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(
+          static_cast<__nv_fp8x2_storage_t>(p_frag[ks][i]), __NV_E4M3)));
+      const float2 hi23 = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(
+          static_cast<__nv_fp8x2_storage_t>(p_frag[ks][i] >> 16), __NV_E4M3)));
+      held[(4 * ks + i) * kThreads + tid] =
+          pack_e4m3x4(s[4 * nt + 2 * r] - hi01.x, s[4 * nt + 2 * r + 1] - hi01.y,
+                      s[4 * (nt + 1) + 2 * r] - hi23.x, s[4 * (nt + 1) + 2 * r + 1] - hi23.y);
+    }
+  }
+}
+
+template <class Cfg, int kThreads>
+__device__ __forceinline__ void load_held_p_lo(const uint32_t* held,
+                                               uint32_t (&p_lo)[Cfg::kPvSteps][4], int tid) {
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      p_lo[ks][i] = held[(4 * ks + i) * kThreads + tid];
   }
 }
 

@@ -427,37 +427,35 @@ __device__ __forceinline__ void ws_finish_deferred_pv(float (&o_acc)[Tile::kHead
 // errors do not average out. Such a row's keys all lie in its work item's last two KV tiles
 // (the causal diagonal: an item's rows span at most 128 positions, a tile 128 keys; a window
 // shorter than a tile likewise), and a row with keys before those tiles sees a whole unmasked
-// tile of them (128 keys) at least. So the last two tiles run P V with P = hi + lo
-// (pack_p_two_term: two e4m3 terms, ~7 mantissa bits, bf16-class) and the others with one term.
-// The consumer's last iteration runs tile n - 2's two-term P V (ws_two_term_pv) before its
-// Q K^T, and the tail then tile n - 1's: one at a time, each waited for and joined into O, so
-// that the peak stays near the loop's (O, T, S and P); a two-term P V in flight beside Q K^T
-// needs 16 registers more than the loop's 240, and ptxas spilled or serialized every wgmma of
-// the kernel when asked to. The cost is two P Vs per item that no softmax of this consumer
-// hides, and a few spills in that once-per-item code.
+// tile of them (128 keys) at least. So those two tiles get P as two e4m3 terms, hi + lo (within
+// 2^-8, bf16-class), and the others one. The tile loop keeps its shape (tile n - 2's P V runs
+// one-term under tile n - 1's softmax); its last iteration also keeps tile n - 2's second term
+// in shared memory (hold_p_lo: the registers are full there), the tail adds that term's P V to
+// T before T joins O (ws_two_term_tail), then runs tile n - 1's P V two-term
+// (pack_p_two_term). H200, against one-term P everywhere (bench/LOG.md, 2026-12-04): -3.5% at
+// 8k-16k tokens, -7% at 1k; peeling the last iteration instead (two-term P V serialized before
+// its Q K^T) cost -1% at page 64 but -5% at page 16 and -10% at 1k.
 
-// Tile t's two-term P V, from S (P after tile t's softmax): T = P V, then O = O * o_correction
-// + T (ws_finish_deferred_pv; o_correction becomes `correction`). p_hi / p_lo are scratch.
+// The tail's first step: with tile n - 2's one-term P V done into T (the caller waited), T +=
+// P_lo V from the held second term. p_lo is scratch (pinned until the wait).
 template <class Cfg>
-__device__ __forceinline__ void ws_two_term_pv(float (&o_acc)[Cfg::Tile::kHeadDim / 2],
-                                               float (&t_acc)[Cfg::Tile::kHeadDim / 2],
-                                               const float (&s)[Cfg::Tile::kBlockN / 2],
-                                               uint32_t (&p_hi)[Cfg::Tile::kPvSteps][4],
-                                               uint32_t (&p_lo)[Cfg::Tile::kPvSteps][4],
-                                               const float (&correction)[2],
-                                               float (&o_correction)[2], uint32_t vt_address) {
+__device__ __forceinline__ void ws_two_term_tail(float (&t_acc)[Cfg::Tile::kHeadDim / 2],
+                                                 uint32_t (&p_frag)[Cfg::Tile::kPvSteps][4],
+                                                 uint32_t (&p_lo)[Cfg::Tile::kPvSteps][4],
+                                                 const uint32_t* held_p_lo, int ctid,
+                                                 uint32_t vt_address) {
   using Tile = typename Cfg::Tile;
   static_assert(Tile::kFp8Pv, "two-term P is FP8 P V's");
-  pack_p_two_term<Tile>(s, p_hi, p_lo);
+  sm90::fence_registers(p_frag);
+  load_held_p_lo<Tile, Cfg::kConsumerThreads>(held_p_lo, p_lo, ctid);
   sm90::fence_registers(t_acc);
-  sm90::fence_registers(p_hi);
   sm90::fence_registers(p_lo);
   sm90::wgmma_fence();
-  issue_pv_two_term<Tile>(t_acc, p_hi, p_lo, vt_address);
+  issue_pv_lo<Tile>(t_acc, p_lo, vt_address);
   sm90::wgmma_commit_group();
   sm90::wgmma_wait_group<0>();
   sm90::fence_registers(p_lo);
-  ws_finish_deferred_pv<Tile>(o_acc, t_acc, t_acc, p_hi, correction, o_correction);
+  sm90::fence_registers(t_acc);
 }
 
 // The epilogue's factor for one accumulator row (packed row m of work item w): v_scale over the
@@ -543,28 +541,27 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   if (Cfg::kPingPong && consumer == 1 && n_tiles > 0) {
     sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + 0, Cfg::kConsumerThreads);
   }
+  uint32_t* held_p_lo = reinterpret_cast<uint32_t*>(smem + Cfg::kHeldPLoOffset);
   // Iteration t: finish P V of tile t - 2 and pack P of tile t - 1; S = Q K^T of tile t, and
   // P V of tile t - 1 (FA3's intra-warpgroup overlap), which runs under tile t's softmax. The
   // wait for that P V opens the next iteration: ptxas moves a wgmma wait to the start of its
   // basic block, and at the end of this one it would precede the softmax (no overlap left);
   // the loop's back edge keeps it after. Tile t - 2's V is released before the wait for tile
-  // t's `full` (with two ring slots that wait needs it). kTwoTerm (FP8 P V, the last
-  // iteration): tile t - 1's P V is two-term and done before Q K^T (ws_two_term_pv).
-  const auto iteration = [&]<bool kTwoTerm>(int tile) {
+  // t's `full` (with two ring slots that wait needs it).
+  for (int tile = 0; tile < n_tiles; ++tile) {
     sm90::wgmma_wait_group<0>();
     finish_deferred_pv();
     if (tile > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(tile - 2) % kStages]);
-    if constexpr (!kTwoTerm) pack_p<Tile, true>(s, p_frag);
+    pack_p<Tile, true>(s, p_frag);
+    // FP8 P V: tile n - 2's second P term, for the tail (ws_two_term_tail).
+    if constexpr (Tile::kFp8Pv) {
+      if (tile == n_tiles - 1) hold_p_lo<Tile, Cfg::kConsumerThreads>(s, p_frag, held_p_lo, ctid);
+    }
 
     const int kv0 = w.kv_begin + tile * kBlockN;
     const int slot = tile % kStages;
     const uint32_t k_address = sm90::smem_address(smem + Cfg::kSlotOffset + slot * Cfg::kSlotBytes);
     sm90_async::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((tile / kStages) & 1));
-    // After the wait: at tile 0 this P V reads tile 0's V (times P = 0), which must have landed.
-    if constexpr (kTwoTerm) {
-      ws_two_term_pv<Cfg>(o_acc, t_acc, s, p_frag, p_lo, correction, o_correction,
-                          vt_address_of(max(tile - 1, 0)));
-    }
 
     // In turn with the other consumer (ping-pong), which may go once both GEMMs are issued.
     // At tile 0 the P V is (O or T) += 0 * V of tile 0 (S zeroed; the producer leaves V
@@ -573,60 +570,56 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     if constexpr (Cfg::kPingPong) {
       sm90_async::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
     }
-    if constexpr (!kTwoTerm) {
-      sm90::fence_registers(pv_acc);
-      sm90::fence_registers(p_frag);
-    }
+    sm90::fence_registers(pv_acc);
+    sm90::fence_registers(p_frag);
     sm90::wgmma_fence();
     issue_qk<Tile>(s, q_address, k_address);
     sm90::wgmma_commit_group();
-    if constexpr (!kTwoTerm) {
-      ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(max(tile - 1, 0)));
-      sm90::wgmma_commit_group();
-    }
+    ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(max(tile - 1, 0)));
+    sm90::wgmma_commit_group();
     // Consumer 1's last turn would open a barrier that consumer 0 never waits on again.
     if (Cfg::kPingPong && (consumer == 0 || tile + 1 < n_tiles)) {
       sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + (1 - consumer),
                                        Cfg::kConsumerThreads);
     }
     // Groups complete in order: with the P V group pending at most, Q K^T is done.
-    sm90::wgmma_wait_group<kTwoTerm ? 0 : 1>();
+    sm90::wgmma_wait_group<1>();
     sm90::fence_registers(s);
     sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
     online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2>(scores, kv0, s, row_max, row_sum,
                                                         correction);
-  };
-  constexpr bool kTwoTermTail = Tile::kFp8Pv;
-  for (int tile = 0; tile < n_tiles - (kTwoTermTail ? 1 : 0); ++tile) {
-    iteration.template operator()<false>(tile);
   }
-  if constexpr (kTwoTermTail) {
-    if (n_tiles > 0) {
-      iteration.template operator()<true>(n_tiles - 1);
-      // Tile n - 1's two-term P V; O is then complete (o_correction: tile n - 1's correction).
-      o_correction[0] = correction[0];
-      o_correction[1] = correction[1];
-      ws_two_term_pv<Cfg>(o_acc, t_acc, s, p_frag, p_lo, correction, o_correction,
-                          vt_address_of(n_tiles - 1));
-    }
-  } else {
-    // The last P V (nobody waits for its slot any more). The last wait is unconditional so
-    // that the compiler sees every path wait before O is read.
-    if (n_tiles > 0) {
-      sm90::wgmma_wait_group<0>();
-      finish_deferred_pv();
-      pack_p<Tile, true>(s, p_frag);
-      sm90::fence_registers(pv_acc);
-      sm90::fence_registers(p_frag);
-      sm90::wgmma_fence();
-      ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(n_tiles - 1));
-      sm90::wgmma_commit_group();
-    }
+  // The last P V (nobody waits for its slot any more); FP8 P V: tile n - 2's second term first,
+  // and tile n - 1's P two-term. The last wait is unconditional so that the compiler sees every
+  // path wait before O is read.
+  if (n_tiles > 0) {
     sm90::wgmma_wait_group<0>();
-    correction[0] = 1.0f;
-    correction[1] = 1.0f;
-    if (n_tiles > 0) finish_deferred_pv();
+    if constexpr (Tile::kFp8Pv) {
+      ws_two_term_tail<Cfg>(t_acc, p_frag, p_lo, held_p_lo, ctid,
+                            vt_address_of(max(n_tiles - 2, 0)));
+    }
+    finish_deferred_pv();
+    if constexpr (Tile::kFp8Pv) {
+      pack_p_two_term<Tile>(s, p_frag, p_lo);
+    } else {
+      pack_p<Tile, true>(s, p_frag);
+    }
+    sm90::fence_registers(pv_acc);
+    sm90::fence_registers(p_frag);
+    if constexpr (Tile::kFp8Pv) sm90::fence_registers(p_lo);
+    sm90::wgmma_fence();
+    if constexpr (Tile::kFp8Pv) {
+      issue_pv_two_term<Tile>(t_acc, p_frag, p_lo, vt_address_of(n_tiles - 1));
+    } else {
+      ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(n_tiles - 1));
+    }
+    sm90::wgmma_commit_group();
   }
+  sm90::wgmma_wait_group<0>();
+  correction[0] = 1.0f;
+  correction[1] = 1.0f;
+  if (n_tiles > 0) finish_deferred_pv();
+  if constexpr (Tile::kFp8Pv) sm90::fence_registers(p_lo);
 
   // Epilogue: normalize (sinks join the denominator; O and the sum are both times kPScale),
   // apply v_scale, write the LSE, stage the fp32 rows in shared memory (over Q and the ring:
