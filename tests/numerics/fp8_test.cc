@@ -125,9 +125,9 @@ TEST(Fp8E5M2, DecodeOfEveryCode) {
 TEST(Fp8E4M3, LeadingValueSplitsIntoTwoTerms) {
   EXPECT_EQ(fp8_e4m3_leading_value(0.0f), 0.0f);
   EXPECT_EQ(fp8_e4m3_leading_value(256.0f), 256.0f);
-  EXPECT_EQ(fp8_e4m3_leading_value(1.0625f), 1.125f);    // tie: away from zero
+  EXPECT_EQ(fp8_e4m3_leading_value(1.0625f), 1.125f);  // tie: away from zero
   EXPECT_EQ(fp8_e4m3_leading_value(1.06249f), 1.0f);
-  EXPECT_EQ(fp8_e4m3_leading_value(1.9375f), 2.0f);      // carries into the exponent
+  EXPECT_EQ(fp8_e4m3_leading_value(1.9375f), 2.0f);  // carries into the exponent
   EXPECT_EQ(fp8_e4m3_leading_value(-1.3f), -1.25f);
   int checked = 0;
   for (uint32_t bits = float_to_bits(0x1p-12f); bits <= float_to_bits(256.0f); bits += 7) {

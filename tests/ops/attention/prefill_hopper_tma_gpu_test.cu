@@ -26,8 +26,11 @@ namespace {
 // Sequences whose last KV tile holds 1, page - 1, page + 1 and 127 keys (and one whole tile),
 // with chunks of several lengths.
 std::vector<SeqShape> tail_seqs(int page_size) {
-  return {{1, 1}, {page_size - 1, 128 + page_size - 1}, {100, 256 + page_size + 1},
-          {300, 384 + 127}, {128, 512}};
+  return {{1, 1},
+          {page_size - 1, 128 + page_size - 1},
+          {100, 256 + page_size + 1},
+          {300, 384 + 127},
+          {128, 512}};
 }
 
 TEST(PrefillHopperTma, EveryPageSizeLayoutAndHeadDimWithPartialTails) {

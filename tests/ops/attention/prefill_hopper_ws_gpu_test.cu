@@ -43,8 +43,7 @@ TEST(PrefillHopperWs, RingWrapAround) {
     c.num_q_heads = 2;
     c.num_kv_heads = 2;
     c.page_size = 32;
-    c.seqs = {{128, 128}, {128, 256},  {128, 384}, {128, 512},
-              {128, 640}, {100, 1000}, {128, 1536}};
+    c.seqs = {{128, 128}, {128, 256}, {128, 384}, {128, 512}, {128, 640}, {100, 1000}, {128, 1536}};
     expect_kind_matches_reference(kind, c);
   }
 }

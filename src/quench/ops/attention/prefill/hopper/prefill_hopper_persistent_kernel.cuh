@@ -382,9 +382,9 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     const int g_last = g0 + n_tiles - 1;
     sm90::wgmma_wait_group<0>();
     if constexpr (Tile::kFp8Pv) {
-      ws_two_term_tail<Cfg>(
-          t_acc, p_frag, p_lo, held_p_lo, ctid,
-          slot_address(n_tiles > 1 ? g_last - 1 : g_last) + static_cast<uint32_t>(Cfg::kSlotKBytes));
+      ws_two_term_tail<Cfg>(t_acc, p_frag, p_lo, held_p_lo, ctid,
+                            slot_address(n_tiles > 1 ? g_last - 1 : g_last) +
+                                static_cast<uint32_t>(Cfg::kSlotKBytes));
     }
     finish_deferred_pv();
     if (n_tiles > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(g_last - 1) % kStages]);

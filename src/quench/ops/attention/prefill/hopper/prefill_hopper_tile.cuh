@@ -297,6 +297,19 @@ __device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], uint32_t 
   }
 }
 
+// FP8 P V's A fragment register i of k32 step ks (keys 32ks..32ks+31) holds row r = i % 2 at
+// permuted k positions 16(i/2) + 4t + 0..3 = keys 32ks + 16(i/2) + {2t, 2t+1, 2t+8, 2t+9}, i.e.
+// S column blocks nt = 4ks + 2(i/2) and nt + 1, elements 2r and 2r + 1: those four S values,
+// in byte order.
+template <class Cfg>
+__device__ __forceinline__ float4 fp8_p_fragment_values(const float (&s)[Cfg::kBlockN / 2], int ks,
+                                                        int i) {
+  const int r = i % 2;
+  const int nt = 4 * ks + 2 * (i / 2);
+  return make_float4(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1], s[4 * (nt + 1) + 2 * r],
+                     s[4 * (nt + 1) + 2 * r + 1]);
+}
+
 // P (the S registers after the softmax) -> the A fragments of P V, as mma_type(P * kPScale);
 // kPreScaled: the softmax already wrote P * kPScale (online_softmax_tile's kPScaleLog2).
 template <class Cfg, bool kPreScaled = false>
@@ -306,20 +319,15 @@ __device__ __forceinline__ void pack_p(const float (&s)[Cfg::kBlockN / 2],
   for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int r = i % 2;
       if constexpr (Cfg::kFp8Pv) {
-        // k32 step ks (keys 32ks..32ks+31): A register i holds row r = i % 2 at permuted k
-        // positions 16(i/2) + 4t + 0..3 = keys 32ks + 16(i/2) + {2t, 2t+1, 2t+8, 2t+9}, i.e. S
-        // column blocks nt = 4ks + 2(i/2) and nt + 1, elements 2r and 2r + 1.
-        const int nt = 4 * ks + 2 * (i / 2);
         constexpr float kScale = kPreScaled ? 1.0f : Cfg::kPScale;
-        p_frag[ks][i] =
-            pack_e4m3x4(s[4 * nt + 2 * r] * kScale, s[4 * nt + 2 * r + 1] * kScale,
-                        s[4 * (nt + 1) + 2 * r] * kScale, s[4 * (nt + 1) + 2 * r + 1] * kScale);
+        const float4 x = fp8_p_fragment_values<Cfg>(s, ks, i);
+        p_frag[ks][i] = pack_e4m3x4(x.x * kScale, x.y * kScale, x.z * kScale, x.w * kScale);
       } else {
         // k16 step ks (keys 16ks..16ks+15): the bf16 A fragment is the accumulator layout of S
         // column blocks 2ks (registers 0, 1: rows r = 0, 1) and 2ks + 1 (registers 2, 3).
         const int nt = 2 * ks + i / 2;
+        const int r = i % 2;
         p_frag[ks][i] = prefill_common::pack_bf16x2(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]);
       }
     }
@@ -340,16 +348,11 @@ __device__ __forceinline__ void pack_p_two_term(const float (&s)[Cfg::kBlockN / 
   for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int r = i % 2;
-      const int nt = 4 * ks + 2 * (i / 2);  // see pack_p
-      const float x[4] = {s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1], s[4 * (nt + 1) + 2 * r],
-                          s[4 * (nt + 1) + 2 * r + 1]};
-      float hi[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        hi[e] = fp8_e4m3_leading_value(x[e]);
-      p_hi[ks][i] = pack_e4m3x4(hi[0], hi[1], hi[2], hi[3]);
-      p_lo[ks][i] = pack_e4m3x4(x[0] - hi[0], x[1] - hi[1], x[2] - hi[2], x[3] - hi[3]);
+      const float4 x = fp8_p_fragment_values<Cfg>(s, ks, i);
+      const float4 hi = make_float4(fp8_e4m3_leading_value(x.x), fp8_e4m3_leading_value(x.y),
+                                    fp8_e4m3_leading_value(x.z), fp8_e4m3_leading_value(x.w));
+      p_hi[ks][i] = pack_e4m3x4(hi.x, hi.y, hi.z, hi.w);
+      p_lo[ks][i] = pack_e4m3x4(x.x - hi.x, x.y - hi.y, x.z - hi.z, x.w - hi.w);
     }
   }
 }
@@ -410,15 +413,13 @@ __device__ __forceinline__ void hold_p_lo(const float (&s)[Cfg::kBlockN / 2],
   for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int r = i % 2;
-      const int nt = 4 * ks + 2 * (i / 2);  // see pack_p
-      const float2 hi01 = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(
-          static_cast<__nv_fp8x2_storage_t>(p_frag[ks][i]), __NV_E4M3)));
+      const float4 x = fp8_p_fragment_values<Cfg>(s, ks, i);
+      const float2 hi01 = __half22float2(__half2(
+          __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(p_frag[ks][i]), __NV_E4M3)));
       const float2 hi23 = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(
           static_cast<__nv_fp8x2_storage_t>(p_frag[ks][i] >> 16), __NV_E4M3)));
       held[(4 * ks + i) * kThreads + tid] =
-          pack_e4m3x4(s[4 * nt + 2 * r] - hi01.x, s[4 * nt + 2 * r + 1] - hi01.y,
-                      s[4 * (nt + 1) + 2 * r] - hi23.x, s[4 * (nt + 1) + 2 * r + 1] - hi23.y);
+          pack_e4m3x4(x.x - hi01.x, x.y - hi01.y, x.z - hi23.x, x.w - hi23.y);
     }
   }
 }

@@ -66,8 +66,9 @@ struct WsConfig {
   // Shared memory, every tile 1024-byte aligned: Q (128 rows); kRawStages producer-private raw
   // stages (FP8 V as cached, and K as cached where it is widened; empty for bf16 KV); the ring of
   // kStages slots, each the K operand (K as cached, or the widened K) and the V operand (V^T,
-  // bf16 V as cached, or FP8 V widened); the held P terms (FP8 P V); then the mbarriers: full, k_empty, v_empty per slot, one
-  // raw_full per raw stage, and one for the last tile of a direct-V ring (see ws_producer).
+  // bf16 V as cached, or FP8 V widened); the held P terms (FP8 P V); then the mbarriers: full,
+  // k_empty, v_empty per slot, one raw_full per raw stage, and one for the last tile of a direct-V
+  // ring (see ws_producer).
   static constexpr int kQOffset = 0;
   static constexpr int kRawStageBytes = kRawTensors * Tile::kStageBytes;
   static constexpr int kRawOffset = Tile::kQBytes;
@@ -91,8 +92,7 @@ struct WsConfig {
 
   // FP8 P V: the second e4m3 term of tile n - 2's P, from the consumers' last loop iteration to
   // their tail (ws_two_term_tail): one word per consumer thread and P fragment register.
-  static constexpr int kHeldPLoBytes =
-      Tile::kFp8Pv ? kConsumerThreads * Tile::kPvSteps * 4 * 4 : 0;
+  static constexpr int kHeldPLoBytes = Tile::kFp8Pv ? kConsumerThreads * Tile::kPvSteps * 4 * 4 : 0;
 
   static constexpr bool ring_fits(int raw_stages, int stages) {
     return kRawOffset + raw_stages * kRawStageBytes + stages * kSlotBytes + kHeldPLoBytes +
