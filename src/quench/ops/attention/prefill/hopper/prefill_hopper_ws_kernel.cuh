@@ -424,11 +424,12 @@ __device__ __forceinline__ void ws_finish_deferred_pv(float (&o_acc)[Tile::kHead
 
 // FP8 P V rounds P to e4m3 (3 mantissa bits). A row that sees only a handful of keys then
 // misses the SPEC FP8 prefill tolerance (by ~10%, seventh session): its few weights' rounding
-// errors do not average out. Such a row's keys all lie in its work item's last two KV tiles
-// (the causal diagonal: an item's rows span at most 128 positions, a tile 128 keys; a window
-// shorter than a tile likewise), and a row with keys before those tiles sees a whole unmasked
-// tile of them (128 keys) at least. So those two tiles get P as two e4m3 terms, hi + lo (within
-// 2^-8, bf16-class), and the others one. The tile loop keeps its shape (tile n - 2's P V runs
+// errors do not average out. Every row's most recent 129 keys at least lie in its work item's
+// last two KV tiles (an item's rows span at most 128 positions and its last tile starts within
+// 127 keys of its last row), so a row over at most 129 keys (a sequence's first tokens, or a
+// window that short) has all of them there, and a longer row has 129 of them there beside its
+// older ones. So those two tiles get P as two e4m3 terms, hi + lo (within 2^-8, bf16-class), and
+// the others one. The tile loop keeps its shape (tile n - 2's P V runs
 // one-term under tile n - 1's softmax); its last iteration also keeps tile n - 2's second term
 // in shared memory (hold_p_lo: the registers are full there), the tail adds that term's P V to
 // T before T joins O (ws_two_term_tail), then runs tile n - 1's P V two-term
