@@ -15,9 +15,10 @@
 // Numerics: FP8 Q·Kᵀ accumulates in fp32 on the tensor cores. bf16 P·V: P rounded to bf16, V
 // widened exactly, fp32 accumulation (as the generic kernel). FP8 P·V: P rounded to e4m3 (as
 // P * 256, 3 mantissa bits), except on each work item's last two KV tiles, where P is two e4m3
-// terms (within 2^-8: each row's most recent 129+ keys are there, so short rows are all two-term;
-// one term missed the SPEC FP8 prefill tolerance on them by ~10%); each tile's P·V accumulated on
-// the tensor core, tiles joined in fp32 registers.
+// terms (within 2^-8): a row over at most 128 keys from its sequence's start has all of them
+// there (one term missed the SPEC FP8 prefill tolerance on such rows by ~10%), a longer row at
+// least a whole tile of one-term keys besides; each tile's P·V accumulated on the tensor core,
+// tiles joined in fp32 registers.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -424,12 +424,13 @@ __device__ __forceinline__ void ws_finish_deferred_pv(float (&o_acc)[Tile::kHead
 
 // FP8 P V rounds P to e4m3 (3 mantissa bits). A row that sees only a handful of keys then
 // misses the SPEC FP8 prefill tolerance (by ~10%, seventh session): its few weights' rounding
-// errors do not average out. Every row's most recent 129 keys at least lie in its work item's
-// last two KV tiles (an item's rows span at most 128 positions and its last tile starts within
-// 127 keys of its last row), so a row over at most 129 keys (a sequence's first tokens, or a
-// window that short) has all of them there, and a longer row has 129 of them there beside its
-// older ones. So those two tiles get P as two e4m3 terms, hi + lo (within 2^-8, bf16-class), and
-// the others one. The tile loop keeps its shape (tile n - 2's P V runs
+// errors do not average out. An item's rows span at most 128 / group positions, and its last
+// tile starts at L <= its last row's position, so every row's keys from L - 128 on lie in the
+// item's last two tiles: that is all keys of a row over at most 128 keys from a sequence's start,
+// while a row with keys before L - 128 sees at least a whole tile of them (L >= 256 puts every
+// row of the item past position 128); with a sliding window, each row's most recent
+// 129 - 128 / group keys at least. So those two tiles get P as two e4m3 terms, hi + lo (within
+// 2^-8, bf16-class), and the others one. The tile loop keeps its shape (tile n - 2's P V runs
 // one-term under tile n - 1's softmax); its last iteration also keeps tile n - 2's second term
 // in shared memory (hold_p_lo: the registers are full there), the tail adds that term's P V to
 // T before T joins O (ws_two_term_tail), then runs tile n - 1's P V two-term
