@@ -46,6 +46,7 @@ TEST(PrefillHopperAttentionKernel, Bf16PvIsServedWhenNamedWithAnFp8Query) {
   EXPECT_EQ(s.prefill().kernel->name(), kPrefillHopperKernelName);
   EXPECT_TRUE(s.prefill().override_honoured);
   EXPECT_EQ(s.prefill().q_dtype, DType::kFP8E4M3);
+  EXPECT_NE(s.prefill().reason.find("bf16 P·V"), std::string::npos) << s.prefill().reason;
   EXPECT_EQ(log.text(LogLevel::kWarning), "");
 }
 

@@ -61,6 +61,11 @@ class PrefillHopperAttentionKernel final : public AttentionKernel {
           "Hopper TMA/wgmma prefill with FP8 P·V (P in e4m3, two e4m3 terms on each row's "
           "last two KV tiles; fp32 accumulation per tile).");
     }
+    if (is_fp8(config.q_dtype)) {
+      return SupportCheck::may(
+          "Hopper TMA/wgmma prefill, warp-specialized; FP8 Q·Kᵀ, bf16 P·V (P in bf16, FP8 V "
+          "widened).");
+    }
     return SupportCheck::may("Hopper TMA/wgmma prefill, warp-specialized.");
   }
 
