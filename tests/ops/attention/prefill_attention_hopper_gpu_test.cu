@@ -193,6 +193,23 @@ TEST(PrefillAttentionHopper, Fp8PvEveryOutputDtype) {
   }
 }
 
+// FP8 P·V rows next to the first tile boundary: GQA groups 2 and 4 take two-term P on each
+// item's last tile only (two_term_prev_tile), so rows over 65-128 keys from the sequence's start
+// (prefixes of 40-100 tokens, items straddling key 128) can be all one-term; MHA (group 1) takes
+// both tiles, where a row after a 10-token prefix has a handful of keys in the second-to-last.
+TEST(PrefillAttentionHopper, Fp8PvRowsNearTheFirstTileBoundary) {
+  SKIP_UNLESS_SM90();
+  uint64_t seed = 1400;
+  for (const int group : {1, 2, 4}) {
+    AttentionProblemConfig c = base_config(kFp8Bf16Out, 128, seed++);
+    c.num_kv_heads = 2;
+    c.num_q_heads = 2 * group;
+    c.seqs = {{64, 164}, {96, 156}, {40, 140}, {128, 138}, {1, 129}};
+    SCOPED_TRACE(str_cat("FP8 P·V, group ", group));
+    expect_matches_reference(c, run_hopper_fp8_pv);
+  }
+}
+
 // Host-side checks: every unserved configuration has a reason naming the bad value.
 TEST(PrefillAttentionHopper, RejectsUnsupportedConfigurations) {
   AttentionParams p;

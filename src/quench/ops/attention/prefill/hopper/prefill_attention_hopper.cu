@@ -92,14 +92,27 @@ HopperSchedule resolve_schedule(HopperSchedule schedule, const AttentionParams& 
              : HopperSchedule::kPerTile;
 }
 
+// Whether FP8 P·V takes two-term P on each work item's second-to-last KV tile as well as its
+// last (ws_two_term_tail, prefill_hopper_ws_kernel.cuh). Two-term P on the last tile alone keeps
+// every row over at most 128 - 128 / group keys from its sequence's start all two-term (its item
+// then fits one tile): enough where group >= 2 (rows over a handful of keys are what one-term P
+// fails on) and no sliding window cuts rows short, and it keeps the tile loop's code as it is
+// (H200: the held second term cost 3.5% at 8k-16k, 7% at 1k; bench/LOG.md, 2026-12-04). MHA
+// (an item spans 128 positions, so a row after a short prefix can have a handful of keys in the
+// second-to-last tile) and sliding windows take both tiles.
+bool two_term_prev_tile(const AttentionParams& params) {
+  return params.num_q_heads == params.kv.num_kv_heads || params.window_left >= 0;
+}
+
 // The persistent kernel (prefill_hopper_persistent_kernel.cuh) on a 1-D grid: one CTA per SM
 // (kPersistent) or per work item (kOneItemPerCta), never more CTAs than items.
-template <HopperKind kKind, int kHeadDim, bool kSoftCap>
+template <HopperKind kKind, int kHeadDim, bool kSoftCap, bool kTwoTermPrev>
 void launch_persistent(const AttentionParams& params, HopperSchedule schedule,
                        cudaStream_t stream) {
   using Cfg = prefill_hopper::WsConfig<kKind, kHeadDim>;
   const auto kernel = reinterpret_cast<const void*>(
-      prefill_hopper::prefill_attention_hopper_persistent_kernel<kKind, kHeadDim, kSoftCap>);
+      prefill_hopper::prefill_attention_hopper_persistent_kernel<kKind, kHeadDim, kSoftCap,
+                                                                 kTwoTermPrev>);
   static const cudaError_t reserve_status =
       prefill_common::reserve_shared_memory(kernel, Cfg::kSmemBytes, /*max_carveout=*/false);
   QUENCH_REQUIRE(reserve_status == cudaSuccess, "prefill_attention_hopper: cannot reserve ",
@@ -140,20 +153,15 @@ void launch_synchronous(const AttentionParams& params, cudaStream_t stream) {
 // they travel by value in the kernel parameters, so CUDA graphs capture them). At head_dim 256
 // (64-key tiles, 64 KB of Q) their ring has two slots (prefill_hopper_ws_config.cuh); they serve
 // it unless hd256_kernel (or QUENCH_PREFILL_HD256=sync) asks for the synchronous kernel.
-template <HopperKind kKind, int kHeadDim, bool kSoftCap>
-void launch_kernel(const AttentionParams& params, HopperSchedule schedule,
-                   HopperHeadDim256Kernel hd256_kernel, cudaStream_t stream) {
-  if constexpr (kHeadDim == 256) {
-    if (hd256_synchronous(hd256_kernel)) {
-      return launch_synchronous<kKind, kHeadDim, kSoftCap>(params, stream);
-    }
-  }
+template <HopperKind kKind, int kHeadDim, bool kSoftCap, bool kTwoTermPrev>
+void launch_warp_specialized(const AttentionParams& params, HopperSchedule schedule,
+                             cudaStream_t stream) {
   if (schedule != HopperSchedule::kPerTile) {
-    return launch_persistent<kKind, kHeadDim, kSoftCap>(params, schedule, stream);
+    return launch_persistent<kKind, kHeadDim, kSoftCap, kTwoTermPrev>(params, schedule, stream);
   }
   using Cfg = prefill_hopper::WsConfig<kKind, kHeadDim>;
   const auto kernel = reinterpret_cast<const void*>(
-      prefill_hopper::prefill_attention_hopper_ws_kernel<kKind, kHeadDim, kSoftCap>);
+      prefill_hopper::prefill_attention_hopper_ws_kernel<kKind, kHeadDim, kSoftCap, kTwoTermPrev>);
   static const cudaError_t reserve_status =
       prefill_common::reserve_shared_memory(kernel, Cfg::kSmemBytes, /*max_carveout=*/false);
   AttentionParams args = params;
@@ -162,6 +170,24 @@ void launch_kernel(const AttentionParams& params, HopperSchedule schedule,
   prefill_common::launch_on_query_tiles(kernel, kernel_args, "prefill_attention_hopper",
                                         reserve_status, Cfg::kBlockM, Cfg::kThreads,
                                         Cfg::kSmemBytes, params, stream);
+}
+
+// The synchronous kernel at head_dim 256 where asked, else the warp-specialized ones, for FP8
+// P·V with two-term P on one or two tiles (two_term_prev_tile).
+template <HopperKind kKind, int kHeadDim, bool kSoftCap>
+void launch_kernel(const AttentionParams& params, HopperSchedule schedule,
+                   HopperHeadDim256Kernel hd256_kernel, cudaStream_t stream) {
+  if constexpr (kHeadDim == 256) {
+    if (hd256_synchronous(hd256_kernel)) {
+      return launch_synchronous<kKind, kHeadDim, kSoftCap>(params, stream);
+    }
+  }
+  if constexpr (kKind == HopperKind::kFp8) {
+    if (!two_term_prev_tile(params)) {
+      return launch_warp_specialized<kKind, kHeadDim, kSoftCap, false>(params, schedule, stream);
+    }
+  }
+  return launch_warp_specialized<kKind, kHeadDim, kSoftCap, true>(params, schedule, stream);
 }
 
 // Soft-capping is a kernel template parameter: a runtime switch inside the unrolled softmax

@@ -17,8 +17,9 @@
 // P * 256, 3 mantissa bits), except on each work item's last two KV tiles, where P is two e4m3
 // terms (within 2^-8): a row over at most 128 keys from its sequence's start has all of them
 // there (one term missed the SPEC FP8 prefill tolerance on such rows by ~10%), a longer row at
-// least a whole tile of one-term keys besides; each tile's P·V accumulated on the tensor core,
-// tiles joined in fp32 registers.
+// least a whole tile of one-term keys besides; GQA groups >= 2 without a sliding window take the
+// last tile alone (rows over at most 128 - 128 / group keys stay all two-term); each tile's P·V
+// accumulated on the tensor core, tiles joined in fp32 registers.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -258,7 +258,7 @@ __device__ __forceinline__ void ws_persistent_producer(const AttentionParams& p,
 // Warpgroups 1 and 2 of the persistent kernel: ws_consumer's tile loop and epilogue for each
 // work item of the CTA, g0 = the item's first tile in the CTA's ring sequence. ctid =
 // threadIdx.x - 128 (0..255), c = ctid / 128. kSoftCap: p.logit_soft_cap > 0.
-template <class Cfg, bool kSoftCap>
+template <class Cfg, bool kSoftCap, bool kTwoTermPrev>
 __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
                                                        const WsItems& items, unsigned char* smem,
                                                        const WsRingBarriers& ring, int ctid) {
@@ -344,7 +344,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
       finish_deferred_pv();
       if (tile > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(g - 2) % kStages]);
       pack_p<Tile, true>(s, p_frag);
-      if constexpr (Tile::kFp8Pv) {
+      if constexpr (Tile::kFp8Pv && kTwoTermPrev) {
         if (tile == n_tiles - 1) {
           hold_p_lo<Tile, Cfg::kConsumerThreads>(s, p_frag, held_p_lo, ctid);
         }
@@ -381,7 +381,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     // FP8 P V: tile n - 2's second P term first, tile n - 1's P two-term (ws_two_term_tail).
     const int g_last = g0 + n_tiles - 1;
     sm90::wgmma_wait_group<0>();
-    if constexpr (Tile::kFp8Pv) {
+    if constexpr (Tile::kFp8Pv && kTwoTermPrev) {
       ws_two_term_tail<Cfg>(t_acc, p_frag, p_lo, held_p_lo, ctid,
                             slot_address(n_tiles > 1 ? g_last - 1 : g_last) +
                                 static_cast<uint32_t>(Cfg::kSlotKBytes));
@@ -449,7 +449,8 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
 // `maps`: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv); `items`: ws_items
 // for p, Cfg::kBlockM, the K/V element bytes and gridDim.x. kSoftCap must be p.logit_soft_cap > 0.
 // Any 1-D grid: CTA b takes work items b, b + gridDim.x, ... (see above).
-template <HopperKind kKind, int kHeadDimT, bool kSoftCap>
+// kTwoTermPrev (FP8 P·V): two-term P on the second-to-last KV tile too (two_term_prev_tile).
+template <HopperKind kKind, int kHeadDimT, bool kSoftCap, bool kTwoTermPrev = true>
 __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
     prefill_attention_hopper_persistent_kernel(const AttentionParams p,
                                                const __grid_constant__ KvTensorMaps maps,
@@ -467,7 +468,8 @@ __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
     ws_persistent_producer<Cfg>(p, maps, items, smem, ring, tid);
   } else {
     sm90::warpgroup_claim_registers<Cfg::kConsumerRegisters>();
-    ws_persistent_consumer<Cfg, kSoftCap>(p, items, smem, ring, tid - Cfg::kProducerThreads);
+    ws_persistent_consumer<Cfg, kSoftCap, kTwoTermPrev>(p, items, smem, ring,
+                                                        tid - Cfg::kProducerThreads);
   }
 #endif  // QUENCH_SM90A_ENABLED
 }

@@ -435,8 +435,12 @@ __device__ __forceinline__ void ws_finish_deferred_pv(float (&o_acc)[Tile::kHead
 // in shared memory (hold_p_lo: the registers are full there), the tail adds that term's P V to
 // T before T joins O (ws_two_term_tail), then runs tile n - 1's P V two-term
 // (pack_p_two_term). H200, against one-term P everywhere (bench/LOG.md, 2026-12-04): -3.5% at
-// 8k-16k tokens, -7% at 1k; peeling the last iteration instead (two-term P V serialized before
-// its Q K^T) cost -1% at page 64 but -5% at page 16 and -10% at 1k.
+// 8k-16k tokens, -7% at 1k, most of it in the loop's code (the hold branch moves the tile
+// counter off the uniform datapath); peeling the last iteration instead (two-term P V
+// serialized before its Q K^T) cost -1% at page 64 but -5% at page 16 and -10% at 1k. Where
+// the last tile alone suffices (kTwoTermPrev false: GQA groups >= 2 without a sliding window,
+// two_term_prev_tile in the launcher) there is no hold and the loop is the one-term loop:
+// -1.3% to -3%.
 
 // The tail's first step: with tile n - 2's one-term P V done into T (the caller waited), T +=
 // P_lo V from the held second term. p_lo is scratch (pinned until the wait).
@@ -486,7 +490,7 @@ __device__ __forceinline__ float ws_output_row_factor(const AttentionParams& p, 
 
 // Warpgroups 1 and 2: attention of packed rows 64c..64c+63 over the ring's tiles, then the
 // epilogue. ctid = threadIdx.x - 128 (0..255), c = ctid / 128. kSoftCap: p.logit_soft_cap > 0.
-template <class Cfg, bool kSoftCap>
+template <class Cfg, bool kSoftCap, bool kTwoTermPrev>
 __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWork& w,
                                             unsigned char* smem, const WsRingBarriers& ring,
                                             int ctid) {
@@ -556,7 +560,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     if (tile > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(tile - 2) % kStages]);
     pack_p<Tile, true>(s, p_frag);
     // FP8 P V: tile n - 2's second P term, for the tail (ws_two_term_tail).
-    if constexpr (Tile::kFp8Pv) {
+    if constexpr (Tile::kFp8Pv && kTwoTermPrev) {
       if (tile == n_tiles - 1) hold_p_lo<Tile, Cfg::kConsumerThreads>(s, p_frag, held_p_lo, ctid);
     }
 
@@ -596,7 +600,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   // path wait before O is read.
   if (n_tiles > 0) {
     sm90::wgmma_wait_group<0>();
-    if constexpr (Tile::kFp8Pv) {
+    if constexpr (Tile::kFp8Pv && kTwoTermPrev) {
       ws_two_term_tail<Cfg>(t_acc, p_frag, p_lo, held_p_lo, ctid,
                             vt_address_of(max(n_tiles - 2, 0)));
     }
@@ -650,7 +654,8 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
 
 // `maps`: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv). kSoftCap must be
 // p.logit_soft_cap > 0 (the launcher picks the instantiation).
-template <HopperKind kKind, int kHeadDimT, bool kSoftCap>
+// kTwoTermPrev (FP8 P·V): two-term P on the second-to-last KV tile too (two_term_prev_tile).
+template <HopperKind kKind, int kHeadDimT, bool kSoftCap, bool kTwoTermPrev = true>
 __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
     prefill_attention_hopper_ws_kernel(const AttentionParams p,
                                        const __grid_constant__ KvTensorMaps maps) {
@@ -669,7 +674,7 @@ __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
     ws_producer<Cfg>(p, maps, w, smem, ring, tid);
   } else {
     sm90::warpgroup_claim_registers<Cfg::kConsumerRegisters>();
-    ws_consumer<Cfg, kSoftCap>(p, w, smem, ring, tid - Cfg::kProducerThreads);
+    ws_consumer<Cfg, kSoftCap, kTwoTermPrev>(p, w, smem, ring, tid - Cfg::kProducerThreads);
   }
 #endif  // QUENCH_SM90A_ENABLED
 }
