@@ -28,11 +28,17 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return packed;
 }
 
+// Two FP8 values (the low two bytes, low byte first) -> two floats, exact.
+__device__ __forceinline__ float2 fp8x2_to_float2(uint32_t two_bytes,
+                                                  __nv_fp8_interpretation_t format) {
+  const __half2 h(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes), format));
+  return __half22float2(h);
+}
+
 // Two FP8 values (low byte first) -> packed bf16x2, exact (every e4m3/e5m2 value is a bf16).
 __device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t two_bytes,
                                                     __nv_fp8_interpretation_t format) {
-  const __half2 h(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes), format));
-  const float2 f = __half22float2(h);
+  const float2 f = fp8x2_to_float2(two_bytes, format);
   return pack_bf16x2(f.x, f.y);
 }
 

@@ -388,22 +388,8 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     }
     finish_deferred_pv();
     if (n_tiles > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(g_last - 1) % kStages]);
-    if constexpr (Tile::kFp8Pv) {
-      pack_p_two_term<Tile>(s, p_frag, p_lo);
-    } else {
-      pack_p<Tile, true>(s, p_frag);
-    }
-    sm90::fence_registers(pv_acc);
-    sm90::fence_registers(p_frag);
-    if constexpr (Tile::kFp8Pv) sm90::fence_registers(p_lo);
-    sm90::wgmma_fence();
-    const uint32_t last_v_address = slot_address(g_last) + static_cast<uint32_t>(Cfg::kSlotKBytes);
-    if constexpr (Tile::kFp8Pv) {
-      issue_pv_two_term<Tile>(t_acc, p_frag, p_lo, last_v_address);
-    } else {
-      ws_issue_pv<Cfg>(pv_acc, p_frag, last_v_address);
-    }
-    sm90::wgmma_commit_group();
+    ws_issue_last_pv<Cfg>(s, pv_acc, p_frag, p_lo,
+                          slot_address(g_last) + static_cast<uint32_t>(Cfg::kSlotKBytes));
     // Every Q K^T of this consumer is done: its Q rows take the next item's under this P V and
     // the epilogue.
     if (next_item >= 0) {

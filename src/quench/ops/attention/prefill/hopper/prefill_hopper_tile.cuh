@@ -357,35 +357,22 @@ __device__ __forceinline__ void pack_p_two_term(const float (&s)[Cfg::kBlockN / 
   }
 }
 
-// Issues acc (+)= P V^T-operand: FP8 overwrites acc (the tile accumulator T), bf16 accumulates
-// into O. The caller fences before and commits / waits after.
+// Issues acc (+)= P V^T-operand: FP8 overwrites acc (the tile accumulator T) unless
+// accumulate_first (a two-term P's second term), bf16 accumulates into O. The caller fences
+// before and commits / waits after.
 template <class Cfg>
 __device__ __forceinline__ void issue_pv(float (&acc)[Cfg::kHeadDim / 2],
                                          const uint32_t (&p_frag)[Cfg::kPvSteps][4],
-                                         uint32_t vt_address) {
+                                         uint32_t vt_address, bool accumulate_first = false) {
   const uint64_t b0 = sm90::smem_descriptor_sw128(vt_address);
 #pragma unroll
   for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
     const uint64_t b = descriptor_plus(b0, kstep_address(0, Cfg::kHeadDim, ks));
     if constexpr (Cfg::kFp8Pv) {
-      sm90::wgmma_m64n128k32_e4m3_rs(acc, p_frag[ks], b, ks > 0);
+      sm90::wgmma_m64n128k32_e4m3_rs(acc, p_frag[ks], b, accumulate_first || ks > 0);
     } else {
       wgmma_bf16_rs<Cfg::kHeadDim>(acc, p_frag[ks], b, true);
     }
-  }
-}
-
-// FP8 P V's second term alone: t += P_lo V. The caller fences before and commits / waits after.
-template <class Cfg>
-__device__ __forceinline__ void issue_pv_lo(float (&t)[Cfg::kHeadDim / 2],
-                                            const uint32_t (&p_lo)[Cfg::kPvSteps][4],
-                                            uint32_t vt_address) {
-  static_assert(Cfg::kFp8Pv, "two-term P is FP8 P V's");
-  const uint64_t b0 = sm90::smem_descriptor_sw128(vt_address);
-#pragma unroll
-  for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
-    const uint64_t b = descriptor_plus(b0, kstep_address(0, Cfg::kHeadDim, ks));
-    sm90::wgmma_m64n128k32_e4m3_rs(t, p_lo[ks], b, true);
   }
 }
 
@@ -396,8 +383,9 @@ __device__ __forceinline__ void issue_pv_two_term(float (&t)[Cfg::kHeadDim / 2],
                                                   const uint32_t (&p_hi)[Cfg::kPvSteps][4],
                                                   const uint32_t (&p_lo)[Cfg::kPvSteps][4],
                                                   uint32_t vt_address) {
+  static_assert(Cfg::kFp8Pv, "two-term P is FP8 P V's");
   issue_pv<Cfg>(t, p_hi, vt_address);
-  issue_pv_lo<Cfg>(t, p_lo, vt_address);
+  issue_pv<Cfg>(t, p_lo, vt_address, /*accumulate_first=*/true);
 }
 
 // The second e4m3 term of P already packed by pack_p (one term, round to nearest even): lo =
@@ -414,10 +402,8 @@ __device__ __forceinline__ void hold_p_lo(const float (&s)[Cfg::kBlockN / 2],
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const float4 x = fp8_p_fragment_values<Cfg>(s, ks, i);
-      const float2 hi01 = __half22float2(__half2(
-          __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(p_frag[ks][i]), __NV_E4M3)));
-      const float2 hi23 = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(
-          static_cast<__nv_fp8x2_storage_t>(p_frag[ks][i] >> 16), __NV_E4M3)));
+      const float2 hi01 = prefill_common::fp8x2_to_float2(p_frag[ks][i] & 0xffffu, __NV_E4M3);
+      const float2 hi23 = prefill_common::fp8x2_to_float2(p_frag[ks][i] >> 16, __NV_E4M3);
       held[(4 * ks + i) * kThreads + tid] =
           pack_e4m3x4(x.x - hi01.x, x.y - hi01.y, x.z - hi23.x, x.w - hi23.y);
     }

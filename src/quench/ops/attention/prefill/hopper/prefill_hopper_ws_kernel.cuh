@@ -457,11 +457,38 @@ __device__ __forceinline__ void ws_two_term_tail(float (&t_acc)[Cfg::Tile::kHead
   sm90::fence_registers(t_acc);
   sm90::fence_registers(p_lo);
   sm90::wgmma_fence();
-  issue_pv_lo<Tile>(t_acc, p_lo, vt_address);
+  issue_pv<Tile>(t_acc, p_lo, vt_address, /*accumulate_first=*/true);
   sm90::wgmma_commit_group();
   sm90::wgmma_wait_group<0>();
   sm90::fence_registers(p_lo);
   sm90::fence_registers(t_acc);
+}
+
+// The last tile's P V, from S (P after its softmax): packed two-term for FP8 P V (p_lo its
+// second term, pinned by the caller after its wait), one-term otherwise; fenced, issued and
+// committed (the caller waits).
+template <class Cfg>
+__device__ __forceinline__ void ws_issue_last_pv(const float (&s)[Cfg::Tile::kBlockN / 2],
+                                                 float (&pv_acc)[Cfg::Tile::kHeadDim / 2],
+                                                 uint32_t (&p_frag)[Cfg::Tile::kPvSteps][4],
+                                                 uint32_t (&p_lo)[Cfg::Tile::kPvSteps][4],
+                                                 uint32_t v_address) {
+  using Tile = typename Cfg::Tile;
+  if constexpr (Tile::kFp8Pv) {
+    pack_p_two_term<Tile>(s, p_frag, p_lo);
+  } else {
+    pack_p<Tile, true>(s, p_frag);
+  }
+  sm90::fence_registers(pv_acc);
+  sm90::fence_registers(p_frag);
+  if constexpr (Tile::kFp8Pv) sm90::fence_registers(p_lo);
+  sm90::wgmma_fence();
+  if constexpr (Tile::kFp8Pv) {
+    issue_pv_two_term<Tile>(pv_acc, p_frag, p_lo, v_address);
+  } else {
+    ws_issue_pv<Cfg>(pv_acc, p_frag, v_address);
+  }
+  sm90::wgmma_commit_group();
 }
 
 // The epilogue's factor for one accumulator row (packed row m of work item w): v_scale over the
@@ -605,21 +632,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
                             vt_address_of(max(n_tiles - 2, 0)));
     }
     finish_deferred_pv();
-    if constexpr (Tile::kFp8Pv) {
-      pack_p_two_term<Tile>(s, p_frag, p_lo);
-    } else {
-      pack_p<Tile, true>(s, p_frag);
-    }
-    sm90::fence_registers(pv_acc);
-    sm90::fence_registers(p_frag);
-    if constexpr (Tile::kFp8Pv) sm90::fence_registers(p_lo);
-    sm90::wgmma_fence();
-    if constexpr (Tile::kFp8Pv) {
-      issue_pv_two_term<Tile>(t_acc, p_frag, p_lo, vt_address_of(n_tiles - 1));
-    } else {
-      ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(n_tiles - 1));
-    }
-    sm90::wgmma_commit_group();
+    ws_issue_last_pv<Cfg>(s, pv_acc, p_frag, p_lo, vt_address_of(n_tiles - 1));
   }
   sm90::wgmma_wait_group<0>();
   correction[0] = 1.0f;
