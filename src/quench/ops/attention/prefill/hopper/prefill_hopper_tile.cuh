@@ -36,8 +36,15 @@ struct HopperConfig {
   static constexpr int kWarpgroups = 2;
   static constexpr int kThreads = 128 * kWarpgroups;
   static constexpr int kBlockM = 64 * kWarpgroups;  // packed query rows per CTA
-  // Keys per K/V tile: 64 at head_dim 256 keeps S and O in registers.
-  static constexpr int kBlockN = kHeadDim == 256 ? 64 : 128;
+  // Keys per K/V tile: 64 at head_dim 256 keeps S and O in registers. bf16 q over FP8 KV at
+  // head_dim 128 takes 64 too: its ring slots hold the widened bf16 K and V (64 KB at 128 keys),
+  // which left room for two slots only, and with two every tile's build waited for the V release
+  // of the tile before it (the producer on the consumers' critical path); 64-key tiles have four.
+  // H200, b2 x 8k causal (bench/LOG.md, tenth session): 304 -> 328 TFLOP/s at page 16, 305 -> 336
+  // at page 64 (per tile; the persistent kernel -1%). At head_dim 64 (four slots already) 64-key
+  // tiles lost 1-8%.
+  static constexpr int kBlockN =
+      kHeadDim == 256 || (kKind == HopperKind::kBf16QFp8Kv && kHeadDim == 128) ? 64 : 128;
   static constexpr int kQkBytes = kFp8Qk ? 1 : 2;  // bytes per Q (and K operand) element
   static constexpr int kPvBytes = kFp8Pv ? 1 : 2;  // bytes per P (and V^T operand) element
   static constexpr int kKvBytes = kFp8Kv ? 1 : 2;  // bytes per cached element

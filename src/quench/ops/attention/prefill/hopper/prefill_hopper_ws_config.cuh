@@ -86,9 +86,10 @@ struct WsConfig {
   // flight, 0 for none left (the persistent kernel's loading warp hands them to the producer
   // threads that build).
   static constexpr int kRawKeysBytes = 2 * 4;
-  // Then the persistent kernel's load cursor (WsLoadCursor, prefill_hopper_persistent_kernel.cuh):
-  // the loading warp keeps it here between its turns, not in its 24 registers across the build.
-  static constexpr int kLoadCursorBytes = 64;
+  // Then the persistent kernel's load cursors (WsLoadCursor, prefill_hopper_persistent_kernel.cuh),
+  // one per producer warp: a loading warp keeps its own here between its turns, not in its 24
+  // registers across the build.
+  static constexpr int kLoadCursorBytes = 128;
 
   // FP8 P V: the second e4m3 term of tile n - 2's P, from the consumers' last loop iteration to
   // their tail (ws_two_term_tail): one word per consumer thread and P fragment register.

@@ -5,13 +5,15 @@
 // synchronous kernel; what changes is who does what, and when:
 //
 // One CTA of three warpgroups per (tile of 128 packed query rows, KV head, sequence).
-//   producer  warpgroup 0 (setmaxnreg down): one warp loads each K/V tile (kBlockN keys: 128,
-//             64 at head_dim 256) with TMA, one box per page (lane l: the tile's page l, read
-//             from the block table; tensor maps of kv_tensor_map.h, kernel parameters). bf16 K
-//             and V land straight in the ring slot (V as cached is P V's MN-major B operand);
-//             FP8 K too unless it is widened, while FP8 V lands in a private raw stage (two,
-//             where they fit, let kPrefetchTiles tiles fly) from which the producer builds the
-//             slot's V operand: V^T for FP8 P V (transpose_v_fp8), V widened to bf16 for bf16
+//   producer  warpgroup 0 (setmaxnreg down): loads each K/V tile (kBlockN keys: 128; 64 at
+//             head_dim 256 and for bf16 q over FP8 KV at 128) with TMA, one box per page, each
+//             page's boxes issued by one lane (ws_load_page: warp 0's, or all four warps' where
+//             a tile spans four pages or more), page ids read from the block table; tensor maps
+//             of kv_tensor_map.h, kernel parameters). bf16 K and V land straight in the ring
+//             slot (V as cached is P V's MN-major B operand); FP8 K too unless it is widened,
+//             while FP8 V lands in a private raw stage (two, where they fit, let
+//             kPrefetchTiles tiles fly) from which the producer builds the slot's V operand:
+//             V^T for FP8 P V (transpose_v_fp8), V widened to bf16 for bf16
 //             P V (MN-major, no transpose). The slot's `full` mbarrier completes when the loads'
 //             bytes have landed and the built operands are fenced for the async proxy. It waits on
 //             the slot's `empty` mbarriers before reusing it. See ws_producer.
@@ -130,18 +132,40 @@ struct WsTileLoad {
   uint64_t* v_barrier;
 };
 
-// Warp 0 of the producer: issues the TMA loads of KV tile `tile` (keys kv0 .. kv0 + kBlockN - 1)
-// of the CTA's KV head: lane l loads the tile's page l (a tile spans kBlockN / page_size <= 8
-// pages), one box per 128-byte column block of K and of V, if that page holds a key before
-// kv_end. Pages past kv_end are not read (their block-table entries may be padding); rows past
-// kv_end in the last page are loaded from the cache as they are (the caller keeps them out of
-// P V). Lane 0 first announces the bytes: arrive.expect_tx on the barrier of the direct loads,
-// and on the raw stage's barrier for the raw ones (one barrier per destination kind).
+// Whether a tile's loads are issued by all four producer warps (ws_load_page): where a tile
+// spans four pages or more. Each page's boxes are a lane-serialised ELECT / UTMALDG round in
+// the SASS, so one warp issuing eight pages (page 16, 128-key tiles) kept the ring short of
+// loads. H200, b2 x 8k causal page 16 (bench/LOG.md, tenth session): FP8 P·V 654 -> 687
+// TFLOP/s, FP8 q with bf16 P·V 491 -> 570, bf16 q over FP8 KV 303 -> 337; at page 64 (two pages
+// per tile) four warps cost 1%, so one warp issues there.
+template <int kBlockN>
+__device__ __forceinline__ bool ws_spread_loads(const AttentionParams& p) {
+  return p.kv.page_size * 4 <= kBlockN;
+}
+
+// The page of each tile that producer thread (warp, lane) loads (32 and over: none): page l by
+// lane l of warp 0, or, spread, page j by lane j / 4 of warp j % 4. Page 0 (always present) is
+// warp 0 lane 0's, which announces the tile's bytes.
+__device__ __forceinline__ int ws_load_page(bool spread, int warp, int lane) {
+  if (spread) return lane < 8 ? lane * 4 + warp : 32;
+  return warp == 0 ? lane : 32;
+}
+
+// Issues the TMA loads of KV tile `tile` (keys kv0 .. kv0 + kBlockN - 1) of the CTA's KV head
+// that fall to this producer thread: page `page` of the tile (ws_load_page; a tile spans
+// kBlockN / page_size <= 8 pages), one box per 128-byte column block of K and of V, if that page
+// holds a key before kv_end. Pages past kv_end are not read (their block-table entries may be
+// padding); rows past kv_end in the last page are loaded from the cache as they are (the caller
+// keeps them out of P V). The thread of page 0 first announces the whole tile's bytes:
+// arrive.expect_tx on the barrier of the direct loads, and on the raw stage's barrier for the raw
+// ones (one barrier per destination kind). Loads of other warps may land before that
+// announcement: the barrier's transaction count then dips below zero, and its phase still waits
+// for the announcing arrival.
 template <class Cfg>
 __device__ __forceinline__ void ws_issue_tile_loads(const AttentionParams& p,
                                                     const KvTensorMaps& maps, const WsWork& w,
                                                     const int32_t* pages, int tile,
-                                                    const WsTileLoad& load, int lane) {
+                                                    const WsTileLoad& load, int page) {
   using Tile = typename Cfg::Tile;
   constexpr int kBlockN = Tile::kBlockN;
   const int page_shift = __ffs(p.kv.page_size) - 1;
@@ -152,7 +176,7 @@ __device__ __forceinline__ void ws_issue_tile_loads(const AttentionParams& p,
   // second 64 bytes are out of the tensor's bounds, zero-filled, and counted).
   const uint32_t tensor_bytes =
       static_cast<uint32_t>(tile_pages * p.kv.page_size * 128 * Cfg::kKvBoxes);
-  if (lane == 0) {
+  if (page == 0) {
     if (load.k_barrier == load.v_barrier) {
       sm90_async::mbarrier_arrive_expect_bytes(load.k_barrier, 2 * tensor_bytes);
     } else {
@@ -161,18 +185,18 @@ __device__ __forceinline__ void ws_issue_tile_loads(const AttentionParams& p,
     }
   }
   __syncwarp();
-  if (lane < tile_pages) {
-    const int32_t page = pages[(kv0 >> page_shift) + lane];
+  if (page < tile_pages) {
+    const int32_t page_id = pages[(kv0 >> page_shift) + page];
     const bool nhd = p.kv.layout == KvLayout::kNHD;
     const int c1 = nhd ? w.kv_head : 0;
     const int c2 = nhd ? 0 : w.kv_head;
-    const int row_offset = (lane << page_shift) * 128;  // the page's first row in the tile
+    const int row_offset = (page << page_shift) * 128;  // the page's first row in the tile
 #pragma unroll
     for (int b = 0; b < Cfg::kKvBoxes; ++b) {
       const int offset = b * kBlockN * 128 + row_offset;
-      sm90_async::tma_load_4d(load.k_dst + offset, &maps.k, b * Cfg::kKvBoxElems, c1, c2, page,
+      sm90_async::tma_load_4d(load.k_dst + offset, &maps.k, b * Cfg::kKvBoxElems, c1, c2, page_id,
                               load.k_barrier);
-      sm90_async::tma_load_4d(load.v_dst + offset, &maps.v, b * Cfg::kKvBoxElems, c1, c2, page,
+      sm90_async::tma_load_4d(load.v_dst + offset, &maps.v, b * Cfg::kKvBoxElems, c1, c2, page_id,
                               load.v_barrier);
     }
   }
@@ -208,18 +232,18 @@ __device__ __forceinline__ void ws_build_operands(const unsigned char* raw, unsi
   }
 }
 
-// Warpgroup 0: fills the ring. ptid = threadIdx.x (0..127). Warp 0 issues every load (one TMA
-// box per page, column block and tensor); the producer's other three warps only help build
-// operands from the raw stages.
+// Warpgroup 0: fills the ring. ptid = threadIdx.x (0..127). Warp 0 issues the loads (one TMA
+// box per page, column block and tensor), or all four warps where ws_spread_loads says so; the
+// producer's other warps also build operands from the raw stages.
 //
-// Direct-V kinds (bf16): K and V land in the slot; the slot's `full` counts their bytes and lane
-// 0's arrive.expect_tx. Warp 0 waits for a slot's k_empty and v_empty, then loads into it, so
-// every free slot's loads fly. The last tile, when it ends before kBlockN keys, is the one
-// exception: its rows past kv_end (cache memory past the sequence's end, or stale rows of pages
-// not loaded) must not reach P V, where P = 0 times NaN would be NaN. Its loads count on the
-// producer's `tail` barrier instead; warp 0 waits for them, zeroes those V rows, fences, and
-// arrives on `full` (K rows past kv_end need nothing: the softmax masks their scores to -inf
-// whatever they hold).
+// Direct-V kinds (bf16): K and V land in the slot; the slot's `full` counts their bytes and the
+// announcing arrive.expect_tx. Each issuing warp waits for a slot's k_empty and v_empty, then
+// loads its pages into it, so every free slot's loads fly. The last tile, when it ends before
+// kBlockN keys, is the one exception: its rows past kv_end (cache memory past the sequence's end,
+// or stale rows of pages not loaded) must not reach P V, where P = 0 times NaN would be NaN. Warp
+// 0 alone loads it, counted on the producer's `tail` barrier instead, waits for them, zeroes
+// those V rows, fences, and arrives on `full` (K rows past kv_end need nothing: the softmax masks
+// their scores to -inf whatever they hold).
 //
 // Raw-stage kinds (FP8 KV): V (and widened K) land in raw stage tile % kRawStages, counted by
 // raw_full[tile & 1]; direct K lands in the slot, counted by `full`. kPrefetchTiles tiles fly
@@ -247,8 +271,9 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const KvTe
     return min(kBlockN, w.kv_end - (w.kv_begin + tile * kBlockN));
   };
 
+  const bool spread = ws_spread_loads<kBlockN>(p);
   if constexpr (Cfg::kVDirect) {
-    if (warp != 0) return;
+    if (!spread && warp != 0) return;
     for (int tile = 0; tile < w.num_kv_tiles; ++tile) {
       const int slot = tile % kStages;
       if (tile >= kStages) {
@@ -260,8 +285,9 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const KvTe
       uint64_t* barrier = tail ? ring.tail : &ring.full[slot];
       unsigned char* k_dst = slot_k(tile);
       unsigned char* v_dst = k_dst + Cfg::kSlotKBytes;
-      ws_issue_tile_loads<Cfg>(p, maps, w, pages, tile, {k_dst, v_dst, barrier, barrier}, lane);
-      if (tail) {
+      ws_issue_tile_loads<Cfg>(p, maps, w, pages, tile, {k_dst, v_dst, barrier, barrier},
+                               ws_load_page(spread && !tail, warp, lane));
+      if (tail && warp == 0) {
         // The one tail tile of the CTA: the barrier's first phase.
         sm90_async::mbarrier_wait(ring.tail, 0);
         ws_zero_rows<kBlockN, Cfg::kKvBoxes * 8, 32>(v_dst, valid_keys, lane);
@@ -272,6 +298,7 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const KvTe
     }
   } else {
     constexpr int kPrefetch = Cfg::kPrefetchTiles;
+    const int page = ws_load_page(spread, warp, lane);
     const auto issue = [&](int tile) {
       unsigned char* raw = raw_stage(tile);
       uint64_t* raw_full = &ring.raw_full[tile & 1];
@@ -279,13 +306,14 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const KvTe
         const int slot = tile % kStages;
         if (tile >= kStages) sm90_async::mbarrier_wait(&ring.k_empty[slot], empty_parity(tile));
         ws_issue_tile_loads<Cfg>(p, maps, w, pages, tile,
-                                 {slot_k(tile), raw, &ring.full[slot], raw_full}, lane);
+                                 {slot_k(tile), raw, &ring.full[slot], raw_full}, page);
       } else {
         ws_issue_tile_loads<Cfg>(p, maps, w, pages, tile,
-                                 {raw + Cfg::kRawKOffsetInStage, raw, raw_full, raw_full}, lane);
+                                 {raw + Cfg::kRawKOffsetInStage, raw, raw_full, raw_full}, page);
       }
     };
-    if (warp == 0) {
+    const bool issuer = spread || warp == 0;
+    if (issuer) {
       for (int tile = 0; tile < kPrefetch && tile < w.num_kv_tiles; ++tile)
         issue(tile);
     }
@@ -304,12 +332,12 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const KvTe
       // The built operands are generic-proxy writes that wgmma reads.
       sm90::fence_proxy_async_shared();
       sm90_async::mbarrier_arrive(&ring.full[slot]);
-      // Every producer thread is done reading tile's raw stage before warp 0 loads into it
+      // Every producer thread is done reading tile's raw stage before the issuers load into it
       // again: just below (two stages, two in flight: tile + 2; one stage: tile + 1), or one
       // iteration later (two stages, one in flight).
       sm90_async::named_barrier_sync(Cfg::kProducerBarrier, Cfg::kProducerThreads);
       const int next = tile + kPrefetch;
-      if (warp == 0 && next < w.num_kv_tiles) issue(next);
+      if (issuer && next < w.num_kv_tiles) issue(next);
     }
   }
 }
