@@ -85,19 +85,28 @@ TEST(PrefillHopperSchedule, ScheduleSizeCountsEveryMTileOfTheLongestChunk) {
   EXPECT_EQ(ws_schedule_size(1, 32, 8, 1, 128), 8);
 }
 
-// The default schedule rule on the shapes the H200 measured (bench/LOG.md, sixth session).
+// The default schedule rule on the shapes the H200 measured (bench/LOG.md, sixth and tenth
+// sessions).
 TEST(PrefillHopperSchedule, PersistentByDefaultWhereItWasMeasuredToWin) {
-  // Every kind: persistent up to 2k-token chunks, per tile above (page 16).
+  // Every kind: persistent up to 2k-token chunks; above, per tile for the FP8-KV kinds (page 16)
+  // and bf16 at head_dim 64 / 256 in 16-token pages.
   for (const bool bf16 : {true, false}) {
     EXPECT_TRUE(persistent_by_default(bf16, 128, 16, 1024));
     EXPECT_TRUE(persistent_by_default(bf16, 128, 16, kPersistentMaxQueryLen));
-    EXPECT_FALSE(persistent_by_default(bf16, 128, 16, kPersistentMaxQueryLen + 1));
-    EXPECT_FALSE(persistent_by_default(bf16, 128, 16, 16384));
   }
-  // bf16 over bf16 in pages of 64: persistent at every length (hd64 and hd128).
-  EXPECT_TRUE(persistent_by_default(true, 128, 64, 16384));
+  EXPECT_FALSE(persistent_by_default(false, 128, 16, kPersistentMaxQueryLen + 1));
+  EXPECT_FALSE(persistent_by_default(false, 128, 16, 16384));
+  EXPECT_FALSE(persistent_by_default(true, 64, 16, 8192));
+  EXPECT_FALSE(persistent_by_default(true, 256, 16, 8192));
+  EXPECT_TRUE(persistent_by_default(true, 256, 16, kPersistentMaxQueryLen));
+  // bf16 over bf16 at head_dim 128: persistent at every length in every page size.
+  for (const int page : {16, 32, 64}) {
+    EXPECT_TRUE(persistent_by_default(true, 128, page, 16384));
+    EXPECT_TRUE(persistent_by_default(true, 128, page, kPersistentMaxQueryLen + 1));
+  }
+  // ... and at head_dim 64 in pages of 64.
   EXPECT_TRUE(persistent_by_default(true, 64, 64, 8192));
-  EXPECT_FALSE(persistent_by_default(true, 128, 32, 8192));
+  EXPECT_FALSE(persistent_by_default(true, 64, 32, 8192));
   // Not for the FP8-KV kinds, nor at head_dim 256 (not measured at page 64).
   EXPECT_FALSE(persistent_by_default(false, 128, 64, 8192));
   EXPECT_FALSE(persistent_by_default(true, 256, 64, 8192));

@@ -64,20 +64,24 @@ QUENCH_HD WsItemCoordinates ws_item_coordinates(int item, int pairs, int m_tiles
 // where CTAs are short (1k: +7% bf16, +17% FP8, +16% FP8 P·V; 2k: +2-8%), is even at 4k, and
 // at 8k-16k loses 3-14% at page 16 (FP8 P·V most: its producer spills in the persistent kernel).
 inline constexpr int kPersistentMaxQueryLen = 2048;
-// bf16 q over a bf16 cache in pages of at least this many tokens runs persistent at every chunk
-// length: its TMA loads are few and large there, and the persistent kernel won at every length
-// measured (H200, sixth session, hd128 causal, page 64, persistent / per tile TFLOP/s: 1k 346 /
-// 309, 2k 443 / 403, 4k 518 / 497, 8k 561 / 551, 16k 597 / 583); at page 16 per tile still wins
-// from 8k (517 / 502, 547 / 525), the FP8-KV kinds are even or favour per tile, and head_dim
-// 256 (two ring slots) lost persistent at page 16 (367 / 382 at 8k) and is not measured at 64.
+// bf16 q over a bf16 cache runs persistent at every chunk length: at head_dim 128 in every page
+// size, at head_dim 64 in pages of at least kPersistentAnyLenMinPage tokens. Measured on the
+// H200, hd128 causal, persistent / per tile TFLOP/s: page 64 (sixth session) 1k 346 / 309, 2k
+// 443 / 403, 4k 518 / 497, 8k 561 / 551, 16k 597 / 583; page 16 since its producer's four warps
+// issue the TMA loads (tenth session) 4k 496 / 477, 8k 566 / 541, 16k 597 / 579 (per tile had
+// won there from 8k before: 517 / 502). head_dim 64 at page 16 still favours per tile (398 / 377
+// at 8k), the FP8-KV kinds are even or favour per tile, and head_dim 256 (two ring slots) loses
+// persistent (449 / 467 at 8k page 16). Page 32 (four pages per tile, like page 16's eight
+// spread over the producer's warps) is not measured and follows head_dim 128's rule.
 inline constexpr int kPersistentAnyLenMinPage = 64;
 
 // Whether a launch runs the persistent kernel (else the per-tile one) when nothing forces a
-// schedule: bf16 q over a bf16 cache at head_dim <= 128 in pages of kPersistentAnyLenMinPage+
-// tokens at every chunk length, every other launch for chunks of at most kPersistentMaxQueryLen.
-inline bool persistent_by_default(bool bf16_over_bf16, int head_dim, int page_size,
-                                  int max_q_len) {
-  if (bf16_over_bf16 && head_dim <= 128 && page_size >= kPersistentAnyLenMinPage) return true;
+// schedule: bf16 q over a bf16 cache at every chunk length at head_dim 128, and at head_dim 64 in
+// pages of kPersistentAnyLenMinPage+ tokens; every other launch for chunks of at most
+// kPersistentMaxQueryLen.
+inline bool persistent_by_default(bool bf16_over_bf16, int head_dim, int page_size, int max_q_len) {
+  if (bf16_over_bf16 && head_dim == 128) return true;
+  if (bf16_over_bf16 && head_dim < 128 && page_size >= kPersistentAnyLenMinPage) return true;
   return max_q_len <= kPersistentMaxQueryLen;
 }
 
