@@ -159,8 +159,8 @@ __device__ __forceinline__ int ws_load_page(bool spread, int warp, int lane) {
 // keeps them out of P V). The thread of page 0 first announces the whole tile's bytes:
 // arrive.expect_tx on the barrier of the direct loads, and on the raw stage's barrier for the raw
 // ones (one barrier per destination kind). Loads of other warps may land before that
-// announcement: the barrier's transaction count then dips below zero, and its phase still waits
-// for the announcing arrival.
+// announcement: the barrier's transaction count then dips below zero (the PTX ISA gives it the
+// signed range -(2^20 - 1) .. 2^20 - 1), and its phase still waits for the announcing arrival.
 template <class Cfg>
 __device__ __forceinline__ void ws_issue_tile_loads(const AttentionParams& p,
                                                     const KvTensorMaps& maps, const WsWork& w,
