@@ -509,13 +509,24 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
       }
     }
   }
+  // Each row's max and sum run as kParts independent partial chains: a single running max /
+  // sum made each a chain of kBlockN / 4 dependent FMNMX / FADD, and a row's exps could not
+  // start before its whole max chain (and the shuffles) had retired. Row by row, so that the
+  // second row's max fills the first row's exps. Max is exact in any order; the sum's order
+  // changes its rounding only.
+  constexpr int kParts = 4;
+  constexpr int kColumnBlocks = kBlockN / 8;
+  static_assert(kColumnBlocks % kParts == 0, "every partial chain takes the same blocks");
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float tile_max = -INFINITY;
+    float part[kParts];
 #pragma unroll
-    for (int nt = 0; nt < kBlockN / 8; ++nt) {
-      tile_max = fmaxf(tile_max, fmaxf(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]));
-    }
+    for (int k = 0; k < kParts; ++k)
+      part[k] = fmaxf(s[4 * k + 2 * r], s[4 * k + 2 * r + 1]);
+#pragma unroll
+    for (int nt = kParts; nt < kColumnBlocks; ++nt)
+      part[nt % kParts] = fmaxf(part[nt % kParts], fmaxf(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]));
+    float tile_max = fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
     const float new_max = fmaxf(row_max[r], tile_max * to_log2);
@@ -523,17 +534,18 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
     const float offset = new_max == -INFINITY ? 0.0f : new_max;
     correction[r] = fast_exp2(row_max[r] - offset);
     row_max[r] = new_max;
-    row_sum[r] *= correction[r];
     const float p_offset = offset - static_cast<float>(kPScaleLog2);
+    float sum[kParts] = {};
 #pragma unroll
-    for (int nt = 0; nt < kBlockN / 8; ++nt) {
+    for (int nt = 0; nt < kColumnBlocks; ++nt) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         float& e = s[4 * nt + 2 * r + c];
         e = fast_exp2(fmaf(e, to_log2, -p_offset));
-        row_sum[r] += e;
+        sum[nt % kParts] += e;
       }
     }
+    row_sum[r] = fmaf(row_sum[r], correction[r], (sum[0] + sum[1]) + (sum[2] + sum[3]));
   }
 }
 
