@@ -135,9 +135,9 @@ struct WsTileLoad {
 // Whether a tile's loads are issued by all four producer warps (ws_load_page): where a tile
 // spans four pages or more. Each page's boxes are a lane-serialised ELECT / UTMALDG round in
 // the SASS, so one warp issuing eight pages (page 16, 128-key tiles) kept the ring short of
-// loads. H200, b2 x 8k causal page 16 (bench/LOG.md, tenth session): FP8 P·V 654 -> 687
-// TFLOP/s, FP8 q with bf16 P·V 491 -> 570, bf16 q over FP8 KV 303 -> 337; at page 64 (two pages
-// per tile) four warps cost 1%, so one warp issues there.
+// loads. H200, b2 x 8k causal page 16 (bench/LOG.md, tenth session): FP8 P·V 654 -> 699
+// TFLOP/s, bf16 525 -> 559, head_dim 256 bf16 399 -> 474, FP8 q with bf16 P·V 491 -> 570; at
+// page 64 (two pages per tile) four warps cost 1%, so one warp issues there.
 template <int kBlockN>
 __device__ __forceinline__ bool ws_spread_loads(const AttentionParams& p) {
   return p.kv.page_size * 4 <= kBlockN;
