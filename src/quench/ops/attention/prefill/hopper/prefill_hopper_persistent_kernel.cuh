@@ -132,25 +132,39 @@ __device__ __forceinline__ void ws_persistent_producer(const AttentionParams& p,
     uint32_t tails = 0;
     for (int g = 0; at.valid(); ++g, at.advance(p, items)) {
       const int slot = g % kStages;
-      if (g >= kStages) {
-        sm90_async::mbarrier_wait(&ring.k_empty[slot], empty_parity(g));
-        sm90_async::mbarrier_wait(&ring.v_empty[slot], empty_parity(g));
+      if constexpr (!Cfg::kSplitFull) {
+        if (g >= kStages) {
+          sm90_async::mbarrier_wait(&ring.k_empty[slot], empty_parity(g));
+          sm90_async::mbarrier_wait(&ring.v_empty[slot], empty_parity(g));
+        }
       }
       const int valid_keys = valid_keys_of(at.w, at.tile);
       const bool tail = valid_keys < kBlockN;
-      uint64_t* barrier = tail ? ring.tail : &ring.full[slot];
       unsigned char* k_dst = slot_k(g);
       unsigned char* v_dst = k_dst + Cfg::kSlotKBytes;
-      ws_issue_tile_loads<Cfg>(p, maps, at.w, pages_of(at.w), at.tile,
-                               {k_dst, v_dst, barrier, barrier},
-                               tail ? ws_load_page(false, warp, lane) : page);
+      const int tile_page = tail ? ws_load_page(false, warp, lane) : page;
+      if constexpr (Cfg::kSplitFull) {
+        // K once its slot's K is free, V once its V is (ws_producer's protocol).
+        const WsTileLoad load{k_dst, v_dst, &ring.full[slot],
+                              tail ? ring.tail : &ring.v_full[slot]};
+        if (g >= kStages) sm90_async::mbarrier_wait(&ring.k_empty[slot], empty_parity(g));
+        ws_issue_tile_loads<Cfg, true, false>(p, maps, at.w, pages_of(at.w), at.tile, load,
+                                              tile_page);
+        if (g >= kStages) sm90_async::mbarrier_wait(&ring.v_empty[slot], empty_parity(g));
+        ws_issue_tile_loads<Cfg, false, true>(p, maps, at.w, pages_of(at.w), at.tile, load,
+                                              tile_page);
+      } else {
+        uint64_t* barrier = tail ? ring.tail : &ring.full[slot];
+        ws_issue_tile_loads<Cfg>(p, maps, at.w, pages_of(at.w), at.tile,
+                                 {k_dst, v_dst, barrier, barrier}, tile_page);
+      }
       if (tail && warp == 0) {
         sm90_async::mbarrier_wait(ring.tail, tails & 1u);
         ++tails;
         ws_zero_rows<kBlockN, Cfg::kKvBoxes * 8, 32>(v_dst, valid_keys, lane);
         sm90::fence_proxy_async_shared();
         __syncwarp();
-        if (lane == 0) sm90_async::mbarrier_arrive(&ring.full[slot]);
+        if (lane == 0) sm90_async::mbarrier_arrive(&ring.v_full[slot]);
       }
     }
   } else {
@@ -364,6 +378,12 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
       const int kv0 = kv_begin + tile * kBlockN;
       const int slot = g % kStages;
       sm90_async::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((g / kStages) & 1));
+      if constexpr (Cfg::kSplitFull) {
+        // The V of this iteration's P V (the item's first tile's at its first tile).
+        const int g_pv = tile > 0 ? g - 1 : g;
+        sm90_async::mbarrier_wait(&ring.v_full[g_pv % kStages],
+                                  static_cast<uint32_t>((g_pv / kStages) & 1));
+      }
 
       if constexpr (Cfg::kPingPong) {
         sm90_async::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
@@ -399,6 +419,10 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     }
     finish_deferred_pv();
     if (n_tiles > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(g_last - 1) % kStages]);
+    if constexpr (Cfg::kSplitFull) {
+      sm90_async::mbarrier_wait(&ring.v_full[g_last % kStages],
+                                static_cast<uint32_t>((g_last / kStages) & 1));
+    }
     ws_issue_last_pv<Cfg>(s, pv_acc, p_frag, p_lo,
                           slot_address(g_last) + static_cast<uint32_t>(Cfg::kSlotKBytes));
     // Every Q K^T of this consumer is done: its Q rows take the next item's under this P V and

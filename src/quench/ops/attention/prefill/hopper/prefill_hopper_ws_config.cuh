@@ -43,6 +43,14 @@ struct WsConfig {
   static_assert(!kVMnMajor || Tile::kPvBytes == 2, "the MN-major V operand is bf16");
   static constexpr bool kKDirect = !Tile::kWidenK;
   static constexpr bool kVDirect = kKind == HopperKind::kBf16;
+  // Whether a ring slot's K and V complete separate `full` barriers (full, v_full), the direct
+  // producer loading each after its own `empty` wait and the consumers waiting for a tile's V
+  // only at its P V, an iteration after its Q K^T: bf16 at head_dim 256, whose two ring slots
+  // make tile t + 2's loads into tile t's slot wait for tile t's V release, so waiting for the
+  // whole slot at Q K^T exposed a TMA round trip on every tile. H200, b2 x 8k causal page 16
+  // (bench/LOG.md, tenth session): 472 -> 613 TFLOP/s. The general form (every kind) cost 1-10%
+  // elsewhere (bf16 q over FP8 KV at head_dim 256 -10%), so the other kinds keep one barrier.
+  static constexpr bool kSplitFull = kVDirect && kHeadDimT == 256;
   static constexpr int kDirectTensors = (kKDirect ? 1 : 0) + (kVDirect ? 1 : 0);
   static constexpr int kRawTensors = 2 - kDirectTensors;
   // TMA boxes are 128 bytes wide: kKvBoxes column blocks per cached row (block_tile_offset).
@@ -56,7 +64,9 @@ struct WsConfig {
   // across the deferred P V (at 232: 4 bytes spilled). Widening FP8 K / V to bf16 by 16-byte
   // rows needs up to 40 (ptxas, CUDA 13.0: no spills); those consumers fit 232 (at 224 the
   // bf16 hd128 loop spilled 36 bytes).
-  static constexpr bool kSlimProducer = kVDirect || Tile::kFp8Pv;
+  // kSplitFull's producer loads K and V in two rounds; at 24 registers its persistent form
+  // spilled (35 local operations), at 40 none, and its 232-register consumers do not spill.
+  static constexpr bool kSlimProducer = Tile::kFp8Pv || (kVDirect && !kSplitFull);
   static constexpr int kProducerRegisters = kSlimProducer ? 24 : 40;
   static constexpr int kConsumerRegisters = kSlimProducer ? 240 : 232;
   static_assert(kProducerThreads * kProducerRegisters + kConsumerThreads * kConsumerRegisters <=
@@ -79,8 +89,9 @@ struct WsConfig {
   static_assert(Tile::kWidenK || Tile::kStageBytes == kSlotKBytes,
                 "K as cached is the K operand where it is not widened");
   static constexpr int kMaxSmemBytes = 227 * 1024;
-  static constexpr int kAlignSlack = 1024;     // to align the window to the swizzle atom
-  static constexpr int kBarriersPerSlot = 3;   // full, k_empty, v_empty
+  static constexpr int kAlignSlack = 1024;  // to align the window to the swizzle atom
+  // full, k_empty, v_empty, and v_full where kSplitFull.
+  static constexpr int kBarriersPerSlot = kSplitFull ? 4 : 3;
   static constexpr int kProducerBarriers = 3;  // raw_full x 2, tail
   // After the mbarriers, one int per tile parity (as raw_full): the valid keys of the tile in
   // flight, 0 for none left (the persistent kernel's loading warp hands them to the producer
@@ -114,6 +125,7 @@ struct WsConfig {
   }
   static constexpr int kStages = ring_fits(kRawStages, 4) ? 4 : (ring_fits(kRawStages, 3) ? 3 : 2);
   static_assert(ring_fits(kRawStages, 2), "two ring slots must fit");
+  static_assert(!kSplitFull || kStages == 2, "the split barriers are for two-slot rings");
   static constexpr int kHeldPLoOffset = kSlotOffset + kStages * kSlotBytes;
   static constexpr int kBarrierOffset = kHeldPLoOffset + kHeldPLoBytes;
   static constexpr int kRawKeysOffset =

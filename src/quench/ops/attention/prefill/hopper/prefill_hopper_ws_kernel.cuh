@@ -27,7 +27,9 @@
 //             (two-level) lands in T, 64 more registers, and joins O in fp32 after that softmax.
 // Ring protocol (kStages slots, tile t in slot t % kStages, use k = t / kStages):
 //   full[s]    kFullArrivals producer arrivals plus the direct loads' bytes; the consumer of
-//              tile t waits parity k & 1.
+//              tile t waits parity k & 1. Where WsConfig::kSplitFull, full[s] counts K alone
+//              and v_full[s] V: the producer loads each after its own `empty` wait, and the
+//              consumer waits for tile t's V only where it issues its P V, in iteration t + 1.
 //   k_empty[s] 256 consumer arrivals once Q K^T has read the slot's K; v_empty[s] once P V has
 //              read its V operand. The producer of tile t >= kStages waits parity (k-1) & 1 of
 //              k_empty before loading K into the slot, and of v_empty before writing V: K
@@ -72,6 +74,7 @@ struct WsRingBarriers {
   uint64_t* v_empty;
   uint64_t* raw_full;  // [2]: raw stage s's loads have landed (1 arrival + bytes)
   uint64_t* tail;      // the last tile's loads have landed (direct-V kinds; 1 arrival + bytes)
+  uint64_t* v_full;    // the slot's V (WsConfig::kSplitFull; else the same as full)
 };
 
 #ifdef QUENCH_SM90A_ENABLED
@@ -161,7 +164,9 @@ __device__ __forceinline__ int ws_load_page(bool spread, int warp, int lane) {
 // ones (one barrier per destination kind). Loads of other warps may land before that
 // announcement: the barrier's transaction count then dips below zero (the PTX ISA gives it the
 // signed range -(2^20 - 1) .. 2^20 - 1), and its phase still waits for the announcing arrival.
-template <class Cfg>
+// kLoadK / kLoadV: which of the two tensors to load (the kSplitFull producer loads K and V
+// after their own `empty` waits).
+template <class Cfg, bool kLoadK = true, bool kLoadV = true>
 __device__ __forceinline__ void ws_issue_tile_loads(const AttentionParams& p,
                                                     const KvTensorMaps& maps, const WsWork& w,
                                                     const int32_t* pages, int tile,
@@ -177,11 +182,11 @@ __device__ __forceinline__ void ws_issue_tile_loads(const AttentionParams& p,
   const uint32_t tensor_bytes =
       static_cast<uint32_t>(tile_pages * p.kv.page_size * 128 * Cfg::kKvBoxes);
   if (page == 0) {
-    if (load.k_barrier == load.v_barrier) {
+    if (kLoadK && kLoadV && load.k_barrier == load.v_barrier) {
       sm90_async::mbarrier_arrive_expect_bytes(load.k_barrier, 2 * tensor_bytes);
     } else {
-      sm90_async::mbarrier_arrive_expect_bytes(load.k_barrier, tensor_bytes);
-      sm90_async::mbarrier_arrive_expect_bytes(load.v_barrier, tensor_bytes);
+      if constexpr (kLoadK) sm90_async::mbarrier_arrive_expect_bytes(load.k_barrier, tensor_bytes);
+      if constexpr (kLoadV) sm90_async::mbarrier_arrive_expect_bytes(load.v_barrier, tensor_bytes);
     }
   }
   __syncwarp();
@@ -194,10 +199,14 @@ __device__ __forceinline__ void ws_issue_tile_loads(const AttentionParams& p,
 #pragma unroll
     for (int b = 0; b < Cfg::kKvBoxes; ++b) {
       const int offset = b * kBlockN * 128 + row_offset;
-      sm90_async::tma_load_4d(load.k_dst + offset, &maps.k, b * Cfg::kKvBoxElems, c1, c2, page_id,
-                              load.k_barrier);
-      sm90_async::tma_load_4d(load.v_dst + offset, &maps.v, b * Cfg::kKvBoxElems, c1, c2, page_id,
-                              load.v_barrier);
+      if constexpr (kLoadK) {
+        sm90_async::tma_load_4d(load.k_dst + offset, &maps.k, b * Cfg::kKvBoxElems, c1, c2, page_id,
+                                load.k_barrier);
+      }
+      if constexpr (kLoadV) {
+        sm90_async::tma_load_4d(load.v_dst + offset, &maps.v, b * Cfg::kKvBoxElems, c1, c2, page_id,
+                                load.v_barrier);
+      }
     }
   }
 }
@@ -276,24 +285,36 @@ __device__ __forceinline__ void ws_producer(const AttentionParams& p, const KvTe
     if (!spread && warp != 0) return;
     for (int tile = 0; tile < w.num_kv_tiles; ++tile) {
       const int slot = tile % kStages;
-      if (tile >= kStages) {
-        sm90_async::mbarrier_wait(&ring.k_empty[slot], empty_parity(tile));
-        sm90_async::mbarrier_wait(&ring.v_empty[slot], empty_parity(tile));
+      if constexpr (!Cfg::kSplitFull) {
+        if (tile >= kStages) {
+          sm90_async::mbarrier_wait(&ring.k_empty[slot], empty_parity(tile));
+          sm90_async::mbarrier_wait(&ring.v_empty[slot], empty_parity(tile));
+        }
       }
       const int valid_keys = valid_keys_of(tile);
       const bool tail = valid_keys < kBlockN;
-      uint64_t* barrier = tail ? ring.tail : &ring.full[slot];
       unsigned char* k_dst = slot_k(tile);
       unsigned char* v_dst = k_dst + Cfg::kSlotKBytes;
-      ws_issue_tile_loads<Cfg>(p, maps, w, pages, tile, {k_dst, v_dst, barrier, barrier},
-                               ws_load_page(spread && !tail, warp, lane));
+      const int page = ws_load_page(spread && !tail, warp, lane);
+      if constexpr (Cfg::kSplitFull) {
+        // K once its slot's K is free, V once its V is (see the protocol above).
+        const WsTileLoad load{k_dst, v_dst, &ring.full[slot],
+                              tail ? ring.tail : &ring.v_full[slot]};
+        if (tile >= kStages) sm90_async::mbarrier_wait(&ring.k_empty[slot], empty_parity(tile));
+        ws_issue_tile_loads<Cfg, true, false>(p, maps, w, pages, tile, load, page);
+        if (tile >= kStages) sm90_async::mbarrier_wait(&ring.v_empty[slot], empty_parity(tile));
+        ws_issue_tile_loads<Cfg, false, true>(p, maps, w, pages, tile, load, page);
+      } else {
+        uint64_t* barrier = tail ? ring.tail : &ring.full[slot];
+        ws_issue_tile_loads<Cfg>(p, maps, w, pages, tile, {k_dst, v_dst, barrier, barrier}, page);
+      }
       if (tail && warp == 0) {
         // The one tail tile of the CTA: the barrier's first phase.
         sm90_async::mbarrier_wait(ring.tail, 0);
         ws_zero_rows<kBlockN, Cfg::kKvBoxes * 8, 32>(v_dst, valid_keys, lane);
         sm90::fence_proxy_async_shared();
         __syncwarp();
-        if (lane == 0) sm90_async::mbarrier_arrive(&ring.full[slot]);
+        if (lane == 0) sm90_async::mbarrier_arrive(&ring.v_full[slot]);
       }
     }
   } else {
@@ -382,13 +403,20 @@ template <class Cfg>
 __device__ __forceinline__ WsRingBarriers ws_init_ring(unsigned char* smem,
                                                        const KvTensorMaps& maps) {
   uint64_t* barriers = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);
-  const WsRingBarriers ring{barriers, barriers + Cfg::kStages, barriers + 2 * Cfg::kStages,
-                            barriers + 3 * Cfg::kStages, barriers + 3 * Cfg::kStages + 2};
+  // kSplitFull: full, v_full, k_empty, v_empty per slot; else v_full is full.
+  constexpr int kV = Cfg::kSplitFull ? Cfg::kStages : 0;
+  const WsRingBarriers ring{barriers,
+                            barriers + kV + Cfg::kStages,
+                            barriers + kV + 2 * Cfg::kStages,
+                            barriers + kV + 3 * Cfg::kStages,
+                            barriers + kV + 3 * Cfg::kStages + 2,
+                            barriers + kV};
   if (threadIdx.x == 0) {
     sm90_async::prefetch_tensor_map(&maps.k);
     sm90_async::prefetch_tensor_map(&maps.v);
     for (int s = 0; s < Cfg::kStages; ++s) {
       sm90_async::mbarrier_init(&ring.full[s], Cfg::kFullArrivals);
+      if constexpr (Cfg::kSplitFull) sm90_async::mbarrier_init(&ring.v_full[s], 1);
       sm90_async::mbarrier_init(&ring.k_empty[s], Cfg::kConsumerThreads);
       sm90_async::mbarrier_init(&ring.v_empty[s], Cfg::kConsumerThreads);
     }
@@ -623,6 +651,12 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     const int slot = tile % kStages;
     const uint32_t k_address = sm90::smem_address(smem + Cfg::kSlotOffset + slot * Cfg::kSlotBytes);
     sm90_async::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((tile / kStages) & 1));
+    if constexpr (Cfg::kSplitFull) {
+      // The V of this iteration's P V: tile t - 1's (tile 0's at tile 0, see below).
+      const int pv_tile = max(tile - 1, 0);
+      sm90_async::mbarrier_wait(&ring.v_full[pv_tile % kStages],
+                                static_cast<uint32_t>((pv_tile / kStages) & 1));
+    }
 
     // In turn with the other consumer (ping-pong), which may go once both GEMMs are issued.
     // At tile 0 the P V is (O or T) += 0 * V of tile 0 (S zeroed; the producer leaves V
@@ -660,6 +694,10 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
                             vt_address_of(max(n_tiles - 2, 0)));
     }
     finish_deferred_pv();
+    if constexpr (Cfg::kSplitFull) {
+      sm90_async::mbarrier_wait(&ring.v_full[(n_tiles - 1) % kStages],
+                                static_cast<uint32_t>(((n_tiles - 1) / kStages) & 1));
+    }
     ws_issue_last_pv<Cfg>(s, pv_acc, p_frag, p_lo, vt_address_of(n_tiles - 1));
   }
   sm90::wgmma_wait_group<0>();
