@@ -247,12 +247,14 @@ __device__ __forceinline__ void ws_build_operands(const unsigned char* raw, unsi
 //
 // Direct-V kinds (bf16): K and V land in the slot; the slot's `full` counts their bytes and the
 // announcing arrive.expect_tx. Each issuing warp waits for a slot's k_empty and v_empty, then
-// loads its pages into it, so every free slot's loads fly. The last tile, when it ends before
-// kBlockN keys, is the one exception: its rows past kv_end (cache memory past the sequence's end,
-// or stale rows of pages not loaded) must not reach P V, where P = 0 times NaN would be NaN. Warp
-// 0 alone loads it, counted on the producer's `tail` barrier instead, waits for them, zeroes
-// those V rows, fences, and arrives on `full` (K rows past kv_end need nothing: the softmax masks
-// their scores to -inf whatever they hold).
+// loads its pages into it, so every free slot's loads fly (kSplitFull: K once k_empty passes,
+// counted by `full`, then V once v_empty passes, counted by v_full). The last tile, when it ends
+// before kBlockN keys, is the one exception: its rows past kv_end (cache memory past the
+// sequence's end, or stale rows of pages not loaded) must not reach P V, where P = 0 times NaN
+// would be NaN. Warp 0 alone loads it, counted on the producer's `tail` barrier instead (with
+// kSplitFull its V only), waits for them, zeroes those V rows, fences, and arrives on v_full
+// (`full` itself without kSplitFull; K rows past kv_end need nothing: the softmax masks their
+// scores to -inf whatever they hold).
 //
 // Raw-stage kinds (FP8 KV): V (and widened K) land in raw stage tile % kRawStages, counted by
 // raw_full[tile & 1]; direct K lands in the slot, counted by `full`. kPrefetchTiles tiles fly
