@@ -511,10 +511,10 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
   }
   // Each row's max and sum run as kParts independent partial chains: a single running max /
   // sum made each a chain of kBlockN / 4 dependent FMNMX / FADD, and a row's exps could not
-  // start before its whole max chain (and the shuffles) had retired. Row by row, so that the
-  // second row's max fills the first row's exps. Max is exact in any order; the sum's order
-  // changes its rounding only.
-  constexpr int kParts = 4;
+  // start before its whole max chain (and the shuffles) had retired. H200: FP8 P·V +1.5-1.8% at
+  // 8k-16k tokens, the other kinds even (bench/LOG.md, tenth session). Max is exact in any
+  // order; the sum's order changes its rounding only.
+  constexpr int kParts = 4;  // the two combining lines below take four
   constexpr int kColumnBlocks = kBlockN / 8;
   static_assert(kColumnBlocks % kParts == 0, "every partial chain takes the same blocks");
 #pragma unroll
