@@ -1,10 +1,11 @@
-// The epilogue store of the persistent Hopper prefill kernel: a consumer warp's finished rows go
-// from the wgmma accumulator layout straight to the output in its dtype (bf16, FP8 with o_scale,
-// NVFP4 with block scales, SPEC §1.2-1.3), with no shared-memory staging: in the persistent
-// kernel the producer is already filling the ring with the next work item's K/V while the
-// consumers store, so no shared memory is free for a staged tile. The values and conversions are
-// those of prefill_common::store_output_tile (the fp32 value o * factor, then the same rounding),
-// so both epilogues write the same bytes.
+// The epilogue store of the warp-specialized Hopper prefill kernels (per tile and persistent): a
+// consumer warp's finished rows go from the wgmma accumulator layout straight to the output in
+// its dtype (bf16, FP8 with o_scale, NVFP4 with block scales, SPEC §1.2-1.3), with no
+// shared-memory staging: in the persistent kernel the producer is already filling the ring with
+// the next work item's K/V while the consumers store, and in the per-tile kernel each consumer
+// stores as soon as its own last P V is done instead of meeting the other at a staging barrier.
+// The values and conversions are those of prefill_common::store_output_tile (the fp32 value
+// o * factor, then the same rounding), so both epilogues write the same bytes.
 #pragma once
 
 #include <cstdint>

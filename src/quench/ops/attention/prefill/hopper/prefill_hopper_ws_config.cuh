@@ -25,7 +25,6 @@ struct WsConfig {
   static constexpr int kProducerBarrier = 1;  // 128 producer threads: a raw tile has landed
   static constexpr int kScheduleBarrier = 2;  // + consumer c (256): c may issue its Q K^T
   static constexpr int kQReadyBarrier = 4;    // + consumer c (128): c's Q rows have landed
-  static constexpr int kEpilogueBarrier = 6;  // 256 consumer threads
 
   // Whether the two consumers take turns issuing their GEMMs (ping-pong, two named barriers:
   // one consumer's softmax under the other's GEMMs) or each issues as soon as it is ready. The
@@ -142,7 +141,6 @@ struct WsConfig {
   // bytes, and every producer thread once it has built the slot's operands from a raw stage.
   static constexpr int kFullArrivals =
       (kDirectTensors > 0 ? 1 : 0) + (kRawTensors > 0 ? kProducerThreads : 0);
-  static_assert(Tile::kOutBytes <= kBarrierOffset, "the fp32 output tile reuses the operands");
 };
 
 }  // namespace quench::prefill_hopper

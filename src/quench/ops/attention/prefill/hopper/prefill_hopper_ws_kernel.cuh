@@ -42,6 +42,7 @@
 #include "quench/kv_cache/kv_tensor_map.h"
 #include "quench/ops/attention/attention_params.h"
 #include "quench/ops/attention/prefill/generic/mma_sm80.cuh"
+#include "quench/ops/attention/prefill/hopper/prefill_hopper_fragment_store.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_tile.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_config.cuh"
 #include "quench/ops/attention/prefill/hopper/sm90_ptx.cuh"
@@ -709,26 +710,23 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   if constexpr (Tile::kFp8Pv) sm90::fence_registers(p_lo);
 
   // Epilogue: normalize (sinks join the denominator; O and the sum are both times kPScale),
-  // apply v_scale, write the LSE, stage the fp32 rows in shared memory (over Q and the ring:
-  // both consumers are past their last wgmma, and the producer wrote nothing the consumers
-  // have not consumed), then store them in the output dtype.
-  sm90_async::named_barrier_sync(Cfg::kEpilogueBarrier, Cfg::kConsumerThreads);
-  float* out_tile = reinterpret_cast<float*>(smem);
+  // apply v_scale, write the LSE, store from registers (prefill_hopper_fragment_store.cuh). Each
+  // consumer stores as soon as its last P V is done: staging the fp32 rows in shared memory
+  // made the first consumer wait for the other at two CTA-wide barriers, and the SM had no other
+  // CTA to run meanwhile (H200, bench/LOG.md eleventh session: FP8 P V 4k +3.5%, 8k +1-1.5%,
+  // head_dim 64 / 256 bf16 +1.8%).
   const float v_scale = p.v_scale.at(w.kv_head);
+  float factor[2];
+  int row_m[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int row = consumer * 64 + warp_in_group * 16 + lane_group + 8 * r;
-    const float factor = ws_output_row_factor<Tile>(p, w, w.m0 + row, row_sum[r], row_max[r],
-                                                    v_scale, lane_in_group);
-#pragma unroll
-    for (int dt = 0; dt < kHeadDim / 8; ++dt) {
-      *reinterpret_cast<float2*>(out_tile + row * Tile::kOutStride + dt * 8 + 2 * lane_in_group) =
-          make_float2(o_acc[4 * dt + 2 * r] * factor, o_acc[4 * dt + 2 * r + 1] * factor);
-    }
+    row_m[r] = w.m0 + consumer * 64 + warp_in_group * 16 + lane_group + 8 * r;
+    factor[r] =
+        ws_output_row_factor<Tile>(p, w, row_m[r], row_sum[r], row_max[r], v_scale, lane_in_group);
   }
-  sm90_async::named_barrier_sync(Cfg::kEpilogueBarrier, Cfg::kConsumerThreads);
-  prefill_common::store_output_tile<kHeadDim, kBlockM, Cfg::kConsumerThreads>(
-      p, out_tile, Tile::kOutStride, OutputTile{w.m0, w.rows, w.group, w.kv_head, w.q_begin}, ctid);
+  store_output_fragment<kHeadDim>(p, o_acc, factor, row_m,
+                                  OutputTile{w.m0, w.rows, w.group, w.kv_head, w.q_begin},
+                                  lane_in_group);
 }
 
 #endif  // QUENCH_SM90A_ENABLED
