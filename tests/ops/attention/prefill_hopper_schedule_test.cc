@@ -1,11 +1,14 @@
 // The persistent Hopper prefill kernel's work-item order (prefill_hopper_schedule.h): every
 // (rank, pair) item exactly once, heaviest first inside each group, group sizes that keep a
-// group's K/V within the L2 budget unless the grid needs more items to balance, and a launch's
-// WsItems (one group of every pair unless L2 groups are asked for).
+// group's K/V within the L2 budget unless the grid needs more items to balance, a launch's
+// WsItems (one group of every pair unless L2 groups are asked for), and how the items are dealt
+// to the CTAs (ws_item_after: every item to one CTA, the snake's balance on the bench's shapes).
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_schedule.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <numeric>
 #include <vector>
 
 namespace quench::prefill_hopper {
@@ -79,37 +82,133 @@ TEST(PrefillHopperSchedule, ItemsOfALaunch) {
   }
 }
 
+// Each CTA's items in the order ws_item_after deals them.
+std::vector<std::vector<int>> items_by_cta(const WsItems& items, int ctas) {
+  std::vector<std::vector<int>> by_cta(static_cast<size_t>(ctas));
+  for (int cta = 0; cta < ctas; ++cta) {
+    for (int item = ws_item_after(-1, cta, ctas, items); item >= 0;
+         item = ws_item_after(item, cta, ctas, items)) {
+      by_cta[static_cast<size_t>(cta)].push_back(item);
+      if (by_cta[static_cast<size_t>(cta)].size() > static_cast<size_t>(items.count)) break;
+    }
+  }
+  return by_cta;
+}
+
+TEST(PrefillHopperSchedule, EveryItemDealtToOneCtaInIncreasingOrder) {
+  for (const WsItemOrder order : {WsItemOrder::kSnake, WsItemOrder::kRoundRobin}) {
+    for (const int pairs : {1, 7, 16, 128}) {
+      for (const int m_tiles : {1, 3, 32, 257}) {
+        for (const int per_group : {1, 5, 16, 128}) {
+          if (per_group > pairs) continue;
+          for (const int ctas : {1, 7, 132, 1000}) {
+            SCOPED_TRACE(testing::Message()
+                         << (order == WsItemOrder::kSnake ? "snake" : "round robin") << ", "
+                         << pairs << " pairs, " << m_tiles << " m tiles, " << per_group
+                         << " per group, " << ctas << " CTAs");
+            const WsItems items{pairs * m_tiles, 4,         pairs,
+                                m_tiles,         per_group, order == WsItemOrder::kSnake ? 1 : 0};
+            std::vector<int> seen(static_cast<size_t>(items.count), 0);
+            for (const std::vector<int>& list : items_by_cta(items, ctas)) {
+              ASSERT_LE(list.size(), static_cast<size_t>(items.count));
+              for (size_t i = 0; i < list.size(); ++i) {
+                ASSERT_GE(list[i], 0);
+                ASSERT_LT(list[i], items.count);
+                if (i > 0) {
+                  ASSERT_GT(list[i], list[i - 1]) << "a CTA walks its items forward";
+                }
+                ++seen[static_cast<size_t>(list[i])];
+              }
+            }
+            for (size_t i = 0; i < seen.size(); ++i)
+              ASSERT_EQ(seen[i], 1) << "item " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PrefillHopperSchedule, OneItemPerCtaWhenTheGridHasOnePerItem) {
+  const WsItems items = ws_items(1000, 1000, 32, 8, 3, 128, 1, 128, 32 * 3 * 8, true);
+  for (int cta = 0; cta < items.count; cta += 13) {
+    EXPECT_EQ(ws_item_after(-1, cta, items.count, items), cta);
+    EXPECT_EQ(ws_item_after(cta, cta, items.count, items), -1);
+  }
+}
+
+// The busiest CTA's work over the mean, on the bench's causal shapes (32 q / 8 KV heads, hd128,
+// 128-key tiles, 132 CTAs): an item of rank r covers ceil((len - 32 r) / 128) KV tiles plus a
+// fixed cost of about 1.4 tiles (bench/LOG.md, eighth session: ~5600 cycles per item boundary,
+// ~3900 per tile).
+double busiest_over_mean(int len, int seqs, int kv_bytes, WsItemOrder order) {
+  constexpr int kCtas = 132;
+  const WsItems items = ws_items(len, len, 32, 8, seqs, 128, kv_bytes, 128, kCtas, true, order);
+  std::vector<double> work;
+  for (const std::vector<int>& list : items_by_cta(items, kCtas)) {
+    double sum = 0.0;
+    for (const int item : list) {
+      const WsItemCoordinates at =
+          ws_item_coordinates(item, items.pairs, items.m_tiles, items.pairs_per_group);
+      sum += (len - 32 * at.rank + 127) / 128 + 1.4;
+    }
+    work.push_back(sum);
+  }
+  const double mean = std::accumulate(work.begin(), work.end(), 0.0) / kCtas;
+  return *std::max_element(work.begin(), work.end()) / mean;
+}
+
+TEST(PrefillHopperSchedule, SnakeBalancesTheBenchShapes) {
+  for (const int kv_bytes : {1, 2}) {
+    for (int len = 1024, seqs = 16; len <= 16384; len *= 2, seqs /= 2) {
+      SCOPED_TRACE(testing::Message() << seqs << " x " << len << ", " << kv_bytes << "-byte K/V");
+      const double snake = busiest_over_mean(len, seqs, kv_bytes, WsItemOrder::kSnake);
+      const double round_robin = busiest_over_mean(len, seqs, kv_bytes, WsItemOrder::kRoundRobin);
+      EXPECT_GT(round_robin, 1.025);  // CTA 0 takes every round's heaviest item
+      EXPECT_LE(snake, round_robin + 1e-9);
+      // 16 x 1k FP8 (two groups of 15.5 rounds) stays at round robin's 3.1%.
+      if (!(len == 1024 && kv_bytes == 1)) {
+        EXPECT_LT(snake, 1.01);
+      }
+    }
+  }
+}
+
 TEST(PrefillHopperSchedule, ScheduleSizeCountsEveryMTileOfTheLongestChunk) {
   // 1000 tokens x 4 q heads per KV head = 4000 packed rows -> 32 m tiles of 128.
   EXPECT_EQ(ws_schedule_size(1000, 32, 8, 3, 128), 32 * 3 * 8);
   EXPECT_EQ(ws_schedule_size(1, 32, 8, 1, 128), 8);
 }
 
-// The default schedule rule on the shapes the H200 measured (bench/LOG.md, sixth and tenth
-// sessions).
+// The default schedule rule on the shapes the H200 measured (bench/LOG.md, sixth, tenth and
+// eleventh sessions).
 TEST(PrefillHopperSchedule, PersistentByDefaultWhereItWasMeasuredToWin) {
-  // Every kind: persistent up to 2k-token chunks; above, per tile for the FP8-KV kinds (page 16)
-  // and bf16 at head_dim 64 / 256 in 16-token pages.
-  for (const bool bf16 : {true, false}) {
-    EXPECT_TRUE(persistent_by_default(bf16, 128, 16, 1024));
-    EXPECT_TRUE(persistent_by_default(bf16, 128, 16, kPersistentMaxQueryLen));
+  // bf16 over bf16: persistent up to 2k-token chunks at every head_dim and page size ...
+  for (const int head_dim : {64, 128, 256}) {
+    for (const int page : {16, 32, 64}) {
+      EXPECT_TRUE(persistent_by_default(true, head_dim, page, 1024));
+      EXPECT_TRUE(persistent_by_default(true, head_dim, page, kPersistentMaxQueryLen));
+    }
   }
-  EXPECT_FALSE(persistent_by_default(false, 128, 16, kPersistentMaxQueryLen + 1));
-  EXPECT_FALSE(persistent_by_default(false, 128, 16, 16384));
-  EXPECT_FALSE(persistent_by_default(true, 64, 16, 8192));
-  EXPECT_FALSE(persistent_by_default(true, 256, 16, 8192));
-  EXPECT_TRUE(persistent_by_default(true, 256, 16, kPersistentMaxQueryLen));
-  // bf16 over bf16 at head_dim 128: persistent at every length in every page size.
+  // ... at every length at head_dim 128, and at head_dim 64 in pages of 64 ...
   for (const int page : {16, 32, 64}) {
     EXPECT_TRUE(persistent_by_default(true, 128, page, 16384));
     EXPECT_TRUE(persistent_by_default(true, 128, page, kPersistentMaxQueryLen + 1));
   }
-  // ... and at head_dim 64 in pages of 64.
   EXPECT_TRUE(persistent_by_default(true, 64, 64, 8192));
+  // ... and per tile beyond 2k at head_dim 64 in smaller pages and at head_dim 256.
+  EXPECT_FALSE(persistent_by_default(true, 64, 16, 8192));
   EXPECT_FALSE(persistent_by_default(true, 64, 32, 8192));
-  // Not for the FP8-KV kinds, nor at head_dim 256 (not measured at page 64).
-  EXPECT_FALSE(persistent_by_default(false, 128, 64, 8192));
-  EXPECT_FALSE(persistent_by_default(true, 256, 64, 8192));
+  EXPECT_FALSE(persistent_by_default(true, 256, 16, 8192));
+  EXPECT_FALSE(persistent_by_default(true, 256, 64, kPersistentMaxQueryLen + 1));
+  // The FP8-KV kinds: per tile at every length, head_dim and page size.
+  for (const int head_dim : {64, 128, 256}) {
+    for (const int page : {16, 32, 64}) {
+      for (const int len : {1, 1024, kPersistentMaxQueryLen, 16384}) {
+        EXPECT_FALSE(persistent_by_default(false, head_dim, page, len));
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -59,6 +59,20 @@ bool l2_groups_from_env() {
   return l2_groups;
 }
 
+// How the persistent schedule deals a group's items to the CTAs over a bf16 cache
+// (prefill_hopper_schedule.h; read once; the FP8-KV kernels always take round robin, see
+// ws_next_item): QUENCH_PREFILL_ITEM_ORDER=snake (the default: alternating directions) or
+// round_robin (CTA b takes items b, b + ctas, ...), the A/B baseline. H200, bf16 hd128 page 16
+// (bench/LOG.md, eleventh session): snake / round robin 4k 530 / 521 TFLOP/s, 8k 591 / 577,
+// 16k page 64 626 / 617, 1k 340 / 343.
+prefill_hopper::WsItemOrder item_order_from_env() {
+  static const prefill_hopper::WsItemOrder order =
+      env_switch("QUENCH_PREFILL_ITEM_ORDER", {"snake", "round_robin"}) == "round_robin"
+          ? prefill_hopper::WsItemOrder::kRoundRobin
+          : prefill_hopper::WsItemOrder::kSnake;
+  return order;
+}
+
 // The head_dim 256 kernel QUENCH_PREFILL_HD256 asks for (an A/B switch, read once): ws (or
 // unset) the warp-specialized ones, sync the synchronous kernel. Measured on the H200 (sixth
 // session, b2 x 8k causal page 16): bf16 382 TFLOP/s per tile against 211 synchronous, bf16 q
@@ -121,10 +135,10 @@ void launch_persistent(const AttentionParams& params, HopperSchedule schedule,
       params.max_q_len, params.num_q_heads, params.kv.num_kv_heads, params.num_seqs, Cfg::kBlockM);
   const int sm_count = require_current_cuda_device_properties("prefill_attention_hopper").sm_count;
   const int ctas = schedule == HopperSchedule::kPersistent ? std::min(count, sm_count) : count;
-  prefill_hopper::WsItems items =
-      prefill_hopper::ws_items(params.max_q_len, params.max_seq_len, params.num_q_heads,
-                               params.kv.num_kv_heads, params.num_seqs, params.kv.head_dim,
-                               Cfg::Tile::kKvBytes, Cfg::kBlockM, ctas, l2_groups_from_env());
+  prefill_hopper::WsItems items = prefill_hopper::ws_items(
+      params.max_q_len, params.max_seq_len, params.num_q_heads, params.kv.num_kv_heads,
+      params.num_seqs, params.kv.head_dim, Cfg::Tile::kKvBytes, Cfg::kBlockM, ctas,
+      l2_groups_from_env(), item_order_from_env());
   AttentionParams args = params;
   KvTensorMaps maps = cached_kv_tensor_maps(params.k_cache, params.v_cache, params.kv);
   void* kernel_args[] = {&args, &maps, &items};

@@ -6,9 +6,10 @@
 //
 // Schedule (prefill_hopper_schedule.h): work items are (m tile rank, sequence, KV head), numbered
 // group by group of (sequence, KV head) pairs, the heaviest items of a group first; by default
-// groups whose K/V fits L2 (QUENCH_PREFILL_ITEM_GROUPS=all: one group of every pair). CTA b
-// takes items b, b + gridDim.x, b + 2 gridDim.x, ...; items whose sequence has fewer m tiles are
-// empty and skipped. The host launches min(SM count, items) CTAs
+// groups whose K/V fits L2 (QUENCH_PREFILL_ITEM_GROUPS=all: one group of every pair). A group's
+// items are dealt to the CTAs in rounds, in alternating directions for bf16 K/V (ws_item_after),
+// in turn for FP8 K/V (ws_next_item); items whose sequence has fewer m tiles are empty and
+// skipped. The host launches min(SM count, items) CTAs
 // (or one per item: HopperSchedule::kOneItemPerCta) and passes the schedule's sizes (WsItems, a
 // kernel argument). No host-side scan: every CTA decodes its items from q_offsets on the fly.
 //
@@ -45,17 +46,30 @@ __device__ __forceinline__ bool ws_decode_item(const AttentionParams& p, const W
 }
 
 // The CTA's first non-empty work item after `item` (ws_before_first_item() before the first),
-// decoded into w; -1 when none is left.
+// decoded into w; -1 when none is left. bf16 K/V deals the items in the snake order
+// (ws_item_after); the FP8-KV kinds keep round robin (CTA b: items b, b + gridDim.x, ...) in
+// code, not by the runtime flag: the snake's item arithmetic in their 24-register producers
+// spilled, and FP8 P V lost 6% at 1k tokens (H200, bench/LOG.md eleventh session).
 template <class Tile>
 __device__ __forceinline__ int ws_next_item(const AttentionParams& p, const WsItems& items,
                                             int item, WsWork& w) {
-  for (item += static_cast<int>(gridDim.x); item < items.count;
-       item += static_cast<int>(gridDim.x)) {
-    if (ws_decode_item<Tile>(p, items, item, w)) return item;
+  if constexpr (Tile::kFp8Kv) {
+    for (item += static_cast<int>(gridDim.x); item < items.count;
+         item += static_cast<int>(gridDim.x)) {
+      if (ws_decode_item<Tile>(p, items, item, w)) return item;
+    }
+  } else {
+    const int cta = static_cast<int>(blockIdx.x);
+    const int ctas = static_cast<int>(gridDim.x);
+    for (item = ws_item_after(item, cta, ctas, items); item >= 0;
+         item = ws_item_after(item, cta, ctas, items)) {
+      if (ws_decode_item<Tile>(p, items, item, w)) return item;
+    }
   }
   return -1;
 }
 
+// Negative, as ws_item_after wants it, and one round before CTA b's first round-robin item b.
 __device__ __forceinline__ int ws_before_first_item() {
   return static_cast<int>(blockIdx.x) - static_cast<int>(gridDim.x);
 }
@@ -469,7 +483,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
 
 // `maps`: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv); `items`: ws_items
 // for p, Cfg::kBlockM, the K/V element bytes and gridDim.x. kSoftCap must be p.logit_soft_cap > 0.
-// Any 1-D grid: CTA b takes work items b, b + gridDim.x, ... (see above).
+// Any 1-D grid: CTA b takes the work items ws_item_after deals it (see above).
 // kTwoTermPrev (FP8 P·V): two-term P on the second-to-last KV tile too (two_term_prev_tile).
 template <HopperKind kKind, int kHeadDimT, bool kSoftCap, bool kTwoTermPrev = true>
 __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)

@@ -4,12 +4,22 @@
 // A work item is (m tile rank, sequence, KV head): rank 0 is a sequence's last m tile, the one
 // with the most keys under causality. The (sequence, KV head) pairs, pair = seq * H + head
 // (H = num_kv_heads), are cut into groups of consecutive pairs, and the items are numbered group
-// by group, rank-major inside a group (ws_item_coordinates). A CTA takes every gridDim.x-th item,
-// so the CTAs working at the same time read the K/V of one group's pairs and take the group's
-// heaviest items first. By default groups are sized by ws_pairs_per_group so that a group's K/V
-// fits L2 (with one group of every pair, a batch of 16 sequences of 1k tokens has all 128 pairs'
-// K/V in flight at once, 64 MiB of bf16 against a 60 MiB L2: bf16 at 1k was 10% slower);
-// QUENCH_PREFILL_ITEM_GROUPS=all keeps one group (the heaviest items of the whole batch first).
+// by group, rank-major inside a group (ws_item_coordinates), so the CTAs working at the same
+// time read the K/V of one group's pairs and take the group's heaviest items first. By default
+// groups are sized by ws_pairs_per_group so that a group's K/V fits L2 (with one group of every
+// pair, a batch of 16 sequences of 1k tokens has all 128 pairs' K/V in flight at once, 64 MiB
+// of bf16 against a 60 MiB L2: bf16 at 1k was 10% slower); QUENCH_PREFILL_ITEM_GROUPS=all keeps
+// one group (the heaviest items of the whole batch first).
+//
+// Which CTA takes which item (ws_item_after): a group's items are dealt to the CTAs in rounds of
+// one item per CTA, in alternating directions (a snake), so the CTA that took a round's heaviest
+// item takes the next round's lightest; each group starts at the CTA where the numbering left
+// off. Dealt
+// the same way every round (CTA b: items b, b + ctas, ...: WsItemOrder::kRoundRobin), the CTAs
+// that start each round take its heaviest items every time: on the bench's shapes (16 sequences
+// of 1k tokens to 1 of 16k, 132 CTAs) the busiest CTA then had 3.1% more work than the mean,
+// and 0.1-0.9% with the snake (tests/ops/attention/prefill_hopper_schedule_test.cc). The
+// kernel deals the snake over bf16 K/V only (prefill_hopper_persistent_kernel.cuh says why).
 // persistent_by_default says which launches take the persistent kernel at all.
 #pragma once
 
@@ -59,29 +69,32 @@ QUENCH_HD WsItemCoordinates ws_item_coordinates(int item, int pairs, int m_tiles
   return {j / size, first_pair + j % size};
 }
 
-// Chunks of at most this many query tokens run persistent by default. Measured on the H200
-// (16k tokens per batch, hd128 causal, bench/LOG.md 2026-12-03 fourth session): persistent wins
-// where CTAs are short (1k: +7% bf16, +17% FP8, +16% FP8 P·V; 2k: +2-8%), is even at 4k, and
-// at 8k-16k loses 3-14% at page 16 (FP8 P·V most: its producer spills in the persistent kernel).
-inline constexpr int kPersistentMaxQueryLen = 2048;
-// bf16 q over a bf16 cache runs persistent at every chunk length: at head_dim 128 in every page
-// size, at head_dim 64 in pages of at least kPersistentAnyLenMinPage tokens. Measured on the
+// bf16 q over a bf16 cache runs persistent by default for chunks of at most this many query
+// tokens (head_dim 64 in 16- and 32-token pages, head_dim 256), and at every length at head_dim
+// 128, and at head_dim 64 in pages of at least kPersistentAnyLenMinPage tokens. Measured on the
 // H200, hd128 causal, persistent / per tile TFLOP/s: page 64 (sixth session) 1k 346 / 309, 2k
 // 443 / 403, 4k 518 / 497, 8k 561 / 551, 16k 597 / 583; page 16 since its producer's four warps
-// issue the TMA loads (tenth session) 4k 496 / 477, 8k 566 / 541, 16k 597 / 579 (per tile had
-// won there from 8k before: 517 / 502). head_dim 64 at page 16 still favours per tile (398 / 377
-// at 8k), the FP8-KV kinds are even or favour per tile, and head_dim 256 (two ring slots) loses
-// persistent (449 / 467 at 8k page 16). Page 32 (four pages per tile, like page 16's eight
-// spread over the producer's warps) is not measured and follows head_dim 128's rule.
+// issue the TMA loads (tenth session) 4k 496 / 477, 8k 566 / 541, 16k 597 / 579. head_dim 64 at
+// page 16 favours per tile (398 / 377 at 8k), and head_dim 256 (two ring slots) loses
+// persistent at 8k (601 / 609 with the snake order, eleventh session). Page 32 (four pages per
+// tile, like page 16's eight spread over the producer's warps) is not measured and follows
+// head_dim 128's rule.
+inline constexpr int kPersistentMaxQueryLen = 2048;
 inline constexpr int kPersistentAnyLenMinPage = 64;
 
+// The FP8-KV kinds (FP8 P·V, FP8 q with bf16 P·V, bf16 q over FP8 KV) run per tile at every
+// chunk length: since the per-tile kernel's consumers store their rows from registers (eleventh
+// session) it is even with the persistent kernel at 1k tokens and ahead at 2k, where the
+// persistent kernel's 24-register FP8 producers spill (H200, per tile / persistent TFLOP/s: FP8
+// P·V 1k page 64 394 / 397, 2k page 16 530 / 501; FP8 q with bf16 P·V 2k page 16 429 / 421; bf16
+// q over FP8 KV 1k page 16 246 / 246, 2k page 64 290 / 281); from 4k it was ahead before.
+
 // Whether a launch runs the persistent kernel (else the per-tile one) when nothing forces a
-// schedule: bf16 q over a bf16 cache at every chunk length at head_dim 128, and at head_dim 64 in
-// pages of kPersistentAnyLenMinPage+ tokens; every other launch for chunks of at most
-// kPersistentMaxQueryLen.
+// schedule: bf16 q over a bf16 cache only, by the rules above.
 inline bool persistent_by_default(bool bf16_over_bf16, int head_dim, int page_size, int max_q_len) {
-  if (bf16_over_bf16 && head_dim == 128) return true;
-  if (bf16_over_bf16 && head_dim < 128 && page_size >= kPersistentAnyLenMinPage) return true;
+  if (!bf16_over_bf16) return false;
+  if (head_dim == 128) return true;
+  if (head_dim < 128 && page_size >= kPersistentAnyLenMinPage) return true;
   return max_q_len <= kPersistentMaxQueryLen;
 }
 
@@ -95,20 +108,54 @@ struct WsItems {
   int pairs;            // (sequence, KV head) pairs
   int m_tiles;          // m tiles of the longest chunk
   int pairs_per_group;  // pairs, or ws_pairs_per_group where grouped for L2
+  int snake;            // 1: WsItemOrder::kSnake, 0: kRoundRobin (see ws_item_after)
 };
+
+// How a group's items are dealt to the CTAs (see the file comment).
+enum class WsItemOrder { kSnake, kRoundRobin };
+
+// The work item that CTA `cta` of `ctas` takes after `item` (item < 0: its first), -1 when it
+// has none left; every item of the launch goes to exactly one CTA. Items of group g (starting at
+// g * group_items) are dealt in rounds of `ctas`: round r gives item start + r * ctas + i to the
+// CTA (start + i) % ctas for even r and to (start + ctas - 1 - i) % ctas for odd r; a group's
+// last round may be partial. With ctas >= count (one item per CTA) CTA b takes item b.
+QUENCH_HD int ws_item_after(int item, int cta, int ctas, const WsItems& s) {
+  if (s.snake == 0) {
+    const int next = item < 0 ? cta : item + ctas;
+    return next < s.count ? next : -1;
+  }
+  const int group_items = s.pairs_per_group * s.m_tiles;
+  int start = 0;
+  int round = 0;
+  if (item >= 0) {
+    start = item / group_items * group_items;
+    round = (item - start) / ctas + 1;
+  }
+  for (; start < s.count; start += group_items, round = 0) {
+    const int size = group_items < s.count - start ? group_items : s.count - start;
+    const int position = (cta - start % ctas + ctas) % ctas;
+    const int j = round * ctas + (round % 2 == 0 ? position : ctas - 1 - position);
+    if (j < size) return start + j;
+  }
+  return -1;
+}
 
 // The schedule of a launch on `ctas` CTAs; l2_groups: groups of ws_pairs_per_group pairs whose
 // K/V (2 * max_seq_len * head_dim * kv_bytes bytes per pair) fits L2, else one group of every
 // pair. REQUIRES: max_q_len, num_seqs > 0.
 QUENCH_HD WsItems ws_items(int max_q_len, int max_seq_len, int num_q_heads, int num_kv_heads,
                            int num_seqs, int head_dim, int kv_bytes, int block_m, int ctas,
-                           bool l2_groups) {
+                           bool l2_groups, WsItemOrder order = WsItemOrder::kSnake) {
   const int count = ws_schedule_size(max_q_len, num_q_heads, num_kv_heads, num_seqs, block_m);
   const int pairs = num_seqs * num_kv_heads;
   const int m_tiles = count / pairs;  // ws_schedule_size is m tiles times pairs
   const int64_t pair_kv_bytes = 2 * static_cast<int64_t>(max_seq_len) * head_dim * kv_bytes;
-  return {count, num_q_heads / num_kv_heads, pairs, m_tiles,
-          l2_groups ? ws_pairs_per_group(pairs, m_tiles, pair_kv_bytes, ctas) : pairs};
+  return {count,
+          num_q_heads / num_kv_heads,
+          pairs,
+          m_tiles,
+          l2_groups ? ws_pairs_per_group(pairs, m_tiles, pair_kv_bytes, ctas) : pairs,
+          order == WsItemOrder::kSnake ? 1 : 0};
 }
 
 }  // namespace quench::prefill_hopper

@@ -583,7 +583,6 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   using Tile = typename Cfg::Tile;
   using prefill_common::OutputTile;
   constexpr int kHeadDim = Tile::kHeadDim;
-  constexpr int kBlockM = Tile::kBlockM;
   constexpr int kBlockN = Tile::kBlockN;
   constexpr int kStages = Cfg::kStages;
   const int consumer = ctid / 128;
