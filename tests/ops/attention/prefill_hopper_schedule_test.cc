@@ -174,6 +174,14 @@ TEST(PrefillHopperSchedule, SnakeBalancesTheBenchShapes) {
   }
 }
 
+TEST(PrefillHopperSchedule, RoundRobinForShortChunksSnakeBeyond) {
+  EXPECT_EQ(default_item_order(1), WsItemOrder::kRoundRobin);
+  EXPECT_EQ(default_item_order(1024), WsItemOrder::kRoundRobin);
+  EXPECT_EQ(default_item_order(1025), WsItemOrder::kSnake);
+  EXPECT_EQ(default_item_order(2048), WsItemOrder::kSnake);
+  EXPECT_EQ(default_item_order(16384), WsItemOrder::kSnake);
+}
+
 TEST(PrefillHopperSchedule, ScheduleSizeCountsEveryMTileOfTheLongestChunk) {
   // 1000 tokens x 4 q heads per KV head = 4000 packed rows -> 32 m tiles of 128.
   EXPECT_EQ(ws_schedule_size(1000, 32, 8, 3, 128), 32 * 3 * 8);

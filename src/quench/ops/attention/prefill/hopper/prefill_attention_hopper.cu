@@ -60,17 +60,17 @@ bool l2_groups_from_env() {
 }
 
 // How the persistent schedule deals a group's items to the CTAs over a bf16 cache
-// (prefill_hopper_schedule.h; read once; the FP8-KV kernels always take round robin, see
-// ws_next_item): QUENCH_PREFILL_ITEM_ORDER=snake (the default: alternating directions) or
-// round_robin (CTA b takes items b, b + ctas, ...), the A/B baseline. H200, bf16 hd128 page 16
-// (bench/LOG.md, eleventh session): snake / round robin 4k 530 / 521 TFLOP/s, 8k 591 / 577,
-// 16k page 64 626 / 617, 1k 340 / 343.
-prefill_hopper::WsItemOrder item_order_from_env() {
-  static const prefill_hopper::WsItemOrder order =
-      env_switch("QUENCH_PREFILL_ITEM_ORDER", {"snake", "round_robin"}) == "round_robin"
-          ? prefill_hopper::WsItemOrder::kRoundRobin
-          : prefill_hopper::WsItemOrder::kSnake;
-  return order;
+// (prefill_hopper_schedule.h; the FP8-KV kernels always take round robin, see ws_next_item):
+// QUENCH_PREFILL_ITEM_ORDER=snake (alternating directions) or round_robin (CTA b takes items b,
+// b + ctas, ...) for every launch, the A/B switch (read once); unset, default_item_order by
+// chunk length. H200, bf16 hd128 (bench/LOG.md, eleventh session), snake / round robin TFLOP/s:
+// page 16 4k 530 / 521, 8k 591 / 577, 16k page 64 626 / 617, 2k page 64 456 / 449, 1k 340 / 343.
+prefill_hopper::WsItemOrder item_order(int max_q_len) {
+  static const std::string forced =
+      env_switch("QUENCH_PREFILL_ITEM_ORDER", {"snake", "round_robin"});
+  if (forced == "snake") return prefill_hopper::WsItemOrder::kSnake;
+  if (forced == "round_robin") return prefill_hopper::WsItemOrder::kRoundRobin;
+  return prefill_hopper::default_item_order(max_q_len);
 }
 
 // The head_dim 256 kernel QUENCH_PREFILL_HD256 asks for (an A/B switch, read once): ws (or
@@ -138,7 +138,7 @@ void launch_persistent(const AttentionParams& params, HopperSchedule schedule,
   prefill_hopper::WsItems items = prefill_hopper::ws_items(
       params.max_q_len, params.max_seq_len, params.num_q_heads, params.kv.num_kv_heads,
       params.num_seqs, params.kv.head_dim, Cfg::Tile::kKvBytes, Cfg::kBlockM, ctas,
-      l2_groups_from_env(), item_order_from_env());
+      l2_groups_from_env(), item_order(params.max_q_len));
   AttentionParams args = params;
   KvTensorMaps maps = cached_kv_tensor_maps(params.k_cache, params.v_cache, params.kv);
   void* kernel_args[] = {&args, &maps, &items};
