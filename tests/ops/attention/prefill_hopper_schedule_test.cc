@@ -182,6 +182,17 @@ TEST(PrefillHopperSchedule, RoundRobinForShortChunksSnakeBeyond) {
   EXPECT_EQ(default_item_order(16384), WsItemOrder::kSnake);
 }
 
+TEST(PrefillHopperSchedule, PerTileHeadsFirstWhereASequencesKvIsSmall) {
+  // 8 KV heads at hd128: FP8 up to 4k tokens (8 MiB), bf16 up to 2k.
+  EXPECT_TRUE(per_tile_heads_first(1024, 128, 1, 8));
+  EXPECT_TRUE(per_tile_heads_first(4096, 128, 1, 8));
+  EXPECT_FALSE(per_tile_heads_first(8192, 128, 1, 8));  // 16 MiB: ranks first measured 728 / 725
+  EXPECT_TRUE(per_tile_heads_first(2048, 128, 2, 8));
+  EXPECT_FALSE(per_tile_heads_first(8192, 256, 2, 8));  // 64 MiB: ranks first measured 624 / 611
+  // No int overflow on long sequences.
+  EXPECT_FALSE(per_tile_heads_first(1 << 20, 256, 2, 64));
+}
+
 TEST(PrefillHopperSchedule, ScheduleSizeCountsEveryMTileOfTheLongestChunk) {
   // 1000 tokens x 4 q heads per KV head = 4000 packed rows -> 32 m tiles of 128.
   EXPECT_EQ(ws_schedule_size(1000, 32, 8, 3, 128), 32 * 3 * 8);

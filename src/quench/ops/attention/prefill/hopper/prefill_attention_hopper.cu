@@ -170,6 +170,15 @@ void launch_synchronous(const AttentionParams& params, cudaStream_t stream) {
 template <HopperKind kKind, int kHeadDim, bool kSoftCap, bool kTwoTermPrev>
 void launch_warp_specialized(const AttentionParams& params, HopperSchedule schedule,
                              cudaStream_t stream) {
+  // The per-tile grid's y dimension (query tiles, or KV heads) holds at most 65535: longer chunks
+  // (over 8M packed query rows) run on the persistent kernel's 1-D grid.
+  const int64_t query_tiles =
+      (static_cast<int64_t>(params.max_q_len) * (params.num_q_heads / params.kv.num_kv_heads) +
+       prefill_hopper::WsConfig<kKind, kHeadDim>::kBlockM - 1) /
+      prefill_hopper::WsConfig<kKind, kHeadDim>::kBlockM;
+  if (schedule == HopperSchedule::kPerTile && query_tiles > 65535) {
+    schedule = HopperSchedule::kPersistent;
+  }
   if (schedule != HopperSchedule::kPerTile) {
     return launch_persistent<kKind, kHeadDim, kSoftCap, kTwoTermPrev>(params, schedule, stream);
   }
@@ -178,12 +187,26 @@ void launch_warp_specialized(const AttentionParams& params, HopperSchedule sched
       prefill_hopper::prefill_attention_hopper_ws_kernel<kKind, kHeadDim, kSoftCap, kTwoTermPrev>);
   static const cudaError_t reserve_status =
       prefill_common::reserve_shared_memory(kernel, Cfg::kSmemBytes, /*max_carveout=*/false);
+  QUENCH_REQUIRE(reserve_status == cudaSuccess, "prefill_attention_hopper: cannot reserve ",
+                 Cfg::kSmemBytes, " bytes of shared memory: ", cudaGetErrorString(reserve_status));
   AttentionParams args = params;
   KvTensorMaps maps = cached_kv_tensor_maps(params.k_cache, params.v_cache, params.kv);
-  void* kernel_args[] = {&args, &maps};
-  prefill_common::launch_on_query_tiles(kernel, kernel_args, "prefill_attention_hopper",
-                                        reserve_status, Cfg::kBlockM, Cfg::kThreads,
-                                        Cfg::kSmemBytes, params, stream);
+  // KV heads first where a sequence's K/V is small (per_tile_heads_first; ws_work says why).
+  int heads_first =
+      prefill_hopper::per_tile_heads_first(params.max_seq_len, params.kv.head_dim,
+                                           Cfg::Tile::kKvBytes, params.kv.num_kv_heads)
+          ? 1
+          : 0;
+  void* kernel_args[] = {&args, &maps, &heads_first};
+  const unsigned heads = static_cast<unsigned>(params.kv.num_kv_heads);
+  const unsigned tiles = static_cast<unsigned>(query_tiles);
+  const dim3 grid(heads_first ? heads : tiles, heads_first ? tiles : heads,
+                  static_cast<unsigned>(params.num_seqs));
+  const cudaError_t status =
+      cudaLaunchKernel(kernel, grid, dim3(static_cast<unsigned>(Cfg::kThreads)), kernel_args,
+                       static_cast<size_t>(Cfg::kSmemBytes), stream);
+  QUENCH_REQUIRE(status == cudaSuccess,
+                 "prefill_attention_hopper: launch failed: ", cudaGetErrorString(status));
 }
 
 // The synchronous kernel at head_dim 256 where asked, else the warp-specialized ones, for FP8

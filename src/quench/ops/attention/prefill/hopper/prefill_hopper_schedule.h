@@ -98,6 +98,19 @@ inline bool persistent_by_default(bool bf16_over_bf16, int head_dim, int page_si
   return max_q_len <= kPersistentMaxQueryLen;
 }
 
+// The per-tile kernel's grid takes KV heads first (ws_work, prefill_hopper_ws_kernel.cuh) where
+// a sequence's K/V over all its KV heads (max_seq_len tokens) takes at most this many bytes: the
+// CTAs running at once then read a whole sequence's K/V. H200 (bench/LOG.md, eleventh session),
+// heads first / ranks first TFLOP/s: FP8 P·V 1k page 16 392.6 / 390.3, 2k page 64 538 / 534
+// (4 MiB per sequence); bf16 q over FP8 KV 1k page 64 254 / 250, 2k page 16 290 / 286; FP8 P·V
+// 8k (16 MiB) 725 / 728; bf16 hd256 8k (64 MiB) 611 / 624.
+inline constexpr int64_t kHeadsFirstMaxSequenceKvBytes = int64_t{8} << 20;
+
+inline bool per_tile_heads_first(int max_seq_len, int head_dim, int kv_bytes, int num_kv_heads) {
+  const int64_t bytes = int64_t{2} * max_seq_len * head_dim * kv_bytes * num_kv_heads;
+  return bytes <= kHeadsFirstMaxSequenceKvBytes;
+}
+
 // The schedule of one launch, the persistent kernel's argument (filled by the host): the kernel
 // reads it in place (constant-bank operands). Sizes computed in the kernel were hoisted out of its
 // loops and held in registers, which the FP8 P·V producer (24 registers) spilled: 308 bytes
