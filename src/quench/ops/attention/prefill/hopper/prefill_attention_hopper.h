@@ -46,8 +46,9 @@ enum class HopperPvPrecision : uint8_t {
 // sequence); the synchronous kernel (head_dim 256, see HopperHeadDim256Kernel) always runs one
 // CTA per item. Results are bit-identical across schedules.
 enum class HopperSchedule : uint8_t {
-  kDefault,        // kPersistent for chunks of <= 2048 tokens, else kPerTile; the environment
-                   // may force QUENCH_PREFILL_PERSISTENT=0 (kPerTile), 1 or items
+  kDefault,        // persistent_by_default (prefill_hopper_schedule.h: kPersistent for a bf16
+                   // cache, kPerTile for an FP8 one); the environment may force
+                   // QUENCH_PREFILL_PERSISTENT=0 (kPerTile), 1 or items
   kPersistent,     // one CTA per SM, each walking its share of the items, heaviest first
   kOneItemPerCta,  // the persistent kernel on one CTA per item (isolates the persistence)
   kPerTile,        // the non-persistent kernel (prefill_hopper_ws_kernel.cuh), one CTA per item
