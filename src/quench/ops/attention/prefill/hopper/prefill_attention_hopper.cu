@@ -170,15 +170,6 @@ void launch_synchronous(const AttentionParams& params, cudaStream_t stream) {
 template <HopperKind kKind, int kHeadDim, bool kSoftCap, bool kTwoTermPrev>
 void launch_warp_specialized(const AttentionParams& params, HopperSchedule schedule,
                              cudaStream_t stream) {
-  // The per-tile grid's y dimension (query tiles, or KV heads) holds at most 65535: longer chunks
-  // (over 8M packed query rows) run on the persistent kernel's 1-D grid.
-  const int64_t query_tiles =
-      (static_cast<int64_t>(params.max_q_len) * (params.num_q_heads / params.kv.num_kv_heads) +
-       prefill_hopper::WsConfig<kKind, kHeadDim>::kBlockM - 1) /
-      prefill_hopper::WsConfig<kKind, kHeadDim>::kBlockM;
-  if (schedule == HopperSchedule::kPerTile && query_tiles > 65535) {
-    schedule = HopperSchedule::kPersistent;
-  }
   if (schedule != HopperSchedule::kPerTile) {
     return launch_persistent<kKind, kHeadDim, kSoftCap, kTwoTermPrev>(params, schedule, stream);
   }
@@ -191,12 +182,15 @@ void launch_warp_specialized(const AttentionParams& params, HopperSchedule sched
                  Cfg::kSmemBytes, " bytes of shared memory: ", cudaGetErrorString(reserve_status));
   AttentionParams args = params;
   KvTensorMaps maps = cached_kv_tensor_maps(params.k_cache, params.v_cache, params.kv);
-  // KV heads first where a sequence's K/V is small (per_tile_heads_first; ws_work says why).
-  int heads_first =
-      prefill_hopper::per_tile_heads_first(params.max_seq_len, params.kv.head_dim,
-                                           Cfg::Tile::kKvBytes, params.kv.num_kv_heads)
-          ? 1
-          : 0;
+  // KV heads first where a sequence's K/V is small (per_tile_heads_first; ws_work says why) and
+  // the query tiles fit the grid's y dimension (65535; x holds 2^31 - 1).
+  const int64_t query_tiles =
+      (static_cast<int64_t>(params.max_q_len) * (params.num_q_heads / params.kv.num_kv_heads) +
+       Cfg::kBlockM - 1) /
+      Cfg::kBlockM;
+  const bool small_kv = prefill_hopper::per_tile_heads_first(
+      params.max_seq_len, params.kv.head_dim, Cfg::Tile::kKvBytes, params.kv.num_kv_heads);
+  int heads_first = small_kv && query_tiles <= 65535 ? 1 : 0;
   void* kernel_args[] = {&args, &maps, &heads_first};
   const unsigned heads = static_cast<unsigned>(params.kv.num_kv_heads);
   const unsigned tiles = static_cast<unsigned>(query_tiles);

@@ -14,12 +14,11 @@
 // Which CTA takes which item (ws_item_after): a group's items are dealt to the CTAs in rounds of
 // one item per CTA, in alternating directions (a snake), so the CTA that took a round's heaviest
 // item takes the next round's lightest; each group starts at the CTA where the numbering left
-// off. Dealt
-// the same way every round (CTA b: items b, b + ctas, ...: WsItemOrder::kRoundRobin), the CTAs
-// that start each round take its heaviest items every time: on the bench's shapes (16 sequences
-// of 1k tokens to 1 of 16k, 132 CTAs) the busiest CTA then had 3.1% more work than the mean,
-// and 0.1-0.9% with the snake (tests/ops/attention/prefill_hopper_schedule_test.cc). The
-// kernel deals the snake over bf16 K/V only (prefill_hopper_persistent_kernel.cuh says why).
+// off. Dealt the same way every round (CTA b: items b, b + ctas, ...: WsItemOrder::kRoundRobin),
+// the CTAs that start each round take its heaviest items every time: on the bench's shapes (16
+// sequences of 1k tokens to 1 of 16k, 132 CTAs) the busiest CTA then had 3.1% more work than
+// the mean, and 0.1-0.9% with the snake (tests/ops/attention/prefill_hopper_schedule_test.cc).
+// The kernel deals the snake over bf16 K/V only (prefill_hopper_persistent_kernel.cuh says why).
 // persistent_by_default says which launches take the persistent kernel at all.
 #pragma once
 
