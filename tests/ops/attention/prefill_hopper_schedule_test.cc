@@ -129,6 +129,17 @@ TEST(PrefillHopperSchedule, EveryItemDealtToOneCtaInIncreasingOrder) {
   }
 }
 
+// The kernel starts each CTA's walk from ws_before_first_item(), blockIdx.x - gridDim.x: any
+// negative item means "before the first".
+TEST(PrefillHopperSchedule, AnyNegativeItemStartsTheWalk) {
+  for (const WsItemOrder order : {WsItemOrder::kSnake, WsItemOrder::kRoundRobin}) {
+    const WsItems items = ws_items(4096, 4096, 32, 8, 4, 128, 2, 128, 132, true, order);
+    for (int cta = 0; cta < 132; ++cta) {
+      EXPECT_EQ(ws_item_after(cta - 132, cta, 132, items), ws_item_after(-1, cta, 132, items));
+    }
+  }
+}
+
 TEST(PrefillHopperSchedule, OneItemPerCtaWhenTheGridHasOnePerItem) {
   const WsItems items = ws_items(1000, 1000, 32, 8, 3, 128, 1, 128, 32 * 3 * 8, true);
   for (int cta = 0; cta < items.count; cta += 13) {
