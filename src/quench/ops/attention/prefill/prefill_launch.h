@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "quench/ops/attention/attention_params.h"
 
 namespace quench::prefill_common {
@@ -26,10 +28,20 @@ void launch_on_query_tiles(PrefillKernelFn kernel, const char* kernel_name,
                            cudaError_t reserve_status, int block_m, int threads, int smem_bytes,
                            const AttentionParams& params, cudaStream_t stream);
 
+// Which of a query-tile grid's first two dimensions holds the query tiles. The hardware starts
+// CTAs x-fastest: tiles first starts every (KV head, sequence)'s tiles in turn, heads first a
+// sequence's tiles rank by rank over its KV heads. y holds at most 65535.
+enum class QueryTileGrid { kTilesFirst, kHeadsFirst };
+
+// Query tiles of the longest chunk: ceil(max_q_len * group / block_m).
+int64_t query_tile_count(const AttentionParams& params, int block_m);
+
 // The same grid for a kernel with more parameters than `params`: `kernel_args` is
-// cudaLaunchKernel's array of pointers to every argument (params' copy among them).
+// cudaLaunchKernel's array of pointers to every argument (params' copy among them); `layout`
+// orders the grid's first two dimensions (num_kv_heads x tiles x num_seqs for kHeadsFirst).
 void launch_on_query_tiles(const void* kernel, void** kernel_args, const char* kernel_name,
                            cudaError_t reserve_status, int block_m, int threads, int smem_bytes,
-                           const AttentionParams& params, cudaStream_t stream);
+                           const AttentionParams& params, cudaStream_t stream,
+                           QueryTileGrid layout = QueryTileGrid::kTilesFirst);
 
 }  // namespace quench::prefill_common

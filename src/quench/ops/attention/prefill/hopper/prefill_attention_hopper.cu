@@ -178,29 +178,20 @@ void launch_warp_specialized(const AttentionParams& params, HopperSchedule sched
       prefill_hopper::prefill_attention_hopper_ws_kernel<kKind, kHeadDim, kSoftCap, kTwoTermPrev>);
   static const cudaError_t reserve_status =
       prefill_common::reserve_shared_memory(kernel, Cfg::kSmemBytes, /*max_carveout=*/false);
-  QUENCH_REQUIRE(reserve_status == cudaSuccess, "prefill_attention_hopper: cannot reserve ",
-                 Cfg::kSmemBytes, " bytes of shared memory: ", cudaGetErrorString(reserve_status));
   AttentionParams args = params;
   KvTensorMaps maps = cached_kv_tensor_maps(params.k_cache, params.v_cache, params.kv);
   // KV heads first where a sequence's K/V is small (per_tile_heads_first; ws_work says why) and
-  // the query tiles fit the grid's y dimension (65535; x holds 2^31 - 1).
-  const int64_t query_tiles =
-      (static_cast<int64_t>(params.max_q_len) * (params.num_q_heads / params.kv.num_kv_heads) +
-       Cfg::kBlockM - 1) /
-      Cfg::kBlockM;
+  // the query tiles fit the grid's y dimension.
   const bool small_kv = prefill_hopper::per_tile_heads_first(
       params.max_seq_len, params.kv.head_dim, Cfg::Tile::kKvBytes, params.kv.num_kv_heads);
-  int heads_first = small_kv && query_tiles <= 65535 ? 1 : 0;
+  int heads_first =
+      small_kv && prefill_common::query_tile_count(params, Cfg::kBlockM) <= 65535 ? 1 : 0;
   void* kernel_args[] = {&args, &maps, &heads_first};
-  const unsigned heads = static_cast<unsigned>(params.kv.num_kv_heads);
-  const unsigned tiles = static_cast<unsigned>(query_tiles);
-  const dim3 grid(heads_first ? heads : tiles, heads_first ? tiles : heads,
-                  static_cast<unsigned>(params.num_seqs));
-  const cudaError_t status =
-      cudaLaunchKernel(kernel, grid, dim3(static_cast<unsigned>(Cfg::kThreads)), kernel_args,
-                       static_cast<size_t>(Cfg::kSmemBytes), stream);
-  QUENCH_REQUIRE(status == cudaSuccess,
-                 "prefill_attention_hopper: launch failed: ", cudaGetErrorString(status));
+  prefill_common::launch_on_query_tiles(kernel, kernel_args, "prefill_attention_hopper",
+                                        reserve_status, Cfg::kBlockM, Cfg::kThreads,
+                                        Cfg::kSmemBytes, params, stream,
+                                        heads_first ? prefill_common::QueryTileGrid::kHeadsFirst
+                                                    : prefill_common::QueryTileGrid::kTilesFirst);
 }
 
 // The synchronous kernel at head_dim 256 where asked, else the warp-specialized ones, for FP8

@@ -738,8 +738,8 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
 #endif  // QUENCH_SM90A_ENABLED
 
 // `maps`: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv); heads_first: the
-// grid's layout (ws_work). kSoftCap must be
-// p.logit_soft_cap > 0 (the launcher picks the instantiation).
+// grid's layout (ws_work, prefill_common::QueryTileGrid). kSoftCap must be p.logit_soft_cap > 0
+// (the launcher picks the instantiation).
 // kTwoTermPrev (FP8 P·V): two-term P on the second-to-last KV tile too (two_term_prev_tile).
 template <HopperKind kKind, int kHeadDimT, bool kSoftCap, bool kTwoTermPrev = true>
 __global__ void __launch_bounds__(WsConfig<kKind, kHeadDimT>::kThreads, 1)
