@@ -128,7 +128,8 @@ void AttentionProblem::build_query() {
   q_bytes_ = nan_bytes(config_.q_dtype, n);
   q_values_.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    q_values_[i] = store_element(config_.q_dtype, q_bytes_, i, x[i] / scale) * scale;
+    q_values_[i] =
+        store_element(config_.q_dtype, q_bytes_, i, x[i] * config_.q_magnitude / scale) * scale;
   }
 }
 

@@ -48,6 +48,9 @@ struct AttentionProblemConfig {
   DType kv_dtype = DType::kBF16;
   DType out_dtype = DType::kBF16;
   float q_scale = 1.0f;  // multiplies an FP8 query; ignored (and not applied) for bf16/f16
+  // Multiplies the generated query values (normal(0, 1) otherwise): large magnitudes test the
+  // kernels' range handling (bf16 q beyond f16's 65504 on f16 tensor-core paths).
+  float q_magnitude = 1.0f;
   float k_scale = 1.0f;  // multiplies stored K (stored = dtype(x / k_scale))
   float v_scale = 1.0f;  // multiplies stored V
   float o_scale = 1.0f;  // FP8 output: stored = fp8(o / o_scale)

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,25 @@ TEST(PrefillAttentionHopper, SmallShapes) {
       c.num_q_heads = 1;
       c.num_kv_heads = 1;
       c.seqs = seqs;
+      expect_hopper_matches_reference(c);
+    }
+  }
+}
+
+// bf16 q over FP8 KV runs Q K^T on f16 operands, its Q tile scaled per warp by a power of two
+// where bf16 values exceed f16's range (q_rows_to_f16): queries around 2^17 (up to ~2^19), with
+// sm_scale bringing the scores back to the usual range, must match the reference as ordinary
+// ones do, at every head_dim.
+TEST(PrefillAttentionHopper, Bf16QueryBeyondF16Range) {
+  SKIP_UNLESS_SM90();
+  uint64_t seed = 900;
+  for (const int head_dim : {64, 128, 256}) {
+    for (const float magnitude : {1.0f, 131072.0f}) {
+      AttentionProblemConfig c = base_config(kKinds[2], head_dim, seed++);
+      c.seqs = {{150, 420}, {70, 70}};
+      c.q_magnitude = magnitude;
+      c.sm_scale = 1.0f / (std::sqrt(static_cast<float>(head_dim)) * magnitude);
+      SCOPED_TRACE(str_cat("q magnitude ", magnitude));
       expect_hopper_matches_reference(c);
     }
   }

@@ -31,8 +31,8 @@ using prefill_hopper::HopperKind;
 
 // q: [kBlockM][D] (MMA operand dtype), k, v: [kBlockN][D] (cache dtype), p: [kBlockM][kBlockN];
 // s_out: [kBlockM][kBlockN], o_out: [kBlockM][D] (O divided by the P scale); o_mn_major_out
-// (bf16 P V only): [kBlockM][D], O from V in its cached layout (bf16, or FP8 widened to bf16) as
-// the MN-major B operand (the warp-specialized kernel's bf16 P V).
+// (16-bit P V only): [kBlockM][D], O from V in its cached layout (bf16, or FP8 widened to the
+// 16-bit operand type) as the MN-major B operand (the warp-specialized kernel's 16-bit P V).
 template <HopperKind kKind, int kHeadDim>
 __global__ void __launch_bounds__(256, 1)
     hopper_layout_probe_kernel(const uint8_t* q, const uint8_t* k, const uint8_t* v, const float* p,
@@ -118,7 +118,8 @@ __global__ void __launch_bounds__(256, 1)
     const unsigned char* v_operand = v_stage;
     if constexpr (Cfg::kFp8Kv) {
       __syncthreads();
-      prefill_hopper::widen_fp8_tile<Cfg::kThreads, kHeadDim, kBlockN>(v_stage, k_stage, tid);
+      prefill_hopper::widen_fp8_tile<Cfg::kThreads, kHeadDim, kBlockN, Cfg::kF16Pv>(v_stage,
+                                                                                    k_stage, tid);
       sm90::fence_proxy_async_shared();
       __syncthreads();
       v_operand = k_stage;
@@ -142,14 +143,14 @@ __global__ void __launch_bounds__(256, 1)
 #endif  // QUENCH_SM90A_ENABLED
 }
 
-// Stores integer-valued x as FP8 e4m3 (1 byte) or bf16 (2 bytes), exactly.
-std::vector<uint8_t> encode(const std::vector<float>& x, int bytes_per_element) {
+// Stores integer-valued x as FP8 e4m3 (1 byte), bf16 or (f16) f16 (2 bytes), exactly.
+std::vector<uint8_t> encode(const std::vector<float>& x, int bytes_per_element, bool f16 = false) {
   std::vector<uint8_t> out(x.size() * static_cast<size_t>(bytes_per_element));
   for (size_t i = 0; i < x.size(); ++i) {
     if (bytes_per_element == 1) {
       out[i] = float_to_fp8_e4m3(x[i]);
     } else {
-      const uint16_t b = float_to_bf16_bits(x[i]);
+      const uint16_t b = f16 ? float_to_f16_bits(x[i]) : float_to_bf16_bits(x[i]);
       out[2 * i] = static_cast<uint8_t>(b & 0xff);
       out[2 * i + 1] = static_cast<uint8_t>(b >> 8);
     }
@@ -232,7 +233,8 @@ void run_layout_probe(const char* name) {
     }
   }
 
-  DeviceBuffer d_q = DeviceBuffer::from_host(encode(q, Cfg::kQkBytes));
+  // Q in its operand dtype: f16 Q K^T takes the tile q_rows_to_f16 leaves (unscaled here: |q| <= 4).
+  DeviceBuffer d_q = DeviceBuffer::from_host(encode(q, Cfg::kQkBytes, Cfg::kF16Qk));
   DeviceBuffer d_k = DeviceBuffer::from_host(encode(k, Cfg::kKvBytes));
   DeviceBuffer d_v = DeviceBuffer::from_host(encode(v, Cfg::kKvBytes));
   DeviceBuffer d_p = DeviceBuffer::from_host(p);

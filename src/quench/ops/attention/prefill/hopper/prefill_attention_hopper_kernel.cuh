@@ -96,8 +96,9 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
   // Query tile -> swizzled shared memory (column blocks of 128 bytes); rows past the chunk are
   // zero.
   constexpr int kQChunks = kHeadDim * Cfg::kQkBytes / 16;
-  for (int idx = tid; idx < kBlockM * kQChunks; idx += Cfg::kThreads) {
-    const int row = idx / kQChunks;
+  for (int j = 0; j < kQChunks / 2; ++j) {
+    const int idx = q_chunk_index<Cfg>(tid % 128, j);
+    const int row = 64 * (tid / 128) + idx / kQChunks;
     const int chunk = idx % kQChunks;
     const int m = m0 + row;
     const bool valid = m < rows;
@@ -143,13 +144,13 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     row_pos[r] = first_pos + min(m / group, q_len - 1);  // rows past the chunk: never stored
   }
   const float q_scale_eff = Cfg::kFp8Qk ? p.q_scale : 1.0f;
-  const ScoreTransform scores{p.sm_scale * q_scale_eff * p.k_scale.at(kv_head),
-                              p.logit_soft_cap,
-                              p.window_left,
-                              pos_lo,
-                              pos_hi,
-                              {row_pos[0], row_pos[1]},
-                              lane_in_group};
+  ScoreTransform scores{p.sm_scale * q_scale_eff * p.k_scale.at(kv_head),
+                        p.logit_soft_cap,
+                        p.window_left,
+                        pos_lo,
+                        pos_hi,
+                        {row_pos[0], row_pos[1]},
+                        lane_in_group};
   float o_acc[kHeadDim / 2] = {};  // O, accumulator layout: o_acc[4 * dt + 2 * r + c]
   // P V's A fragments and FP8 result T: with kDeferPv they stay in flight until the Q K^T
   // wait of the next tile (or the end of the loop).
@@ -168,6 +169,9 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     unsigned char* k_stage = smem + Cfg::kKStageOffset + stage * Cfg::kStageBytes;
     const unsigned char* v_stage = smem + Cfg::kVStageOffset + stage * Cfg::kStageBytes;
     prefill_generic::cp_async_wait_all();
+    if constexpr (Cfg::kF16Qk) {
+      if (tile == 0) scores.score_scale *= q_rows_to_f16<Cfg>(q_tile, warpgroup, tid % 128);
+    }
     sm90::fence_proxy_async_shared();
     // The tile (and Q) visible to all; every warpgroup is done with the previous tile's Q K^T
     // (and P V, unless kDeferPv: then it may still read the other V^T buffer).

@@ -32,6 +32,17 @@ struct HopperConfig {
   static constexpr bool kFp8Pv = kKind == HopperKind::kFp8;
   static constexpr bool kFp8Kv = kKind != HopperKind::kBf16;
   static constexpr bool kWidenK = kKind == HopperKind::kBf16QFp8Kv;
+  // 16-bit P V over FP8 V (bf16 q over FP8 KV, FP8 q with bf16 P V) runs on f16 operands: V
+  // widens to f16 in one conversion per pair (F2FP.F16.E4M3.UNPACK_B, exact), where bf16 took
+  // three more (to f32 and back), and P in [0, 1] keeps 11 significant bits instead of 8.
+  static constexpr bool kF16Pv = kFp8Kv && !kFp8Pv;
+  // bf16 q over FP8 KV runs Q K^T on f16 operands too: K widens like V, and the Q tile is
+  // converted once per work item (q_rows_to_f16: exact, with a power-of-two scale per warp that
+  // keeps bf16's range inside f16's and is folded into the score scale). The producer's
+  // widening bounded these kinds; H200 per-tile kernel (bench/LOG.md, twelfth session), TFLOP/s
+  // bf16 / f16 operands: bf16 q over FP8 KV 332 -> 389 at b2 x 8k, 350 -> 410 at b1 x 16k, hd64
+  // 287 -> 332, hd256 348 -> 390; FP8 q with bf16 P V (f16 P V only) 542 -> 599 at 8k.
+  static constexpr bool kF16Qk = kKind == HopperKind::kBf16QFp8Kv;
   static constexpr int kHeadDim = kHeadDimT;
   static constexpr int kWarpgroups = 2;
   static constexpr int kThreads = 128 * kWarpgroups;
@@ -110,6 +121,13 @@ __device__ __forceinline__ uint64_t descriptor_plus(uint64_t desc, uint32_t byte
   return (desc & 0xffffffff00000000ull) | lo;
 }
 
+// Two floats -> packed f16x2 (low half = lo), round to nearest even.
+__device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
+  uint32_t packed;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(hi), "f"(lo));
+  return packed;
+}
+
 // Four floats -> four e4m3 bytes (first in the low byte), round to nearest even, saturating.
 __device__ __forceinline__ uint32_t pack_e4m3x4(float a, float b, float c, float d) {
   const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
@@ -165,10 +183,28 @@ __device__ __forceinline__ void transpose_v_fp8(const unsigned char* v, unsigned
   }
 }
 
-// bf16 operands: V as cached (bf16 [key][dim], or e4m3 [key][dim] widened here; both
-// block-split swizzled tiles of kBlockN rows) -> V^T bf16 [dim][key] (block-split swizzled tile
-// of kHeadDim rows). Unit u moves keys 2p, 2p+1 x dims 2e, 2e+1; lanes vary over (e % 8, p % 4).
-template <int kThreads, bool kFp8Source, int kHeadDim, int kBlockN>
+// Two e4m3 codes (low byte first) -> packed f16x2, exact (every e4m3 value is an f16): one
+// conversion op.
+__device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32_t two_bytes) {
+  const __half2_raw h =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes), __NV_E4M3);
+  return static_cast<uint32_t>(h.x) | static_cast<uint32_t>(h.y) << 16;
+}
+
+// Two e4m3 codes -> the packed 16-bit operand pair: f16 (kF16) or bf16.
+template <bool kF16>
+__device__ __forceinline__ uint32_t widen_fp8x2(uint32_t two_bytes) {
+  if constexpr (kF16) {
+    return fp8x2_to_f16x2(two_bytes);
+  } else {
+    return prefill_common::fp8x2_to_bf16x2(two_bytes, __NV_E4M3);
+  }
+}
+
+// 16-bit operands: V as cached (bf16 [key][dim], or e4m3 [key][dim] widened here to bf16 or, with
+// kF16, f16; both block-split swizzled tiles of kBlockN rows) -> V^T [dim][key] (block-split
+// swizzled tile of kHeadDim rows). Unit u moves keys 2p, 2p+1 x dims 2e, 2e+1; lanes vary over (e % 8, p % 4).
+template <int kThreads, bool kFp8Source, int kHeadDim, int kBlockN, bool kF16 = false>
 __device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigned char* vt,
                                                  int tid) {
   constexpr int kDimGroups = kHeadDim / 16;  // groups of 8 dim pairs
@@ -190,7 +226,7 @@ __device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigne
       if constexpr (kFp8Source) {
         const uint16_t two = *reinterpret_cast<const uint16_t*>(
             v + block_tile_offset(kBlockN, key + i, e / 8) + (2 * e) % 16);
-        in[i] = prefill_common::fp8x2_to_bf16x2(two, __NV_E4M3);
+        in[i] = widen_fp8x2<kF16>(two);
       } else {
         in[i] = *reinterpret_cast<const uint32_t*>(v + block_tile_offset(kBlockN, key + i, e / 4) +
                                                    (e % 4) * 4);
@@ -204,10 +240,10 @@ __device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigne
   }
 }
 
-// e4m3 [key][dim] (K or V as cached, block-split swizzled) -> bf16 [key][dim] (block-split
-// swizzled), exactly: the bf16 K operand of bf16 q over FP8 KV, and the MN-major bf16 V operand
-// of bf16 P V over FP8 V (issue_pv_v_mn_major).
-template <int kThreads, int kHeadDim, int kBlockN>
+// e4m3 [key][dim] (K or V as cached, block-split swizzled) -> bf16 or (kF16) f16 [key][dim]
+// (block-split swizzled), exactly: the 16-bit K operand of bf16 q over FP8 KV, and the MN-major
+// 16-bit V operand of P V over FP8 V (issue_pv_v_mn_major).
+template <int kThreads, int kHeadDim, int kBlockN, bool kF16>
 __device__ __forceinline__ void widen_fp8_tile(const unsigned char* k, unsigned char* k_wide,
                                                int tid) {
   constexpr int kChunks = kHeadDim / 16;  // 16 FP8 values per chunk
@@ -226,38 +262,39 @@ __device__ __forceinline__ void widen_fp8_tile(const unsigned char* k, unsigned 
     uint32_t* hi_words = &hi.x;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      lo_words[2 * i] = prefill_common::fp8x2_to_bf16x2(in[i] & 0xffffu, __NV_E4M3);
-      lo_words[2 * i + 1] = prefill_common::fp8x2_to_bf16x2(in[i] >> 16, __NV_E4M3);
-      hi_words[2 * i] = prefill_common::fp8x2_to_bf16x2(in[i + 2] & 0xffffu, __NV_E4M3);
-      hi_words[2 * i + 1] = prefill_common::fp8x2_to_bf16x2(in[i + 2] >> 16, __NV_E4M3);
+      lo_words[2 * i] = widen_fp8x2<kF16>(in[i] & 0xffffu);
+      lo_words[2 * i + 1] = widen_fp8x2<kF16>(in[i] >> 16);
+      hi_words[2 * i] = widen_fp8x2<kF16>(in[i + 2] & 0xffffu);
+      hi_words[2 * i + 1] = widen_fp8x2<kF16>(in[i + 2] >> 16);
     }
     *reinterpret_cast<uint4*>(k_wide + block_tile_offset(kBlockN, key, 2 * chunk)) = lo;
     *reinterpret_cast<uint4*>(k_wide + block_tile_offset(kBlockN, key, 2 * chunk + 1)) = hi;
   }
 }
 
-// bf16 wgmma with B of N rows (N = 64, 128 or 256), A from shared memory (SS) or registers.
-template <int N>
-__device__ __forceinline__ void wgmma_bf16_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
-                                              bool accumulate) {
+// 16-bit wgmma (bf16, or f16 with kF16) with B of N rows (N = 64, 128 or 256), A from shared
+// memory (SS) or registers.
+template <int N, bool kF16 = false>
+__device__ __forceinline__ void wgmma_16bit_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
+                                               bool accumulate) {
   if constexpr (N == 64) {
-    sm90::wgmma_m64n64k16_bf16_ss(d, desc_a, desc_b, accumulate);
+    sm90::wgmma_m64n64k16_16bit_ss<kF16>(d, desc_a, desc_b, accumulate);
   } else {
     static_assert(N == 128, "Q K^T tiles have 64 or 128 keys");
-    sm90::wgmma_m64n128k16_bf16_ss(d, desc_a, desc_b, accumulate);
+    sm90::wgmma_m64n128k16_16bit_ss<kF16>(d, desc_a, desc_b, accumulate);
   }
 }
 
-template <int N, bool kBMnMajor = false>
-__device__ __forceinline__ void wgmma_bf16_rs(float (&d)[N / 2], const uint32_t (&a)[4],
-                                              uint64_t desc_b, bool accumulate) {
+template <int N, bool kBMnMajor = false, bool kF16 = false>
+__device__ __forceinline__ void wgmma_16bit_rs(float (&d)[N / 2], const uint32_t (&a)[4],
+                                               uint64_t desc_b, bool accumulate) {
   if constexpr (N == 64) {
-    sm90::wgmma_m64n64k16_bf16_rs<kBMnMajor>(d, a, desc_b, accumulate);
+    sm90::wgmma_m64n64k16_16bit_rs<kBMnMajor, kF16>(d, a, desc_b, accumulate);
   } else if constexpr (N == 128) {
-    sm90::wgmma_m64n128k16_bf16_rs<kBMnMajor>(d, a, desc_b, accumulate);
+    sm90::wgmma_m64n128k16_16bit_rs<kBMnMajor, kF16>(d, a, desc_b, accumulate);
   } else {
     static_assert(N == 256, "P V covers head_dim 64, 128 or 256");
-    sm90::wgmma_m64n256k16_bf16_rs<kBMnMajor>(d, a, desc_b, accumulate);
+    sm90::wgmma_m64n256k16_16bit_rs<kBMnMajor, kF16>(d, a, desc_b, accumulate);
   }
 }
 
@@ -275,14 +312,67 @@ __device__ __forceinline__ const unsigned char* prepare_kv_operands(const unsign
   if constexpr (Cfg::kFp8Pv) {
     transpose_v_fp8<kWorkers>(v_stage, vt, tid);
   } else {
-    transpose_v_bf16<kWorkers, Cfg::kFp8Kv, Cfg::kHeadDim, Cfg::kBlockN>(v_stage, vt, tid);
+    transpose_v_bf16<kWorkers, Cfg::kFp8Kv, Cfg::kHeadDim, Cfg::kBlockN, Cfg::kF16Pv>(v_stage, vt,
+                                                                                      tid);
   }
   if constexpr (Cfg::kWidenK) {
-    widen_fp8_tile<kWorkers, Cfg::kHeadDim, Cfg::kBlockN>(k_stage, k_wide, tid);
+    widen_fp8_tile<kWorkers, Cfg::kHeadDim, Cfg::kBlockN, Cfg::kF16Qk>(k_stage, k_wide, tid);
     return k_wide;
   } else {
     return k_stage;
   }
+}
+
+// The Q tile chunk (16 bytes) that thread gtid of a warpgroup loads in its round j (< kQChunks
+// / 2), as an index over the warpgroup's 64 rows (row idx / kQChunks, chunk idx % kQChunks). For
+// f16 Q K^T each warp loads the 16 rows its accumulators own (q_rows_to_f16 scales them per
+// warp); otherwise the warpgroup's threads stride over all 64.
+template <class Cfg>
+__device__ __forceinline__ int q_chunk_index(int gtid, int j) {
+  constexpr int kQChunks = Cfg::kHeadDim * Cfg::kQkBytes / 16;
+  if constexpr (Cfg::kF16Qk) {
+    return gtid / 32 * (16 * kQChunks) + gtid % 32 + 32 * j;
+  } else {
+    return gtid + 128 * j;
+  }
+}
+
+// f16 Q K^T: the bf16 Q rows this thread loaded (q_chunk_index, warpgroup `warpgroup`, after
+// its cp.async wait) -> f16 in place, times 2^-e with e the smallest exponent >= 0 that puts the
+// warp's largest |q| below 2^15 (f16's max is 65504). Returns 2^e, the factor of the warp's raw
+// Q K^T scores. bf16 -> f16 is exact unless e > 0, where elements below 2^(e - 24) of the warp's
+// largest lose bits (bf16 q beyond 2^15 is far outside what attention layers produce). The
+// caller fences for the async proxy and syncs the warpgroup before a wgmma reads the tile.
+template <class Cfg>
+__device__ __forceinline__ float q_rows_to_f16(unsigned char* q_tile, int warpgroup, int gtid) {
+  static_assert(Cfg::kF16Qk && Cfg::kQkBytes == 2, "f16 Q K^T converts a bf16 Q tile");
+  constexpr int kQChunks = Cfg::kHeadDim * 2 / 16;
+  const auto chunk_at = [&](int j) {
+    const int idx = q_chunk_index<Cfg>(gtid, j);
+    return reinterpret_cast<uint4*>(
+        q_tile + block_tile_offset(Cfg::kBlockM, 64 * warpgroup + idx / kQChunks, idx % kQChunks));
+  };
+  uint32_t amax_bits = 0;  // |bf16| bit patterns order as their values
+  for (int j = 0; j < kQChunks / 2; ++j) {
+    const uint4 v = *chunk_at(j);
+    for (const uint32_t w : {v.x, v.y, v.z, v.w}) {
+      const uint32_t m = w & 0x7fff7fffu;
+      amax_bits = max(amax_bits, max(m & 0xffffu, m >> 16));
+    }
+  }
+  amax_bits = __reduce_max_sync(0xffffffffu, amax_bits);
+  // floor(log2(amax)) is the bf16 exponent field - 127 (0 and subnormals read as tiny).
+  const int e = max(0, static_cast<int>(amax_bits >> 7) - 127 - 14);
+  const float down = __int_as_float((127 - e) << 23);  // 2^-e, e <= 114
+  for (int j = 0; j < kQChunks / 2; ++j) {
+    uint4* chunk = chunk_at(j);
+    uint4 v = *chunk;
+    for (uint32_t* w : {&v.x, &v.y, &v.z, &v.w}) {
+      *w = pack_f16x2(__uint_as_float(*w << 16) * down, __uint_as_float(*w & 0xffff0000u) * down);
+    }
+    *chunk = v;
+  }
+  return __int_as_float((127 + e) << 23);
 }
 
 // Issues S = Q K^T for one warpgroup (64 Q rows at q_address, see the kernel); the caller
@@ -299,7 +389,7 @@ __device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], uint32_t 
     if constexpr (Cfg::kFp8Qk) {
       sm90::wgmma_m64n128k32_e4m3_ss(s, a, b, ks > 0);
     } else {
-      wgmma_bf16_ss<Cfg::kBlockN>(s, a, b, ks > 0);
+      wgmma_16bit_ss<Cfg::kBlockN, Cfg::kF16Qk>(s, a, b, ks > 0);
     }
   }
 }
@@ -335,7 +425,9 @@ __device__ __forceinline__ void pack_p(const float (&s)[Cfg::kBlockN / 2],
         // column blocks 2ks (registers 0, 1: rows r = 0, 1) and 2ks + 1 (registers 2, 3).
         const int nt = 2 * ks + i / 2;
         const int r = i % 2;
-        p_frag[ks][i] = prefill_common::pack_bf16x2(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]);
+        p_frag[ks][i] = Cfg::kF16Pv
+                            ? pack_f16x2(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1])
+                            : prefill_common::pack_bf16x2(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]);
       }
     }
   }
@@ -378,7 +470,7 @@ __device__ __forceinline__ void issue_pv(float (&acc)[Cfg::kHeadDim / 2],
     if constexpr (Cfg::kFp8Pv) {
       sm90::wgmma_m64n128k32_e4m3_rs(acc, p_frag[ks], b, accumulate_first || ks > 0);
     } else {
-      wgmma_bf16_rs<Cfg::kHeadDim>(acc, p_frag[ks], b, true);
+      wgmma_16bit_rs<Cfg::kHeadDim, false, Cfg::kF16Pv>(acc, p_frag[ks], b, true);
     }
   }
 }
@@ -564,7 +656,7 @@ __device__ __forceinline__ void issue_pv_v_mn_major(float (&o)[Cfg::kHeadDim / 2
 #pragma unroll
   for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
     const uint64_t b = descriptor_plus(b0, static_cast<uint32_t>(ks * 16 * 128));
-    wgmma_bf16_rs<Cfg::kHeadDim, true>(o, p_frag[ks], b, true);
+    wgmma_16bit_rs<Cfg::kHeadDim, true, Cfg::kF16Pv>(o, p_frag[ks], b, true);
   }
 }
 

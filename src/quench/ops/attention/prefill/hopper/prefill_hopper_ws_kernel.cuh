@@ -241,11 +241,11 @@ __device__ __forceinline__ void ws_build_operands(const unsigned char* raw, unsi
   if constexpr (Tile::kFp8Pv) {
     transpose_v_fp8<kWorkers>(raw, v_operand, ptid);
   } else {
-    widen_fp8_tile<kWorkers, Tile::kHeadDim, Tile::kBlockN>(raw, v_operand, ptid);
+    widen_fp8_tile<kWorkers, Tile::kHeadDim, Tile::kBlockN, Tile::kF16Pv>(raw, v_operand, ptid);
   }
   if constexpr (Tile::kWidenK) {
-    widen_fp8_tile<kWorkers, Tile::kHeadDim, Tile::kBlockN>(raw + Cfg::kRawKOffsetInStage, slot,
-                                                            ptid);
+    widen_fp8_tile<kWorkers, Tile::kHeadDim, Tile::kBlockN, Tile::kF16Qk>(
+        raw + Cfg::kRawKOffsetInStage, slot, ptid);
   }
 }
 
@@ -384,7 +384,7 @@ __device__ __forceinline__ void ws_load_q_rows(const AttentionParams& p, const W
   using prefill_common::QueryRow;
   constexpr int kHeadDim = Tile::kHeadDim;
   constexpr int kQChunks = kHeadDim * Tile::kQkBytes / 16;
-  for (int idx = gtid; idx < 64 * kQChunks; idx += 128) {
+  const auto load_chunk = [&](int idx) {
     const int row = 64 * consumer + idx / kQChunks;
     const int chunk = idx % kQChunks;
     const int m = w.m0 + row;
@@ -398,6 +398,14 @@ __device__ __forceinline__ void ws_load_q_rows(const AttentionParams& p, const W
     }
     prefill_generic::cp_async_16(q_tile + block_tile_offset(Tile::kBlockM, row, chunk),
                                  static_cast<const unsigned char*>(p.q) + src, valid);
+  };
+  if constexpr (Tile::kF16Qk) {
+    for (int j = 0; j < kQChunks / 2; ++j)
+      load_chunk(q_chunk_index<Tile>(gtid, j));
+  } else {
+    // q_chunk_index's stride, written as the loop the FP8 kernels' registers were tuned with.
+    for (int idx = gtid; idx < 64 * kQChunks; idx += 128)
+      load_chunk(idx);
   }
 }
 
@@ -604,12 +612,15 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   ws_load_q_rows<Cfg>(p, w, q_tile, consumer, gtid);
   prefill_generic::cp_async_commit();
   prefill_generic::cp_async_wait_all();
+  float q_factor = 1.0f;  // f16 Q K^T: the warp's Q scale back (q_rows_to_f16)
+  if constexpr (Tile::kF16Qk) q_factor = q_rows_to_f16<Tile>(q_tile, consumer, gtid);
   sm90::fence_proxy_async_shared();
   sm90_async::named_barrier_sync(Cfg::kQReadyBarrier + consumer, 128);
   const uint32_t q_address = sm90::smem_address(q_tile) + consumer * 64 * 128;
 
-  const ScoreTransform scores =
+  ScoreTransform scores =
       ws_score_transform<Tile>(p, w, consumer, warp_in_group, lane_group, lane_in_group);
+  scores.score_scale *= q_factor;
   float o_acc[kHeadDim / 2] = {};      // O, accumulator layout: o_acc[4 * dt + 2 * r + c]
   float s[kBlockN / 2] = {};           // S, then P; zero: see the first P V below
   uint32_t p_frag[Tile::kPvSteps][4];  // P as P V's A fragments
