@@ -78,6 +78,51 @@ TEST(PrefillAttentionHopper, Bf16QueryBeyondF16Range) {
   }
 }
 
+// One NaN in a bf16 query (a broken upstream value) over FP8 KV: its own row comes out NaN, and
+// every other row, those that share its warp's f16 scale included, still matches the reference
+// (q_rows_to_f16 takes the warp's scale from its finite values).
+TEST(PrefillAttentionHopper, Bf16QueryNanStaysInItsRow) {
+  SKIP_UNLESS_SM90();
+  AttentionProblemConfig c = base_config(kKinds[2], 128, 950);
+  c.seqs = {{40, 200}};
+  c.lse = false;
+  AttentionProblem problem(c);
+  problem.compute_reference();
+  AttentionDeviceProblem device(problem);
+  const int64_t nan_token = 9;
+  const int nan_head = 5;
+  const uint16_t nan_bits = 0x7fc0;  // bf16 quiet NaN
+  unsigned char* q = static_cast<unsigned char*>(const_cast<void*>(device.params().q));
+  QUENCH_CUDA_CHECK(
+      cudaMemcpy(q + ((nan_token * c.num_q_heads + nan_head) * c.head_dim + 17) * sizeof(uint16_t),
+                 &nan_bits, sizeof(nan_bits), cudaMemcpyHostToDevice));
+  run_hopper_bf16_pv(device.params(), nullptr);
+  QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint8_t> bytes = device.download_out();
+  const std::vector<float> actual =
+      decode_outputs(problem.output_format(), problem.num_tokens(), bytes.data(), nullptr);
+  const std::vector<float> expected = problem.expected_values();
+  const Tolerance tol = attention_tolerance(false, c.q_dtype, c.kv_dtype, c.out_dtype);
+  int64_t bad = 0;
+  int64_t nan_row_nans = 0;
+  for (int64_t t = 0; t < problem.num_tokens(); ++t) {
+    for (int h = 0; h < c.num_q_heads; ++h) {
+      for (int d = 0; d < c.head_dim; ++d) {
+        const size_t i = static_cast<size_t>((t * c.num_q_heads + h) * c.head_dim + d);
+        if (t == nan_token && h == nan_head) {
+          nan_row_nans += std::isnan(actual[i]) ? 1 : 0;
+          continue;
+        }
+        if (!(std::fabs(actual[i] - expected[i]) <= tol.atol + tol.rtol * std::fabs(expected[i]))) {
+          ++bad;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0) << "rows other than the NaN query's left the tolerance";
+  EXPECT_EQ(nan_row_nans, c.head_dim) << "the NaN query's own row";
+}
+
 // Grid: each operand kind meets every page size, layout, GQA group and output dtype; sequences
 // are ragged chunks after cached prefixes, plus one exact 128-row tile.
 TEST(PrefillAttentionHopper, Grid) {

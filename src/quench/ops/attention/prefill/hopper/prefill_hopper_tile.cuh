@@ -203,7 +203,8 @@ __device__ __forceinline__ uint32_t widen_fp8x2(uint32_t two_bytes) {
 
 // 16-bit operands: V as cached (bf16 [key][dim], or e4m3 [key][dim] widened here to bf16 or, with
 // kF16, f16; both block-split swizzled tiles of kBlockN rows) -> V^T [dim][key] (block-split
-// swizzled tile of kHeadDim rows). Unit u moves keys 2p, 2p+1 x dims 2e, 2e+1; lanes vary over (e % 8, p % 4).
+// swizzled tile of kHeadDim rows). Unit u moves keys 2p, 2p+1 x dims 2e, 2e+1; lanes vary over
+// (e % 8, p % 4).
 template <int kThreads, bool kFp8Source, int kHeadDim, int kBlockN, bool kF16 = false>
 __device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigned char* vt,
                                                  int tid) {
@@ -352,15 +353,23 @@ __device__ __forceinline__ float q_rows_to_f16(unsigned char* q_tile, int warpgr
     return reinterpret_cast<uint4*>(
         q_tile + block_tile_offset(Cfg::kBlockM, 64 * warpgroup + idx / kQChunks, idx % kQChunks));
   };
-  uint32_t amax_bits = 0;  // |bf16| bit patterns order as their values
-  for (int j = 0; j < kQChunks / 2; ++j) {
-    const uint4 v = *chunk_at(j);
-    for (const uint32_t w : {v.x, v.y, v.z, v.w}) {
-      const uint32_t m = w & 0x7fff7fffu;
-      amax_bits = max(amax_bits, max(m & 0xffffu, m >> 16));
+  // |bf16| bit patterns order as their values (Inf 0x7f80, NaN above).
+  const auto warp_amax_bits = [&](bool finite_only) {
+    uint32_t amax = 0;
+    for (int j = 0; j < kQChunks / 2; ++j) {
+      const uint4 v = *chunk_at(j);
+      for (const uint32_t w : {v.x, v.y, v.z, v.w}) {
+        for (const uint32_t h : {w & 0x7fffu, w >> 16 & 0x7fffu}) {
+          if (!finite_only || h < 0x7f80u) amax = max(amax, h);
+        }
+      }
     }
-  }
-  amax_bits = __reduce_max_sync(0xffffffffu, amax_bits);
+    return __reduce_max_sync(0xffffffffu, amax);
+  };
+  uint32_t amax_bits = warp_amax_bits(false);
+  // A non-finite q (a broken upstream value) stays its own row's problem: the scale comes from
+  // the warp's finite values, so the other rows keep their precision (rare: a second pass).
+  if (amax_bits >= 0x7f80u) amax_bits = warp_amax_bits(true);
   // floor(log2(amax)) is the bf16 exponent field - 127 (0 and subnormals read as tiny).
   const int e = max(0, static_cast<int>(amax_bits >> 7) - 127 - 14);
   const float down = __int_as_float((127 - e) << 23);  // 2^-e, e <= 114
