@@ -200,6 +200,19 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3_rs(float (&d)[64], const u
       "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]),         \
       "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 
+// One asm statement per element type: FORM(TYPE) is an instruction macro above, D its
+// accumulator list, the rest its inputs.
+#define QUENCH_WGMMA_16BIT(FORM, D, ...)          \
+  if constexpr (kF16) {                           \
+    asm volatile(FORM("f16") : D : __VA_ARGS__);  \
+  } else {                                        \
+    asm volatile(FORM("bf16") : D : __VA_ARGS__); \
+  }
+#define QUENCH_WGMMA_SS_INPUTS "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate))
+#define QUENCH_WGMMA_RS_INPUTS                                                                \
+  "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)), \
+      "n"(kBMnMajor ? 1 : 0)
+
 #define QUENCH_WGMMA_M64N128K16_SS(TYPE)                                         \
   "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                   \
   "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE                   \
@@ -257,15 +270,7 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3_rs(float (&d)[64], const u
 template <bool kF16 = false>
 __device__ __forceinline__ void wgmma_m64n128k16_16bit_ss(float (&d)[64], uint64_t desc_a,
                                                           uint64_t desc_b, bool accumulate) {
-  if constexpr (kF16) {
-    asm volatile(QUENCH_WGMMA_M64N128K16_SS("f16")
-                 : QUENCH_WGMMA_D64
-                 : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
-  } else {
-    asm volatile(QUENCH_WGMMA_M64N128K16_SS("bf16")
-                 : QUENCH_WGMMA_D64
-                 : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
-  }
+  QUENCH_WGMMA_16BIT(QUENCH_WGMMA_M64N128K16_SS, QUENCH_WGMMA_D64, QUENCH_WGMMA_SS_INPUTS)
 }
 
 // Same with A from registers: a holds this thread's 8 values of the 64x16 A tile, two per
@@ -275,17 +280,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_16bit_ss(float (&d)[64], uint64
 template <bool kBMnMajor = false, bool kF16 = false>
 __device__ __forceinline__ void wgmma_m64n128k16_16bit_rs(float (&d)[64], const uint32_t (&a)[4],
                                                           uint64_t desc_b, bool accumulate) {
-  if constexpr (kF16) {
-    asm volatile(QUENCH_WGMMA_M64N128K16_RS("f16")
-                 : QUENCH_WGMMA_D64
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),
-                   "r"(static_cast<int>(accumulate)), "n"(kBMnMajor ? 1 : 0));
-  } else {
-    asm volatile(QUENCH_WGMMA_M64N128K16_RS("bf16")
-                 : QUENCH_WGMMA_D64
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),
-                   "r"(static_cast<int>(accumulate)), "n"(kBMnMajor ? 1 : 0));
-  }
+  QUENCH_WGMMA_16BIT(QUENCH_WGMMA_M64N128K16_RS, QUENCH_WGMMA_D64, QUENCH_WGMMA_RS_INPUTS)
 }
 
 // The same forms for N = 64 (Q K^T over 64-key tiles, P V at head_dim 64) and N = 256
@@ -293,47 +288,19 @@ __device__ __forceinline__ void wgmma_m64n128k16_16bit_rs(float (&d)[64], const 
 template <bool kF16 = false>
 __device__ __forceinline__ void wgmma_m64n64k16_16bit_ss(float (&d)[32], uint64_t desc_a,
                                                          uint64_t desc_b, bool accumulate) {
-  if constexpr (kF16) {
-    asm volatile(QUENCH_WGMMA_M64N64K16_SS("f16")
-                 : QUENCH_WGMMA_D32
-                 : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
-  } else {
-    asm volatile(QUENCH_WGMMA_M64N64K16_SS("bf16")
-                 : QUENCH_WGMMA_D32
-                 : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
-  }
+  QUENCH_WGMMA_16BIT(QUENCH_WGMMA_M64N64K16_SS, QUENCH_WGMMA_D32, QUENCH_WGMMA_SS_INPUTS)
 }
 
 template <bool kBMnMajor = false, bool kF16 = false>
 __device__ __forceinline__ void wgmma_m64n64k16_16bit_rs(float (&d)[32], const uint32_t (&a)[4],
                                                          uint64_t desc_b, bool accumulate) {
-  if constexpr (kF16) {
-    asm volatile(QUENCH_WGMMA_M64N64K16_RS("f16")
-                 : QUENCH_WGMMA_D32
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),
-                   "r"(static_cast<int>(accumulate)), "n"(kBMnMajor ? 1 : 0));
-  } else {
-    asm volatile(QUENCH_WGMMA_M64N64K16_RS("bf16")
-                 : QUENCH_WGMMA_D32
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),
-                   "r"(static_cast<int>(accumulate)), "n"(kBMnMajor ? 1 : 0));
-  }
+  QUENCH_WGMMA_16BIT(QUENCH_WGMMA_M64N64K16_RS, QUENCH_WGMMA_D32, QUENCH_WGMMA_RS_INPUTS)
 }
 
 template <bool kBMnMajor = false, bool kF16 = false>
 __device__ __forceinline__ void wgmma_m64n256k16_16bit_rs(float (&d)[128], const uint32_t (&a)[4],
                                                           uint64_t desc_b, bool accumulate) {
-  if constexpr (kF16) {
-    asm volatile(QUENCH_WGMMA_M64N256K16_RS("f16")
-                 : QUENCH_WGMMA_D128
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),
-                   "r"(static_cast<int>(accumulate)), "n"(kBMnMajor ? 1 : 0));
-  } else {
-    asm volatile(QUENCH_WGMMA_M64N256K16_RS("bf16")
-                 : QUENCH_WGMMA_D128
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),
-                   "r"(static_cast<int>(accumulate)), "n"(kBMnMajor ? 1 : 0));
-  }
+  QUENCH_WGMMA_16BIT(QUENCH_WGMMA_M64N256K16_RS, QUENCH_WGMMA_D128, QUENCH_WGMMA_RS_INPUTS)
 }
 
 #undef QUENCH_WGMMA_M64N128K16_SS
@@ -341,6 +308,9 @@ __device__ __forceinline__ void wgmma_m64n256k16_16bit_rs(float (&d)[128], const
 #undef QUENCH_WGMMA_M64N64K16_SS
 #undef QUENCH_WGMMA_M64N64K16_RS
 #undef QUENCH_WGMMA_M64N256K16_RS
+#undef QUENCH_WGMMA_16BIT
+#undef QUENCH_WGMMA_SS_INPUTS
+#undef QUENCH_WGMMA_RS_INPUTS
 #undef QUENCH_WGMMA_D32
 #undef QUENCH_WGMMA_D64
 #undef QUENCH_WGMMA_D128
