@@ -1,7 +1,7 @@
 // The Hopper (sm_90a) prefill attention kernel on warpgroup MMA: FP8 e4m3 Q over an FP8 e4m3
-// paged cache with FP8 Q·Kᵀ and bf16 P·V (default) or FP8 P·V with two-level (per 128-key
-// tile) fp32 accumulation; bf16 Q over a bf16 cache, and bf16 Q over an FP8 e4m3 cache (widened
-// to bf16), with bf16 operands. Every head_dim runs the warp-specialized kernels
+// paged cache with FP8 Q·Kᵀ and 16-bit P·V (default) or FP8 P·V with two-level (per 128-key
+// tile) fp32 accumulation; bf16 Q over a bf16 cache (bf16 operands), and bf16 Q over an FP8
+// e4m3 cache (K and V widened to f16, Q converted to f16: f16 operands). Every head_dim runs the warp-specialized kernels
 // (prefill_hopper_ws_kernel.cuh, prefill_hopper_persistent_kernel.cuh); head_dim 256 runs the
 // synchronous one (prefill_attention_hopper_kernel.cuh) where HopperHeadDim256Kernel::
 // kSynchronous or QUENCH_PREFILL_HD256=sync asks (the A/B baseline: 211 against 382 TFLOP/s
@@ -12,8 +12,10 @@
 // 16/32/64; any GQA group; causal with a cached prefix, sliding window, soft-cap, sinks; output
 // bf16 / fp8_e4m3 / fp8_e5m2 / nvfp4; optional LSE. Everything else gets a reason, and the
 // caller falls back to the generic kernel (prefill_attention_generic.h).
-// Numerics: FP8 Q·Kᵀ accumulates in fp32 on the tensor cores. bf16 P·V: P rounded to bf16, V
-// widened exactly, fp32 accumulation (as the generic kernel). FP8 P·V: P rounded to e4m3 (as
+// Numerics: FP8 Q·Kᵀ accumulates in fp32 on the tensor cores. 16-bit P·V: over a bf16 cache P
+// rounded to bf16; over an FP8 cache P rounded to f16 and V widened exactly to f16; fp32
+// accumulation. bf16 Q over FP8 KV: Q·Kᵀ on f16 (bf16 q -> f16 is exact, scaled per warp by a
+// power of two where |q| >= 2^15), fp32 accumulation. FP8 P·V: P rounded to e4m3 (as
 // P * 256, 3 mantissa bits), except on each work item's last two KV tiles, where P is two e4m3
 // terms (within 2^-8): a row over at most 128 keys from its sequence's start has all of them
 // there (one term missed the SPEC FP8 prefill tolerance on such rows by ~10%), a longer row at

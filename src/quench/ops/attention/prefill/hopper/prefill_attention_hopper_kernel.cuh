@@ -1,8 +1,8 @@
 // The Hopper (sm_90a) prefill attention kernel on warpgroup MMA (wgmma), in four operand kinds
-// (HopperKind): FP8 q over an FP8 cache with FP8 Q K^T and either bf16 P V (V widened exactly
-// to bf16 in shared memory; the default: bf16 P keeps short rows within the SPEC tolerance) or
-// FP8 P V with two-level accumulation; bf16 q over a bf16 cache; bf16 q over an FP8 cache (K
-// and V widened to bf16). head_dim 128 for FP8 q; 64/128/256 for bf16 q. The launcher runs it
+// (HopperKind): FP8 q over an FP8 cache with FP8 Q K^T and either 16-bit P V (f16 P, V widened
+// exactly to f16 in shared memory; the default: 16-bit P keeps short rows within the SPEC
+// tolerance) or FP8 P V with two-level accumulation; bf16 q over a bf16 cache; bf16 q over an
+// FP8 cache (Q converted, K and V widened to f16). head_dim 128 for FP8 q; 64/128/256 for bf16 q. The launcher runs it
 // only where HopperHeadDim256Kernel::kSynchronous or QUENCH_PREFILL_HD256=sync asks (head_dim
 // 256, the A/B baseline); every head_dim runs the warp-specialized kernels by default
 // (prefill_hopper_ws_kernel.cuh, prefill_hopper_persistent_kernel.cuh).

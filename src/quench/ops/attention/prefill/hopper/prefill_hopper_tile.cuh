@@ -21,8 +21,8 @@ namespace quench::prefill_hopper {
 enum class HopperKind : uint8_t {
   kFp8,          // q e4m3, KV e4m3: FP8 wgmma
   kBf16,         // q bf16, KV bf16: bf16 wgmma
-  kBf16QFp8Kv,   // q bf16, KV e4m3 widened to bf16 in shared memory: bf16 wgmma
-  kFp8QkBf16Pv,  // q e4m3, KV e4m3: FP8 wgmma for Q K^T, bf16 P and widened V for P V
+  kBf16QFp8Kv,   // q bf16, KV e4m3: q converted, K and V widened to f16 in shared memory
+  kFp8QkBf16Pv,  // q e4m3, KV e4m3: FP8 wgmma for Q K^T, f16 P and V widened to f16 for P V
 };
 
 template <HopperKind kKind, int kHeadDimT>

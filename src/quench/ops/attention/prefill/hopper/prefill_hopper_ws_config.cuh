@@ -35,11 +35,11 @@ struct WsConfig {
   // consumer's turn outweighs it.
   static constexpr bool kPingPong = kHeadDimT == 128;
 
-  // bf16 P V takes V in its cached [key][dim] layout as the MN-major B operand
-  // (issue_pv_v_mn_major): bf16 V as it lands from TMA, FP8 V once widened to bf16 (no
+  // 16-bit P V takes V in its cached [key][dim] layout as the MN-major B operand
+  // (issue_pv_v_mn_major): bf16 V as it lands from TMA, FP8 V once widened to f16 (no
   // transpose). FP8 P V needs V^T (transpose_v_fp8): wgmma takes MN-major B for 16-bit types only.
   static constexpr bool kVMnMajor = !Tile::kFp8Pv;
-  static_assert(!kVMnMajor || Tile::kPvBytes == 2, "the MN-major V operand is bf16");
+  static_assert(!kVMnMajor || Tile::kPvBytes == 2, "the MN-major V operand is 16-bit");
   static constexpr bool kKDirect = !Tile::kWidenK;
   static constexpr bool kVDirect = kKind == HopperKind::kBf16;
   // Whether a ring slot's K and V complete separate `full` barriers (full, v_full), the direct

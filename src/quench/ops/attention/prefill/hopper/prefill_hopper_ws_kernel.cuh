@@ -13,7 +13,7 @@
 //             slot (V as cached is P V's MN-major B operand); FP8 K too unless it is widened,
 //             while FP8 V lands in a private raw stage (two, where they fit, let
 //             kPrefetchTiles tiles fly) from which the producer builds the slot's V operand:
-//             V^T for FP8 P V (transpose_v_fp8), V widened to bf16 for bf16
+//             V^T for FP8 P V (transpose_v_fp8), V widened to f16 for 16-bit
 //             P V (MN-major, no transpose). The slot's `full` mbarrier completes when the loads'
 //             bytes have landed and the built operands are fenced for the async proxy. It waits on
 //             the slot's `empty` mbarriers before reusing it. See ws_producer.
@@ -230,8 +230,8 @@ __device__ __forceinline__ void ws_zero_rows(unsigned char* tile, int first_row,
 }
 
 // The 128 producer threads build a tile's operands in its ring slot from its raw stage: V^T
-// (FP8 P V) or V widened to bf16 in its cached layout (the MN-major operand of bf16 P V), and
-// the widened K (bf16 q over FP8 KV). The caller fences and arrives.
+// (FP8 P V) or V widened to f16 in its cached layout (the MN-major operand of 16-bit P V), and
+// the K widened to f16 (bf16 q over FP8 KV). The caller fences and arrives.
 template <class Cfg>
 __device__ __forceinline__ void ws_build_operands(const unsigned char* raw, unsigned char* slot,
                                                   int ptid) {
