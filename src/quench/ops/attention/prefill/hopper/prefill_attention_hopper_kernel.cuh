@@ -2,10 +2,11 @@
 // (HopperKind): FP8 q over an FP8 cache with FP8 Q K^T and either 16-bit P V (f16 P, V widened
 // exactly to f16 in shared memory; the default: 16-bit P keeps short rows within the SPEC
 // tolerance) or FP8 P V with two-level accumulation; bf16 q over a bf16 cache; bf16 q over an
-// FP8 cache (Q converted, K and V widened to f16). head_dim 128 for FP8 q; 64/128/256 for bf16 q. The launcher runs it
-// only where HopperHeadDim256Kernel::kSynchronous or QUENCH_PREFILL_HD256=sync asks (head_dim
-// 256, the A/B baseline); every head_dim runs the warp-specialized kernels by default
-// (prefill_hopper_ws_kernel.cuh, prefill_hopper_persistent_kernel.cuh).
+// FP8 cache (Q converted, K and V widened to f16). head_dim 128 for FP8 q; 64/128/256 for bf16
+// q. The launcher runs it only where HopperHeadDim256Kernel::kSynchronous or
+// QUENCH_PREFILL_HD256=sync asks (head_dim 256, the A/B baseline); every head_dim runs the
+// warp-specialized kernels by default (prefill_hopper_ws_kernel.cuh,
+// prefill_hopper_persistent_kernel.cuh).
 //
 // One CTA of two warpgroups per (tile of 128 packed query rows, KV head, sequence); warpgroup w
 // owns packed rows 64w..64w+63 (GQA heads packed into rows as in the generic kernel). Per KV
