@@ -1,11 +1,11 @@
 // The Hopper (sm_90a) prefill attention kernel on warpgroup MMA: FP8 e4m3 Q over an FP8 e4m3
 // paged cache with FP8 Q·Kᵀ and 16-bit P·V (default) or FP8 P·V with two-level (per 128-key
 // tile) fp32 accumulation; bf16 Q over a bf16 cache (bf16 operands), and bf16 Q over an FP8
-// e4m3 cache (K and V widened to f16, Q converted to f16: f16 operands). Every head_dim runs the warp-specialized kernels
-// (prefill_hopper_ws_kernel.cuh, prefill_hopper_persistent_kernel.cuh); head_dim 256 runs the
-// synchronous one (prefill_attention_hopper_kernel.cuh) where HopperHeadDim256Kernel::
-// kSynchronous or QUENCH_PREFILL_HD256=sync asks (the A/B baseline: 211 against 382 TFLOP/s
-// bf16 at b2 x 8k on the H200).
+// e4m3 cache (K and V widened to f16, Q converted to f16: f16 operands). Every head_dim runs the
+// warp-specialized kernels (prefill_hopper_ws_kernel.cuh, prefill_hopper_persistent_kernel.cuh);
+// head_dim 256 runs the synchronous one (prefill_attention_hopper_kernel.cuh) where
+// HopperHeadDim256Kernel::kSynchronous or QUENCH_PREFILL_HD256=sync asks (the A/B baseline: 211
+// against 382 TFLOP/s bf16 at b2 x 8k on the H200).
 //
 // Serves: an sm_90 device; q/KV fp8_e4m3/fp8_e4m3, bf16/bf16 or bf16/fp8_e4m3 (f16 and e5m2
 // are not served); head_dim 128 (FP8 q) or 64/128/256 (bf16 q), NHD or HND, pages of
