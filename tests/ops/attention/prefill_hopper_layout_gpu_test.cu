@@ -118,8 +118,7 @@ __global__ void __launch_bounds__(256, 1)
     const unsigned char* v_operand = v_stage;
     if constexpr (Cfg::kFp8Kv) {
       __syncthreads();
-      prefill_hopper::widen_fp8_tile<Cfg::kThreads, kHeadDim, kBlockN, Cfg::kF16Pv>(v_stage,
-                                                                                    k_stage, tid);
+      prefill_hopper::widen_fp8_tile<Cfg::kThreads, kHeadDim, kBlockN>(v_stage, k_stage, tid);
       sm90::fence_proxy_async_shared();
       __syncthreads();
       v_operand = k_stage;
@@ -233,8 +232,9 @@ void run_layout_probe(const char* name) {
     }
   }
 
-  // Q in its operand dtype: f16 Q K^T takes the tile q_rows_to_f16 leaves (unscaled here: |q| <= 4).
-  DeviceBuffer d_q = DeviceBuffer::from_host(encode(q, Cfg::kQkBytes, Cfg::kF16Qk));
+  // Q in its operand dtype: f16 Q K^T takes the tile q_rows_to_f16 leaves (unscaled here: |q| <=
+  // 4).
+  DeviceBuffer d_q = DeviceBuffer::from_host(encode(q, Cfg::kQkBytes, Cfg::kWidenK));
   DeviceBuffer d_k = DeviceBuffer::from_host(encode(k, Cfg::kKvBytes));
   DeviceBuffer d_v = DeviceBuffer::from_host(encode(v, Cfg::kKvBytes));
   DeviceBuffer d_p = DeviceBuffer::from_host(p);
@@ -262,9 +262,9 @@ TEST(PrefillHopperLayout, Fp8) {
   run_layout_probe<HopperKind::kFp8, 128>("fp8");
 }
 
-TEST(PrefillHopperLayout, Fp8QkBf16Pv) {
+TEST(PrefillHopperLayout, Fp8QkF16Pv) {
   SKIP_UNLESS_SM90();
-  run_layout_probe<HopperKind::kFp8QkBf16Pv, 128>("fp8 q·k, bf16 p·v");
+  run_layout_probe<HopperKind::kFp8QkF16Pv, 128>("fp8 q·k, f16 p·v");
 }
 
 TEST(PrefillHopperLayout, Bf16) {

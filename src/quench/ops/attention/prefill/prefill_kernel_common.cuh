@@ -42,6 +42,22 @@ __device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t two_bytes,
   return pack_bf16x2(f.x, f.y);
 }
 
+// Two floats -> packed f16x2 (low half = lo), round to nearest even.
+__device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
+  uint32_t packed;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(hi), "f"(lo));
+  return packed;
+}
+
+// Two FP8 values (low byte first) -> packed f16x2, exact (every e4m3/e5m2 value is an f16): one
+// conversion op, where bf16 takes three more (through f32).
+__device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32_t two_bytes,
+                                                   __nv_fp8_interpretation_t format) {
+  const __half2_raw h =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes), format);
+  return static_cast<uint32_t>(h.x) | static_cast<uint32_t>(h.y) << 16;
+}
+
 // Where packed query row m of a sequence lives: the query heads of one GQA group are packed
 // into consecutive rows (row m = token m / group, head kv_head * group + m % group).
 struct QueryRow {

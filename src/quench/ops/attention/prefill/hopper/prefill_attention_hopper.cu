@@ -286,7 +286,7 @@ void prefill_attention_hopper(const AttentionParams& params, cudaStream_t stream
     if (pv_precision == HopperPvPrecision::kFp8) {
       return launch<HopperKind::kFp8, 128>(params, resolved, hd256_kernel, stream);
     }
-    return launch<HopperKind::kFp8QkBf16Pv, 128>(params, resolved, hd256_kernel, stream);
+    return launch<HopperKind::kFp8QkF16Pv, 128>(params, resolved, hd256_kernel, stream);
   }
   if (params.kv.dtype == DType::kBF16) {
     return dispatch_head_dim<HopperKind::kBf16>(params, resolved, hd256_kernel, stream);

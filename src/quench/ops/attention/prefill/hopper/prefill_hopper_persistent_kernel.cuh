@@ -356,7 +356,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     }
     // This item's Q rows (prefetched under the last item's epilogue) have landed.
     prefill_generic::cp_async_wait_all();
-    if constexpr (Tile::kF16Qk) scores.score_scale *= q_rows_to_f16<Tile>(q_tile, consumer, gtid);
+    if constexpr (Tile::kWidenK) scores.score_scale *= q_rows_to_f16<Tile>(q_tile, consumer, gtid);
     sm90::fence_proxy_async_shared();
     sm90_async::named_barrier_sync(Cfg::kQReadyBarrier + consumer, 128);
 

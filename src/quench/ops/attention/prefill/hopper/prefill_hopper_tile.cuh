@@ -19,30 +19,30 @@
 namespace quench::prefill_hopper {
 
 enum class HopperKind : uint8_t {
-  kFp8,          // q e4m3, KV e4m3: FP8 wgmma
-  kBf16,         // q bf16, KV bf16: bf16 wgmma
-  kBf16QFp8Kv,   // q bf16, KV e4m3: q converted, K and V widened to f16 in shared memory
-  kFp8QkBf16Pv,  // q e4m3, KV e4m3: FP8 wgmma for Q K^T, f16 P and V widened to f16 for P V
+  kFp8,         // q e4m3, KV e4m3: FP8 wgmma
+  kBf16,        // q bf16, KV bf16: bf16 wgmma
+  kBf16QFp8Kv,  // q bf16, KV e4m3: q converted, K and V widened to f16 in shared memory
+  kFp8QkF16Pv,  // q e4m3, KV e4m3: FP8 wgmma for Q K^T, f16 P and V widened to f16 for P V
 };
 
 template <HopperKind kKind, int kHeadDimT>
 struct HopperConfig {
   // Q K^T on FP8 operands (e4m3 q and K); P V on FP8 operands (e4m3 P and V, two-level).
-  static constexpr bool kFp8Qk = kKind == HopperKind::kFp8 || kKind == HopperKind::kFp8QkBf16Pv;
+  static constexpr bool kFp8Qk = kKind == HopperKind::kFp8 || kKind == HopperKind::kFp8QkF16Pv;
   static constexpr bool kFp8Pv = kKind == HopperKind::kFp8;
   static constexpr bool kFp8Kv = kKind != HopperKind::kBf16;
+  // bf16 q over FP8 KV widens K to f16 in shared memory, so its Q K^T runs on f16 operands: the
+  // Q tile is converted once per work item (q_rows_to_f16: exact, with a power-of-two scale per
+  // warp that keeps bf16's range inside f16's and is folded into the score scale).
   static constexpr bool kWidenK = kKind == HopperKind::kBf16QFp8Kv;
-  // 16-bit P V over FP8 V (bf16 q over FP8 KV, FP8 q with bf16 P V) runs on f16 operands: V
+  // 16-bit P V over FP8 V (bf16 q over FP8 KV, FP8 q with 16-bit P V) runs on f16 operands: V
   // widens to f16 in one conversion per pair (F2FP.F16.E4M3.UNPACK_B, exact), where bf16 took
   // three more (to f32 and back), and P in [0, 1] keeps 11 significant bits instead of 8.
   static constexpr bool kF16Pv = kFp8Kv && !kFp8Pv;
-  // bf16 q over FP8 KV runs Q K^T on f16 operands too: K widens like V, and the Q tile is
-  // converted once per work item (q_rows_to_f16: exact, with a power-of-two scale per warp that
-  // keeps bf16's range inside f16's and is folded into the score scale). The producer's
-  // widening bounded these kinds; H200 per-tile kernel (bench/LOG.md, twelfth session), TFLOP/s
-  // bf16 / f16 operands: bf16 q over FP8 KV 332 -> 389 at b2 x 8k, 350 -> 410 at b1 x 16k, hd64
-  // 287 -> 332, hd256 348 -> 390; FP8 q with bf16 P V (f16 P V only) 542 -> 599 at 8k.
-  static constexpr bool kF16Qk = kKind == HopperKind::kBf16QFp8Kv;
+  // The producer's widening bounded these kinds; H200 per-tile kernel (bench/LOG.md, twelfth
+  // session), TFLOP/s bf16 / f16 operands: bf16 q over FP8 KV 332 -> 389 at b2 x 8k, 350 -> 410 at
+  // b1 x 16k, hd64 287 -> 332, hd256 348 -> 390; FP8 q with 16-bit P V (f16 P V only) 542 -> 599 at
+  // 8k.
   static constexpr int kHeadDim = kHeadDimT;
   static constexpr int kWarpgroups = 2;
   static constexpr int kThreads = 128 * kWarpgroups;
@@ -121,13 +121,6 @@ __device__ __forceinline__ uint64_t descriptor_plus(uint64_t desc, uint32_t byte
   return (desc & 0xffffffff00000000ull) | lo;
 }
 
-// Two floats -> packed f16x2 (low half = lo), round to nearest even.
-__device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
-  uint32_t packed;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(hi), "f"(lo));
-  return packed;
-}
-
 // Four floats -> four e4m3 bytes (first in the low byte), round to nearest even, saturating.
 __device__ __forceinline__ uint32_t pack_e4m3x4(float a, float b, float c, float d) {
   const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
@@ -183,31 +176,13 @@ __device__ __forceinline__ void transpose_v_fp8(const unsigned char* v, unsigned
   }
 }
 
-// Two e4m3 codes (low byte first) -> packed f16x2, exact (every e4m3 value is an f16): one
-// conversion op.
-__device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32_t two_bytes) {
-  const __half2_raw h =
-      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes), __NV_E4M3);
-  return static_cast<uint32_t>(h.x) | static_cast<uint32_t>(h.y) << 16;
-}
-
-// Two e4m3 codes -> the packed 16-bit operand pair: f16 (kF16) or bf16.
-template <bool kF16>
-__device__ __forceinline__ uint32_t widen_fp8x2(uint32_t two_bytes) {
-  if constexpr (kF16) {
-    return fp8x2_to_f16x2(two_bytes);
-  } else {
-    return prefill_common::fp8x2_to_bf16x2(two_bytes, __NV_E4M3);
-  }
-}
-
-// 16-bit operands: V as cached (bf16 [key][dim], or e4m3 [key][dim] widened here to bf16 or, with
-// kF16, f16; both block-split swizzled tiles of kBlockN rows) -> V^T [dim][key] (block-split
-// swizzled tile of kHeadDim rows). Unit u moves keys 2p, 2p+1 x dims 2e, 2e+1; lanes vary over
+// 16-bit operands: V as cached (bf16 [key][dim], or e4m3 [key][dim] widened here to f16; both
+// block-split swizzled tiles of kBlockN rows) -> V^T [dim][key] (block-split swizzled tile of
+// kHeadDim rows). Unit u moves keys 2p, 2p+1 x dims 2e, 2e+1; lanes vary over
 // (e % 8, p % 4).
-template <int kThreads, bool kFp8Source, int kHeadDim, int kBlockN, bool kF16 = false>
-__device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigned char* vt,
-                                                 int tid) {
+template <int kThreads, bool kFp8Source, int kHeadDim, int kBlockN>
+__device__ __forceinline__ void transpose_v_16bit(const unsigned char* v, unsigned char* vt,
+                                                  int tid) {
   constexpr int kDimGroups = kHeadDim / 16;  // groups of 8 dim pairs
   constexpr int kUnits = kHeadDim / 2 * kBlockN / 2;
   static_assert(kUnits % kThreads == 0, "every thread moves the same number of units");
@@ -227,7 +202,7 @@ __device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigne
       if constexpr (kFp8Source) {
         const uint16_t two = *reinterpret_cast<const uint16_t*>(
             v + block_tile_offset(kBlockN, key + i, e / 8) + (2 * e) % 16);
-        in[i] = widen_fp8x2<kF16>(two);
+        in[i] = prefill_common::fp8x2_to_f16x2(two, __NV_E4M3);
       } else {
         in[i] = *reinterpret_cast<const uint32_t*>(v + block_tile_offset(kBlockN, key + i, e / 4) +
                                                    (e % 4) * 4);
@@ -241,15 +216,15 @@ __device__ __forceinline__ void transpose_v_bf16(const unsigned char* v, unsigne
   }
 }
 
-// e4m3 [key][dim] (K or V as cached, block-split swizzled) -> bf16 or (kF16) f16 [key][dim]
-// (block-split swizzled), exactly: the 16-bit K operand of bf16 q over FP8 KV, and the MN-major
-// 16-bit V operand of P V over FP8 V (issue_pv_v_mn_major).
-template <int kThreads, int kHeadDim, int kBlockN, bool kF16>
+// e4m3 [key][dim] (K or V as cached, block-split swizzled) -> f16 [key][dim] (block-split
+// swizzled), exactly: the f16 K operand of bf16 q over FP8 KV, and the MN-major f16 V operand of
+// P V over FP8 V (issue_pv_v_mn_major).
+template <int kThreads, int kHeadDim, int kBlockN>
 __device__ __forceinline__ void widen_fp8_tile(const unsigned char* k, unsigned char* k_wide,
                                                int tid) {
   constexpr int kChunks = kHeadDim / 16;  // 16 FP8 values per chunk
   static_assert(kBlockN * kChunks % kThreads == 0, "every thread widens the same number of chunks");
-  // A fixed trip count, unrolled by 2 (see transpose_v_bf16): the warp-specialized producer
+  // A fixed trip count, unrolled by 2 (see transpose_v_16bit): the warp-specialized producer
   // (56 registers) widens K and V of one tile back to back.
 #pragma unroll 2
   for (int it = 0; it < kBlockN * kChunks / kThreads; ++it) {
@@ -263,10 +238,10 @@ __device__ __forceinline__ void widen_fp8_tile(const unsigned char* k, unsigned 
     uint32_t* hi_words = &hi.x;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      lo_words[2 * i] = widen_fp8x2<kF16>(in[i] & 0xffffu);
-      lo_words[2 * i + 1] = widen_fp8x2<kF16>(in[i] >> 16);
-      hi_words[2 * i] = widen_fp8x2<kF16>(in[i + 2] & 0xffffu);
-      hi_words[2 * i + 1] = widen_fp8x2<kF16>(in[i + 2] >> 16);
+      lo_words[2 * i] = prefill_common::fp8x2_to_f16x2(in[i] & 0xffffu, __NV_E4M3);
+      lo_words[2 * i + 1] = prefill_common::fp8x2_to_f16x2(in[i] >> 16, __NV_E4M3);
+      hi_words[2 * i] = prefill_common::fp8x2_to_f16x2(in[i + 2] & 0xffffu, __NV_E4M3);
+      hi_words[2 * i + 1] = prefill_common::fp8x2_to_f16x2(in[i + 2] >> 16, __NV_E4M3);
     }
     *reinterpret_cast<uint4*>(k_wide + block_tile_offset(kBlockN, key, 2 * chunk)) = lo;
     *reinterpret_cast<uint4*>(k_wide + block_tile_offset(kBlockN, key, 2 * chunk + 1)) = hi;
@@ -313,11 +288,10 @@ __device__ __forceinline__ const unsigned char* prepare_kv_operands(const unsign
   if constexpr (Cfg::kFp8Pv) {
     transpose_v_fp8<kWorkers>(v_stage, vt, tid);
   } else {
-    transpose_v_bf16<kWorkers, Cfg::kFp8Kv, Cfg::kHeadDim, Cfg::kBlockN, Cfg::kF16Pv>(v_stage, vt,
-                                                                                      tid);
+    transpose_v_16bit<kWorkers, Cfg::kFp8Kv, Cfg::kHeadDim, Cfg::kBlockN>(v_stage, vt, tid);
   }
   if constexpr (Cfg::kWidenK) {
-    widen_fp8_tile<kWorkers, Cfg::kHeadDim, Cfg::kBlockN, Cfg::kF16Qk>(k_stage, k_wide, tid);
+    widen_fp8_tile<kWorkers, Cfg::kHeadDim, Cfg::kBlockN>(k_stage, k_wide, tid);
     return k_wide;
   } else {
     return k_stage;
@@ -331,7 +305,7 @@ __device__ __forceinline__ const unsigned char* prepare_kv_operands(const unsign
 template <class Cfg>
 __device__ __forceinline__ int q_chunk_index(int gtid, int j) {
   constexpr int kQChunks = Cfg::kHeadDim * Cfg::kQkBytes / 16;
-  if constexpr (Cfg::kF16Qk) {
+  if constexpr (Cfg::kWidenK) {
     return gtid / 32 * (16 * kQChunks) + gtid % 32 + 32 * j;
   } else {
     return gtid + 128 * j;
@@ -346,7 +320,7 @@ __device__ __forceinline__ int q_chunk_index(int gtid, int j) {
 // caller fences for the async proxy and syncs the warpgroup before a wgmma reads the tile.
 template <class Cfg>
 __device__ __forceinline__ float q_rows_to_f16(unsigned char* q_tile, int warpgroup, int gtid) {
-  static_assert(Cfg::kF16Qk && Cfg::kQkBytes == 2, "f16 Q K^T converts a bf16 Q tile");
+  static_assert(Cfg::kWidenK && Cfg::kQkBytes == 2, "f16 Q K^T converts a bf16 Q tile");
   constexpr int kQChunks = Cfg::kHeadDim * 2 / 16;
   const auto chunk_at = [&](int j) {
     const int idx = q_chunk_index<Cfg>(gtid, j);
@@ -377,7 +351,8 @@ __device__ __forceinline__ float q_rows_to_f16(unsigned char* q_tile, int warpgr
     uint4* chunk = chunk_at(j);
     uint4 v = *chunk;
     for (uint32_t* w : {&v.x, &v.y, &v.z, &v.w}) {
-      *w = pack_f16x2(__uint_as_float(*w << 16) * down, __uint_as_float(*w & 0xffff0000u) * down);
+      *w = prefill_common::pack_f16x2(__uint_as_float(*w << 16) * down,
+                                      __uint_as_float(*w & 0xffff0000u) * down);
     }
     *chunk = v;
   }
@@ -398,7 +373,7 @@ __device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], uint32_t 
     if constexpr (Cfg::kFp8Qk) {
       sm90::wgmma_m64n128k32_e4m3_ss(s, a, b, ks > 0);
     } else {
-      wgmma_16bit_ss<Cfg::kBlockN, Cfg::kF16Qk>(s, a, b, ks > 0);
+      wgmma_16bit_ss<Cfg::kBlockN, Cfg::kWidenK>(s, a, b, ks > 0);
     }
   }
 }
@@ -435,7 +410,7 @@ __device__ __forceinline__ void pack_p(const float (&s)[Cfg::kBlockN / 2],
         const int nt = 2 * ks + i / 2;
         const int r = i % 2;
         p_frag[ks][i] = Cfg::kF16Pv
-                            ? pack_f16x2(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1])
+                            ? prefill_common::pack_f16x2(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1])
                             : prefill_common::pack_bf16x2(s[4 * nt + 2 * r], s[4 * nt + 2 * r + 1]);
       }
     }

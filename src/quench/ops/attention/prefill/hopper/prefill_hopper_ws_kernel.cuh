@@ -241,11 +241,11 @@ __device__ __forceinline__ void ws_build_operands(const unsigned char* raw, unsi
   if constexpr (Tile::kFp8Pv) {
     transpose_v_fp8<kWorkers>(raw, v_operand, ptid);
   } else {
-    widen_fp8_tile<kWorkers, Tile::kHeadDim, Tile::kBlockN, Tile::kF16Pv>(raw, v_operand, ptid);
+    widen_fp8_tile<kWorkers, Tile::kHeadDim, Tile::kBlockN>(raw, v_operand, ptid);
   }
   if constexpr (Tile::kWidenK) {
-    widen_fp8_tile<kWorkers, Tile::kHeadDim, Tile::kBlockN, Tile::kF16Qk>(
-        raw + Cfg::kRawKOffsetInStage, slot, ptid);
+    widen_fp8_tile<kWorkers, Tile::kHeadDim, Tile::kBlockN>(raw + Cfg::kRawKOffsetInStage, slot,
+                                                            ptid);
   }
 }
 
@@ -399,7 +399,7 @@ __device__ __forceinline__ void ws_load_q_rows(const AttentionParams& p, const W
     prefill_generic::cp_async_16(q_tile + block_tile_offset(Tile::kBlockM, row, chunk),
                                  static_cast<const unsigned char*>(p.q) + src, valid);
   };
-  if constexpr (Tile::kF16Qk) {
+  if constexpr (Tile::kWidenK) {
     for (int j = 0; j < kQChunks / 2; ++j)
       load_chunk(q_chunk_index<Tile>(gtid, j));
   } else {
@@ -613,7 +613,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   prefill_generic::cp_async_commit();
   prefill_generic::cp_async_wait_all();
   float q_factor = 1.0f;  // f16 Q K^T: the warp's Q scale back (q_rows_to_f16)
-  if constexpr (Tile::kF16Qk) q_factor = q_rows_to_f16<Tile>(q_tile, consumer, gtid);
+  if constexpr (Tile::kWidenK) q_factor = q_rows_to_f16<Tile>(q_tile, consumer, gtid);
   sm90::fence_proxy_async_shared();
   sm90_async::named_barrier_sync(Cfg::kQReadyBarrier + consumer, 128);
   const uint32_t q_address = sm90::smem_address(q_tile) + consumer * 64 * 128;
