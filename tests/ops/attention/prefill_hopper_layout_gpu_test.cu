@@ -82,12 +82,14 @@ __global__ void __launch_bounds__(256, 1)
   const int warp = tid % 128 / 32;
   const int lane = tid % 32;
   float s[kBlockN / 2];
+  prefill_hopper::QOperand<Cfg> q_operand = prefill_hopper::q_operand_at<Cfg>(q_tile, warpgroup);
+  prefill_hopper::load_q_fragments<Cfg>(q_operand, q_tile, warpgroup, tid % 128);
   sm90::wgmma_fence();
-  prefill_hopper::issue_qk<Cfg>(s, sm90::smem_address(q_tile) + warpgroup * 64 * 128,
-                                sm90::smem_address(k_operand));
+  prefill_hopper::issue_qk<Cfg>(s, q_operand, sm90::smem_address(k_operand));
   sm90::wgmma_commit_group();
   sm90::wgmma_wait_group<0>();
   sm90::fence_registers(s);
+  prefill_hopper::fence_q_operand<Cfg>(q_operand);
   for (int nt = 0; nt < kBlockN / 8; ++nt) {
     for (int e = 0; e < 4; ++e) {
       const int row = 64 * warpgroup + 16 * warp + lane / 4 + 8 * (e / 2);

@@ -159,9 +159,7 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
   float t_acc[kHeadDim / 2];                  // FP8 P V only; unused (and removed) otherwise
   float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (score * log2(e))
   float row_sum[2] = {0.0f, 0.0f};            // this thread's partial; quad-reduced at the end
-
-  // This warpgroup's 64 Q rows start 64 * 128 bytes into each column block.
-  const uint32_t q_address = sm90::smem_address(q_tile) + warpgroup * 64 * 128;
+  QOperand<Cfg> q = q_operand_at<Cfg>(q_tile, warpgroup);
 
   if (num_kv_tiles > 0) load_kv_tile(kv_begin, 0);
   for (int tile = 0; tile < num_kv_tiles; ++tile) {
@@ -185,7 +183,9 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     if (tile + 1 < num_kv_tiles) load_kv_tile(kv0 + kBlockN, stage ^ 1);
     __syncthreads();  // V^T (and the widened K) complete
 
-    // S = Q K^T for this warpgroup's 64 rows.
+    // S = Q K^T for this warpgroup's 64 rows (Q fragments, where held in registers, reloaded
+    // per tile: the first tile converts Q in place above).
+    load_q_fragments<Cfg>(q, q_tile, warpgroup, tid % 128);
     const uint32_t k_address = sm90::smem_address(k_operand);
     float s[kBlockN / 2];
     // Warpgroup 1 issues its Q K^T after warpgroup 0's, so the tensor cores finish warpgroup 0
@@ -194,11 +194,12 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     // cores together.
     if (warpgroup == 1) sm90_async::named_barrier_sync(kQkOrderBarrier, Cfg::kThreads);
     sm90::wgmma_fence();
-    issue_qk<Cfg>(s, q_address, k_address);
+    issue_qk<Cfg>(s, q, k_address);
     sm90::wgmma_commit_group();
     if (warpgroup == 0) sm90_async::named_barrier_arrive(kQkOrderBarrier, Cfg::kThreads);
     sm90::wgmma_wait_group<0>();  // with kDeferPv, also the previous tile's P V
     sm90::fence_registers(s);
+    fence_q_operand<Cfg>(q);
     if constexpr (Cfg::kDeferPv) {
       if (tile > 0) finish_pv<Cfg>(p_frag, t_acc, o_acc);
     }

@@ -315,7 +315,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
   const int lane_group = lane / 4;  // accumulator row within the warp's 8-row half
   const int lane_in_group = lane % 4;
   unsigned char* q_tile = smem + Cfg::kQOffset;
-  const uint32_t q_address = sm90::smem_address(q_tile) + consumer * 64 * 128;
+  QOperand<Tile> q = q_operand_at<Tile>(q_tile, consumer);
   const auto slot_address = [&](int g) {
     return sm90::smem_address(smem + Cfg::kSlotOffset + g % kStages * Cfg::kSlotBytes);
   };
@@ -359,6 +359,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     if constexpr (Tile::kWidenK) scores.score_scale *= q_rows_to_f16<Tile>(q_tile, consumer, gtid);
     sm90::fence_proxy_async_shared();
     sm90_async::named_barrier_sync(Cfg::kQReadyBarrier + consumer, 128);
+    load_q_fragments<Tile>(q, q_tile, consumer, gtid);
 
     // The state of ws_consumer, fresh for the item (see there).
     float o_acc[kHeadDim / 2] = {};
@@ -406,7 +407,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
       sm90::fence_registers(pv_acc);
       sm90::fence_registers(p_frag);
       sm90::wgmma_fence();
-      issue_qk<Tile>(s, q_address, slot_address(g));
+      issue_qk<Tile>(s, q, slot_address(g));
       sm90::wgmma_commit_group();
       ws_issue_pv<Cfg>(
           pv_acc, p_frag,
@@ -419,6 +420,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
       }
       sm90::wgmma_wait_group<1>();
       sm90::fence_registers(s);
+      fence_q_operand<Tile>(q);
       sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
       online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2>(scores, kv0, s, row_max, row_sum,
                                                           correction);

@@ -93,6 +93,15 @@ struct HopperConfig {
   // P enters P V as mma_type(P * kPScale); the epilogue divides it out.
   static constexpr float kPScale = kFp8Pv ? 256.0f : 1.0f;
   static constexpr int kQkSteps = kHeadDim * kQkBytes / 32;  // 32-byte k steps of Q K^T
+  // Q K^T reads Q's A fragments from registers (QOperand, loaded once per work item) instead of
+  // shared memory for bf16 q over FP8 KV: an SS m64n64k16 wgmma (its 64-key tiles) fetches 2 KB
+  // of A and 2 KB of B per 32 tensor cycles, the SM's whole 128 bytes per cycle of shared memory,
+  // beside the producer's widening traffic. Q costs kQkSteps x 4 registers per consumer thread
+  // (32 at head_dim 128). H200, per tile (bench/LOG.md, thirteenth session): 390 -> 397 TFLOP/s
+  // at b2 x 8k, 412 -> 422 at b1 x 16k, 333 -> 341 at 2k, head_dim 64 334 -> 338. Tried for every
+  // kind at head_dim <= 128: bf16 head_dim 64 +1%, bf16 head_dim 128 -2.5% at 1k, FP8 q kinds even
+  // or worse (FP8 P V's 240-register consumers spill).
+  static constexpr bool kQInRegisters = kWidenK && kHeadDim <= 128;
   static constexpr int kPvSteps = kBlockN * kPvBytes / 32;   // 32-byte k steps of P V
   static_assert(kQBytes % 1024 == 0 && kStageBytes % 1024 == 0 && kKOperandBytes % 1024 == 0 &&
                     kVtBytes % 1024 == 0,
@@ -359,21 +368,81 @@ __device__ __forceinline__ float q_rows_to_f16(unsigned char* q_tile, int warpgr
   return __int_as_float((127 + e) << 23);
 }
 
-// Issues S = Q K^T for one warpgroup (64 Q rows at q_address, see the kernel); the caller
-// fences before and commits / waits after.
+// The A operand of one warpgroup's Q K^T, its 64 Q rows: their shared address (column block 0),
+// and where Cfg::kQInRegisters their A fragments, fragment ks for k step ks (register i: row
+// 16 * warp + lane / 4 + 8 * (i % 2), bytes 16 * (i / 2) + 4 * (lane % 4) + 0..3 of the step's
+// 32; the wgmma register layout of 16-bit and of 8-bit A alike).
+template <bool kInRegisters, int kSteps>
+struct QFragments {
+  uint32_t frag[kSteps][4];
+};
+template <int kSteps>
+struct QFragments<false, kSteps> {};
+
 template <class Cfg>
-__device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], uint32_t q_address,
+struct QOperand : QFragments<Cfg::kQInRegisters, Cfg::kQkSteps> {
+  uint32_t address;
+};
+
+// Warpgroup `warpgroup`'s Q operand over the Q tile at q_tile: its rows' shared address; where
+// Cfg::kQInRegisters, load_q_fragments then fills its fragments.
+template <class Cfg>
+__device__ __forceinline__ QOperand<Cfg> q_operand_at(const unsigned char* q_tile, int warpgroup) {
+  QOperand<Cfg> q;
+  q.address = sm90::smem_address(q_tile) + warpgroup * 64 * 128;
+  return q;
+}
+
+// Where Cfg::kQInRegisters, loads warpgroup `warpgroup`'s Q fragments from the Q tile (one
+// ldmatrix.x4 per k step: its four 8x8 b16 matrices are rows 0-7 / 8-15 of the warp's 16 times
+// the step's two 16-byte chunks, lane l addressing row l % 8 of matrix l / 8); nothing
+// otherwise. Called by the warpgroup's 128 threads (gtid) once the rows are in their final form
+// and visible to the warp (each warp reads only its own 16 rows), before the wgmma fence of the
+// first Q K^T that reads them.
+template <class Cfg>
+__device__ __forceinline__ void load_q_fragments(QOperand<Cfg>& q, const unsigned char* q_tile,
+                                                 int warpgroup, int gtid) {
+  if constexpr (Cfg::kQInRegisters) {
+    const int lane = gtid % 32;
+    const int row = 64 * warpgroup + 16 * (gtid / 32) + lane % 8 + 8 * (lane / 8 % 2);
+#pragma unroll
+    for (int ks = 0; ks < Cfg::kQkSteps; ++ks) {
+      prefill_generic::ldmatrix_x4(
+          q.frag[ks], q_tile + block_tile_offset(Cfg::kBlockM, row, 2 * ks + lane / 16));
+    }
+  }
+}
+
+// After the Q K^T wait: pins q's fragments (where it has them) until then, so that the compiler
+// reuses none of their registers while the asynchronous wgmma may still read them.
+template <class Cfg>
+__device__ __forceinline__ void fence_q_operand(QOperand<Cfg>& q) {
+  if constexpr (Cfg::kQInRegisters) sm90::fence_registers(q.frag);
+}
+
+// Issues S = Q K^T for one warpgroup (its Q operand q: q_operand_at, load_q_fragments); the caller fences
+// before and commits / waits after, then calls fence_q_operand.
+template <class Cfg>
+__device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], const QOperand<Cfg>& q,
                                          uint32_t k_address) {
-  const uint64_t a0 = sm90::smem_descriptor_sw128(q_address);
+  [[maybe_unused]] const uint64_t a0 = sm90::smem_descriptor_sw128(q.address);
   const uint64_t b0 = sm90::smem_descriptor_sw128(k_address);
 #pragma unroll
   for (int ks = 0; ks < Cfg::kQkSteps; ++ks) {
-    const uint64_t a = descriptor_plus(a0, kstep_address(0, Cfg::kBlockM, ks));
     const uint64_t b = descriptor_plus(b0, kstep_address(0, Cfg::kBlockN, ks));
-    if constexpr (Cfg::kFp8Qk) {
-      sm90::wgmma_m64n128k32_e4m3_ss(s, a, b, ks > 0);
+    if constexpr (Cfg::kQInRegisters) {
+      if constexpr (Cfg::kFp8Qk) {
+        sm90::wgmma_m64n128k32_e4m3_rs(s, q.frag[ks], b, ks > 0);
+      } else {
+        wgmma_16bit_rs<Cfg::kBlockN, false, Cfg::kWidenK>(s, q.frag[ks], b, ks > 0);
+      }
     } else {
-      wgmma_16bit_ss<Cfg::kBlockN, Cfg::kWidenK>(s, a, b, ks > 0);
+      const uint64_t a = descriptor_plus(a0, kstep_address(0, Cfg::kBlockM, ks));
+      if constexpr (Cfg::kFp8Qk) {
+        sm90::wgmma_m64n128k32_e4m3_ss(s, a, b, ks > 0);
+      } else {
+        wgmma_16bit_ss<Cfg::kBlockN, Cfg::kWidenK>(s, a, b, ks > 0);
+      }
     }
   }
 }

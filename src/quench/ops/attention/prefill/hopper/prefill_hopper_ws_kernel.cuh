@@ -616,7 +616,8 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   if constexpr (Tile::kWidenK) q_factor = q_rows_to_f16<Tile>(q_tile, consumer, gtid);
   sm90::fence_proxy_async_shared();
   sm90_async::named_barrier_sync(Cfg::kQReadyBarrier + consumer, 128);
-  const uint32_t q_address = sm90::smem_address(q_tile) + consumer * 64 * 128;
+  QOperand<Tile> q = q_operand_at<Tile>(q_tile, consumer);
+  load_q_fragments<Tile>(q, q_tile, consumer, gtid);
 
   ScoreTransform scores =
       ws_score_transform<Tile>(p, w, consumer, warp_in_group, lane_group, lane_in_group);
@@ -688,7 +689,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     sm90::fence_registers(pv_acc);
     sm90::fence_registers(p_frag);
     sm90::wgmma_fence();
-    issue_qk<Tile>(s, q_address, k_address);
+    issue_qk<Tile>(s, q, k_address);
     sm90::wgmma_commit_group();
     ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(max(tile - 1, 0)));
     sm90::wgmma_commit_group();
@@ -700,6 +701,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     // Groups complete in order: with the P V group pending at most, Q K^T is done.
     sm90::wgmma_wait_group<1>();
     sm90::fence_registers(s);
+    fence_q_operand<Tile>(q);
     sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
     online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2>(scores, kv0, s, row_max, row_sum,
                                                         correction);
