@@ -4,11 +4,13 @@
 The probe is tools/prefill_timeline.patch, applied in a scratch build compiled with
 -DQUENCH_PREFILL_TIMELINE (never in main). Its launcher writes the last persistent launch's
 stamps to QUENCH_PREFILL_TRACE=FILE: clock64 per CTA (132), work item (64), consumer warpgroup
-(2) and stamp (16), uint64. Stamps, by index: 0 loop top; 1 items decoded (next and current) and
+(2) and stamp (24), uint64. Stamps, by index: 0 loop top; 1 items decoded (next and current) and
 score transform done; 2 Q-ready barrier passed; 3 Q fragments loaded; 4 first tile's `full`
 wait done; 5 first ping-pong turn taken; 6 first Q K^T waited; 7 the item's tile count; 8 tile
 loop left; 9 last P V done; 10 epilogue stored; 11 next item's Q cp.async issued; 12-15 each
-warp's cp.async wait for the item's Q rows done (lane 0 of warps 0-3).
+warp's cp.async wait for the item's Q rows done (lane 0 of warps 0-3); 16-23 one steady
+iteration (tile 6 of items with more than 8 tiles): its top, the previous P V waited, O joined
+and P packed, `full` waited, turn taken, GEMMs issued, Q K^T waited, softmax done.
 
 Usage: prefill_timeline.py TRACE...
 Prints per phase the mean, median and 90th percentile in SM cycles over all items, and the
@@ -18,7 +20,7 @@ import sys
 
 import numpy as np
 
-CTAS, ITEMS, CONSUMERS, STAMPS = 132, 64, 2, 16
+CTAS, ITEMS, CONSUMERS, STAMPS = 132, 64, 2, 24
 
 
 def phases(st, prev_end):
@@ -42,11 +44,38 @@ def phases(st, prev_end):
     }
 
 
+def steady_phases(st):
+    """Tile 6's iteration (cycles), or None where the item had <= 8 tiles."""
+    if st[16] == 0 or st[23] == 0:
+        return None
+    return {
+        'wait_previous_pv': st[17] - st[16],
+        'join_and_pack': st[18] - st[17],
+        'full_wait': st[19] - st[18],
+        'turn_wait': st[20] - st[19],
+        'issue': st[21] - st[20],
+        'qk_wait': st[22] - st[21],
+        'softmax': st[23] - st[22],
+        'iteration': st[23] - st[16],
+    }
+
+
+def print_columns(rows):
+    columns = {k: np.array([r[k] for r in rows], dtype=np.float64) for k in rows[0]}
+    for name, values in columns.items():
+        if name == 'n_tiles':
+            continue
+        print('%-19s mean %7.0f  median %7.0f  p90 %7.0f' %
+              (name, values.mean(), np.median(values), np.percentile(values, 90)))
+    return columns
+
+
 def main(paths):
     for path in paths:
         stamps = np.fromfile(path, dtype=np.uint64).reshape(CTAS, ITEMS, CONSUMERS, STAMPS)
         stamps = stamps.astype(np.int64)
         rows = []
+        steady = {0: [], 1: []}
         for cta in range(CTAS):
             for consumer in range(CONSUMERS):
                 prev_end = None
@@ -55,18 +84,21 @@ def main(paths):
                     if st[0] == 0 or st[10] == 0:
                         break
                     rows.append(phases(st, prev_end))
+                    one = steady_phases(st)
+                    if one is not None:
+                        steady[consumer].append(one)
                     prev_end = st[10]
         print('==', path)
         if not rows:
             print('no items traced')
             continue
-        columns = {k: np.array([r[k] for r in rows], dtype=np.float64) for k in rows[0]}
-        print('items %d, mean tiles %.2f' % (len(rows), columns['n_tiles'].mean()))
-        for name, values in columns.items():
-            if name == 'n_tiles':
-                continue
-            print('%-19s mean %7.0f  median %7.0f  p90 %7.0f' %
-                  (name, values.mean(), np.median(values), np.percentile(values, 90)))
+        print('items %d, mean tiles %.2f' % (len(rows), np.mean([r['n_tiles'] for r in rows])))
+        columns = print_columns(rows)
+        for consumer in (0, 1):
+            if steady[consumer]:
+                print('-- steady iteration, consumer %d (%d items)' %
+                      (consumer, len(steady[consumer])))
+                print_columns(steady[consumer])
         later = columns['n_tiles'] >= 2
         if later.any():
             per_tile = columns['loop_rest'][later] / (columns['n_tiles'][later] - 1)
