@@ -410,6 +410,9 @@ __device__ __forceinline__ void load_q_fragments(QOperand<Cfg>& q, const unsigne
       prefill_generic::ldmatrix_x4(
           q.frag[ks], q_tile + block_tile_offset(Cfg::kBlockM, row, 2 * ks + lane / 16));
     }
+    // Each lane read rows other lanes of the warp write next (the next item's cp.async and
+    // q_rows_to_f16, where no named barrier lies between: head_dim 64 has no ping-pong turns).
+    __syncwarp();
   }
 }
 
