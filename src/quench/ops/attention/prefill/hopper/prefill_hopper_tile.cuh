@@ -93,6 +93,7 @@ struct HopperConfig {
   // P enters P V as mma_type(P * kPScale); the epilogue divides it out.
   static constexpr float kPScale = kFp8Pv ? 256.0f : 1.0f;
   static constexpr int kQkSteps = kHeadDim * kQkBytes / 32;  // 32-byte k steps of Q K^T
+  static constexpr int kPvSteps = kBlockN * kPvBytes / 32;   // 32-byte k steps of P V
   // Q K^T reads Q's A fragments from registers (QOperand, loaded once per work item) instead of
   // shared memory for bf16 q over FP8 KV: an SS m64n64k16 wgmma (its 64-key tiles) fetches 2 KB
   // of A and 2 KB of B per 32 tensor cycles, the SM's whole 128 bytes per cycle of shared memory,
@@ -102,7 +103,6 @@ struct HopperConfig {
   // kind at head_dim <= 128: bf16 head_dim 64 +1%, bf16 head_dim 128 -2.5% at 1k, FP8 q kinds even
   // or worse (FP8 P V's 240-register consumers spill).
   static constexpr bool kQInRegisters = kWidenK && kHeadDim <= 128;
-  static constexpr int kPvSteps = kBlockN * kPvBytes / 32;   // 32-byte k steps of P V
   static_assert(kQBytes % 1024 == 0 && kStageBytes % 1024 == 0 && kKOperandBytes % 1024 == 0 &&
                     kVtBytes % 1024 == 0,
                 "every tile starts on a swizzle atom");
@@ -369,9 +369,9 @@ __device__ __forceinline__ float q_rows_to_f16(unsigned char* q_tile, int warpgr
 }
 
 // The A operand of one warpgroup's Q K^T, its 64 Q rows: their shared address (column block 0),
-// and where Cfg::kQInRegisters their A fragments, fragment ks for k step ks (register i: row
-// 16 * warp + lane / 4 + 8 * (i % 2), bytes 16 * (i / 2) + 4 * (lane % 4) + 0..3 of the step's
-// 32; the wgmma register layout of 16-bit and of 8-bit A alike).
+// and where Cfg::kQInRegisters their A fragments, fragment ks for k16 step ks (register i: row
+// 16 * warp + lane / 4 + 8 * (i % 2), columns 16 ks + 8 (i / 2) + 2 (lane % 4) + 0..1: the
+// wgmma register layout of a 16-bit A).
 template <bool kInRegisters, int kSteps>
 struct QFragments {
   uint32_t frag[kSteps][4];
@@ -423,8 +423,8 @@ __device__ __forceinline__ void fence_q_operand(QOperand<Cfg>& q) {
   if constexpr (Cfg::kQInRegisters) sm90::fence_registers(q.frag);
 }
 
-// Issues S = Q K^T for one warpgroup (its Q operand q: q_operand_at, load_q_fragments); the caller fences
-// before and commits / waits after, then calls fence_q_operand.
+// Issues S = Q K^T for one warpgroup (its Q operand q: q_operand_at, load_q_fragments); the
+// caller fences before and commits / waits after, then calls fence_q_operand.
 template <class Cfg>
 __device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], const QOperand<Cfg>& q,
                                          uint32_t k_address) {
@@ -434,11 +434,8 @@ __device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], const QOp
   for (int ks = 0; ks < Cfg::kQkSteps; ++ks) {
     const uint64_t b = descriptor_plus(b0, kstep_address(0, Cfg::kBlockN, ks));
     if constexpr (Cfg::kQInRegisters) {
-      if constexpr (Cfg::kFp8Qk) {
-        sm90::wgmma_m64n128k32_e4m3_rs(s, q.frag[ks], b, ks > 0);
-      } else {
-        wgmma_16bit_rs<Cfg::kBlockN, false, Cfg::kWidenK>(s, q.frag[ks], b, ks > 0);
-      }
+      static_assert(!Cfg::kFp8Qk, "Q is held in registers for 16-bit Q K^T only");
+      wgmma_16bit_rs<Cfg::kBlockN, false, Cfg::kWidenK>(s, q.frag[ks], b, ks > 0);
     } else {
       const uint64_t a = descriptor_plus(a0, kstep_address(0, Cfg::kBlockM, ks));
       if constexpr (Cfg::kFp8Qk) {
