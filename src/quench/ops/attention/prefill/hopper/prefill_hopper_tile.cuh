@@ -103,6 +103,14 @@ struct HopperConfig {
   // kind at head_dim <= 128: bf16 head_dim 64 +1%, bf16 head_dim 128 -2.5% at 1k, FP8 q kinds even
   // or worse (FP8 P V's 240-register consumers spill).
   static constexpr bool kQInRegisters = kWidenK && kHeadDim <= 128;
+  // Each consumer warp loads (and, f16 Q K^T, converts) the 16 Q rows its accumulators own,
+  // instead of the warpgroup striding over all 64 (q_chunk_index, ws_load_q_rows). Q in
+  // registers needs it: a warp's fragment loads then read only rows its own lanes write for the
+  // next work item, which a __syncwarp orders (load_q_fragments); with the strided load another
+  // warp writes them and nothing orders the two (racecheck errors at head_dim 64, bench/LOG.md
+  // thirteenth session).
+  static constexpr bool kQRowsPerWarp = kWidenK;
+  static_assert(!kQInRegisters || kQRowsPerWarp, "Q in registers needs each warp's own rows");
   static_assert(kQBytes % 1024 == 0 && kStageBytes % 1024 == 0 && kKOperandBytes % 1024 == 0 &&
                     kVtBytes % 1024 == 0,
                 "every tile starts on a swizzle atom");
@@ -308,13 +316,13 @@ __device__ __forceinline__ const unsigned char* prepare_kv_operands(const unsign
 }
 
 // The Q tile chunk (16 bytes) that thread gtid of a warpgroup loads in its round j (< kQChunks
-// / 2), as an index over the warpgroup's 64 rows (row idx / kQChunks, chunk idx % kQChunks). For
-// f16 Q K^T each warp loads the 16 rows its accumulators own (q_rows_to_f16 scales them per
-// warp); otherwise the warpgroup's threads stride over all 64.
+// / 2), as an index over the warpgroup's 64 rows (row idx / kQChunks, chunk idx % kQChunks).
+// With Cfg::kQRowsPerWarp each warp loads the 16 rows its accumulators own (q_rows_to_f16 scales
+// them per warp); otherwise the warpgroup's threads stride over all 64.
 template <class Cfg>
 __device__ __forceinline__ int q_chunk_index(int gtid, int j) {
   constexpr int kQChunks = Cfg::kHeadDim * Cfg::kQkBytes / 16;
-  if constexpr (Cfg::kWidenK) {
+  if constexpr (Cfg::kQRowsPerWarp) {
     return gtid / 32 * (16 * kQChunks) + gtid % 32 + 32 * j;
   } else {
     return gtid + 128 * j;

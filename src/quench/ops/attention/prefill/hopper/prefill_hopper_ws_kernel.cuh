@@ -399,7 +399,7 @@ __device__ __forceinline__ void ws_load_q_rows(const AttentionParams& p, const W
     prefill_generic::cp_async_16(q_tile + block_tile_offset(Tile::kBlockM, row, chunk),
                                  static_cast<const unsigned char*>(p.q) + src, valid);
   };
-  if constexpr (Tile::kWidenK) {
+  if constexpr (Tile::kQRowsPerWarp) {
     for (int j = 0; j < kQChunks / 2; ++j)
       load_chunk(q_chunk_index<Tile>(gtid, j));
   } else {
