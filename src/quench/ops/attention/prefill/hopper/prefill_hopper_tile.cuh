@@ -100,16 +100,18 @@ struct HopperConfig {
   // beside the producer's widening traffic. Q costs kQkSteps x 4 registers per consumer thread
   // (32 at head_dim 128). H200, per tile (bench/LOG.md, thirteenth session): 390 -> 397 TFLOP/s
   // at b2 x 8k, 412 -> 422 at b1 x 16k, 333 -> 341 at 2k, head_dim 64 334 -> 338. Tried for every
-  // kind at head_dim <= 128: bf16 head_dim 64 +1%, bf16 head_dim 128 -2.5% at 1k, FP8 q kinds even
-  // or worse (FP8 P V's 240-register consumers spill).
-  static constexpr bool kQInRegisters = kWidenK && kHeadDim <= 128;
+  // kind at head_dim <= 128: bf16 head_dim 128 -2.5% at 1k, FP8 q kinds even or worse (FP8 P V's
+  // 240-register consumers spill); bf16 head_dim 64 +1.5-1.7% (pertile 413 -> 419, persistent
+  // 397 -> 404 at b2 x 8k), which keeps it (16 registers per thread).
+  static constexpr bool kQInRegisters =
+      (kWidenK && kHeadDim <= 128) || (kKind == HopperKind::kBf16 && kHeadDim == 64);
   // Each consumer warp loads (and, f16 Q K^T, converts) the 16 Q rows its accumulators own,
   // instead of the warpgroup striding over all 64 (q_chunk_index, ws_load_q_rows). Q in
   // registers needs it: a warp's fragment loads then read only rows its own lanes write for the
   // next work item, which a __syncwarp orders (load_q_fragments); with the strided load another
   // warp writes them and nothing orders the two (racecheck errors at head_dim 64, bench/LOG.md
   // thirteenth session).
-  static constexpr bool kQRowsPerWarp = kWidenK;
+  static constexpr bool kQRowsPerWarp = kWidenK || kQInRegisters;
   static_assert(!kQInRegisters || kQRowsPerWarp, "Q in registers needs each warp's own rows");
   static_assert(kQBytes % 1024 == 0 && kStageBytes % 1024 == 0 && kKOperandBytes % 1024 == 0 &&
                     kVtBytes % 1024 == 0,
