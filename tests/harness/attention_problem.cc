@@ -351,8 +351,8 @@ void AttentionProblem::compute_reference() {
   expected_lse_ = poisoned_lse_;
   attention_reference(
       host_params(expected_out_.data(), expected_scales_.data(), expected_lse_.data()));
-  if (is_fp8(config_.out_dtype)) {
-    // The same reference with bf16 output: the values before the FP8 output's rounding.
+  if (is_fp8(config_.out_dtype) || config_.out_dtype == DType::kNVFP4) {
+    // The same reference with bf16 output: the values before the FP8 / NVFP4 output's rounding.
     std::vector<uint8_t> bf16_out(static_cast<size_t>(num_tokens() * output_format().row_elems) *
                                   sizeof(uint16_t));
     AttentionParams p = host_params(bf16_out.data(), nullptr, nullptr);

@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "quench/core/error.h"
+#include "quench/numerics/fp8.h"
+#include "quench/numerics/nvfp4.h"
 
 namespace quench::testing_support {
 
@@ -44,6 +46,12 @@ double fp8_half_step(DType dtype, double value, double o_scale) {
   return 0.5 * std::ldexp(1.0, exponent - mantissa_bits) * o_scale;
 }
 
+double e2m1_half_step(double value, double unit) {
+  const double magnitude = unit > 0.0 ? std::fabs(value) / unit : 0.0;
+  const double half = magnitude < 2.0 ? 0.25 : magnitude < 4.0 ? 0.5 : 1.0;
+  return half * unit;
+}
+
 CompareResult compare_values(const float* actual, const float* expected, int64_t num_tokens,
                              int64_t num_heads, int64_t head_dim, Tolerance tolerance,
                              const RoundingSlack* slack) {
@@ -62,8 +70,10 @@ CompareResult compare_values(const float* actual, const float* expected, int64_t
       pass = a == b || error <= tolerance.atol + tolerance.rtol * std::fabs(b);
       if (!pass && slack != nullptr && std::isfinite(a)) {
         const double u = slack->unrounded[i];
-        pass = std::fabs(a - u) <= tolerance.atol + tolerance.rtol * std::fabs(u) +
-                                       fp8_half_step(slack->dtype, a, slack->o_scale);
+        const double half_step = slack->half_steps != nullptr
+                                     ? slack->half_steps[i]
+                                     : fp8_half_step(slack->dtype, a, slack->o_scale);
+        pass = std::fabs(a - u) <= tolerance.atol + tolerance.rtol * std::fabs(u) + half_step;
       }
     }
     if (pass) continue;
@@ -98,7 +108,26 @@ CompareResult compare_outputs(const AttentionOutputFormat& format, int64_t num_t
   slack.unrounded = unrounded;
   slack.dtype = format.dtype;
   slack.o_scale = format.o_scale;
-  const bool with_slack = unrounded != nullptr && is_fp8(format.dtype);
+  const bool nvfp4 = format.dtype == DType::kNVFP4;
+  const bool with_slack =
+      unrounded != nullptr && (is_fp8(format.dtype) || (nvfp4 && actual_block_scales != nullptr));
+  std::vector<float> half_steps;
+  if (with_slack && nvfp4) {
+    // Each element's half step in its block, from the kernel's block scale.
+    const int64_t scale_cols = format.row_elems / kNvfp4BlockSize;
+    half_steps.resize(a.size());
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      for (int64_t i = 0; i < format.row_elems; ++i) {
+        const int64_t col = i / kNvfp4BlockSize;
+        const uint8_t block_scale =
+            actual_block_scales[nvfp4_scale_offset(format.scale_row_offset + t, col, scale_cols)];
+        const double unit = fp8_e4m3_to_float(block_scale) / format.nvfp4_global_scale;
+        const size_t at = static_cast<size_t>(t * format.row_elems + i);
+        half_steps[at] = static_cast<float>(e2m1_half_step(a[at], unit));
+      }
+    }
+    slack.half_steps = half_steps.data();
+  }
   return compare_values(a.data(), b.data(), num_tokens, num_heads, format.row_elems / num_heads,
                         tolerance, with_slack ? &slack : nullptr);
 }

@@ -64,15 +64,22 @@ struct CompareResult {
 // passes when |actual - unrounded| <= tolerance + half a step of the format at |actual|: some
 // value the kernel could have rounded to `actual` lies within tolerance of the reference before
 // its rounding. `unrounded` is the reference computed with bf16 output.
+// NVFP4 outputs flip the same way between neighbouring e2m1 codes (up to a third of the value),
+// with the half step taken from the kernel's own block scale (half_steps).
 struct RoundingSlack {
   const float* unrounded = nullptr;  // [num_tokens, num_heads, head_dim]
-  DType dtype = DType::kFP8E4M3;     // fp8_e4m3 or fp8_e5m2
+  DType dtype = DType::kFP8E4M3;     // fp8_e4m3 or fp8_e5m2 (unused with half_steps)
   double o_scale = 1.0;              // stored = fp8(value / o_scale)
+  const float* half_steps = nullptr;  // NVFP4: each element's half step; null: fp8_half_step
 };
 
 // Half the spacing of `dtype` (fp8_e4m3 or fp8_e5m2) at the stored magnitude |value| / o_scale,
 // in units of value.
 double fp8_half_step(DType dtype, double value, double o_scale);
+
+// Half the spacing of e2m1 (0, 0.5, 1, 1.5, 2, 3, 4, 6) at |value| in a block whose code 1 is
+// worth `unit` (block scale / global scale), in units of value.
+double e2m1_half_step(double value, double unit);
 
 // Compares float tensors of shape [num_tokens, num_heads, head_dim] (lse: head_dim = 1).
 CompareResult compare_values(const float* actual, const float* expected, int64_t num_tokens,
@@ -81,8 +88,8 @@ CompareResult compare_values(const float* actual, const float* expected, int64_t
 
 // Decodes two stored attention outputs of the same format (bf16; fp8 times o_scale; nvfp4 with
 // its block scales, may be null otherwise) for tokens [0, num_tokens) and compares the values.
-// `unrounded` (FP8 formats only, may be null): the reference's values before the output's
-// rounding, for the RoundingSlack above.
+// `unrounded` (FP8 and NVFP4 formats, may be null): the reference's values before the output's
+// rounding, for the RoundingSlack above (NVFP4: half steps from actual_block_scales).
 CompareResult compare_outputs(const AttentionOutputFormat& format, int64_t num_tokens,
                               int64_t num_heads, const void* actual,
                               const uint8_t* actual_block_scales, const void* expected,

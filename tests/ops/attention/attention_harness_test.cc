@@ -49,6 +49,27 @@ TEST(AttentionHarnessCompare, Fp8RoundingSlackCoversOnlyAFlipAtTheMidpoint) {
   EXPECT_FALSE(compare_values(actual, expected, 1, 1, 1, tolerance, &slack).ok);
 }
 
+// NVFP4 outputs (a block of unit 0.15: codes 2 and 3 are 0.30 and 0.45): a flip between
+// neighbouring codes passes only with the reference before rounding near their midpoint 0.375,
+// the half step coming from the element's block (e2m1 spacing 0.5 / 1 / 2 below 2 / 4 / 6).
+TEST(AttentionHarnessCompare, Nvfp4RoundingSlackCoversOnlyAFlipAtTheMidpoint) {
+  EXPECT_DOUBLE_EQ(e2m1_half_step(1.5 * 0.15, 0.15), 0.25 * 0.15);
+  EXPECT_DOUBLE_EQ(e2m1_half_step(-3.0 * 0.15, 0.15), 0.5 * 0.15);
+  EXPECT_DOUBLE_EQ(e2m1_half_step(6.0 * 0.15, 0.15), 1.0 * 0.15);
+  EXPECT_DOUBLE_EQ(e2m1_half_step(1.0, 0.0), 0.0);  // a zero block scale: no slack
+  const float expected[1] = {0.45f};  // the reference's code 3
+  const float actual[1] = {0.30f};    // the kernel's code 2
+  const float half_steps[1] = {static_cast<float>(e2m1_half_step(0.30, 0.15))};
+  const Tolerance tolerance{7e-2, 9e-2};
+  EXPECT_FALSE(compare_values(actual, expected, 1, 1, 1, tolerance).ok);
+  const float at_midpoint[1] = {0.3751f};
+  RoundingSlack slack{at_midpoint, DType::kNVFP4, 1.0, half_steps};
+  EXPECT_TRUE(compare_values(actual, expected, 1, 1, 1, tolerance, &slack).ok);
+  const float a_step_up[1] = {0.60f};  // code 4's value: a real error
+  slack.unrounded = a_step_up;
+  EXPECT_FALSE(compare_values(actual, expected, 1, 1, 1, tolerance, &slack).ok);
+}
+
 TEST(AttentionHarnessCompare, NanNeverPasses) {
   const float nan_values[2] = {NAN, 1.0f};
   const float values[2] = {1.0f, NAN};

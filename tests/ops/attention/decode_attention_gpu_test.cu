@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "decode_test_support.h"
@@ -132,6 +133,18 @@ std::vector<DecodeCase> decode_cases() {
       c.out_dtype = out;
       c.o_scale = 0.01f;
       c.out_scale_row_offset = 5;
+      cases.push_back({"out_" + grid_name(c), c});
+    }
+  }
+  // Output dtypes where a row's quads (4 elements per thread, 4 threads per NVFP4 block) leave
+  // part of a warp idle: head_dim 64 with 1 or 3 rows per work item, head_dim 256.
+  for (const auto& [head_dim, group] : {std::pair{64, 1}, std::pair{64, 3}, std::pair{256, 2}}) {
+    for (DType out : {DType::kFP8E4M3, DType::kNVFP4}) {
+      AttentionProblemConfig c =
+          grid_config(DType::kFP8E4M3, DType::kBF16, group, head_dim, 16, KvLayout::kNHD, ++seed);
+      c.out_dtype = out;
+      c.o_scale = 0.02f;
+      c.out_scale_row_offset = 3;
       cases.push_back({"out_" + grid_name(c), c});
     }
   }
@@ -314,6 +327,39 @@ TEST_F(DecodeAttentionGpuSplitMerge, WindowWithEmptySplitsMatchesReference) {
     expect_matches(device, "run " + std::to_string(run) +
                                (run % 2 == 0 ? " (last split CTA)" : " (merge kernel)"));
     expect_merge_counters_zero(workspace);
+  }
+}
+
+// FP8 and NVFP4 outputs written by each merge's epilogue (the last split CTA's ItemMerge, the
+// merge kernel's RowMerge) at head_dim 64 with 3 rows per work item (a warp's quads cover 16
+// elements of one row and the rest of another) and head_dim 128.
+TEST_F(DecodeAttentionGpuSplitMerge, OutputDtypesThroughEveryMergeMatchReference) {
+  for (const auto& [head_dim, group] : {std::pair{64, 3}, std::pair{128, 4}}) {
+    for (DType out : {DType::kFP8E4M3, DType::kNVFP4}) {
+      AttentionProblemConfig c = split_config(group, 40 + head_dim + group);
+      c.head_dim = head_dim;
+      c.out_dtype = out;
+      c.o_scale = 0.02f;
+      c.out_scale_row_offset = 7;
+      AttentionProblem problem(c);
+      problem.compute_reference();
+      AttentionDeviceProblem device(problem);
+      ASSERT_GT(decode_attention_num_splits(device.params()), 1) << "the test needs KV splits";
+      const DeviceBuffer workspace = zeroed_decode_workspace(device.params());
+      for (DecodeSplitMerge merge : {DecodeSplitMerge::kLastSplitCta, DecodeSplitMerge::kMergeKernel}) {
+        device.poison_outputs();
+        decode_attention(device.params(), workspace.get(), workspace.bytes(), nullptr, merge);
+        QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+        const std::string what =
+            "hd" + std::to_string(head_dim) + " g" + std::to_string(group) + " out " +
+            dtype_name(out) +
+            (merge == DecodeSplitMerge::kLastSplitCta ? " (last split CTA)" : " (merge kernel)");
+        const CompareResult result = device.compare_output(
+            attention_tolerance(true, c.q_dtype, c.kv_dtype, out));
+        EXPECT_TRUE(result.ok) << what << ": output: " << result.summary();
+        expect_merge_counters_zero(workspace);
+      }
+    }
   }
 }
 

@@ -510,14 +510,19 @@ __global__ void __launch_bounds__(
   sync_compute_warps<kTma>();  // Q in shared memory
 
   // Epilogue (after the warps stored their rows, statistics and O in stat_max, stat_sum and
-  // the combine buffer at the ring): one thread per 16 consecutive output elements of a row.
+  // the combine buffer at the ring): one thread per 4 consecutive output elements of a row
+  // (write_output_quad), in whole warps; a row's quads are a multiple of 16, so the four lanes
+  // of an NVFP4 block are active together.
   auto write_rows = [&]() {
     const float* combine = reinterpret_cast<const float*>(pipe);
-    constexpr int kBlocksPerRow = kHeadDim / 16;
+    constexpr int kQuadsPerRow = kHeadDim / kOutputQuad;
     const float v_factor = p.v_scale.at(kv_head);
-    for (int unit = tid; unit < num_rows * kBlocksPerRow; unit += kThreads) {
-      const int r = unit / kBlocksPerRow;
-      const int d0 = unit % kBlocksPerRow * 16;
+    const int quads = num_rows * kQuadsPerRow;
+    for (int warp_quad = tid - lane; warp_quad < quads; warp_quad += kThreads) {
+      const bool active = warp_quad + lane < quads;
+      const int quad = active ? warp_quad + lane : quads - 1;
+      const int r = quad / kQuadsPerRow;
+      const int d0 = quad % kQuadsPerRow * kOutputQuad;
       float m = -INFINITY;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w)
@@ -529,19 +534,13 @@ __global__ void __launch_bounds__(
         weight[w] = m == -INFINITY ? 0.0f : fast_exp2(stat_max[w * kRowsPerCta + r] - m);
         sum += weight[w] * stat_sum[w * kRowsPerCta + r];
       }
-      float v[16];
-#pragma unroll
-      for (int k = 0; k < 16; ++k)
-        v[k] = 0.0f;
+      float v[kOutputQuad] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) {
-        const float* src = combine + (w * kRowsPerCta + r) * T::kCombineStride + d0;
-#pragma unroll
-        for (int k = 0; k < 16; k += 4) {
-          const float4 x = *reinterpret_cast<const float4*>(src + k);
-          v[k] += weight[w] * x.x, v[k + 1] += weight[w] * x.y;
-          v[k + 2] += weight[w] * x.z, v[k + 3] += weight[w] * x.w;
-        }
+        const float4 x = *reinterpret_cast<const float4*>(
+            combine + (w * kRowsPerCta + r) * T::kCombineStride + d0);
+        v[0] += weight[w] * x.x, v[1] += weight[w] * x.y;
+        v[2] += weight[w] * x.z, v[3] += weight[w] * x.w;
       }
       const int32_t token = row_token(r);
       const int32_t head = row_head(r);
@@ -556,25 +555,21 @@ __global__ void __launch_bounds__(
         }
         const float scale = denom > 0.0f ? fast_exp2(m - total_max) * v_factor / denom : 0.0f;
 #pragma unroll
-        for (int k = 0; k < 16; ++k)
+        for (int k = 0; k < kOutputQuad; ++k)
           v[k] *= scale;
-        write_output_block16(p, token, head, d0, v);
-        if (d0 == 0 && p.lse != nullptr) {
+        write_output_quad(p, token, head, d0, v, active);
+        if (active && d0 == 0 && p.lse != nullptr) {
           p.lse[static_cast<int64_t>(token) * p.num_q_heads + head] =
               (total_max + __log2f(denom)) * kLn2;
         }
-      } else {
+      } else if (active) {
         const int64_t row_index =
             (static_cast<int64_t>(split) * p.num_tokens + token) * p.num_q_heads + head;
         if (d0 == 0) args.partial_lse[row_index] = sum > 0.0f ? m + __log2f(sum) : -INFINITY;
         if (sum > 0.0f) {
           const float scale = v_factor / sum;
-          float4* dst = reinterpret_cast<float4*>(args.partial_o + row_index * kHeadDim + d0);
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            dst[k] = make_float4(v[4 * k] * scale, v[4 * k + 1] * scale, v[4 * k + 2] * scale,
-                                 v[4 * k + 3] * scale);
-          }
+          *reinterpret_cast<float4*>(args.partial_o + row_index * kHeadDim + d0) =
+              make_float4(v[0] * scale, v[1] * scale, v[2] * scale, v[3] * scale);
         }
       }
     }

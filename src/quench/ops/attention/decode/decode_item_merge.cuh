@@ -8,7 +8,7 @@
 // the 128 units are one per thread. A thread walks its unit's splits kBatch independent 16-byte
 // L2 loads at a time; its first batch is issued before the weights, which one warp per row
 // computes from the row's num_splits log-sum-exps (each read once) meanwhile. The summed chunks
-// meet in shared memory, where threads of 16 consecutive elements run the output epilogue.
+// meet in shared memory, where threads of 4 consecutive elements run the output epilogue.
 //
 // The code is small on purpose (the last CTA fetches it cold): one unrolled batch, plain loops.
 #pragma once
@@ -28,7 +28,6 @@ struct ItemMerge {
   // Partial loads in flight per thread (64 registers: the swapped kernel's 96 hold them without
   // a spill, ptxas); 32 splits are two load rounds.
   static constexpr int kBatch = 16;
-  static constexpr int kBlocksPerRow = kHeadDim / 16;  // epilogue blocks (16 elements)
 
   // Shared memory of the merging CTA (the main kernel's combine buffer, free by then).
   struct Scratch {
@@ -112,18 +111,18 @@ struct ItemMerge {
     }
     sync();
 
-    // The epilogue works on 16 consecutive elements (one NVFP4 block) per thread.
+    // The epilogue: 4 consecutive elements per thread (write_output_quad), in whole warps (the
+    // quads of a row are a multiple of 16, so a block's four lanes are active together).
+    constexpr int kQuadsPerRow = kHeadDim / kOutputQuad;
+    const int quads = num_rows * kQuadsPerRow;
 #pragma unroll 1
-    for (int block = tid; block < num_rows * kBlocksPerRow; block += kThreads) {
-      const int r = block / kBlocksPerRow;
-      const int d0 = block % kBlocksPerRow * 16;
-      float v[16];
-#pragma unroll
-      for (int k = 0; k < 16; k += 4) {
-        const float4 o = *reinterpret_cast<const float4*>(&scratch.out[r][d0 + k]);
-        v[k] = o.x, v[k + 1] = o.y, v[k + 2] = o.z, v[k + 3] = o.w;
-      }
-      write_output_block16(p, token_of(r), head_of(r), d0, v);
+    for (int warp_quad = tid - lane; warp_quad < quads; warp_quad += kThreads) {
+      const int quad = min(warp_quad + lane, quads - 1);
+      const int r = quad / kQuadsPerRow;
+      const int d0 = quad % kQuadsPerRow * kOutputQuad;
+      const float4 o = *reinterpret_cast<const float4*>(&scratch.out[r][d0]);
+      const float v[kOutputQuad] = {o.x, o.y, o.z, o.w};
+      write_output_quad(p, token_of(r), head_of(r), d0, v, warp_quad + lane < quads);
     }
   }
 };

@@ -104,21 +104,23 @@ struct RowMerge {
     *reinterpret_cast<float4*>(&scratch.sums[group][4 * chunk]) = acc;
     sync();
 
-    // The epilogue works on 16 consecutive elements (one NVFP4 block) per thread.
+    // The epilogue: 4 consecutive elements per thread (write_output_quad), in whole warps.
     const float total_max = scratch.row_stats[0];
     const float denom = scratch.row_stats[1];
-    if (tid < kHeadDim / 16) {
+    constexpr int kQuads = kHeadDim / kOutputQuad;
+    if (tid < (kQuads + 31) / 32 * 32) {
       const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
-      float v[16];
+      const int quad = tid < kQuads ? tid : kQuads - 1;
+      float v[kOutputQuad];
 #pragma unroll
-      for (int k = 0; k < 16; ++k) {
+      for (int k = 0; k < kOutputQuad; ++k) {
         float sum = 0.0f;
 #pragma unroll
         for (int g = 0; g < kGroups; ++g)
-          sum += scratch.sums[g][16 * tid + k];
+          sum += scratch.sums[g][kOutputQuad * quad + k];
         v[k] = sum * inv;
       }
-      write_output_block16(p, token, head, 16 * tid, v);
+      write_output_quad(p, token, head, kOutputQuad * quad, v, tid < kQuads);
     }
     if (tid == 0 && p.lse != nullptr) p.lse[row] = (total_max + __log2f(denom)) * kLn2;
     sync();  // weights, row_stats and sums are rewritten by the next call
