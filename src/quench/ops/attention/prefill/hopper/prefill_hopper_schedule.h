@@ -69,16 +69,20 @@ QUENCH_HD WsItemCoordinates ws_item_coordinates(int item, int pairs, int m_tiles
 }
 
 // bf16 q over a bf16 cache runs persistent by default for chunks of at most this many query
-// tokens (head_dim 64 in 16- and 32-token pages, head_dim 256), and at every length at head_dim
-// 128, and at head_dim 64 in pages of at least kPersistentAnyLenMinPage tokens. Measured on the
-// H200, hd128 causal, persistent / per tile TFLOP/s: page 64 (sixth session) 1k 346 / 309, 2k
-// 443 / 403, 4k 518 / 497, 8k 561 / 551, 16k 597 / 583; page 16 since its producer's four warps
-// issue the TMA loads (tenth session) 4k 496 / 477, 8k 566 / 541, 16k 597 / 579. head_dim 64 at
-// page 16 favours per tile (398 / 377 at 8k), and head_dim 256 (two ring slots) loses
-// persistent at 8k (601 / 609 with the snake order, eleventh session). Page 32 (four pages per
-// tile, like page 16's eight spread over the producer's warps) is not measured and follows
-// head_dim 128's rule.
+// tokens (head_dim 64 in 16- and 32-token pages, head_dim 256), at head_dim 128 for chunks of
+// more than kPerTileMaxQueryLenHd128 tokens, and at head_dim 64 in pages of at least
+// kPersistentAnyLenMinPage tokens. head_dim 128 ran persistent at every length until Q moved into
+// registers (fourteenth session), which gave the per-tile kernel 2-5% and the persistent one
+// -1.7% at 1k and +0.5-1.5% from 8k; H200, hd128 causal, per tile / persistent TFLOP/s with Q in
+// registers (bench/LOG.md, fourteenth session, call 6), page 16 | page 64: 1k 348 / 337 | 352 /
+// 346, 4k 538 / 532 | 542 / 541, 8k 593 / 593 | 594 / 606, 16k 629 / 632 | 631 / 641. Before,
+// persistent / per tile (sixth and tenth sessions): page 64 1k 346 / 309, 8k 561 / 551; page 16
+// 8k 566 / 541. head_dim 64 at page 16 favours per tile (398 / 377 at 8k), and head_dim 256 (two
+// ring slots) loses persistent at 8k (601 / 609 with the snake order, eleventh session). Page 32
+// (four pages per tile, like page 16's eight spread over the producer's warps) is not measured
+// and follows the rules of page 16.
 inline constexpr int kPersistentMaxQueryLen = 2048;
+inline constexpr int kPerTileMaxQueryLenHd128 = 4096;
 inline constexpr int kPersistentAnyLenMinPage = 64;
 
 // The FP8-KV kinds (FP8 P·V, FP8 q with bf16 P·V, bf16 q over FP8 KV) run per tile at every
@@ -92,7 +96,7 @@ inline constexpr int kPersistentAnyLenMinPage = 64;
 // schedule: bf16 q over a bf16 cache only, by the rules above.
 inline bool persistent_by_default(bool bf16_over_bf16, int head_dim, int page_size, int max_q_len) {
   if (!bf16_over_bf16) return false;
-  if (head_dim == 128) return true;
+  if (head_dim == 128) return max_q_len > kPerTileMaxQueryLenHd128;
   if (head_dim < 128 && page_size >= kPersistentAnyLenMinPage) return true;
   return max_q_len <= kPersistentMaxQueryLen;
 }

@@ -95,16 +95,16 @@ struct HopperConfig {
   static constexpr int kQkSteps = kHeadDim * kQkBytes / 32;  // 32-byte k steps of Q K^T
   static constexpr int kPvSteps = kBlockN * kPvBytes / 32;   // 32-byte k steps of P V
   // Q K^T reads Q's A fragments from registers (QOperand, loaded once per work item) instead of
-  // shared memory for bf16 q over FP8 KV: an SS m64n64k16 wgmma (its 64-key tiles) fetches 2 KB
-  // of A and 2 KB of B per 32 tensor cycles, the SM's whole 128 bytes per cycle of shared memory,
-  // beside the producer's widening traffic. Q costs kQkSteps x 4 registers per consumer thread
-  // (32 at head_dim 128). H200, per tile (bench/LOG.md, thirteenth session): 390 -> 397 TFLOP/s
-  // at b2 x 8k, 412 -> 422 at b1 x 16k, 333 -> 341 at 2k, head_dim 64 334 -> 338. Tried for every
-  // kind at head_dim <= 128: bf16 head_dim 128 -2.5% at 1k, FP8 q kinds even or worse (FP8 P V's
-  // 240-register consumers spill); bf16 head_dim 64 +1.5-1.7% (pertile 413 -> 419, persistent
-  // 397 -> 404 at b2 x 8k), which keeps it (16 registers per thread).
-  static constexpr bool kQInRegisters =
-      (kWidenK && kHeadDim <= 128) || (kKind == HopperKind::kBf16 && kHeadDim == 64);
+  // shared memory where Q K^T runs on 16-bit operands (bf16 q over FP8 or bf16 KV) at head_dim
+  // <= 128: Q costs kQkSteps x 4 registers per consumer thread (32 at head_dim 128) and the SS
+  // wgmma's A reads leave shared memory to K (and, over FP8 KV, the producer's widening). bf16 q
+  // over FP8 KV first (its 64-key tiles fetch 2 KB of A and 2 KB of B per 32 tensor cycles, all
+  // of the SM's 128 bytes per cycle): H200 per tile (bench/LOG.md, thirteenth session) 390 -> 397
+  // TFLOP/s at b2 x 8k, 412 -> 422 at b1 x 16k. bf16 (fourteenth session, calls 1 and 6): head_dim
+  // 64 per tile 409 -> 426 at b2 x 8k, persistent 395 -> 403; head_dim 128 per tile +2-5% (8k
+  // page 16 569 -> 593, 16k page 64 600 -> 631), persistent -1.7% at 1k, +0.5-1.5% from 8k (see
+  // persistent_by_default). FP8 q kinds: even or worse (FP8 P V's 240-register consumers spill).
+  static constexpr bool kQInRegisters = kQkBytes == 2 && kHeadDim <= 128;
   // Each consumer warp loads (and, f16 Q K^T, converts) the 16 Q rows its accumulators own,
   // instead of the warpgroup striding over all 64 (q_chunk_index, ws_load_q_rows). Q in
   // registers needs it: a warp's fragment loads then read only rows its own lanes write for the
