@@ -226,6 +226,8 @@ TEST(PrefillHopperSchedule, PersistentByDefaultWhereItWasMeasuredToWin) {
     EXPECT_FALSE(persistent_by_default(true, 128, page, kPerTileMaxQueryLenHd128));
     EXPECT_TRUE(persistent_by_default(true, 128, page, kPerTileMaxQueryLenHd128 + 1));
     EXPECT_TRUE(persistent_by_default(true, 128, page, 16384));
+    // (soft-capped: per tile at every length)
+    EXPECT_FALSE(persistent_by_default(true, 128, page, 16384, /*soft_cap=*/true));
   }
   // ... at every length at head_dim 64 in pages of 64 ...
   EXPECT_TRUE(persistent_by_default(true, 64, 64, 8192));

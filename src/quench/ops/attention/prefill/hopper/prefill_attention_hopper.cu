@@ -101,7 +101,8 @@ HopperSchedule resolve_schedule(HopperSchedule schedule, const AttentionParams& 
   }
   const bool bf16_over_bf16 = params.q_dtype == DType::kBF16 && params.kv.dtype == DType::kBF16;
   return prefill_hopper::persistent_by_default(bf16_over_bf16, params.kv.head_dim,
-                                               params.kv.page_size, params.max_q_len)
+                                               params.kv.page_size, params.max_q_len,
+                                               params.logit_soft_cap > 0.0f)
              ? HopperSchedule::kPersistent
              : HopperSchedule::kPerTile;
 }

@@ -80,7 +80,9 @@ QUENCH_HD WsItemCoordinates ws_item_coordinates(int item, int pairs, int m_tiles
 // 8k 566 / 541. head_dim 64 at page 16 favours per tile (398 / 377 at 8k), and head_dim 256 (two
 // ring slots) loses persistent at 8k (601 / 609 with the snake order, eleventh session). Page 32
 // (four pages per tile, like page 16's eight spread over the producer's warps) is not measured
-// and follows the rules of page 16.
+// and follows the rules of page 16. A soft-capped launch at head_dim 128 runs per tile at every
+// length: with Q in registers its persistent kernel lost 2% at b2 x 8k page 16 (483 -> 474 TFLOP/s
+// by default, fourteenth session, call 7) while per tile it gained 2% (463 -> 473).
 inline constexpr int kPersistentMaxQueryLen = 2048;
 inline constexpr int kPerTileMaxQueryLenHd128 = 4096;
 inline constexpr int kPersistentAnyLenMinPage = 64;
@@ -94,9 +96,10 @@ inline constexpr int kPersistentAnyLenMinPage = 64;
 
 // Whether a launch runs the persistent kernel (else the per-tile one) when nothing forces a
 // schedule: bf16 q over a bf16 cache only, by the rules above.
-inline bool persistent_by_default(bool bf16_over_bf16, int head_dim, int page_size, int max_q_len) {
+inline bool persistent_by_default(bool bf16_over_bf16, int head_dim, int page_size, int max_q_len,
+                                  bool soft_cap = false) {
   if (!bf16_over_bf16) return false;
-  if (head_dim == 128) return max_q_len > kPerTileMaxQueryLenHd128;
+  if (head_dim == 128) return !soft_cap && max_q_len > kPerTileMaxQueryLenHd128;
   if (head_dim < 128 && page_size >= kPersistentAnyLenMinPage) return true;
   return max_q_len <= kPersistentMaxQueryLen;
 }
