@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "quench/numerics/half_pair.cuh"
+
 namespace quench::decode {
 
 // Which 16-bit type the tensor cores multiply in: bf16 over a bf16 cache, f16 over an FP8 cache
@@ -187,13 +189,7 @@ __device__ __forceinline__ void load_matrix_x4(uint32_t smem_addr, uint32_t (&r)
 // Packs two floats into a pair of the MMA type (round to nearest even); `lo` in the low half.
 template <MmaType kType>
 __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
-  uint32_t r;
-  if constexpr (kType == MmaType::kBF16) {
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  } else {
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  }
-  return r;
+  return pack_half_pair<kType == MmaType::kBF16>(lo, hi);
 }
 
 // 16-byte global -> shared copy that bypasses L1; when !valid nothing is read and the 16 bytes

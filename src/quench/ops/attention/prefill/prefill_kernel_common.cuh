@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "quench/numerics/fp8.h"
+#include "quench/numerics/half_pair.cuh"
 #include "quench/numerics/nvfp4.h"
 #include "quench/ops/attention/attention_params.h"
 
@@ -21,11 +22,12 @@ __device__ __forceinline__ bool device_is_fp8(DType dtype) {
   return dtype == DType::kFP8E4M3 || dtype == DType::kFP8E5M2;
 }
 
-// Two floats -> packed bf16x2 (low half = lo), round to nearest even.
+// Two floats -> packed bf16x2 / f16x2 (low half = lo), round to nearest even.
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  uint32_t packed;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(hi), "f"(lo));
-  return packed;
+  return pack_half_pair<true>(lo, hi);
+}
+__device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
+  return pack_half_pair<false>(lo, hi);
 }
 
 // Two FP8 values (the low two bytes, low byte first) -> two floats, exact.
@@ -40,13 +42,6 @@ __device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint32_t two_bytes,
                                                     __nv_fp8_interpretation_t format) {
   const float2 f = fp8x2_to_float2(two_bytes, format);
   return pack_bf16x2(f.x, f.y);
-}
-
-// Two floats -> packed f16x2 (low half = lo), round to nearest even.
-__device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
-  uint32_t packed;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(hi), "f"(lo));
-  return packed;
 }
 
 // Two FP8 values (low byte first) -> packed f16x2, exact (every e4m3/e5m2 value is an f16): one

@@ -112,7 +112,6 @@ struct HopperConfig {
   // warp writes them and nothing orders the two (racecheck errors at head_dim 64, bench/LOG.md
   // thirteenth session).
   static constexpr bool kQRowsPerWarp = kWidenK || kQInRegisters;
-  static_assert(!kQInRegisters || kQRowsPerWarp, "Q in registers needs each warp's own rows");
   static_assert(kQBytes % 1024 == 0 && kStageBytes % 1024 == 0 && kKOperandBytes % 1024 == 0 &&
                     kVtBytes % 1024 == 0,
                 "every tile starts on a swizzle atom");
