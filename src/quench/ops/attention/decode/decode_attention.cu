@@ -21,10 +21,10 @@
 namespace quench {
 namespace {
 
+using decode::choose_num_splits;
 using decode::DecodeKernelArgs;
 using decode::DecodeKernelInfo;
 using decode::SmallGridRing;
-using decode::choose_num_splits;
 using decode::split_target_ctas;
 
 // Pipeline depth: at least kMinStages tiles (two in flight while one is consumed) where shared
@@ -126,6 +126,13 @@ int max_stages_from_env() {
 // launch early and hold SM slots while they wait) and ~1 us at B1 x 32k.
 bool main_kernel_pdl_enabled() {
   static const bool enabled = env_switch("QUENCH_DECODE_PDL", {"0", "1"}) == "1";
+  return enabled;
+}
+
+// QUENCH_DECODE_MERGE_EARLY=0: the merge kernel launches from the end of the main CTAs' tile
+// loops (DecodeKernelArgs::early_merge_launch false), as before the merge's warm-up pass.
+bool early_merge_launch_enabled() {
+  static const bool enabled = env_switch("QUENCH_DECODE_MERGE_EARLY", {"1", "0"}) != "0";
   return enabled;
 }
 
@@ -421,6 +428,10 @@ void decode_attention(const AttentionParams& params, void* workspace, size_t wor
       args.merge_counters = reinterpret_cast<uint32_t*>(base);
       args.last_split_merges = place == MergePlace::kLastSplitCta;
     }
+    // Early merge launch: with every main CTA resident (the dependent launches only then), the
+    // merge CTAs take slots nothing else of this launch needs.
+    args.early_merge_launch =
+        shape.dependent_launch && args.merge_counters == nullptr && early_merge_launch_enabled();
     args.partial_o = reinterpret_cast<float*>(base + kDecodeWorkspaceCounterBytes);
     args.partial_lse = args.partial_o + static_cast<size_t>(args.num_splits) *
                                             static_cast<size_t>(params.num_tokens) *

@@ -262,7 +262,7 @@ __global__ void __launch_bounds__(
   // of this grid got here, i.e. all of them are resident or done: its CTAs then wait on the
   // counters without ever holding a slot this grid needs. Without counters, dependents launch
   // from the end of the tile loop instead (below), as before the counters existed.
-  if (args.merge_counters != nullptr) allow_dependent_launch();
+  if (args.merge_counters != nullptr || args.early_merge_launch) allow_dependent_launch();
 
   const int32_t seq = static_cast<int32_t>(blockIdx.z) / args.row_groups;
   const int32_t row0 = static_cast<int32_t>(blockIdx.z) % args.row_groups * kRowsPerCta;
@@ -600,7 +600,9 @@ __global__ void __launch_bounds__(
     swapped_pipe.kv_end = kv_end;
     SwappedTileLoop<T> loop;
     loop.run(rows, swapped_pipe, warp, lane);
-    if (args.merge_counters == nullptr) allow_dependent_launch();  // as below
+    if (args.merge_counters == nullptr && !args.early_merge_launch) {
+      allow_dependent_launch();  // as below
+    }
     sync_compute_warps<kTma>();  // every warp is done with the stages: reuse them to combine
     loop.store(stat_max, stat_sum, reinterpret_cast<float*>(pipe), warp, lane);
     sync_compute_warps<kTma>();
@@ -840,10 +842,10 @@ __global__ void __launch_bounds__(
     }
   }
   if constexpr (!kTma) cp_async_wait_pending(0);
-  // Without arrival counters the split merge (launched as a programmatic dependent of this grid)
-  // may start now: its launch overlaps this epilogue, and it waits for this grid's completion
-  // before reading.
-  if (args.merge_counters == nullptr) allow_dependent_launch();
+  // Without arrival counters (nor an early merge launch) the split merge (launched as a
+  // programmatic dependent of this grid) may start now: its launch overlaps this epilogue, and
+  // it waits for this grid's completion before reading.
+  if (args.merge_counters == nullptr && !args.early_merge_launch) allow_dependent_launch();
   // Every warp is done with the pipeline buffers (and every bulk copy has landed: each tile's
   // full barrier completed): reuse them to combine.
   sync_compute_warps<kTma>();

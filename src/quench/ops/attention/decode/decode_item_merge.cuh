@@ -78,7 +78,8 @@ struct ItemMerge {
 #pragma unroll 1
     for (int r = tid / 32; r < num_rows; r += kWarps) {
       const int64_t row = row_of(r);
-      const SplitWeights w = split_weights(args, row, split_rows, head_of(r), lane);
+      const SplitWeights w =
+          split_weights(args, row, split_rows, head_of(r), lane, args.num_splits);
       scratch.weights[r][lane] = w.w0;
       scratch.weights[r][lane + 32] = w.w1;
       if (lane == 0) {

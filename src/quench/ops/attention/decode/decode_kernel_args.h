@@ -54,6 +54,11 @@ struct DecodeKernelArgs {
   //   the counter back to 0. (The host picks this only where a token's rows lie in one CTA.)
   uint32_t* merge_counters = nullptr;
   bool last_split_merges = false;
+  // The merge kernel after the grid (no counters) may launch as soon as every CTA of this grid
+  // is resident (true: from the start, after the grid-dependency wait) instead of from the end
+  // of each CTA's tile loop (false): its CTAs then run their warm-up pass (decode_merge.cu)
+  // while this grid works and wait for its completion where they will merge.
+  bool early_merge_launch = false;
   // Grid order: true: blockIdx.x = KV head, y = split (the KV heads of one split, which read
   // the same NHD pages, are dispatched together); false: x = split, y = KV head.
   bool heads_fastest = true;

@@ -46,14 +46,17 @@ struct RowMerge {
   // synchronises; `sync()` also ends the call, so the next call may reuse `scratch`. The
   // partials are read through L2 (ld.global.cg): other CTAs of a grid still running (the main
   // kernel's other splits) wrote them, which this SM's L1 does not see.
+  // A `dry` call (the merge kernel's warm-up pass) runs the same instructions over no splits:
+  // it reads nothing the main kernel writes, and writes the row's output (zeros) and lse to the
+  // places that the real call for the row, by the same threads, writes afterwards.
   template <class Sync>
   static __device__ __forceinline__ void merge_row(const DecodeKernelArgs& args, int64_t row,
-                                                   Scratch& scratch, int tid, Sync sync) {
+                                                   Scratch& scratch, int tid, Sync sync, bool dry) {
     constexpr float kLn2 = 0.6931471805599453f;
     const AttentionParams& p = args.p;
     const int chunk = tid % kChunks;
     const int group = tid / kChunks;
-    const int num_splits = args.num_splits;
+    const int num_splits = dry ? 0 : args.num_splits;
     const int64_t split_rows = static_cast<int64_t>(p.num_tokens) * p.num_q_heads;
     const int32_t head = static_cast<int32_t>(row % p.num_q_heads);
     const int32_t token = static_cast<int32_t>(row / p.num_q_heads);
@@ -72,7 +75,7 @@ struct RowMerge {
     }
     if (tid < 32) {
       const int lane = tid;
-      const SplitWeights w = split_weights(args, row, split_rows, head, lane);
+      const SplitWeights w = split_weights(args, row, split_rows, head, lane, num_splits);
       scratch.weights[lane] = w.w0;
       scratch.weights[lane + 32] = w.w1;
       if (lane == 0) scratch.row_stats[0] = w.total_max, scratch.row_stats[1] = w.denom;

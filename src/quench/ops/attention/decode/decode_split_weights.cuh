@@ -23,16 +23,18 @@ struct SplitWeights {
 static_assert(kMaxSplits <= 64, "one warp holds a row's splits in two registers per lane");
 
 // Run by one full warp for output row `row` (= token * num_q_heads + q head `head`) of a launch
-// whose split partials have `split_rows` rows each.
+// whose split partials have `split_rows` rows each; splits at or past num_splits (args.num_splits
+// but for the merge kernel's warm-up pass, 0) are not read.
 __device__ __forceinline__ SplitWeights split_weights(const DecodeKernelArgs& args, int64_t row,
-                                                      int64_t split_rows, int32_t head, int lane) {
+                                                      int64_t split_rows, int32_t head, int lane,
+                                                      int num_splits) {
   constexpr float kLog2e = 1.4426950408889634f;
   const AttentionParams& p = args.p;
-  const int num_splits = args.num_splits;
   const float lse0 =
       lane < num_splits ? __ldcg(args.partial_lse + lane * split_rows + row) : -INFINITY;
-  const float lse1 =
-      lane + 32 < num_splits ? __ldcg(args.partial_lse + (lane + 32) * split_rows + row) : -INFINITY;
+  const float lse1 = lane + 32 < num_splits
+                         ? __ldcg(args.partial_lse + (lane + 32) * split_rows + row)
+                         : -INFINITY;
   float max_lse = fmaxf(lse0, lse1);
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2)
