@@ -20,8 +20,8 @@ constexpr int64_t kSlots = 4 * kSms;
 int64_t splits_of(int64_t requests, int64_t tokens, int32_t split_ctas) {
   const int64_t base = requests * 8;
   const int64_t tiles = (tokens + kTileTokens - 1) / kTileTokens;
-  return choose_num_splits(base, kSlots,
-                           split_target_ctas(base, kSlots, kSms, tiles, split_ctas), tiles);
+  return choose_num_splits(base, kSlots, split_target_ctas(base, kSlots, kSms, tiles, split_ctas),
+                           tiles);
 }
 
 TEST(DecodeSplitPlan, MeasuredShapesGetTheSplitsTheLogRecords) {
@@ -136,6 +136,21 @@ TEST(DecodeRingDepth, DepthStaysBetweenTwoAndTheDeepestRing) {
       }
     }
   }
+}
+
+TEST(DecodeSplitPlan, EarlyMergeLaunchWhereItsWarmUpOverlapsTheMainGrid) {
+  // The measured shapes (FP8 KV, 32 q heads: one merge row per q head and request).
+  EXPECT_TRUE(early_merge_launch_pays(64, kSlots, 32, kSms));       // B1 x 1k
+  EXPECT_TRUE(early_merge_launch_pays(256, kSlots, 32, kSms));      // B1 x 32k
+  EXPECT_TRUE(early_merge_launch_pays(256, kSlots, 64, kSms));      // B2 x 32k
+  EXPECT_TRUE(early_merge_launch_pays(512, kSlots, 128, kSms));     // B4 x 32k
+  EXPECT_FALSE(early_merge_launch_pays(528, kSlots, 64, kSms));     // B2 x 128k: every slot
+  EXPECT_FALSE(early_merge_launch_pays(512, kSlots, 256, kSms));    // B8 x 32k
+  EXPECT_FALSE(early_merge_launch_pays(4096, kSlots, 8192, kSms));  // bf16 KV B256 x 2048
+  // The bounds themselves.
+  EXPECT_TRUE(early_merge_launch_pays(kSlots - 1, kSlots, kSms, kSms));
+  EXPECT_FALSE(early_merge_launch_pays(kSlots, kSlots, 1, kSms));
+  EXPECT_FALSE(early_merge_launch_pays(1, kSlots, kSms + 1, kSms));
 }
 
 }  // namespace

@@ -22,6 +22,7 @@ namespace quench {
 namespace {
 
 using decode::choose_num_splits;
+using decode::early_merge_launch_pays;
 using decode::DecodeKernelArgs;
 using decode::DecodeKernelInfo;
 using decode::SmallGridRing;
@@ -227,8 +228,11 @@ struct LaunchShape {
   DecodeKernelArgs args;
   int32_t smem_bytes = 0;
   bool dependent_launch = false;  // sm_90+: both kernels as programmatic dependent launches
-  int64_t work_items = 0;         // (request, KV head, row group)
-  int32_t rows_per_item = 0;      // query rows one CTA holds, at most
+  int32_t sm_count = 0;
+  int64_t slots = 0;          // CTAs the GPU holds at once (SMs x CTAs per SM)
+  int64_t grid_ctas = 0;      // of the main grid
+  int64_t work_items = 0;     // (request, KV head, row group)
+  int32_t rows_per_item = 0;  // query rows one CTA holds, at most
   dim3 grid;
 };
 
@@ -249,6 +253,7 @@ LaunchShape launch_shape(const AttentionParams& p) {
   args.num_stages = config.num_stages;
   shape.smem_bytes = config.smem_bytes;
   shape.dependent_launch = major >= 9;
+  shape.sm_count = config.sm_count;
   const int64_t slots = static_cast<int64_t>(config.sm_count) * std::max(config.ctas_per_sm, 1);
   const int64_t base = static_cast<int64_t>(p.num_seqs) * p.kv.num_kv_heads * args.row_groups;
   // KV tokens one CTA may visit: the whole sequence, or the window (+1 tile of misalignment).
@@ -264,6 +269,8 @@ LaunchShape launch_shape(const AttentionParams& p) {
   if (splits_from_env() > 0 && base > 0 && tiles > 0) args.num_splits = splits_from_env();
   // A grid that leaves every SM fewer CTAs than fit takes small_grid_ring's depth.
   const int64_t grid_ctas = base * args.num_splits;
+  shape.slots = slots;
+  shape.grid_ctas = grid_ctas;
   const int64_t ctas_per_sm = (grid_ctas + config.sm_count - 1) / std::max(config.sm_count, 1);
   decode::RingDepthInputs ring;
   ring.default_stages = config.num_stages;
@@ -428,10 +435,14 @@ void decode_attention(const AttentionParams& params, void* workspace, size_t wor
       args.merge_counters = reinterpret_cast<uint32_t*>(base);
       args.last_split_merges = place == MergePlace::kLastSplitCta;
     }
-    // Early merge launch: with every main CTA resident (the dependent launches only then), the
-    // merge CTAs take slots nothing else of this launch needs.
+    // The merge launched early where its warm-up can overlap the main grid (see
+    // early_merge_launch_pays).
     args.early_merge_launch =
-        shape.dependent_launch && args.merge_counters == nullptr && early_merge_launch_enabled();
+        shape.dependent_launch && args.merge_counters == nullptr &&
+        early_merge_launch_pays(shape.grid_ctas, shape.slots,
+                                static_cast<int64_t>(params.num_tokens) * params.num_q_heads,
+                                shape.sm_count) &&
+        early_merge_launch_enabled();
     args.partial_o = reinterpret_cast<float*>(base + kDecodeWorkspaceCounterBytes);
     args.partial_lse = args.partial_o + static_cast<size_t>(args.num_splits) *
                                             static_cast<size_t>(params.num_tokens) *

@@ -58,12 +58,17 @@ int32_t ring_stages(const RingDepthInputs& in, SmallGridRing ring) {
 
 int64_t split_target_ctas(int64_t base, int64_t slots, int32_t sm_count, int64_t tiles,
                           int32_t split_ctas) {
-  const int64_t per_sm_target = std::min<int64_t>(
-      slots, int64_t{sm_count} * (split_ctas > 0 ? split_ctas : kSplitCtasPerSm));
+  const int64_t per_sm_target =
+      std::min<int64_t>(slots, int64_t{sm_count} * (split_ctas > 0 ? split_ctas : kSplitCtasPerSm));
   if (split_ctas > 0) return per_sm_target;
   if (split_ctas == 0 || base <= 0 || tiles <= 0) return slots;
   const int64_t fill_splits = choose_num_splits(base, slots, slots, tiles);
   return tiles / fill_splits < kMinTilesPerFillSplit ? per_sm_target : slots;
+}
+
+bool early_merge_launch_pays(int64_t grid_ctas, int64_t slots, int64_t merge_rows,
+                             int32_t sm_count) {
+  return grid_ctas < slots && merge_rows <= sm_count;
 }
 
 }  // namespace quench::decode

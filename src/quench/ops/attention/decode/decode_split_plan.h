@@ -80,4 +80,17 @@ int32_t ring_stages(const RingDepthInputs& in, SmallGridRing ring);
 int64_t split_target_ctas(int64_t base, int64_t slots, int32_t sm_count, int64_t tiles,
                           int32_t split_ctas);
 
+// Whether the split merge after a main grid of `grid_ctas` CTAs (of `slots` the GPU holds at
+// once, on `sm_count` SMs) launches early, once every main CTA is resident, and warms its code
+// up while the main grid runs (DecodeKernelArgs::early_merge_launch); `merge_rows` is its grid
+// (one CTA per output row). Only where that can happen, measured on the H200 (bench/LOG.md,
+// fifteenth session): B1 x 1k 7.5 -> 7.1 us, B1 x 32k 24.6 -> 24.0, B2 x 32k 40.0 -> 39.5, and
+//  - a main grid that fills every slot leaves the merge CTAs no room beside it (B2 x 128k, 528
+//    CTAs in 528 slots: 136.4 -> 138.8 us launched early): no;
+//  - a merge of more than one row (one CTA) per SM: no. The warm-up fills each SM's instruction
+//    cache once, and a larger merge grid's later CTAs, which start after the main grid has
+//    ended, only add their passes (bf16 KV B256 x 2048, 8192 rows: 533 -> 555 us).
+bool early_merge_launch_pays(int64_t grid_ctas, int64_t slots, int64_t merge_rows,
+                             int32_t sm_count);
+
 }  // namespace quench::decode
