@@ -56,7 +56,8 @@ struct AttentionParams {
   const float* sinks = nullptr;  // [num_q_heads] attention-sink logits, or nullptr
 
   // Output: [num_tokens, num_q_heads, head_dim] in out_dtype (bf16, fp8_e4m3, fp8_e5m2), or for
-  // nvfp4 packed bytes [num_tokens, num_q_heads*head_dim/2] plus out_block_scales.
+  // nvfp4 packed bytes [num_tokens, num_q_heads*head_dim/2] plus out_block_scales. A buffer of
+  // its own: it never overlaps q (the decode kernel rejects that).
   void* out = nullptr;
   DType out_dtype = DType::kBF16;
   float o_scale = 1.0f;  // FP8 output: stored = fp8(o / o_scale) (divides)

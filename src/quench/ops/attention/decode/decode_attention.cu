@@ -22,9 +22,9 @@ namespace quench {
 namespace {
 
 using decode::choose_num_splits;
-using decode::early_merge_launch_pays;
 using decode::DecodeKernelArgs;
 using decode::DecodeKernelInfo;
+using decode::early_merge_launch_pays;
 using decode::SmallGridRing;
 using decode::split_target_ctas;
 
@@ -390,6 +390,16 @@ void validate_decode_attention_params(const AttentionParams& p) {
                  "decode attention: q, k_cache, v_cache and out must be 16-byte aligned");
   QUENCH_REQUIRE(p.block_table_stride >= 1, "decode attention: block_table_stride ",
                  p.block_table_stride, " must be >= 1");
+  // The output is its own buffer: the split merge may write it (its warm-up pass, see
+  // decode_merge.cu) while the main kernel still reads q.
+  const size_t row_elems = static_cast<size_t>(p.num_tokens) * static_cast<size_t>(p.num_q_heads) *
+                           static_cast<size_t>(p.kv.head_dim);
+  const auto* q_begin = static_cast<const uint8_t*>(p.q);
+  const auto* out_begin = static_cast<const uint8_t*>(p.out);
+  QUENCH_REQUIRE(out_begin + dtype_bytes(p.out_dtype, row_elems) <= q_begin ||
+                     q_begin + dtype_bytes(p.q_dtype, row_elems) <= out_begin,
+                 "decode attention: out overlaps q; allowed: an output buffer apart from the "
+                 "query (no in-place attention)");
   const int64_t row_groups =
       (static_cast<int64_t>(p.max_q_len) * (p.num_q_heads / p.kv.num_kv_heads) +
        decode::kRowsPerCta - 1) /
