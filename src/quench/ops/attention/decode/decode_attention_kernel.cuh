@@ -258,10 +258,10 @@ __global__ void __launch_bounds__(
   // Everything below may read what the previous kernel in the stream wrote (q, the metadata, the
   // KV cache) or write what it reads (the workspace, the output).
   wait_for_primary_grid();
-  // With arrival counters, the merge kernel (a programmatic dependent) may launch once every CTA
-  // of this grid got here, i.e. all of them are resident or done: its CTAs then wait on the
-  // counters without ever holding a slot this grid needs. Without counters, dependents launch
-  // from the end of the tile loop instead (below), as before the counters existed.
+  // With arrival counters, or an early merge launch (its CTAs warm their code up, then wait for
+  // this grid), the merge kernel (a programmatic dependent) may launch once every CTA of this
+  // grid got here, i.e. all of them are resident or done: its CTAs never hold a slot this grid
+  // needs. Otherwise dependents launch from the end of the tile loop (below).
   if (args.merge_counters != nullptr || args.early_merge_launch) allow_dependent_launch();
 
   const int32_t seq = static_cast<int32_t>(blockIdx.z) / args.row_groups;
