@@ -10,7 +10,8 @@
 # --bench FILTER   benchmark name filter (default: all)
 # --sanitize F     also run compute-sanitizer memcheck and racecheck on the gtest filter F
 # Environment: OUT (logs and JSON land there; default /tmp/quench_gpu_check), QUENCH_COMMIT,
-# QUENCH_DATE (recorded in every benchmark result).
+# QUENCH_DATE (recorded in every benchmark result). The benchmarks run beside an nvidia-smi log
+# of clocks, power and throttle reasons (OUT/clocks.csv; each result carries its unix_time).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -76,9 +77,18 @@ if [ "$run_bench" = 1 ]; then
   done
   echo "== benchmarks (${bench_filter:-all})"
   : >"$out/bench_raw.jsonl"
+  # The GPU's clocks, power and throttle reasons every 200 ms beside the benchmarks, to line up
+  # with each result's unix_time (a sweep's late cases run on a GPU under seconds of full load).
+  clock_pid=""
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
+      --format=csv -lms 200 >"$out/clocks.csv" 2>&1 &
+    clock_pid=$!
+  fi
   "$bin/quench_bench" --jsonl "$out/bench_raw.jsonl" --commit "$commit" --date "$date" \
     ${bench_filter:+--filter "$bench_filter"} "${quick[@]}" >"$out/bench.log" 2>&1
   rc=$?
+  if [ -n "$clock_pid" ]; then kill "$clock_pid" 2>/dev/null; wait "$clock_pid" 2>/dev/null; fi
   summary+=("bench: rc=$rc")
   python3 tools/merge_bench_results.py "$out/bench_raw.jsonl" "$out/peers.jsonl" >"$out/bench.jsonl"
   python3 tools/merge_bench_results.py --table "$out/bench.jsonl"

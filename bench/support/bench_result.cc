@@ -1,5 +1,6 @@
 #include "support/bench_result.h"
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -45,8 +46,14 @@ void BenchReporter::record(const BenchRecord& r) {
   if (!r.peer.empty()) line << ",\"peer\":\"" << json_escape(r.peer) << "\"";
   if (r.peer_value) line << ",\"peer_value\":" << json_number(*r.peer_value);
   if (!r.note.empty()) line << ",\"note\":\"" << json_escape(r.note) << "\"";
+  // Wall-clock seconds when the case finished: lines up a result with a clock / power log taken
+  // beside the run (tools/gpu_check.sh writes one).
+  const double unix_time =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  char time_text[32];
+  std::snprintf(time_text, sizeof(time_text), "%.3f", unix_time);
   line << ",\"commit\":\"" << json_escape(commit_) << "\",\"date\":\"" << json_escape(date_)
-       << "\"}";
+       << "\",\"unix_time\":" << time_text << "}";
   std::printf("%s\n", line.str().c_str());
   if (!jsonl_path_.empty()) {
     std::ofstream out(jsonl_path_, std::ios::app);
