@@ -230,7 +230,6 @@ struct LaunchShape {
   bool dependent_launch = false;  // sm_90+: both kernels as programmatic dependent launches
   int32_t sm_count = 0;
   int64_t slots = 0;          // CTAs the GPU holds at once (SMs x CTAs per SM)
-  int64_t grid_ctas = 0;      // of the main grid
   int64_t work_items = 0;     // (request, KV head, row group)
   int32_t rows_per_item = 0;  // query rows one CTA holds, at most
   dim3 grid;
@@ -270,7 +269,6 @@ LaunchShape launch_shape(const AttentionParams& p) {
   // A grid that leaves every SM fewer CTAs than fit takes small_grid_ring's depth.
   const int64_t grid_ctas = base * args.num_splits;
   shape.slots = slots;
-  shape.grid_ctas = grid_ctas;
   const int64_t ctas_per_sm = (grid_ctas + config.sm_count - 1) / std::max(config.sm_count, 1);
   decode::RingDepthInputs ring;
   ring.default_stages = config.num_stages;
@@ -449,9 +447,9 @@ void decode_attention(const AttentionParams& params, void* workspace, size_t wor
     // early_merge_launch_pays).
     args.early_merge_launch =
         shape.dependent_launch && args.merge_counters == nullptr &&
-        early_merge_launch_pays(shape.grid_ctas, shape.slots,
-                                static_cast<int64_t>(params.num_tokens) * params.num_q_heads,
-                                shape.sm_count) &&
+        early_merge_launch_pays(
+            static_cast<int64_t>(shape.grid.x) * shape.grid.y * shape.grid.z, shape.slots,
+            static_cast<int64_t>(params.num_tokens) * params.num_q_heads, shape.sm_count) &&
         early_merge_launch_enabled();
     args.partial_o = reinterpret_cast<float*>(base + kDecodeWorkspaceCounterBytes);
     args.partial_lse = args.partial_o + static_cast<size_t>(args.num_splits) *
