@@ -7,15 +7,15 @@ landing rate over the launch (64-token tiles per microsecond, all CTAs), and one
 tile timeline.
 
 Usage: tools/decode_timeline.py TRACE [TRACE ...]   (needs numpy)
-Record layout: a header of 5 uint32 (grid x, y, z, ring stages, splits), then 512 uint64 slots
+Record layout: a header of 5 uint32 (grid x, y, z, ring stages, splits), then 1024 uint64 slots
 per CTA (decode_trace.cuh in the patch names them)."""
 import struct
 import sys
 
 import numpy as np
 
-SLOTS = 512
-TRACED_TILES = 48
+SLOTS = 1024
+TRACED_TILES = 126
 
 
 def records(path):
