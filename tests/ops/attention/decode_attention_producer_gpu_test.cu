@@ -60,6 +60,9 @@ std::vector<ProducerCase> producer_cases() {
         c.k_scale = is_fp8(kv.dtype) ? 0.02f : 0.5f;
         c.v_scale = is_fp8(kv.dtype) ? 0.03f : 1.7f;
         c.per_head_kv_scales = true;
+        // Ignored for a bf16 query and output, and not 1 so that applying them fails.
+        c.q_scale = 7.0f;
+        c.o_scale = 0.3f;
         c.seed = ++seed;
         const std::string base =
             std::string(kv.name) + "_p" + std::to_string(page) + "_" + kv_layout_name(layout);
