@@ -24,9 +24,12 @@ Tolerance attention_tolerance(bool decode, DType q_dtype, DType kv_dtype, DType 
 
 std::string CompareResult::summary() const {
   std::ostringstream out;
-  out << (ok ? "PASS" : "FAIL") << ": " << num_mismatches << " of " << num_compared
-      << " elements out of tolerance; max abs error " << max_abs_error << ", max rel error "
-      << max_rel_error;
+  out << (ok ? "PASS" : "FAIL") << ": " << num_mismatches - num_block_scale_mismatches << " of "
+      << num_compared << " elements out of tolerance; max abs error " << max_abs_error
+      << ", max rel error " << max_rel_error;
+  if (num_block_scale_mismatches > 0) {
+    out << "; " << num_block_scale_mismatches << " NVFP4 block scales off the reference's";
+  }
   for (const Mismatch& m : first_mismatches) {
     out << "\n  token " << m.token << " head " << m.head << " dim " << m.dim << ": actual "
         << m.actual << " expected " << m.expected;
@@ -41,8 +44,7 @@ double fp8_half_step(DType dtype, double value, double o_scale) {
   const int mantissa_bits = e4m3 ? 3 : 2;
   const int min_exponent = e4m3 ? -6 : -14;  // below it the format is subnormal, evenly spaced
   const double stored = std::fabs(value) / o_scale;
-  const int exponent =
-      stored > 0.0 ? std::max(std::ilogb(stored), min_exponent) : min_exponent;
+  const int exponent = stored > 0.0 ? std::max(std::ilogb(stored), min_exponent) : min_exponent;
   return 0.5 * std::ldexp(1.0, exponent - mantissa_bits) * o_scale;
 }
 
@@ -88,6 +90,45 @@ CompareResult compare_values(const float* actual, const float* expected, int64_t
   return result;
 }
 
+namespace {
+
+// Relative distance between neighbouring e4m3 codes, at most (2^-3 at the bottom of a binade).
+constexpr double kE4m3OneCode = 1.125;
+
+// compare_outputs' NVFP4 block-scale bounds: a block whose reference values reach amax may have a
+// kernel maximum within the value tolerance of it, and its scale rounds to an e4m3 code from
+// there, so its scale lies within (1 +- rtol +- atol / amax) and one code of the reference's.
+// Blocks whose reference is all zeros (or scale zero) bound nothing.
+void check_nvfp4_block_scales(const AttentionOutputFormat& format, int64_t num_tokens,
+                              const uint8_t* actual_scales, const uint8_t* expected_scales,
+                              const std::vector<float>& expected, Tolerance tolerance,
+                              CompareResult& result) {
+  const int64_t scale_cols = format.row_elems / kNvfp4BlockSize;
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    for (int64_t col = 0; col < scale_cols; ++col) {
+      const int64_t at = nvfp4_scale_offset(format.scale_row_offset + t, col, scale_cols);
+      const double actual = fp8_e4m3_to_float(actual_scales[at]);
+      const double reference = fp8_e4m3_to_float(expected_scales[at]);
+      double amax = 0.0;
+      for (int64_t i = 0; i < kNvfp4BlockSize; ++i) {
+        amax = std::max(amax, std::fabs(static_cast<double>(
+                                  expected[t * format.row_elems + col * kNvfp4BlockSize + i])));
+      }
+      if (!(amax > 0.0) || !(reference > 0.0)) continue;
+      const double spread = tolerance.rtol + tolerance.atol / amax;
+      const double ratio = actual / reference;
+      if (ratio <= (1.0 + spread) * kE4m3OneCode && ratio >= (1.0 - spread) / kE4m3OneCode) {
+        continue;  // NaN fails both
+      }
+      ++result.num_block_scale_mismatches;
+      ++result.num_mismatches;
+      result.ok = false;
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<float> decode_outputs(const AttentionOutputFormat& format, int64_t num_tokens,
                                   const void* data, const uint8_t* block_scales) {
   std::vector<float> values(static_cast<size_t>(num_tokens * format.row_elems));
@@ -128,8 +169,14 @@ CompareResult compare_outputs(const AttentionOutputFormat& format, int64_t num_t
     }
     slack.half_steps = half_steps.data();
   }
-  return compare_values(a.data(), b.data(), num_tokens, num_heads, format.row_elems / num_heads,
-                        tolerance, with_slack ? &slack : nullptr);
+  CompareResult result =
+      compare_values(a.data(), b.data(), num_tokens, num_heads, format.row_elems / num_heads,
+                     tolerance, with_slack ? &slack : nullptr);
+  if (nvfp4 && actual_block_scales != nullptr && expected_block_scales != nullptr) {
+    check_nvfp4_block_scales(format, num_tokens, actual_block_scales, expected_block_scales, b,
+                             tolerance, result);
+  }
+  return result;
 }
 
 }  // namespace quench::testing_support

@@ -51,6 +51,9 @@ struct CompareResult {
   double max_abs_error = 0.0;              // over finite pairs
   double max_rel_error = 0.0;              // |a - b| / |b| over finite pairs with b != 0
   std::vector<Mismatch> first_mismatches;  // at most kMaxReported, in index order
+  // NVFP4 (compare_outputs): block scales outside the reference's block scale's bounds, also
+  // counted in num_mismatches (first_mismatches reports only elements).
+  int64_t num_block_scale_mismatches = 0;
 
   static constexpr int kMaxReported = 8;
   // One line of counts and maxima, then one line per reported mismatch.
@@ -67,9 +70,9 @@ struct CompareResult {
 // NVFP4 outputs flip the same way between neighbouring e2m1 codes (up to a third of the value),
 // with the half step taken from the kernel's own block scale (half_steps).
 struct RoundingSlack {
-  const float* unrounded = nullptr;  // [num_tokens, num_heads, head_dim]
-  DType dtype = DType::kFP8E4M3;     // fp8_e4m3 or fp8_e5m2 (unused with half_steps)
-  double o_scale = 1.0;              // stored = fp8(value / o_scale)
+  const float* unrounded = nullptr;   // [num_tokens, num_heads, head_dim]
+  DType dtype = DType::kFP8E4M3;      // fp8_e4m3 or fp8_e5m2 (unused with half_steps)
+  double o_scale = 1.0;               // stored = fp8(value / o_scale)
   const float* half_steps = nullptr;  // NVFP4: each element's half step; null: fp8_half_step
 };
 
@@ -90,6 +93,9 @@ CompareResult compare_values(const float* actual, const float* expected, int64_t
 // its block scales, may be null otherwise) for tokens [0, num_tokens) and compares the values.
 // `unrounded` (FP8 and NVFP4 formats, may be null): the reference's values before the output's
 // rounding, for the RoundingSlack above (NVFP4: half steps from actual_block_scales).
+// NVFP4 with both block scales given: every block scale must also lie within the value
+// tolerance and one e4m3 code of the reference's (a kernel picking larger scales rounds its
+// blocks more coarsely, and the slack from its own scales would grow with it).
 CompareResult compare_outputs(const AttentionOutputFormat& format, int64_t num_tokens,
                               int64_t num_heads, const void* actual,
                               const uint8_t* actual_block_scales, const void* expected,

@@ -2,6 +2,7 @@
 // builds (quantization with the configured scales, permuted pages, NaN poison).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -12,6 +13,7 @@
 #include "quench/core/error.h"
 #include "quench/numerics/bf16.h"
 #include "quench/numerics/fp8.h"
+#include "quench/numerics/nvfp4.h"
 
 namespace quench::testing_support {
 namespace {
@@ -57,8 +59,8 @@ TEST(AttentionHarnessCompare, Nvfp4RoundingSlackCoversOnlyAFlipAtTheMidpoint) {
   EXPECT_DOUBLE_EQ(e2m1_half_step(-3.0 * 0.15, 0.15), 0.5 * 0.15);
   EXPECT_DOUBLE_EQ(e2m1_half_step(6.0 * 0.15, 0.15), 1.0 * 0.15);
   EXPECT_DOUBLE_EQ(e2m1_half_step(1.0, 0.0), 0.0);  // a zero block scale: no slack
-  const float expected[1] = {0.45f};  // the reference's code 3
-  const float actual[1] = {0.30f};    // the kernel's code 2
+  const float expected[1] = {0.45f};                // the reference's code 3
+  const float actual[1] = {0.30f};                  // the kernel's code 2
   const float half_steps[1] = {static_cast<float>(e2m1_half_step(0.30, 0.15))};
   const Tolerance tolerance{7e-2, 9e-2};
   EXPECT_FALSE(compare_values(actual, expected, 1, 1, 1, tolerance).ok);
@@ -205,6 +207,47 @@ TEST(AttentionHarnessProblem, PoisonedOutputFailsAndReferencePasses) {
   EXPECT_TRUE(p.compare_output(p.expected_out().data(), nullptr, {0, 0}).ok);
   EXPECT_FALSE(p.compare_lse(p.poisoned_lse().data(), loose).ok);
   EXPECT_TRUE(p.compare_lse(p.expected_lse().data(), {0, 0}).ok);
+}
+
+// An NVFP4 output whose every block scale is twice the reference's, its codes taken from that
+// coarser unit: each value stays within its own block's rounding of the reference's, which the
+// element rule's slack (half steps from the kernel's scales) lets through, so the block-scale
+// bounds are what fail it.
+TEST(AttentionHarnessProblem, Nvfp4OutputWithDoubledBlockScalesFails) {
+  AttentionProblemConfig c = fp8_config();
+  c.out_dtype = DType::kNVFP4;
+  AttentionProblem p(c);
+  p.compute_reference();
+  const Tolerance tolerance = tolerance::kDecodeFp8QNvfp4Out;
+  EXPECT_TRUE(
+      p.compare_output(p.expected_out().data(), p.expected_block_scales().data(), tolerance).ok);
+
+  const AttentionOutputFormat format = p.output_format();
+  const std::vector<float> values = p.expected_values();
+  std::vector<uint8_t> out = p.expected_out();
+  std::vector<uint8_t> scales = p.expected_block_scales();
+  const int64_t scale_cols = format.row_elems / kNvfp4BlockSize;
+  for (int64_t t = 0; t < p.num_tokens(); ++t) {
+    for (int64_t col = 0; col < scale_cols; ++col) {
+      const float* block = &values[t * format.row_elems + col * kNvfp4BlockSize];
+      float amax = 0.0f;
+      for (int i = 0; i < kNvfp4BlockSize; ++i)
+        amax = std::max(amax, std::fabs(block[i]));
+      const uint8_t scale = nvfp4_block_scale(2.0f * amax, format.nvfp4_global_scale);
+      const float factor = nvfp4_element_factor(scale, format.nvfp4_global_scale);
+      scales[nvfp4_scale_offset(format.scale_row_offset + t, col, scale_cols)] = scale;
+      uint8_t* row = &out[t * format.row_elems / 2];
+      for (int i = 0; i < kNvfp4BlockSize; i += 2) {
+        const int64_t e = col * kNvfp4BlockSize + i;
+        row[e / 2] = static_cast<uint8_t>(float_to_e2m1(block[i] * factor) |
+                                          float_to_e2m1(block[i + 1] * factor) << 4);
+      }
+    }
+  }
+  const CompareResult coarse = p.compare_output(out.data(), scales.data(), tolerance);
+  EXPECT_FALSE(coarse.ok);
+  EXPECT_GT(coarse.num_block_scale_mismatches, 0);
+  EXPECT_EQ(coarse.num_mismatches, coarse.num_block_scale_mismatches) << coarse.summary();
 }
 
 TEST(AttentionHarnessProblem, ExpectedOutputNeedsTheReference) {
