@@ -142,10 +142,8 @@ TEST(PrefillAttentionHopper, Grid) {
         c.num_q_heads = 2 * groups[index % 3];
         c.seqs = random_prefill_seqs(3, 1, 150, 300, 17 + static_cast<uint64_t>(index));
         c.seqs.push_back(SeqShape{128, 128});
-        if (is_fp8(out)) {
-          // One FP8 ulp of |o| > 0.3 exceeds the tolerance; long prefixes keep |o| small.
-          c.seqs = {{96, 1100}, {1, 1000}, {130, 1130}, {128, 1128}};
-        }
+        // FP8 outputs too: one-code flips pass by the rounding slack (compare.h), and short
+        // prefixes keep the outputs of order one, above the absolute tolerance.
         expect_hopper_matches_reference(c);
         ++index;
       }
@@ -197,10 +195,7 @@ TEST(PrefillAttentionHopper, Bf16HeadDims64And256) {
           c.sinks = true;
           c.per_head_kv_scales = true;
         }
-        if (page == 64) {
-          c.out_dtype = DType::kFP8E4M3;
-          c.seqs = {{96, 1100}, {1, 1000}, {130, 1130}};
-        }
+        if (page == 64) c.out_dtype = DType::kFP8E4M3;
         expect_hopper_matches_reference(c);
         ++index;
       }
@@ -311,62 +306,14 @@ TEST(PrefillAttentionHopper, RejectsUnsupportedConfigurations) {
   EXPECT_EQ(prefill_attention_hopper_unsupported_reason(p).empty(), device_is_sm90());
 }
 
-// Decode consistency: the last row of a prefill equals the reference's decode of that token
-// (decode tolerance) and the same kernel run as a one-row decode step, bit for bit.
-void expect_last_prefill_row_equals_decode(const DtypeCase& kind) {
-  AttentionProblemConfig c = base_config(kind, 128, 1101);
-  c.num_q_heads = 32;
-  c.num_kv_heads = 8;
-  c.seqs = {{200, 1000}};
-  c.lse = false;
-  AttentionProblem problem(c);
-  AttentionDeviceProblem device(problem);
-  run_hopper_bf16_pv(device.params(), nullptr);
-  QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
-  const std::vector<uint8_t> prefill_out = device.download_out();
-
-  const AttentionOutputFormat format = problem.output_format();
-  const int64_t row_bytes = attention_output_row_bytes(format);
-  const int64_t last = problem.num_tokens() - 1;
-  const int64_t q_row_bytes = static_cast<int64_t>(
-      dtype_bytes(c.q_dtype, static_cast<size_t>(c.num_q_heads) * static_cast<size_t>(c.head_dim)));
-  const std::vector<int32_t> decode_offsets = {0, 1};
-
-  std::vector<uint8_t> reference_out(static_cast<size_t>(row_bytes));
-  AttentionParams host = problem.host_params(reference_out.data(), nullptr, nullptr);
-  host.q = problem.q_bytes().data() + last * q_row_bytes;
-  host.q_offsets = decode_offsets.data();
-  host.num_tokens = 1;
-  host.max_q_len = 1;
-  attention_reference(host);
-
-  DeviceBuffer offsets = DeviceBuffer::from_host(decode_offsets);
-  DeviceBuffer decode_out(static_cast<size_t>(row_bytes));
-  AttentionParams step = device.params();
-  step.q = static_cast<const uint8_t*>(step.q) + last * q_row_bytes;
-  step.q_offsets = offsets.as<int32_t>();
-  step.num_tokens = 1;
-  step.max_q_len = 1;
-  step.out = decode_out.get();
-  run_hopper_bf16_pv(step, nullptr);
-  QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
-  const std::vector<uint8_t> kernel_decode = decode_out.to_host<uint8_t>();
-
-  const uint8_t* prefill_last = prefill_out.data() + last * row_bytes;
-  const CompareResult vs_reference =
-      compare_outputs(format, 1, c.num_q_heads, prefill_last, nullptr, reference_out.data(),
-                      nullptr, attention_tolerance(true, c.q_dtype, c.kv_dtype, c.out_dtype));
-  EXPECT_TRUE(vs_reference.ok) << describe(c) << "\n" << vs_reference.summary();
-  const CompareResult vs_kernel_decode = compare_outputs(
-      format, 1, c.num_q_heads, prefill_last, nullptr, kernel_decode.data(), nullptr, {0.0, 0.0});
-  EXPECT_TRUE(vs_kernel_decode.ok) << describe(c) << " (kernel decode)\n"
-                                   << vs_kernel_decode.summary();
-}
-
 TEST(PrefillAttentionHopper, LastPrefillRowEqualsDecode) {
   SKIP_UNLESS_SM90();
-  for (const DtypeCase& kind : kKinds)
-    expect_last_prefill_row_equals_decode(kind);
+  for (const DtypeCase& kind : kKinds) {
+    expect_last_prefill_row_equals_decode(kind, run_hopper_bf16_pv, "16-bit P V", 1101, false);
+    if (is_fp8(kind.q) && is_fp8(kind.kv)) {
+      expect_last_prefill_row_equals_decode(kind, run_hopper_fp8_pv, "FP8 P V", 1101, true);
+    }
+  }
 }
 
 }  // namespace

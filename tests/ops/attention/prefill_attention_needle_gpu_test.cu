@@ -78,21 +78,26 @@ struct NeedleResult {
   CompareResult vs_reference;
 };
 
-// Runs one path (dtype for q and KV, scales 0.05 for FP8) through `kernel` and measures its
-// retrieval error.
+// Runs one path (dtype for q and KV; FP8 with distinct q, k and v scales, so that swapping two
+// of them fails) through `kernel` and measures its retrieval error.
 NeedleResult run_needle(const NeedleValues& v, int n, DType dtype, PrefillKernel kernel) {
-  const float scale = dtype == DType::kBF16 ? 1.0f : 0.05f;
+  const bool bf16 = dtype == DType::kBF16;
+  const float q_scale = bf16 ? 1.0f : 0.06f;
+  const float k_scale = bf16 ? 1.0f : 0.04f;
+  const float v_scale = bf16 ? 1.0f : 0.07f;
   std::vector<float> q_rows;
   for (int r = 0; r < kQueryRows; ++r)
     q_rows.insert(q_rows.end(), v.q.begin(), v.q.end());
-  const std::vector<uint8_t> q = store(q_rows, dtype, scale);
+  const std::vector<uint8_t> q = store(q_rows, dtype, q_scale);
 
-  // Pages 1..num_pages in reverse order (page 0 is the null page); KV is NHD with one head, so a
-  // position's row is contiguous and paging is a permutation of rows.
+  // Pages 1..num_pages in reverse order (page 0 is the null page, NaN: no kernel may read it);
+  // KV is NHD with one head, so a position's row is contiguous and paging is a permutation of
+  // rows.
   const int num_pages = n / kPageSize;
   std::vector<int32_t> block_table(static_cast<size_t>(num_pages));
   std::vector<float> paged_keys(static_cast<size_t>(num_pages + 1) * kPageSize * kHeadDim, 0.0f);
-  std::vector<float> paged_values(paged_keys.size(), 0.0f);
+  std::fill_n(paged_keys.begin(), kPageSize * kHeadDim, std::nanf(""));
+  std::vector<float> paged_values(paged_keys);
   for (int i = 0; i < num_pages; ++i) {
     block_table[static_cast<size_t>(i)] = num_pages - i;
     const size_t src = static_cast<size_t>(i) * kPageSize * kHeadDim;
@@ -102,22 +107,22 @@ NeedleResult run_needle(const NeedleValues& v, int n, DType dtype, PrefillKernel
     std::copy_n(v.values.begin() + static_cast<std::ptrdiff_t>(src), kPageSize * kHeadDim,
                 paged_values.begin() + static_cast<std::ptrdiff_t>(dst));
   }
-  const std::vector<uint8_t> k_cache = store(paged_keys, dtype, scale);
-  const std::vector<uint8_t> v_cache = store(paged_values, dtype, scale);
+  const std::vector<uint8_t> k_cache = store(paged_keys, dtype, k_scale);
+  const std::vector<uint8_t> v_cache = store(paged_values, dtype, v_scale);
   const std::vector<int32_t> q_offsets = {0, kQueryRows};
   const std::vector<int32_t> seq_lens = {n};
 
   AttentionParams p;
   p.q_dtype = dtype;
-  p.q_scale = scale;
+  p.q_scale = q_scale;
   p.kv.num_pages = num_pages + 1;
   p.kv.page_size = kPageSize;
   p.kv.num_kv_heads = 1;
   p.kv.head_dim = kHeadDim;
   p.kv.dtype = dtype;
   p.kv.layout = KvLayout::kNHD;
-  p.k_scale.per_tensor = scale;
-  p.v_scale.per_tensor = scale;
+  p.k_scale.per_tensor = k_scale;
+  p.v_scale.per_tensor = v_scale;
   p.num_q_heads = 1;
   p.num_seqs = 1;
   p.num_tokens = kQueryRows;
@@ -168,7 +173,7 @@ NeedleResult run_needle(const NeedleValues& v, int n, DType dtype, PrefillKernel
       kHeadDim;
   for (int r = 0; r < kQueryRows; ++r) {
     for (int d = 0; d < kHeadDim; ++d) {
-      const float want = stored_value(v_cache, needle_row + static_cast<size_t>(d), dtype, scale);
+      const float want = stored_value(v_cache, needle_row + static_cast<size_t>(d), dtype, v_scale);
       result.needle_max = std::max(result.needle_max, static_cast<double>(std::fabs(want)));
       result.needle_error =
           std::max(result.needle_error,

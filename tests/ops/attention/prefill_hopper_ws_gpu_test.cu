@@ -6,8 +6,9 @@
 // HND layout, sliding windows whose first tile is not 0, and bit-identical repeat runs (a ring
 // race shows up as run-to-run differences). Every operand kind runs, FP8 P·V included, against
 // the CPU reference at the SPEC §3 tolerances. Skipped unless the device is sm_90. They run the
-// default schedule (the persistent kernel for chunks of <= 2048 tokens, the per-tile one above);
-// QUENCH_PREFILL_PERSISTENT=0 or =1 forces one for every case. The head_dim 256 tests name both
+// default schedule (persistent_by_default, prefill_hopper_schedule.h: per tile for the FP8-KV
+// kinds, by chunk length and page size for bf16); QUENCH_PREFILL_PERSISTENT=0 or =1 forces one
+// for every case. The head_dim 256 tests name both
 // schedules of the warp-specialized kernels (the launcher's default at 256 too) and the
 // synchronous kernel (the QUENCH_PREFILL_HD256=sync baseline) themselves
 // (HopperHeadDim256Kernel).
@@ -150,9 +151,11 @@ TEST(PrefillHopperWs, RepeatRunsAreBitIdentical) {
     c.page_size = 16;
     c.seqs = {{512, 3000}, {300, 300}};
     AttentionProblem problem(c);
+    problem.compute_reference();
     AttentionDeviceProblem device(problem);
     kind.run(device.params(), nullptr);
     QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+    expect_device_output_matches_reference(problem, device, "run 0");
     const std::vector<uint8_t> first = device.download_out();
     for (int run = 1; run < 5; ++run) {
       device.poison_outputs();
@@ -267,6 +270,7 @@ TEST(PrefillHopperWs, HeadDim256SchedulesAreBitIdentical) {
     c.logit_soft_cap = 30.0f;
     c.seqs = {{2000, 3000}, {1, 1}, {0, 0}, {130, 130}, {64, 2000}, {300, 800}, {7, 1500}};
     AttentionProblem problem(c);
+    problem.compute_reference();
     AttentionDeviceProblem device(problem);
     const auto run = [&](HopperSchedule schedule) {
       device.poison_outputs();
@@ -275,6 +279,7 @@ TEST(PrefillHopperWs, HeadDim256SchedulesAreBitIdentical) {
       return std::make_pair(device.download_out(), device.download_lse());
     };
     const auto first = run(HopperSchedule::kPersistent);
+    expect_device_output_matches_reference(problem, device, "persistent");
     const std::pair<HopperSchedule, const char*> others[] = {
         {HopperSchedule::kPersistent, "persistent (again)"},
         {HopperSchedule::kOneItemPerCta, "one item per CTA"},

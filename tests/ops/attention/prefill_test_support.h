@@ -13,12 +13,17 @@
 #include <string>
 #include <vector>
 
+#include "decode_test_support.h"
 #include "harness/attention_device_problem.h"
 #include "harness/attention_problem.h"
 #include "harness/compare.h"
 #include "harness/device_buffer.h"
 #include "quench/core/error.h"
+#include "quench/numerics/bf16.h"
+#include "quench/ops/attention/attention_output.h"
 #include "quench/ops/attention/attention_params.h"
+#include "quench/ops/attention/attention_reference.h"
+#include "quench/ops/attention/decode/decode_attention.h"
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
 
 namespace quench::testing_support {
@@ -34,6 +39,8 @@ inline void run_hopper_fp8_pv(const AttentionParams& params, cudaStream_t stream
   prefill_attention_hopper(params, stream, HopperPvPrecision::kFp8);
 }
 
+// An LSE is a row's max plus the log of its sum, in fp32 in every kernel: held far tighter than
+// the outputs (natural log units).
 inline constexpr Tolerance kLseTolerance{1e-3, 1e-2};
 
 // True when the current device is an sm_90 (Hopper) GPU, where the Hopper kernel runs.
@@ -151,6 +158,22 @@ inline std::string error_map(const AttentionProblem& problem, const std::vector<
                  line("128-key tiles before the row (0,1,2,3+)", by_tiles));
 }
 
+// The output and LSE of the run last made on `device` against the reference (computed): what
+// keeps a test that compares runs with each other from passing when none of them is right, or
+// none writes anything.
+inline void expect_device_output_matches_reference(const AttentionProblem& problem,
+                                                   const AttentionDeviceProblem& device,
+                                                   const std::string& what) {
+  const AttentionProblemConfig& config = problem.config();
+  const CompareResult out = device.compare_output(
+      attention_tolerance(false, config.q_dtype, config.kv_dtype, config.out_dtype));
+  EXPECT_TRUE(out.ok) << what << " vs the reference: " << out.summary();
+  if (config.lse) {
+    const CompareResult lse = device.compare_lse(kLseTolerance);
+    EXPECT_TRUE(lse.ok) << what << " (lse) vs the reference: " << lse.summary();
+  }
+}
+
 // Runs `kernel` on `config` and checks output and LSE against the reference; on a mismatch the
 // message adds the error map.
 inline void expect_matches_reference(const AttentionProblemConfig& config, PrefillKernel kernel) {
@@ -174,6 +197,96 @@ inline void expect_matches_reference(const AttentionProblemConfig& config, Prefi
     const CompareResult lse = device.compare_lse(kLseTolerance);
     EXPECT_TRUE(lse.ok) << describe(config) << " (lse)\n" << lse.summary();
   }
+}
+
+// Decode consistency (SPEC §1: decode and prefill kernels must not disagree on the same FP8 KV,
+// vllm#54035): the last row of a prefill run by `kernel` equals the reference's decode of that
+// token (decode tolerance; with FP8 P at its prefill one), the same kernel run as a one-row decode
+// step bit for bit, and the decode kernel's result for the token (a bf16 query: the FP8 one
+// dequantized where the prefill took FP8) within the two kernels' tolerances to the reference
+// together.
+inline void expect_last_prefill_row_equals_decode(const DtypeCase& kind, PrefillKernel kernel,
+                                                  const char* kernel_name, uint64_t seed,
+                                                  bool fp8_p) {
+  SCOPED_TRACE(kernel_name);
+  AttentionProblemConfig c = base_config(kind, 128, seed);
+  c.num_q_heads = 32;
+  c.num_kv_heads = 8;
+  c.seqs = {{200, 1000}};
+  c.lse = false;
+  AttentionProblem problem(c);
+  AttentionDeviceProblem device(problem);
+  kernel(device.params(), nullptr);
+  QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint8_t> prefill_out = device.download_out();
+
+  const AttentionOutputFormat format = problem.output_format();
+  const int64_t row_bytes = attention_output_row_bytes(format);
+  const int64_t last = problem.num_tokens() - 1;
+  const int64_t q_row_bytes = static_cast<int64_t>(
+      dtype_bytes(c.q_dtype, static_cast<size_t>(c.num_q_heads) * static_cast<size_t>(c.head_dim)));
+  const std::vector<int32_t> decode_offsets = {0, 1};
+
+  std::vector<uint8_t> reference_out(static_cast<size_t>(row_bytes));
+  AttentionParams host = problem.host_params(reference_out.data(), nullptr, nullptr);
+  host.q = problem.q_bytes().data() + last * q_row_bytes;
+  host.q_offsets = decode_offsets.data();
+  host.num_tokens = 1;
+  host.max_q_len = 1;
+  attention_reference(host);
+
+  DeviceBuffer offsets = DeviceBuffer::from_host(decode_offsets);
+  DeviceBuffer decode_out(static_cast<size_t>(row_bytes));
+  AttentionParams step = device.params();
+  step.q = static_cast<const uint8_t*>(step.q) + last * q_row_bytes;
+  step.q_offsets = offsets.as<int32_t>();
+  step.num_tokens = 1;
+  step.max_q_len = 1;
+  step.out = decode_out.get();
+  kernel(step, nullptr);
+  QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint8_t> kernel_decode = decode_out.to_host<uint8_t>();
+
+  // The decode kernel on the same token and cache.
+  std::vector<uint16_t> q_bf16(static_cast<size_t>(c.num_q_heads) *
+                               static_cast<size_t>(c.head_dim));
+  for (int32_t h = 0; h < c.num_q_heads; ++h) {
+    for (int32_t d = 0; d < c.head_dim; ++d)
+      q_bf16[static_cast<size_t>(h) * c.head_dim + d] =
+          float_to_bf16_bits(problem.q_value(last, h, d));
+  }
+  const DeviceBuffer q_decode = DeviceBuffer::from_host(q_bf16);
+  DeviceBuffer decode_kernel_out(static_cast<size_t>(row_bytes));
+  AttentionParams decode_step = step;
+  decode_step.q = q_decode.get();
+  decode_step.q_dtype = DType::kBF16;
+  decode_step.q_scale = 1.0f;
+  decode_step.out = decode_kernel_out.get();
+  const DeviceBuffer workspace = zeroed_decode_workspace(decode_step);
+  decode_attention(decode_step, workspace.get(), workspace.bytes(), nullptr);
+  QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint8_t> decode_kernel = decode_kernel_out.to_host<uint8_t>();
+
+  const uint8_t* prefill_last = prefill_out.data() + last * row_bytes;
+  // At the decode tolerance; a kernel that rounds P to e4m3 (fp8_p) at its own (prefill) one.
+  const Tolerance prefill_tolerance =
+      attention_tolerance(!fp8_p, c.q_dtype, c.kv_dtype, c.out_dtype);
+  const CompareResult vs_reference =
+      compare_outputs(format, 1, c.num_q_heads, prefill_last, nullptr, reference_out.data(),
+                      nullptr, prefill_tolerance);
+  EXPECT_TRUE(vs_reference.ok) << describe(c) << "\n" << vs_reference.summary();
+  const CompareResult vs_kernel_decode = compare_outputs(
+      format, 1, c.num_q_heads, prefill_last, nullptr, kernel_decode.data(), nullptr, {0.0, 0.0});
+  EXPECT_TRUE(vs_kernel_decode.ok) << describe(c) << " (kernel decode)\n"
+                                   << vs_kernel_decode.summary();
+  const Tolerance decode_tolerance =
+      attention_tolerance(true, DType::kBF16, c.kv_dtype, c.out_dtype);
+  const Tolerance together{prefill_tolerance.rtol + decode_tolerance.rtol,
+                           prefill_tolerance.atol + decode_tolerance.atol};
+  const CompareResult vs_decode_kernel = compare_outputs(
+      format, 1, c.num_q_heads, prefill_last, nullptr, decode_kernel.data(), nullptr, together);
+  EXPECT_TRUE(vs_decode_kernel.ok) << describe(c) << " (decode kernel)\n"
+                                   << vs_decode_kernel.summary();
 }
 
 }  // namespace quench::testing_support
