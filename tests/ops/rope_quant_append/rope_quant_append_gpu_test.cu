@@ -5,9 +5,9 @@
 // fused qkv tensor and padding tokens. Every output buffer starts poisoned, identically for the
 // GPU and the reference: bytes outside the rows/slots of real tokens must come back unchanged;
 // written elements must be bit-exact where the arithmetic is the same (fused, cos/sin cache, no
-// norm) and otherwise within kMaxUlps codes or within kHeadRowAbsTol times the largest magnitude
-// of their head row (x1*c - x2*s cancels: a near-zero output carries the absolute error of its
-// row's inputs, many ulps of itself). The LargeT grid runs every instantiation of the fused
+// norm) and otherwise within kMaxUlps codes (kMaxFp8Codes for FP8) or within kHeadRowAbsTol times
+// the largest magnitude of their head row (x1*c - x2*s cancels: a near-zero output carries the
+// absolute error of its row's inputs, many ulps of itself). The LargeT grid runs every instantiation of the fused
 // kernel (head dim x style x cos/sin source x norm) on thousands of tokens, so that each work
 // split the host picks (one warp per token, or several) is exercised.
 #include <cuda_runtime.h>
@@ -34,7 +34,11 @@ namespace quench {
 namespace {
 
 constexpr uint8_t kPoison = 0xA5;
+// bf16 outputs of the inexact paths may differ by 2 ulps (their fp32 arithmetic differs by a few
+// fp32 ulps, then rounds once or, unfused, twice); FP8 ones by one code only: a code is 6-12% of
+// the value, and an arithmetic difference of ~1e-6 moves a value across at most one boundary.
 constexpr int32_t kMaxUlps = 2;
+constexpr int32_t kMaxFp8Codes = 1;
 constexpr double kHeadRowAbsTol = 1.0 / 1024.0;
 
 void cuda_check(cudaError_t status, const char* what) {
@@ -151,8 +155,8 @@ uint32_t element_code(const std::vector<uint8_t>& bytes, size_t i, size_t elem_b
     if (g == w) continue;
     const int32_t ulps = std::abs(ordered_code(g, bits) - ordered_code(w, bits));
     const float gv = decode(g, dtype), wv = decode(w, dtype);
-    const bool close =
-        ulps <= kMaxUlps || std::fabs(double{gv} - double{wv}) <= kHeadRowAbsTol * head_row_max;
+    const bool close = ulps <= (elem_bytes == 1 ? kMaxFp8Codes : kMaxUlps) ||
+                       std::fabs(double{gv} - double{wv}) <= kHeadRowAbsTol * head_row_max;
     const bool ok = written[i] && !exact && close;
     if (written[i]) {
       ++inexact;
@@ -546,7 +550,7 @@ TEST_P(RopeQuantAppendGpu, MatchesReferenceFusedAndUnfused) {
   c.run_and_compare(RopeAppendPath::kUnfused);
   // Both row schedules, with and without the split-token prefetch: each against the reference,
   // and the schedules against each other byte for byte (same arithmetic per row, norm included).
-  const FusedRopeAppendOptions ring{FusedRowSchedule::kRing, true};
+  const FusedRopeAppendOptions ring{FusedRowSchedule::kRing, false};
   const FusedRopeAppendOptions ring_prefetch{FusedRowSchedule::kRing, true};
   const FusedRopeAppendOptions per_kind{FusedRowSchedule::kPerKind, true};
   // The ring with its setup loads forced before / after its row loads (the default picks by the
