@@ -27,8 +27,9 @@ def merge(raw_path, peers_path):
         if p is not None and "peer_value" not in r:
             r["peer"] = p["peer"]
             r["peer_value"] = p["peer_value"]
-            if "peer_metric" in p:
-                r["peer_metric"] = p["peer_metric"]
+            for key in ("peer_metric", "peer_timing", "peer_eager_us"):
+                if key in p:
+                    r[key] = p[key]
         print(json.dumps(r))
 
 

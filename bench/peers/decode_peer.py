@@ -6,8 +6,13 @@ Runs torch.nn.functional.scaled_dot_product_attention(enable_gqa=True) on contig
 backend where it accepts the shape, else the flash backend, and prints one JSON line per case
 string of bench/decode/decode_bench.cu that has a bf16 output:
   {"bench":"decode","case":...,"peer":"cudnn_bf16"|"flash_bf16","peer_value":us}
-Timing: CUDA events around each call, median of 30 after 5 warm-ups; the calls rotate over
-enough K/V copies to read >= 256 MiB of distinct bytes (more than the 60 MiB L2).
+Timing, as quench's bench times its kernels: a CUDA graph of GRAPH_CALLS calls, events around
+each replay, the median over REPLAYS replays divided by GRAPH_CALLS (eager calls timed one by
+one carry the launch and the library's host work, which at B1 x 1k is most of their time). The
+calls rotate over enough K/V copies to read >= 256 MiB of distinct bytes (more than the 60 MiB
+L2). Each line also carries "peer_eager_us": CUDA events around single eager calls, median of 30
+after 5 warm-ups (the measure before graphs, kept for comparison); where a backend cannot be
+captured in a graph, peer_value is that eager time and "peer_timing" says so.
 Usage: python3 bench/peers/decode_peer.py [--quick]
 """
 import json
@@ -18,6 +23,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 HQ, HKV, HD = 32, 8, 128
 WARMUP, RUNS = 5, 30
+GRAPH_CALLS, REPLAYS = 32, 11
 ROTATE_BYTES = 256 << 20
 SHAPES = [(64, 4096), (128, 2048), (256, 2048), (16, 16384), (1, 32768), (2, 32768), (4, 32768),
           (8, 32768), (1, 131072), (2, 131072), (4, 131072), (8, 131072), (1, 1024)]
@@ -50,6 +56,33 @@ def time_us(fn, calls):
     return times[len(times) // 2]
 
 
+def time_us_graph(fn, calls):
+    """Per-call time of fn(0), fn(1), ... captured GRAPH_CALLS at a time in one CUDA graph."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the capture stream, as torch's graphs ask
+        for i in range(WARMUP):
+            fn(i % calls)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(GRAPH_CALLS):
+            fn(i % calls)
+    graph.replay()
+    torch.cuda.synchronize()
+    start = torch.cuda.Event(enable_timing=True)
+    stop = torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(REPLAYS):
+        start.record()
+        graph.replay()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1e3 / GRAPH_CALLS)
+    times.sort()
+    return times[len(times) // 2]
+
+
 def run_shape(batch, seq_len):
     kv_bytes = 2 * batch * HKV * seq_len * HD * 2
     copies = max(1, -(-ROTATE_BYTES // kv_bytes))
@@ -68,13 +101,23 @@ def run_shape(batch, seq_len):
             with sdpa_kernel([backend]):
                 call(0)
                 torch.cuda.synchronize()
-                us = time_us(call, copies)
+                eager_us = time_us(call, copies)
         except RuntimeError as error:  # the backend refused the shape
             print(f"# {peer} B{batch}xL{seq_len}: {str(error).splitlines()[0]}", file=sys.stderr)
             continue
+        timing = "cuda_graph"
+        try:
+            with sdpa_kernel([backend]):
+                us = time_us_graph(call, copies)
+        except RuntimeError as error:  # not capturable: keep the eager figure, and say so
+            print(f"# {peer} B{batch}xL{seq_len} graph capture: {str(error).splitlines()[0]}",
+                  file=sys.stderr)
+            us, timing = eager_us, "eager"
+            torch.cuda.synchronize()
         for name in case_names(batch, seq_len):
             print(json.dumps({"bench": "decode", "case": name, "peer": peer,
-                              "peer_value": round(us, 3)}), flush=True)
+                              "peer_value": round(us, 3), "peer_timing": timing,
+                              "peer_eager_us": round(eager_us, 3)}), flush=True)
         return
     print(f"# no SDPA backend ran B{batch}xL{seq_len}", file=sys.stderr)
 
