@@ -10,7 +10,8 @@
 // variants ("per_kind_*": the row schedule before the ring; "ring_prefetch_*": the ring
 // with the split-token L2 prefetch; "ring_setup_first_*" / "ring_rows_first_*": the ring with
 // the token's setup loads forced before / after its first row loads (the default picks by the
-// grid's size); the recorded value is the environment's choice, see
+// grid's size); "sincos_*": the default kernel computing cos/sin instead of reading the cache, at
+// the bytes without the cache rows; the recorded value is the environment's choice, see
 // fused_rope_append_options_from_env).
 // Bytes = what the op must move: q/k/v read (bf16), positions, slots, one cos/sin row per token,
 // q written (bf16 or FP8), k/v written to the cache (FP8). TB/s = bytes / time for both paths.
@@ -338,6 +339,15 @@ void run_rope_append_bench(const BenchOptions& options, BenchReporter& reporter)
           time_fused({FusedRowSchedule::kRing, false, FusedSetupOrder::kSetupFirst});
       const double ring_rows_first_s =
           time_fused({FusedRowSchedule::kRing, false, FusedSetupOrder::kRowsFirst});
+      // The default fused kernel with cos/sin computed in the kernel instead of read from the
+      // cache: what the token's position -> cos/sin load chain costs (its bytes leave the count).
+      const double sincos_s = time_graph(stream, reps, replays, [&](int32_t r) {
+        RopeQuantAppendParams params = op_sets[static_cast<size_t>(r % sets)]->params;
+        params.cos_sin_cache = nullptr;
+        params.cos_sin_cache_positions = 0;
+        run_rope_quant_append(params, RopeAppendPath::kFused, stream, ws);
+      });
+      const double sincos_bytes = bytes - static_cast<double>(T) * rope.rotary_dim * 4.0;
       const double copy_tbps = measure_same_size_copy(stream, bytes, sets, reps, replays);
       const double fused_tbps = bytes / fused_s * 1e-12;
       const double unfused_tbps = bytes / unfused_s * 1e-12;
@@ -354,6 +364,7 @@ void run_rope_append_bench(const BenchOptions& options, BenchReporter& reporter)
           " ring_setup_first_tbps=", bytes / ring_setup_first_s * 1e-12,
           " ring_rows_first_us=", ring_rows_first_s * 1e6,
           " ring_rows_first_tbps=", bytes / ring_rows_first_s * 1e-12,
+          " sincos_us=", sincos_s * 1e6, " sincos_tbps=", sincos_bytes / sincos_s * 1e-12,
           " unfused_us=", unfused_s * 1e6, " speedup=", unfused_s / fused_s,
           "x fused_pct_of_copy=", 100.0 * fused_tbps / ceiling, "% same_size_copy_tbps=", copy_tbps,
           " fused_pct_of_same_size_copy=", 100.0 * fused_tbps / copy_tbps, "% bytes=", bytes,
