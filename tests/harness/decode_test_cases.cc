@@ -1,15 +1,13 @@
 // The decode attention test grid (decode_test_cases.h).
 #include "harness/decode_test_cases.h"
 
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace quench::testing_support {
 namespace {
-
-// The query magnitude of the long-context cases (see there).
-constexpr float kLongContextQMagnitude = 3.0f;
 
 std::string short_dtype(DType d) {
   switch (d) {
@@ -29,6 +27,11 @@ std::string short_dtype(DType d) {
 }
 
 }  // namespace
+
+float peaked_q_magnitude(int32_t max_kv_len, double keys) {
+  const double ratio = static_cast<double>(max_kv_len) / keys;
+  return ratio > std::exp(1.0) ? static_cast<float>(std::sqrt(std::log(ratio))) : 1.0f;
+}
 
 // Four decode requests of lengths 1, 17, 1000 and 4096 (one token each), 2 KV heads.
 AttentionProblemConfig decode_grid_config(DType kv, DType q, int32_t group, int32_t head_dim,
@@ -209,13 +212,13 @@ std::vector<DecodeCase> decode_grid_cases() {
     c.seqs = random_decode_seqs(64, 1, 700, 7);
   });
   // Long contexts: N(0, 1) outputs averaged over 32k keys (~0.01) would sit far inside SPEC's
-  // absolute tolerance (0.06), where a kernel that lost V would pass; queries of magnitude 3
-  // (scores of standard deviation 3) peak each row's softmax on a handful of keys, which keeps
-  // its output of order one (decode_test_cases_test.cc checks every case).
+  // absolute tolerance (0.06), where a kernel that lost V would pass; larger queries
+  // (peaked_q_magnitude) leave ~16 keys carrying each row, which keeps its output of order one
+  // (decode_test_cases_test.cc checks every case).
   feature("long_32k", [](AttentionProblemConfig& c) {
     c.num_kv_heads = 1;
     c.seqs = {{1, 32768}};
-    c.q_magnitude = kLongContextQMagnitude;
+    c.q_magnitude = peaked_q_magnitude(c.seqs[0].kv_len);
   });
   // The bench's B1 x 32k shape (8 KV heads): splits of 16 tiles, two CTAs per SM (FP8: a ring of
   // two stages, bf16: the deep ring), each split's 64 page ids in two of the producer's 32-entry
@@ -224,7 +227,7 @@ std::vector<DecodeCase> decode_grid_cases() {
     c.num_kv_heads = 8;
     c.num_q_heads = 32;
     c.seqs = {{1, 32768}};
-    c.q_magnitude = kLongContextQMagnitude;
+    c.q_magnitude = peaked_q_magnitude(c.seqs[0].kv_len);
   });
   // Windows that start mid-page: each split's first tile (and page batch) is unaligned, splits
   // cross batches, and the cache before the window holds NaN.
@@ -234,7 +237,7 @@ std::vector<DecodeCase> decode_grid_cases() {
     c.seqs = {{1, 30000}, {1, 13001}};
     c.window_left = 12000;
     c.nan_before_window = true;
-    c.q_magnitude = kLongContextQMagnitude;
+    c.q_magnitude = peaked_q_magnitude(c.window_left + 1);
   });
   feature("long_128k_g8_p64_e5m2", [](AttentionProblemConfig& c) {
     c.num_kv_heads = 1;
@@ -242,7 +245,7 @@ std::vector<DecodeCase> decode_grid_cases() {
     c.page_size = 64;
     c.kv_dtype = DType::kFP8E5M2;
     c.seqs = {{1, 131072}};
-    c.q_magnitude = kLongContextQMagnitude;
+    c.q_magnitude = peaked_q_magnitude(c.seqs[0].kv_len);
   });
   return cases;
 }

@@ -22,6 +22,14 @@ struct DecodeCase {
 AttentionProblemConfig decode_grid_config(DType kv, DType q, int32_t group, int32_t head_dim,
                                           int32_t page_size, KvLayout layout, uint64_t seed);
 
+// The query magnitude (AttentionProblemConfig::q_magnitude) that leaves about `keys` keys
+// carrying a row's softmax over max_kv_len keys: N(0, 1) values averaged over thousands of keys
+// shrink like 1 / sqrt(keys) below SPEC's absolute tolerance (0.06 for bf16 q over FP8 KV), where
+// a kernel that lost V, or merged the splits' partial outputs wrongly, would pass. Scores of
+// standard deviation s leave about n * exp(-s^2) effective keys, so s = sqrt(ln(n / keys)), and
+// at least 1 (the default).
+float peaked_q_magnitude(int32_t max_kv_len, double keys = 16.0);
+
 // A case name from the config's dtypes, group, head dim, page size, layout and output dtype.
 std::string decode_grid_name(const AttentionProblemConfig& c);
 

@@ -2,8 +2,8 @@
 // reference's output excludes zero for enough of its elements that a kernel writing zeros, or
 // dropping part of V, is caught. N(0, 1) values averaged over thousands of keys shrink like
 // 1 / sqrt(keys) below the absolute tolerance (0.06 for bf16 q over FP8 KV): the long-context
-// cases therefore draw larger queries (q_magnitude), whose peaked softmax keeps outputs of order
-// one. Runs on the CPU: the GPU suite cannot check its own power to fail.
+// cases therefore draw larger queries (peaked_q_magnitude), whose peaked softmax keeps outputs
+// of order one. Runs on the CPU: the GPU suite cannot check its own power to fail.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,7 +28,7 @@ double zero_output_failure_fraction(const AttentionProblem& problem, Tolerance t
 }
 
 // The least share of a case's outputs that must lie outside the tolerance around zero. Every
-// case of the grid has 32% or more (the 128k-token case; short contexts 36-67%); the long
+// case of the grid has 31% or more (the 128k-token case; the others 36% or more); the long
 // cases had none before they drew larger queries.
 constexpr double kMinZeroOutputFailures = 0.25;
 
