@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -170,6 +171,16 @@ TEST_F(AttentionValidation, MaxSeqLenTooSmall) {
 TEST_F(AttentionValidation, SequenceNeedsMorePagesThanTheStride) {
   params_.block_table_stride = 2;  // seq 1 (33 tokens) needs 3
   expect_rejected({"needs 3 pages", "block_table_stride is 2"});
+}
+
+// seq_len + page_size - 1 overflows int32 near INT32_MAX; the page count must not wrap negative
+// and let a table of a few columns through for a sequence that needs 134217728 pages.
+TEST_F(AttentionValidation, PageCountOfTheLongestSeqLenDoesNotOverflow) {
+  const int32_t longest = std::numeric_limits<int32_t>::max();
+  seq_lens_[1] = longest;
+  params_.max_seq_len = longest;
+  expect_rejected({"needs 134217728 pages",
+                   "block_table_stride is " + std::to_string(params_.block_table_stride)});
 }
 
 TEST_F(AttentionValidation, PageIdOutOfRange) {

@@ -6,6 +6,7 @@
 
 #include "quench/core/error.h"
 #include "quench/core/parallel_for.h"
+#include "quench/kv_cache/block_table.h"
 #include "quench/numerics/bf16.h"
 #include "quench/numerics/fp8.h"
 #include "quench/ops/attention/attention_output.h"
@@ -99,7 +100,8 @@ void validate_sequence(const AttentionParams& p, int32_t b) {
                  p.max_q_len, "; allowed: max_q_len >= every q_len");
   QUENCH_REQUIRE(seq_len <= p.max_seq_len, "attention seq_lens[", b, "] ", seq_len,
                  " > max_seq_len ", p.max_seq_len, "; allowed: max_seq_len >= every seq_len");
-  const int32_t pages = (seq_len + p.kv.page_size - 1) / p.kv.page_size;
+  // In int64: seq_len + page_size - 1 overflows int32 for the longest seq_lens.
+  const int64_t pages = pages_for_tokens(seq_len, p.kv.page_size);
   QUENCH_REQUIRE(pages <= p.block_table_stride, "attention seq ", b, " with seq_len ", seq_len,
                  " needs ", pages, " pages of ", p.kv.page_size,
                  " tokens but block_table_stride is ", p.block_table_stride,
