@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+
 #include "harness/fake_attention_kernel.h"
 #include "harness/log_capture.h"
 #include "quench/attention/reference_attention_kernel.h"
@@ -356,7 +359,9 @@ TEST(ReferenceAttentionKernel, SupportCheckBranches) {
   EXPECT_EQ(check(c).reason, "The CPU reference reads host memory; it cannot serve sm_89.");
   c = ok;
   c.num_kv_heads = 5;
-  EXPECT_EQ(check(c).reason, "num_qo_heads must be a multiple of num_kv_heads.");
+  EXPECT_EQ(check(c).reason,
+            "num_q_heads 32 is not supported with num_kv_heads 5 (a positive multiple of "
+            "num_kv_heads >= 1).");
   c = ok;
   c.head_dim_vo = 64;
   EXPECT_EQ(check(c).level, SupportLevel::kMustNot);
@@ -377,6 +382,35 @@ TEST(ReferenceAttentionKernel, SupportCheckBranches) {
   c = ok;
   c.out_dtype = DType::kF32;
   EXPECT_EQ(check(c).level, SupportLevel::kMustNot);
+}
+
+// Values no kernel can honour are refused by name, not read as "off" (a negative window or
+// soft-cap) or passed on (no q heads, an infinite soft-cap that makes every score NaN).
+TEST(ReferenceAttentionKernel, SupportCheckRefusesNonsenseHeadsWindowAndSoftCap) {
+  const AttentionKernel& k = *AttentionKernelRegistry::builtin().find("reference");
+  const auto reason = [&](const AttentionConfig& c) {
+    const SupportCheck check = k.check(c, AttentionPhase::kPrefill);
+    EXPECT_EQ(check.level, SupportLevel::kMustNot) << check.reason;
+    return check.reason;
+  };
+  const AttentionConfig ok = llama_like(0, DType::kBF16);
+  AttentionConfig c = ok;
+  c.num_q_heads = 0;
+  EXPECT_EQ(reason(c),
+            "num_q_heads 0 is not supported with num_kv_heads 8 (a positive multiple "
+            "of num_kv_heads >= 1).");
+  c.num_q_heads = -8;
+  EXPECT_NE(reason(c).find("num_q_heads -8"), std::string::npos);
+  c = ok;
+  c.sliding_window = -5;
+  EXPECT_EQ(reason(c), "sliding_window -5 is not supported (0 = none, or >= 1 tokens).");
+  c = ok;
+  c.logit_soft_cap = -1.0f;
+  EXPECT_EQ(reason(c), "logit_soft_cap -1 is not supported (0 = none, or finite and > 0).");
+  c.logit_soft_cap = INFINITY;
+  EXPECT_EQ(reason(c), "logit_soft_cap inf is not supported (0 = none, or finite and > 0).");
+  c.logit_soft_cap = NAN;
+  EXPECT_NE(reason(c).find("logit_soft_cap nan"), std::string::npos);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "quench/attention/attention_contract_check.h"
 
+#include <cmath>
+
 #include "quench/core/error.h"
 
 namespace quench {
@@ -12,8 +14,21 @@ SupportCheck check_attention_contract(const AttentionConfig& config) {
   if (d != 64 && d != 128 && d != 256) {
     return SupportCheck::must_not(str_cat("head_dim ", d, " is not supported (64, 128, 256)."));
   }
-  if (config.num_kv_heads <= 0 || config.num_q_heads % config.num_kv_heads != 0) {
-    return SupportCheck::must_not("num_qo_heads must be a multiple of num_kv_heads.");
+  if (config.num_kv_heads <= 0 || config.num_q_heads <= 0 ||
+      config.num_q_heads % config.num_kv_heads != 0) {
+    return SupportCheck::must_not(
+        str_cat("num_q_heads ", config.num_q_heads, " is not supported with num_kv_heads ",
+                config.num_kv_heads, " (a positive multiple of num_kv_heads >= 1)."));
+  }
+  // Kernels would read a negative window or soft-cap as "off", and an infinite soft-cap turns
+  // every score into NaN (inf * tanh(s / inf)): reject them rather than run something else.
+  if (config.sliding_window < 0) {
+    return SupportCheck::must_not(str_cat("sliding_window ", config.sliding_window,
+                                          " is not supported (0 = none, or >= 1 tokens)."));
+  }
+  if (!std::isfinite(config.logit_soft_cap) || config.logit_soft_cap < 0.0f) {
+    return SupportCheck::must_not(str_cat("logit_soft_cap ", config.logit_soft_cap,
+                                          " is not supported (0 = none, or finite and > 0)."));
   }
   if (config.kv_dtype != DType::kBF16 && !is_fp8(config.kv_dtype)) {
     return SupportCheck::must_not(str_cat("KV dtype ", dtype_name(config.kv_dtype),
