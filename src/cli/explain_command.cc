@@ -1,5 +1,7 @@
 #include "explain_command.h"
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -25,16 +27,13 @@ const FlagTable& known_flags() {
   return flags;
 }
 
+// from_chars, not stof: stof also takes leading spaces, hex ("0x10") and "inf".
 float parse_non_negative(const std::string& flag, const std::string& text) {
-  size_t used = 0;
   float value = -1.0f;
-  try {
-    value = std::stof(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || !(value >= 0.0f)) {
-    throw UsageError(str_cat(flag, " '", text, "' must be a number >= 0 (0 = none)"));
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value) ||
+      value < 0.0f) {
+    throw UsageError(str_cat(flag, " '", text, "' must be a finite number >= 0 (0 = none)"));
   }
   return value;
 }

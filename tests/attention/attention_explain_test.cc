@@ -211,6 +211,21 @@ TEST(ExplainCommand, BadFlagsExitWithCode2AndAllowedValues) {
   EXPECT_EQ(run_quench("--help").first, 0);
 }
 
+// --softcap takes a finite decimal number: not "inf" (NaN scores), hex, spaces or trailing junk.
+TEST(ExplainCommand, SoftCapMustBeAFiniteNumber) {
+  const std::string base = "explain --num-q-heads 32 --head-dim 128 --gpu-arch cpu --softcap ";
+  for (const char* bad : {"inf", "-1", "nan", "0x10", "' 5'", "5x", "1e39"}) {
+    const auto [code, out] = run_quench(base + bad);
+    if (code == -1) GTEST_SKIP() << "the quench program is not built next to quench_tests";
+    EXPECT_EQ(code, 2) << bad << "\n" << out;
+    EXPECT_NE(out.find("must be a finite number >= 0 (0 = none)"), std::string::npos) << bad << "\n"
+                                                                                      << out;
+  }
+  const auto [code, out] = run_quench(base + "30.5");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("soft-cap 30.5"), std::string::npos) << out;
+}
+
 TEST(ExplainCommand, NoKernelExitsWithCode1) {
   const auto [code, out] = run_quench("explain --num-q-heads 32 --head-dim 96 --gpu-arch cpu");
   if (code == -1) GTEST_SKIP() << "the quench program is not built next to quench_tests";
