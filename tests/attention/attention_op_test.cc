@@ -10,6 +10,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "harness/expect_error.h"
 #include "harness/fake_attention_kernel.h"
 #include "harness/log_capture.h"
 #include "harness/random_inputs.h"
@@ -627,6 +628,11 @@ TEST(AttentionOp, BadSetupsFailWithClearErrors) {
       batch.config(),
       AttentionKernelOverride{AttentionKernelOverride::Kind::kAvoid, "device_prefill"}, {}, r);
   EXPECT_THROW(AttentionOp(host_only, batch.scales(), {0.0f, nullptr}), Error);  // sm_scale
+  // An infinite sm_scale would pass > 0 and turn every score into inf (NaN output).
+  for (const float sm_scale : {INFINITY, NAN, -0.125f}) {
+    EXPECT_QUENCH_ERROR(AttentionOp(host_only, batch.scales(), {sm_scale, nullptr}),
+                        {"sm_scale", "allowed: finite and > 0"});
+  }
   const float sinks[kHq] = {};
   EXPECT_THROW(AttentionOp(host_only, batch.scales(), {0.125f, sinks}), Error);  // unexpected sinks
 

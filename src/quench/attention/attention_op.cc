@@ -1,7 +1,7 @@
 #include "quench/attention/attention_op.h"
 
 #include <algorithm>
-
+#include <cmath>
 #include <type_traits>
 #include <utility>
 
@@ -73,7 +73,8 @@ AttentionOp::AttentionOp(AttentionBackendSelection selection, AttentionScales sc
   QUENCH_REQUIRE(prefill.memory_space() == decode.memory_space(), "prefill kernel '",
                  prefill.name(), "' and decode kernel '", decode.name(),
                  "' read different memory spaces (host vs device); choose kernels of one kind");
-  QUENCH_REQUIRE(settings_.sm_scale > 0.0f, "sm_scale ", settings_.sm_scale, " must be > 0");
+  QUENCH_REQUIRE(std::isfinite(settings_.sm_scale) && settings_.sm_scale > 0.0f, "sm_scale ",
+                 settings_.sm_scale, " is invalid; allowed: finite and > 0 (typically 1/sqrt(D))");
   QUENCH_REQUIRE((settings_.sinks != nullptr) == config.has_sinks,
                  config.has_sinks ? "the configuration has attention sinks but no sinks were given"
                                   : "sinks were given but the configuration has none");

@@ -90,7 +90,7 @@ struct AttentionOpArgs {
 class AttentionOp {
  public:
   // Throws quench::Error when the two phases' kernels use different memory spaces, sinks are
-  // missing (or given without config.has_sinks), or sm_scale is not positive.
+  // missing (or given without config.has_sinks), or sm_scale is not finite and > 0.
   AttentionOp(AttentionBackendSelection selection, AttentionScales scales,
               AttentionLayerSettings settings);
 
