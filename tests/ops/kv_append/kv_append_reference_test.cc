@@ -176,5 +176,39 @@ TEST(KvAppendReferenceHand, Errors) {
   EXPECT_QUENCH_ERROR(append(bad_page, {1}, {}, {}), {"page_size 8", "16, 32, 64"});
 }
 
+// A null array is an error naming it, not a crash; with no tokens nothing is read or written.
+TEST(KvAppendReferenceHand, NullArraysAreRejectedByName) {
+  const KvCacheLayout kv = small_fp8_layout();
+  const std::vector<float> x(64, 1.0f);
+  const int64_t slot = 17;
+  std::vector<uint8_t> k_cache(static_cast<size_t>(kv.tensor_bytes()), kPoison);
+  std::vector<uint8_t> v_cache = k_cache;
+  const float* k = x.data();
+  const float* v = x.data();
+  const int64_t* slots = &slot;
+  void* k_out = k_cache.data();
+  void* v_out = v_cache.data();
+  auto append = [&] {
+    kv_append_reference(kv, 1, k, v, slots, HeadScales{}, HeadScales{}, k_out, v_out);
+  };
+  k = nullptr;
+  EXPECT_QUENCH_ERROR(append(), {"KV append k is null", "1 tokens need it"});
+  k = x.data();
+  v = nullptr;
+  EXPECT_QUENCH_ERROR(append(), {"KV append v is null"});
+  v = x.data();
+  slots = nullptr;
+  EXPECT_QUENCH_ERROR(append(), {"KV append slot_mapping is null"});
+  slots = &slot;
+  k_out = nullptr;
+  EXPECT_QUENCH_ERROR(append(), {"KV append k_cache is null"});
+  k_out = k_cache.data();
+  v_out = nullptr;
+  EXPECT_QUENCH_ERROR(append(), {"KV append v_cache is null"});
+  EXPECT_EQ(k_cache, std::vector<uint8_t>(k_cache.size(), kPoison));
+  EXPECT_NO_THROW(kv_append_reference(kv, 0, nullptr, nullptr, nullptr, HeadScales{}, HeadScales{},
+                                      nullptr, nullptr));
+}
+
 }  // namespace
 }  // namespace quench

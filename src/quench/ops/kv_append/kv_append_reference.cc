@@ -44,6 +44,11 @@ void validate_kv_scale(const KvCacheLayout& layout, const HeadScales& scale, con
 
 namespace {
 
+void require_array(const void* array, const char* name, int32_t num_tokens) {
+  QUENCH_REQUIRE(array != nullptr, "KV append ", name, " is null; ", num_tokens,
+                 " tokens need it (only num_tokens 0 takes null arrays)");
+}
+
 // Stores one head row of head_dim values at element offset `at` of `cache`.
 void store_row(const KvCacheLayout& layout, const float* row, float scale, int64_t at,
                void* cache) {
@@ -66,6 +71,13 @@ void kv_append_reference(const KvCacheLayout& layout, int32_t num_tokens, const 
                          const HeadScales& v_scale, void* k_cache, void* v_cache) {
   layout.validate();
   QUENCH_REQUIRE(num_tokens >= 0, "KV append num_tokens ", num_tokens, " must be >= 0");
+  if (num_tokens > 0) {
+    require_array(k, "k", num_tokens);
+    require_array(v, "v", num_tokens);
+    require_array(slot_mapping, "slot_mapping", num_tokens);
+    require_array(k_cache, "k_cache", num_tokens);
+    require_array(v_cache, "v_cache", num_tokens);
+  }
   validate_kv_scale(layout, k_scale, "k_scale");
   validate_kv_scale(layout, v_scale, "v_scale");
   validate_kv_slot_mapping(layout, slot_mapping, num_tokens);

@@ -32,7 +32,8 @@ void validate_kv_scale(const KvCacheLayout& layout, const HeadScales& scale, con
 //   slot_mapping:  int64 [num_tokens], -1 = padding (skipped).
 //   k_cache, v_cache: layout.tensor_bytes() bytes each, element type layout.dtype, NHD or HND.
 //   k_scale, v_scale: divide (see above); per_head arrays on the host.
-// Validates the layout, the scales and the slots before writing anything.
+// Validates the layout, the arrays (none null unless num_tokens is 0), the scales and the slots
+// before writing anything.
 void kv_append_reference(const KvCacheLayout& layout, int32_t num_tokens, const float* k,
                          const float* v, const int64_t* slot_mapping, const HeadScales& k_scale,
                          const HeadScales& v_scale, void* k_cache, void* v_cache);
