@@ -2,6 +2,9 @@
 // and a 16-byte store into the slot's row, which is contiguous in both layouts.
 #include "quench/ops/kv_append/kv_append.h"
 
+#include <cstdint>
+#include <utility>
+
 #include "quench/core/error.h"
 
 namespace quench {
@@ -45,6 +48,22 @@ void kv_append_cuda(const KvAppendParams& p, cudaStream_t stream) {
                  "kv_append: row strides ", p.k_row_stride, ", ", p.v_row_stride,
                  " must be multiples of 16 bytes");
   if (p.num_tokens == 0) return;
+  // A bad pointer or a stride shorter than a row faults on the device, which poisons the CUDA
+  // context for every later call; catch them here.
+  const int64_t row_elems = static_cast<int64_t>(p.kv.num_kv_heads) * p.kv.head_dim;
+  QUENCH_REQUIRE(p.k_row_stride >= row_elems && p.v_row_stride >= row_elems,
+                 "kv_append: row strides ", p.k_row_stride, ", ", p.v_row_stride,
+                 " must be >= num_kv_heads * head_dim = ", row_elems);
+  QUENCH_REQUIRE(p.slot_mapping != nullptr, "kv_append: slot_mapping is null; ", p.num_tokens,
+                 " tokens need one");
+  for (const auto& [array, name] : {std::pair<const void*, const char*>{p.k, "k"},
+                                    {p.v, "v"},
+                                    {p.k_cache, "k_cache"},
+                                    {p.v_cache, "v_cache"}}) {
+    QUENCH_REQUIRE(array != nullptr && reinterpret_cast<uintptr_t>(array) % 16 == 0,
+                   "kv_append: ", name, " (", array,
+                   ") must be a non-null, 16-byte aligned device pointer");
+  }
   const int64_t chunks = static_cast<int64_t>(p.num_tokens) * 2 * p.kv.num_kv_heads *
                          (p.kv.head_dim * elem_bytes / 16);
   const auto blocks = static_cast<unsigned>((chunks + kThreads - 1) / kThreads);
