@@ -94,6 +94,39 @@ TEST(LayerCommand, BadFlagsExit2WithAllowedValues) {
   EXPECT_TRUE(dtype.out.empty() && device.out.empty());
 }
 
+// Sizes past the bounds used to reach make_layer_workload, whose int32 token and page counts
+// overflowed (--context 2147483647 failed with "PageAllocator: num_pages -436207603") or which
+// asked for terabytes ("std::bad_alloc"). They are usage errors naming the allowed range.
+TEST(LayerCommand, WorkloadSizesPastTheirBoundsAreUsageErrors) {
+  const struct {
+    std::vector<std::string> args;
+    const char* message;
+  } cases[] = {
+      {{"--context", "2147483647"}, "--context '2147483647' must be an integer in [1, 65536]"},
+      {{"--context", "65537"}, "--context '65537' must be an integer in [1, 65536]"},
+      {{"--chunk=2147483647"}, "--chunk '2147483647' must be an integer in [1, 65536]"},
+      {{"--decode-seqs", "2147483647"},
+       "--decode-seqs '2147483647' must be an integer in [0, 1024]"},
+      {{"--prefill-seqs", "1025"}, "--prefill-seqs '1025' must be an integer in [0, 1024]"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = c.args;
+    args.insert(args.begin(), "layer");
+    std::vector<char*> argv;
+    for (std::string& a : args)
+      argv.push_back(a.data());
+    try {
+      parse_layer_demo_flags(static_cast<int>(argv.size()), argv.data());
+      ADD_FAILURE() << "accepted " << args[1];
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+    }
+  }
+  const CommandRun largest_bounds =
+      run_layer({"--context", "65536", "--chunk", "65536", "--decode-seqs", "1024", "--help"});
+  EXPECT_EQ(largest_bounds.exit_code, 0) << largest_bounds.err;
+}
+
 TEST(LayerCommand, UnfusedOnCpuIsARunErrorNotAUsageError) {
   std::vector<std::string> args = kTinyCpu;
   args.insert(args.end(), {"--fusion", "unfused"});

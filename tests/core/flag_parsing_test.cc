@@ -41,6 +41,14 @@ TEST(FlagParsing, IntegersMustBeWholeAndAtLeastTheMinimum) {
   EXPECT_QUENCH_ERROR(parse_int_flag("--n", "", 0), {"--n ''", "integer >= 0"});
 }
 
+TEST(FlagParsing, BoundedIntegersNameTheirRange) {
+  EXPECT_EQ(parse_int_flag("--n", "1024", 0, 1024), 1024);
+  EXPECT_QUENCH_ERROR(parse_int_flag("--n", "1025", 0, 1024),
+                      {"--n '1025'", "integer in [0, 1024]"});
+  EXPECT_QUENCH_ERROR(parse_int_flag("--n", "-1", 0, 1024), {"--n '-1'", "integer in [0, 1024]"});
+  EXPECT_QUENCH_ERROR(parse_int_flag("--n", "9999999999", 0, 1024), {"integer in [0, 1024]"});
+}
+
 TEST(FlagParsing, AllowedValuesAreListedInTheError) {
   EXPECT_NO_THROW(require_allowed_flag_value("--page-size", "32", 32, {16, 32, 64}));
   EXPECT_QUENCH_ERROR(require_allowed_flag_value("--page-size", "08", 8, {16, 32, 64}),

@@ -39,6 +39,19 @@ Int parse_int_flag(const std::string& flag, const std::string& text, Int min_val
   return value;
 }
 
+// Parses all of `text` as a base-10 integer in [min_value, max_value].
+template <typename Int>
+Int parse_int_flag(const std::string& flag, const std::string& text, Int min_value, Int max_value) {
+  Int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < min_value ||
+      value > max_value) {
+    throw UsageError(
+        str_cat(flag, " '", text, "' must be an integer in [", min_value, ", ", max_value, "]"));
+  }
+  return value;
+}
+
 // Throws "<flag> '<text>' is not supported; allowed: <allowed>" unless `value` (parsed from
 // `text`) is one of `allowed`.
 void require_allowed_flag_value(const std::string& flag, const std::string& text, int64_t value,

@@ -47,7 +47,8 @@ const char* layer_demo_usage() {
   return "usage: quench layer [--num-q-heads N] [--num-kv-heads N] [--head-dim 64|128|256]\n"
          "  [--kv-cache-dtype bf16|fp8|fp8_e4m3|fp8_e5m2] [--page-size 16|32|64] [--layout "
          "NHD|HND]\n"
-         "  [--decode-seqs N] [--prefill-seqs N] [--context TOKENS] [--chunk TOKENS] [--seed N]\n"
+         "  [--decode-seqs 0..1024] [--prefill-seqs 0..1024] [--context 1..65536]\n"
+         "  [--chunk 1..65536] [--seed N]\n"
          "  [--device cpu|gpu|auto] [--prefill-kernel auto|NAME|!NAME]\n"
          "  [--decode-kernel auto|NAME|!NAME] [--fusion fused|unfused]\n"
          "Defaults: Llama-3-8B attention (32 q heads, 8 KV heads, head dim 128, RoPE theta 500000\n"
@@ -83,14 +84,21 @@ LayerDemoOptions parse_layer_demo_flags(int argc, char** argv) {
   if (const auto* v = get("--layout")) {
     o.layout = parse_flag_value("--layout", [&] { return parse_kv_layout(*v); });
   }
-  if (const auto* v = get("--decode-seqs")) o.decode_seqs = parse_int_flag("--decode-seqs", *v, 0);
-  if (const auto* v = get("--prefill-seqs"))
-    o.prefill_seqs = parse_int_flag("--prefill-seqs", *v, 0);
+  if (const auto* v = get("--decode-seqs")) {
+    o.decode_seqs = parse_int_flag("--decode-seqs", *v, 0, kMaxLayerDemoSeqs);
+  }
+  if (const auto* v = get("--prefill-seqs")) {
+    o.prefill_seqs = parse_int_flag("--prefill-seqs", *v, 0, kMaxLayerDemoSeqs);
+  }
   if (o.decode_seqs + o.prefill_seqs == 0) {
     throw UsageError("--decode-seqs and --prefill-seqs are both 0; the step needs a sequence");
   }
-  if (const auto* v = get("--context")) o.context = parse_int_flag("--context", *v, 1);
-  if (const auto* v = get("--chunk")) o.chunk = parse_int_flag("--chunk", *v, 1);
+  if (const auto* v = get("--context")) {
+    o.context = parse_int_flag("--context", *v, 1, kMaxLayerDemoTokens);
+  }
+  if (const auto* v = get("--chunk")) {
+    o.chunk = parse_int_flag("--chunk", *v, 1, kMaxLayerDemoTokens);
+  }
   if (const auto* v = get("--seed")) o.seed = parse_int_flag<uint64_t>("--seed", *v, 0);
   if (const auto* v = get("--device")) o.device = parse_device(*v);
   if (const auto* v = get("--fusion")) {

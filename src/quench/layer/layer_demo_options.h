@@ -17,6 +17,12 @@ namespace quench {
 // kAuto: the GPU when the CUDA runtime reports one, else the CPU.
 enum class LayerDevice : uint8_t { kCpu, kGpu, kAuto };
 
+// Upper bounds of the workload flags. They keep every sequence within Llama-3.1's 131072
+// positions (a decode sequence caches up to 1.5 x context tokens, a prefill chunk follows up to
+// context / 2) and the step's token and page counts far inside int32.
+inline constexpr int32_t kMaxLayerDemoTokens = 65536;  // --context, --chunk
+inline constexpr int32_t kMaxLayerDemoSeqs = 1024;     // --decode-seqs, --prefill-seqs
+
 struct LayerDemoOptions {
   int32_t num_q_heads = 32;
   int32_t num_kv_heads = 8;
