@@ -3,12 +3,17 @@
 // while the main kernel still reads q (decode_merge.cu's warm-up pass).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/attention_problem.h"
 #include "quench/core/error.h"
+#include "quench/ops/attention/attention_reference.h"
 #include "quench/ops/attention/decode/decode_attention.h"
 
 namespace quench::testing_support {
@@ -61,6 +66,55 @@ TEST(DecodeAttentionValidation, OutputOverlappingTheQueryIsRejected) {
     p.q = base;
     p.out = base + q_bytes;
     EXPECT_EQ(rejection(p), "") << dtype_name(out_dtype);
+  }
+}
+
+// The launcher accepts exactly the scalars the CPU reference accepts: each bad value is rejected
+// by both, with the reference's message (field, value, allowed range).
+TEST(DecodeAttentionValidation, ScalesSoftCapAndScaleRowsAreCheckedAsTheReferenceDoes) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+  constexpr int32_t kMax = std::numeric_limits<int32_t>::max();
+  using Edit = std::function<void(AttentionParams&)>;
+  struct Case {
+    DType out_dtype;
+    Edit edit;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {DType::kBF16, [](AttentionParams& p) { p.sm_scale = 0.0f; }, "sm_scale 0"},
+      {DType::kBF16, [](AttentionParams& p) { p.sm_scale = -0.125f; }, "sm_scale -0.125"},
+      {DType::kBF16, [&](AttentionParams& p) { p.sm_scale = kInf; }, "sm_scale inf"},
+      {DType::kBF16, [&](AttentionParams& p) { p.sm_scale = kNan; }, "sm_scale nan"},
+      {DType::kBF16, [](AttentionParams& p) { p.logit_soft_cap = -1.0f; }, "logit_soft_cap -1"},
+      {DType::kBF16, [&](AttentionParams& p) { p.logit_soft_cap = kInf; }, "logit_soft_cap inf"},
+      {DType::kBF16, [&](AttentionParams& p) { p.logit_soft_cap = kNan; }, "logit_soft_cap nan"},
+      {DType::kFP8E4M3, [&](AttentionParams& p) { p.o_scale = kInf; }, "o_scale inf"},
+      {DType::kFP8E5M2, [&](AttentionParams& p) { p.o_scale = kNan; }, "o_scale nan"},
+      {DType::kNVFP4, [](AttentionParams& p) { p.nvfp4_global_scale = 0.0f; },
+       "nvfp4_global_scale 0"},
+      {DType::kNVFP4, [&](AttentionParams& p) { p.nvfp4_global_scale = kInf; },
+       "nvfp4_global_scale inf"},
+      {DType::kNVFP4, [&](AttentionParams& p) { p.nvfp4_global_scale = kNan; },
+       "nvfp4_global_scale nan"},
+      // kMax + 2 tokens wraps negative in int32, which passed a check of offset + num_tokens.
+      {DType::kNVFP4,
+       [&](AttentionParams& p) {
+         p.out_scale_rows = kMax;
+         p.out_scale_row_offset = kMax;
+       },
+       "out_scale_row_offset 2147483647 + num_tokens 2 exceeds out_scale_rows"},
+  };
+  for (const Case& c : cases) {
+    const AttentionProblem problem(decode_config(c.out_dtype));
+    std::vector<uint8_t> out = problem.poisoned_out();
+    std::vector<uint8_t> scales = problem.poisoned_block_scales();
+    AttentionParams p = problem.host_params(out.data(), scales.data(), nullptr);
+    ASSERT_EQ(rejection(p), "") << dtype_name(c.out_dtype);
+    c.edit(p);
+    EXPECT_NE(rejection(p).find(c.expected), std::string::npos)
+        << "expected '" << c.expected << "', got '" << rejection(p) << "'";
+    EXPECT_THROW(validate_attention_params(p), Error) << c.expected;
   }
 }
 

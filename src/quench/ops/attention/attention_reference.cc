@@ -34,57 +34,27 @@ void validate_dtypes(const AttentionParams& p) {
                  dtype_name(o), " is not supported; allowed: bf16, fp8_e4m3, fp8_e5m2, nvfp4");
 }
 
-void validate_head_scales(const char* name, const HeadScales& scales, int32_t num_kv_heads) {
-  if (scales.per_head == nullptr) {
-    QUENCH_REQUIRE(is_positive_finite(scales.per_tensor), "attention ", name, ".per_tensor ",
-                   scales.per_tensor, " is invalid; allowed: finite and > 0");
-    return;
-  }
+// The per-tensor value only: a per_head array may be device memory (GPU launchers).
+void validate_per_tensor_scale(const char* name, const HeadScales& scales) {
+  if (scales.per_head != nullptr) return;
+  QUENCH_REQUIRE(is_positive_finite(scales.per_tensor), "attention ", name, ".per_tensor ",
+                 scales.per_tensor, " is invalid; allowed: finite and > 0");
+}
+
+void validate_per_head_scales(const char* name, const HeadScales& scales, int32_t num_kv_heads) {
+  if (scales.per_head == nullptr) return;
   for (int32_t h = 0; h < num_kv_heads; ++h) {
     QUENCH_REQUIRE(is_positive_finite(scales.per_head[h]), "attention ", name, ".per_head[", h,
                    "] ", scales.per_head[h], " is invalid; allowed: finite and > 0");
   }
 }
 
-void validate_scalars(const AttentionParams& p) {
-  QUENCH_REQUIRE(is_positive_finite(p.sm_scale), "attention sm_scale ", p.sm_scale,
-                 " is invalid; allowed: finite and > 0 (typically 1/sqrt(head_dim))");
-  if (is_fp8(p.q_dtype)) {
-    QUENCH_REQUIRE(is_positive_finite(p.q_scale), "attention q_scale ", p.q_scale,
-                   " is invalid for an FP8 query; allowed: finite and > 0");
+void validate_sinks(const AttentionParams& p) {
+  if (p.sinks == nullptr) return;
+  for (int32_t h = 0; h < p.num_q_heads; ++h) {
+    QUENCH_REQUIRE(std::isfinite(p.sinks[h]), "attention sinks[", h, "] ", p.sinks[h],
+                   " is invalid; allowed: finite");
   }
-  validate_head_scales("k_scale", p.k_scale, p.kv.num_kv_heads);
-  validate_head_scales("v_scale", p.v_scale, p.kv.num_kv_heads);
-  QUENCH_REQUIRE(p.window_left >= -1, "attention window_left ", p.window_left,
-                 " is invalid; allowed: -1 (no window) or >= 0");
-  QUENCH_REQUIRE(std::isfinite(p.logit_soft_cap) && p.logit_soft_cap >= 0.0f,
-                 "attention logit_soft_cap ", p.logit_soft_cap,
-                 " is invalid; allowed: 0 (off) or finite and > 0");
-  if (p.sinks != nullptr) {
-    for (int32_t h = 0; h < p.num_q_heads; ++h) {
-      QUENCH_REQUIRE(std::isfinite(p.sinks[h]), "attention sinks[", h, "] ", p.sinks[h],
-                     " is invalid; allowed: finite");
-    }
-  }
-}
-
-void validate_output(const AttentionParams& p) {
-  if (is_fp8(p.out_dtype)) {
-    QUENCH_REQUIRE(is_positive_finite(p.o_scale), "attention o_scale ", p.o_scale,
-                   " is invalid for FP8 output; allowed: finite and > 0");
-  }
-  if (p.out_dtype != DType::kNVFP4) return;
-  // head_dim in {64, 128, 256} makes every row a whole number of 16-element NVFP4 blocks.
-  QUENCH_REQUIRE(p.out_block_scales != nullptr,
-                 "attention out_block_scales is null; NVFP4 output needs the scale tensor");
-  QUENCH_REQUIRE(is_positive_finite(p.nvfp4_global_scale), "attention nvfp4_global_scale ",
-                 p.nvfp4_global_scale, " is invalid; allowed: finite and > 0");
-  QUENCH_REQUIRE(p.out_scale_row_offset >= 0, "attention out_scale_row_offset ",
-                 p.out_scale_row_offset, " is invalid; allowed: >= 0");
-  QUENCH_REQUIRE(static_cast<int64_t>(p.out_scale_row_offset) + p.num_tokens <= p.out_scale_rows,
-                 "attention out_scale_row_offset ", p.out_scale_row_offset, " + num_tokens ",
-                 p.num_tokens, " exceeds out_scale_rows ", p.out_scale_rows,
-                 "; allowed: offset + num_tokens <= out_scale_rows");
 }
 
 void validate_sequence(const AttentionParams& p, int32_t b) {
@@ -187,6 +157,38 @@ float attend_one(const AttentionParams& p, const RowContext& row, int64_t token,
 
 }  // namespace
 
+void validate_attention_scalars(const AttentionParams& p) {
+  QUENCH_REQUIRE(is_positive_finite(p.sm_scale), "attention sm_scale ", p.sm_scale,
+                 " is invalid; allowed: finite and > 0 (typically 1/sqrt(head_dim))");
+  if (is_fp8(p.q_dtype)) {
+    QUENCH_REQUIRE(is_positive_finite(p.q_scale), "attention q_scale ", p.q_scale,
+                   " is invalid for an FP8 query; allowed: finite and > 0");
+  }
+  validate_per_tensor_scale("k_scale", p.k_scale);
+  validate_per_tensor_scale("v_scale", p.v_scale);
+  QUENCH_REQUIRE(p.window_left >= -1, "attention window_left ", p.window_left,
+                 " is invalid; allowed: -1 (no window) or >= 0");
+  QUENCH_REQUIRE(std::isfinite(p.logit_soft_cap) && p.logit_soft_cap >= 0.0f,
+                 "attention logit_soft_cap ", p.logit_soft_cap,
+                 " is invalid; allowed: 0 (off) or finite and > 0");
+  if (is_fp8(p.out_dtype)) {
+    QUENCH_REQUIRE(is_positive_finite(p.o_scale), "attention o_scale ", p.o_scale,
+                   " is invalid for FP8 output; allowed: finite and > 0");
+  }
+  if (p.out_dtype != DType::kNVFP4) return;
+  // head_dim in {64, 128, 256} makes every row a whole number of 16-element NVFP4 blocks.
+  QUENCH_REQUIRE(p.out_block_scales != nullptr,
+                 "attention out_block_scales is null; NVFP4 output needs the scale tensor");
+  QUENCH_REQUIRE(is_positive_finite(p.nvfp4_global_scale), "attention nvfp4_global_scale ",
+                 p.nvfp4_global_scale, " is invalid; allowed: finite and > 0");
+  QUENCH_REQUIRE(p.out_scale_row_offset >= 0, "attention out_scale_row_offset ",
+                 p.out_scale_row_offset, " is invalid; allowed: >= 0");
+  QUENCH_REQUIRE(static_cast<int64_t>(p.out_scale_row_offset) + p.num_tokens <= p.out_scale_rows,
+                 "attention out_scale_row_offset ", p.out_scale_row_offset, " + num_tokens ",
+                 p.num_tokens, " exceeds out_scale_rows ", p.out_scale_rows,
+                 "; allowed: offset + num_tokens <= out_scale_rows");
+}
+
 void validate_attention_params(const AttentionParams& p) {
   QUENCH_REQUIRE(p.q != nullptr, "attention q is null; allowed: a query tensor");
   QUENCH_REQUIRE(p.k_cache != nullptr, "attention k_cache is null; allowed: a paged K tensor");
@@ -211,8 +213,10 @@ void validate_attention_params(const AttentionParams& p) {
                  " is invalid; allowed: >= 1");
   for (int32_t b = 0; b < p.num_seqs; ++b)
     validate_sequence(p, b);
-  validate_scalars(p);
-  validate_output(p);
+  validate_attention_scalars(p);
+  validate_per_head_scales("k_scale", p.k_scale, p.kv.num_kv_heads);
+  validate_per_head_scales("v_scale", p.v_scale, p.kv.num_kv_heads);
+  validate_sinks(p);
 }
 
 void attention_reference(const AttentionParams& p) {

@@ -15,6 +15,7 @@
 #include "quench/core/env_switch.h"
 #include "quench/core/error.h"
 #include "quench/kv_cache/kv_tensor_map_cache.h"
+#include "quench/ops/attention/attention_reference.h"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
 #include "quench/ops/attention/decode/decode_split_plan.h"
 
@@ -366,18 +367,8 @@ void validate_decode_attention_params(const AttentionParams& p) {
   QUENCH_REQUIRE(p.num_seqs >= 0 && p.num_tokens >= 0 && p.max_q_len >= 0 && p.max_seq_len >= 0,
                  "decode attention: negative size (num_seqs ", p.num_seqs, ", num_tokens ",
                  p.num_tokens, ", max_q_len ", p.max_q_len, ", max_seq_len ", p.max_seq_len, ")");
-  QUENCH_REQUIRE(p.window_left >= -1, "decode attention: window_left ", p.window_left,
-                 " is not supported; allowed: -1 (no window) or >= 0");
-  QUENCH_REQUIRE(!is_fp8(p.out_dtype) || p.o_scale > 0.0f, "decode attention: o_scale ", p.o_scale,
-                 " must be > 0 for an FP8 output");
-  if (p.out_dtype == DType::kNVFP4) {
-    QUENCH_REQUIRE(p.out_block_scales != nullptr,
-                   "decode attention: NVFP4 output needs out_block_scales");
-    QUENCH_REQUIRE(
-        p.out_scale_row_offset >= 0 && p.out_scale_row_offset + p.num_tokens <= p.out_scale_rows,
-        "decode attention: NVFP4 scale rows [", p.out_scale_row_offset, ", ",
-        p.out_scale_row_offset + p.num_tokens, ") exceed out_scale_rows ", p.out_scale_rows);
-  }
+  // Scales, soft-cap, window and output fields as the reference checks them (no array is read).
+  validate_attention_scalars(p);
   if (p.num_seqs == 0) return;
   QUENCH_REQUIRE(p.q != nullptr && p.k_cache != nullptr && p.v_cache != nullptr &&
                      p.out != nullptr && p.q_offsets != nullptr && p.seq_lens != nullptr &&
