@@ -62,7 +62,8 @@ std::string prefill_attention_generic_unsupported_reason(const AttentionParams& 
     return str_cat("out dtype ", dtype_name(out),
                    " is not supported; allowed: bf16, fp8_e4m3, fp8_e5m2, nvfp4");
   }
-  if (params.kv.num_kv_heads <= 0 || params.num_q_heads % params.kv.num_kv_heads != 0) {
+  if (params.kv.num_kv_heads <= 0 || params.num_q_heads <= 0 ||
+      params.num_q_heads % params.kv.num_kv_heads != 0) {
     return str_cat("num_q_heads=", params.num_q_heads,
                    " must be a positive multiple of num_kv_heads=", params.kv.num_kv_heads);
   }
@@ -73,6 +74,7 @@ std::string prefill_attention_generic_unsupported_reason(const AttentionParams& 
 }
 
 void prefill_attention_generic(const AttentionParams& params, cudaStream_t stream) {
+  prefill_common::validate_prefill_params(params, "prefill_attention_generic");
   const std::string reason = prefill_attention_generic_unsupported_reason(params);
   QUENCH_REQUIRE(reason.empty(), "prefill_attention_generic: ", reason);
   if (params.num_seqs == 0 || params.max_q_len == 0) return;

@@ -266,7 +266,8 @@ std::string prefill_attention_hopper_unsupported_reason(const AttentionParams& p
     return str_cat("out dtype ", dtype_name(out),
                    " is not supported; allowed: bf16, fp8_e4m3, fp8_e5m2, nvfp4");
   }
-  if (params.kv.num_kv_heads <= 0 || params.num_q_heads % params.kv.num_kv_heads != 0) {
+  if (params.kv.num_kv_heads <= 0 || params.num_q_heads <= 0 ||
+      params.num_q_heads % params.kv.num_kv_heads != 0) {
     return str_cat("num_q_heads=", params.num_q_heads,
                    " must be a positive multiple of num_kv_heads=", params.kv.num_kv_heads);
   }
@@ -279,6 +280,7 @@ std::string prefill_attention_hopper_unsupported_reason(const AttentionParams& p
 void prefill_attention_hopper(const AttentionParams& params, cudaStream_t stream,
                               HopperPvPrecision pv_precision, HopperSchedule schedule,
                               HopperHeadDim256Kernel hd256_kernel) {
+  prefill_common::validate_prefill_params(params, "prefill_attention_hopper");
   const std::string reason = prefill_attention_hopper_unsupported_reason(params);
   QUENCH_REQUIRE(reason.empty(), "prefill_attention_hopper: ", reason);
   if (params.num_seqs == 0 || params.max_q_len == 0) return;
