@@ -2,7 +2,9 @@
 // row of q or k, rows numbered token-major; one 16-byte load and one 16-byte store per lane.
 #include "quench/ops/rope/rope.h"
 
+#include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "quench/core/error.h"
 #include "quench/ops/quantize/vec8_convert.cuh"
@@ -68,6 +70,23 @@ void rope_cuda(const RopeParams& p, cudaStream_t stream) {
   QUENCH_REQUIRE(items < std::numeric_limits<int32_t>::max(), "rope: ", items,
                  " head rows exceed the limit of 2^31");
   if (p.num_tokens == 0) return;
+  // A bad pointer or a stride shorter than a row faults on the device, which poisons the CUDA
+  // context for every later call; catch them here.
+  const int64_t q_row = static_cast<int64_t>(p.num_q_heads) * p.head_dim;
+  const int64_t k_row = static_cast<int64_t>(p.num_kv_heads) * p.head_dim;
+  QUENCH_REQUIRE(p.q_row_stride >= q_row, "rope: q_row_stride ", p.q_row_stride,
+                 " must be >= ", q_row, " (num_q_heads * head_dim)");
+  QUENCH_REQUIRE(p.k_row_stride >= k_row, "rope: k_row_stride ", p.k_row_stride,
+                 " must be >= ", k_row, " (num_kv_heads * head_dim)");
+  QUENCH_REQUIRE(p.positions != nullptr, "rope: positions is null; ", p.num_tokens,
+                 " tokens need one each");
+  for (const auto& [array, name] : {std::pair<const void*, const char*>{p.q, "q"},
+                                    {p.k, "k"},
+                                    {p.q_out, "q_out"},
+                                    {p.k_out, "k_out"}}) {
+    QUENCH_REQUIRE(array != nullptr && reinterpret_cast<uintptr_t>(array) % 16 == 0, "rope: ", name,
+                   " (", array, ") must be a non-null, 16-byte aligned device pointer");
+  }
   RopeArgs args;
   args.p = p;
   args.angles = make_rope_angles(p.rope, p.cos_sin_cache, p.cos_sin_cache_positions);

@@ -16,8 +16,9 @@ struct RopeParams {
   int32_t num_q_heads = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 128;  // 64, 128 or 256
-  // Inputs, bf16 bits, row t of q at q + t * q_row_stride (elements; multiple of 8), head h at
-  // + h * head_dim; same for k. 16-byte aligned.
+  // Inputs, bf16 bits, row t of q at q + t * q_row_stride (elements; multiple of 8, at least
+  // num_q_heads * head_dim), head h at + h * head_dim; same for k. 16-byte aligned; with tokens,
+  // q, k, positions, q_out and k_out must be set.
   const uint16_t* q = nullptr;  // [T, Hq, D]
   const uint16_t* k = nullptr;  // [T, Hkv, D]
   int64_t q_row_stride = 0;
