@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "harness/expect_error.h"
 #include "quench/core/error.h"
 
 namespace quench {
@@ -107,6 +112,26 @@ TEST(AttentionMetadata, RejectsInconsistentSequences) {
   EXPECT_THROW(build({}, {{{2}, -1, 2}}), Error);                 // negative cache length
   EXPECT_THROW(build({{{10}, 3, 1}}, {}), Error);                 // page beyond the cache
   EXPECT_THROW(build_attention_metadata({}, {}, 24, 10), Error);  // page size
+}
+
+// seq_lens, positions and query rows are int32: a sum past INT32_MAX is an error naming the
+// counts (the wrapped sum was reported as "token count -2147483648 must be >= 0", and the rows
+// of a step wrapped q_offsets negative).
+TEST(AttentionMetadata, TokenCountsPastInt32AreRejected) {
+  constexpr int32_t kMax = std::numeric_limits<int32_t>::max();
+  const std::vector<ScheduledSequence> long_decode = {{{2}, kMax, 1}};
+  EXPECT_QUENCH_ERROR(build_attention_metadata(long_decode, {}, 16, 10),
+                      {"decode sequence 0: num_cached_tokens 2147483647 + num_new_tokens 1",
+                       "= 2147483648 tokens; allowed: at most 2147483647"});
+  const std::vector<ScheduledSequence> long_prefill = {{{2}, kMax - 4, 5}};
+  EXPECT_QUENCH_ERROR(build_attention_metadata({}, long_prefill, 16, 10),
+                      {"prefill sequence 0: num_cached_tokens 2147483643 + num_new_tokens 5"});
+  // Each chunk fits int32 on its own, their rows together do not.
+  const std::vector<ScheduledSequence> decode = {{{2}, 3, 1}};
+  const std::vector<ScheduledSequence> huge_chunk = {{{}, 0, kMax}};
+  EXPECT_QUENCH_ERROR(build_attention_metadata(decode, huge_chunk, 16, 10),
+                      {"prefill sequence 0: num_new_tokens 2147483647 brings the step to "
+                       "2147483648 query rows; allowed: at most 2147483647"});
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "quench/attention/attention_metadata.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "quench/core/error.h"
@@ -18,11 +20,16 @@ std::vector<int32_t> checked_pages(const ScheduledSequence& seq, const char* pha
                  seq.num_cached_tokens, " must be >= 0");
   QUENCH_REQUIRE(seq.num_new_tokens >= 1, phase, " sequence ", index, ": num_new_tokens ",
                  seq.num_new_tokens, " must be >= 1");
-  const int64_t needed = pages_for_tokens(seq.num_cached_tokens + seq.num_new_tokens, page_size);
+  // In int64: seq_lens and positions are int32, so the sum must fit before it is stored.
+  const int64_t seq_len = int64_t{seq.num_cached_tokens} + seq.num_new_tokens;
+  QUENCH_REQUIRE(seq_len <= std::numeric_limits<int32_t>::max(), phase, " sequence ", index,
+                 ": num_cached_tokens ", seq.num_cached_tokens, " + num_new_tokens ",
+                 seq.num_new_tokens, " = ", seq_len, " tokens; allowed: at most ",
+                 std::numeric_limits<int32_t>::max());
+  const int64_t needed = pages_for_tokens(seq_len, page_size);
   QUENCH_REQUIRE(static_cast<int64_t>(seq.pages.size()) >= needed, phase, " sequence ", index, ": ",
-                 seq.pages.size(), " pages cannot hold ",
-                 seq.num_cached_tokens + seq.num_new_tokens, " tokens of page_size ", page_size,
-                 " (needs ", needed, ")");
+                 seq.pages.size(), " pages cannot hold ", seq_len, " tokens of page_size ",
+                 page_size, " (needs ", needed, ")");
   return std::vector<int32_t>(seq.pages.begin(), seq.pages.begin() + needed);
 }
 
@@ -48,6 +55,11 @@ AttentionMetadata build_attention_metadata(std::span<const ScheduledSequence> de
   auto add = [&](std::span<const ScheduledSequence> seqs, const char* phase) {
     for (size_t i = 0; i < seqs.size(); ++i) {
       const ScheduledSequence& s = seqs[i];
+      // Query rows are numbered in int32 (q_offsets, slot_mapping, AttentionParams).
+      const int64_t rows = int64_t{m.q_offsets.back()} + s.num_new_tokens;
+      QUENCH_REQUIRE(rows <= std::numeric_limits<int32_t>::max(), phase, " sequence ", i,
+                     ": num_new_tokens ", s.num_new_tokens, " brings the step to ", rows,
+                     " query rows; allowed: at most ", std::numeric_limits<int32_t>::max());
       seq_pages.push_back(checked_pages(s, phase, i, page_size));
       const int32_t seq_len = s.num_cached_tokens + s.num_new_tokens;
       m.seq_lens.push_back(seq_len);
