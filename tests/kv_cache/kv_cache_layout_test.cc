@@ -83,6 +83,14 @@ TEST(KvCacheLayout, ValidateNamesTheBadFieldAndTheAllowedValues) {
   EXPECT_QUENCH_ERROR(l.validate(), {"f16", "bf16, fp8_e4m3, fp8_e5m2"});
 }
 
+// offset() reads every value but kNHD as HND; validate names a corrupt one instead.
+TEST(KvCacheLayout, ValidateRejectsALayoutOutsideTheEnum) {
+  KvCacheLayout l = small_layout(KvLayout::kHND);
+  EXPECT_NO_THROW(l.validate());
+  l.layout = static_cast<KvLayout>(2);
+  EXPECT_QUENCH_ERROR(l.validate(), {"KV layout 2", "allowed: NHD (0), HND (1)"});
+}
+
 TEST(KvCacheLayout, ParseAndDescribe) {
   EXPECT_EQ(parse_kv_layout("nhd"), KvLayout::kNHD);
   EXPECT_EQ(parse_kv_layout("HND"), KvLayout::kHND);

@@ -25,6 +25,11 @@ void KvCacheLayout::validate() const {
                  " is not supported; allowed: 16, 32, 64");
   QUENCH_REQUIRE(head_dim == 64 || head_dim == 128 || head_dim == 256, "KV head_dim ", head_dim,
                  " is not supported; allowed: 64, 128, 256");
+  // offset() reads any value other than kNHD as HND, so a corrupt enum would pass silently.
+  QUENCH_REQUIRE(layout == KvLayout::kNHD || layout == KvLayout::kHND, "KV layout ",
+                 static_cast<int>(layout), " is not supported; allowed: NHD (",
+                 static_cast<int>(KvLayout::kNHD), "), HND (", static_cast<int>(KvLayout::kHND),
+                 ")");
   QUENCH_REQUIRE(num_kv_heads >= 1, "num_kv_heads ", num_kv_heads, " must be >= 1");
   QUENCH_REQUIRE(num_pages >= 2, "num_pages ", num_pages,
                  " must be >= 2 (page 0 is the reserved null page)");
