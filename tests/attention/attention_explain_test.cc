@@ -96,6 +96,11 @@ TEST(HfAttentionConfig, BadFieldsNameTheField) {
   EXPECT_NE(message(R"({"num_attention_heads": -2, "head_dim": 64})")
                 .find("'num_attention_heads' = -2 must be a positive integer"),
             std::string::npos);
+  // The upper bound is stated, not only enforced.
+  EXPECT_NE(
+      message(R"({"num_attention_heads": 32, "head_dim": 1073741824})")
+          .find("'head_dim' = 1073741824 must be a positive integer <= 1073741823 (2^30 - 1)"),
+      std::string::npos);
   EXPECT_NE(message(R"({"num_attention_heads": 2, "head_dim": 64, "torch_dtype": "int8"})")
                 .find("torch_dtype 'int8' is not supported"),
             std::string::npos);

@@ -1,5 +1,6 @@
 #include "quench/attention/hf_attention_config.h"
 
+#include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -15,10 +16,14 @@ bool present(const json& j, const char* key) {
   return j.contains(key) && !j.at(key).is_null();
 }
 
+// Fields are stored as int32_t; the bound keeps them well inside that range.
+constexpr int64_t kMaxConfigInt = (int64_t{1} << 30) - 1;
+
 int32_t positive_int(const json& j, const char* key, const std::string& source) {
   const json& v = j.at(key);
-  QUENCH_REQUIRE(v.is_number_integer() && v.get<int64_t>() > 0 && v.get<int64_t>() < (1 << 30),
-                 source, ": '", key, "' = ", v.dump(), " must be a positive integer");
+  QUENCH_REQUIRE(v.is_number_integer() && v.get<int64_t>() > 0 && v.get<int64_t>() <= kMaxConfigInt,
+                 source, ": '", key, "' = ", v.dump(),
+                 " must be a positive integer <= ", kMaxConfigInt, " (2^30 - 1)");
   return static_cast<int32_t>(v.get<int64_t>());
 }
 
