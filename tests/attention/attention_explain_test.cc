@@ -104,6 +104,11 @@ TEST(HfAttentionConfig, BadFieldsNameTheField) {
   EXPECT_NE(message(R"({"num_attention_heads": 2, "head_dim": 64, "torch_dtype": "int8"})")
                 .find("torch_dtype 'int8' is not supported"),
             std::string::npos);
+  // A soft-cap past float's range would become inf in the float field.
+  EXPECT_NE(
+      message(R"({"num_attention_heads": 2, "head_dim": 64, "attn_logit_softcapping": 1e39})")
+          .find("'attn_logit_softcapping' = 1e+39 must be a positive number that a float holds"),
+      std::string::npos);
   EXPECT_THROW(read_hf_attention_fields("/nonexistent/config.json"), Error);
 }
 

@@ -58,7 +58,7 @@ void register_gpu_standin_kernels(AttentionKernelRegistry& registry) {
       return SupportCheck::must_not(str_cat("Requires SM90; ", gpu_arch_name(c.compute_capability),
                                             " is not supported for prefill."));
     }
-    if (c.num_q_heads % c.num_kv_heads != 0) {
+    if (c.num_kv_heads <= 0 || c.num_q_heads % c.num_kv_heads != 0) {
       return SupportCheck::must_not("num_qo_heads must be a multiple of num_kv_heads.");
     }
     return SupportCheck::may("Hopper TMA/wgmma prefill.");

@@ -1,7 +1,10 @@
 #include "quench/attention/hf_attention_config.h"
 
+#include <cmath>
+
 #include <cstdint>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -73,8 +76,11 @@ HfAttentionFields parse_hf_attention_fields(std::string_view json_text, const st
   }
   if (present(j, "attn_logit_softcapping")) {
     const json& v = j.at("attn_logit_softcapping");
-    QUENCH_REQUIRE(v.is_number() && v.get<double>() > 0.0, source,
-                   ": 'attn_logit_softcapping' = ", v.dump(), " must be a positive number");
+    // Within float's range too: 1e39 is a positive double that the float field cannot hold.
+    QUENCH_REQUIRE(v.is_number() && v.get<double>() > 0.0 &&
+                       v.get<double>() <= std::numeric_limits<float>::max(),
+                   source, ": 'attn_logit_softcapping' = ", v.dump(),
+                   " must be a positive number that a float holds (<= 3.4e38)");
     f.logit_soft_cap = v.get<float>();
   }
   const char* dtype_key = present(j, "torch_dtype") ? "torch_dtype" : "dtype";
