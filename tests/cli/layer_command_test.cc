@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "quench/core/error.h"
 #include "quench/layer/layer_demo.h"
+#include "quench/layer/layer_workload.h"
 
 namespace quench {
 namespace {
@@ -125,6 +127,25 @@ TEST(LayerCommand, WorkloadSizesPastTheirBoundsAreUsageErrors) {
   const CommandRun largest_bounds =
       run_layer({"--context", "65536", "--chunk", "65536", "--decode-seqs", "1024", "--help"});
   EXPECT_EQ(largest_bounds.exit_code, 0) << largest_bounds.err;
+}
+
+// Within the flags' bounds a step can still ask for terabytes (1024 decode sequences of 64k
+// cached tokens and 1024 chunks of 64k new ones): the workload names its size before allocating
+// anything, where it used to end in std::bad_alloc.
+TEST(LayerCommand, AStepLargerThanHostMemoryIsNamedBeforeAllocating) {
+  LayerDemoOptions o;
+  o.context = 65536;
+  o.chunk = 65536;
+  o.decode_seqs = 1024;
+  o.prefill_seqs = 1024;
+  try {
+    make_layer_workload(o);
+    ADD_FAILURE() << "a step of ~130M tokens fitted in host memory";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GiB of host memory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("allowed: a smaller --context"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(LayerCommand, UnfusedOnCpuIsARunErrorNotAUsageError) {

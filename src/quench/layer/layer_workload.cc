@@ -4,6 +4,10 @@
 #include <cmath>
 #include <random>
 
+#include <unistd.h>
+
+#include "quench/core/dtype.h"
+#include "quench/core/error.h"
 #include "quench/kv_cache/page_allocator.h"
 #include "quench/numerics/bf16.h"
 #include "quench/numerics/fp8.h"
@@ -31,6 +35,35 @@ float amax_bf16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) 
   for (uint16_t x : b)
     amax = std::max(amax, std::fabs(bf16_bits_to_float(x)));
   return amax;
+}
+
+// Refuses a step whose host arrays would not fit this machine's memory, before allocating any of
+// them: within the flags' bounds a step can still ask for terabytes, which ended in
+// std::bad_alloc. Counted: the prefix's bf16 K/V with its positions and slots, the new tokens'
+// bf16 q/k/v, both runs' caches (the KV dtype's and bf16) and a few output rows per token.
+void check_host_memory(const LayerWorkload& w, const LayerDemoOptions& o) {
+  double prefix_tokens = 0.0, new_tokens = 0.0;
+  for (const auto* group : {&w.decode_steps, &w.prefill_chunks}) {
+    for (const ScheduledSequence& s : *group) {
+      prefix_tokens += s.num_cached_tokens;
+      new_tokens += s.num_new_tokens;
+    }
+  }
+  const double kv_row = static_cast<double>(o.num_kv_heads) * o.head_dim;
+  const double q_row = static_cast<double>(o.num_q_heads) * o.head_dim;
+  const double cache_bytes_per_row = static_cast<double>(dtype_bytes(o.kv_dtype, 1)) + 2.0;
+  const double bytes =
+      prefix_tokens * (kv_row * 2 * 2 + 12) + new_tokens * (q_row + 2 * kv_row) * 2 +
+      static_cast<double>(w.num_pages) * o.page_size * kv_row * 2 * cache_bytes_per_row +
+      new_tokens * q_row * 4 * 4;
+  const double available =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  QUENCH_REQUIRE(available <= 0.0 || bytes <= available, "quench layer: this step needs about ",
+                 bytes / kGiB, " GiB of host memory (", prefix_tokens, " cached and ", new_tokens,
+                 " new tokens, ", w.num_pages, " pages per cache), more than this machine's ",
+                 available / kGiB,
+                 " GiB; allowed: a smaller --context, --chunk, --decode-seqs or --prefill-seqs");
 }
 
 }  // namespace
@@ -65,6 +98,7 @@ LayerWorkload make_layer_workload(const LayerDemoOptions& o) {
     }
   }
   w.num_pages = pages_needed + 1;
+  check_host_memory(w, o);
   PageAllocator allocator(w.num_pages);
   for (auto* group : {&w.decode_steps, &w.prefill_chunks}) {
     for (ScheduledSequence& s : *group) {
