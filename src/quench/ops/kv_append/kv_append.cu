@@ -3,8 +3,8 @@
 #include "quench/ops/kv_append/kv_append.h"
 
 #include <cstdint>
-#include <utility>
 
+#include "quench/core/device_array_check.h"
 #include "quench/core/error.h"
 
 namespace quench {
@@ -56,14 +56,10 @@ void kv_append_cuda(const KvAppendParams& p, cudaStream_t stream) {
                  " must be >= num_kv_heads * head_dim = ", row_elems);
   QUENCH_REQUIRE(p.slot_mapping != nullptr, "kv_append: slot_mapping is null; ", p.num_tokens,
                  " tokens need one");
-  for (const auto& [array, name] : {std::pair<const void*, const char*>{p.k, "k"},
-                                    {p.v, "v"},
-                                    {p.k_cache, "k_cache"},
-                                    {p.v_cache, "v_cache"}}) {
-    QUENCH_REQUIRE(array != nullptr && reinterpret_cast<uintptr_t>(array) % 16 == 0,
-                   "kv_append: ", name, " (", array,
-                   ") must be a non-null, 16-byte aligned device pointer");
-  }
+  require_aligned_device_array(p.k, "kv_append", "k");
+  require_aligned_device_array(p.v, "kv_append", "v");
+  require_aligned_device_array(p.k_cache, "kv_append", "k_cache");
+  require_aligned_device_array(p.v_cache, "kv_append", "v_cache");
   const int64_t chunks = static_cast<int64_t>(p.num_tokens) * 2 * p.kv.num_kv_heads *
                          (p.kv.head_dim * elem_bytes / 16);
   const auto blocks = static_cast<unsigned>((chunks + kThreads - 1) / kThreads);

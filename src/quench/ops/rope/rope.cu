@@ -4,8 +4,8 @@
 
 #include <cstdint>
 #include <limits>
-#include <utility>
 
+#include "quench/core/device_array_check.h"
 #include "quench/core/error.h"
 #include "quench/ops/quantize/vec8_convert.cuh"
 #include "quench/ops/rope/rope_angles.h"
@@ -80,13 +80,10 @@ void rope_cuda(const RopeParams& p, cudaStream_t stream) {
                  " must be >= ", k_row, " (num_kv_heads * head_dim)");
   QUENCH_REQUIRE(p.positions != nullptr, "rope: positions is null; ", p.num_tokens,
                  " tokens need one each");
-  for (const auto& [array, name] : {std::pair<const void*, const char*>{p.q, "q"},
-                                    {p.k, "k"},
-                                    {p.q_out, "q_out"},
-                                    {p.k_out, "k_out"}}) {
-    QUENCH_REQUIRE(array != nullptr && reinterpret_cast<uintptr_t>(array) % 16 == 0, "rope: ", name,
-                   " (", array, ") must be a non-null, 16-byte aligned device pointer");
-  }
+  require_aligned_device_array(p.q, "rope", "q");
+  require_aligned_device_array(p.k, "rope", "k");
+  require_aligned_device_array(p.q_out, "rope", "q_out");
+  require_aligned_device_array(p.k_out, "rope", "k_out");
   RopeArgs args;
   args.p = p;
   args.angles = make_rope_angles(p.rope, p.cos_sin_cache, p.cos_sin_cache_positions);

@@ -12,10 +12,11 @@
 #include <utility>
 
 #include "quench/core/cuda_device.h"
+#include "quench/core/device_array_check.h"
 #include "quench/core/env_switch.h"
 #include "quench/core/error.h"
 #include "quench/kv_cache/kv_tensor_map_cache.h"
-#include "quench/ops/attention/attention_reference.h"
+#include "quench/ops/attention/attention_launch_checks.h"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
 #include "quench/ops/attention/decode/decode_split_plan.h"
 
@@ -364,21 +365,14 @@ void validate_decode_attention_params(const AttentionParams& p) {
                      p.out_dtype == DType::kFP8E5M2 || p.out_dtype == DType::kNVFP4,
                  "decode attention: output dtype ", dtype_name(p.out_dtype),
                  " is not supported; allowed: bf16, fp8_e4m3, fp8_e5m2, nvfp4");
-  QUENCH_REQUIRE(p.num_seqs >= 0 && p.num_tokens >= 0 && p.max_q_len >= 0 && p.max_seq_len >= 0,
-                 "decode attention: negative size (num_seqs ", p.num_seqs, ", num_tokens ",
-                 p.num_tokens, ", max_q_len ", p.max_q_len, ", max_seq_len ", p.max_seq_len, ")");
-  // Scales, soft-cap, window and output fields as the reference checks them (no array is read).
-  validate_attention_scalars(p);
+  // Sizes, scales, soft-cap, window and output fields as the reference checks them, and the
+  // arrays present.
+  validate_attention_launch(p, "decode attention");
   if (p.num_seqs == 0) return;
-  QUENCH_REQUIRE(p.q != nullptr && p.k_cache != nullptr && p.v_cache != nullptr &&
-                     p.out != nullptr && p.q_offsets != nullptr && p.seq_lens != nullptr &&
-                     p.block_table != nullptr,
-                 "decode attention: q, k_cache, v_cache, out, q_offsets, seq_lens and "
-                 "block_table must all be device pointers (one is null)");
-  QUENCH_REQUIRE(aligned16(p.q) && aligned16(p.k_cache) && aligned16(p.v_cache) && aligned16(p.out),
-                 "decode attention: q, k_cache, v_cache and out must be 16-byte aligned");
-  QUENCH_REQUIRE(p.block_table_stride >= 1, "decode attention: block_table_stride ",
-                 p.block_table_stride, " must be >= 1");
+  require_aligned_device_array(p.q, "decode attention", "q");
+  require_aligned_device_array(p.k_cache, "decode attention", "k_cache");
+  require_aligned_device_array(p.v_cache, "decode attention", "v_cache");
+  require_aligned_device_array(p.out, "decode attention", "out");
   // The output is its own buffer: the split merge may write it (its warm-up pass, see
   // decode_merge.cu) while the main kernel still reads q.
   const size_t row_elems = static_cast<size_t>(p.num_tokens) * static_cast<size_t>(p.num_q_heads) *

@@ -1,41 +1,10 @@
 #include "quench/ops/attention/prefill/prefill_launch.h"
 
 #include <cstdint>
-#include <utility>
 
 #include "quench/core/error.h"
-#include "quench/ops/attention/attention_reference.h"
 
 namespace quench::prefill_common {
-
-void validate_prefill_params(const AttentionParams& params, const char* kernel_name) {
-  QUENCH_REQUIRE(params.num_seqs >= 0 && params.num_tokens >= 0 && params.max_q_len >= 0 &&
-                     params.max_seq_len >= 0,
-                 kernel_name, ": negative size (num_seqs ", params.num_seqs, ", num_tokens ",
-                 params.num_tokens, ", max_q_len ", params.max_q_len, ", max_seq_len ",
-                 params.max_seq_len, "); allowed: >= 0");
-  try {
-    validate_attention_scalars(params);
-  } catch (const Error& e) {
-    fail(str_cat(kernel_name, ": ", e.what()));
-  }
-  if (params.num_seqs == 0 || params.max_q_len == 0) return;
-  const std::pair<const void*, const char*> arrays[] = {
-      {params.q, "q"},
-      {params.k_cache, "k_cache"},
-      {params.v_cache, "v_cache"},
-      {params.out, "out"},
-      {params.q_offsets, "q_offsets"},
-      {params.seq_lens, "seq_lens"},
-      {params.block_table, "block_table"},
-  };
-  for (const auto& [pointer, name] : arrays) {
-    QUENCH_REQUIRE(pointer != nullptr, kernel_name, ": ", name,
-                   " is null; allowed: a device pointer (null only for an empty batch)");
-  }
-  QUENCH_REQUIRE(params.block_table_stride >= 1, kernel_name, ": block_table_stride ",
-                 params.block_table_stride, " is invalid; allowed: >= 1");
-}
 
 cudaError_t reserve_shared_memory(const void* kernel, int smem_bytes, bool max_carveout) {
   cudaError_t status =

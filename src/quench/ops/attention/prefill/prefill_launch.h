@@ -12,14 +12,6 @@ namespace quench::prefill_common {
 
 using PrefillKernelFn = void (*)(AttentionParams);
 
-// Throws quench::Error, prefixed with kernel_name, for input no prefill kernel may be launched
-// on: a negative num_seqs, num_tokens, max_q_len or max_seq_len; a scale, soft-cap, window or
-// NVFP4 output field the CPU reference rejects (validate_attention_scalars); and, when the batch
-// has query rows, a null q, k_cache, v_cache, out, q_offsets, seq_lens or block_table or a
-// block_table_stride < 1. An empty batch (num_seqs or max_q_len 0) launches nothing and reads
-// no array, so its pointers may be null.
-void validate_prefill_params(const AttentionParams& params, const char* kernel_name);
-
 // Raises `kernel`'s dynamic shared-memory limit to `smem_bytes` (and, with max_carveout, gives
 // all of the unified L1/shared storage to shared memory so more CTAs fit). Returns the first
 // failing status. Callers keep the result in a function-local static: once per kernel.

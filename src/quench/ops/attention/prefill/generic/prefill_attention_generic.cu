@@ -1,6 +1,7 @@
 // Host launcher of the generic prefill kernel: support check, dispatch on head_dim and KV dtype
 // (9 instantiations), grid (query tiles of PrefillConfig::kBlockM packed rows, KV heads,
 // sequences).
+#include "quench/ops/attention/attention_launch_checks.h"
 #include "quench/ops/attention/prefill/generic/prefill_attention_generic.h"
 
 #include "quench/core/error.h"
@@ -74,7 +75,7 @@ std::string prefill_attention_generic_unsupported_reason(const AttentionParams& 
 }
 
 void prefill_attention_generic(const AttentionParams& params, cudaStream_t stream) {
-  prefill_common::validate_prefill_params(params, "prefill_attention_generic");
+  validate_attention_launch(params, "prefill_attention_generic");
   const std::string reason = prefill_attention_generic_unsupported_reason(params);
   QUENCH_REQUIRE(reason.empty(), "prefill_attention_generic: ", reason);
   if (params.num_seqs == 0 || params.max_q_len == 0) return;

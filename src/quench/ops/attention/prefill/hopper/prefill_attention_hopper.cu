@@ -4,6 +4,7 @@
 // 256 the synchronous one where HopperHeadDim256Kernel or QUENCH_PREFILL_HD256=sync asks) and
 // grid (persistent: one CTA per SM; per tile: query tiles of 128 packed rows, KV heads,
 // sequences).
+#include "quench/ops/attention/attention_launch_checks.h"
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
 
 #include <algorithm>
@@ -280,7 +281,7 @@ std::string prefill_attention_hopper_unsupported_reason(const AttentionParams& p
 void prefill_attention_hopper(const AttentionParams& params, cudaStream_t stream,
                               HopperPvPrecision pv_precision, HopperSchedule schedule,
                               HopperHeadDim256Kernel hd256_kernel) {
-  prefill_common::validate_prefill_params(params, "prefill_attention_hopper");
+  validate_attention_launch(params, "prefill_attention_hopper");
   const std::string reason = prefill_attention_hopper_unsupported_reason(params);
   QUENCH_REQUIRE(reason.empty(), "prefill_attention_hopper: ", reason);
   if (params.num_seqs == 0 || params.max_q_len == 0) return;

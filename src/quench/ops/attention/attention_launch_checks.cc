@@ -1,0 +1,39 @@
+#include "quench/ops/attention/attention_launch_checks.h"
+
+#include <utility>
+
+#include "quench/core/error.h"
+#include "quench/ops/attention/attention_reference.h"
+
+namespace quench {
+
+void validate_attention_launch(const AttentionParams& params, const char* launcher) {
+  QUENCH_REQUIRE(params.num_seqs >= 0 && params.num_tokens >= 0 && params.max_q_len >= 0 &&
+                     params.max_seq_len >= 0,
+                 launcher, ": negative size (num_seqs ", params.num_seqs, ", num_tokens ",
+                 params.num_tokens, ", max_q_len ", params.max_q_len, ", max_seq_len ",
+                 params.max_seq_len, "); allowed: >= 0");
+  try {
+    validate_attention_scalars(params);
+  } catch (const Error& e) {
+    fail(str_cat(launcher, ": ", e.what()));
+  }
+  if (params.num_seqs == 0) return;
+  const std::pair<const void*, const char*> arrays[] = {
+      {params.q, "q"},
+      {params.k_cache, "k_cache"},
+      {params.v_cache, "v_cache"},
+      {params.out, "out"},
+      {params.q_offsets, "q_offsets"},
+      {params.seq_lens, "seq_lens"},
+      {params.block_table, "block_table"},
+  };
+  for (const auto& [pointer, name] : arrays) {
+    QUENCH_REQUIRE(pointer != nullptr, launcher, ": ", name,
+                   " is null; allowed: a device pointer (null only for a batch of no sequences)");
+  }
+  QUENCH_REQUIRE(params.block_table_stride >= 1, launcher, ": block_table_stride ",
+                 params.block_table_stride, " is invalid; allowed: >= 1");
+}
+
+}  // namespace quench
