@@ -40,10 +40,16 @@ class KvAppendValidation : public ::testing::Test {
 TEST_F(KvAppendValidation, RowStridesShorterThanARowAreRejected) {
   p_.k_row_stride = -128;  // a multiple of 16 bytes, but reads before k
   EXPECT_QUENCH_ERROR(kv_append_cuda(p_, nullptr),
-                      {"row strides -128, 128", "must be >= num_kv_heads * head_dim = 128"});
+                      {"kv_append: k_row_stride -128", "must be >= 128 (num_kv_heads * head_dim)"});
   p_.k_row_stride = 128;
   p_.v_row_stride = 64;  // rows overlap: token 1 would read token 0's second head
-  EXPECT_QUENCH_ERROR(kv_append_cuda(p_, nullptr), {"row strides 128, 64", "= 128"});
+  EXPECT_QUENCH_ERROR(kv_append_cuda(p_, nullptr), {"v_row_stride 64", ">= 128"});
+}
+
+TEST_F(KvAppendValidation, RowStridesOffSixteenByteRowsAreRejected) {
+  p_.v_row_stride = 136;  // FP8: 136 bytes, rows off the 16-byte grid
+  EXPECT_QUENCH_ERROR(kv_append_cuda(p_, nullptr),
+                      {"kv_append: v_row_stride 136", "a multiple of 16 elements (16-byte rows)"});
 }
 
 TEST_F(KvAppendValidation, NullOrMisalignedArraysAreRejectedByName) {

@@ -53,6 +53,12 @@ TEST_F(RopeValidation, RowStridesShorterThanARowAreRejected) {
                       {"k_row_stride 64", "must be >= 128 (num_kv_heads * head_dim)"});
 }
 
+TEST_F(RopeValidation, RowStridesOffSixteenByteRowsAreRejected) {
+  p_.q_row_stride = 260;  // bf16: 520 bytes, rows off the 16-byte grid
+  EXPECT_QUENCH_ERROR(rope_cuda(p_, nullptr),
+                      {"rope: q_row_stride 260", "a multiple of 8 elements (16-byte rows)"});
+}
+
 TEST_F(RopeValidation, NullOrMisalignedArraysAreRejectedByName) {
   p_.positions = nullptr;
   EXPECT_QUENCH_ERROR(rope_cuda(p_, nullptr), {"positions is null", "2 tokens"});

@@ -44,16 +44,12 @@ void kv_append_cuda(const KvAppendParams& p, cudaStream_t stream) {
   p.kv.validate();
   QUENCH_REQUIRE(p.num_tokens >= 0, "kv_append: num_tokens ", p.num_tokens, " must be >= 0");
   const int32_t elem_bytes = p.kv.dtype == DType::kBF16 ? 2 : 1;
-  QUENCH_REQUIRE(p.k_row_stride * elem_bytes % 16 == 0 && p.v_row_stride * elem_bytes % 16 == 0,
-                 "kv_append: row strides ", p.k_row_stride, ", ", p.v_row_stride,
-                 " must be multiples of 16 bytes");
   if (p.num_tokens == 0) return;
-  // A bad pointer or a stride shorter than a row faults on the device, which poisons the CUDA
-  // context for every later call; catch them here.
   const int64_t row_elems = static_cast<int64_t>(p.kv.num_kv_heads) * p.kv.head_dim;
-  QUENCH_REQUIRE(p.k_row_stride >= row_elems && p.v_row_stride >= row_elems,
-                 "kv_append: row strides ", p.k_row_stride, ", ", p.v_row_stride,
-                 " must be >= num_kv_heads * head_dim = ", row_elems);
+  require_row_stride(p.k_row_stride, row_elems, "num_kv_heads * head_dim", elem_bytes,
+                     "kv_append", "k_row_stride");
+  require_row_stride(p.v_row_stride, row_elems, "num_kv_heads * head_dim", elem_bytes,
+                     "kv_append", "v_row_stride");
   QUENCH_REQUIRE(p.slot_mapping != nullptr, "kv_append: slot_mapping is null; ", p.num_tokens,
                  " tokens need one");
   require_aligned_device_array(p.k, "kv_append", "k");

@@ -62,22 +62,16 @@ void rope_cuda(const RopeParams& p, cudaStream_t stream) {
   p.rope.validate(p.head_dim);
   QUENCH_REQUIRE(p.rope.rotary_dim % 16 == 0, "rope: rotary_dim ", p.rope.rotary_dim,
                  " must be a multiple of 16 on the GPU");
-  QUENCH_REQUIRE(p.q_row_stride % 8 == 0 && p.k_row_stride % 8 == 0, "rope: row strides ",
-                 p.q_row_stride, ", ", p.k_row_stride, " must be multiples of 8 elements");
   QUENCH_REQUIRE((p.q_norm_weight == nullptr) == (p.k_norm_weight == nullptr),
                  "rope: q_norm_weight and k_norm_weight must be both set or both null");
   const int64_t items = static_cast<int64_t>(p.num_tokens) * (p.num_q_heads + p.num_kv_heads);
   QUENCH_REQUIRE(items < std::numeric_limits<int32_t>::max(), "rope: ", items,
                  " head rows exceed the limit of 2^31");
   if (p.num_tokens == 0) return;
-  // A bad pointer or a stride shorter than a row faults on the device, which poisons the CUDA
-  // context for every later call; catch them here.
-  const int64_t q_row = static_cast<int64_t>(p.num_q_heads) * p.head_dim;
-  const int64_t k_row = static_cast<int64_t>(p.num_kv_heads) * p.head_dim;
-  QUENCH_REQUIRE(p.q_row_stride >= q_row, "rope: q_row_stride ", p.q_row_stride,
-                 " must be >= ", q_row, " (num_q_heads * head_dim)");
-  QUENCH_REQUIRE(p.k_row_stride >= k_row, "rope: k_row_stride ", p.k_row_stride,
-                 " must be >= ", k_row, " (num_kv_heads * head_dim)");
+  require_row_stride(p.q_row_stride, static_cast<int64_t>(p.num_q_heads) * p.head_dim,
+                     "num_q_heads * head_dim", 2, "rope", "q_row_stride");
+  require_row_stride(p.k_row_stride, static_cast<int64_t>(p.num_kv_heads) * p.head_dim,
+                     "num_kv_heads * head_dim", 2, "rope", "k_row_stride");
   QUENCH_REQUIRE(p.positions != nullptr, "rope: positions is null; ", p.num_tokens,
                  " tokens need one each");
   require_aligned_device_array(p.q, "rope", "q");

@@ -3,24 +3,12 @@
 #include <cstdint>
 #include <limits>
 
+#include "quench/core/device_array_check.h"
 #include "quench/core/error.h"
 #include "quench/ops/rope/rope_angles.h"
 #include "quench/ops/rope_quant_append/rope_quant_append_reference.h"
 
 namespace quench {
-namespace {
-
-void require_aligned16(const void* ptr, const char* name) {
-  QUENCH_REQUIRE(reinterpret_cast<uintptr_t>(ptr) % 16 == 0, name, " (", ptr,
-                 ") must be 16-byte aligned for the GPU kernels");
-}
-
-void require_stride_multiple_of_8(int64_t stride, const char* name) {
-  QUENCH_REQUIRE(stride % 8 == 0, name, " ", stride,
-                 " must be a multiple of 8 elements (16-byte rows) for the GPU kernels");
-}
-
-}  // namespace
 
 void check_rope_quant_append_gpu_params(const RopeQuantAppendParams& p) {
   validate_rope_quant_append_params(p);
@@ -36,21 +24,29 @@ void check_rope_quant_append_gpu_params(const RopeQuantAppendParams& p) {
                    "a bf16 KV cache takes no per-head k/v scale arrays (its scales must be 1)");
   }
   if (p.q_norm_weight != nullptr) {
-    require_aligned16(p.q_norm_weight, "q_norm_weight");
-    require_aligned16(p.k_norm_weight, "k_norm_weight");
+    require_aligned_device_array(p.q_norm_weight, "rope_quant_append", "q_norm_weight");
+    require_aligned_device_array(p.k_norm_weight, "rope_quant_append", "k_norm_weight");
   }
-  if (p.cos_sin_cache != nullptr) require_aligned16(p.cos_sin_cache, "cos_sin_cache");
+  if (p.cos_sin_cache != nullptr)
+    require_aligned_device_array(p.cos_sin_cache, "rope_quant_append", "cos_sin_cache");
   if (p.num_tokens == 0) return;
-  require_aligned16(p.q, "q");
-  require_aligned16(p.k, "k");
-  require_aligned16(p.v, "v");
-  require_aligned16(p.k_cache, "k_cache");
-  require_aligned16(p.v_cache, "v_cache");
-  require_stride_multiple_of_8(p.q_row_stride, "q_row_stride");
-  require_stride_multiple_of_8(p.k_row_stride, "k_row_stride");
-  require_stride_multiple_of_8(p.v_row_stride, "v_row_stride");
-  if (p.q_bf16_rows > 0) require_aligned16(p.q_out_bf16, "q_out_bf16");
-  if (p.q_bf16_rows < p.num_tokens) require_aligned16(p.q_out_fp8, "q_out_fp8");
+  require_aligned_device_array(p.q, "rope_quant_append", "q");
+  require_aligned_device_array(p.k, "rope_quant_append", "k");
+  require_aligned_device_array(p.v, "rope_quant_append", "v");
+  require_aligned_device_array(p.k_cache, "rope_quant_append", "k_cache");
+  require_aligned_device_array(p.v_cache, "rope_quant_append", "v_cache");
+  // (validate_rope_quant_append_params checked the lengths; the GPU needs 16-byte rows too.)
+  const int64_t kv_row = static_cast<int64_t>(p.num_kv_heads) * p.head_dim;
+  require_row_stride(p.q_row_stride, static_cast<int64_t>(p.num_q_heads) * p.head_dim,
+                     "num_q_heads * head_dim", 2, "rope_quant_append", "q_row_stride");
+  require_row_stride(p.k_row_stride, kv_row, "num_kv_heads * head_dim", 2, "rope_quant_append",
+                     "k_row_stride");
+  require_row_stride(p.v_row_stride, kv_row, "num_kv_heads * head_dim", 2, "rope_quant_append",
+                     "v_row_stride");
+  if (p.q_bf16_rows > 0)
+    require_aligned_device_array(p.q_out_bf16, "rope_quant_append", "q_out_bf16");
+  if (p.q_bf16_rows < p.num_tokens)
+    require_aligned_device_array(p.q_out_fp8, "rope_quant_append", "q_out_fp8");
 }
 
 }  // namespace quench
