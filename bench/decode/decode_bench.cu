@@ -301,8 +301,7 @@ void run_decode_bench(const BenchOptions& options, BenchReporter& reporter) {
   // An f16 query over FP8 KV runs the f16 MMA path (one cvt per FP8 pair instead of the bf16
   // path's bit moves): the gap between the two says what the conversions cost.
   for (const DecodeShape& shape : {DecodeShape{64, 4096}, DecodeShape{1, 32768}}) {
-    run_shape(shape, DType::kFP8E4M3, 16, DType::kF16, {DType::kBF16}, ceiling, options,
-              reporter);
+    run_shape(shape, DType::kFP8E4M3, 16, DType::kF16, {DType::kBF16}, ceiling, options, reporter);
   }
 }
 

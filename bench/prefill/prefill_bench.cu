@@ -5,10 +5,10 @@
 // Hopper kernel where it serves the case (sm_90 device; case string + " hopper"), for an FP8
 // query once more with FP8 P·V (case string + " hopper_fp8pv"), and each of those again on the
 // schedules the default does not pick by name ("_persistent": the persistent kernel, one CTA per
-// SM; "_pertile": the non-persistent kernel). At hd256 the Hopper variants run the warp-specialized kernels unless
-// QUENCH_PREFILL_HD256=sync selects the synchronous one (the A/B of that path). One more case
-// per kind soft-caps the logits at 30 (Gemma-2-style models; "cap30", b2 x 8k hd128 page 16).
-// bench/peers/prefill_peer.py measures cuDNN bf16 SDPA on the same shapes under the same case
+// SM; "_pertile": the non-persistent kernel). At hd256 the Hopper variants run the warp-specialized
+// kernels unless QUENCH_PREFILL_HD256=sync selects the synchronous one (the A/B of that path). One
+// more case per kind soft-caps the logits at 30 (Gemma-2-style models; "cap30", b2 x 8k hd128 page
+// 16). bench/peers/prefill_peer.py measures cuDNN bf16 SDPA on the same shapes under the same case
 // strings.
 #include <cuda_runtime.h>
 

@@ -1,4 +1,5 @@
-// quench_bench [--filter NAME] [--case SUBSTR] [--quick] [--jsonl PATH] [--commit SHA] [--date YYYY-MM-DD]
+// quench_bench [--filter NAME] [--case SUBSTR] [--quick] [--jsonl PATH] [--commit SHA]
+//              [--date YYYY-MM-DD]
 // Runs every registered GPU benchmark (or those whose name contains NAME) and prints a table.
 // --case keeps only the cases whose name contains SUBSTR, so that a profiler sees one shape.
 #include <cuda_runtime.h>
@@ -22,14 +23,23 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (arg == "--filter") options.filter = value();
-    else if (arg == "--case") options.case_filter = value();
-    else if (arg == "--quick") options.quick = true;
-    else if (arg == "--jsonl") jsonl = value();
-    else if (arg == "--commit") commit = value();
-    else if (arg == "--date") date = value();
-    else {
-      std::fprintf(stderr, "unknown argument '%s'; allowed: --filter, --case, --quick, --jsonl, --commit, --date\n", arg.c_str());
+    if (arg == "--filter") {
+      options.filter = value();
+    } else if (arg == "--case") {
+      options.case_filter = value();
+    } else if (arg == "--quick") {
+      options.quick = true;
+    } else if (arg == "--jsonl") {
+      jsonl = value();
+    } else if (arg == "--commit") {
+      commit = value();
+    } else if (arg == "--date") {
+      date = value();
+    } else {
+      std::fprintf(
+          stderr,
+          "unknown argument '%s'; allowed: --filter, --case, --quick, --jsonl, --commit, --date\n",
+          arg.c_str());
       return 2;
     }
   }

@@ -11,9 +11,9 @@
 namespace quench::bench {
 
 struct BenchOptions {
-  std::string filter;        // run benchmarks whose name contains this
-  bool quick = false;        // fewer cases, for smoke runs
-  std::string case_filter;   // measure only cases whose name contains this (e.g. for ncu)
+  std::string filter;       // run benchmarks whose name contains this
+  bool quick = false;       // fewer cases, for smoke runs
+  std::string case_filter;  // measure only cases whose name contains this (e.g. for ncu)
 
   bool wants_case(const std::string& case_name) const {
     return case_filter.empty() || case_name.find(case_filter) != std::string::npos;
@@ -35,5 +35,6 @@ int register_bench(const std::string& name, BenchFn fn);
 #define QUENCH_BENCH_CONCAT2(a, b) a##b
 #define QUENCH_BENCH_CONCAT(a, b) QUENCH_BENCH_CONCAT2(a, b)
 // QUENCH_REGISTER_BENCH("decode", run_decode_bench);
-#define QUENCH_REGISTER_BENCH(name, fn) \
-  static const int QUENCH_BENCH_CONCAT(quench_bench_reg_, __LINE__) = ::quench::bench::register_bench(name, fn)
+#define QUENCH_REGISTER_BENCH(name, fn)                               \
+  static const int QUENCH_BENCH_CONCAT(quench_bench_reg_, __LINE__) = \
+      ::quench::bench::register_bench(name, fn)

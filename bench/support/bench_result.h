@@ -16,7 +16,7 @@ struct BenchRecord {
   std::optional<double> ceiling;  // same unit, measured in the same run
   std::string peer;               // e.g. "cudnn_bf16 (torch sdpa)"
   std::optional<double> peer_value;
-  std::string note;               // anything else worth a word (e.g. "time_us=12.3")
+  std::string note;  // anything else worth a word (e.g. "time_us=12.3")
 };
 
 class BenchReporter {

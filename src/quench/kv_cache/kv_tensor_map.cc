@@ -34,8 +34,7 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled_entry() {
 // for the CTA of that head (a hit if it reads them soon, a wasted DRAM read if not).
 CUtensorMapL2promotion l2_promotion() {
   static const CUtensorMapL2promotion promotion = [] {
-    const std::string name =
-        env_switch("QUENCH_KV_TMA_L2_PROMOTION", {"256", "none", "64", "128"});
+    const std::string name = env_switch("QUENCH_KV_TMA_L2_PROMOTION", {"256", "none", "64", "128"});
     if (name == "none") return CU_TENSOR_MAP_L2_PROMOTION_NONE;
     if (name == "64") return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
     if (name == "128") return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;

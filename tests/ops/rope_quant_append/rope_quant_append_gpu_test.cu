@@ -7,9 +7,9 @@
 // written elements must be bit-exact where the arithmetic is the same (fused, cos/sin cache, no
 // norm) and otherwise within kMaxUlps codes (kMaxFp8Codes for FP8) or within kHeadRowAbsTol times
 // the largest magnitude of their head row (x1*c - x2*s cancels: a near-zero output carries the
-// absolute error of its row's inputs, many ulps of itself). The LargeT grid runs every instantiation of the fused
-// kernel (head dim x style x cos/sin source x norm) on thousands of tokens, so that each work
-// split the host picks (one warp per token, or several) is exercised.
+// absolute error of its row's inputs, many ulps of itself). The LargeT grid runs every
+// instantiation of the fused kernel (head dim x style x cos/sin source x norm) on thousands of
+// tokens, so that each work split the host picks (one warp per token, or several) is exercised.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 

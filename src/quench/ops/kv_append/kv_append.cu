@@ -46,10 +46,10 @@ void kv_append_cuda(const KvAppendParams& p, cudaStream_t stream) {
   const int32_t elem_bytes = p.kv.dtype == DType::kBF16 ? 2 : 1;
   if (p.num_tokens == 0) return;
   const int64_t row_elems = static_cast<int64_t>(p.kv.num_kv_heads) * p.kv.head_dim;
-  require_row_stride(p.k_row_stride, row_elems, "num_kv_heads * head_dim", elem_bytes,
-                     "kv_append", "k_row_stride");
-  require_row_stride(p.v_row_stride, row_elems, "num_kv_heads * head_dim", elem_bytes,
-                     "kv_append", "v_row_stride");
+  require_row_stride(p.k_row_stride, row_elems, "num_kv_heads * head_dim", elem_bytes, "kv_append",
+                     "k_row_stride");
+  require_row_stride(p.v_row_stride, row_elems, "num_kv_heads * head_dim", elem_bytes, "kv_append",
+                     "v_row_stride");
   QUENCH_REQUIRE(p.slot_mapping != nullptr, "kv_append: slot_mapping is null; ", p.num_tokens,
                  " tokens need one");
   require_aligned_device_array(p.k, "kv_append", "k");

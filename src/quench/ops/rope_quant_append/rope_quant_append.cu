@@ -15,9 +15,9 @@
 // Two row schedules (FusedRowSchedule): this file's per-kind one streams q, then k, then v rows,
 // each through its own 3-deep stream started after the token setup; the default ring schedule
 // (rope_quant_append_ring.cu) walks all of a token's rows as one ring, its token setup loads
-// issued before (one-wave grids that split tokens over warps) or after its first row loads. The arithmetic of a
-// row is shared (fused_row_ops.cuh). Decode-sized batches (T <= kRowItemsMaxTokens) take the
-// row-item kernel instead (rope_quant_append_row_items.cu).
+// issued before (one-wave grids that split tokens over warps) or after its first row loads. The
+// arithmetic of a row is shared (fused_row_ops.cuh). Decode-sized batches (T <= kRowItemsMaxTokens)
+// take the row-item kernel instead (rope_quant_append_row_items.cu).
 #include "quench/ops/rope_quant_append/rope_quant_append.h"
 
 #include <algorithm>
@@ -221,10 +221,9 @@ void rope_quant_append_cuda(const RopeQuantAppendParams& p, const FusedRopeAppen
   args.inv_k_scale = 1.0f / p.k_scale.per_tensor;
   args.inv_v_scale = 1.0f / p.v_scale.per_tensor;
   const int64_t warps = static_cast<int64_t>(p.num_tokens) * args.warps_per_token;
-  args.setup_first =
-      options.setup_order == FusedSetupOrder::kSetupFirst ||
-      (options.setup_order == FusedSetupOrder::kAuto && args.warps_per_token > 1 &&
-       warps <= resident_warps(num_sms));
+  args.setup_first = options.setup_order == FusedSetupOrder::kSetupFirst ||
+                     (options.setup_order == FusedSetupOrder::kAuto && args.warps_per_token > 1 &&
+                      warps <= resident_warps(num_sms));
   const auto blocks = static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
   if (options.schedule == FusedRowSchedule::kRing) {
     launch_ring_schedule(args, blocks, stream);

@@ -76,11 +76,11 @@ QUENCH_HD WsItemCoordinates ws_item_coordinates(int item, int pairs, int m_tiles
 // -1.7% at 1k and +0.5-1.5% from 8k; H200, hd128 causal, per tile / persistent TFLOP/s with Q in
 // registers (bench/LOG.md, fourteenth session, call 7; each pair from one round, the per-tile
 // case run after the persistent one), page 16 | page 64: 1k 339 / 331 | 339 / 340, 2k 434 / 424
-// | 438 / 433, 4k 511 / 503 | 515 / 513, 8k 564 / 564 | 565 / 572, 16k 594 / 599 | 596 / 607. Before,
-// persistent / per tile (sixth and tenth sessions): page 64 1k 346 / 309, 8k 561 / 551; page 16
-// 8k 566 / 541. head_dim 64 at page 16 favours per tile (398 / 377 at 8k), and head_dim 256 (two
-// ring slots) loses persistent at 8k (601 / 609 with the snake order, eleventh session). Page 32
-// (four pages per tile, like page 16's eight spread over the producer's warps) is not measured
+// | 438 / 433, 4k 511 / 503 | 515 / 513, 8k 564 / 564 | 565 / 572, 16k 594 / 599 | 596 / 607.
+// Before, persistent / per tile (sixth and tenth sessions): page 64 1k 346 / 309, 8k 561 / 551;
+// page 16 8k 566 / 541. head_dim 64 at page 16 favours per tile (398 / 377 at 8k), and head_dim 256
+// (two ring slots) loses persistent at 8k (601 / 609 with the snake order, eleventh session). Page
+// 32 (four pages per tile, like page 16's eight spread over the producer's warps) is not measured
 // and follows the rules of page 16. A soft-capped launch at head_dim 128 runs per tile at every
 // length: with Q in registers its persistent kernel lost 2% at b2 x 8k page 16 (483 -> 474 TFLOP/s
 // by default, fourteenth session, call 7) while per tile it gained 2% (463 -> 473).
