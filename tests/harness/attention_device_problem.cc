@@ -1,15 +1,50 @@
 #include "harness/attention_device_problem.h"
 
-namespace quench::testing_support {
+#include <cstdint>
+#include <vector>
 
-AttentionDeviceProblem::AttentionDeviceProblem(const AttentionProblem& problem)
+namespace quench::testing_support {
+namespace {
+
+// A device pool of first_page pages of NaN bytes (0xff: NaN in bf16, e4m3 and e5m2) followed by
+// `cache` (the problem's pages).
+DeviceBuffer pool_with_cache_at(const std::vector<uint8_t>& cache, int64_t first_page_byte) {
+  DeviceBuffer pool(static_cast<size_t>(first_page_byte) + cache.size());
+  if (first_page_byte > 0) {
+    QUENCH_CUDA_CHECK(cudaMemset(pool.get(), 0xff, static_cast<size_t>(first_page_byte)));
+  }
+  if (!cache.empty()) {
+    QUENCH_CUDA_CHECK(cudaMemcpy(pool.as<uint8_t>() + first_page_byte, cache.data(), cache.size(),
+                                 cudaMemcpyHostToDevice));
+  }
+  return pool;
+}
+
+std::vector<int32_t> shifted_block_table(std::vector<int32_t> table, int32_t first_page) {
+  for (int32_t& page : table)
+    page += first_page;
+  return table;
+}
+
+// The pool's byte offset of the problem's page 0.
+int64_t first_page_byte(const AttentionProblem& problem, int32_t first_page) {
+  const KvCacheLayout& kv = problem.kv_layout();
+  QUENCH_REQUIRE(first_page >= 0 && int64_t{first_page} + kv.num_pages <= INT32_MAX,
+                 "AttentionDeviceProblem: first_page ", first_page, " with ", kv.num_pages,
+                 " pages; allowed: 0 <= first_page and first_page + num_pages <= 2^31 - 1");
+  return first_page * (kv.tensor_bytes() / kv.num_pages);
+}
+
+}  // namespace
+
+AttentionDeviceProblem::AttentionDeviceProblem(const AttentionProblem& problem, int32_t first_page)
     : problem_(problem),
       q_(DeviceBuffer::from_host(problem.q_bytes())),
-      k_cache_(DeviceBuffer::from_host(problem.k_cache_bytes())),
-      v_cache_(DeviceBuffer::from_host(problem.v_cache_bytes())),
+      k_cache_(pool_with_cache_at(problem.k_cache_bytes(), first_page_byte(problem, first_page))),
+      v_cache_(pool_with_cache_at(problem.v_cache_bytes(), first_page_byte(problem, first_page))),
       q_offsets_(DeviceBuffer::from_host(problem.q_offsets())),
       seq_lens_(DeviceBuffer::from_host(problem.seq_lens())),
-      block_table_(DeviceBuffer::from_host(problem.block_table())),
+      block_table_(DeviceBuffer::from_host(shifted_block_table(problem.block_table(), first_page))),
       k_head_scales_(DeviceBuffer::from_host(problem.k_head_scales())),
       v_head_scales_(DeviceBuffer::from_host(problem.v_head_scales())),
       sinks_(DeviceBuffer::from_host(problem.sinks())),
@@ -30,6 +65,7 @@ AttentionDeviceProblem::AttentionDeviceProblem(const AttentionProblem& problem)
   pointers.out_block_scales = block_scales_.as<uint8_t>();
   pointers.lse = lse_.as<float>();
   params_ = problem.params_with(pointers);
+  params_.kv.num_pages += first_page;
 }
 
 void AttentionDeviceProblem::poison_outputs() {

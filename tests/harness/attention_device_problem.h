@@ -14,7 +14,11 @@ class AttentionDeviceProblem {
  public:
   // Uploads the problem's inputs and its poisoned outputs (cudaMemcpy, synchronous). The problem
   // must outlive this object (comparisons read its reference output).
-  explicit AttentionDeviceProblem(const AttentionProblem& problem);
+  // first_page > 0 places the caches in a larger pool: the problem's page p is the pool's page
+  // first_page + p (its block table shifted to match, kv.num_pages grown), and the pages below
+  // first_page hold NaN bytes. The same problem far into a large cache is how tests reach
+  // offsets past 2^32 bytes (kernels must index pages in 64 bits).
+  explicit AttentionDeviceProblem(const AttentionProblem& problem, int32_t first_page = 0);
 
   // AttentionParams over the device buffers.
   const AttentionParams& params() const { return params_; }

@@ -79,6 +79,18 @@ class DeviceBuffer {
       cuda_check(cudaMemcpy(host.data(), ptr_, bytes_, cudaMemcpyDeviceToHost), "download");
     return host;
   }
+  // Bytes [first, first + bytes) of the allocation.
+  std::vector<uint8_t> download_range(size_t first, size_t bytes) const {
+    if (first + bytes > bytes_)
+      fail(str_cat("download_range past the buffer's ", bytes_, " bytes"));
+    std::vector<uint8_t> host(bytes);
+    if (bytes > 0) {
+      cuda_check(cudaMemcpy(host.data(), static_cast<const uint8_t*>(ptr_) + first, bytes,
+                            cudaMemcpyDeviceToHost),
+                 "download");
+    }
+    return host;
+  }
 
  private:
   void* ptr_ = nullptr;
@@ -108,6 +120,9 @@ struct CaseSpec {
   int32_t padding = 4;      // tokens with slot -1
   int32_t padding_run = 0;  // consecutive tokens with slot -1 from the middle of the batch
   int32_t max_position = 4096;
+  // > 0: the caches' pages start at page first_page of a larger pool (slots shifted to match),
+  // so that the kernels write past 4 GiB; the pool's pages below hold poison.
+  int32_t first_page = 0;
 };
 
 // Element codes as ordered integers, so that |a - b| counts representable values between them.
@@ -308,13 +323,24 @@ class RopeAppendCase {
   std::vector<std::vector<uint8_t>> run_and_compare(
       RopeAppendPath path, const FusedRopeAppendOptions* fused_options = nullptr,
       bool in_graph = false) {
-    DeviceBuffer qkv(qkv_), q(q_), k(k_), v(v_), positions(positions_), slots(slots_);
+    DeviceBuffer qkv(qkv_), q(q_), k(k_), v(v_), positions(positions_);
     DeviceBuffer cos_sin(cos_sin_), q_norm(q_norm_), k_norm(k_norm_);
     DeviceBuffer k_head_scales(k_head_scales_), v_head_scales(v_head_scales_);
     DeviceBuffer q_bf16(poisoned(q_bf16_bytes())), q_fp8(poisoned(q_fp8_bytes()));
-    DeviceBuffer k_cache(poisoned(static_cast<size_t>(p_.kv.tensor_bytes())));
-    DeviceBuffer v_cache(poisoned(static_cast<size_t>(p_.kv.tensor_bytes())));
+    // The caches: the case's pages at the pool's page spec_.first_page (0: the pool is the cache).
+    const size_t first_byte = static_cast<size_t>(spec_.first_page) *
+                              static_cast<size_t>(p_.kv.tensor_bytes() / p_.kv.num_pages);
+    const size_t cache_bytes = static_cast<size_t>(p_.kv.tensor_bytes());
+    DeviceBuffer k_cache(first_byte + cache_bytes), v_cache(first_byte + cache_bytes);
+    cuda_check(cudaMemset(k_cache.as<void>(), kPoison, first_byte + cache_bytes), "poison k");
+    cuda_check(cudaMemset(v_cache.as<void>(), kPoison, first_byte + cache_bytes), "poison v");
+    std::vector<int64_t> pool_slots = slots_;
+    for (int64_t& slot : pool_slots) {
+      if (slot >= 0) slot += int64_t{spec_.first_page} * spec_.page_size;
+    }
+    DeviceBuffer slots(pool_slots);
     RopeQuantAppendParams d = p_;
+    d.kv.num_pages += spec_.first_page;
     bind_inputs(d, qkv.as<uint16_t>(), q.as<uint16_t>(), k.as<uint16_t>(), v.as<uint16_t>());
     d.positions = positions.as<int32_t>();
     d.slot_mapping = slots.as<int64_t>();
@@ -363,9 +389,10 @@ class RopeAppendCase {
                       fused_setup_order_name(fused_options->setup_order), in_graph ? " graph" : "");
     const std::string tag =
         str_cat(spec_.name, " [", rope_append_path_name(path), options_tag, "] ");
-    std::vector<std::vector<uint8_t>> outputs = {
-        q_bf16.download<uint8_t>(), q_fp8.download<uint8_t>(), k_cache.download<uint8_t>(),
-        v_cache.download<uint8_t>()};
+    std::vector<std::vector<uint8_t>> outputs = {q_bf16.download<uint8_t>(),
+                                                 q_fp8.download<uint8_t>(),
+                                                 k_cache.download_range(first_byte, cache_bytes),
+                                                 v_cache.download_range(first_byte, cache_bytes)};
     EXPECT_TRUE(compare_buffer(tag + "q_out_bf16", DType::kBF16, outputs[0], want_q_bf16_,
                                q_written(true), static_cast<int32_t>(q_row_), p_.head_dim,
                                fused_exact || bf16_exact));
@@ -765,6 +792,38 @@ std::vector<CaseSpec> split_token_grid() {
 }
 
 INSTANTIATE_TEST_SUITE_P(SplitT, RopeQuantAppendGpu, ::testing::ValuesIn(split_token_grid()),
+                         [](const ::testing::TestParamInfo<CaseSpec>& info) {
+                           return info.param.name;
+                         });
+
+// Writes past 4 GiB: every other case's cache is a few MiB, while one layer's K or V cache of a
+// serving engine is often several GiB, so a slot offset computed in 32 bits would pass them all.
+// Each case places its pages after a 4 GiB poisoned prefix of the pool: the row-item kernel
+// (T <= 64), the ring and per-kind schedules and the unfused chain, NHD and HND, FP8 and bf16.
+std::vector<CaseSpec> far_pages_grid() {
+  const auto past_4gib = [](CaseSpec c) {
+    const int64_t page_bytes =
+        int64_t{c.page_size} * c.kv_heads * c.head_dim * (c.kv_dtype == DType::kBF16 ? 2 : 1);
+    c.first_page = static_cast<int32_t>((int64_t{1} << 32) / page_bytes + 1);
+    return c;
+  };
+  CaseSpec decode_step{"T37_fp8_nhd"};
+  CaseSpec prefill{"T2053_bf16_hnd_page64"};
+  prefill.tokens = 2053;
+  prefill.kv_dtype = DType::kBF16;
+  prefill.layout = KvLayout::kHND;
+  prefill.page_size = 64;
+  CaseSpec llama{"llama3_8b_T4229_e5m2_nhd_perhead"};
+  llama.tokens = 4229;
+  llama.q_heads = 32;
+  llama.kv_heads = 8;
+  llama.llama3 = true;
+  llama.kv_dtype = DType::kFP8E5M2;
+  llama.per_head_scales = true;
+  return {past_4gib(decode_step), past_4gib(prefill), past_4gib(llama)};
+}
+
+INSTANTIATE_TEST_SUITE_P(FarPages, RopeQuantAppendGpu, ::testing::ValuesIn(far_pages_grid()),
                          [](const ::testing::TestParamInfo<CaseSpec>& info) {
                            return info.param.name;
                          });
