@@ -83,6 +83,20 @@ TEST(KvCacheLayout, ValidateNamesTheBadFieldAndTheAllowedValues) {
   EXPECT_QUENCH_ERROR(l.validate(), {"f16", "bf16, fp8_e4m3, fp8_e5m2"});
 }
 
+// Kernels index bytes within one page of one tensor in 32 bits: a page of 2^31 bytes (65536 bf16
+// kv heads of 64 x 256) is named, half of it (the same heads in FP8) is accepted.
+TEST(KvCacheLayout, ValidateBoundsOnePagesBytes) {
+  KvCacheLayout l = small_layout(KvLayout::kNHD);
+  l.num_kv_heads = 65536;
+  l.page_size = 64;
+  l.head_dim = 256;
+  l.dtype = DType::kBF16;
+  EXPECT_QUENCH_ERROR(l.validate(), {"KV page of 2147483648 bytes", "65536 kv heads",
+                                     "at most 2^31 - 1 bytes per page"});
+  l.dtype = DType::kFP8E4M3;
+  EXPECT_NO_THROW(l.validate());
+}
+
 // offset() reads every value but kNHD as HND; validate names a corrupt one instead.
 TEST(KvCacheLayout, ValidateRejectsALayoutOutsideTheEnum) {
   KvCacheLayout l = small_layout(KvLayout::kHND);

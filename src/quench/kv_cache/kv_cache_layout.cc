@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 
 #include "quench/core/error.h"
 
@@ -36,6 +37,11 @@ void KvCacheLayout::validate() const {
   QUENCH_REQUIRE(dtype == DType::kBF16 || dtype == DType::kFP8E4M3 || dtype == DType::kFP8E5M2,
                  "KV dtype ", dtype_name(dtype),
                  " is not supported; allowed: bf16, fp8_e4m3, fp8_e5m2");
+  // Kernels index pages in 64 bits but bytes within one page of one tensor in 32.
+  const int64_t page_bytes = page_elems() * (dtype == DType::kBF16 ? 2 : 1);
+  QUENCH_REQUIRE(page_bytes <= INT32_MAX, "KV page of ", page_bytes, " bytes (", num_kv_heads,
+                 " kv heads x ", page_size, " tokens x ", head_dim,
+                 " dims) is too large; allowed: at most 2^31 - 1 bytes per page of one tensor");
 }
 
 std::string KvCacheLayout::describe() const {

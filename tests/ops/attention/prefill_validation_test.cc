@@ -145,6 +145,29 @@ TEST(PrefillAttentionValidation, NullArraysAndNegativeSizesAreRejectedByName) {
   }
 }
 
+// The KV cache layout is checked as the reference checks it (KvCacheLayout::validate), named with
+// the launcher: a corrupt layout enum or a cache without its null page never reaches a kernel.
+TEST(PrefillAttentionValidation, KvLayoutIsCheckedAsTheReferenceDoes) {
+  const AttentionProblem problem(prefill_config(DType::kBF16));
+  std::vector<uint8_t> out = problem.poisoned_out();
+  const AttentionParams valid = problem.host_params(out.data(), nullptr, nullptr);
+  const std::vector<std::pair<std::string, std::function<void(AttentionParams&)>>> cases = {
+      {"KV layout 2", [](AttentionParams& p) { p.kv.layout = static_cast<KvLayout>(2); }},
+      {"num_pages 1", [](AttentionParams& p) { p.kv.num_pages = 1; }},
+  };
+  for (const auto& [expected, edit] : cases) {
+    AttentionParams p = valid;
+    edit(p);
+    EXPECT_THROW(validate_attention_params(p), Error) << expected;
+    for (const auto& [name, launch] : launchers()) {
+      const std::string message = rejection(launch, p);
+      EXPECT_NE(message.find(expected), std::string::npos)
+          << name << ": expected '" << expected << "', got '" << message << "'";
+      EXPECT_EQ(message.rfind("prefill_attention_", 0), 0u) << message;
+    }
+  }
+}
+
 // An empty batch launches nothing, so it may leave every array null (as graph padding does).
 TEST(PrefillAttentionValidation, EmptyBatchMayHaveNullArrays) {
   AttentionParams p;

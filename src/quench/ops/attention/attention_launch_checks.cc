@@ -34,6 +34,11 @@ void validate_attention_launch(const AttentionParams& params, const char* launch
   }
   QUENCH_REQUIRE(params.block_table_stride >= 1, launcher, ": block_table_stride ",
                  params.block_table_stride, " is invalid; allowed: >= 1");
+  try {
+    params.kv.validate();
+  } catch (const Error& e) {
+    fail(str_cat(launcher, ": ", e.what()));
+  }
 }
 
 }  // namespace quench
