@@ -53,6 +53,13 @@ TEST_F(RopeValidation, RowStridesShorterThanARowAreRejected) {
                       {"k_row_stride 64", "must be >= 128 (num_kv_heads * head_dim)"});
 }
 
+// The kernel numbers head rows in int32, one block past the last: a batch whose rows sit within a
+// block of 2^31 is refused before any array is read.
+TEST_F(RopeValidation, HeadRowsNearTheInt32LimitAreRejected) {
+  p_.num_tokens = (INT32_MAX - 10) / 6;  // 6 heads: 2147483634 head rows
+  EXPECT_QUENCH_ERROR(rope_cuda(p_, nullptr), {"rope: 2147483634 head rows", "at most 2^31 - 1"});
+}
+
 TEST_F(RopeValidation, RowStridesOffSixteenByteRowsAreRejected) {
   p_.q_row_stride = 260;  // bf16: 520 bytes, rows off the 16-byte grid
   EXPECT_QUENCH_ERROR(rope_cuda(p_, nullptr),

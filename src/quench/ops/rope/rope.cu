@@ -65,8 +65,11 @@ void rope_cuda(const RopeParams& p, cudaStream_t stream) {
   QUENCH_REQUIRE((p.q_norm_weight == nullptr) == (p.k_norm_weight == nullptr),
                  "rope: q_norm_weight and k_norm_weight must be both set or both null");
   const int64_t items = static_cast<int64_t>(p.num_tokens) * (p.num_q_heads + p.num_kv_heads);
-  QUENCH_REQUIRE(items < std::numeric_limits<int32_t>::max(), "rope: ", items,
-                 " head rows exceed the limit of 2^31");
+  // The kernel's int32 item index runs up to one block past the last head row.
+  QUENCH_REQUIRE(items <= std::numeric_limits<int32_t>::max() - kThreads, "rope: ", items,
+                 " head rows (num_tokens x (num_q_heads + num_kv_heads)) exceed the limit; "
+                 "allowed: at most 2^31 - 1 - ",
+                 kThreads);
   if (p.num_tokens == 0) return;
   require_row_stride(p.q_row_stride, static_cast<int64_t>(p.num_q_heads) * p.head_dim,
                      "num_q_heads * head_dim", 2, "rope", "q_row_stride");
