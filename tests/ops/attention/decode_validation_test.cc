@@ -71,6 +71,18 @@ TEST(DecodeAttentionValidation, OutputOverlappingTheQueryIsRejected) {
 
 // The launcher accepts exactly the scalars the CPU reference accepts: each bad value is rejected
 // by both, with the reference's message (field, value, allowed range).
+// Kernels round lengths up to whole tiles in int32: a max_seq_len within a tile of 2^31 is refused.
+TEST(DecodeAttentionValidation, MaxSeqLenNearTheInt32LimitIsRejected) {
+  const AttentionProblem problem(decode_config(DType::kBF16));
+  std::vector<uint8_t> out = problem.poisoned_out();
+  AttentionParams p = problem.host_params(out.data(), nullptr, nullptr);
+  p.max_seq_len = std::numeric_limits<int32_t>::max() - 40;
+  EXPECT_NE(rejection(p).find("decode attention: max_seq_len 2147483607 is too long; allowed: at "
+                              "most 2^31 - 256 tokens"),
+            std::string::npos)
+      << rejection(p);
+}
+
 TEST(DecodeAttentionValidation, ScalesSoftCapAndScaleRowsAreCheckedAsTheReferenceDoes) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   constexpr float kNan = std::numeric_limits<float>::quiet_NaN();

@@ -133,6 +133,8 @@ TEST(PrefillAttentionValidation, NullArraysAndNegativeSizesAreRejectedByName) {
       {"block_table_stride 0", [](AttentionParams& p) { p.block_table_stride = 0; }},
       {"negative size (num_seqs -1", [](AttentionParams& p) { p.num_seqs = -1; }},
       {"max_q_len -5", [](AttentionParams& p) { p.max_q_len = -5; }},
+      {"max_seq_len 2147483600 is too long",
+       [](AttentionParams& p) { p.max_seq_len = 2147483600; }},
   };
   for (const auto& [expected, edit] : cases) {
     AttentionParams p = valid;

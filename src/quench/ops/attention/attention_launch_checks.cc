@@ -1,5 +1,7 @@
 #include "quench/ops/attention/attention_launch_checks.h"
 
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "quench/core/error.h"
@@ -13,6 +15,10 @@ void validate_attention_launch(const AttentionParams& params, const char* launch
                  launcher, ": negative size (num_seqs ", params.num_seqs, ", num_tokens ",
                  params.num_tokens, ", max_q_len ", params.max_q_len, ", max_seq_len ",
                  params.max_seq_len, "); allowed: >= 0");
+  // Kernels round lengths up to whole KV tiles (at most 128 keys) in int32.
+  constexpr int32_t kMaxSeqLen = std::numeric_limits<int32_t>::max() - 255;
+  QUENCH_REQUIRE(params.max_seq_len <= kMaxSeqLen, launcher, ": max_seq_len ", params.max_seq_len,
+                 " is too long; allowed: at most 2^31 - 256 tokens");
   try {
     validate_attention_scalars(params);
   } catch (const Error& e) {

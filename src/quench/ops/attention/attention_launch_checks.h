@@ -8,7 +8,8 @@
 namespace quench {
 
 // Throws quench::Error, prefixed with `launcher` ("decode attention", "prefill_attention_hopper",
-// ...), for: a negative num_seqs, num_tokens, max_q_len or max_seq_len; a scale, soft-cap,
+// ...), for: a negative num_seqs, num_tokens, max_q_len or max_seq_len, or a max_seq_len over
+// 2^31 - 256 (kernels round lengths up to whole tiles in int32); a scale, soft-cap,
 // window or NVFP4 output field the CPU reference rejects (validate_attention_scalars); and, for a
 // batch of sequences, a null q, k_cache, v_cache, out, q_offsets, seq_lens or block_table or a
 // block_table_stride < 1, or a KV cache layout KvCacheLayout::validate rejects. A batch of no
