@@ -1,5 +1,5 @@
 // GPU tests aimed at the TMA loads of the warp-specialized Hopper prefill kernel
-// (ws_producer in prefill_hopper_ws_kernel.cuh; the maps of kv_tensor_map.h), through the
+// (ws_producer in prefill_hopper_ws_producer.cuh; the maps of kv_tensor_map.h), through the
 // public prefill_attention_hopper entry, against the CPU reference at the SPEC §3 tolerances:
 // - every page size (one TMA box per page: 8, 4 or 2 per 128-key tile) in both layouts, head_dim
 //   64 (bf16 q: one 128-byte box per row, FP8 KV rows half out of bounds) and 128 (bf16 KV: two

@@ -109,7 +109,7 @@ HopperSchedule resolve_schedule(HopperSchedule schedule, const AttentionParams& 
 }
 
 // Whether FP8 P·V takes two-term P on each work item's second-to-last KV tile as well as its
-// last (ws_two_term_tail, prefill_hopper_ws_kernel.cuh). Two-term P on the last tile alone keeps
+// last (ws_two_term_tail, prefill_hopper_ws_consumer.cuh). Two-term P on the last tile alone keeps
 // every row over at most 128 - 128 / group keys from its sequence's start all two-term (its item
 // then fits one tile): enough where group >= 2 (rows over a handful of keys are what one-term P
 // fails on) and no sliding window cuts rows short, and it keeps the tile loop's code as it is

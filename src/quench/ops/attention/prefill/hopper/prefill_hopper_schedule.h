@@ -105,7 +105,7 @@ inline bool persistent_by_default(bool bf16_over_bf16, int head_dim, int page_si
   return max_q_len <= kPersistentMaxQueryLen;
 }
 
-// The per-tile kernel's grid takes KV heads first (ws_work, prefill_hopper_ws_kernel.cuh) where
+// The per-tile kernel's grid takes KV heads first (ws_work, prefill_hopper_ws_work.cuh) where
 // a sequence's K/V over all its KV heads (max_seq_len tokens) takes at most this many bytes: the
 // CTAs running at once then read a whole sequence's K/V. H200 (bench/LOG.md, eleventh session),
 // heads first / ranks first TFLOP/s: FP8 P·V 1k page 16 392.6 / 390.3, 2k page 64 538 / 534

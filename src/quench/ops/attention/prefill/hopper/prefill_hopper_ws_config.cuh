@@ -1,6 +1,6 @@
 // The CTA plan of the warp-specialized Hopper prefill kernel (prefill_hopper_ws_kernel.cuh):
 // roles, register budgets, named-barrier ids and the shared-memory map of the K/V^T ring.
-// The per-tile operand layouts and step counts are HopperConfig's (prefill_hopper_tile.cuh).
+// The per-tile operand layouts and step counts are HopperConfig's (prefill_hopper_config.cuh).
 #pragma once
 
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_tile.cuh"

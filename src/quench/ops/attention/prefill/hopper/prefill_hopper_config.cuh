@@ -1,0 +1,110 @@
+// The Hopper prefill kernels' operand kinds and their per-(kind, head_dim) configuration: which
+// products run on FP8 or 16-bit operands, the tile shapes and step counts, and the synchronous
+// kernel's shared-memory plan (the warp-specialized kernels' is WsConfig's,
+// prefill_hopper_ws_config.cuh).
+#pragma once
+
+#include <cstdint>
+
+namespace quench::prefill_hopper {
+
+enum class HopperKind : uint8_t {
+  kFp8,         // q e4m3, KV e4m3: FP8 wgmma
+  kBf16,        // q bf16, KV bf16: bf16 wgmma
+  kBf16QFp8Kv,  // q bf16, KV e4m3: q converted, K and V widened to f16 in shared memory
+  kFp8QkF16Pv,  // q e4m3, KV e4m3: FP8 wgmma for Q K^T, f16 P and V widened to f16 for P V
+};
+
+template <HopperKind kKind, int kHeadDimT>
+struct HopperConfig {
+  // Q K^T on FP8 operands (e4m3 q and K); P V on FP8 operands (e4m3 P and V, two-level).
+  static constexpr bool kFp8Qk = kKind == HopperKind::kFp8 || kKind == HopperKind::kFp8QkF16Pv;
+  static constexpr bool kFp8Pv = kKind == HopperKind::kFp8;
+  static constexpr bool kFp8Kv = kKind != HopperKind::kBf16;
+  // bf16 q over FP8 KV widens K to f16 in shared memory, so its Q K^T runs on f16 operands: the
+  // Q tile is converted once per work item (q_rows_to_f16: exact, with a power-of-two scale per
+  // warp that keeps bf16's range inside f16's and is folded into the score scale).
+  static constexpr bool kWidenK = kKind == HopperKind::kBf16QFp8Kv;
+  // 16-bit P V over FP8 V (bf16 q over FP8 KV, FP8 q with 16-bit P V) runs on f16 operands: V
+  // widens to f16 in one conversion per pair (F2FP.F16.E4M3.UNPACK_B, exact), where bf16 took
+  // three more (to f32 and back), and P in [0, 1] keeps 11 significant bits instead of 8.
+  static constexpr bool kF16Pv = kFp8Kv && !kFp8Pv;
+  // The producer's widening bounded these kinds; H200 per-tile kernel (bench/LOG.md, twelfth
+  // session), TFLOP/s bf16 / f16 operands: bf16 q over FP8 KV 332 -> 389 at b2 x 8k, 350 -> 410 at
+  // b1 x 16k, hd64 287 -> 332, hd256 348 -> 390; FP8 q with 16-bit P V (f16 P V only) 542 -> 599 at
+  // 8k.
+  static constexpr int kHeadDim = kHeadDimT;
+  static constexpr int kWarpgroups = 2;
+  static constexpr int kThreads = 128 * kWarpgroups;
+  static constexpr int kBlockM = 64 * kWarpgroups;  // packed query rows per CTA
+  // Keys per K/V tile: 64 at head_dim 256 keeps S and O in registers. bf16 q over FP8 KV at
+  // head_dim 128 takes 64 too: its ring slots hold the widened bf16 K and V (64 KB at 128 keys),
+  // which left room for two slots only, and with two every tile's build waited for the V release
+  // of the tile before it (the producer on the consumers' critical path); 64-key tiles have four.
+  // H200, b2 x 8k causal (bench/LOG.md, tenth session): 304 -> 328 TFLOP/s at page 16, 305 -> 336
+  // at page 64 (per tile; the persistent kernel -1%). At head_dim 64 (four slots already) 64-key
+  // tiles lost 1-8%.
+  static constexpr int kBlockN =
+      kHeadDim == 256 || (kKind == HopperKind::kBf16QFp8Kv && kHeadDim == 128) ? 64 : 128;
+  static constexpr int kQkBytes = kFp8Qk ? 1 : 2;  // bytes per Q (and K operand) element
+  static constexpr int kPvBytes = kFp8Pv ? 1 : 2;  // bytes per P (and V^T operand) element
+  static constexpr int kKvBytes = kFp8Kv ? 1 : 2;  // bytes per cached element
+  // The FP8 operand layouts (128-byte rows of Q, K and V^T, the V^T permutation, T in 64
+  // registers, 128-key tiles for FP8 Q K^T) need head_dim 128; bf16 operand rows are 128, 256
+  // or 512 bytes.
+  static_assert(kHeadDim == 128 || (!kFp8Qk && (kHeadDim == 64 || kHeadDim == 256)),
+                "unsupported head_dim for this operand kind");
+  static constexpr int kQBytes = kBlockM * kHeadDim * kQkBytes;
+  static constexpr int kKOperandBytes = kBlockN * kHeadDim * kQkBytes;
+  static constexpr int kVtBytes = kBlockN * kHeadDim * kPvBytes;
+  // One cached K or V tile; rows shorter than 128 bytes (FP8 at head_dim 64) are padded to one
+  // swizzled 128-byte row.
+  static constexpr int kKvRowBytes = kHeadDim * kKvBytes < 128 ? 128 : kHeadDim * kKvBytes;
+  static constexpr int kStageBytes = kBlockN * kKvRowBytes;
+  // Shared memory, every tile 1024-byte aligned: Q; two stages of K and of V as cached; the
+  // widened K operand (bf16 q over FP8 KV only); V^T.
+  static constexpr int kQOffset = 0;
+  static constexpr int kKStageOffset = kQBytes;
+  static constexpr int kVStageOffset = kKStageOffset + 2 * kStageBytes;
+  static constexpr int kKWideOffset = kVStageOffset + 2 * kStageBytes;
+  static constexpr int kVtOffset = kKWideOffset + (kWidenK ? kKOperandBytes : 0);
+  // bf16 P V: two V^T buffers let tile i's P V run on the tensor cores while tile i + 1
+  // is prepared (its wait moves to tile i + 1's Q K^T wait), where they fit (not at head_dim
+  // 256). FP8 waits at once: T living across the next Q K^T would spill registers.
+  static constexpr int kMaxSmemBytes = 227 * 1024;
+  static constexpr bool kDeferPv = !kFp8Pv && kVtOffset + 2 * kVtBytes + 1024 <= kMaxSmemBytes;
+  static constexpr int kVtStages = kDeferPv ? 2 : 1;
+  static constexpr int kOperandBytes = kVtOffset + kVtStages * kVtBytes;
+  static constexpr int kOutStride = kHeadDim + 4;  // floats; padding spreads the banks
+  static constexpr int kOutBytes = kBlockM * kOutStride * 4;
+  static_assert(kOutBytes <= kOperandBytes, "the fp32 output tile reuses the operand tiles");
+  // + slack to align the dynamic shared memory window to the 1024-byte swizzle atom.
+  static constexpr int kSmemBytes = kOperandBytes + 1024;
+  // P enters P V as mma_type(P * kPScale); the epilogue divides it out.
+  static constexpr float kPScale = kFp8Pv ? 256.0f : 1.0f;
+  static constexpr int kQkSteps = kHeadDim * kQkBytes / 32;  // 32-byte k steps of Q K^T
+  static constexpr int kPvSteps = kBlockN * kPvBytes / 32;   // 32-byte k steps of P V
+  // Q K^T reads Q's A fragments from registers (QOperand, loaded once per work item) instead of
+  // shared memory where Q K^T runs on 16-bit operands (bf16 q over FP8 or bf16 KV) at head_dim
+  // <= 128: Q costs kQkSteps x 4 registers per consumer thread (32 at head_dim 128) and the SS
+  // wgmma's A reads leave shared memory to K (and, over FP8 KV, the producer's widening). bf16 q
+  // over FP8 KV first (its 64-key tiles fetch 2 KB of A and 2 KB of B per 32 tensor cycles, all
+  // of the SM's 128 bytes per cycle): H200 per tile (bench/LOG.md, thirteenth session) 390 -> 397
+  // TFLOP/s at b2 x 8k, 412 -> 422 at b1 x 16k. bf16 (fourteenth session, calls 1 and 6): head_dim
+  // 64 per tile 409 -> 426 at b2 x 8k, persistent 395 -> 403; head_dim 128 per tile +2-5% (8k
+  // page 16 569 -> 593, 16k page 64 600 -> 631), persistent -1.7% at 1k, +0.5-1.5% from 8k (see
+  // persistent_by_default). FP8 q kinds: even or worse (FP8 P V's 240-register consumers spill).
+  static constexpr bool kQInRegisters = kQkBytes == 2 && kHeadDim <= 128;
+  // Each consumer warp loads (and, f16 Q K^T, converts) the 16 Q rows its accumulators own,
+  // instead of the warpgroup striding over all 64 (q_chunk_index, ws_load_q_rows). Q in
+  // registers needs it: a warp's fragment loads then read only rows its own lanes write for the
+  // next work item, which a __syncwarp orders (load_q_fragments); with the strided load another
+  // warp writes them and nothing orders the two (racecheck errors at head_dim 64, bench/LOG.md
+  // thirteenth session).
+  static constexpr bool kQRowsPerWarp = kWidenK || kQInRegisters;
+  static_assert(kQBytes % 1024 == 0 && kStageBytes % 1024 == 0 && kKOperandBytes % 1024 == 0 &&
+                    kVtBytes % 1024 == 0,
+                "every tile starts on a swizzle atom");
+};
+
+}  // namespace quench::prefill_hopper
