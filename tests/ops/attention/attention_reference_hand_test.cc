@@ -141,7 +141,7 @@ TEST(AttentionReferenceHand, Bf16QueryIgnoresQScale) {
   EXPECT_EQ(c.out_bf16(0), to_float(to_bf16(static_cast<float>((1 + 2 * kE) / (1 + kE)))));
 }
 
-// Soft-cap 1: scores {0, 4} become {0, tanh(4)}; o = (1 + 2 t) / (1 + t) with t = e^tanh(4).
+// Soft-cap 2: scores {0, 4} become {0, 2 tanh(2)}; o = (1 + 2 t) / (1 + t) with t = e^(2 tanh(2)).
 TEST(AttentionReferenceHand, SoftCap) {
   TinyCase c(DType::kBF16, DType::kBF16, 2);
   c.set_q(0, 2.0f);
@@ -149,9 +149,10 @@ TEST(AttentionReferenceHand, SoftCap) {
   c.set_v(0, 0, 1.0f);
   c.set_v(1, 0, 2.0f);
   AttentionParams p = c.params();
-  p.logit_soft_cap = 1.0f;
+  // Not 1: cap * tanh(s / cap) and tanh(s / cap) would agree there.
+  p.logit_soft_cap = 2.0f;
   attention_reference(p);
-  const double t = std::exp(std::tanh(4.0));
+  const double t = std::exp(2.0 * std::tanh(4.0 / 2.0));
   EXPECT_EQ(c.out_bf16(0), to_float(to_bf16(static_cast<float>((1 + 2 * t) / (1 + t)))));
   EXPECT_NEAR(c.lse, std::log(1 + t), 1e-6);
 }

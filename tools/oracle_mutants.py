@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Checks that the CPU test suite can fail where the CPU references (the oracles every kernel is
+tested against) would be wrong: applies one known-plausible bug at a time to a reference source
+(the bugs SPEC §1.2 lists for other engines among them: a bf16 query scaled by q_scale, a scale
+multiplied where the cache divides, one scale for K and V), rebuilds the CPU tests, runs them,
+and restores the source. A mutant that no test kills is a gap in the suite.
+
+Usage (from the repository root, after a build): tools/oracle_mutants.py [--build-dir build]
+Takes about 30 s per mutant on 2 cores. Exits 1 if any mutant survives or a pattern is stale.
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+# (name, file, original text, mutated text): each original must occur exactly once.
+MUTANTS = [
+    ("bf16 query multiplied by q_scale", "src/quench/ops/attention/attention_reference.cc",
+     "const float q_scale_eff = is_fp8(p.q_dtype) ? p.q_scale : 1.0f;",
+     "const float q_scale_eff = p.q_scale;"),
+    ("per-head k_scale ignored", "src/quench/ops/attention/attention_reference.cc",
+     "p.sm_scale * q_scale_eff * p.k_scale.at(kv_head)",
+     "p.sm_scale * q_scale_eff * p.k_scale.per_tensor"),
+    ("per-head v_scale ignored", "src/quench/ops/attention/attention_reference.cc",
+     "const double v_scale = p.v_scale.at(kv_head);",
+     "const double v_scale = p.v_scale.per_tensor;"),
+    ("sliding window one key short", "src/quench/ops/attention/attention_reference.cc",
+     "std::max(0, row.pos - p.window_left)", "std::max(0, row.pos - p.window_left + 1)"),
+    ("soft-cap not multiplied back", "src/quench/ops/attention/attention_reference.cc",
+     "s = p.logit_soft_cap * std::tanh(s / p.logit_soft_cap);",
+     "s = std::tanh(s / p.logit_soft_cap);"),
+    ("sink left out of the denominator", "src/quench/ops/attention/attention_reference.cc",
+     "double denominator = p.sinks != nullptr ? std::exp(double{p.sinks[q_head]} - max_score) : 0.0;",
+     "double denominator = 0.0;"),
+    ("LSE without the row max", "src/quench/ops/attention/attention_reference.cc",
+     "return static_cast<float>(std::log(denominator) + max_score);",
+     "return static_cast<float>(std::log(denominator));"),
+    ("GQA q head -> KV head interleaved", "src/quench/ops/attention/attention_reference.cc",
+     "const int32_t kv_head = q_head / (p.num_q_heads / p.kv.num_kv_heads);",
+     "const int32_t kv_head = q_head % p.kv.num_kv_heads;"),
+    ("FP8 output multiplied by o_scale", "src/quench/ops/attention/attention_output.cc",
+     "dst[i] = float_to_fp8(row[i] / format.o_scale, fp8);",
+     "dst[i] = float_to_fp8(row[i] * format.o_scale, fp8);"),
+    ("V appended with k_scale", "src/quench/ops/kv_append/kv_append_reference.cc",
+     "store_row(layout, v + src, v_scale.at(h), at, v_cache);",
+     "store_row(layout, v + src, k_scale.at(h), at, v_cache);"),
+    ("KV append multiplies by the scale", "src/quench/ops/kv_append/kv_append_reference.cc",
+     "out[d] = float_to_fp8(row[d] / scale, format);",
+     "out[d] = float_to_fp8(row[d] * scale, format);"),
+    ("FP8 quantize multiplies by the scale", "src/quench/ops/quantize/fp8_quantize_reference.cc",
+     "out[i] = float_to_fp8(x[i] / scale, format);",
+     "out[i] = float_to_fp8(x[i] * scale, format);"),
+    ("cos/sin cache with -sin", "src/quench/ops/rope/rope_reference.cc",
+     "row[half + i] = static_cast<float>(std::sin(angle));",
+     "row[half + i] = static_cast<float>(-std::sin(angle));"),
+    ("on-the-fly RoPE with -sin", "src/quench/ops/rope/rope_reference.cc",
+     "*sin_out = std::sin(angle);", "*sin_out = -std::sin(angle);"),
+    ("RMSNorm weight of dim 0 everywhere", "src/quench/ops/qk_norm/qk_norm_reference.cc",
+     "bf16_bits_to_float(weight[d])", "bf16_bits_to_float(weight[0])"),
+    ("one more bf16 query row than asked", "src/quench/ops/rope_quant_append/rope_quant_append_reference.cc",
+     "if (t < p.q_bf16_rows) {", "if (t <= p.q_bf16_rows) {"),
+]
+
+
+def run(command, env):
+    return subprocess.run(command, shell=True, capture_output=True, text=True, env=env).stdout
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build-dir", default="build")
+    args = parser.parse_args()
+    os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    env = dict(os.environ)
+    env["PATH"] = "/usr/local/cuda/bin:" + env.get("PATH", "")
+    build = f"cmake --build {args.build_dir} --target quench_tests 2>&1"
+    tests = f'ctest --test-dir {args.build_dir} -j 2 --timeout 300 -E "gpu_tests|format" 2>&1'
+    problems = 0
+    for name, path, original, mutated in MUTANTS:
+        with open(path) as f:
+            source = f.read()
+        if source.count(original) != 1:
+            print(f"STALE     {name}: its pattern occurs {source.count(original)} times in {path}")
+            problems += 1
+            continue
+        try:
+            with open(path, "w") as f:
+                f.write(source.replace(original, mutated))
+            out = run(build, env)
+            if "Error" in out:
+                print(f"NO BUILD  {name}:\n{out[-500:]}")
+                problems += 1
+                continue
+            failed = [line.split(" - ", 1)[1].split(" (")[0].split("  #")[0]
+                      for line in run(tests, env).splitlines()
+                      if " - " in line and ("(Failed)" in line or "(SEGFAULT)" in line
+                                            or "(Timeout)" in line or "(Subprocess aborted)" in line)]
+            if failed:
+                print(f"killed    {name}: {len(failed)} tests, e.g. {failed[0]}")
+            else:
+                print(f"SURVIVED  {name}")
+                problems += 1
+        finally:
+            with open(path, "w") as f:
+                f.write(source)
+    run(build, env)  # the tests binary back to the real sources
+    print(f"{len(MUTANTS) - problems} of {len(MUTANTS)} mutants killed")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
