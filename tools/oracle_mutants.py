@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Checks that the CPU test suite can fail where the CPU references (the oracles every kernel is
-tested against) would be wrong: applies one known-plausible bug at a time to a reference source
+tested against), or the step metadata every kernel reads, would be wrong: applies one known-plausible bug at a time to a reference source
 (the bugs SPEC §1.2 lists for other engines among them: a bf16 query scaled by q_scale, a scale
 multiplied where the cache divides, one scale for K and V), rebuilds the CPU tests, runs them,
 and restores the source. A mutant that no test kills is a gap in the suite.
 
-Usage (from the repository root, after a build): tools/oracle_mutants.py [--build-dir build]
+Usage (after a build): tools/oracle_mutants.py [--build-dir build] [--only SUBSTR]
 Takes about 30 s per mutant on 2 cores. Exits 1 if any mutant survives or a pattern is stale.
 """
 import argparse
@@ -59,6 +59,18 @@ MUTANTS = [
      "bf16_bits_to_float(weight[d])", "bf16_bits_to_float(weight[0])"),
     ("one more bf16 query row than asked", "src/quench/ops/rope_quant_append/rope_quant_append_reference.cc",
      "if (t < p.q_bf16_rows) {", "if (t <= p.q_bf16_rows) {"),
+    # The step metadata every kernel reads (built on the host, tested on the CPU).
+    ("slot one token late in its page", "src/quench/kv_cache/slot_mapping.cc",
+     "* page_size + pos % page_size;", "* page_size + (pos + 1) % page_size;"),
+    ("padded tokens write slot 0 (the null page)", "src/quench/attention/attention_metadata.cc",
+     "m.slot_mapping.resize(static_cast<size_t>(num_tokens), kPaddingSlot);",
+     "m.slot_mapping.resize(static_cast<size_t>(num_tokens), 0);"),
+    ("padded sequences one token long", "src/quench/attention/attention_metadata.cc",
+     "m.seq_lens.resize(static_cast<size_t>(num_seqs), 0);",
+     "m.seq_lens.resize(static_cast<size_t>(num_seqs), 1);"),
+    ("prefill offsets not rebased past decode rows", "src/quench/attention/attention_metadata.cc",
+     "m.q_offsets[static_cast<size_t>(b)] - m.num_decode_tokens",
+     "m.q_offsets[static_cast<size_t>(b)]"),
 ]
 
 
@@ -69,6 +81,7 @@ def run(command, env):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build-dir", default="build")
+    parser.add_argument("--only", default="", help="run the mutants whose name contains this")
     args = parser.parse_args()
     os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     env = dict(os.environ)
@@ -76,7 +89,8 @@ def main():
     build = f"cmake --build {args.build_dir} --target quench_tests 2>&1"
     tests = f'ctest --test-dir {args.build_dir} -j 2 --timeout 300 -E "gpu_tests|format" 2>&1'
     problems = 0
-    for name, path, original, mutated in MUTANTS:
+    mutants = [m for m in MUTANTS if args.only in m[0]]
+    for name, path, original, mutated in mutants:
         with open(path) as f:
             source = f.read()
         if source.count(original) != 1:
@@ -104,7 +118,7 @@ def main():
             with open(path, "w") as f:
                 f.write(source)
     run(build, env)  # the tests binary back to the real sources
-    print(f"{len(MUTANTS) - problems} of {len(MUTANTS)} mutants killed")
+    print(f"{len(mutants) - problems} of {len(mutants)} mutants killed")
     return 1 if problems else 0
 
 
