@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Checks that the CPU test suite can fail where the CPU references (the oracles every kernel is
-tested against), or the step metadata every kernel reads, would be wrong: applies one known-plausible bug at a time to a reference source
-(the bugs SPEC §1.2 lists for other engines among them: a bf16 query scaled by q_scale, a scale
-multiplied where the cache divides, one scale for K and V), rebuilds the CPU tests, runs them,
-and restores the source. A mutant that no test kills is a gap in the suite.
+tested against), or the step metadata every kernel reads, would be wrong: applies one plausible
+bug at a time to such a source (the bugs SPEC §1.2 lists for other engines among them: a bf16
+query scaled by q_scale, a scale multiplied where the cache divides, one scale for K and V,
+padded tokens written to a real slot), rebuilds the CPU tests, runs them, and restores the
+source. A mutant that no test kills is a gap in the suite.
 
 Usage (after a build): tools/oracle_mutants.py [--build-dir build] [--only SUBSTR]
 Takes about 30 s per mutant on 2 cores. Exits 1 if any mutant survives or a pattern is stale.
