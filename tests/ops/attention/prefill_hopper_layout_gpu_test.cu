@@ -83,7 +83,9 @@ __global__ void __launch_bounds__(256, 1)
   const int lane = tid % 32;
   float s[kBlockN / 2];
   prefill_hopper::QOperand<Cfg> q_operand = prefill_hopper::q_operand_at<Cfg>(q_tile, warpgroup);
-  prefill_hopper::load_q_fragments<Cfg>(q_operand, q_tile, warpgroup, tid % 128);
+  // Two-term Q's fragments carry the warp's power of two; q_factor takes it back out (exact).
+  const float q_factor =
+      prefill_hopper::load_q_fragments<Cfg>(q_operand, q_tile, warpgroup, tid % 128);
   sm90::wgmma_fence();
   prefill_hopper::issue_qk<Cfg>(s, q_operand, sm90::smem_address(k_operand));
   sm90::wgmma_commit_group();
@@ -94,7 +96,7 @@ __global__ void __launch_bounds__(256, 1)
     for (int e = 0; e < 4; ++e) {
       const int row = 64 * warpgroup + 16 * warp + lane / 4 + 8 * (e / 2);
       const int col = 8 * nt + 2 * (lane % 4) + (e & 1);
-      s_out[row * kBlockN + col] = s[4 * nt + e];
+      s_out[row * kBlockN + col] = s[4 * nt + e] * q_factor;
       s[4 * nt + e] = p[row * kBlockN + col];
     }
   }
@@ -202,14 +204,23 @@ void expect_exact(const char* what, const std::vector<float>& actual,
                 << "\n  by warpgroup:" << counts(by_warpgroup);
 }
 
+// wide_q (two-term Q, Cfg::kQTwoTerm): q takes integers in [-31, 31] (5 significant bits, so
+// that most elements need both e4m3 terms) and one 128 in the first row of each warp's 16 (the
+// warp's scale is then 2^0); the sums stay below 2^14, exact in the FP8 tensor cores' sums.
 template <HopperKind kKind, int kHeadDim>
-void run_layout_probe(const char* name) {
+void run_layout_probe(const char* name, bool wide_q = false) {
   using Cfg = HopperConfig<kKind, kHeadDim>;
   constexpr int kM = Cfg::kBlockM;
   constexpr int kN = Cfg::kBlockN;
-  const std::string context = str_cat(name, " head_dim ", kHeadDim, " (", kN, "-key tile)");
+  const std::string context =
+      str_cat(name, " head_dim ", kHeadDim, " (", kN, "-key tile", wide_q ? ", wide q" : "", ")");
   RandomInputs random(static_cast<uint64_t>(kHeadDim) * 7 + static_cast<uint64_t>(kKind));
-  const std::vector<float> q = small_integers(static_cast<size_t>(kM) * kHeadDim, -4, 4, random);
+  std::vector<float> q = small_integers(static_cast<size_t>(kM) * kHeadDim, wide_q ? -31 : -4,
+                                        wide_q ? 31 : 4, random);
+  if (wide_q) {
+    for (int r = 0; r < kM; r += 16)
+      q[static_cast<size_t>(r) * kHeadDim] = 128.0f;
+  }
   const std::vector<float> k = small_integers(static_cast<size_t>(kN) * kHeadDim, -4, 4, random);
   const std::vector<float> v = small_integers(static_cast<size_t>(kN) * kHeadDim, -4, 4, random);
   // P * kPScale are integers 0..7 (exact in e4m3 and bf16).
@@ -235,7 +246,7 @@ void run_layout_probe(const char* name) {
   }
 
   // Q in its operand dtype: f16 Q K^T takes the tile q_rows_to_f16 leaves (unscaled here: |q| <=
-  // 4).
+  // 31); two-term Q takes the bf16 tile (its terms are the fragments' business).
   DeviceBuffer d_q = DeviceBuffer::from_host(encode(q, Cfg::kQkBytes, Cfg::kWidenK));
   DeviceBuffer d_k = DeviceBuffer::from_host(encode(k, Cfg::kKvBytes));
   DeviceBuffer d_v = DeviceBuffer::from_host(encode(v, Cfg::kKvBytes));
@@ -281,6 +292,9 @@ TEST(PrefillHopperLayout, Bf16QueryFp8Kv) {
   run_layout_probe<HopperKind::kBf16QFp8Kv, 64>("bf16q_fp8kv");
   run_layout_probe<HopperKind::kBf16QFp8Kv, 128>("bf16q_fp8kv");
   run_layout_probe<HopperKind::kBf16QFp8Kv, 256>("bf16q_fp8kv");
+  if constexpr (HopperConfig<HopperKind::kBf16QFp8Kv, 128>::kQTwoTerm) {
+    run_layout_probe<HopperKind::kBf16QFp8Kv, 128>("bf16q_fp8kv", /*wide_q=*/true);
+  }
 }
 
 }  // namespace

@@ -15,6 +15,12 @@ enum class HopperKind : uint8_t {
   kFp8QkF16Pv,  // q e4m3, KV e4m3: FP8 wgmma for Q K^T, f16 P and V widened to f16 for P V
 };
 
+// A build switch for A/B runs of bf16 q over FP8 KV at head_dim 128 (HopperConfig::kQTwoTerm):
+// 0 keeps the widened-K kernel (f16 Q K^T over 64-key tiles).
+#ifndef QUENCH_PREFILL_BF16Q_TWO_TERM
+#define QUENCH_PREFILL_BF16Q_TWO_TERM 1
+#endif
+
 template <HopperKind kKind, int kHeadDimT>
 struct HopperConfig {
   // Q K^T on FP8 operands (e4m3 q and K); P V on FP8 operands (e4m3 P and V, two-level).
@@ -24,7 +30,18 @@ struct HopperConfig {
   // bf16 q over FP8 KV widens K to f16 in shared memory, so its Q K^T runs on f16 operands: the
   // Q tile is converted once per work item (q_rows_to_f16: exact, with a power-of-two scale per
   // warp that keeps bf16's range inside f16's and is folded into the score scale).
-  static constexpr bool kWidenK = kKind == HopperKind::kBf16QFp8Kv;
+  // bf16 q over FP8 KV at head_dim 128 instead runs Q K^T on FP8 operands with K as cached (no
+  // widening, 128-key tiles): each bf16 q is split exactly into two e4m3 terms, q 2^e = hi + lo,
+  // with one power of two 2^e per warp that puts the warp's largest |q| in [128, 256), and
+  // Q K^T is one FP8 product over 256 k values, [hi | lo] against [K | K]
+  // (load_q_fragments_two_term). hi takes q's leading 4 significant bits and lo the other 4
+  // (bf16 has 8), both e4m3 normals or exact subnormals wherever |q 2^e| >= 2^-2, i.e. for
+  // every element at least 2^-10 times the warp's largest; below that the error is at most 2^-10
+  // absolute, 2^-17 of the largest. The products are exact; their sum is the FP8 tensor cores'
+  // (not full fp32, as for FP8 q). P V stays f16 (kF16Pv: V widened).
+  static constexpr bool kQTwoTerm =
+      QUENCH_PREFILL_BF16Q_TWO_TERM != 0 && kKind == HopperKind::kBf16QFp8Kv && kHeadDimT == 128;
+  static constexpr bool kWidenK = kKind == HopperKind::kBf16QFp8Kv && !kQTwoTerm;
   // 16-bit P V over FP8 V (bf16 q over FP8 KV, FP8 q with 16-bit P V) runs on f16 operands: V
   // widens to f16 in one conversion per pair (F2FP.F16.E4M3.UNPACK_B, exact), where bf16 took
   // three more (to f32 and back), and P in [0, 1] keeps 11 significant bits instead of 8.
@@ -37,16 +54,18 @@ struct HopperConfig {
   static constexpr int kWarpgroups = 2;
   static constexpr int kThreads = 128 * kWarpgroups;
   static constexpr int kBlockM = 64 * kWarpgroups;  // packed query rows per CTA
-  // Keys per K/V tile: 64 at head_dim 256 keeps S and O in registers. bf16 q over FP8 KV at
-  // head_dim 128 takes 64 too: its ring slots hold the widened bf16 K and V (64 KB at 128 keys),
-  // which left room for two slots only, and with two every tile's build waited for the V release
-  // of the tile before it (the producer on the consumers' critical path); 64-key tiles have four.
+  // Keys per K/V tile: 64 at head_dim 256 keeps S and O in registers. Widened K (bf16 q over FP8
+  // KV without two-term Q) at head_dim 128 takes 64 too: its ring slots hold the widened K and V
+  // (64 KB at 128 keys), which left room for two slots only, and with two every tile's build
+  // waited for the V release of the tile before it (the producer on the consumers' critical
+  // path); 64-key tiles have four.
   // H200, b2 x 8k causal (bench/LOG.md, tenth session): 304 -> 328 TFLOP/s at page 16, 305 -> 336
   // at page 64 (per tile; the persistent kernel -1%). At head_dim 64 (four slots already) 64-key
   // tiles lost 1-8%.
-  static constexpr int kBlockN =
-      kHeadDim == 256 || (kKind == HopperKind::kBf16QFp8Kv && kHeadDim == 128) ? 64 : 128;
-  static constexpr int kQkBytes = kFp8Qk ? 1 : 2;  // bytes per Q (and K operand) element
+  static constexpr int kBlockN = kHeadDim == 256 || (kWidenK && kHeadDim == 128) ? 64 : 128;
+  // Bytes per Q (and K operand) element; two-term Q: the bf16 Q tile, and its two e4m3 terms
+  // make 2 bytes of Q K^T's k per element (kQkSteps 8 over K's 4).
+  static constexpr int kQkBytes = kFp8Qk ? 1 : 2;
   static constexpr int kPvBytes = kFp8Pv ? 1 : 2;  // bytes per P (and V^T operand) element
   static constexpr int kKvBytes = kFp8Kv ? 1 : 2;  // bytes per cached element
   // The FP8 operand layouts (128-byte rows of Q, K and V^T, the V^T permutation, T in 64
@@ -55,7 +74,9 @@ struct HopperConfig {
   static_assert(kHeadDim == 128 || (!kFp8Qk && (kHeadDim == 64 || kHeadDim == 256)),
                 "unsupported head_dim for this operand kind");
   static constexpr int kQBytes = kBlockM * kHeadDim * kQkBytes;
-  static constexpr int kKOperandBytes = kBlockN * kHeadDim * kQkBytes;
+  // The K operand: FP8 K as cached where Q K^T runs on FP8 operands (two-term Q included), else
+  // 16-bit (bf16 as cached, or FP8 widened).
+  static constexpr int kKOperandBytes = kBlockN * kHeadDim * (kFp8Qk || kQTwoTerm ? 1 : 2);
   static constexpr int kVtBytes = kBlockN * kHeadDim * kPvBytes;
   // One cached K or V tile; rows shorter than 128 bytes (FP8 at head_dim 64) are padded to one
   // swizzled 128-byte row.

@@ -84,7 +84,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     if constexpr (Tile::kWidenK) scores.score_scale *= q_rows_to_f16<Tile>(q_tile, consumer, gtid);
     sm90::fence_proxy_async_shared();
     sm90_async::named_barrier_sync(Cfg::kQReadyBarrier + consumer, 128);
-    load_q_fragments<Tile>(q, q_tile, consumer, gtid);
+    scores.score_scale *= load_q_fragments<Tile>(q, q_tile, consumer, gtid);  // two-term Q
 
     // The state of ws_consumer, fresh for the item (see there).
     float o_acc[kHeadDim / 2] = {};

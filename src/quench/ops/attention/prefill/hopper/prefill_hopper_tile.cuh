@@ -159,16 +159,95 @@ __device__ __forceinline__ QOperand<Cfg> q_operand_at(const unsigned char* q_til
   return q;
 }
 
+// Two-term Q (Cfg::kQTwoTerm, see HopperConfig): this thread's A fragments of FP8 Q K^T from
+// the warp's 16 bf16 Q rows, k32 step ks < 4 holding hi and step ks + 4 lo of the same elements
+// (register i, byte v: row 16 * warp + lane / 4 + 8 * (i % 2), dim 32 ks + 16 (i / 2) +
+// 4 (lane % 4) + v, the wgmma layout of an 8-bit A). Returns 2^-e, the factor of the warp's raw
+// scores. The warp's scale comes from its finite values; a NaN stays NaN in both terms, and an
+// infinite q becomes NaN (e4m3 has no infinity, and its satfinite conversion would make it 448):
+// either way a broken upstream value stays its own row's problem.
+template <class Cfg>
+__device__ __forceinline__ float load_q_fragments_two_term(uint32_t (&frag)[8][4],
+                                                           const unsigned char* q_tile,
+                                                           int warpgroup, int gtid) {
+  static_assert(Cfg::kQTwoTerm && Cfg::kQkSteps == 8, "two-term Q of head_dim 128");
+  const int lane = gtid % 32;
+  const int c = lane % 4;
+  const int row0 = 64 * warpgroup + 16 * (gtid / 32) + lane / 4;
+  uint2 raw[4][4];  // [ks][i]: the four bf16 of register i of step ks
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int chunk = 4 * ks + 2 * (i / 2) + c / 2;  // 16-byte chunk (8 bf16) of the row
+      raw[ks][i] = *reinterpret_cast<const uint2*>(
+          q_tile + block_tile_offset(Cfg::kBlockM, row0 + 8 * (i % 2), chunk) + (c % 2) * 8);
+    }
+  }
+  // The rows are rewritten next by this warp's own lanes (the next item's cp.async).
+  __syncwarp();
+  // |bf16| bit patterns order as their values (Inf 0x7f80, NaN above).
+  uint32_t amax = 0;
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      for (const uint32_t w : {raw[ks][i].x, raw[ks][i].y}) {
+        for (const uint32_t h : {w & 0x7fffu, w >> 16 & 0x7fffu}) {
+          if (h < 0x7f80u) amax = max(amax, h);
+        }
+      }
+    }
+  }
+  amax = __reduce_max_sync(0xffffffffu, amax);
+  // floor(log2(amax)) is the bf16 exponent field - 127; e puts amax * 2^e in [128, 256). The
+  // clamp keeps 2^e and 2^-e normal floats (a warp of zeros or subnormals takes 2^64: its
+  // terms round to 0 or near it, as its scores are).
+  const int e = amax == 0 ? 0 : min(64, max(-120, 7 - (static_cast<int>(amax >> 7) - 127)));
+  const float up = __int_as_float((127 + e) << 23);
+  const auto scaled = [&](uint32_t bits) {
+    const float x = __uint_as_float(bits << 16);
+    return isinf(x) ? __int_as_float(0x7fc00000) : x * up;  // exact: a power of two
+  };
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      uint32_t hi = 0;
+      uint32_t lo = 0;
+#pragma unroll
+      for (int pair = 0; pair < 2; ++pair) {
+        const uint32_t w = pair == 0 ? raw[ks][i].x : raw[ks][i].y;
+        const float y0 = scaled(w & 0xffffu);
+        const float y1 = scaled(w >> 16);
+        const __nv_fp8x2_storage_t h =
+            __nv_cvt_float2_to_fp8x2(make_float2(y0, y1), __NV_SATFINITE, __NV_E4M3);
+        const float2 hf = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(h, __NV_E4M3)));
+        const __nv_fp8x2_storage_t l = __nv_cvt_float2_to_fp8x2(
+            make_float2(y0 - hf.x, y1 - hf.y), __NV_SATFINITE, __NV_E4M3);  // exact differences
+        hi |= static_cast<uint32_t>(h) << (16 * pair);
+        lo |= static_cast<uint32_t>(l) << (16 * pair);
+      }
+      frag[ks][i] = hi;
+      frag[ks + 4][i] = lo;
+    }
+  }
+  return __int_as_float((127 - e) << 23);
+}
+
 // Where Cfg::kQInRegisters, loads warpgroup `warpgroup`'s Q fragments from the Q tile (one
 // ldmatrix.x4 per k step: its four 8x8 b16 matrices are rows 0-7 / 8-15 of the warp's 16 times
-// the step's two 16-byte chunks, lane l addressing row l % 8 of matrix l / 8); nothing
-// otherwise. Called by the warpgroup's 128 threads (gtid) once the rows are in their final form
-// and visible to the warp (each warp reads only its own 16 rows), before the wgmma fence of the
-// first Q K^T that reads them.
+// the step's two 16-byte chunks, lane l addressing row l % 8 of matrix l / 8; two-term Q:
+// load_q_fragments_two_term); nothing otherwise. Called by the warpgroup's 128 threads (gtid)
+// once the rows are in their final form and visible to the warp (each warp reads only its own
+// 16 rows), before the wgmma fence of the first Q K^T that reads them. Returns the factor of
+// the warp's raw Q K^T scores that the fragments carry (1 but for two-term Q).
 template <class Cfg>
-__device__ __forceinline__ void load_q_fragments(QOperand<Cfg>& q, const unsigned char* q_tile,
-                                                 int warpgroup, int gtid) {
-  if constexpr (Cfg::kQInRegisters) {
+__device__ __forceinline__ float load_q_fragments(QOperand<Cfg>& q, const unsigned char* q_tile,
+                                                  int warpgroup, int gtid) {
+  if constexpr (Cfg::kQTwoTerm) {
+    return load_q_fragments_two_term<Cfg>(q.frag, q_tile, warpgroup, gtid);
+  } else if constexpr (Cfg::kQInRegisters) {
     const int lane = gtid % 32;
     const int row = 64 * warpgroup + 16 * (gtid / 32) + lane % 8 + 8 * (lane / 8 % 2);
 #pragma unroll
@@ -180,6 +259,7 @@ __device__ __forceinline__ void load_q_fragments(QOperand<Cfg>& q, const unsigne
     // q_rows_to_f16, where no named barrier lies between: head_dim 64 has no ping-pong turns).
     __syncwarp();
   }
+  return 1.0f;
 }
 
 // After the Q K^T wait: pins q's fragments (where it has them) until then, so that the compiler
@@ -198,8 +278,12 @@ __device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], const QOp
   const uint64_t b0 = sm90::smem_descriptor_sw128(k_address);
 #pragma unroll
   for (int ks = 0; ks < Cfg::kQkSteps; ++ks) {
-    const uint64_t b = descriptor_plus(b0, kstep_address(0, Cfg::kBlockN, ks));
-    if constexpr (Cfg::kQInRegisters) {
+    // Two-term Q: [hi | lo] against [K | K], steps ks and ks + 4 reading K's step ks % 4.
+    const int k_step = Cfg::kQTwoTerm ? ks % 4 : ks;
+    const uint64_t b = descriptor_plus(b0, kstep_address(0, Cfg::kBlockN, k_step));
+    if constexpr (Cfg::kQTwoTerm) {
+      sm90::wgmma_m64n128k32_e4m3_rs(s, q.frag[ks], b, ks > 0);
+    } else if constexpr (Cfg::kQInRegisters) {
       static_assert(!Cfg::kFp8Qk, "Q is held in registers for 16-bit Q K^T only");
       wgmma_16bit_rs<Cfg::kBlockN, false, Cfg::kWidenK>(s, q.frag[ks], b, ks > 0);
     } else {

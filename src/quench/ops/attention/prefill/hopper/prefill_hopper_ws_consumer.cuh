@@ -235,12 +235,12 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   ws_load_q_rows<Cfg>(p, w, q_tile, consumer, gtid);
   prefill_generic::cp_async_commit();
   prefill_generic::cp_async_wait_all();
-  float q_factor = 1.0f;  // f16 Q K^T: the warp's Q scale back (q_rows_to_f16)
+  float q_factor = 1.0f;  // the warp's Q scale back (q_rows_to_f16, two-term Q)
   if constexpr (Tile::kWidenK) q_factor = q_rows_to_f16<Tile>(q_tile, consumer, gtid);
   sm90::fence_proxy_async_shared();
   sm90_async::named_barrier_sync(Cfg::kQReadyBarrier + consumer, 128);
   QOperand<Tile> q = q_operand_at<Tile>(q_tile, consumer);
-  load_q_fragments<Tile>(q, q_tile, consumer, gtid);
+  q_factor *= load_q_fragments<Tile>(q, q_tile, consumer, gtid);  // two-term Q: its 2^-e
 
   ScoreTransform scores =
       ws_score_transform<Tile>(p, w, consumer, warp_in_group, lane_group, lane_in_group);
