@@ -815,6 +815,7 @@ std::vector<CaseSpec> far_pages_grid() {
   prefill.page_size = 64;
   CaseSpec llama{"llama3_8b_T4229_e5m2_nhd_perhead"};
   llama.tokens = 4229;
+  llama.max_position = 16384;  // positions are drawn below max_position - tokens
   llama.q_heads = 32;
   llama.kv_heads = 8;
   llama.llama3 = true;
