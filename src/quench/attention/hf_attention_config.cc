@@ -1,7 +1,5 @@
 #include "quench/attention/hf_attention_config.h"
 
-#include <cmath>
-
 #include <cstdint>
 #include <fstream>
 #include <limits>

@@ -32,11 +32,9 @@ namespace {
 
 using AttentionRun = std::function<void(const AttentionParams&)>;
 
-// The first page whose byte offset in either cache tensor is past 2^32.
-int32_t first_page_past_4gib(const AttentionProblem& problem) {
-  const KvCacheLayout& kv = problem.kv_layout();
-  const int64_t page_bytes = kv.tensor_bytes() / kv.num_pages;
-  return static_cast<int32_t>((int64_t{1} << 32) / page_bytes + 1);
+// Bytes of one page of one cache tensor.
+int64_t page_bytes(const KvCacheLayout& kv) {
+  return kv.tensor_bytes() / kv.num_pages;
 }
 
 // Where two downloads of the same buffer first differ, or "" when they are the same bytes.
@@ -72,9 +70,10 @@ void expect_same_output_past_4gib(const AttentionProblemConfig& config, const At
   const CompareResult out = near.compare_output(tolerance);
   ASSERT_TRUE(out.ok) << "at page 0, vs the reference: " << out.summary();
 
-  const int32_t first_page = first_page_past_4gib(problem);
+  // The first page whose byte offset in either cache tensor is past 2^32.
   const KvCacheLayout& kv = problem.kv_layout();
-  const int64_t pool_bytes = 2 * (kv.tensor_bytes() / kv.num_pages) * (first_page + kv.num_pages);
+  const int32_t first_page = static_cast<int32_t>((int64_t{1} << 32) / page_bytes(kv) + 1);
+  const int64_t pool_bytes = 2 * page_bytes(kv) * (first_page + kv.num_pages);
   size_t free_bytes = 0;
   size_t total_bytes = 0;
   QUENCH_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -85,8 +84,8 @@ void expect_same_output_past_4gib(const AttentionProblemConfig& config, const At
   AttentionDeviceProblem far(problem, first_page);
   run(far.params());
   QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
-  const std::string at = str_cat(" (pages from ", first_page, ", byte ",
-                                 first_page * (kv.tensor_bytes() / kv.num_pages), ")");
+  const std::string at =
+      str_cat(" (pages from ", first_page, ", byte ", first_page * page_bytes(kv), ")");
   EXPECT_EQ(first_difference(far.download_out(), near.download_out()), "") << "output" << at;
   EXPECT_EQ(first_difference(far.download_lse(), near.download_lse()), "") << "lse" << at;
 }
@@ -94,7 +93,7 @@ void expect_same_output_past_4gib(const AttentionProblemConfig& config, const At
 void run_decode(const AttentionParams& params) {
   const DeviceBuffer workspace = zeroed_decode_workspace(params);
   decode_attention(params, workspace.get(), workspace.bytes(), nullptr);
-  QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  QUENCH_CUDA_CHECK(cudaDeviceSynchronize());  // before the workspace is freed
 }
 
 struct DecodePath {

@@ -69,8 +69,6 @@ TEST(DecodeAttentionValidation, OutputOverlappingTheQueryIsRejected) {
   }
 }
 
-// The launcher accepts exactly the scalars the CPU reference accepts: each bad value is rejected
-// by both, with the reference's message (field, value, allowed range).
 // Kernels round lengths up to whole tiles in int32: a max_seq_len within a tile of 2^31 is refused.
 TEST(DecodeAttentionValidation, MaxSeqLenNearTheInt32LimitIsRejected) {
   const AttentionProblem problem(decode_config(DType::kBF16));
@@ -83,6 +81,8 @@ TEST(DecodeAttentionValidation, MaxSeqLenNearTheInt32LimitIsRejected) {
       << rejection(p);
 }
 
+// The launcher accepts exactly the scalars the CPU reference accepts: each bad value is rejected
+// by both, with the reference's message (field, value, allowed range).
 TEST(DecodeAttentionValidation, ScalesSoftCapAndScaleRowsAreCheckedAsTheReferenceDoes) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   constexpr float kNan = std::numeric_limits<float>::quiet_NaN();

@@ -1,10 +1,10 @@
 // Host launcher of the generic prefill kernel: support check, dispatch on head_dim and KV dtype
 // (9 instantiations), grid (query tiles of PrefillConfig::kBlockM packed rows, KV heads,
 // sequences).
-#include "quench/ops/attention/attention_launch_checks.h"
 #include "quench/ops/attention/prefill/generic/prefill_attention_generic.h"
 
 #include "quench/core/error.h"
+#include "quench/ops/attention/attention_launch_checks.h"
 #include "quench/ops/attention/prefill/generic/prefill_attention_generic_kernel.cuh"
 #include "quench/ops/attention/prefill/prefill_launch.h"
 

@@ -4,7 +4,6 @@
 // 256 the synchronous one where HopperHeadDim256Kernel or QUENCH_PREFILL_HD256=sync asks) and
 // grid (persistent: one CTA per SM; per tile: query tiles of 128 packed rows, KV heads,
 // sequences).
-#include "quench/ops/attention/attention_launch_checks.h"
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include "quench/core/env_switch.h"
 #include "quench/core/error.h"
 #include "quench/kv_cache/kv_tensor_map_cache.h"
+#include "quench/ops/attention/attention_launch_checks.h"
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper_kernel.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_persistent_kernel.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_kernel.cuh"
