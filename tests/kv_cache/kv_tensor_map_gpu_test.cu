@@ -2,8 +2,8 @@
 // through cp.async.bulk.tensor into 1024-byte-aligned shared memory, exactly as the Hopper
 // prefill producer does, and the test compares every byte with where the host says it belongs:
 // row r of a box at r * 128, its 16-byte chunk c at chunk c ^ (r % 8) (the 128-byte swizzle
-// of sm90_ptx.cuh's swizzle128_offset), elements past head_dim zero. Every page size, layout,
-// dtype and head_dim the prefill kernel uses. When the attention tests fail with TMA, this
+// of core/sm90_wgmma.cuh's swizzle128_offset), elements past head_dim zero. Every page size,
+// layout, dtype and head_dim the prefill kernel uses. When the attention tests fail with TMA, this
 // says whether the map (dims, strides, box, swizzle, out-of-bounds fill) is at fault. Skipped
 // unless the device is sm_90.
 #include <cuda_runtime.h>

@@ -1,7 +1,8 @@
-// The split the Hopper prefill's bf16 q over FP8 KV kernel relies on (load_q_fragments_two_term in
-// prefill_hopper_tile.cuh): a bf16 value y, scaled by a power of two into |y| < 256, becomes two
-// e4m3 codes, hi = e4m3(y) and lo = e4m3(y - hi), both rounded to nearest even with saturation
-// (the kernel's cvt.rn.satfinite; the host conversions match CUDA's on every float, see
+// The split that bf16 q over FP8 KV relies on where it meets FP8 wgmma (e4m3x2_two_term in
+// numerics/e4m3_two_term.cuh: the Hopper prefill's Q fragments, the decode kernel's Q·Kᵀ
+// variant): a bf16 value y, scaled by a power of two into |y| < 256, becomes two e4m3 codes,
+// hi = e4m3(y) and lo = e4m3(y - hi), both rounded to nearest even with saturation (the kernels'
+// cvt.rn.satfinite; the host conversions match CUDA's on every float, see
 // cuda_host_cross_check_test.cc). Claimed there: hi + lo == y exactly for |y| >= 2^-2, and
 // |hi + lo - y| <= 2^-10 below. Checked here on every bf16 value below 256.
 #include <gtest/gtest.h>

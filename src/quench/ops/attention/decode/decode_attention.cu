@@ -15,6 +15,7 @@
 #include "quench/core/device_array_check.h"
 #include "quench/core/env_switch.h"
 #include "quench/core/error.h"
+#include "quench/core/log.h"
 #include "quench/kv_cache/kv_tensor_map_cache.h"
 #include "quench/ops/attention/attention_launch_checks.h"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
@@ -52,16 +53,40 @@ bool aligned16(const void* p) {
 // tma: the variant with a producer warp loading K/V by tensor TMA (sm_90, head_dim 64 and 128;
 // the instantiation falls back to the cp.async kernel elsewhere). swapped: its swapped-operand
 // tile loop (query rows as the MMA's n8 side), for launches of at most kSwappedMaxRows query rows
-// per request and KV head.
-DecodeKernelInfo kernel_info(const AttentionParams& p, bool tma, bool swapped) {
+// per request and KV head. wgmma_qk: that loop's Q K^T on FP8 wgmma where the instantiation
+// has it (FP8 KV, bf16 q; info.wgmma_qk).
+DecodeKernelInfo kernel_info(const AttentionParams& p, bool tma, bool swapped, bool wgmma_qk) {
   switch (p.kv.dtype) {
     case DType::kFP8E4M3:
-      return decode::decode_kernel_info_kv_e4m3(p.kv.head_dim, p.q_dtype, tma, swapped);
+      return decode::decode_kernel_info_kv_e4m3(p.kv.head_dim, p.q_dtype, tma, swapped, wgmma_qk);
     case DType::kFP8E5M2:
-      return decode::decode_kernel_info_kv_e5m2(p.kv.head_dim, p.q_dtype, tma, swapped);
+      return decode::decode_kernel_info_kv_e5m2(p.kv.head_dim, p.q_dtype, tma, swapped, wgmma_qk);
     default:
-      return decode::decode_kernel_info_kv_bf16(p.kv.head_dim, p.q_dtype, tma, swapped);
+      return decode::decode_kernel_info_kv_bf16(p.kv.head_dim, p.q_dtype, tma, swapped, wgmma_qk);
   }
+}
+
+// QUENCH_DECODE_QK=mma|wgmma: how the swapped-operand loop multiplies Q K^T over an FP8 cache:
+// K widened to f16 for mma.sync in the warps (mma, the default), or FP8 K straight from the
+// stage on warpgroup MMA with q as two e4m3 terms (wgmma; decode_swapped_tile_loop.cuh). An A/B
+// switch until the H200 has measured the wgmma form (bench/LOG.md).
+bool wgmma_qk_requested() {
+  static const bool requested = env_switch("QUENCH_DECODE_QK", {"mma", "wgmma"}) == "wgmma";
+  return requested;
+}
+
+// Says once per process that QUENCH_DECODE_QK=wgmma met a launch it cannot serve (a bf16 cache,
+// an f16 query, head_dim 256, a GPU other than sm_90, more query rows than the swapped loop
+// holds), which then runs the default Q K^T: an A/B run should know which kernel it timed.
+void note_wgmma_qk_not_taken(const AttentionParams& p, bool swapped) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    log_warning(str_cat("QUENCH_DECODE_QK=wgmma: this decode launch (KV ", dtype_name(p.kv.dtype),
+                        ", q ", dtype_name(p.q_dtype), ", head_dim ", p.kv.head_dim,
+                        swapped ? "" : ", not the sm_90 swapped-operand loop",
+                        ") runs Q K^T on mma.sync; wgmma serves FP8 KV with a bf16 query at "
+                        "head_dim 64/128 in the swapped loop on sm_90 (said once)"));
+  });
 }
 
 // QUENCH_DECODE_SWAPPED=0: the row-major loop where the swapped-operand loop would run.
@@ -247,7 +272,9 @@ LaunchShape launch_shape(const AttentionParams& p) {
   args.group = p.num_q_heads / p.kv.num_kv_heads;
   const bool tma = major == 9;
   const bool few_rows = static_cast<int64_t>(p.max_q_len) * args.group <= decode::kSwappedMaxRows;
-  shape.info = kernel_info(p, tma, tma && few_rows && swapped_loop_allowed());
+  const bool swapped = tma && few_rows && swapped_loop_allowed();
+  shape.info = kernel_info(p, tma, swapped, wgmma_qk_requested());
+  if (wgmma_qk_requested() && !shape.info.wgmma_qk) note_wgmma_qk_not_taken(p, swapped);
   args.row_groups =
       std::max(1, (p.max_q_len * args.group + decode::kRowsPerCta - 1) / decode::kRowsPerCta);
   const KernelLaunchConfig config = launch_config(shape.info, device);

@@ -31,6 +31,8 @@
 //   QUENCH_DECODE_STAGES=2..8        at most that many ring stages in every launch
 //   QUENCH_DECODE_GRID=splits        blockIdx.x = split instead of KV head
 //   QUENCH_DECODE_PDL=1              the main kernel as a programmatic dependent launch
+//   QUENCH_DECODE_QK=mma|wgmma       the swapped loop's Q K^T over FP8 KV (bf16 q): mma.sync
+//                                    on K widened to f16 (default), or FP8 wgmma on K as cached
 #pragma once
 
 #include <cuda_runtime.h>

@@ -186,8 +186,11 @@ __device__ __noinline__ void merge_item_rows(const DecodeKernelArgs& args, int32
 // maps: TMA maps of p.k_cache and p.v_cache (make_kv_tensor_maps over p.kv) for the TMA kernel;
 // unused (any value) by the cp.async kernel.
 // kSwapped (TMA kernel only): the tile loop of decode_swapped_tile_loop.cuh, for launches whose
-// CTAs hold at most kSwappedMaxRows query rows (the host guarantees it).
-template <int kHeadDim, DType kKvDtype, DType kQDtype, bool kTma, bool kSwapped = false>
+// CTAs hold at most kSwappedMaxRows query rows (the host guarantees it). kWgmmaQk (kSwapped,
+// FP8 KV, bf16 q, head_dim <= 128): that loop's Q K^T on FP8 wgmma (the host runs it on sm_90
+// only); its Q terms take kQTermsBytes after the ring.
+template <int kHeadDim, DType kKvDtype, DType kQDtype, bool kTma, bool kSwapped = false,
+          bool kWgmmaQk = false>
 __global__ void __launch_bounds__(
     DecodeTraits<kHeadDim, kKvDtype, kQDtype, kTma>::kCtaThreads,
     kMinCtasPerSmFor<kHeadDim, kKvDtype == DType::kBF16 ? 2 : 1, kTma, kSwapped>)
@@ -195,6 +198,8 @@ __global__ void __launch_bounds__(
                             const __grid_constant__ KvTensorMaps maps) {
   using T = DecodeTraits<kHeadDim, kKvDtype, kQDtype, kTma>;
   static_assert(kTma || !kSwapped, "the swapped-operand loop reads the TMA kernel's stages");
+  static_assert(!kWgmmaQk || (kSwapped && kQDtype == DType::kBF16),
+                "FP8 Q K^T on wgmma is a variant of the swapped loop for a bf16 query");
   constexpr MmaType kMma = T::kMma;
   const AttentionParams& p = args.p;
 
@@ -587,6 +592,12 @@ __global__ void __launch_bounds__(
     rows.score_mul = score_mul;
     rows.soft_cap = soft_cap;
     rows.cap_mul = cap_mul;
+    if constexpr (kWgmmaQk) {
+      uint8_t* q_terms = pipe + num_stages * T::kStageBytes;  // 1024-aligned, as the ring
+      write_q_terms<T>(q_smem, q_terms, tid);
+      sync_compute_warps<kTma>();
+      rows.q_terms = smem_address(q_terms);
+    }
     SwappedPipe swapped_pipe;
     swapped_pipe.ring = pipe;
     swapped_pipe.full_bars = full_bars;
@@ -598,7 +609,7 @@ __global__ void __launch_bounds__(
     swapped_pipe.mask_hi = mask_hi;
     swapped_pipe.kv_begin = kv_begin;
     swapped_pipe.kv_end = kv_end;
-    SwappedTileLoop<T> loop;
+    SwappedTileLoop<T, kWgmmaQk> loop;
     loop.run(rows, swapped_pipe, warp, lane);
     if (args.merge_counters == nullptr && !args.early_merge_launch) {
       allow_dependent_launch();  // as below

@@ -3,9 +3,9 @@
 
 namespace quench::decode {
 
-DecodeKernelInfo decode_kernel_info_kv_e5m2(int32_t head_dim, DType q_dtype, bool tma,
-                                            bool swapped) {
-  return decode_kernel_info_for<DType::kFP8E5M2>(head_dim, q_dtype, tma, swapped);
+DecodeKernelInfo decode_kernel_info_kv_e5m2(int32_t head_dim, DType q_dtype, bool tma, bool swapped,
+                                            bool wgmma_qk) {
+  return decode_kernel_info_for<DType::kFP8E5M2>(head_dim, q_dtype, tma, swapped, wgmma_qk);
 }
 
 }  // namespace quench::decode

@@ -73,8 +73,9 @@ struct DecodeKernelInfo {
   int32_t stage_bytes = 0;
   int32_t fixed_bytes = 0;
   int32_t combine_bytes = 0;
-  bool tma = false;      // loads through the KvTensorMaps parameter (else it ignores it)
-  bool swapped = false;  // swapped operands: at most kSwappedMaxRows query rows per CTA
+  bool tma = false;       // loads through the KvTensorMaps parameter (else it ignores it)
+  bool swapped = false;   // swapped operands: at most kSwappedMaxRows query rows per CTA
+  bool wgmma_qk = false;  // the swapped loop's Q K^T on FP8 wgmma (FP8 KV, bf16 q)
 };
 
 // Defined one per KV dtype (decode_attention_kv_*.cu) so the instantiations compile in
@@ -82,13 +83,14 @@ struct DecodeKernelInfo {
 // variant with a producer warp feeding the stages by tensor TMA (sm_90 devices only; head_dim
 // 256 ignores it and runs the cp.async kernel); swapped: the TMA variant's swapped-operand loop,
 // for launches of at most kSwappedMaxRows query rows per request and KV head (ignored without
-// tma or at head_dim 256).
-DecodeKernelInfo decode_kernel_info_kv_bf16(int32_t head_dim, DType q_dtype, bool tma,
-                                            bool swapped);
-DecodeKernelInfo decode_kernel_info_kv_e4m3(int32_t head_dim, DType q_dtype, bool tma,
-                                            bool swapped);
-DecodeKernelInfo decode_kernel_info_kv_e5m2(int32_t head_dim, DType q_dtype, bool tma,
-                                            bool swapped);
+// tma or at head_dim 256); wgmma_qk: that loop's Q K^T on FP8 wgmma (sm_90 devices only; taken
+// by FP8 caches with a bf16 query, ignored elsewhere: info.wgmma_qk says which).
+DecodeKernelInfo decode_kernel_info_kv_bf16(int32_t head_dim, DType q_dtype, bool tma, bool swapped,
+                                            bool wgmma_qk);
+DecodeKernelInfo decode_kernel_info_kv_e4m3(int32_t head_dim, DType q_dtype, bool tma, bool swapped,
+                                            bool wgmma_qk);
+DecodeKernelInfo decode_kernel_info_kv_e5m2(int32_t head_dim, DType q_dtype, bool tma, bool swapped,
+                                            bool wgmma_qk);
 
 // The split-KV merge (decode_merge.cu): combines args.partial_* and runs the output epilogue.
 // With `dependent` (the GPU is sm_90+) it is a programmatic dependent launch of the main kernel:

@@ -22,11 +22,24 @@
 //   byte permute of two rows' words gives two elements' token pairs. Lane element i (of
 //   head_dim / 8) is output column v_output_column(i, g), row g (even i) or g + 8 (odd i) of
 //   m-tile i / 2. bf16: one ldmatrix.x4.trans per m-tile; m-tile mt row r is dim 16 mt + r.
+//
+// kWgmmaQk (FP8 KV, bf16 q, sm_90a; QUENCH_DECODE_QK=wgmma): S^T = K Q^T on the tensor cores'
+// FP8 warpgroup MMA straight from the stage (wgmma m64n8k32: the tile's 64 tokens are M, the 8
+// query rows N), with no K loads, conversions or MMAs in the warps. Q is the B operand, as two
+// e4m3 terms per element (numerics/e4m3_two_term.cuh) in kQTermsBytes of shared memory
+// (write_q_terms): hi and lo tiles of 8 rows x 128 bytes in the 128-byte swizzle, S^T =
+// K hi^T + K lo^T. The terms are the f16 rows times 2^-8 (max |q| of a row in [128, 256)), exact
+// for every element >= 2^-10 of its row's largest; col_score_mul carries the 2^8 back. The
+// accumulator of m64n8 is this loop's S^T layout with the tile's tokens in their natural order
+// (token_of_column is the identity: no K fragment reads to keep conflict-free, and the V reads
+// stay conflict-free with rows 2c, 2c + 1).
 #pragma once
 
 #include <cstdint>
 
 #include "quench/core/sm90_async.cuh"
+#include "quench/core/sm90_wgmma.cuh"
+#include "quench/numerics/e4m3_two_term.cuh"
 #include "quench/numerics/fast_math.cuh"
 #include "quench/ops/attention/decode/decode_fragments.cuh"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
@@ -42,6 +55,7 @@ struct SwappedRows {
   int32_t row0 = 0;                  // first query row of the CTA
   int32_t group = 1;                 // q heads per KV head: row r is token (row0 + r) / group
   int32_t window_left = -1;          // -1: no window
+  uint32_t q_terms = 0;              // kWgmmaQk: shared address of the Q terms (write_q_terms)
   float score_mul = 0.0f;            // multiplies raw scores (log2 units, or / soft-cap)
   float soft_cap = 0.0f;             // > 0: scores -> tanh(x) * cap_mul
   float cap_mul = 0.0f;
@@ -59,9 +73,55 @@ struct SwappedPipe {
   int32_t kv_begin = 0, kv_end = 0;  // tokens outside hold untrusted V bytes
 };
 
+// Shared memory of kWgmmaQk's Q terms: hi, then lo, each 8 rows x 128 bytes (one swizzle atom).
+inline constexpr int kQTermsBytes = 2 * kSwappedMaxRows * 128;
+
+// Writes the Q terms of kWgmmaQk (see the top of this file) from the CTA's f16 query rows
+// (q_smem, kQStride bytes apart; rows past num_rows are zero): element d of row r at byte d of
+// the row's 128, 16-byte chunk d / 16 stored at chunk (d / 16) ^ r; lo 1024 bytes after hi. Run
+// by the kThreads compute threads, after the rows are written and synced; the caller syncs them
+// again after it (each thread's stores are fenced here for the wgmma's async-proxy reads).
 template <class T>
+__device__ __forceinline__ void write_q_terms(const uint8_t* q_smem, uint8_t* q_terms, int tid) {
+  constexpr int kChunks = T::kRowBytes / 8;  // 8 f16 = 16 source bytes per item
+  for (int idx = tid; idx < kSwappedMaxRows * kChunks; idx += kThreads) {
+    const int r = idx / kChunks;
+    const int ch = idx % kChunks;
+    const uint4 v = *reinterpret_cast<const uint4*>(q_smem + r * T::kQStride + ch * 16);
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    uint32_t hi[2] = {0u, 0u}, lo[2] = {0u, 0u};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 x = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      // 2^-8 is exact; an infinite q becomes NaN (e4m3 saturates, it has no infinity), so that a
+      // broken upstream value stays its own row's problem, as on the f16 path.
+      const float y0 = isinf(x.x) ? __int_as_float(0x7fc00000) : x.x * 0.00390625f;
+      const float y1 = isinf(x.y) ? __int_as_float(0x7fc00000) : x.y * 0.00390625f;
+      const E4m3x2Terms t = e4m3x2_two_term(y0, y1);
+      hi[i / 2] |= static_cast<uint32_t>(t.hi) << (16 * (i % 2));
+      lo[i / 2] |= static_cast<uint32_t>(t.lo) << (16 * (i % 2));
+    }
+    const int offset = r * 128 + (((ch / 2) ^ r) << 4) + (ch % 2) * 8;
+    *reinterpret_cast<uint2*>(q_terms + offset) = make_uint2(hi[0], hi[1]);
+    *reinterpret_cast<uint2*>(q_terms + kQTermsBytes / 2 + offset) = make_uint2(lo[0], lo[1]);
+  }
+#ifdef QUENCH_SM90A_ENABLED
+  sm90::fence_proxy_async_shared();
+#endif
+}
+
+template <class T, bool kWgmmaQk = false>
 struct SwappedTileLoop {
+  static_assert(!kWgmmaQk || (T::kFp8Kv && T::kRowBytes <= 128),
+                "FP8 Q K^T on wgmma reads an FP8 K tile of one 128-byte column block");
   static constexpr MmaType kMma = T::kMma;
+  // FP8 wgmma k32 steps per Q term (head_dim bytes of K).
+  static constexpr int kQkSteps32 = T::kRowBytes / 32;
+  // Tile row (token) of column n of an 8-token half: the TMA layout's permutation for the K
+  // fragment reads, or the natural order that wgmma's accumulator has.
+  static __device__ __forceinline__ int token_of_column(int n) {
+    return kWgmmaQk ? n : T::token_of_column(n);
+  }
   static constexpr int kMTiles = T::kONTiles / 2;  // O^T m-tiles of 16 head-dim rows
   static constexpr int kVWords = T::kVLoadBytes / 4;
   static_assert(kSwappedMaxRows == 8, "query rows are the n8 side of one MMA tile");
@@ -83,7 +143,7 @@ struct SwappedTileLoop {
     uint32_t q_frag[T::kKSteps][2];
     const uint8_t* q_row = rows.q_smem + g * T::kQStride;
 #pragma unroll
-    for (int cg = 0; cg < T::kChunkGroups; ++cg) {
+    for (int cg = 0; cg < (kWgmmaQk ? 0 : T::kChunkGroups); ++cg) {
       if constexpr (T::kFp8Kv) {
         uint32_t w[8];
         load_words<32>(q_row + (4 * cg + c) * 32, w);
@@ -107,7 +167,8 @@ struct SwappedTileLoop {
     int32_t col_lo[2], col_hi[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      col_score_mul[i] = rows.score_mul * rows.q_unscale[2 * c + i];
+      // kWgmmaQk's terms are the f16 rows times 2^-8.
+      col_score_mul[i] = rows.score_mul * rows.q_unscale[2 * c + i] * (kWgmmaQk ? 256.0f : 1.0f);
       const int r = min(2 * c + i, rows.num_rows - 1);
       const int32_t pos = rows.first_pos + (rows.row0 + r) / rows.group;
       col_hi[i] = pos + 1;
@@ -121,11 +182,10 @@ struct SwappedTileLoop {
     row_sum[0] = row_sum[1] = 0.0f;
 
     // Tile rows of this lane's S^T rows (g, g + 8) and P^T k indices (2c, 2c + 1, 2c + 8, 2c + 9).
-    const int k_rows[2] = {16 * warp + T::token_of_column(g),
-                           16 * warp + 8 + T::token_of_column(g)};
+    const int k_rows[2] = {16 * warp + token_of_column(g), 16 * warp + 8 + token_of_column(g)};
     const int v_rows[4] = {
-        16 * warp + T::token_of_column(2 * c), 16 * warp + T::token_of_column(2 * c + 1),
-        16 * warp + 8 + T::token_of_column(2 * c), 16 * warp + 8 + T::token_of_column(2 * c + 1)};
+        16 * warp + token_of_column(2 * c), 16 * warp + token_of_column(2 * c + 1),
+        16 * warp + 8 + token_of_column(2 * c), 16 * warp + 8 + token_of_column(2 * c + 1)};
     // Shared-memory offsets of this lane's reads, one per row; the other chunks of the row are
     // offset ^ kv_chunk_delta(constant) (registers: 4 CTAs per SM leave ~100 per thread).
     // FP8: K rows k_rows at chunk c (chunk group cg: + 4 cg), V rows v_rows at v_column_byte.
@@ -152,6 +212,36 @@ struct SwappedTileLoop {
       v_offsets[0][0] = T::kv_smem_offset(v_row, i % 2 * 16);
     }
     const uint32_t ring = smem_address(pipe.ring);
+    // FP8 V: this lane's words of load ld of the tile at v_tile (tile_tok0 its first token).
+    // V rows of tokens outside [kv_begin, kv_end) hold untrusted bytes (the TMA producer does not
+    // zero-fill): their P is 0, and zeroing their words keeps 0 x NaN out of the product. Only
+    // tiles that need masking hold such rows.
+    auto load_fp8_v_words = [&](const uint8_t* v_tile, int32_t tile_tok0, int ld,
+                                uint32_t(&v_words)[4][kVWords], bool need_mask) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        load_words<T::kVLoadBytes>(v_tile + v_offsets[ld][r], v_words[r]);
+      if (need_mask) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int32_t tok = tile_tok0 + v_rows[r];
+          if (tok < pipe.kv_begin || tok >= pipe.kv_end) {
+#pragma unroll
+            for (int w = 0; w < kVWords; ++w)
+              v_words[r][w] = 0u;
+          }
+        }
+      }
+    };
+    // The A fragment of m-tile ld * kVElemsPerLoad / 2 + i from load ld's words: lane elements
+    // ld * kVElemsPerLoad + 2i, + 1 (word i / 2, half i % 2) are its rows g and g + 8; a = (row
+    // g, tokens 2c, 2c + 1), (row g + 8, the same), (g, 2c + 8, 2c + 9), (g + 8, ..).
+    auto fp8_v_fragment = [](const uint32_t(&v_words)[4][kVWords], int i, uint32_t(&a)[4]) {
+      fp8_column_pairs_to_mma<T::kFp8, kMma>(v_words[0][i / 2], v_words[1][i / 2], i % 2, a[0],
+                                             a[1]);
+      fp8_column_pairs_to_mma<T::kFp8, kMma>(v_words[2][i / 2], v_words[3][i / 2], i % 2, a[2],
+                                             a[3]);
+    };
 
     int stage = 0;
     uint32_t phase = 0;  // parity of the full[stage] phase that delivers tile `tile`
@@ -164,7 +254,21 @@ struct SwappedTileLoop {
 
       // S^T, in two independent chains (even and odd k-steps): half the dependent-MMA latency.
       float s_chain[2][4] = {};
-      if constexpr (T::kFp8Kv) {
+      // kWgmmaQk: the V fragments are loaded and widened while the tensor cores run S^T.
+      uint32_t v_frag[kWgmmaQk ? kMTiles : 1][4];
+      if constexpr (kWgmmaQk) {
+        issue_wgmma_scores(s_chain[0], stage_addr, rows.q_terms);
+        const bool mask_v = tile_tok0 < pipe.mask_lo || tile_tok0 + kTileTokens > pipe.mask_hi;
+#pragma unroll
+        for (int ld = 0; ld < kVLoads; ++ld) {
+          uint32_t v_words[4][kVWords];
+          load_fp8_v_words(v_tile, tile_tok0, ld, v_words, mask_v);
+#pragma unroll
+          for (int i = 0; i < T::kVElemsPerLoad / 2; ++i)
+            fp8_v_fragment(v_words, i, v_frag[ld * T::kVElemsPerLoad / 2 + i]);
+        }
+        wait_wgmma_scores(s_chain[0]);
+      } else if constexpr (T::kFp8Kv) {
 #pragma unroll
         for (int cg = 0; cg < T::kChunkGroups; ++cg) {
           uint32_t k_words[2][4];
@@ -233,37 +337,19 @@ struct SwappedTileLoop {
       // P^T B fragment: b0 = tokens 0-7, b1 = tokens 8-15 (k = 2c, 2c + 1 of query row g).
       const uint32_t p_b0 = transpose_8x8_b16(pack_pair<kMma>(s[0], s[1]));
       const uint32_t p_b1 = transpose_8x8_b16(pack_pair<kMma>(s[2], s[3]));
-      if constexpr (T::kFp8Kv) {
+      if constexpr (kWgmmaQk) {
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+          mma_16816<kMma>(o_acc[mt], v_frag[mt], p_b0, p_b1);
+      } else if constexpr (T::kFp8Kv) {
 #pragma unroll
         for (int ld = 0; ld < kVLoads; ++ld) {
           uint32_t v_words[4][kVWords];
-#pragma unroll
-          for (int r = 0; r < 4; ++r)
-            load_words<T::kVLoadBytes>(v_tile + v_offsets[ld][r], v_words[r]);
-          // V rows of tokens outside [kv_begin, kv_end) hold untrusted bytes (the TMA producer
-          // does not zero-fill): their P is 0, and zeroing their words keeps 0 x NaN out of the
-          // product. Only tiles that need masking hold such rows.
-          if (need_mask) {
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-              const int32_t tok = tile_tok0 + v_rows[r];
-              if (tok < pipe.kv_begin || tok >= pipe.kv_end) {
-#pragma unroll
-                for (int w = 0; w < kVWords; ++w)
-                  v_words[r][w] = 0u;
-              }
-            }
-          }
-          // Lane elements ld * kVElemsPerLoad + 2i, + 1 (word i / 2, half i % 2) are rows g and
-          // g + 8 of m-tile ld * kVElemsPerLoad / 2 + i.
+          load_fp8_v_words(v_tile, tile_tok0, ld, v_words, need_mask);
 #pragma unroll
           for (int i = 0; i < T::kVElemsPerLoad / 2; ++i) {
-            // (row g, tokens 2c, 2c + 1), (row g + 8, the same), (g, 2c + 8, 2c + 9), (g + 8, ..)
             uint32_t a[4];
-            fp8_column_pairs_to_mma<T::kFp8, kMma>(v_words[0][i / 2], v_words[1][i / 2], i % 2,
-                                                   a[0], a[1]);
-            fp8_column_pairs_to_mma<T::kFp8, kMma>(v_words[2][i / 2], v_words[3][i / 2], i % 2,
-                                                   a[2], a[3]);
+            fp8_v_fragment(v_words, i, a);
             mma_16816<kMma>(o_acc[ld * T::kVElemsPerLoad / 2 + i], a, p_b0, p_b1);
           }
         }
@@ -297,6 +383,37 @@ struct SwappedTileLoop {
       if (lane == 0) sm90_async::mbarrier_arrive(pipe.empty_bars + 8 * stage);
       if (++stage == pipe.num_stages) stage = 0, phase ^= 1;
     }
+  }
+
+  // kWgmmaQk: s (this thread's S^T accumulator) = K hi^T + K lo^T of the K tile at shared
+  // address k_tile (the stage; 1024-aligned, TMA's 128-byte swizzle) and the Q terms at q_terms.
+  // Issued by the whole warpgroup (the four compute warps); wait_wgmma_scores waits for it.
+  __device__ __forceinline__ void issue_wgmma_scores(float (&s)[4], uint32_t k_tile,
+                                                     uint32_t q_terms) {
+#ifdef QUENCH_SM90A_ENABLED
+    constexpr bool kE5m2 = T::kFp8 == Fp8Kind::kE5M2;
+    const uint64_t k_desc = sm90::smem_descriptor_sw128(k_tile);
+    const uint64_t q_desc = sm90::smem_descriptor_sw128(q_terms);
+    sm90::wgmma_fence();  // the previous tile's reads of s come first
+#pragma unroll
+    for (int term = 0; term < 2; ++term) {
+#pragma unroll
+      for (int ks = 0; ks < kQkSteps32; ++ks) {
+        const uint64_t a = sm90::descriptor_plus(k_desc, 32 * ks);
+        const uint64_t b = sm90::descriptor_plus(q_desc, term * (kQTermsBytes / 2) + 32 * ks);
+        sm90::wgmma_m64n8k32_f8_e4m3_ss<kE5m2>(s, a, b, term + ks > 0);
+      }
+    }
+    sm90::wgmma_commit_group();
+#else
+    __trap();  // the host runs kWgmmaQk on sm_90 only
+#endif
+  }
+  __device__ __forceinline__ void wait_wgmma_scores(float (&s)[4]) {
+#ifdef QUENCH_SM90A_ENABLED
+    sm90::wgmma_wait_group<0>();
+    sm90::fence_registers(s);  // no read of s moves above the wait
+#endif
   }
 
   // Writes the warp's statistics and unnormalised O rows where the kernel's combine step reads

@@ -38,10 +38,10 @@
 #include <cstdint>
 
 #include "quench/core/sm90_async.cuh"
+#include "quench/core/sm90_wgmma.cuh"
 #include "quench/ops/attention/attention_params.h"
 #include "quench/ops/attention/prefill/generic/mma_sm80.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_tile.cuh"
-#include "quench/ops/attention/prefill/hopper/sm90_ptx.cuh"
 #include "quench/ops/attention/prefill/prefill_kernel_common.cuh"
 
 namespace quench::prefill_hopper {

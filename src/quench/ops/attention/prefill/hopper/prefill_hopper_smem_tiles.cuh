@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
+#include "quench/core/sm90_wgmma.cuh"
 #include "quench/ops/attention/prefill/generic/mma_sm80.cuh"
-#include "quench/ops/attention/prefill/hopper/sm90_ptx.cuh"
 #include "quench/ops/attention/prefill/prefill_kernel_common.cuh"
 
 namespace quench::prefill_hopper {
@@ -25,14 +25,6 @@ __device__ __forceinline__ int block_tile_offset(int tile_rows, int row, int chu
 // first row of interest starts at `base` within column block 0.
 __device__ __forceinline__ uint32_t kstep_address(uint32_t base, int tile_rows, int step) {
   return base + static_cast<uint32_t>((step >> 2) * tile_rows * 128 + 32 * (step & 3));
-}
-
-// The descriptor of the tile `bytes` past `desc`'s start: the start address field (bits 0-13,
-// 16-byte units) of the low word only. Shared addresses stay below 2^18, so it never carries
-// out of the field; one uniform add per wgmma instead of rebuilding the descriptor.
-__device__ __forceinline__ uint64_t descriptor_plus(uint64_t desc, uint32_t bytes) {
-  const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
-  return (desc & 0xffffffff00000000ull) | lo;
 }
 
 // Four floats -> four e4m3 bytes (first in the low byte), round to nearest even, saturating.

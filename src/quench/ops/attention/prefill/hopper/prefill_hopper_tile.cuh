@@ -7,16 +7,15 @@
 // integer data.
 #pragma once
 
-#include <cuda_fp8.h>
-
 #include <cstdint>
 
+#include "quench/core/sm90_wgmma.cuh"
+#include "quench/numerics/e4m3_two_term.cuh"
 #include "quench/numerics/fp8.h"
 #include "quench/ops/attention/prefill/generic/mma_sm80.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_config.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_smem_tiles.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_softmax.cuh"
-#include "quench/ops/attention/prefill/hopper/sm90_ptx.cuh"
 #include "quench/ops/attention/prefill/prefill_kernel_common.cuh"
 
 namespace quench::prefill_hopper {
@@ -220,13 +219,9 @@ __device__ __forceinline__ float load_q_fragments_two_term(uint32_t (&frag)[8][4
         const uint32_t w = pair == 0 ? raw[ks][i].x : raw[ks][i].y;
         const float y0 = scaled(w & 0xffffu);
         const float y1 = scaled(w >> 16);
-        const __nv_fp8x2_storage_t h =
-            __nv_cvt_float2_to_fp8x2(make_float2(y0, y1), __NV_SATFINITE, __NV_E4M3);
-        const float2 hf = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(h, __NV_E4M3)));
-        const __nv_fp8x2_storage_t l = __nv_cvt_float2_to_fp8x2(
-            make_float2(y0 - hf.x, y1 - hf.y), __NV_SATFINITE, __NV_E4M3);  // exact differences
-        hi |= static_cast<uint32_t>(h) << (16 * pair);
-        lo |= static_cast<uint32_t>(l) << (16 * pair);
+        const E4m3x2Terms terms = e4m3x2_two_term(y0, y1);
+        hi |= static_cast<uint32_t>(terms.hi) << (16 * pair);
+        lo |= static_cast<uint32_t>(terms.lo) << (16 * pair);
       }
       frag[ks][i] = hi;
       frag[ks + 4][i] = lo;
@@ -280,14 +275,14 @@ __device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], const QOp
   for (int ks = 0; ks < Cfg::kQkSteps; ++ks) {
     // Two-term Q: [hi | lo] against [K | K], steps ks and ks + 4 reading K's step ks % 4.
     const int k_step = Cfg::kQTwoTerm ? ks % 4 : ks;
-    const uint64_t b = descriptor_plus(b0, kstep_address(0, Cfg::kBlockN, k_step));
+    const uint64_t b = sm90::descriptor_plus(b0, kstep_address(0, Cfg::kBlockN, k_step));
     if constexpr (Cfg::kQTwoTerm) {
       sm90::wgmma_m64n128k32_e4m3_rs(s, q.frag[ks], b, ks > 0);
     } else if constexpr (Cfg::kQInRegisters) {
       static_assert(!Cfg::kFp8Qk, "Q is held in registers for 16-bit Q K^T only");
       wgmma_16bit_rs<Cfg::kBlockN, false, Cfg::kWidenK>(s, q.frag[ks], b, ks > 0);
     } else {
-      const uint64_t a = descriptor_plus(a0, kstep_address(0, Cfg::kBlockM, ks));
+      const uint64_t a = sm90::descriptor_plus(a0, kstep_address(0, Cfg::kBlockM, ks));
       if constexpr (Cfg::kFp8Qk) {
         sm90::wgmma_m64n128k32_e4m3_ss(s, a, b, ks > 0);
       } else {
@@ -369,7 +364,7 @@ __device__ __forceinline__ void issue_pv(float (&acc)[Cfg::kHeadDim / 2],
   const uint64_t b0 = sm90::smem_descriptor_sw128(vt_address);
 #pragma unroll
   for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
-    const uint64_t b = descriptor_plus(b0, kstep_address(0, Cfg::kHeadDim, ks));
+    const uint64_t b = sm90::descriptor_plus(b0, kstep_address(0, Cfg::kHeadDim, ks));
     if constexpr (Cfg::kFp8Pv) {
       sm90::wgmma_m64n128k32_e4m3_rs(acc, p_frag[ks], b, accumulate_first || ks > 0);
     } else {
@@ -455,7 +450,7 @@ __device__ __forceinline__ void issue_pv_v_mn_major(float (&o)[Cfg::kHeadDim / 2
   const uint64_t b0 = sm90::smem_descriptor_sw128_mn_major(v_address, kColumnBlockBytes);
 #pragma unroll
   for (int ks = 0; ks < Cfg::kPvSteps; ++ks) {
-    const uint64_t b = descriptor_plus(b0, static_cast<uint32_t>(ks * 16 * 128));
+    const uint64_t b = sm90::descriptor_plus(b0, static_cast<uint32_t>(ks * 16 * 128));
     wgmma_16bit_rs<Cfg::kHeadDim, true, Cfg::kF16Pv>(o, p_frag[ks], b, true);
   }
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "quench/core/sm90_wgmma.cuh"
 #include "quench/ops/attention/attention_params.h"
 #include "quench/ops/attention/prefill/generic/mma_sm80.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_fragment_store.cuh"
@@ -13,7 +14,6 @@
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_config.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_ring.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_work.cuh"
-#include "quench/ops/attention/prefill/hopper/sm90_ptx.cuh"
 #include "quench/ops/attention/prefill/hopper/sm90_sync.cuh"
 #include "quench/ops/attention/prefill/prefill_kernel_common.cuh"
 

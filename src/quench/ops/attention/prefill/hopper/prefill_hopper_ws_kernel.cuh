@@ -30,6 +30,7 @@
 // consumers (prefill_hopper_ws_consumer.cuh); this file is the kernel that runs them.
 #pragma once
 
+#include "quench/core/sm90_wgmma.cuh"
 #include "quench/kv_cache/kv_tensor_map.h"
 #include "quench/ops/attention/attention_params.h"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_config.cuh"
@@ -37,7 +38,6 @@
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_producer.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_ring.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_work.cuh"
-#include "quench/ops/attention/prefill/hopper/sm90_ptx.cuh"
 
 namespace quench::prefill_hopper {
 

@@ -6,13 +6,13 @@
 
 #include <cstdint>
 
+#include "quench/core/sm90_wgmma.cuh"
 #include "quench/kv_cache/kv_tensor_map.h"
 #include "quench/ops/attention/attention_params.h"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_tile.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_config.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_ring.cuh"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_work.cuh"
-#include "quench/ops/attention/prefill/hopper/sm90_ptx.cuh"
 #include "quench/ops/attention/prefill/hopper/sm90_sync.cuh"
 
 namespace quench::prefill_hopper {

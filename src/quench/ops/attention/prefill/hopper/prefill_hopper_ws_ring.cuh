@@ -15,9 +15,9 @@
 
 #include <cstdint>
 
+#include "quench/core/sm90_wgmma.cuh"
 #include "quench/kv_cache/kv_tensor_map.h"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_config.cuh"
-#include "quench/ops/attention/prefill/hopper/sm90_ptx.cuh"
 #include "quench/ops/attention/prefill/hopper/sm90_sync.cuh"
 
 namespace quench::prefill_hopper {

@@ -1,12 +1,12 @@
 // The warpgroup register reallocation (setmaxnreg) of the warp-specialized Hopper kernels, and
 // the mbarriers they hand tiles over with (quench/core/sm90_async.cuh). Only compiled for
-// sm_90a (the caller guards with QUENCH_SM90A_ENABLED, defined in sm90_ptx.cuh).
+// sm_90a (the caller guards with QUENCH_SM90A_ENABLED, defined in core/sm90_wgmma.cuh).
 #pragma once
 
 #include <cstdint>
 
 #include "quench/core/sm90_async.cuh"
-#include "quench/ops/attention/prefill/hopper/sm90_ptx.cuh"
+#include "quench/core/sm90_wgmma.cuh"
 
 namespace quench::sm90 {
 

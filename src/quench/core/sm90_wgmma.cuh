@@ -1,7 +1,7 @@
-// Thin wrappers over the sm_90a PTX the Hopper prefill kernel is built from: warpgroup MMA
-// (wgmma.mma_async with its fence / commit / wait), shared-memory matrix descriptors for the
-// 128-byte swizzle, and the async-proxy fence. Only compiled for sm_90a (the caller guards
-// with QUENCH_SM90A_ENABLED).
+// Thin wrappers over the sm_90a PTX of warpgroup MMA, which the Hopper prefill kernels are built
+// from and the decode kernel's FP8 Q·Kᵀ variant uses: wgmma.mma_async with its fence / commit /
+// wait, shared-memory matrix descriptors for the 128-byte swizzle, and the async-proxy fence.
+// Only compiled for sm_90a (the caller guards with QUENCH_SM90A_ENABLED).
 //
 // Layouts (PTX ISA "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"):
 // - Accumulator of m64nN: warp w of the warpgroup owns rows 16w..16w+15; lane l holds
@@ -43,6 +43,14 @@ __device__ __forceinline__ int swizzle128_offset(int row, int chunk) {
 __device__ __forceinline__ uint64_t smem_descriptor_sw128(uint32_t address) {
   return static_cast<uint64_t>((address & 0x3ffffu) >> 4) | (uint64_t{1} << 16) |
          (static_cast<uint64_t>(kSwizzleAtomBytes >> 4) << 32) | (uint64_t{1} << 62);
+}
+
+// The descriptor of the tile `bytes` past `desc`'s start: the start address field (bits 0-13,
+// 16-byte units) of the low word only. Shared addresses stay below 2^18, so it never carries
+// out of the field; one uniform add per wgmma instead of rebuilding the descriptor.
+__device__ __forceinline__ uint64_t descriptor_plus(uint64_t desc, uint32_t bytes) {
+  const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
+  return (desc & 0xffffffff00000000ull) | lo;
 }
 
 // Matrix descriptor of an MN-major (N contiguous: imm-trans-b), 128-byte-swizzled 16-bit tile
@@ -131,6 +139,29 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3_ss(float (&d)[64], uint64_
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
         "+f"(d[63])
       : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
+}
+
+// wgmma m64n8k32 FP8 x e4m3 -> f32, A (kA: e4m3 or e5m2, the dtype of an FP8 KV cache) and B
+// (e4m3) from shared memory (K-major descriptors): d (64x8 f32, this thread's rows 16 w + l/4
+// and + 8, columns 2 (l%4) and + 1) = (accumulate ? d : 0) + A (64x32) * B (8x32)^T.
+template <bool kAIsE5m2>
+__device__ __forceinline__ void wgmma_m64n8k32_f8_e4m3_ss(float (&d)[4], uint64_t desc_a,
+                                                          uint64_t desc_b, bool accumulate) {
+  if constexpr (kAIsE5m2) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e4m3 "
+        "{%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
+  }
 }
 
 // Same with A from registers: a holds this thread's 16 e4m3 values of the 64x32 A tile
