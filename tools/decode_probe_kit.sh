@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # Builds the decode probe binaries (tools/decode_probe.patch) here, in a scratch worktree of HEAD,
-# and packs them with the script that A/Bs them on the GPU machine, so that one device call
-# answers: how much of a full-grid FP8 decode's time is the compute warps' work per tile?
-#   p1  the FP8 -> f16 conversions on the integer pipe instead of the conversion unit (same count)
-#   p2  no Q·Kᵀ work in the warps (no K loads, conversions or MMAs; fixed scores): the most that
-#       moving Q·Kᵀ to wgmma from shared memory could give
-#   p3  no consumer math: each stage released as soon as it lands (the loads' and ring's bound)
-# The probes compute wrong numbers: they exist for timing only and never enter main's build.
+# and packs them with the script that runs them on the GPU machine, so that one device call
+# answers: how much of a full-grid FP8 decode's time is the compute warps' work per tile, and
+# what does the swapped loop's Q·Kᵀ on FP8 wgmma (QUENCH_DECODE_QK=wgmma) give?
+#   base   HEAD as built
+#   wgmma  the same binary with QUENCH_DECODE_QK=wgmma (a wrapper script)
+#   p1     the FP8 -> f16 conversions on the integer pipe instead of the conversion unit (same count)
+#   p2     no Q·Kᵀ work in the warps (no K loads, conversions or MMAs; fixed scores): the most that
+#          moving Q·Kᵀ out of the warps' instruction stream could give
+#   p3     no consumer math: each stage released as soon as it lands (the loads' and ring's bound)
+# The probes compute wrong numbers: they exist for timing only and never enter main's build. The
+# kit also carries HEAD's GPU tests, which run.sh runs over the decode cases with
+# QUENCH_DECODE_QK=wgmma before timing it.
 #
 #   tools/decode_probe_kit.sh [KIT_DIR]     # default .gpu_bin/decode_probe
-# then, on the device (the `run` tool, carrying KIT_DIR):
-#   bash KIT_DIR/run.sh                     # prints the A/B; OUT/ab.jsonl keeps every line
+# then, on the device (the `run` tool, carrying KIT_DIR's three files):
+#   bash KIT_DIR/run.sh                     # prints the tests and the A/B; OUT/ab.jsonl keeps all
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -21,38 +26,55 @@ scratch=$(mktemp -d /tmp/quench_decode_probe.XXXXXX)
 trap 'git -C "$repo" worktree remove --force "$scratch/src" >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
 
 git worktree add --detach "$scratch/src" HEAD >/dev/null
-git -C "$scratch/src" apply "$repo/tools/decode_probe.patch"
 export CUDACXX=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 cmake -S "$scratch/src" -B "$scratch/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 jobs=${QUENCH_JOBS:-$(nproc)}
+cmake --build "$scratch/build" --target quench_bench quench_gpu_tests -j "$jobs" >/dev/null
+cp "$scratch/build/quench_bench" "$scratch/qb_base"
+cp "$scratch/build/quench_gpu_tests" "$scratch/quench_gpu_tests"
+cat > "$scratch/qb_wgmma" <<'EOF'
+#!/usr/bin/env bash
+QUENCH_DECODE_QK=wgmma exec "$(dirname "$0")/qb_base" "$@"
+EOF
+chmod +x "$scratch/qb_wgmma"
 
 # The probes switch on a macro read by the FP8 decode instantiations only: one translation unit
 # is rebuilt per variant (the define goes at its top), the rest of the build is shared.
+git -C "$scratch/src" apply "$repo/tools/decode_probe.patch"
 tu="$scratch/src/src/quench/ops/attention/decode/decode_attention_kv_e4m3.cu"
 cp "$tu" "$scratch/tu.orig"
-for variant in base 1 2 3; do
+for variant in 1 2 3; do
   cp "$scratch/tu.orig" "$tu"
-  [ "$variant" != base ] && sed -i "1i #define QUENCH_DECODE_PROBE $variant" "$tu"
+  sed -i "1i #define QUENCH_DECODE_PROBE $variant" "$tu"
   cmake --build "$scratch/build" --target quench_bench -j "$jobs" >/dev/null
-  name=$([ "$variant" = base ] && echo qb_base || echo "qb_p$variant")
-  cp "$scratch/build/quench_bench" "$scratch/$name"
+  cp "$scratch/build/quench_bench" "$scratch/qb_p$variant"
 done
-tar -C "$scratch" -cJf "$kit/probe.tar.xz" qb_base qb_p1 qb_p2 qb_p3
+tar -C "$scratch" -cJf "$kit/probe.tar.xz" qb_base qb_wgmma qb_p1 qb_p2 qb_p3 quench_gpu_tests
 cp tools/bench_ab.sh "$kit/bench_ab.sh"
 
 cat > "$kit/run.sh" <<'EOF'
 #!/usr/bin/env bash
-# Decode probe A/B (tools/decode_probe_kit.sh): base vs p1 / p2 / p3, two rounds, us per call.
+# Decode kit (tools/decode_probe_kit.sh): the decode GPU tests with QUENCH_DECODE_QK=wgmma, then
+# base / wgmma / p1 / p2 / p3 in turn, two rounds, us per call.
 set -uo pipefail
 cd "$(dirname "$0")"
 tar xJf probe.tar.xz
+out=${OUT:-/tmp/decode_probe}
+mkdir -p "$out"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw --format=csv
-OUT=${OUT:-/tmp/decode_probe} bash ./bench_ab.sh --bench decode --rounds 2 --metric us \
-  --case "B64xL4096 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128" \
-  --case "B128xL2048 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128" \
-  --case "B1xL32768 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128" \
-  ./qb_base ./qb_p1 ./qb_p2 ./qb_p3
+echo "== decode GPU tests, QUENCH_DECODE_QK=wgmma"
+QUENCH_DECODE_QK=wgmma timeout 300 ./quench_gpu_tests --gtest_filter='*Decode*:*FarPages*' \
+  --gtest_brief=1 >"$out/wgmma_tests.log" 2>&1
+echo "rc=$?"
+grep -E "^\[  (FAILED|PASSED) |^\[==========\]|Failure|mismatch|max_abs" "$out/wgmma_tests.log" | tail -n 30
+echo "== A/B"
+OUT=$out bash ./bench_ab.sh --bench decode --rounds 2 --metric us \
+  --case 'B64xL4096 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128$' \
+  --case 'B128xL2048 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128$' \
+  --case 'B8xL32768 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128$' \
+  --case 'B1xL32768 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128$' \
+  ./qb_base ./qb_wgmma ./qb_p1 ./qb_p2 ./qb_p3
 EOF
 chmod +x "$kit/run.sh"
 echo "decode_probe_kit: packed $(du -h "$kit/probe.tar.xz" | cut -f1) in $kit (commit $(git rev-parse --short HEAD))"
-echo "decode_probe_kit: on the device: bash ${kit#$repo/}/run.sh (carry ${kit#$repo/}/probe.tar.xz, run.sh, bench_ab.sh)"
+echo "decode_probe_kit: on the device: bash ${kit#"$repo"/}/run.sh (carry ${kit#"$repo"/}/probe.tar.xz, run.sh, bench_ab.sh)"

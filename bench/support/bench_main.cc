@@ -1,7 +1,8 @@
 // quench_bench [--filter NAME] [--case SUBSTR] [--quick] [--jsonl PATH] [--commit SHA]
 //              [--date YYYY-MM-DD]
 // Runs every registered GPU benchmark (or those whose name contains NAME) and prints a table.
-// --case keeps only the cases whose name contains SUBSTR, so that a profiler sees one shape.
+// --case keeps only the cases whose name contains SUBSTR, so that a profiler sees one shape; a
+// trailing $ anchors SUBSTR at the end of the name (one case, not its HND or q=f16 siblings).
 #include <cuda_runtime.h>
 
 #include <cstdio>

@@ -11,11 +11,18 @@
 namespace quench::bench {
 
 struct BenchOptions {
-  std::string filter;       // run benchmarks whose name contains this
-  bool quick = false;       // fewer cases, for smoke runs
-  std::string case_filter;  // measure only cases whose name contains this (e.g. for ncu)
+  std::string filter;  // run benchmarks whose name contains this
+  bool quick = false;  // fewer cases, for smoke runs
+  // Measure only cases whose name contains this (e.g. for ncu); a trailing '$' anchors it at the
+  // name's end, so that "...hd128$" picks a case without also picking its "... HND" sibling.
+  std::string case_filter;
 
   bool wants_case(const std::string& case_name) const {
+    if (!case_filter.empty() && case_filter.back() == '$') {
+      const std::string tail = case_filter.substr(0, case_filter.size() - 1);
+      return case_name.size() >= tail.size() &&
+             case_name.compare(case_name.size() - tail.size(), tail.size(), tail) == 0;
+    }
     return case_filter.empty() || case_name.find(case_filter) != std::string::npos;
   }
 };
