@@ -141,25 +141,28 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3_ss(float (&d)[64], uint64_
       : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
 }
 
-// wgmma m64n8k32 FP8 x e4m3 -> f32, A (kA: e4m3 or e5m2, the dtype of an FP8 KV cache) and B
-// (e4m3) from shared memory (K-major descriptors): d (64x8 f32, this thread's rows 16 w + l/4
-// and + 8, columns 2 (l%4) and + 1) = (accumulate ? d : 0) + A (64x32) * B (8x32)^T.
+// wgmma m64n16k32 FP8 x e4m3 -> f32, A (kAIsE5m2: e5m2, else e4m3; the dtype of an FP8 KV cache)
+// and B (e4m3) from shared memory (K-major descriptors): d (64x16 f32, accumulator layout above:
+// d[4j + 2r + c] = D[16w + l/4 + 8r][8j + 2(l%4) + c]) = (accumulate ? d : 0) + A (64x32) *
+// B (16x32)^T.
 template <bool kAIsE5m2>
-__device__ __forceinline__ void wgmma_m64n8k32_f8_e4m3_ss(float (&d)[4], uint64_t desc_a,
-                                                          uint64_t desc_b, bool accumulate) {
+__device__ __forceinline__ void wgmma_m64n16k32_f8_e4m3_ss(float (&d)[8], uint64_t desc_a,
+                                                           uint64_t desc_b, bool accumulate) {
   if constexpr (kAIsE5m2) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e4m3 "
-        "{%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e5m2.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7])
         : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
   } else {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
-        "{%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7])
         : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
   }
 }

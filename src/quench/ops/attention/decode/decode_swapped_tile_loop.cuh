@@ -24,13 +24,14 @@
 //   m-tile i / 2. bf16: one ldmatrix.x4.trans per m-tile; m-tile mt row r is dim 16 mt + r.
 //
 // kWgmmaQk (FP8 KV, bf16 q, sm_90a; QUENCH_DECODE_QK=wgmma): S^T = K Q^T on the tensor cores'
-// FP8 warpgroup MMA straight from the stage (wgmma m64n8k32: the tile's 64 tokens are M, the 8
-// query rows N), with no K loads, conversions or MMAs in the warps. Q is the B operand, as two
-// e4m3 terms per element (numerics/e4m3_two_term.cuh) in kQTermsBytes of shared memory
-// (write_q_terms): hi and lo tiles of 8 rows x 128 bytes in the 128-byte swizzle, S^T =
-// K hi^T + K lo^T. The terms are the f16 rows times 2^-8 (max |q| of a row in [128, 256)), exact
-// for every element >= 2^-10 of its row's largest; col_score_mul carries the 2^8 back. The
-// accumulator of m64n8 is this loop's S^T layout with the tile's tokens in their natural order
+// FP8 warpgroup MMA straight from the stage, with no K loads, conversions or MMAs in the warps.
+// Q is the B operand, as two e4m3 terms per element (numerics/e4m3_two_term.cuh) in kQTermsBytes
+// of shared memory (write_q_terms): 16 rows of 128 bytes in the 128-byte swizzle, rows 0-7 the
+// hi terms of query rows 0-7 and rows 8-15 their lo terms. One wgmma m64n16k32 per 32 dims (the
+// tile's 64 tokens are M) gives K hi^T in accumulator columns 0-7 and K lo^T in 8-15, whose sum
+// is S^T. The terms are the f16 rows times 2^-8 (max |q| of a row in [128, 256)), exact for every
+// element >= 2^-10 of its row's largest; col_score_mul carries the 2^8 back. Columns 0-7 of the
+// m64n16 accumulator are this loop's S^T layout with the tile's tokens in their natural order
 // (token_of_column is the identity: no K fragment reads to keep conflict-free, and the V reads
 // stay conflict-free with rows 2c, 2c + 1).
 #pragma once
@@ -73,7 +74,8 @@ struct SwappedPipe {
   int32_t kv_begin = 0, kv_end = 0;  // tokens outside hold untrusted V bytes
 };
 
-// Shared memory of kWgmmaQk's Q terms: hi, then lo, each 8 rows x 128 bytes (one swizzle atom).
+// Shared memory of kWgmmaQk's Q terms: hi, then lo, each 8 rows x 128 bytes (one swizzle atom),
+// together the 16 rows of the B operand.
 inline constexpr int kQTermsBytes = 2 * kSwappedMaxRows * 128;
 
 // Writes the Q terms of kWgmmaQk (see the top of this file) from the CTA's f16 query rows
@@ -115,7 +117,7 @@ struct SwappedTileLoop {
   static_assert(!kWgmmaQk || (T::kFp8Kv && T::kRowBytes <= 128),
                 "FP8 Q K^T on wgmma reads an FP8 K tile of one 128-byte column block");
   static constexpr MmaType kMma = T::kMma;
-  // FP8 wgmma k32 steps per Q term (head_dim bytes of K).
+  // FP8 wgmma k32 steps per tile (head_dim bytes of K).
   static constexpr int kQkSteps32 = T::kRowBytes / 32;
   // Tile row (token) of column n of an 8-token half: the TMA layout's permutation for the K
   // fragment reads, or the natural order that wgmma's accumulator has.
@@ -252,12 +254,14 @@ struct SwappedTileLoop {
       const uint32_t stage_addr = ring + static_cast<uint32_t>(stage * T::kStageBytes);
       const int32_t tile_tok0 = (pipe.first_tile + tile) * kTileTokens;
 
-      // S^T, in two independent chains (even and odd k-steps): half the dependent-MMA latency.
+      // S^T, in two independent chains (even and odd k-steps): half the dependent-MMA latency;
+      // kWgmmaQk: the K hi^T and K lo^T halves of its accumulator.
       float s_chain[2][4] = {};
       // kWgmmaQk: the V fragments are loaded and widened while the tensor cores run S^T.
       uint32_t v_frag[kWgmmaQk ? kMTiles : 1][4];
       if constexpr (kWgmmaQk) {
-        issue_wgmma_scores(s_chain[0], stage_addr, rows.q_terms);
+        float s_terms[8];
+        issue_wgmma_scores(s_terms, stage_addr, rows.q_terms);
         const bool mask_v = tile_tok0 < pipe.mask_lo || tile_tok0 + kTileTokens > pipe.mask_hi;
 #pragma unroll
         for (int ld = 0; ld < kVLoads; ++ld) {
@@ -267,7 +271,10 @@ struct SwappedTileLoop {
           for (int i = 0; i < T::kVElemsPerLoad / 2; ++i)
             fp8_v_fragment(v_words, i, v_frag[ld * T::kVElemsPerLoad / 2 + i]);
         }
-        wait_wgmma_scores(s_chain[0]);
+        wait_wgmma_scores(s_terms);
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s_chain[0][e] = s_terms[e], s_chain[1][e] = s_terms[4 + e];
       } else if constexpr (T::kFp8Kv) {
 #pragma unroll
         for (int cg = 0; cg < T::kChunkGroups; ++cg) {
@@ -385,10 +392,11 @@ struct SwappedTileLoop {
     }
   }
 
-  // kWgmmaQk: s (this thread's S^T accumulator) = K hi^T + K lo^T of the K tile at shared
-  // address k_tile (the stage; 1024-aligned, TMA's 128-byte swizzle) and the Q terms at q_terms.
-  // Issued by the whole warpgroup (the four compute warps); wait_wgmma_scores waits for it.
-  __device__ __forceinline__ void issue_wgmma_scores(float (&s)[4], uint32_t k_tile,
+  // kWgmmaQk: s (this thread's m64n16 accumulator: K hi^T in s[0..3], K lo^T in s[4..7]) from
+  // the K tile at shared address k_tile (the stage; 1024-aligned, TMA's 128-byte swizzle) and the
+  // Q terms at q_terms. Issued by the whole warpgroup (the four compute warps);
+  // wait_wgmma_scores waits for it.
+  __device__ __forceinline__ void issue_wgmma_scores(float (&s)[8], uint32_t k_tile,
                                                      uint32_t q_terms) {
 #ifdef QUENCH_SM90A_ENABLED
     constexpr bool kE5m2 = T::kFp8 == Fp8Kind::kE5M2;
@@ -396,20 +404,16 @@ struct SwappedTileLoop {
     const uint64_t q_desc = sm90::smem_descriptor_sw128(q_terms);
     sm90::wgmma_fence();  // the previous tile's reads of s come first
 #pragma unroll
-    for (int term = 0; term < 2; ++term) {
-#pragma unroll
-      for (int ks = 0; ks < kQkSteps32; ++ks) {
-        const uint64_t a = sm90::descriptor_plus(k_desc, 32 * ks);
-        const uint64_t b = sm90::descriptor_plus(q_desc, term * (kQTermsBytes / 2) + 32 * ks);
-        sm90::wgmma_m64n8k32_f8_e4m3_ss<kE5m2>(s, a, b, term + ks > 0);
-      }
+    for (int ks = 0; ks < kQkSteps32; ++ks) {
+      sm90::wgmma_m64n16k32_f8_e4m3_ss<kE5m2>(s, sm90::descriptor_plus(k_desc, 32 * ks),
+                                              sm90::descriptor_plus(q_desc, 32 * ks), ks > 0);
     }
     sm90::wgmma_commit_group();
 #else
     __trap();  // the host runs kWgmmaQk on sm_90 only
 #endif
   }
-  __device__ __forceinline__ void wait_wgmma_scores(float (&s)[4]) {
+  __device__ __forceinline__ void wait_wgmma_scores(float (&s)[8]) {
 #ifdef QUENCH_SM90A_ENABLED
     sm90::wgmma_wait_group<0>();
     sm90::fence_registers(s);  // no read of s moves above the wait
