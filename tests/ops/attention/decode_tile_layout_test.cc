@@ -91,15 +91,18 @@ int worst_k_conflict(int head_dim) {
 }
 
 // Worst conflict of the V reads (four rows per lane, kVBytesPerLane / kVLoadBytes loads each).
+// natural_order: the tile's tokens in their own order instead of token_of_column's (the
+// swapped loop with Q K^T on wgmma, whose accumulator rows are the tile's rows).
 template <class L>
-int worst_v_conflict() {
+int worst_v_conflict(bool natural_order = false) {
   int worst = 1;
   for (int ld = 0; ld < L::kVBytesPerLane / L::kVLoadBytes; ++ld) {
     for (int r = 0; r < 4; ++r) {
       std::vector<int> addresses;
       for (int lane = 0; lane < 32; ++lane) {
         const int g = lane / 4, c = lane % 4;
-        const int row = 8 * (r / 2) + L::token_of_column(2 * c + r % 2);
+        const int column = 2 * c + r % 2;
+        const int row = 8 * (r / 2) + (natural_order ? column : L::token_of_column(column));
         addresses.push_back(L::kv_smem_offset(row, L::v_column_byte(g, ld)));
       }
       worst = std::max(worst, worst_bank_conflict(addresses, L::kVLoadBytes));
@@ -153,6 +156,41 @@ TEST(DecodeTileLayout, TmaLayoutIsTheTensorMapsAndConflictFree) {
   expect_tma_layout<128, 1>();
   expect_tma_layout<64, 2>();
   expect_tma_layout<128, 2>();
+}
+
+// QUENCH_DECODE_QK=wgmma (FP8 caches at head_dim 64 / 128): the V reads of the tile's tokens in
+// their natural order stay conflict-free, and the Q terms, written with kv_smem_offset as rows
+// 0-15 of a tile, fill the B operand's two 1024-byte swizzle atoms byte for byte.
+template <int kHeadDim>
+void expect_wgmma_qk_layout() {
+  using L = DecodeTileLayout<kHeadDim, 1, true>;
+  SCOPED_TRACE("TMA FP8, head_dim " + std::to_string(kHeadDim));
+  EXPECT_EQ(worst_v_conflict<L>(/*natural_order=*/true), 1);
+  std::vector<int> seen(2048, 0);
+  for (int row = 0; row < 16; ++row) {
+    for (int byte = 0; byte < kHeadDim; ++byte) {
+      const int offset = L::kv_smem_offset(row, byte);
+      ASSERT_GE(offset, 0);
+      ASSERT_LT(offset, 2048) << "row " << row << " byte " << byte;
+      // The canonical K-major 128-byte swizzle that the descriptor names: 8-row atoms of 1024
+      // bytes, chunk c of row r at c ^ (r % 8).
+      ASSERT_EQ(offset,
+                row / 8 * 1024 + row % 8 * 128 + ((byte / 16) ^ (row % 8)) * 16 + byte % 16);
+      ++seen[offset];
+    }
+  }
+  for (int offset = 0; offset < 2048; ++offset) {
+    ASSERT_LE(seen[offset], 1) << "offset " << offset;
+    // head_dim 64 leaves each row's upper 64 bytes to the k-steps that never run.
+    if (kHeadDim == 128) {
+      ASSERT_EQ(seen[offset], 1) << "offset " << offset;
+    }
+  }
+}
+
+TEST(DecodeTileLayout, WgmmaQkReadsVConflictFreeAndPlacesTheQTerms) {
+  expect_wgmma_qk_layout<64>();
+  expect_wgmma_qk_layout<128>();
 }
 
 // The swapped-operand loop keeps one offset per row and lane and reaches the other chunks of the

@@ -79,8 +79,9 @@ struct SwappedPipe {
 inline constexpr int kQTermsBytes = 2 * kSwappedMaxRows * 128;
 
 // Writes the Q terms of kWgmmaQk (see the top of this file) from the CTA's f16 query rows
-// (q_smem, kQStride bytes apart; rows past num_rows are zero): element d of row r at byte d of
-// the row's 128, 16-byte chunk d / 16 stored at chunk (d / 16) ^ r; lo 1024 bytes after hi. Run
+// (q_smem, kQStride bytes apart; rows past num_rows are zero) in the layout of a K tile's first
+// 16 rows (T::kv_smem_offset: element d of tile row n at byte d of the row's 128, its 16-byte
+// chunk d / 16 stored at chunk (d / 16) ^ (n % 8)), hi terms in rows 0-7, lo in rows 8-15. Run
 // by the kThreads compute threads, after the rows are written and synced; the caller syncs them
 // again after it (each thread's stores are fenced here for the wgmma's async-proxy reads).
 template <class T>
@@ -103,9 +104,11 @@ __device__ __forceinline__ void write_q_terms(const uint8_t* q_smem, uint8_t* q_
       hi[i / 2] |= static_cast<uint32_t>(t.hi) << (16 * (i % 2));
       lo[i / 2] |= static_cast<uint32_t>(t.lo) << (16 * (i % 2));
     }
-    const int offset = r * 128 + (((ch / 2) ^ r) << 4) + (ch % 2) * 8;
-    *reinterpret_cast<uint2*>(q_terms + offset) = make_uint2(hi[0], hi[1]);
-    *reinterpret_cast<uint2*>(q_terms + kQTermsBytes / 2 + offset) = make_uint2(lo[0], lo[1]);
+    // Bytes 8 ch .. 8 ch + 7 of tile rows r (hi) and 8 + r (lo), placed as TMA places a K tile's
+    // rows: the B operand reads with the A operand's kind of descriptor.
+    *reinterpret_cast<uint2*>(q_terms + T::kv_smem_offset(r, 8 * ch)) = make_uint2(hi[0], hi[1]);
+    *reinterpret_cast<uint2*>(q_terms + T::kv_smem_offset(kSwappedMaxRows + r, 8 * ch)) =
+        make_uint2(lo[0], lo[1]);
   }
 #ifdef QUENCH_SM90A_ENABLED
   sm90::fence_proxy_async_shared();
