@@ -6,7 +6,8 @@
 #                      [--sanitize FILTER] [--quick]
 #
 # --bin DIR        folder holding quench_gpu_tests and quench_bench (default: build)
-# --tests FILTER   gtest filter for quench_gpu_tests (default: all)
+# --tests FILTER   gtest filter for quench_gpu_tests (default: all, and then the decode cases
+#                  again with QUENCH_DECODE_QK=wgmma)
 # --bench FILTER   benchmark name filter (default: all)
 # --sanitize F     also run compute-sanitizer memcheck and racecheck on the gtest filter F
 # Environment: OUT (logs and JSON land there; default /tmp/quench_gpu_check), QUENCH_COMMIT,
@@ -52,6 +53,16 @@ if [ "$run_tests" = 1 ]; then
   rc=$?
   grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure|mismatch|max_abs|error" "$out/gpu_tests.log" | tail -n 60
   summary+=("gpu tests: rc=$rc, $(grep -c '^\[       OK \]' "$out/gpu_tests.log" 2>/dev/null || true) ok lines, $(( $(date +%s) - start )) s, $(grep -E '^\[  PASSED  \]|^\[  FAILED  \].*tests?, listed' "$out/gpu_tests.log" | tr '\n' ' ')")
+  # The decode cases again through the A/B switch QUENCH_DECODE_QK=wgmma (ctest's
+  # gpu_tests_decode_wgmma_qk), when the whole suite runs.
+  if [ "$tests_filter" = "*" ]; then
+    echo "== GPU tests (*Decode*, QUENCH_DECODE_QK=wgmma)"
+    QUENCH_DECODE_QK=wgmma "$bin/quench_gpu_tests" --gtest_filter='*Decode*' --gtest_brief=1 \
+      >"$out/gpu_tests_decode_wgmma_qk.log" 2>&1
+    rc=$?
+    grep -E "^\[  (FAILED|PASSED) |Failure|mismatch|max_abs|error" "$out/gpu_tests_decode_wgmma_qk.log" | tail -n 30
+    summary+=("gpu tests, decode with QUENCH_DECODE_QK=wgmma: rc=$rc, $(grep -E '^\[  PASSED  \]|^\[  FAILED  \].*tests?, listed' "$out/gpu_tests_decode_wgmma_qk.log" | tr '\n' ' ')")
+  fi
 fi
 
 if [ -n "$sanitize_filter" ]; then
