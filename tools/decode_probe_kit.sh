@@ -54,19 +54,35 @@ cp tools/bench_ab.sh "$kit/bench_ab.sh"
 
 cat > "$kit/run.sh" <<'EOF'
 #!/usr/bin/env bash
-# Decode kit (tools/decode_probe_kit.sh): the decode GPU tests with QUENCH_DECODE_QK=wgmma, then
-# base / wgmma / p1 / p2 / p3 in turn, two rounds, us per call.
+# Decode kit (tools/decode_probe_kit.sh): the decode GPU tests with QUENCH_DECODE_QK=wgmma and
+# compute-sanitizer on two of them, then base / wgmma / p1 / p2 / p3 in turn, two rounds, us per
+# call.
+#   bash run.sh [tests|ab]   (default: both; each part stays well inside one 600 s call alone)
 set -uo pipefail
 cd "$(dirname "$0")"
+part=${1:-both}
 tar xJf probe.tar.xz
 out=${OUT:-/tmp/decode_probe}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw --format=csv
-echo "== decode GPU tests, QUENCH_DECODE_QK=wgmma"
-QUENCH_DECODE_QK=wgmma timeout 300 ./quench_gpu_tests --gtest_filter='*Decode*:*FarPages*' \
-  --gtest_brief=1 >"$out/wgmma_tests.log" 2>&1
-echo "rc=$?"
-grep -E "^\[  (FAILED|PASSED) |^\[==========\]|Failure|mismatch|max_abs" "$out/wgmma_tests.log" | tail -n 30
+if [ "$part" != ab ]; then
+  echo "== decode GPU tests, QUENCH_DECODE_QK=wgmma"
+  QUENCH_DECODE_QK=wgmma timeout 300 ./quench_gpu_tests --gtest_filter='*Decode*:*FarPages*' \
+    --gtest_brief=1 >"$out/wgmma_tests.log" 2>&1
+  echo "rc=$?"
+  grep -E "^\[  (FAILED|PASSED) |^\[==========\]|Failure|mismatch|max_abs" "$out/wgmma_tests.log" | tail -n 30
+  # compute-sanitizer on two swapped-loop cases through the variant (window + soft-cap masks,
+  # multi-token rows): the wgmma reads of the stage and of the Q terms beside the TMA writes.
+  sanitize='*loops_kv_e4m3_q_bf16_g4_hd128_p16_NHD_out_bf16_window_softcap:*multi_token_g4_swapped'
+  for tool in memcheck racecheck; do
+    echo "== compute-sanitizer $tool, QUENCH_DECODE_QK=wgmma ($sanitize)"
+    QUENCH_DECODE_QK=wgmma timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      ./quench_gpu_tests --gtest_filter="$sanitize" --gtest_brief=1 >"$out/sanitizer_$tool.log" 2>&1
+    echo "rc=$?"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$out/sanitizer_$tool.log" | tail -n 4
+  done
+fi
+[ "$part" = tests ] && exit 0
 echo "== A/B"
 OUT=$out bash ./bench_ab.sh --bench decode --rounds 2 --metric us \
   --case 'B64xL4096 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128$' \
