@@ -5,13 +5,16 @@
 # what does the swapped loop's Q·Kᵀ on FP8 wgmma (QUENCH_DECODE_QK=wgmma) give?
 #   base   HEAD as built
 #   wgmma  the same binary with QUENCH_DECODE_QK=wgmma (a wrapper script)
-#   p1     the FP8 -> f16 conversions on the integer pipe instead of the conversion unit (same count)
-#   p2     no Q·Kᵀ work in the warps (no K loads, conversions or MMAs; fixed scores): the most that
-#          moving Q·Kᵀ out of the warps' instruction stream could give
+#   p1     the FP8 -> f16 conversions on the integer pipe instead of the conversion unit (same
+#          count)
+#   p2     no Q·Kᵀ work in the warps (no K loads, conversions or MMAs; fixed scores): the most
+#          that moving Q·Kᵀ out of the warps' instruction stream could give
 #   p3     no consumer math: each stage released as soon as it lands (the loads' and ring's bound)
-# The probes compute wrong numbers: they exist for timing only and never enter main's build. The
-# kit also carries HEAD's GPU tests, which run.sh runs over the decode cases with
-# QUENCH_DECODE_QK=wgmma before timing it.
+#   p4     main's loop with each warp's stage released once V is in registers, before the V
+#          conversions and P·V MMAs (correct numbers: a candidate, the wgmma variant's order)
+# p1-p3 compute wrong numbers, for timing only; no probe enters main's build. The kit also
+# carries HEAD's GPU tests, which run.sh runs over the decode cases with QUENCH_DECODE_QK=wgmma
+# before timing it.
 #
 #   tools/decode_probe_kit.sh [KIT_DIR]     # default .gpu_bin/decode_probe
 # then, on the device (the `run` tool, carrying KIT_DIR's three files):
@@ -43,20 +46,20 @@ chmod +x "$scratch/qb_wgmma"
 git -C "$scratch/src" apply "$repo/tools/decode_probe.patch"
 tu="$scratch/src/src/quench/ops/attention/decode/decode_attention_kv_e4m3.cu"
 cp "$tu" "$scratch/tu.orig"
-for variant in 1 2 3; do
+for variant in 1 2 3 4; do
   cp "$scratch/tu.orig" "$tu"
   sed -i "1i #define QUENCH_DECODE_PROBE $variant" "$tu"
   cmake --build "$scratch/build" --target quench_bench -j "$jobs" >/dev/null
   cp "$scratch/build/quench_bench" "$scratch/qb_p$variant"
 done
-tar -C "$scratch" -cJf "$kit/probe.tar.xz" qb_base qb_wgmma qb_p1 qb_p2 qb_p3 quench_gpu_tests
+tar -C "$scratch" -cJf "$kit/probe.tar.xz" qb_base qb_wgmma qb_p1 qb_p2 qb_p3 qb_p4 quench_gpu_tests
 cp tools/bench_ab.sh "$kit/bench_ab.sh"
 
 cat > "$kit/run.sh" <<'EOF'
 #!/usr/bin/env bash
 # Decode kit (tools/decode_probe_kit.sh): the decode GPU tests with QUENCH_DECODE_QK=wgmma and
-# compute-sanitizer on two of them, then base / wgmma / p1 / p2 / p3 in turn, two rounds, us per
-# call.
+# compute-sanitizer on two of them, then base / wgmma / p1 / p2 / p3 / p4 in turn, two rounds, us
+# per call.
 #   bash run.sh [tests|ab]   (default: both; each part stays well inside one 600 s call alone)
 set -uo pipefail
 cd "$(dirname "$0")"
@@ -89,7 +92,7 @@ OUT=$out bash ./bench_ab.sh --bench decode --rounds 2 --metric us \
   --case 'B128xL2048 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128$' \
   --case 'B8xL32768 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128$' \
   --case 'B1xL32768 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128$' \
-  ./qb_base ./qb_wgmma ./qb_p1 ./qb_p2 ./qb_p3
+  ./qb_base ./qb_wgmma ./qb_p1 ./qb_p2 ./qb_p3 ./qb_p4
 EOF
 chmod +x "$kit/run.sh"
 echo "decode_probe_kit: packed $(du -h "$kit/probe.tar.xz" | cut -f1) in $kit (commit $(git rev-parse --short HEAD))"
