@@ -91,6 +91,7 @@ OUT=$out bash ./bench_ab.sh --bench decode --rounds 2 --metric us \
   --case 'B64xL4096 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128$' \
   --case 'B128xL2048 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128$' \
   --case 'B8xL32768 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128$' \
+  --case 'B2xL32768 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128$' \
   --case 'B1xL32768 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128$' \
   ./qb_base ./qb_wgmma ./qb_p1 ./qb_p2 ./qb_p3 ./qb_p4
 EOF
