@@ -5,6 +5,7 @@
 # what does the swapped loop's Q·Kᵀ on FP8 wgmma (QUENCH_DECODE_QK=wgmma) give?
 #   base   HEAD as built
 #   wgmma  the same binary with QUENCH_DECODE_QK=wgmma (a wrapper script)
+#   wgmma_ring3  the same with a 3-stage ring where small grids take 2 (a wrapper script)
 #   p1     the FP8 -> f16 conversions on the integer pipe instead of the conversion unit (same
 #          count)
 #   p2     no Q·Kᵀ work in the warps (no K loads, conversions or MMAs; fixed scores): the most
@@ -39,7 +40,15 @@ cat > "$scratch/qb_wgmma" <<'EOF'
 #!/usr/bin/env bash
 QUENCH_DECODE_QK=wgmma exec "$(dirname "$0")/qb_base" "$@"
 EOF
-chmod +x "$scratch/qb_wgmma"
+# Small grids (B1 / B2 x 32k) run 2 stages per CTA (SmallGridRing::kShallow, measured when a
+# stage was held through the whole tile's compute); the wgmma variant releases it earlier, so
+# its 3-stage ring is timed beside it.
+cat > "$scratch/qb_wgmma_ring3" <<'EOF'
+#!/usr/bin/env bash
+QUENCH_DECODE_QK=wgmma QUENCH_DECODE_DEEP_RING=1 QUENCH_DECODE_STAGES=3 \
+  exec "$(dirname "$0")/qb_base" "$@"
+EOF
+chmod +x "$scratch/qb_wgmma" "$scratch/qb_wgmma_ring3"
 
 # The probes switch on a macro read by the FP8 decode instantiations only: one translation unit
 # is rebuilt per variant (the define goes at its top), the rest of the build is shared.
@@ -52,14 +61,14 @@ for variant in 1 2 3 4; do
   cmake --build "$scratch/build" --target quench_bench -j "$jobs" >/dev/null
   cp "$scratch/build/quench_bench" "$scratch/qb_p$variant"
 done
-tar -C "$scratch" -cJf "$kit/probe.tar.xz" qb_base qb_wgmma qb_p1 qb_p2 qb_p3 qb_p4 quench_gpu_tests
+tar -C "$scratch" -cJf "$kit/probe.tar.xz" qb_base qb_wgmma qb_wgmma_ring3 qb_p1 qb_p2 qb_p3 qb_p4 quench_gpu_tests
 cp tools/bench_ab.sh "$kit/bench_ab.sh"
 
 cat > "$kit/run.sh" <<'EOF'
 #!/usr/bin/env bash
 # Decode kit (tools/decode_probe_kit.sh): the decode GPU tests with QUENCH_DECODE_QK=wgmma and
-# compute-sanitizer on two of them, then base / wgmma / p1 / p2 / p3 / p4 in turn, two rounds, us
-# per call.
+# compute-sanitizer on two of them, then base / wgmma / wgmma_ring3 / p1 / p2 / p3 / p4 in turn,
+# two rounds, us per call.
 #   bash run.sh [tests|ab]   (default: both; each part stays well inside one 600 s call alone)
 set -uo pipefail
 cd "$(dirname "$0")"
@@ -93,7 +102,7 @@ OUT=$out bash ./bench_ab.sh --bench decode --rounds 2 --metric us \
   --case 'B8xL32768 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128$' \
   --case 'B2xL32768 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128$' \
   --case 'B1xL32768 kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128$' \
-  ./qb_base ./qb_wgmma ./qb_p1 ./qb_p2 ./qb_p3 ./qb_p4
+  ./qb_base ./qb_wgmma ./qb_wgmma_ring3 ./qb_p1 ./qb_p2 ./qb_p3 ./qb_p4
 EOF
 chmod +x "$kit/run.sh"
 echo "decode_probe_kit: packed $(du -h "$kit/probe.tar.xz" | cut -f1) in $kit (commit $(git rev-parse --short HEAD))"
