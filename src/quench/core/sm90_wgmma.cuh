@@ -141,6 +141,16 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3_ss(float (&d)[64], uint64_
       : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
 }
 
+// One asm statement for both A types of wgmma_m64n16k32_f8_e4m3_ss (ATYPE: its PTX type).
+#define QUENCH_WGMMA_M64N16K32_F8_SS(ATYPE)                                                 \
+  asm volatile(                                                                             \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"                                          \
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32." ATYPE                                   \
+      ".e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"                       \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
+        "+f"(d[7])                                                                          \
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)))
+
 // wgmma m64n16k32 FP8 x e4m3 -> f32, A (kAIsE5m2: e5m2, else e4m3; the dtype of an FP8 KV cache)
 // and B (e4m3) from shared memory (K-major descriptors): d (64x16 f32, accumulator layout above:
 // d[4j + 2r + c] = D[16w + l/4 + 8r][8j + 2(l%4) + c]) = (accumulate ? d : 0) + A (64x32) *
@@ -149,23 +159,12 @@ template <bool kAIsE5m2>
 __device__ __forceinline__ void wgmma_m64n16k32_f8_e4m3_ss(float (&d)[8], uint64_t desc_a,
                                                            uint64_t desc_b, bool accumulate) {
   if constexpr (kAIsE5m2) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e5m2.e4m3 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-          "+f"(d[7])
-        : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
+    QUENCH_WGMMA_M64N16K32_F8_SS("e5m2");
   } else {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-          "+f"(d[7])
-        : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
+    QUENCH_WGMMA_M64N16K32_F8_SS("e4m3");
   }
 }
+#undef QUENCH_WGMMA_M64N16K32_F8_SS
 
 // Same with A from registers: a holds this thread's 16 e4m3 values of the 64x32 A tile
 // (register i, byte v: row 16 * warp + lane / 4 + 8 * (i % 2), k = 4 * (lane % 4) + v +

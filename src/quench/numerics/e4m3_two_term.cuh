@@ -18,6 +18,13 @@ struct E4m3x2Terms {
   uint16_t lo;
 };
 
+// y = x * scale, the input of e4m3x2_two_term, for scale a power of two (exact). An infinite x
+// becomes NaN: e4m3 has no infinity and its satfinite conversion would make it 448, so a broken
+// upstream value stays its own row's problem (NaN stays NaN).
+__device__ __forceinline__ float e4m3_two_term_input(float x, float scale) {
+  return isinf(x) ? __int_as_float(0x7fc00000) : x * scale;
+}
+
 __device__ __forceinline__ E4m3x2Terms e4m3x2_two_term(float y0, float y1) {
   const __nv_fp8x2_storage_t hi =
       __nv_cvt_float2_to_fp8x2(make_float2(y0, y1), __NV_SATFINITE, __NV_E4M3);

@@ -96,11 +96,8 @@ __device__ __forceinline__ void write_q_terms(const uint8_t* q_smem, uint8_t* q_
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const float2 x = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
-      // 2^-8 is exact; an infinite q becomes NaN (e4m3 saturates, it has no infinity), so that a
-      // broken upstream value stays its own row's problem, as on the f16 path.
-      const float y0 = isinf(x.x) ? __int_as_float(0x7fc00000) : x.x * 0.00390625f;
-      const float y1 = isinf(x.y) ? __int_as_float(0x7fc00000) : x.y * 0.00390625f;
-      const E4m3x2Terms t = e4m3x2_two_term(y0, y1);
+      const E4m3x2Terms t = e4m3x2_two_term(e4m3_two_term_input(x.x, 0.00390625f),  // 2^-8
+                                            e4m3_two_term_input(x.y, 0.00390625f));
       hi[i / 2] |= static_cast<uint32_t>(t.hi) << (16 * (i % 2));
       lo[i / 2] |= static_cast<uint32_t>(t.lo) << (16 * (i % 2));
     }

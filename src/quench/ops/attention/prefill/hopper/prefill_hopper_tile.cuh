@@ -205,8 +205,7 @@ __device__ __forceinline__ float load_q_fragments_two_term(uint32_t (&frag)[8][4
   const int e = amax == 0 ? 0 : min(64, max(-120, 7 - (static_cast<int>(amax >> 7) - 127)));
   const float up = __int_as_float((127 + e) << 23);
   const auto scaled = [&](uint32_t bits) {
-    const float x = __uint_as_float(bits << 16);
-    return isinf(x) ? __int_as_float(0x7fc00000) : x * up;  // exact: a power of two
+    return e4m3_two_term_input(__uint_as_float(bits << 16), up);
   };
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) {
@@ -217,9 +216,7 @@ __device__ __forceinline__ float load_q_fragments_two_term(uint32_t (&frag)[8][4
 #pragma unroll
       for (int pair = 0; pair < 2; ++pair) {
         const uint32_t w = pair == 0 ? raw[ks][i].x : raw[ks][i].y;
-        const float y0 = scaled(w & 0xffffu);
-        const float y1 = scaled(w >> 16);
-        const E4m3x2Terms terms = e4m3x2_two_term(y0, y1);
+        const E4m3x2Terms terms = e4m3x2_two_term(scaled(w & 0xffffu), scaled(w >> 16));
         hi |= static_cast<uint32_t>(terms.hi) << (16 * pair);
         lo |= static_cast<uint32_t>(terms.lo) << (16 * pair);
       }
