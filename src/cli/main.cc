@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "explain_command.h"
+#include "generate_command.h"
 #include "layer_command.h"
 
 namespace {
@@ -18,6 +19,8 @@ struct Command {
 constexpr Command kCommands[] = {
     {"explain", "print the attention kernel chosen per phase, with dtypes and reasons",
      quench::cli::run_explain_command},
+    {"generate", "generate tokens with a model (default: a built-in tiny one) on the CPU backend",
+     quench::cli::run_generate_command},
     {"layer", "run one decoder layer's FP8 attention path on a built-in default and report it",
      quench::cli::run_layer_command},
 };

@@ -1,0 +1,277 @@
+#include "quench/engine/generate_command.h"
+
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "quench/attention/attention_decision_table.h"
+#include "quench/core/error.h"
+#include "quench/core/flag_parsing.h"
+#include "quench/core/log.h"
+#include "quench/engine/llm_engine.h"
+#include "quench/model/tiny_model.h"
+
+namespace quench {
+namespace {
+
+// printf-style formatting into a string (the report's columns).
+[[gnu::format(printf, 1, 2)]] std::string fmt(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  char buffer[1024];
+  std::vsnprintf(buffer, sizeof buffer, format, args);
+  va_end(args);
+  return buffer;
+}
+
+// Warnings (no k/v scale in the checkpoint, an override not honoured) go to err; info lines
+// stay off the output, which prints the kernel table itself.
+class WarningsTo {
+ public:
+  explicit WarningsTo(std::ostream& err)
+      : previous_(set_log_sink([&err](LogLevel level, const std::string& message) {
+          if (level >= LogLevel::kWarning)
+            err << log_level_name(level) << " quench: " << message << "\n";
+        })) {}
+  WarningsTo(const WarningsTo&) = delete;
+  WarningsTo& operator=(const WarningsTo&) = delete;
+  ~WarningsTo() { set_log_sink(previous_); }
+
+ private:
+  LogSink previous_;
+};
+
+const char* generate_usage() {
+  return "usage: quench generate [--model DIR] [--prompt-ids 1,2,3[;4,5,...]]\n"
+         "  [--num-prompts N] [--input-len L]   (random prompts when --prompt-ids is absent)\n"
+         "  [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eos]\n"
+         "  [--kv-cache-dtype auto|bf16|fp8|fp8_e4m3|fp8_e5m2] [--block-size 16|32|64]\n"
+         "  [--max-model-len L] [--max-num-seqs N] [--max-num-batched-tokens N]\n"
+         "  [--num-kv-pages N] [--prefill-kernel auto|NAME|!NAME] [--decode-kernel "
+         "auto|NAME|!NAME]\n"
+         "  [--device cpu]\n"
+         "Without --model, quench writes its built-in tiny Llama-shaped model (random weights,\n"
+         "2 layers, hidden 256, vocab 512) to a temporary directory and loads it from there.\n"
+         "Runs on the CPU backend; the GPU model runner is not built yet.\n";
+}
+
+const FlagTable& known_flags() {
+  static const FlagTable flags = {
+      {"--model", true},         {"--prompt-ids", true},     {"--num-prompts", true},
+      {"--input-len", true},     {"--max-tokens", true},     {"--temperature", true},
+      {"--top-k", true},         {"--top-p", true},          {"--seed", true},
+      {"--ignore-eos", false},   {"--kv-cache-dtype", true}, {"--block-size", true},
+      {"--max-model-len", true}, {"--max-num-seqs", true},   {"--max-num-batched-tokens", true},
+      {"--num-kv-pages", true},  {"--prefill-kernel", true}, {"--decode-kernel", true},
+      {"--device", true},        {"--help", false}};
+  return flags;
+}
+
+float parse_float_flag(const std::string& flag, const std::string& text) {
+  float value = NAN;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) {
+    throw UsageError(str_cat(flag, " '", text, "' must be a finite number"));
+  }
+  return value;
+}
+
+// "1,2,3;4,5" -> {{1,2,3},{4,5}}.
+std::vector<std::vector<int32_t>> parse_prompt_ids(const std::string& text) {
+  std::vector<std::vector<int32_t>> prompts(1);
+  std::string number;
+  auto flush = [&] {
+    if (number.empty()) throw UsageError(str_cat("--prompt-ids '", text, "': an empty token id"));
+    prompts.back().push_back(parse_int_flag<int32_t>("--prompt-ids", number, 0));
+    number.clear();
+  };
+  for (char ch : text) {
+    if (ch == ',') {
+      flush();
+    } else if (ch == ';') {
+      flush();
+      prompts.emplace_back();
+    } else {
+      number += ch;
+    }
+  }
+  flush();
+  return prompts;
+}
+
+std::string join_ids(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) s += ' ';
+    s += std::to_string(ids[i]);
+  }
+  return s;
+}
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+}  // namespace
+
+const char* generate_command_usage() {
+  return generate_usage();
+}
+
+int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  EngineOptions options;
+  SamplingParams sampling;
+  std::vector<std::vector<int32_t>> prompts;
+  int32_t num_prompts = 4, input_len = 24;
+  std::string kv_text = "fp8";
+  bool builtin = false;
+  std::map<std::string, std::string> flags;
+  try {
+    flags = split_flags(argc, argv, known_flags(), generate_usage());
+    if (flags.count("--help")) {
+      out << generate_usage();
+      return 0;
+    }
+    auto get = [&](const char* name) -> const std::string* {
+      const auto it = flags.find(name);
+      return it == flags.end() ? nullptr : &it->second;
+    };
+    if (const auto* v = get("--device")) require_allowed_flag_value("--device", *v, {"cpu"});
+    builtin = get("--model") == nullptr;
+    if (!builtin) options.model_dir = *get("--model");
+    if (const auto* v = get("--prompt-ids")) prompts = parse_prompt_ids(*v);
+    if (const auto* v = get("--num-prompts"))
+      num_prompts = parse_int_flag<int32_t>("--num-prompts", *v, 1);
+    if (const auto* v = get("--input-len"))
+      input_len = parse_int_flag<int32_t>("--input-len", *v, 1);
+    if (const auto* v = get("--max-tokens"))
+      sampling.max_tokens = parse_int_flag<int32_t>("--max-tokens", *v, 1);
+    if (const auto* v = get("--temperature"))
+      sampling.temperature = parse_float_flag("--temperature", *v);
+    if (const auto* v = get("--top-k")) sampling.top_k = parse_int_flag<int32_t>("--top-k", *v, 0);
+    if (const auto* v = get("--top-p")) sampling.top_p = parse_float_flag("--top-p", *v);
+    if (const auto* v = get("--seed")) options.seed = parse_int_flag<uint64_t>("--seed", *v, 0);
+    sampling.ignore_eos = get("--ignore-eos") != nullptr;
+    parse_flag_value("--temperature/--top-k/--top-p", [&] {
+      sampling.validate();
+      return 0;
+    });
+    if (const auto* v = get("--kv-cache-dtype")) {
+      require_allowed_flag_value("--kv-cache-dtype", *v,
+                                 {"auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"});
+      kv_text = *v;
+    }
+    // auto = the activation dtype: the CPU backend runs bf16 activations.
+    options.kv_cache_dtype = kv_text == "auto" ? DType::kBF16 : parse_dtype(kv_text);
+    if (const auto* v = get("--block-size")) {
+      options.block_size = parse_int_flag<int32_t>("--block-size", *v, 1);
+      require_allowed_flag_value("--block-size", *v, options.block_size, {16, 32, 64});
+    }
+    if (const auto* v = get("--max-model-len"))
+      options.max_model_len = parse_int_flag<int32_t>("--max-model-len", *v, 2);
+    if (const auto* v = get("--max-num-seqs"))
+      options.max_num_seqs = parse_int_flag<int32_t>("--max-num-seqs", *v, 1);
+    if (const auto* v = get("--max-num-batched-tokens")) {
+      options.max_num_batched_tokens = parse_int_flag<int32_t>("--max-num-batched-tokens", *v, 1);
+    }
+    if (const auto* v = get("--num-kv-pages"))
+      options.num_kv_pages = parse_int_flag<int32_t>("--num-kv-pages", *v, 2);
+    const auto& registry = AttentionKernelRegistry::builtin();
+    auto override_of = [&](const char* flag) {
+      const auto* v = get(flag);
+      if (v == nullptr) return AttentionKernelOverride{};
+      return parse_flag_value(flag, [&] { return AttentionKernelOverride::parse(*v, registry); });
+    };
+    options.prefill_kernel = override_of("--prefill-kernel");
+    options.decode_kernel = override_of("--decode-kernel");
+  } catch (const Error& e) {
+    err << "error: " << e.what() << "\n";
+    return 2;
+  }
+  const WarningsTo warnings(err);
+  try {
+    std::filesystem::path tmp;
+    if (builtin) {
+      tmp = std::filesystem::temp_directory_path() /
+            str_cat("quench-tiny-model-",
+                    std::chrono::steady_clock::now().time_since_epoch().count());
+      write_tiny_model(tmp.string(), TinyModelSpec{});
+      options.model_dir = tmp.string();
+    }
+    struct Cleanup {
+      std::filesystem::path dir;
+      ~Cleanup() {
+        std::error_code ignored;
+        if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
+      }
+    } cleanup{tmp};
+
+    const auto load_start = std::chrono::steady_clock::now();
+    LlmEngine engine(options);
+    const double load_ms = ms_since(load_start);
+    const ModelConfig& c = engine.config();
+    const SchedulerConfig& sc = engine.scheduler_config();
+    out << fmt("quench generate: %s on cpu\n",
+               builtin ? "the built-in tiny model (random weights)" : options.model_dir.c_str());
+    out << fmt("model      %s, %d layers, hidden %d, %d/%d heads x %d, vocab %d, %.1f M params\n",
+               model_architecture_name(c.architecture), c.num_layers, c.hidden_size,
+               c.num_q_heads(), c.num_kv_heads(), c.head_dim(), c.vocab_size,
+               static_cast<double>(c.num_parameters()) / 1e6);
+    out << fmt("weights    %.1f MiB loaded in %.0f ms\n",
+               static_cast<double>(engine.checkpoint_bytes()) / (1 << 20), load_ms);
+    const int64_t cache_tokens = static_cast<int64_t>(sc.num_pages - 1) * sc.page_size;
+    out << fmt(
+        "KV cache   %s, %lld tokens (%d pages of %d), %.1f MiB, max concurrency %.1fx for "
+        "%d-token requests\n",
+        dtype_name(options.kv_cache_dtype), static_cast<long long>(cache_tokens), sc.num_pages - 1,
+        sc.page_size, static_cast<double>(engine.model().kv_cache_bytes()) / (1 << 20),
+        static_cast<double>(cache_tokens) / sc.max_model_len, sc.max_model_len);
+    out << format_attention_decision_table(engine.model().attention_selection());
+
+    if (prompts.empty()) {  // random prompts, as the serving benchmark's random dataset
+      std::mt19937_64 rng(options.seed + 17);
+      std::uniform_int_distribution<int32_t> id(3, c.vocab_size - 1);
+      prompts.resize(static_cast<size_t>(num_prompts));
+      for (auto& p : prompts) {
+        p.resize(static_cast<size_t>(input_len));
+        for (int32_t& t : p)
+          t = id(rng);
+      }
+    }
+    const auto run_start = std::chrono::steady_clock::now();
+    const std::vector<RequestOutput> outputs = engine.generate(prompts, sampling);
+    const double run_ms = ms_since(run_start);
+    int64_t prompt_tokens = 0, output_tokens = 0;
+    for (const RequestOutput& o : outputs) {
+      prompt_tokens += static_cast<int64_t>(o.prompt.size());
+      output_tokens += static_cast<int64_t>(o.output.size());
+      out << fmt("request %lld  prompt %zu tokens  finish %s  output: ",
+                 static_cast<long long>(o.id), o.prompt.size(), finish_reason_name(o.finish_reason))
+          << join_ids(o.output) << "\n";
+    }
+    out << fmt(
+        "time       %.1f ms for %zu requests: %lld prompt + %lld generated tokens, "
+        "%.1f generated tok/s\n",
+        run_ms, outputs.size(), static_cast<long long>(prompt_tokens),
+        static_cast<long long>(output_tokens),
+        static_cast<double>(output_tokens) / (run_ms / 1000.0));
+    out << fmt(
+        "summary: device=cpu kv=%s requests=%zu prompt_tokens=%lld output_tokens=%lld "
+        "ms=%.1f\n",
+        dtype_name(options.kv_cache_dtype), outputs.size(), static_cast<long long>(prompt_tokens),
+        static_cast<long long>(output_tokens), run_ms);
+    return 0;
+  } catch (const Error& e) {
+    err << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace quench

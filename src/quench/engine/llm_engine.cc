@@ -1,0 +1,141 @@
+#include "quench/engine/llm_engine.h"
+
+#include <algorithm>
+#include <map>
+
+#include "quench/core/error.h"
+#include "quench/engine/sampler.h"
+#include "quench/kv_cache/block_table.h"
+
+namespace quench {
+namespace {
+
+// The CPU backend keeps whole contexts in host memory; a default past this many tokens would
+// size a cache nobody asked for.
+constexpr int32_t kDefaultMaxModelLen = 4096;
+
+}  // namespace
+
+LlmEngine::LlmEngine(const EngineOptions& options) : options_(options) {
+  checkpoint_ = std::make_unique<Checkpoint>(options.model_dir);
+  config_ = read_model_config(checkpoint_->config_path());
+  weights_ = std::make_unique<ModelWeights>(ModelWeights::load(config_, *checkpoint_));
+
+  SchedulerConfig sc;
+  sc.max_num_seqs = options.max_num_seqs;
+  sc.max_num_batched_tokens = options.max_num_batched_tokens;
+  sc.page_size = options.block_size;
+  sc.max_model_len = options.max_model_len > 0
+                         ? options.max_model_len
+                         : std::min(config_.max_position_embeddings, kDefaultMaxModelLen);
+  QUENCH_REQUIRE(sc.max_model_len <= config_.max_position_embeddings, "max_model_len ",
+                 sc.max_model_len, " exceeds the model's max_position_embeddings ",
+                 config_.max_position_embeddings);
+  sc.num_pages = options.num_kv_pages > 0
+                     ? options.num_kv_pages
+                     : static_cast<int32_t>(
+                           1 + sc.max_num_seqs * pages_for_tokens(sc.max_model_len, sc.page_size));
+  scheduler_ = std::make_unique<Scheduler>(sc);
+
+  DecoderModelOptions mo;
+  mo.kv_dtype = options.kv_cache_dtype;
+  mo.page_size = options.block_size;
+  mo.layout = options.layout;
+  mo.num_pages = sc.num_pages;
+  mo.max_model_len = sc.max_model_len;
+  mo.prefill_kernel = options.prefill_kernel;
+  mo.decode_kernel = options.decode_kernel;
+  model_ = std::make_unique<DecoderModel>(config_, *weights_, mo);
+}
+
+int64_t LlmEngine::add_request(std::vector<int32_t> prompt, const SamplingParams& params) {
+  params.validate();
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    QUENCH_REQUIRE(prompt[i] >= 0 && prompt[i] < config_.vocab_size, "prompt token ", i, " = ",
+                   prompt[i], " is outside the vocabulary [0, ", config_.vocab_size, ")");
+  }
+  auto seq = std::make_unique<Sequence>();
+  seq->id = next_id_++;
+  seq->prompt = std::move(prompt);
+  seq->params = params;
+  // Unseeded requests still draw reproducibly: the engine seed and the request id.
+  seq->rng.seed(params.seed
+                    ? *params.seed
+                    : options_.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(seq->id));
+  const int64_t id = seq->id;
+  scheduler_->add(std::move(seq));
+  return id;
+}
+
+std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats) {
+  const ScheduledStep step = scheduler_->schedule();
+  if (stats != nullptr) {
+    stats->decode_rows = static_cast<int32_t>(step.decode.size());
+    stats->prefill_rows = step.num_rows() - stats->decode_rows;
+    stats->preempted = step.num_preempted;
+  }
+  if (step.empty()) {
+    QUENCH_REQUIRE(!scheduler_->has_unfinished(),
+                   "the scheduler placed nothing while requests wait (KV cache too small?)");
+    return {};
+  }
+  std::vector<ScheduledSequence> decode, prefill;
+  std::vector<int32_t> tokens, logit_rows;
+  std::vector<Sequence*> sampled;
+  int32_t row = 0;
+  for (const auto* list : {&step.decode, &step.prefill}) {
+    for (const ScheduledChunk& c : *list) {
+      ScheduledSequence s{c.seq->pages, c.seq->num_computed, c.num_new};
+      (list == &step.decode ? decode : prefill).push_back(std::move(s));
+      for (int32_t i = 0; i < c.num_new; ++i)
+        tokens.push_back(c.seq->token_at(c.seq->num_computed + i));
+      row += c.num_new;
+      if (c.seq->num_computed + c.num_new == c.seq->num_tokens()) {
+        logit_rows.push_back(row - 1);
+        sampled.push_back(c.seq);
+      }
+    }
+  }
+  const SchedulerConfig& sc = scheduler_->config();
+  const auto max_pages = static_cast<int32_t>(pages_for_tokens(sc.max_model_len, sc.page_size));
+  const AttentionMetadata metadata =
+      build_attention_metadata(decode, prefill, sc.page_size, sc.num_pages, max_pages);
+  const std::vector<float> logits = model_->forward(tokens, metadata, logit_rows);
+
+  const auto vocab = static_cast<size_t>(config_.vocab_size);
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    Sequence& s = *sampled[i];
+    const int32_t token =
+        sample_token(std::span<const float>(logits.data() + i * vocab, vocab), s.params, s.rng);
+    s.output.push_back(token);
+    if (!s.params.ignore_eos && token == config_.eos_token_id) {
+      s.finish_reason = FinishReason::kStop;
+    } else if (static_cast<int32_t>(s.output.size()) >= s.params.max_tokens ||
+               s.num_tokens() >= sc.max_model_len) {
+      s.finish_reason = FinishReason::kLength;
+    }
+    if (s.finish_reason != FinishReason::kNone) s.status = SequenceStatus::kFinished;
+  }
+  std::vector<RequestOutput> done;
+  for (auto& seq : scheduler_->complete(step)) {
+    done.push_back({seq->id, std::move(seq->prompt), std::move(seq->output), seq->finish_reason,
+                    seq->num_preemptions});
+  }
+  return done;
+}
+
+std::vector<RequestOutput> LlmEngine::generate(const std::vector<std::vector<int32_t>>& prompts,
+                                               const SamplingParams& params) {
+  QUENCH_REQUIRE(!has_unfinished(), "generate() runs on an idle engine; requests are pending");
+  std::map<int64_t, size_t> slot;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    slot[add_request(prompts[i], params)] = i;
+  std::vector<RequestOutput> outputs(prompts.size());
+  while (has_unfinished()) {
+    for (RequestOutput& out : step())
+      outputs[slot.at(out.id)] = std::move(out);
+  }
+  return outputs;
+}
+
+}  // namespace quench

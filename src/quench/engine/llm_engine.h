@@ -1,0 +1,78 @@
+// The engine loop: requests in, tokens out. Each step asks the scheduler for a batch, lays its
+// rows out as the attention op wants them (decode rows first, then prefill chunks), runs the
+// model once, samples a token for every sequence whose chunk reached its end, and retires the
+// sequences that stop (end-of-sequence token, max_tokens, or max_model_len).
+// Runs the CPU backend today (DecoderModel); the GPU model runner will slot in behind the same
+// step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quench/engine/scheduler.h"
+#include "quench/model/decoder_model.h"
+
+namespace quench {
+
+struct EngineOptions {
+  std::string model_dir;
+  DType kv_cache_dtype = DType::kFP8E4M3;
+  int32_t block_size = 16;  // tokens per KV page
+  KvLayout layout = KvLayout::kNHD;
+  int32_t max_model_len = 0;  // 0 = the config's max_position_embeddings, capped at 4096
+  int32_t num_kv_pages = 0;   // 0 = enough for max_num_seqs sequences of max_model_len
+  int32_t max_num_seqs = 16;
+  int32_t max_num_batched_tokens = 2048;
+  uint64_t seed = 0;  // seeds requests that bring no seed of their own
+  AttentionKernelOverride prefill_kernel;
+  AttentionKernelOverride decode_kernel;
+};
+
+struct RequestOutput {
+  int64_t id = 0;
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> output;
+  FinishReason finish_reason = FinishReason::kNone;
+  int32_t num_preemptions = 0;
+};
+
+struct EngineStepStats {
+  int32_t decode_rows = 0;
+  int32_t prefill_rows = 0;
+  int32_t preempted = 0;
+};
+
+class LlmEngine {
+ public:
+  // Loads config.json and the weights from options.model_dir and sizes the KV cache. Throws
+  // quench::Error naming the file, tensor or option at fault.
+  explicit LlmEngine(const EngineOptions& options);
+
+  const ModelConfig& config() const { return config_; }
+  const DecoderModel& model() const { return *model_; }
+  const SchedulerConfig& scheduler_config() const { return scheduler_->config(); }
+  int64_t checkpoint_bytes() const { return checkpoint_->total_bytes(); }
+
+  // Queues a request; returns its id. Throws for bad parameters, token ids outside the
+  // vocabulary, or a prompt longer than max_model_len allows.
+  int64_t add_request(std::vector<int32_t> prompt, const SamplingParams& params);
+  bool has_unfinished() const { return scheduler_->has_unfinished(); }
+  // Runs one step; returns the requests that finished in it.
+  std::vector<RequestOutput> step(EngineStepStats* stats = nullptr);
+  // On an idle engine: adds the prompts, runs until all finish, returns outputs in prompt order.
+  std::vector<RequestOutput> generate(const std::vector<std::vector<int32_t>>& prompts,
+                                      const SamplingParams& params);
+
+ private:
+  EngineOptions options_;
+  ModelConfig config_;
+  std::unique_ptr<Checkpoint> checkpoint_;
+  std::unique_ptr<ModelWeights> weights_;
+  std::unique_ptr<DecoderModel> model_;
+  std::unique_ptr<Scheduler> scheduler_;
+  int64_t next_id_ = 0;
+};
+
+}  // namespace quench

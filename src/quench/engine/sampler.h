@@ -1,0 +1,19 @@
+// Picks the next token from one row of logits: greedy at temperature 0, else a draw from
+// softmax(logits / temperature) restricted to the top_k largest and then to the top_p nucleus.
+// The draw uses the request's own generator, so a seeded request repeats whatever it is batched
+// with.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+
+#include "quench/engine/sampling_params.h"
+
+namespace quench {
+
+// logits: fp32 [vocab]. Throws quench::Error for an empty row or non-finite logits.
+int32_t sample_token(std::span<const float> logits, const SamplingParams& params,
+                     std::mt19937_64& rng);
+
+}  // namespace quench

@@ -1,0 +1,18 @@
+#include "quench/engine/sampling_params.h"
+
+#include <cmath>
+
+#include "quench/core/error.h"
+
+namespace quench {
+
+void SamplingParams::validate() const {
+  QUENCH_REQUIRE(std::isfinite(temperature) && temperature >= 0.0f, "temperature ", temperature,
+                 " must be a finite number >= 0 (0 = greedy)");
+  QUENCH_REQUIRE(top_k >= 0, "top_k ", top_k, " must be >= 0 (0 = all tokens)");
+  QUENCH_REQUIRE(std::isfinite(top_p) && top_p > 0.0f && top_p <= 1.0f, "top_p ", top_p,
+                 " must be in (0, 1]");
+  QUENCH_REQUIRE(max_tokens >= 1, "max_tokens ", max_tokens, " must be >= 1");
+}
+
+}  // namespace quench

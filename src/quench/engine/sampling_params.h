@@ -1,0 +1,21 @@
+// How one request picks its tokens and when it stops (the OpenAI / vLLM parameters).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace quench {
+
+struct SamplingParams {
+  float temperature = 0.0f;      // 0 = greedy (argmax; ties go to the lowest token id)
+  int32_t top_k = 0;             // 0 = all tokens
+  float top_p = 1.0f;            // nucleus: the smallest set of tokens whose probability >= top_p
+  std::optional<uint64_t> seed;  // per-request generator; unset = derived from the engine seed
+  int32_t max_tokens = 16;       // tokens to generate, >= 1
+  bool ignore_eos = false;       // keep going past the end-of-sequence token
+
+  // Throws quench::Error naming the bad field and its allowed range.
+  void validate() const;
+};
+
+}  // namespace quench

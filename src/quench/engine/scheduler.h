@@ -1,0 +1,77 @@
+// Continuous batching with chunked prefill over a paged KV cache (pure CPU bookkeeping).
+// Each step, under a budget of max_num_batched_tokens query rows and max_num_seqs sequences:
+//   1. every running sequence past its prompt gets one decode row, oldest first; when its next
+//      token needs a page and none is free, the newest running sequence is preempted (its pages
+//      freed, back to the front of the queue, recomputed from its tokens later);
+//   2. running sequences still in their prompt, then waiting ones in arrival order, get prefill
+//      chunks from what budget is left (a prompt longer than the budget spans several steps).
+// A sequence whose chunk reaches its last token gets logits this step and samples its next token.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "quench/engine/sequence.h"
+#include "quench/kv_cache/page_allocator.h"
+
+namespace quench {
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 2048;
+  int32_t page_size = 16;
+  int32_t num_pages = 0;  // the cache's pages, page 0 (null) included
+  int32_t max_model_len = 0;
+
+  void validate() const;  // throws quench::Error naming the field
+};
+
+struct ScheduledChunk {
+  Sequence* seq = nullptr;
+  int32_t num_new = 0;  // rows this step: tokens [seq->num_computed, + num_new)
+};
+
+struct ScheduledStep {
+  std::vector<ScheduledChunk> decode;   // one row each
+  std::vector<ScheduledChunk> prefill;  // chunks of prompts (or of a preempted sequence)
+  int32_t num_preempted = 0;
+  int32_t num_rows() const;
+  bool empty() const { return decode.empty() && prefill.empty(); }
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(const SchedulerConfig& config);
+
+  // Takes ownership; the request joins the waiting queue. Throws when its prompt is empty or
+  // cannot fit max_model_len with at least one generated token, or could never fit the cache.
+  Sequence* add(std::unique_ptr<Sequence> seq);
+
+  // Plans one step and allocates its pages. An empty step means nothing is left to run.
+  ScheduledStep schedule();
+
+  // After the model ran `step`: advances num_computed of every chunk; the caller has appended
+  // sampled tokens. Finished sequences (status kFinished) release their pages and are returned.
+  std::vector<std::unique_ptr<Sequence>> complete(const ScheduledStep& step);
+
+  bool has_unfinished() const { return !waiting_.empty() || !running_.empty(); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  const PageAllocator& pages() const { return allocator_; }
+  const SchedulerConfig& config() const { return config_; }
+
+ private:
+  // Makes seq's pages cover `tokens` tokens; false (nothing changed) when pages run out.
+  bool reserve(Sequence& seq, int32_t tokens);
+  void release(Sequence& seq);
+  void preempt(std::unique_ptr<Sequence> seq);
+
+  SchedulerConfig config_;
+  PageAllocator allocator_;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // admission order
+};
+
+}  // namespace quench

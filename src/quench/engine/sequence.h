@@ -1,0 +1,42 @@
+// One request as the engine tracks it: its tokens, how many of them are in the KV cache, and the
+// cache pages that hold them.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "quench/engine/sampling_params.h"
+
+namespace quench {
+
+enum class SequenceStatus : uint8_t { kWaiting, kRunning, kFinished };
+enum class FinishReason : uint8_t { kNone, kStop, kLength };
+
+const char* finish_reason_name(FinishReason reason);  // "stop", "length" (OpenAI's names)
+
+struct Sequence {
+  int64_t id = 0;
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> output;
+  SamplingParams params;
+  std::mt19937_64 rng;
+
+  SequenceStatus status = SequenceStatus::kWaiting;
+  FinishReason finish_reason = FinishReason::kNone;
+  int32_t num_computed = 0;    // leading tokens whose K/V are in the cache
+  std::vector<int32_t> pages;  // cache pages in token order
+  int32_t num_preemptions = 0;
+
+  int32_t num_tokens() const { return static_cast<int32_t>(prompt.size() + output.size()); }
+  int32_t token_at(int32_t i) const {
+    const auto p = static_cast<int32_t>(prompt.size());
+    return i < p ? prompt[static_cast<size_t>(i)] : output[static_cast<size_t>(i - p)];
+  }
+  // One token left to compute (the last sampled one): a decode row. A preempted sequence
+  // recomputes its prompt and output as prefill chunks first.
+  bool in_decode() const { return num_tokens() - num_computed == 1; }
+};
+
+}  // namespace quench

@@ -1,0 +1,228 @@
+#include "quench/model/decoder_model.h"
+
+#include <cmath>
+
+#include "quench/core/error.h"
+#include "quench/numerics/bf16.h"
+#include "quench/ops/linear/linear_reference.h"
+#include "quench/ops/qk_norm/qk_norm_reference.h"
+#include "quench/ops/rope/rope_reference.h"
+#include "quench/ops/rope_quant_append/rope_quant_append_reference.h"
+#include "quench/ops/swiglu/swiglu_reference.h"
+
+namespace quench {
+namespace {
+
+AttentionOp make_attention_op(const ModelConfig& c, const DecoderModelOptions& o) {
+  AttentionConfig config;
+  config.compute_capability = 0;  // the CPU backend
+  apply_hf_attention_fields(c.attention, config);
+  // Activations around attention are bf16 whatever the checkpoint's dtype (weights are loaded
+  // as bf16, model_weights.h).
+  config.model_dtype = DType::kBF16;
+  config.kv_dtype = o.kv_dtype;
+  config.page_size = o.page_size;
+  config.layout = o.layout;
+  config.out_dtype = DType::kBF16;
+  const AttentionBackendSelection selection =
+      AttentionBackendSelection::decide(config, o.prefill_kernel, o.decode_kernel);
+  // No k/v scales in the checkpoint yet: 1.0, as HF FP8-KV engines default to (a warning for
+  // an FP8 cache says so once).
+  const AttentionScales scales =
+      AttentionScales::from_checkpoint({}, c.num_kv_heads(), config.out_dtype, "model");
+  AttentionLayerSettings settings;
+  settings.sm_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+  return AttentionOp(selection, scales, settings);
+}
+
+// Rounds every element to bf16 (the activation dtype between ops).
+void round_to_bf16(std::vector<float>& x) {
+  for (float& v : x)
+    v = bf16_bits_to_float(float_to_bf16_bits(v));
+}
+
+std::vector<uint16_t> to_bf16_bits(const std::vector<float>& x) {
+  std::vector<uint16_t> bits(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    bits[i] = float_to_bf16_bits(x[i]);
+  return bits;
+}
+
+// x += y, rounded to bf16 (the residual stream).
+void add_residual(std::vector<float>& x, const std::vector<float>& y) {
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = bf16_bits_to_float(float_to_bf16_bits(x[i] + y[i]));
+}
+
+std::vector<float> linear(int32_t tokens, int32_t in, int32_t out, const std::vector<float>& x,
+                          const Bf16Weight& w) {
+  std::vector<float> y(static_cast<size_t>(tokens) * static_cast<size_t>(out));
+  linear_reference(tokens, in, out, x.data(), w.data(), y.data());
+  return y;
+}
+
+// RMSNorm over rows of `width` (the same op as Qwen3's per-head norm, one "head" per row),
+// rounded to bf16.
+std::vector<float> rms_norm(int32_t rows, int32_t width, const std::vector<float>& x,
+                            const Bf16Weight& w, float eps) {
+  std::vector<float> y = x;
+  qk_rms_norm_reference(rows, 1, width, w.data(), eps, y.data());
+  round_to_bf16(y);
+  return y;
+}
+
+}  // namespace
+
+DecoderModel::DecoderModel(const ModelConfig& config, const ModelWeights& weights,
+                           const DecoderModelOptions& options)
+    : config_(config),
+      weights_(weights),
+      options_(options),
+      attention_(make_attention_op(config, options)) {
+  QUENCH_REQUIRE(options.max_model_len >= 1, "max_model_len ", options.max_model_len,
+                 " must be >= 1");
+  kv_.num_pages = options.num_pages;
+  kv_.page_size = options.page_size;
+  kv_.num_kv_heads = config.num_kv_heads();
+  kv_.head_dim = config.head_dim();
+  kv_.dtype = options.kv_dtype;
+  kv_.layout = options.layout;
+  kv_.validate();
+  QUENCH_REQUIRE(options.num_pages >= 2,
+                 "the KV cache needs >= 2 pages (page 0 is the null page), "
+                 "got ",
+                 options.num_pages);
+  QUENCH_REQUIRE(attention_.memory_space() == MemorySpace::kHost,
+                 "DecoderModel runs on the CPU backend; the chosen kernels are GPU kernels");
+  cos_sin_cache_ = build_rope_cos_sin_cache(config.rope, options.max_model_len);
+  const auto bytes = static_cast<size_t>(kv_.tensor_bytes());
+  k_caches_.assign(static_cast<size_t>(config.num_layers), std::vector<uint8_t>(bytes));
+  v_caches_.assign(static_cast<size_t>(config.num_layers), std::vector<uint8_t>(bytes));
+}
+
+int64_t DecoderModel::kv_cache_bytes() const {
+  return 2 * static_cast<int64_t>(config_.num_layers) * kv_.tensor_bytes();
+}
+
+std::vector<float> DecoderModel::forward(std::span<const int32_t> token_ids,
+                                         const AttentionMetadata& metadata,
+                                         std::span<const int32_t> logit_rows) {
+  const ModelConfig& c = config_;
+  const int32_t t = metadata.num_tokens;
+  QUENCH_REQUIRE(static_cast<int64_t>(token_ids.size()) == t, "forward: ", token_ids.size(),
+                 " token ids for ", t, " metadata rows");
+  QUENCH_REQUIRE(metadata.page_size == kv_.page_size, "forward: metadata page size ",
+                 metadata.page_size, " != the cache's ", kv_.page_size);
+  const int32_t d = c.hidden_size;
+  const int32_t hq = c.num_q_heads(), hkv = c.num_kv_heads(), hd = c.head_dim();
+  const int32_t qd = hq * hd, kvd = hkv * hd, ff = c.intermediate_size;
+  for (int32_t r = 0; r < t; ++r) {
+    const int32_t id = token_ids[static_cast<size_t>(r)];
+    QUENCH_REQUIRE(id >= 0 && id < c.vocab_size, "forward: token id ", id, " at row ", r,
+                   " is outside the vocabulary [0, ", c.vocab_size, ")");
+    QUENCH_REQUIRE(metadata.positions[static_cast<size_t>(r)] < options_.max_model_len,
+                   "forward: position ", metadata.positions[static_cast<size_t>(r)], " at row ", r,
+                   " is >= max_model_len ", options_.max_model_len);
+  }
+  for (int32_t row : logit_rows) {
+    QUENCH_REQUIRE(row >= 0 && row < t, "forward: logit row ", row, " outside [0, ", t, ")");
+  }
+
+  std::vector<float> x(static_cast<size_t>(t) * static_cast<size_t>(d));
+  for (int32_t r = 0; r < t; ++r) {
+    const uint16_t* e = weights_.embed_tokens.data() + static_cast<int64_t>(token_ids[r]) * d;
+    for (int32_t i = 0; i < d; ++i)
+      x[static_cast<size_t>(r) * d + i] = bf16_bits_to_float(e[i]);
+  }
+
+  const AttentionMetadataView view = host_metadata_view(metadata);
+  std::vector<uint16_t> q_rotated(static_cast<size_t>(t) * static_cast<size_t>(qd));
+  std::vector<uint8_t> q_fp8(q_rotated.size());
+  std::vector<uint16_t> attn_out(q_rotated.size());
+  std::vector<uint8_t> workspace;
+  const bool fp8_cache = is_fp8(kv_.dtype);
+  for (int32_t layer = 0; layer < c.num_layers; ++layer) {
+    const DecoderLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
+    std::vector<float> h = rms_norm(t, d, x, w.input_norm, c.rms_norm_eps);
+    const std::vector<uint16_t> q = to_bf16_bits(linear(t, d, qd, h, w.q_proj));
+    const std::vector<uint16_t> k = to_bf16_bits(linear(t, d, kvd, h, w.k_proj));
+    const std::vector<uint16_t> v = to_bf16_bits(linear(t, d, kvd, h, w.v_proj));
+
+    RopeQuantAppendParams p;
+    p.num_tokens = t;
+    p.num_q_heads = hq;
+    p.num_kv_heads = hkv;
+    p.head_dim = hd;
+    p.q = q.data();
+    p.k = k.data();
+    p.v = v.data();
+    p.q_row_stride = qd;
+    p.k_row_stride = p.v_row_stride = kvd;
+    p.positions = metadata.positions.data();
+    p.rope = c.rope;
+    p.cos_sin_cache = cos_sin_cache_.data();
+    p.cos_sin_cache_positions = options_.max_model_len;
+    if (c.qk_norm) {
+      p.q_norm_weight = w.q_norm.data();
+      p.k_norm_weight = w.k_norm.data();
+      p.norm_eps = c.rms_norm_eps;
+    }
+    // The query leaves in bf16; the attention op quantizes it for a phase whose kernel takes FP8.
+    p.q_bf16_rows = t;
+    p.q_out_bf16 = q_rotated.data();
+    p.k_cache = k_caches_[static_cast<size_t>(layer)].data();
+    p.v_cache = v_caches_[static_cast<size_t>(layer)].data();
+    p.kv = kv_;
+    if (fp8_cache) {  // a bf16 cache stores values unscaled
+      p.k_scale = attention_.scales().k_scale();
+      p.v_scale = attention_.scales().v_scale();
+    }
+    p.slot_mapping = metadata.slot_mapping.data();
+    rope_quant_append_reference(p);
+
+    AttentionOpArgs args;
+    args.q = q_rotated.data();
+    args.q_fp8 = q_fp8.data();
+    args.k_cache = p.k_cache;
+    args.v_cache = p.v_cache;
+    args.kv = kv_;
+    args.metadata = view;
+    args.out = attn_out.data();
+    workspace.resize(attention_.workspace_bytes(args));
+    args.workspace = workspace.data();
+    args.workspace_bytes = workspace.size();
+    attention_.run(args, nullptr);
+
+    std::vector<float> attn(attn_out.size());
+    for (size_t i = 0; i < attn.size(); ++i)
+      attn[i] = bf16_bits_to_float(attn_out[i]);
+    std::vector<float> o = linear(t, qd, d, attn, w.o_proj);
+    round_to_bf16(o);
+    add_residual(x, o);
+
+    h = rms_norm(t, d, x, w.post_attention_norm, c.rms_norm_eps);
+    std::vector<float> gate = linear(t, d, ff, h, w.gate_proj);
+    std::vector<float> up = linear(t, d, ff, h, w.up_proj);
+    round_to_bf16(gate);
+    round_to_bf16(up);
+    swiglu_reference(t, ff, gate.data(), up.data(), gate.data());
+    round_to_bf16(gate);
+    std::vector<float> down = linear(t, ff, d, gate, w.down_proj);
+    round_to_bf16(down);
+    add_residual(x, down);
+  }
+
+  const auto rows = static_cast<int32_t>(logit_rows.size());
+  std::vector<float> last(static_cast<size_t>(rows) * static_cast<size_t>(d));
+  for (int32_t i = 0; i < rows; ++i) {
+    const size_t src = static_cast<size_t>(logit_rows[static_cast<size_t>(i)]) * d;
+    std::copy(x.begin() + static_cast<std::ptrdiff_t>(src),
+              x.begin() + static_cast<std::ptrdiff_t>(src + d),
+              last.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(i) * d));
+  }
+  if (rows == 0) return {};
+  const std::vector<float> normed = rms_norm(rows, d, last, weights_.final_norm, c.rms_norm_eps);
+  return linear(rows, d, c.vocab_size, normed, weights_.lm_head);
+}
+
+}  // namespace quench

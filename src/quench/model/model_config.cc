@@ -1,0 +1,147 @@
+#include "quench/model/model_config.h"
+
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "quench/core/error.h"
+
+namespace quench {
+namespace {
+
+using nlohmann::json;
+
+bool present(const json& j, const char* key) {
+  return j.contains(key) && !j.at(key).is_null();
+}
+
+int32_t positive_int(const json& j, const char* key, const std::string& source) {
+  QUENCH_REQUIRE(present(j, key), source, ": '", key, "' is missing");
+  const json& v = j.at(key);
+  QUENCH_REQUIRE(v.is_number_integer() && v.get<int64_t>() > 0 &&
+                     v.get<int64_t>() <= std::numeric_limits<int32_t>::max(),
+                 source, ": '", key, "' = ", v.dump(), " must be a positive 32-bit integer");
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
+float positive_float(const json& j, const char* key, float fallback, const std::string& source) {
+  if (!present(j, key)) return fallback;
+  const json& v = j.at(key);
+  QUENCH_REQUIRE(v.is_number() && v.get<double>() > 0.0 &&
+                     v.get<double>() <= std::numeric_limits<float>::max(),
+                 source, ": '", key, "' = ", v.dump(), " must be a positive number");
+  return v.get<float>();
+}
+
+// A token id, or the first of a list (HF allows either for eos_token_id).
+int32_t token_id(const json& j, const char* key, const std::string& source) {
+  if (!present(j, key)) return -1;
+  const json& v = j.at(key).is_array() && !j.at(key).empty() ? j.at(key).at(0) : j.at(key);
+  QUENCH_REQUIRE(v.is_number_integer() && v.get<int64_t>() >= 0 &&
+                     v.get<int64_t>() <= std::numeric_limits<int32_t>::max(),
+                 source, ": '", key, "' = ", j.at(key).dump(), " must be a token id");
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
+ModelArchitecture architecture_of(const json& j, const std::string& source) {
+  QUENCH_REQUIRE(present(j, "architectures") && j.at("architectures").is_array() &&
+                     !j.at("architectures").empty() && j.at("architectures")[0].is_string(),
+                 source, ": 'architectures' is missing (a list naming the model class)");
+  const std::string name = j.at("architectures")[0].get<std::string>();
+  if (name == "LlamaForCausalLM" || name == "MistralForCausalLM") return ModelArchitecture::kLlama;
+  if (name == "Qwen3ForCausalLM") return ModelArchitecture::kQwen3;
+  fail(str_cat(source, ": architecture '", name,
+               "' is not supported; allowed: LlamaForCausalLM, MistralForCausalLM, "
+               "Qwen3ForCausalLM"));
+}
+
+void parse_rope_scaling(const json& j, const std::string& source, RopeConfig& rope) {
+  if (!present(j, "rope_scaling")) return;
+  const json& s = j.at("rope_scaling");
+  QUENCH_REQUIRE(s.is_object(), source, ": 'rope_scaling' must be an object or null");
+  const char* type_key = present(s, "rope_type") ? "rope_type" : "type";
+  const std::string type = present(s, type_key) && s.at(type_key).is_string()
+                               ? s.at(type_key).get<std::string>()
+                               : std::string("(none)");
+  if (type == "default") return;
+  QUENCH_REQUIRE(type == "llama3", source, ": rope_scaling type '", type,
+                 "' is not supported; allowed: llama3, default (or rope_scaling null)");
+  const std::string where = source + ": rope_scaling";
+  rope.llama3_factor = positive_float(s, "factor", 0.0f, where);
+  QUENCH_REQUIRE(rope.llama3_factor > 0.0f, where, ": 'factor' is missing");
+  rope.llama3_low_freq_factor = positive_float(s, "low_freq_factor", 1.0f, where);
+  rope.llama3_high_freq_factor = positive_float(s, "high_freq_factor", 4.0f, where);
+  QUENCH_REQUIRE(rope.llama3_high_freq_factor > rope.llama3_low_freq_factor, where,
+                 ": high_freq_factor must exceed low_freq_factor");
+  rope.llama3_original_max_position = positive_int(s, "original_max_position_embeddings", where);
+}
+
+}  // namespace
+
+const char* model_architecture_name(ModelArchitecture arch) {
+  return arch == ModelArchitecture::kQwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+}
+
+int64_t ModelConfig::num_parameters() const {
+  const int64_t d = hidden_size;
+  const int64_t qd = static_cast<int64_t>(num_q_heads()) * head_dim();
+  const int64_t kvd = static_cast<int64_t>(num_kv_heads()) * head_dim();
+  int64_t layer = d * qd + 2 * d * kvd + qd * d + 3 * d * intermediate_size + 2 * d;
+  if (qk_norm) layer += 2 * head_dim();
+  const int64_t embed = static_cast<int64_t>(vocab_size) * d;
+  return num_layers * layer + embed * (tie_word_embeddings ? 1 : 2) + d;
+}
+
+ModelConfig parse_model_config(std::string_view json_text, const std::string& source) {
+  ModelConfig c;
+  c.attention = parse_hf_attention_fields(json_text, source);
+  const json j = json::parse(json_text);  // valid: parse_hf_attention_fields checked it
+  c.architecture = architecture_of(j, source);
+  c.qk_norm = c.architecture == ModelArchitecture::kQwen3;
+  c.hidden_size = positive_int(j, "hidden_size", source);
+  c.intermediate_size = positive_int(j, "intermediate_size", source);
+  c.num_layers = positive_int(j, "num_hidden_layers", source);
+  c.vocab_size = positive_int(j, "vocab_size", source);
+  c.max_position_embeddings = present(j, "max_position_embeddings")
+                                  ? positive_int(j, "max_position_embeddings", source)
+                                  : 4096;
+  c.rms_norm_eps = positive_float(j, "rms_norm_eps", 1e-6f, source);
+  QUENCH_REQUIRE(c.attention.num_q_heads % c.attention.num_kv_heads == 0, source,
+                 ": num_attention_heads ", c.attention.num_q_heads,
+                 " is not a multiple of num_key_value_heads ", c.attention.num_kv_heads);
+  for (const char* bias : {"attention_bias", "mlp_bias"}) {
+    QUENCH_REQUIRE(
+        !present(j, bias) || (j.at(bias).is_boolean() && !j.at(bias).get<bool>()), source, ": '",
+        bias, "' = ", present(j, bias) ? j.at(bias).dump() : "",
+        " is not supported (quench's Llama/Qwen3 layers have no biases); allowed: false");
+  }
+  if (present(j, "hidden_act")) {
+    QUENCH_REQUIRE(j.at("hidden_act") == "silu", source,
+                   ": 'hidden_act' = ", j.at("hidden_act").dump(),
+                   " is not supported; allowed: \"silu\"");
+  }
+  c.rope.style = RopeStyle::kNeox;
+  c.rope.rotary_dim = c.attention.head_dim;
+  c.rope.theta = positive_float(j, "rope_theta", 10000.0f, source);
+  parse_rope_scaling(j, source, c.rope);
+  c.rope.validate(c.attention.head_dim);
+  if (present(j, "tie_word_embeddings")) {
+    QUENCH_REQUIRE(j.at("tie_word_embeddings").is_boolean(), source,
+                   ": 'tie_word_embeddings' must be true or false");
+    c.tie_word_embeddings = j.at("tie_word_embeddings").get<bool>();
+  }
+  c.bos_token_id = token_id(j, "bos_token_id", source);
+  c.eos_token_id = token_id(j, "eos_token_id", source);
+  return c;
+}
+
+ModelConfig read_model_config(const std::string& path) {
+  std::ifstream file(path);
+  QUENCH_REQUIRE(file.good(), "cannot open model config '", path, "'");
+  std::ostringstream text;
+  text << file.rdbuf();
+  return parse_model_config(text.str(), path);
+}
+
+}  // namespace quench

@@ -1,0 +1,59 @@
+// The weights of a Llama/Qwen3 decoder, by HF tensor name, checked against the config's shapes:
+//   model.embed_tokens.weight                     [vocab, hidden]
+//   model.layers.{i}.input_layernorm.weight       [hidden]
+//   model.layers.{i}.self_attn.{q,k,v,o}_proj.weight
+//       q [Hq*D, hidden], k/v [Hkv*D, hidden], o [hidden, Hq*D]
+//   model.layers.{i}.self_attn.{q,k}_norm.weight  [D]                (Qwen3 only)
+//   model.layers.{i}.post_attention_layernorm.weight [hidden]
+//   model.layers.{i}.mlp.{gate,up,down}_proj.weight
+//       gate/up [intermediate, hidden], down [hidden, intermediate]
+//   model.norm.weight                              [hidden]
+//   lm_head.weight                                 [vocab, hidden]   (absent when tied)
+// Every weight is bf16: BF16 tensors are used in place (a view into the mapped file), F16 and F32
+// tensors are rounded to bf16 once at load. Other dtypes (FP8 weights) fail with the tensor name.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "quench/model/checkpoint.h"
+#include "quench/model/model_config.h"
+
+namespace quench {
+
+// bf16 bits of one weight: a view into the checkpoint, or storage of its own after a conversion
+// (shared, so that copies, such as a tied lm_head, stay valid).
+class Bf16Weight {
+ public:
+  Bf16Weight() = default;
+  const uint16_t* data() const { return view_.data(); }
+  size_t size() const { return view_.size(); }
+  static Bf16Weight load(const Checkpoint& checkpoint, const std::string& name,
+                         const std::vector<int64_t>& shape);
+
+ private:
+  std::shared_ptr<const std::vector<uint16_t>> owned_;
+  std::span<const uint16_t> view_;
+};
+
+struct DecoderLayerWeights {
+  Bf16Weight input_norm;
+  Bf16Weight q_proj, k_proj, v_proj, o_proj;
+  Bf16Weight q_norm, k_norm;  // Qwen3; empty otherwise
+  Bf16Weight post_attention_norm;
+  Bf16Weight gate_proj, up_proj, down_proj;
+};
+
+struct ModelWeights {
+  Bf16Weight embed_tokens;
+  std::vector<DecoderLayerWeights> layers;
+  Bf16Weight final_norm;
+  Bf16Weight lm_head;  // embed_tokens' storage when tied
+
+  // Loads and shape-checks every weight; the checkpoint must outlive the result (views).
+  static ModelWeights load(const ModelConfig& config, const Checkpoint& checkpoint);
+};
+
+}  // namespace quench

@@ -1,0 +1,132 @@
+#include "quench/model/tiny_model.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "quench/core/error.h"
+#include "quench/model/safetensors_file.h"
+#include "quench/numerics/bf16.h"
+
+namespace quench {
+namespace {
+
+SafetensorsTensorToWrite random_bf16(const std::string& name, std::vector<int64_t> shape,
+                                     float mean, float stddev, std::mt19937_64& rng) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  std::normal_distribution<float> dist(mean, stddev);
+  SafetensorsTensorToWrite t{name, DType::kBF16, std::move(shape), {}};
+  t.bytes.resize(static_cast<size_t>(2 * n));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t b = float_to_bf16_bits(dist(rng));
+    t.bytes[static_cast<size_t>(2 * i)] = static_cast<uint8_t>(b & 0xff);
+    t.bytes[static_cast<size_t>(2 * i + 1)] = static_cast<uint8_t>(b >> 8);
+  }
+  return t;
+}
+
+}  // namespace
+
+std::string tiny_model_config_json(const TinyModelSpec& s) {
+  nlohmann::ordered_json j;
+  const bool qwen3 = s.architecture == ModelArchitecture::kQwen3;
+  j["architectures"] = {model_architecture_name(s.architecture)};
+  j["model_type"] = qwen3 ? "qwen3" : "llama";
+  j["hidden_size"] = s.hidden_size;
+  j["intermediate_size"] = s.intermediate_size;
+  j["num_hidden_layers"] = s.num_layers;
+  j["num_attention_heads"] = s.num_q_heads;
+  j["num_key_value_heads"] = s.num_kv_heads;
+  j["head_dim"] = s.head_dim;
+  j["vocab_size"] = s.vocab_size;
+  j["max_position_embeddings"] = s.max_position_embeddings;
+  j["rms_norm_eps"] = 1e-5;
+  j["rope_theta"] = s.rope_theta;
+  if (s.llama3_rope_scaling) {
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", 8.0},
+                         {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 1024}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  j["hidden_act"] = "silu";
+  j["attention_bias"] = false;
+  j["tie_word_embeddings"] = s.tie_word_embeddings;
+  j["torch_dtype"] = "bfloat16";
+  j["bos_token_id"] = 1;
+  j["eos_token_id"] = 2;
+  return j.dump(2) + "\n";
+}
+
+void write_tiny_model(const std::string& dir, const TinyModelSpec& s) {
+  QUENCH_REQUIRE(s.num_shards >= 1, "tiny model num_shards ", s.num_shards, " must be >= 1");
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream config(dir + "/config.json");
+    config << tiny_model_config_json(s);
+    QUENCH_REQUIRE(config.good(), "cannot write ", dir, "/config.json");
+  }
+  std::mt19937_64 rng(s.seed);
+  const int64_t d = s.hidden_size, qd = int64_t{s.num_q_heads} * s.head_dim,
+                kvd = int64_t{s.num_kv_heads} * s.head_dim, ff = s.intermediate_size;
+  auto proj = [&](const std::string& name, int64_t out, int64_t in) {
+    return random_bf16(name, {out, in}, 0.0f, 1.0f / std::sqrt(static_cast<float>(in)), rng);
+  };
+  auto norm = [&](const std::string& name, int64_t n) {
+    return random_bf16(name, {n}, 1.0f, 0.1f, rng);
+  };
+  std::vector<SafetensorsTensorToWrite> tensors;
+  tensors.push_back(random_bf16("model.embed_tokens.weight", {s.vocab_size, d}, 0.0f, 1.0f, rng));
+  for (int32_t i = 0; i < s.num_layers; ++i) {
+    const std::string p = str_cat("model.layers.", i, ".");
+    tensors.push_back(norm(p + "input_layernorm.weight", d));
+    tensors.push_back(proj(p + "self_attn.q_proj.weight", qd, d));
+    tensors.push_back(proj(p + "self_attn.k_proj.weight", kvd, d));
+    tensors.push_back(proj(p + "self_attn.v_proj.weight", kvd, d));
+    tensors.push_back(proj(p + "self_attn.o_proj.weight", d, qd));
+    if (s.architecture == ModelArchitecture::kQwen3) {
+      tensors.push_back(norm(p + "self_attn.q_norm.weight", s.head_dim));
+      tensors.push_back(norm(p + "self_attn.k_norm.weight", s.head_dim));
+    }
+    tensors.push_back(norm(p + "post_attention_layernorm.weight", d));
+    tensors.push_back(proj(p + "mlp.gate_proj.weight", ff, d));
+    tensors.push_back(proj(p + "mlp.up_proj.weight", ff, d));
+    tensors.push_back(proj(p + "mlp.down_proj.weight", d, ff));
+  }
+  tensors.push_back(norm("model.norm.weight", d));
+  if (!s.tie_word_embeddings) tensors.push_back(proj("lm_head.weight", s.vocab_size, d));
+
+  if (s.num_shards == 1) {
+    write_safetensors(dir + "/model.safetensors", tensors);
+    return;
+  }
+  // Contiguous runs of tensors per shard, named as HF names them.
+  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+  const size_t per_shard = (tensors.size() + s.num_shards - 1) / static_cast<size_t>(s.num_shards);
+  for (int32_t shard = 0; shard < s.num_shards; ++shard) {
+    const size_t begin = std::min(tensors.size(), per_shard * static_cast<size_t>(shard));
+    const size_t end = std::min(tensors.size(), begin + per_shard);
+    const std::string file =
+        str_cat("model-", shard + 1 < 10 ? "0000" : "000", shard + 1, "-of-",
+                s.num_shards < 10 ? "0000" : "000", s.num_shards, ".safetensors");
+    std::vector<SafetensorsTensorToWrite> part(
+        std::make_move_iterator(tensors.begin() + static_cast<std::ptrdiff_t>(begin)),
+        std::make_move_iterator(tensors.begin() + static_cast<std::ptrdiff_t>(end)));
+    for (const auto& t : part)
+      weight_map[t.name] = file;
+    write_safetensors(dir + "/" + file, part, {{"format", "pt"}});
+  }
+  std::ofstream index(dir + "/model.safetensors.index.json");
+  index << nlohmann::ordered_json{{"metadata", nlohmann::ordered_json::object()},
+                                  {"weight_map", weight_map}}
+               .dump(2);
+  QUENCH_REQUIRE(index.good(), "cannot write ", dir, "/model.safetensors.index.json");
+}
+
+}  // namespace quench

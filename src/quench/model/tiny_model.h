@@ -1,0 +1,39 @@
+// quench's built-in model: a small Llama- or Qwen3-shaped decoder with seeded random weights,
+// written as a real HF checkpoint (config.json + safetensors shards + index) so that the default
+// `quench generate` and the tests exercise the same loading path as a downloaded model, without a
+// download. Its text is meaningless; its numbers are reproducible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "quench/model/model_config.h"
+
+namespace quench {
+
+struct TinyModelSpec {
+  ModelArchitecture architecture = ModelArchitecture::kLlama;
+  int32_t hidden_size = 256;
+  int32_t intermediate_size = 512;
+  int32_t num_layers = 2;
+  int32_t num_q_heads = 4;
+  int32_t num_kv_heads = 2;
+  int32_t head_dim = 64;
+  int32_t vocab_size = 512;
+  int32_t max_position_embeddings = 4096;
+  float rope_theta = 500000.0f;
+  bool llama3_rope_scaling = true;
+  bool tie_word_embeddings = false;
+  uint64_t seed = 1;
+  int32_t num_shards = 2;  // 1: one model.safetensors; more: shards plus the index
+};
+
+// The config.json text of the spec.
+std::string tiny_model_config_json(const TinyModelSpec& spec);
+
+// Writes config.json and the weights into `dir` (created if missing). Weights are bf16:
+// projections ~ N(0, 1/sqrt(fan_in)) so activations keep their scale through the layers, norm
+// weights 1 + N(0, 0.1), embeddings N(0, 1). Throws quench::Error when files cannot be written.
+void write_tiny_model(const std::string& dir, const TinyModelSpec& spec);
+
+}  // namespace quench

@@ -1,0 +1,89 @@
+// `quench generate` on the built-in tiny model: the startup lines users look for, one line per
+// request with the asked-for number of tokens, a summary for scripts; bad flags exit 2 naming the
+// allowed values, a bad checkpoint exits 1 naming it.
+#include "quench/engine/generate_command.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace quench {
+namespace {
+
+struct CommandRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+CommandRun run_generate(std::vector<std::string> args) {
+  args.insert(args.begin(), "generate");
+  std::vector<char*> argv;
+  for (std::string& a : args)
+    argv.push_back(a.data());
+  std::ostringstream out, err;
+  CommandRun run;
+  run.exit_code = run_generate_command(static_cast<int>(argv.size()), argv.data(), out, err);
+  run.out = out.str();
+  run.err = err.str();
+  return run;
+}
+
+size_t count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1))
+    ++n;
+  return n;
+}
+
+TEST(GenerateCommand, BuiltInModelReportsStartupRequestsAndSummary) {
+  const CommandRun run = run_generate({"--num-prompts", "3", "--input-len", "20", "--max-tokens",
+                                       "5", "--max-num-batched-tokens", "32"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("model      LlamaForCausalLM, 2 layers"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("KV cache   fp8_e4m3"), std::string::npos);
+  EXPECT_NE(run.out.find("max concurrency"), std::string::npos);
+  EXPECT_NE(run.out.find("prefill  reference"), std::string::npos);
+  EXPECT_EQ(count(run.out, "finish length  output: "), 3u);
+  EXPECT_NE(run.out.find("summary: device=cpu kv=fp8_e4m3 requests=3 prompt_tokens=60 "
+                         "output_tokens=15"),
+            std::string::npos)
+      << run.out;
+  // The FP8 cache without checkpoint scales says so.
+  EXPECT_NE(run.err.find("no k_scale"), std::string::npos);
+}
+
+TEST(GenerateCommand, PromptIdsAndBf16Cache) {
+  const CommandRun run =
+      run_generate({"--prompt-ids", "5,6,7;8", "--max-tokens", "2", "--kv-cache-dtype", "bf16"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("request 0  prompt 3 tokens"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("request 1  prompt 1 tokens"), std::string::npos);
+  EXPECT_NE(run.out.find("summary: device=cpu kv=bf16 requests=2 prompt_tokens=4 output_tokens=4"),
+            std::string::npos);
+}
+
+TEST(GenerateCommand, BadFlagsExit2AndBadModelsExit1) {
+  CommandRun run = run_generate({"--kv-cache-dtype", "int4"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("fp8_e5m2"), std::string::npos) << run.err;
+  run = run_generate({"--prompt-ids", "1,,2"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("empty token id"), std::string::npos) << run.err;
+  run = run_generate({"--block-size", "24"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("16, 32, 64"), std::string::npos) << run.err;
+  run = run_generate({"--device", "gpu"});
+  EXPECT_EQ(run.exit_code, 2);
+  run = run_generate({"--prompt-ids", "1,9999"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("9999"), std::string::npos) << run.err;
+  run = run_generate({"--model", "/nonexistent/model"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("/nonexistent/model"), std::string::npos) << run.err;
+}
+
+}  // namespace
+}  // namespace quench

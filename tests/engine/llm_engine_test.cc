@@ -1,0 +1,154 @@
+// The engine on the built-in tiny model: batching changes nothing (greedy tokens of a batch with
+// chunked prefill equal each prompt run alone, also through preemptions), seeded sampling repeats
+// whatever it is batched with, requests stop at the end-of-sequence token, max_tokens and
+// max_model_len, and bad requests are refused with the field named.
+#include "quench/engine/llm_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "harness/expect_error.h"
+#include "harness/scratch_dir.h"
+#include "quench/model/tiny_model.h"
+
+namespace quench {
+namespace {
+
+std::string tiny_model_dir(const std::string& name) {
+  const std::string dir = testing_support::scratch_dir("quench_llm_engine_test", name);
+  write_tiny_model(dir, TinyModelSpec{});
+  return dir;
+}
+
+EngineOptions options(const std::string& dir) {
+  EngineOptions o;
+  o.model_dir = dir;
+  o.max_model_len = 256;
+  o.max_num_seqs = 8;
+  o.max_num_batched_tokens = 64;
+  return o;
+}
+
+std::vector<std::vector<int32_t>> prompts() {
+  std::vector<std::vector<int32_t>> p;
+  for (int32_t len : {5, 70, 1, 33, 17}) {
+    std::vector<int32_t> ids;
+    for (int32_t i = 0; i < len; ++i)
+      ids.push_back(3 + (i * 37 + len * 11) % 500);
+    p.push_back(ids);
+  }
+  return p;
+}
+
+SamplingParams greedy(int32_t max_tokens) {
+  SamplingParams s;
+  s.max_tokens = max_tokens;
+  s.ignore_eos = true;
+  return s;
+}
+
+std::vector<std::vector<int32_t>> alone(const EngineOptions& o,
+                                        const std::vector<std::vector<int32_t>>& ps,
+                                        const SamplingParams& s) {
+  std::vector<std::vector<int32_t>> out;
+  for (const auto& p : ps) {
+    LlmEngine engine(o);
+    out.push_back(engine.generate({p}, s)[0].output);
+  }
+  return out;
+}
+
+TEST(LlmEngine, BatchedGreedyEqualsEachPromptAlone) {
+  const EngineOptions o = options(tiny_model_dir("batched"));
+  const auto want = alone(o, prompts(), greedy(12));
+  LlmEngine engine(o);
+  const std::vector<RequestOutput> got = engine.generate(prompts(), greedy(12));
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].output, want[i]) << "prompt " << i;
+    EXPECT_EQ(got[i].prompt, prompts()[i]);
+    EXPECT_EQ(got[i].finish_reason, FinishReason::kLength);
+    EXPECT_EQ(got[i].output.size(), 12u);
+  }
+}
+
+TEST(LlmEngine, PreemptionRecomputesWithoutChangingTokens) {
+  EngineOptions o = options(tiny_model_dir("preempt"));
+  const auto want = alone(o, prompts(), greedy(40));
+  o.num_kv_pages = 17;  // 256 tokens: less than the batch needs at its peak
+  LlmEngine engine(o);
+  const std::vector<RequestOutput> got = engine.generate(prompts(), greedy(40));
+  int32_t preemptions = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].output, want[i]) << "prompt " << i;
+    preemptions += got[i].num_preemptions;
+  }
+  EXPECT_GT(preemptions, 0);
+}
+
+TEST(LlmEngine, SeededSamplingRepeatsWhateverItIsBatchedWith) {
+  const EngineOptions o = options(tiny_model_dir("seeded"));
+  SamplingParams s = greedy(10);
+  s.temperature = 1.0f;
+  s.top_p = 0.9f;
+  s.seed = 1234;
+  const auto want = alone(o, {prompts()[1]}, s)[0];
+  LlmEngine engine(o);
+  const auto got = engine.generate(prompts(), s);
+  EXPECT_EQ(got[1].output, want);
+  EXPECT_NE(got[1].output, alone(o, {prompts()[1]}, greedy(10))[0]);  // it did sample
+}
+
+TEST(LlmEngine, StopsAtEndOfSequenceAndAtMaxModelLen) {
+  const std::string dir = tiny_model_dir("eos");
+  EngineOptions o = options(dir);
+  const std::vector<int32_t> prompt = prompts()[0];
+  std::vector<int32_t> free_run;
+  {
+    LlmEngine engine(o);
+    free_run = engine.generate({prompt}, greedy(8))[0].output;
+  }
+  // Make the fourth generated token the end-of-sequence token (unless an earlier one equals it).
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+  config["eos_token_id"] = free_run[3];
+  std::ofstream(dir + "/config.json") << config.dump();
+  const size_t stop_at = static_cast<size_t>(
+      std::find(free_run.begin(), free_run.end(), free_run[3]) - free_run.begin());
+  LlmEngine engine(o);
+  SamplingParams s = greedy(8);
+  s.ignore_eos = false;
+  const RequestOutput out = engine.generate({prompt}, s)[0];
+  EXPECT_EQ(out.finish_reason, FinishReason::kStop);
+  EXPECT_EQ(out.output, std::vector<int32_t>(free_run.begin(), free_run.begin() + stop_at + 1));
+
+  o.max_model_len = 9;  // 5 prompt tokens: 4 generated tokens fill it
+  LlmEngine short_engine(o);
+  const RequestOutput capped = short_engine.generate({prompt}, greedy(100))[0];
+  EXPECT_EQ(capped.finish_reason, FinishReason::kLength);
+  EXPECT_EQ(capped.output.size(), 4u);
+}
+
+TEST(LlmEngine, BadRequestsAndOptionsAreRefused) {
+  const std::string dir = tiny_model_dir("bad");
+  LlmEngine engine(options(dir));
+  EXPECT_QUENCH_ERROR(engine.add_request({1, 600}, greedy(4)),
+                      {"prompt token 1 = 600", "[0, 512)"});
+  EXPECT_QUENCH_ERROR(engine.add_request(std::vector<int32_t>(256, 3), greedy(4)),
+                      {"256 tokens", "at most 255"});
+  SamplingParams bad = greedy(4);
+  bad.top_p = 1.5f;
+  EXPECT_QUENCH_ERROR(engine.add_request({1}, bad), {"top_p 1.5"});
+  EXPECT_FALSE(engine.has_unfinished());
+  EngineOptions long_context = options(dir);
+  long_context.max_model_len = 5000;
+  EXPECT_QUENCH_ERROR(LlmEngine{long_context},
+                      {"max_model_len 5000", "max_position_embeddings 4096"});
+  EngineOptions small_cache = options(dir);
+  small_cache.num_kv_pages = 4;
+  EXPECT_QUENCH_ERROR(LlmEngine{small_cache}, {"holds 48 tokens", "max_model_len (256)"});
+}
+
+}  // namespace
+}  // namespace quench
