@@ -1,0 +1,28 @@
+// UTF-8 helpers for the tokenizer: validation, code point iteration and encoding.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace quench {
+
+// The byte offset of the first invalid UTF-8 sequence (overlong forms, surrogates and code
+// points past U+10FFFF count as invalid), or npos when `text` is valid.
+size_t find_invalid_utf8(std::string_view text);
+
+// Appends the UTF-8 encoding of code point cp (<= U+10FFFF, not a surrogate).
+void append_utf8(uint32_t cp, std::string& out);
+
+// Splits valid UTF-8 into one string per code point.
+std::vector<std::string> split_code_points(std::string_view text);
+
+// Decodes valid UTF-8 into code points.
+std::vector<uint32_t> decode_utf8(std::string_view text);
+
+// Replaces each invalid sequence with U+FFFD, as a lossy byte-to-text decoder does (the maximal
+// subpart rule: one replacement per invalid prefix).
+std::string utf8_lossy(std::string_view bytes);
+
+}  // namespace quench
