@@ -10,7 +10,8 @@ build_dir=${QUENCH_BUILD_DIR:-build}
 jobs=${QUENCH_JOBS:-$(nproc)}
 
 # Debian packages the build needs. Installed only when missing, so a second run costs nothing.
-packages=(cmake g++ make libgtest-dev nlohmann-json3-dev libcpp-httplib-dev python3 git clang-format)
+packages=(cmake g++ make pkg-config libgtest-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev
+          libutf8proc-dev python3 git clang-format)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -46,7 +46,7 @@ TEST(GenerateCommand, BuiltInModelReportsStartupRequestsAndSummary) {
   EXPECT_NE(run.out.find("KV cache   fp8_e4m3"), std::string::npos);
   EXPECT_NE(run.out.find("max concurrency"), std::string::npos);
   EXPECT_NE(run.out.find("prefill  reference"), std::string::npos);
-  EXPECT_EQ(count(run.out, "finish length  output: "), 3u);
+  EXPECT_EQ(count(run.out, "finish length  output: \""), 3u);
   EXPECT_NE(run.out.find("summary: device=cpu kv=fp8_e4m3 requests=3 prompt_tokens=60 "
                          "output_tokens=15"),
             std::string::npos)
@@ -63,6 +63,15 @@ TEST(GenerateCommand, PromptIdsAndBf16Cache) {
   EXPECT_NE(run.out.find("request 1  prompt 1 tokens"), std::string::npos);
   EXPECT_NE(run.out.find("summary: device=cpu kv=bf16 requests=2 prompt_tokens=4 output_tokens=4"),
             std::string::npos);
+}
+
+TEST(GenerateCommand, TextPromptGoesThroughTheTokenizer) {
+  const CommandRun run = run_generate({"--prompt", "the cache", "--max-tokens", "3"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  // BOS + "the" + " cache" in the tiny tokenizer; the output is printed as text.
+  EXPECT_NE(run.out.find("request 0  prompt 3 tokens  finish "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("output: \""), std::string::npos);
+  EXPECT_EQ(run_generate({"--prompt", "x", "--prompt-ids", "1"}).exit_code, 2);
 }
 
 TEST(GenerateCommand, BadFlagsExit2AndBadModelsExit1) {

@@ -48,7 +48,7 @@ TEST(ModelConfig, Llama3ConfigReadsEveryDecoderField) {
   EXPECT_EQ(c.rope.style, RopeStyle::kNeox);
   EXPECT_FALSE(c.qk_norm);
   EXPECT_EQ(c.bos_token_id, 128000);
-  EXPECT_EQ(c.eos_token_id, 128001);  // the first of the list
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{128001, 128008, 128009}));
   // 8.03 B parameters, as published.
   EXPECT_NEAR(static_cast<double>(c.num_parameters()) / 1e9, 8.03, 0.01);
 }
@@ -76,7 +76,16 @@ TEST(ModelConfig, TinyModelConfigParsesBackToItsSpec) {
   EXPECT_EQ(c.num_layers, spec.num_layers);
   EXPECT_EQ(c.head_dim(), spec.head_dim);
   EXPECT_TRUE(c.tie_word_embeddings);
-  EXPECT_EQ(c.eos_token_id, 2);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int32_t>{2});
+}
+
+TEST(ModelConfig, GenerationConfigEosIds) {
+  EXPECT_EQ(parse_generation_eos_ids(R"({"eos_token_id": [1, 7]})", "g.json"),
+            (std::vector<int32_t>{1, 7}));
+  EXPECT_EQ(parse_generation_eos_ids(R"({"eos_token_id": 3})", "g.json"), std::vector<int32_t>{3});
+  EXPECT_TRUE(parse_generation_eos_ids(R"({"temperature": 0.6})", "g.json").empty());
+  EXPECT_QUENCH_ERROR(parse_generation_eos_ids(R"({"eos_token_id": "x"})", "g.json"),
+                      {"g.json", "eos_token_id", "token id"});
 }
 
 TEST(ModelConfig, UnsupportedFieldsNameTheFieldAndTheAllowedValues) {

@@ -6,6 +6,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "quench/core/log.h"
 #include "quench/engine/llm_engine.h"
 #include "quench/model/tiny_model.h"
+#include "quench/tokenizer/tokenizer.h"
 
 namespace quench {
 namespace {
@@ -48,8 +50,8 @@ class WarningsTo {
 };
 
 const char* generate_usage() {
-  return "usage: quench generate [--model DIR] [--prompt-ids 1,2,3[;4,5,...]]\n"
-         "  [--num-prompts N] [--input-len L]   (random prompts when --prompt-ids is absent)\n"
+  return "usage: quench generate [--model DIR] [--prompt TEXT | --prompt-ids 1,2,3[;4,5,...]]\n"
+         "  [--num-prompts N] [--input-len L]   (random prompts when no prompt is given)\n"
          "  [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eos]\n"
          "  [--kv-cache-dtype auto|bf16|fp8|fp8_e4m3|fp8_e5m2] [--block-size 16|32|64]\n"
          "  [--max-model-len L] [--max-num-seqs N] [--max-num-batched-tokens N]\n"
@@ -62,14 +64,17 @@ const char* generate_usage() {
 }
 
 const FlagTable& known_flags() {
-  static const FlagTable flags = {
-      {"--model", true},         {"--prompt-ids", true},     {"--num-prompts", true},
-      {"--input-len", true},     {"--max-tokens", true},     {"--temperature", true},
-      {"--top-k", true},         {"--top-p", true},          {"--seed", true},
-      {"--ignore-eos", false},   {"--kv-cache-dtype", true}, {"--block-size", true},
-      {"--max-model-len", true}, {"--max-num-seqs", true},   {"--max-num-batched-tokens", true},
-      {"--num-kv-pages", true},  {"--prefill-kernel", true}, {"--decode-kernel", true},
-      {"--device", true},        {"--help", false}};
+  static const FlagTable flags = {{"--model", true},         {"--prompt-ids", true},
+                                  {"--prompt", true},        {"--num-prompts", true},
+                                  {"--input-len", true},     {"--max-tokens", true},
+                                  {"--temperature", true},   {"--top-k", true},
+                                  {"--top-p", true},         {"--seed", true},
+                                  {"--ignore-eos", false},   {"--kv-cache-dtype", true},
+                                  {"--block-size", true},    {"--max-model-len", true},
+                                  {"--max-num-seqs", true},  {"--max-num-batched-tokens", true},
+                                  {"--num-kv-pages", true},  {"--prefill-kernel", true},
+                                  {"--decode-kernel", true}, {"--device", true},
+                                  {"--help", false}};
   return flags;
 }
 
@@ -147,6 +152,9 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
     builtin = get("--model") == nullptr;
     if (!builtin) options.model_dir = *get("--model");
     if (const auto* v = get("--prompt-ids")) prompts = parse_prompt_ids(*v);
+    if (get("--prompt") != nullptr && get("--prompt-ids") != nullptr) {
+      throw UsageError("--prompt and --prompt-ids are alternatives; give one");
+    }
     if (const auto* v = get("--num-prompts"))
       num_prompts = parse_int_flag<int32_t>("--num-prompts", *v, 1);
     if (const auto* v = get("--input-len"))
@@ -235,6 +243,12 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
         static_cast<double>(cache_tokens) / sc.max_model_len, sc.max_model_len);
     out << format_attention_decision_table(engine.model().attention_selection());
 
+    if (const auto it = flags.find("--prompt"); it != flags.end()) {
+      QUENCH_REQUIRE(engine.tokenizer() != nullptr,
+                     "--prompt needs the model's tokenizer.json, which ", options.model_dir,
+                     " lacks; give --prompt-ids");
+      prompts.push_back(engine.tokenizer()->encode(it->second));
+    }
     if (prompts.empty()) {  // random prompts, as the serving benchmark's random dataset
       std::mt19937_64 rng(options.seed + 17);
       std::uniform_int_distribution<int32_t> id(3, c.vocab_size - 1);
@@ -252,9 +266,14 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
     for (const RequestOutput& o : outputs) {
       prompt_tokens += static_cast<int64_t>(o.prompt.size());
       output_tokens += static_cast<int64_t>(o.output.size());
-      out << fmt("request %lld  prompt %zu tokens  finish %s  output: ",
-                 static_cast<long long>(o.id), o.prompt.size(), finish_reason_name(o.finish_reason))
-          << join_ids(o.output) << "\n";
+      out << fmt("request %lld  prompt %zu tokens  finish %s  ", static_cast<long long>(o.id),
+                 o.prompt.size(), finish_reason_name(o.finish_reason));
+      if (engine.tokenizer() != nullptr) {  // the text as a JSON string: control bytes stay visible
+        out << "output: " << nlohmann::json(engine.tokenizer()->decode(o.output, true)).dump()
+            << "\n";
+      } else {
+        out << "output ids: " << join_ids(o.output) << "\n";
+      }
     }
     out << fmt(
         "time       %.1f ms for %zu requests: %lld prompt + %lld generated tokens, "

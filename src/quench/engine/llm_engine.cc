@@ -1,7 +1,10 @@
 #include "quench/engine/llm_engine.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "quench/core/error.h"
 #include "quench/engine/sampler.h"
@@ -19,6 +22,25 @@ constexpr int32_t kDefaultMaxModelLen = 4096;
 LlmEngine::LlmEngine(const EngineOptions& options) : options_(options) {
   checkpoint_ = std::make_unique<Checkpoint>(options.model_dir);
   config_ = read_model_config(checkpoint_->config_path());
+  eos_ids_ = config_.eos_token_ids;
+  // Instruct models list their end-of-turn token in generation_config.json.
+  const std::filesystem::path generation =
+      std::filesystem::path(options.model_dir) / "generation_config.json";
+  if (std::filesystem::exists(generation)) {
+    std::ifstream in(generation);
+    std::ostringstream text;
+    text << in.rdbuf();
+    for (int32_t id : parse_generation_eos_ids(text.str(), generation.string()))
+      if (std::find(eos_ids_.begin(), eos_ids_.end(), id) == eos_ids_.end()) eos_ids_.push_back(id);
+  }
+  const std::filesystem::path tokenizer_path =
+      std::filesystem::path(options.model_dir) / "tokenizer.json";
+  if (std::filesystem::exists(tokenizer_path)) {
+    tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_file(tokenizer_path.string()));
+    QUENCH_REQUIRE(tokenizer_->vocab_size() <= config_.vocab_size, tokenizer_path.string(), " has ",
+                   tokenizer_->vocab_size(), " ids, more than the model's vocab_size ",
+                   config_.vocab_size);
+  }
   weights_ = std::make_unique<ModelWeights>(ModelWeights::load(config_, *checkpoint_));
 
   SchedulerConfig sc;
@@ -108,7 +130,8 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats) {
     const int32_t token =
         sample_token(std::span<const float>(logits.data() + i * vocab, vocab), s.params, s.rng);
     s.output.push_back(token);
-    if (!s.params.ignore_eos && token == config_.eos_token_id) {
+    if (!s.params.ignore_eos &&
+        std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
       s.finish_reason = FinishReason::kStop;
     } else if (static_cast<int32_t>(s.output.size()) >= s.params.max_tokens ||
                s.num_tokens() >= sc.max_model_len) {

@@ -13,6 +13,7 @@
 
 #include "quench/engine/scheduler.h"
 #include "quench/model/decoder_model.h"
+#include "quench/tokenizer/tokenizer.h"
 
 namespace quench {
 
@@ -46,7 +47,8 @@ struct EngineStepStats {
 
 class LlmEngine {
  public:
-  // Loads config.json and the weights from options.model_dir and sizes the KV cache. Throws
+  // Loads config.json (+ generation_config.json), the weights and tokenizer.json (if present) from
+  // options.model_dir and sizes the KV cache. Throws
   // quench::Error naming the file, tensor or option at fault.
   explicit LlmEngine(const EngineOptions& options);
 
@@ -54,6 +56,10 @@ class LlmEngine {
   const DecoderModel& model() const { return *model_; }
   const SchedulerConfig& scheduler_config() const { return scheduler_->config(); }
   int64_t checkpoint_bytes() const { return checkpoint_->total_bytes(); }
+  // The model directory's tokenizer.json; nullptr when it has none (prompts are then token ids).
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  // config.json's eos_token_id(s) plus generation_config.json's.
+  const std::vector<int32_t>& eos_token_ids() const { return eos_ids_; }
 
   // Queues a request; returns its id. Throws for bad parameters, token ids outside the
   // vocabulary, or a prompt longer than max_model_len allows.
@@ -72,6 +78,8 @@ class LlmEngine {
   std::unique_ptr<ModelWeights> weights_;
   std::unique_ptr<DecoderModel> model_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::vector<int32_t> eos_ids_;
   int64_t next_id_ = 0;
 };
 

@@ -34,14 +34,19 @@ float positive_float(const json& j, const char* key, float fallback, const std::
   return v.get<float>();
 }
 
-// A token id, or the first of a list (HF allows either for eos_token_id).
-int32_t token_id(const json& j, const char* key, const std::string& source) {
-  if (!present(j, key)) return -1;
-  const json& v = j.at(key).is_array() && !j.at(key).empty() ? j.at(key).at(0) : j.at(key);
-  QUENCH_REQUIRE(v.is_number_integer() && v.get<int64_t>() >= 0 &&
-                     v.get<int64_t>() <= std::numeric_limits<int32_t>::max(),
-                 source, ": '", key, "' = ", j.at(key).dump(), " must be a token id");
-  return static_cast<int32_t>(v.get<int64_t>());
+// Token ids: one id or a list (HF allows either for eos_token_id); empty when absent.
+std::vector<int32_t> token_ids(const json& j, const char* key, const std::string& source) {
+  std::vector<int32_t> ids;
+  if (!present(j, key)) return ids;
+  const json list = j.at(key).is_array() ? j.at(key) : json::array({j.at(key)});
+  for (const json& v : list) {
+    QUENCH_REQUIRE(v.is_number_integer() && v.get<int64_t>() >= 0 &&
+                       v.get<int64_t>() <= std::numeric_limits<int32_t>::max(),
+                   source, ": '", key, "' = ", j.at(key).dump(),
+                   " must be a token id or a list of them");
+    ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
+  }
+  return ids;
 }
 
 ModelArchitecture architecture_of(const json& j, const std::string& source) {
@@ -131,9 +136,22 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
                    ": 'tie_word_embeddings' must be true or false");
     c.tie_word_embeddings = j.at("tie_word_embeddings").get<bool>();
   }
-  c.bos_token_id = token_id(j, "bos_token_id", source);
-  c.eos_token_id = token_id(j, "eos_token_id", source);
+  const std::vector<int32_t> bos = token_ids(j, "bos_token_id", source);
+  c.bos_token_id = bos.empty() ? -1 : bos[0];
+  c.eos_token_ids = token_ids(j, "eos_token_id", source);
   return c;
+}
+
+std::vector<int32_t> parse_generation_eos_ids(std::string_view json_text,
+                                              const std::string& source) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception& e) {
+    fail(str_cat(source, ": not valid JSON: ", e.what()));
+  }
+  QUENCH_REQUIRE(j.is_object(), source, ": expected a JSON object");
+  return token_ids(j, "eos_token_id", source);
 }
 
 ModelConfig read_model_config(const std::string& path) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "quench/attention/hf_attention_config.h"
 #include "quench/ops/rope/rope_config.h"
@@ -31,9 +32,9 @@ struct ModelConfig {
   float rms_norm_eps = 1e-5f;
   RopeConfig rope;  // rotary_dim = head_dim, neox pairs (HF's rotate_half)
   bool tie_word_embeddings = false;
-  bool qk_norm = false;       // Qwen3
-  int32_t bos_token_id = -1;  // -1 = none given
-  int32_t eos_token_id = -1;
+  bool qk_norm = false;                // Qwen3
+  int32_t bos_token_id = -1;           // -1 = none given
+  std::vector<int32_t> eos_token_ids;  // any of them ends a request (HF allows one or a list)
 
   int32_t head_dim() const { return attention.head_dim; }
   int32_t num_q_heads() const { return attention.num_q_heads; }
@@ -45,5 +46,10 @@ struct ModelConfig {
 // Parses config.json text; `source` names it in errors. Throws quench::Error naming the field.
 ModelConfig parse_model_config(std::string_view json_text, const std::string& source);
 ModelConfig read_model_config(const std::string& path);
+
+// The end-of-sequence ids of a generation_config.json ("eos_token_id": one id or a list), which
+// instruct models use to add their end-of-turn token; empty when the field is absent.
+std::vector<int32_t> parse_generation_eos_ids(std::string_view json_text,
+                                              const std::string& source);
 
 }  // namespace quench

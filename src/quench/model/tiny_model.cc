@@ -9,6 +9,7 @@
 #include "quench/core/error.h"
 #include "quench/model/safetensors_file.h"
 #include "quench/numerics/bf16.h"
+#include "quench/tokenizer/tiny_tokenizer.h"
 
 namespace quench {
 namespace {
@@ -71,6 +72,11 @@ void write_tiny_model(const std::string& dir, const TinyModelSpec& s) {
     std::ofstream config(dir + "/config.json");
     config << tiny_model_config_json(s);
     QUENCH_REQUIRE(config.good(), "cannot write ", dir, "/config.json");
+  }
+  if (s.write_tokenizer) {
+    std::ofstream tokenizer(dir + "/tokenizer.json");
+    tokenizer << tiny_tokenizer_json(s.vocab_size);
+    QUENCH_REQUIRE(tokenizer.good(), "cannot write ", dir, "/tokenizer.json");
   }
   std::mt19937_64 rng(s.seed);
   const int64_t d = s.hidden_size, qd = int64_t{s.num_q_heads} * s.head_dim,

@@ -156,7 +156,8 @@ void Tokenizer::Impl::encode_segment(std::string_view text, std::vector<int32_t>
         step.splitter->split(piece, next);
         continue;
       }
-      if (step.add_prefix_space && !piece.empty() && piece[0] != ' ') piece.insert(piece.begin(), ' ');
+      if (step.add_prefix_space && !piece.empty() && piece[0] != ' ')
+        piece.insert(piece.begin(), ' ');
       std::vector<std::string> parts;
       if (step.splitter) {
         step.splitter->split(piece, parts);
