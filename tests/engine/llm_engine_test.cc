@@ -110,13 +110,19 @@ TEST(LlmEngine, StopsAtEndOfSequenceAndAtMaxModelLen) {
     LlmEngine engine(o);
     free_run = engine.generate({prompt}, greedy(8))[0].output;
   }
-  // Make the fourth generated token the end-of-sequence token (unless an earlier one equals it).
+  // config.json names the third generated token, generation_config.json the fifth: either ends
+  // the request, whichever comes first (an earlier token may equal one of them).
   nlohmann::json config = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
-  config["eos_token_id"] = free_run[3];
+  config["eos_token_id"] = free_run[2];
   std::ofstream(dir + "/config.json") << config.dump();
+  std::ofstream(dir + "/generation_config.json")
+      << nlohmann::json{{"eos_token_id", {free_run[4]}}}.dump();
   const size_t stop_at = static_cast<size_t>(
-      std::find(free_run.begin(), free_run.end(), free_run[3]) - free_run.begin());
+      std::find_if(free_run.begin(), free_run.end(),
+                   [&](int32_t t) { return t == free_run[2] || t == free_run[4]; }) -
+      free_run.begin());
   LlmEngine engine(o);
+  EXPECT_EQ(engine.eos_token_ids(), (std::vector<int32_t>{free_run[2], free_run[4]}));
   SamplingParams s = greedy(8);
   s.ignore_eos = false;
   const RequestOutput out = engine.generate({prompt}, s)[0];

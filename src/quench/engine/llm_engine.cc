@@ -70,12 +70,21 @@ LlmEngine::LlmEngine(const EngineOptions& options) : options_(options) {
   model_ = std::make_unique<DecoderModel>(config_, *weights_, mo);
 }
 
-int64_t LlmEngine::add_request(std::vector<int32_t> prompt, const SamplingParams& params) {
+void LlmEngine::check_request(const std::vector<int32_t>& prompt,
+                              const SamplingParams& params) const {
   params.validate();
+  QUENCH_REQUIRE(!prompt.empty(), "the prompt is empty");
+  const int32_t max_len = scheduler_->config().max_model_len;
+  QUENCH_REQUIRE(static_cast<int64_t>(prompt.size()) < max_len, "the prompt has ", prompt.size(),
+                 " tokens; max_model_len ", max_len, " leaves room for at most ", max_len - 1);
   for (size_t i = 0; i < prompt.size(); ++i) {
     QUENCH_REQUIRE(prompt[i] >= 0 && prompt[i] < config_.vocab_size, "prompt token ", i, " = ",
                    prompt[i], " is outside the vocabulary [0, ", config_.vocab_size, ")");
   }
+}
+
+int64_t LlmEngine::add_request(std::vector<int32_t> prompt, const SamplingParams& params) {
+  check_request(prompt, params);
   auto seq = std::make_unique<Sequence>();
   seq->id = next_id_++;
   seq->prompt = std::move(prompt);
@@ -89,7 +98,8 @@ int64_t LlmEngine::add_request(std::vector<int32_t> prompt, const SamplingParams
   return id;
 }
 
-std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats) {
+std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
+                                           std::vector<TokenEvent>* sampled_tokens) {
   const ScheduledStep step = scheduler_->schedule();
   if (stats != nullptr) {
     stats->decode_rows = static_cast<int32_t>(step.decode.size());
@@ -130,6 +140,7 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats) {
     const int32_t token =
         sample_token(std::span<const float>(logits.data() + i * vocab, vocab), s.params, s.rng);
     s.output.push_back(token);
+    if (sampled_tokens != nullptr) sampled_tokens->push_back({s.id, token});
     if (!s.params.ignore_eos &&
         std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
       s.finish_reason = FinishReason::kStop;

@@ -39,6 +39,12 @@ struct RequestOutput {
   int32_t num_preemptions = 0;
 };
 
+// A token sampled for a request in a step (what a streaming client receives).
+struct TokenEvent {
+  int64_t id = 0;
+  int32_t token = 0;
+};
+
 struct EngineStepStats {
   int32_t decode_rows = 0;
   int32_t prefill_rows = 0;
@@ -61,12 +67,21 @@ class LlmEngine {
   // config.json's eos_token_id(s) plus generation_config.json's.
   const std::vector<int32_t>& eos_token_ids() const { return eos_ids_; }
 
-  // Queues a request; returns its id. Throws for bad parameters, token ids outside the
-  // vocabulary, or a prompt longer than max_model_len allows.
+  // Throws quench::Error for what add_request would refuse: bad parameters, token ids outside
+  // the vocabulary, an empty prompt or one longer than max_model_len allows. Reads only the
+  // configuration, so other threads may call it while the engine runs.
+  void check_request(const std::vector<int32_t>& prompt, const SamplingParams& params) const;
+  // Queues a request (after check_request); returns its id.
   int64_t add_request(std::vector<int32_t> prompt, const SamplingParams& params);
+  // Drops a queued or running request and frees its pages; false when it is not in flight.
+  bool abort_request(int64_t id) { return scheduler_->abort(id); }
+  int32_t num_running() const { return scheduler_->num_running(); }
+  int32_t num_waiting() const { return scheduler_->num_waiting(); }
   bool has_unfinished() const { return scheduler_->has_unfinished(); }
-  // Runs one step; returns the requests that finished in it.
-  std::vector<RequestOutput> step(EngineStepStats* stats = nullptr);
+  // Runs one step; returns the requests that finished in it, and appends every token sampled in
+  // the step to `sampled_tokens` when given.
+  std::vector<RequestOutput> step(EngineStepStats* stats = nullptr,
+                                  std::vector<TokenEvent>* sampled_tokens = nullptr);
   // On an idle engine: adds the prompts, runs until all finish, returns outputs in prompt order.
   std::vector<RequestOutput> generate(const std::vector<std::vector<int32_t>>& prompts,
                                       const SamplingParams& params);

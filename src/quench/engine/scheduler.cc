@@ -126,6 +126,21 @@ ScheduledStep Scheduler::schedule() {
   return step;
 }
 
+bool Scheduler::abort(int64_t id) {
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    if ((*it)->id != id) continue;
+    waiting_.erase(it);  // a waiting sequence holds no pages (preemption freed them)
+    return true;
+  }
+  for (auto it = running_.begin(); it != running_.end(); ++it) {
+    if ((*it)->id != id) continue;
+    release(**it);
+    running_.erase(it);
+    return true;
+  }
+  return false;
+}
+
 std::vector<std::unique_ptr<Sequence>> Scheduler::complete(const ScheduledStep& step) {
   for (const auto* list : {&step.decode, &step.prefill})
     for (const ScheduledChunk& c : *list)

@@ -56,6 +56,10 @@ class Scheduler {
   // sampled tokens. Finished sequences (status kFinished) release their pages and are returned.
   std::vector<std::unique_ptr<Sequence>> complete(const ScheduledStep& step);
 
+  // Removes request `id` wherever it is (waiting or running) and frees its pages; false when no
+  // such request is in flight. Call between steps, never with a step outstanding.
+  bool abort(int64_t id);
+
   bool has_unfinished() const { return !waiting_.empty() || !running_.empty(); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }

@@ -74,9 +74,25 @@ void write_tiny_model(const std::string& dir, const TinyModelSpec& s) {
     QUENCH_REQUIRE(config.good(), "cannot write ", dir, "/config.json");
   }
   if (s.write_tokenizer) {
-    std::ofstream tokenizer(dir + "/tokenizer.json");
-    tokenizer << tiny_tokenizer_json(s.vocab_size);
-    QUENCH_REQUIRE(tokenizer.good(), "cannot write ", dir, "/tokenizer.json");
+    auto write = [&](const std::string& name, const std::string& text) {
+      std::ofstream file(dir + "/" + name);
+      file << text;
+      QUENCH_REQUIRE(file.good(), "cannot write ", dir, "/", name);
+    };
+    write("tokenizer.json", tiny_tokenizer_json(s.vocab_size));
+    // Llama-3's chat format; the end-of-turn token ends a reply, as instruct models declare.
+    const std::string chat_template =
+        "{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
+        "'<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+        "{% endif %}";
+    write("tokenizer_config.json", nlohmann::ordered_json{{"bos_token", "<|begin_of_text|>"},
+                                                          {"eos_token", "<|end_of_text|>"},
+                                                          {"chat_template", chat_template}}
+                                           .dump(2) +
+                                       "\n");
+    write("generation_config.json",
+          nlohmann::ordered_json{{"bos_token_id", 1}, {"eos_token_id", {2, 5}}}.dump(2) + "\n");
   }
   std::mt19937_64 rng(s.seed);
   const int64_t d = s.hidden_size, qd = int64_t{s.num_q_heads} * s.head_dim,

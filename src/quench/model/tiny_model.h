@@ -25,16 +25,19 @@ struct TinyModelSpec {
   bool llama3_rope_scaling = true;
   bool tie_word_embeddings = false;
   uint64_t seed = 1;
-  int32_t num_shards = 2;       // 1: one model.safetensors; more: shards plus the index
-  bool write_tokenizer = true;  // tokenizer.json from tiny_tokenizer.h, vocab_size ids
+  int32_t num_shards = 2;  // 1: one model.safetensors; more: shards plus the index
+  // tokenizer.json (tiny_tokenizer.h, vocab_size ids), tokenizer_config.json with a Llama-3 chat
+  // template, generation_config.json with the end-of-turn token as a second eos id.
+  bool write_tokenizer = true;
 };
 
 // The config.json text of the spec.
 std::string tiny_model_config_json(const TinyModelSpec& spec);
 
-// Writes config.json, tokenizer.json and the weights into `dir` (created if missing). Weights are
-// bf16: projections ~ N(0, 1/sqrt(fan_in)) so activations keep their scale through the layers, norm
-// weights 1 + N(0, 0.1), embeddings N(0, 1). Throws quench::Error when files cannot be written.
+// Writes config.json, the tokenizer files and the weights into `dir` (created if missing). Weights
+// are bf16: projections ~ N(0, 1/sqrt(fan_in)) so activations keep their scale through the layers,
+// norm weights 1 + N(0, 0.1), embeddings N(0, 1). Throws quench::Error when files cannot be
+// written.
 void write_tiny_model(const std::string& dir, const TinyModelSpec& spec);
 
 }  // namespace quench

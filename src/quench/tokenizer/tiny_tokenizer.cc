@@ -34,12 +34,14 @@ using Word = std::vector<std::string>;
 }  // namespace
 
 std::string tiny_tokenizer_json(int32_t vocab_size) {
-  constexpr int32_t kFirstByteId = 3;
+  constexpr int32_t kFirstByteId = 6;
   QUENCH_REQUIRE(vocab_size >= kFirstByteId + 256, "tiny tokenizer vocab_size ", vocab_size,
-                 " must be >= ", kFirstByteId + 256, " (3 special tokens and 256 bytes)");
+                 " must be >= ", kFirstByteId + 256, " (6 special tokens and 256 bytes)");
   nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
   std::map<std::string, int32_t> ids;
-  const char* specials[] = {"<|pad|>", "<|begin_of_text|>", "<|end_of_text|>"};
+  const char* specials[] = {"<|pad|>",           "<|begin_of_text|>",
+                            "<|end_of_text|>",   "<|start_header_id|>",
+                            "<|end_header_id|>", "<|eot_id|>"};
   // The special tokens are in the model's vocabulary too (as HF's trainer writes them), so that
   // every reader keeps their ids.
   for (int32_t id = 0; id < kFirstByteId; ++id)
