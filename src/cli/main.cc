@@ -7,6 +7,7 @@
 #include "explain_command.h"
 #include "generate_command.h"
 #include "layer_command.h"
+#include "serve_command.h"
 
 namespace {
 
@@ -21,6 +22,8 @@ constexpr Command kCommands[] = {
      quench::cli::run_explain_command},
     {"generate", "generate tokens with a model (default: a built-in tiny one) on the CPU backend",
      quench::cli::run_generate_command},
+    {"serve", "serve a model over the OpenAI API (default: the built-in tiny one)",
+     quench::cli::run_serve_command},
     {"layer", "run one decoder layer's FP8 attention path on a built-in default and report it",
      quench::cli::run_layer_command},
 };

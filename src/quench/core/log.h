@@ -15,6 +15,9 @@ inline void log_info(const std::string& message) {
 inline void log_warning(const std::string& message) {
   log(LogLevel::kWarning, message);
 }
+inline void log_error(const std::string& message) {
+  log(LogLevel::kError, message);
+}
 
 // Replaces the stderr writer (nullptr restores it). Returns the previous sink.
 using LogSink = std::function<void(LogLevel, const std::string&)>;

@@ -15,6 +15,7 @@
 #include "quench/core/error.h"
 #include "quench/core/flag_parsing.h"
 #include "quench/core/log.h"
+#include "quench/engine/engine_flags.h"
 #include "quench/engine/llm_engine.h"
 #include "quench/model/tiny_model.h"
 #include "quench/tokenizer/tokenizer.h"
@@ -50,31 +51,25 @@ class WarningsTo {
 };
 
 const char* generate_usage() {
-  return "usage: quench generate [--model DIR] [--prompt TEXT | --prompt-ids 1,2,3[;4,5,...]]\n"
-         "  [--num-prompts N] [--input-len L]   (random prompts when no prompt is given)\n"
-         "  [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--ignore-eos]\n"
-         "  [--kv-cache-dtype auto|bf16|fp8|fp8_e4m3|fp8_e5m2] [--block-size 16|32|64]\n"
-         "  [--max-model-len L] [--max-num-seqs N] [--max-num-batched-tokens N]\n"
-         "  [--num-kv-pages N] [--prefill-kernel auto|NAME|!NAME] [--decode-kernel "
-         "auto|NAME|!NAME]\n"
-         "  [--device cpu]\n"
-         "Without --model, quench writes its built-in tiny Llama-shaped model (random weights,\n"
-         "2 layers, hidden 256, vocab 512) to a temporary directory and loads it from there.\n"
-         "Runs on the CPU backend; the GPU model runner is not built yet.\n";
+  static const std::string usage =
+      std::string(
+          "usage: quench generate [--prompt TEXT | --prompt-ids 1,2,3[;4,5,...]]\n"
+          "  [--num-prompts N] [--input-len L]   (random prompts when no prompt is given)\n"
+          "  [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--ignore-eos]\n") +
+      engine_flags_usage();
+  return usage.c_str();
 }
 
 const FlagTable& known_flags() {
-  static const FlagTable flags = {{"--model", true},         {"--prompt-ids", true},
-                                  {"--prompt", true},        {"--num-prompts", true},
-                                  {"--input-len", true},     {"--max-tokens", true},
-                                  {"--temperature", true},   {"--top-k", true},
-                                  {"--top-p", true},         {"--seed", true},
-                                  {"--ignore-eos", false},   {"--kv-cache-dtype", true},
-                                  {"--block-size", true},    {"--max-model-len", true},
-                                  {"--max-num-seqs", true},  {"--max-num-batched-tokens", true},
-                                  {"--num-kv-pages", true},  {"--prefill-kernel", true},
-                                  {"--decode-kernel", true}, {"--device", true},
-                                  {"--help", false}};
+  static const FlagTable flags = [] {
+    FlagTable f = engine_flag_table();
+    for (const char* name : {"--prompt-ids", "--prompt", "--num-prompts", "--input-len",
+                             "--max-tokens", "--temperature", "--top-k", "--top-p"})
+      f[name] = true;
+    f["--ignore-eos"] = false;
+    f["--help"] = false;
+    return f;
+  }();
   return flags;
 }
 
@@ -135,7 +130,6 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
   SamplingParams sampling;
   std::vector<std::vector<int32_t>> prompts;
   int32_t num_prompts = 4, input_len = 24;
-  std::string kv_text = "fp8";
   bool builtin = false;
   std::map<std::string, std::string> flags;
   try {
@@ -148,9 +142,7 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
       const auto it = flags.find(name);
       return it == flags.end() ? nullptr : &it->second;
     };
-    if (const auto* v = get("--device")) require_allowed_flag_value("--device", *v, {"cpu"});
-    builtin = get("--model") == nullptr;
-    if (!builtin) options.model_dir = *get("--model");
+    builtin = engine_options_from_flags(flags, options);
     if (const auto* v = get("--prompt-ids")) prompts = parse_prompt_ids(*v);
     if (get("--prompt") != nullptr && get("--prompt-ids") != nullptr) {
       throw UsageError("--prompt and --prompt-ids are alternatives; give one");
@@ -165,61 +157,22 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
       sampling.temperature = parse_float_flag("--temperature", *v);
     if (const auto* v = get("--top-k")) sampling.top_k = parse_int_flag<int32_t>("--top-k", *v, 0);
     if (const auto* v = get("--top-p")) sampling.top_p = parse_float_flag("--top-p", *v);
-    if (const auto* v = get("--seed")) options.seed = parse_int_flag<uint64_t>("--seed", *v, 0);
     sampling.ignore_eos = get("--ignore-eos") != nullptr;
     parse_flag_value("--temperature/--top-k/--top-p", [&] {
       sampling.validate();
       return 0;
     });
-    if (const auto* v = get("--kv-cache-dtype")) {
-      require_allowed_flag_value("--kv-cache-dtype", *v,
-                                 {"auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"});
-      kv_text = *v;
-    }
-    // auto = the activation dtype: the CPU backend runs bf16 activations.
-    options.kv_cache_dtype = kv_text == "auto" ? DType::kBF16 : parse_dtype(kv_text);
-    if (const auto* v = get("--block-size")) {
-      options.block_size = parse_int_flag<int32_t>("--block-size", *v, 1);
-      require_allowed_flag_value("--block-size", *v, options.block_size, {16, 32, 64});
-    }
-    if (const auto* v = get("--max-model-len"))
-      options.max_model_len = parse_int_flag<int32_t>("--max-model-len", *v, 2);
-    if (const auto* v = get("--max-num-seqs"))
-      options.max_num_seqs = parse_int_flag<int32_t>("--max-num-seqs", *v, 1);
-    if (const auto* v = get("--max-num-batched-tokens")) {
-      options.max_num_batched_tokens = parse_int_flag<int32_t>("--max-num-batched-tokens", *v, 1);
-    }
-    if (const auto* v = get("--num-kv-pages"))
-      options.num_kv_pages = parse_int_flag<int32_t>("--num-kv-pages", *v, 2);
-    const auto& registry = AttentionKernelRegistry::builtin();
-    auto override_of = [&](const char* flag) {
-      const auto* v = get(flag);
-      if (v == nullptr) return AttentionKernelOverride{};
-      return parse_flag_value(flag, [&] { return AttentionKernelOverride::parse(*v, registry); });
-    };
-    options.prefill_kernel = override_of("--prefill-kernel");
-    options.decode_kernel = override_of("--decode-kernel");
   } catch (const Error& e) {
     err << "error: " << e.what() << "\n";
     return 2;
   }
   const WarningsTo warnings(err);
   try {
-    std::filesystem::path tmp;
+    std::unique_ptr<BuiltinModelDir> builtin_dir;
     if (builtin) {
-      tmp = std::filesystem::temp_directory_path() /
-            str_cat("quench-tiny-model-",
-                    std::chrono::steady_clock::now().time_since_epoch().count());
-      write_tiny_model(tmp.string(), TinyModelSpec{});
-      options.model_dir = tmp.string();
+      builtin_dir = std::make_unique<BuiltinModelDir>();
+      options.model_dir = builtin_dir->path();
     }
-    struct Cleanup {
-      std::filesystem::path dir;
-      ~Cleanup() {
-        std::error_code ignored;
-        if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
-      }
-    } cleanup{tmp};
 
     const auto load_start = std::chrono::steady_clock::now();
     LlmEngine engine(options);

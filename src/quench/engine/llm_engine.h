@@ -77,6 +77,11 @@ class LlmEngine {
   bool abort_request(int64_t id) { return scheduler_->abort(id); }
   int32_t num_running() const { return scheduler_->num_running(); }
   int32_t num_waiting() const { return scheduler_->num_waiting(); }
+  // Share of the KV cache's pages in use (0 to 1).
+  double kv_cache_usage() const {
+    const PageAllocator& pages = scheduler_->pages();
+    return 1.0 - static_cast<double>(pages.free_pages()) / (pages.num_pages() - 1);
+  }
   bool has_unfinished() const { return scheduler_->has_unfinished(); }
   // Runs one step; returns the requests that finished in it, and appends every token sampled in
   // the step to `sampled_tokens` when given.

@@ -1,0 +1,88 @@
+#include "quench/engine/engine_flags.h"
+
+#include <unistd.h>
+#include <chrono>
+
+#include "quench/attention/attention_kernel_registry.h"
+#include "quench/model/tiny_model.h"
+
+namespace quench {
+
+const FlagTable& engine_flag_table() {
+  static const FlagTable flags = {{"--model", true},
+                                  {"--device", true},
+                                  {"--kv-cache-dtype", true},
+                                  {"--block-size", true},
+                                  {"--max-model-len", true},
+                                  {"--max-num-seqs", true},
+                                  {"--max-num-batched-tokens", true},
+                                  {"--num-kv-pages", true},
+                                  {"--seed", true},
+                                  {"--prefill-kernel", true},
+                                  {"--decode-kernel", true}};
+  return flags;
+}
+
+const char* engine_flags_usage() {
+  return "  [--model DIR] [--device cpu] [--kv-cache-dtype auto|bf16|fp8|fp8_e4m3|fp8_e5m2]\n"
+         "  [--block-size 16|32|64] [--max-model-len L] [--max-num-seqs N]\n"
+         "  [--max-num-batched-tokens N] [--num-kv-pages N] [--seed S]\n"
+         "  [--prefill-kernel auto|NAME|!NAME] [--decode-kernel auto|NAME|!NAME]\n"
+         "Without --model, quench writes its built-in tiny Llama-shaped model (random weights,\n"
+         "2 layers, hidden 256, a 512-token BPE vocabulary) to a temporary directory and loads "
+         "it.\n"
+         "Runs on the CPU backend; the GPU model runner is not built yet.\n";
+}
+
+bool engine_options_from_flags(const std::map<std::string, std::string>& flags,
+                               EngineOptions& options) {
+  auto get = [&](const char* name) -> const std::string* {
+    const auto it = flags.find(name);
+    return it == flags.end() ? nullptr : &it->second;
+  };
+  if (const auto* v = get("--device")) require_allowed_flag_value("--device", *v, {"cpu"});
+  if (const auto* v = get("--model")) options.model_dir = *v;
+  if (const auto* v = get("--kv-cache-dtype")) {
+    require_allowed_flag_value("--kv-cache-dtype", *v,
+                               {"auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"});
+    // auto = the activation dtype: the CPU backend runs bf16 activations.
+    options.kv_cache_dtype = *v == "auto" ? DType::kBF16 : parse_dtype(*v);
+  }
+  if (const auto* v = get("--block-size")) {
+    options.block_size = parse_int_flag<int32_t>("--block-size", *v, 1);
+    require_allowed_flag_value("--block-size", *v, options.block_size, {16, 32, 64});
+  }
+  if (const auto* v = get("--max-model-len"))
+    options.max_model_len = parse_int_flag<int32_t>("--max-model-len", *v, 2);
+  if (const auto* v = get("--max-num-seqs"))
+    options.max_num_seqs = parse_int_flag<int32_t>("--max-num-seqs", *v, 1);
+  if (const auto* v = get("--max-num-batched-tokens")) {
+    options.max_num_batched_tokens = parse_int_flag<int32_t>("--max-num-batched-tokens", *v, 1);
+  }
+  if (const auto* v = get("--num-kv-pages"))
+    options.num_kv_pages = parse_int_flag<int32_t>("--num-kv-pages", *v, 2);
+  if (const auto* v = get("--seed")) options.seed = parse_int_flag<uint64_t>("--seed", *v, 0);
+  const auto& registry = AttentionKernelRegistry::builtin();
+  auto override_of = [&](const char* flag) {
+    const auto* v = get(flag);
+    if (v == nullptr) return AttentionKernelOverride{};
+    return parse_flag_value(flag, [&] { return AttentionKernelOverride::parse(*v, registry); });
+  };
+  options.prefill_kernel = override_of("--prefill-kernel");
+  options.decode_kernel = override_of("--decode-kernel");
+  return get("--model") == nullptr;
+}
+
+BuiltinModelDir::BuiltinModelDir()
+    : dir_(std::filesystem::temp_directory_path() /
+           str_cat("quench-tiny-model-", getpid(), "-",
+                   std::chrono::steady_clock::now().time_since_epoch().count())) {
+  write_tiny_model(dir_.string(), TinyModelSpec{});
+}
+
+BuiltinModelDir::~BuiltinModelDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+}  // namespace quench

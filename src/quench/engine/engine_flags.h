@@ -1,0 +1,40 @@
+// The engine's command-line flags, shared by `quench generate` and `quench serve` (vLLM's names):
+//   --model DIR (absent: the built-in tiny model), --device cpu, --kv-cache-dtype, --block-size,
+//   --max-model-len, --max-num-seqs, --max-num-batched-tokens, --num-kv-pages, --seed,
+//   --prefill-kernel, --decode-kernel.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "quench/core/flag_parsing.h"
+#include "quench/engine/llm_engine.h"
+
+namespace quench {
+
+// The flags above, to merge into a command's own table.
+const FlagTable& engine_flag_table();
+// Their usage lines.
+const char* engine_flags_usage();
+
+// Fills `options` from the parsed flags; throws UsageError naming the flag and allowed values.
+// Returns true when --model is absent (the caller writes the built-in model, see BuiltinModelDir).
+bool engine_options_from_flags(const std::map<std::string, std::string>& flags,
+                               EngineOptions& options);
+
+// The built-in tiny model (tiny_model.h) written to a fresh temporary directory for the life of
+// this object, so that commands run on a default with no download.
+class BuiltinModelDir {
+ public:
+  BuiltinModelDir();
+  ~BuiltinModelDir();
+  BuiltinModelDir(const BuiltinModelDir&) = delete;
+  BuiltinModelDir& operator=(const BuiltinModelDir&) = delete;
+  std::string path() const { return dir_.string(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+}  // namespace quench

@@ -1,0 +1,285 @@
+#include "quench/server/openai_protocol.h"
+
+#include <cmath>
+#include <limits>
+
+#include "quench/core/error.h"
+
+namespace quench {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& message) {
+  throw ApiError(400, message);
+}
+
+bool present(const json& j, const char* key) {
+  return j.contains(key) && !j.at(key).is_null();
+}
+
+double number(const json& body, const char* key, double fallback) {
+  if (!present(body, key)) return fallback;
+  if (!body.at(key).is_number())
+    bad(str_cat("'", key, "' must be a number, got ", body.at(key).dump()));
+  return body.at(key).get<double>();
+}
+
+int64_t integer(const json& body, const char* key, int64_t fallback) {
+  if (!present(body, key)) return fallback;
+  if (!body.at(key).is_number_integer())
+    bad(str_cat("'", key, "' must be an integer, got ", body.at(key).dump()));
+  return body.at(key).get<int64_t>();
+}
+
+bool boolean(const json& body, const char* key, bool fallback) {
+  if (!present(body, key)) return fallback;
+  if (!body.at(key).is_boolean()) bad(str_cat("'", key, "' must be true or false"));
+  return body.at(key).get<bool>();
+}
+
+void check_model(const json& body, const ServedModel& model) {
+  if (!present(body, "model")) return;
+  if (!body.at("model").is_string()) bad("'model' must be a string");
+  const std::string name = body.at("model").get<std::string>();
+  if (name != model.name) {
+    throw ApiError(
+        404,
+        str_cat("The model `", name, "` does not exist. This server serves `", model.name, "`."),
+        "NotFoundError");
+  }
+}
+
+// Fields quench refuses rather than ignores: a client relying on them would get wrong results.
+void refuse_unsupported(const json& body) {
+  if (integer(body, "n", 1) != 1) bad("'n' must be 1 (one choice per request is supported)");
+  if (integer(body, "best_of", 1) != 1) bad("'best_of' must be 1");
+  if (present(body, "stop")) {
+    const json& stop = body.at("stop");
+    if (!(stop.is_array() && stop.empty()) &&
+        !(stop.is_string() && stop.get<std::string>().empty())) {
+      bad("'stop' strings are not supported yet; stop on the model's end-of-sequence tokens only");
+    }
+  }
+  if (present(body, "logprobs") &&
+      !(body.at("logprobs").is_boolean() && !body.at("logprobs").get<bool>())) {
+    bad("'logprobs' is not supported yet");
+  }
+  if (boolean(body, "echo", false)) bad("'echo' is not supported yet");
+  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
+    if (number(body, penalty, 0.0) != 0.0)
+      bad(str_cat("'", penalty, "' is not supported yet (must be 0)"));
+  }
+  if (number(body, "repetition_penalty", 1.0) != 1.0)
+    bad("'repetition_penalty' is not supported yet (must be 1)");
+  if (present(body, "tools") && !body.at("tools").empty()) bad("'tools' is not supported yet");
+}
+
+void parse_sampling(const json& body, int64_t default_max_tokens, ApiRequest& r) {
+  const int64_t max_tokens =
+      integer(body, "max_tokens", integer(body, "max_completion_tokens", default_max_tokens));
+  if (max_tokens < 1 || max_tokens > std::numeric_limits<int32_t>::max()) {
+    bad(str_cat("'max_tokens' must be >= 1, got ", max_tokens));
+  }
+  r.params.max_tokens = static_cast<int32_t>(max_tokens);
+  r.params.temperature = static_cast<float>(number(body, "temperature", 1.0));
+  r.params.top_p = static_cast<float>(number(body, "top_p", 1.0));
+  const int64_t top_k = integer(body, "top_k", 0);
+  if (top_k < -1 || top_k > std::numeric_limits<int32_t>::max())
+    bad(str_cat("'top_k' must be -1, 0 (off) or > 0, got ", top_k));
+  r.params.top_k = top_k < 0 ? 0 : static_cast<int32_t>(top_k);
+  if (present(body, "seed")) r.params.seed = static_cast<uint64_t>(integer(body, "seed", 0));
+  r.params.ignore_eos = boolean(body, "ignore_eos", false);
+  try {
+    r.params.validate();
+  } catch (const Error& e) {
+    bad(e.what());
+  }
+  r.stream = boolean(body, "stream", false);
+  if (present(body, "stream_options")) {
+    if (!r.stream) bad("'stream_options' is only allowed with \"stream\": true");
+    r.include_usage = boolean(body.at("stream_options"), "include_usage", false);
+  }
+}
+
+std::vector<int32_t> encode_text(const std::string& text, const ServedModel& model,
+                                 bool add_special) {
+  if (model.tokenizer == nullptr)
+    bad("this model has no tokenizer.json: send the prompt as token ids");
+  try {
+    return model.tokenizer->encode(text, add_special);
+  } catch (const Error& e) {
+    bad(str_cat("prompt: ", e.what()));
+  }
+}
+
+std::vector<int32_t> prompt_ids(const json& prompt, const ServedModel& model) {
+  if (prompt.is_string()) return encode_text(prompt.get<std::string>(), model, true);
+  if (prompt.is_array() && prompt.size() == 1 && (prompt[0].is_string() || prompt[0].is_array())) {
+    return prompt_ids(prompt[0], model);
+  }
+  if (prompt.is_array()) {
+    std::vector<int32_t> ids;
+    for (const json& v : prompt) {
+      if (!v.is_number_integer())
+        bad("'prompt' must be a string, a list of token ids, or a one-element list of either");
+      const int64_t id = v.get<int64_t>();
+      if (id < 0 || id > std::numeric_limits<int32_t>::max())
+        bad(str_cat("prompt token id ", id, " is out of range"));
+      ids.push_back(static_cast<int32_t>(id));
+    }
+    return ids;
+  }
+  bad("'prompt' must be a string, a list of token ids, or a one-element list of either");
+}
+
+json choice_reason(std::optional<FinishReason> reason) {
+  if (!reason || *reason == FinishReason::kNone) return nullptr;
+  return finish_reason_name(*reason);
+}
+
+}  // namespace
+
+ApiRequest parse_completion_request(const json& body, const ServedModel& model) {
+  if (!body.is_object()) bad("the request body must be a JSON object");
+  check_model(body, model);
+  refuse_unsupported(body);
+  if (!present(body, "prompt")) bad("'prompt' is required");
+  ApiRequest r;
+  r.prompt = prompt_ids(body.at("prompt"), model);
+  if (r.prompt.empty()) bad("'prompt' is empty");
+  parse_sampling(body, 16, r);
+  return r;
+}
+
+ApiRequest parse_chat_request(const json& body, const ServedModel& model) {
+  if (!body.is_object()) bad("the request body must be a JSON object");
+  check_model(body, model);
+  refuse_unsupported(body);
+  if (!model.chat_format) {
+    bad("this model has no chat template quench recognises (tokenizer_config.json chat_template in "
+        "the llama3 or chatml format); use /v1/completions");
+  }
+  if (!present(body, "messages") || !body.at("messages").is_array() ||
+      body.at("messages").empty()) {
+    bad("'messages' must be a non-empty list");
+  }
+  std::vector<ChatMessage> messages;
+  for (size_t i = 0; i < body.at("messages").size(); ++i) {
+    const json& m = body.at("messages")[i];
+    if (!m.is_object() || !m.contains("role") || !m.at("role").is_string())
+      bad(str_cat("messages[", i, "] needs a string 'role'"));
+    ChatMessage message{m.at("role").get<std::string>(), {}};
+    const json& content = m.value("content", json());
+    if (content.is_string()) {
+      message.content = content.get<std::string>();
+    } else if (content.is_array()) {
+      for (const json& part : content) {
+        if (part.value("type", "") != "text" || !part.contains("text") ||
+            !part.at("text").is_string()) {
+          bad(str_cat("messages[", i,
+                      "].content parts must be {\"type\": \"text\", \"text\": ...} (text only)"));
+        }
+        message.content += part.at("text").get<std::string>();
+      }
+    } else {
+      bad(str_cat("messages[", i, "].content must be a string or a list of text parts"));
+    }
+    messages.push_back(std::move(message));
+  }
+  std::string text;
+  try {
+    text = render_chat(*model.chat_format, messages);
+  } catch (const Error& e) {
+    bad(e.what());
+  }
+  ApiRequest r;
+  r.prompt = encode_text(text, model, false);  // the template carries its own BOS
+  const int64_t room =
+      static_cast<int64_t>(model.max_model_len) - static_cast<int64_t>(r.prompt.size());
+  parse_sampling(body, std::max<int64_t>(room, 1), r);
+  return r;
+}
+
+json error_json(int status, const std::string& message, const std::string& type) {
+  return {{"object", "error"},
+          {"message", message},
+          {"type", type},
+          {"param", nullptr},
+          {"code", status}};
+}
+
+json usage_json(int32_t prompt_tokens, int32_t completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+json completion_json(const ResponseIds& ids, const std::string& text, FinishReason reason,
+                     int32_t prompt_tokens, int32_t completion_tokens) {
+  return {{"id", ids.id},
+          {"object", "text_completion"},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices",
+           {{{"index", 0},
+             {"text", text},
+             {"logprobs", nullptr},
+             {"finish_reason", choice_reason(reason)}}}},
+          {"usage", usage_json(prompt_tokens, completion_tokens)}};
+}
+
+json chat_json(const ResponseIds& ids, const std::string& text, FinishReason reason,
+               int32_t prompt_tokens, int32_t completion_tokens) {
+  return {{"id", ids.id},
+          {"object", "chat.completion"},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices",
+           {{{"index", 0},
+             {"message", {{"role", "assistant"}, {"content", text}}},
+             {"logprobs", nullptr},
+             {"finish_reason", choice_reason(reason)}}}},
+          {"usage", usage_json(prompt_tokens, completion_tokens)}};
+}
+
+json completion_chunk_json(const ResponseIds& ids, const std::string& text,
+                           std::optional<FinishReason> reason) {
+  return {{"id", ids.id},
+          {"object", "text_completion"},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices",
+           {{{"index", 0},
+             {"text", text},
+             {"logprobs", nullptr},
+             {"finish_reason", choice_reason(reason)}}}}};
+}
+
+json chat_chunk_json(const ResponseIds& ids, const std::optional<std::string>& role,
+                     const std::string& text, std::optional<FinishReason> reason) {
+  json delta = json::object();
+  if (role) delta["role"] = *role;
+  if (!text.empty() || !role) delta["content"] = text;
+  return {{"id", ids.id},
+          {"object", "chat.completion.chunk"},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices",
+           {{{"index", 0},
+             {"delta", delta},
+             {"logprobs", nullptr},
+             {"finish_reason", choice_reason(reason)}}}}};
+}
+
+json usage_chunk_json(const ResponseIds& ids, bool chat, int32_t prompt_tokens,
+                      int32_t completion_tokens) {
+  return {{"id", ids.id},
+          {"object", chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices", json::array()},
+          {"usage", usage_json(prompt_tokens, completion_tokens)}};
+}
+
+}  // namespace quench

@@ -1,0 +1,78 @@
+// The OpenAI API as quench serves it (vLLM's dialect, so that clients and benchmarks written for
+// vLLM work unchanged): request bodies parsed and checked into engine requests, and the JSON of
+// responses, stream chunks and errors. No HTTP here (openai_server.h), so every rule is tested
+// without a socket.
+//
+// /v1/completions: prompt (string, token ids, or a one-element list of either), max_tokens
+// (default 16), temperature (default 1), top_p, top_k (vLLM: 0 or -1 = off), seed, stream,
+// stream_options.include_usage, ignore_eos (vLLM), n = 1. /v1/chat/completions: messages
+// (content a string or a list of text parts), max_tokens or max_completion_tokens (default: what
+// max_model_len leaves). Fields quench does not implement yet (n > 1, stop, logprobs, echo,
+// penalties, tools) are refused with 400 naming the field, never silently ignored.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "quench/engine/sampling_params.h"
+#include "quench/engine/sequence.h"
+#include "quench/server/chat_template.h"
+#include "quench/tokenizer/tokenizer.h"
+
+namespace quench {
+
+// An HTTP status and a message for the client (400 bad request, 404 unknown model, ...).
+struct ApiError : std::runtime_error {
+  ApiError(int status_code, const std::string& message, std::string error_type = "BadRequestError")
+      : std::runtime_error(message), status(status_code), type(std::move(error_type)) {}
+  int status;
+  std::string type;
+};
+
+struct ApiRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage: a last chunk with the counts
+};
+
+struct ServedModel {
+  std::string name;  // what "model" must say (absent also accepted)
+  int32_t max_model_len = 0;
+  const Tokenizer* tokenizer = nullptr;   // null: only token-id prompts
+  std::optional<ChatFormat> chat_format;  // null: /v1/chat/completions answers 400
+};
+
+// Throws ApiError. `body` is the parsed JSON (a parse failure is the caller's 400).
+ApiRequest parse_completion_request(const nlohmann::json& body, const ServedModel& model);
+ApiRequest parse_chat_request(const nlohmann::json& body, const ServedModel& model);
+
+// vLLM's error body: {"object": "error", "message", "type", "param": null, "code"}.
+nlohmann::json error_json(int status, const std::string& message, const std::string& type);
+
+struct ResponseIds {
+  std::string id;       // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;  // unix seconds
+  std::string model;
+};
+
+nlohmann::json usage_json(int32_t prompt_tokens, int32_t completion_tokens);
+// Whole responses.
+nlohmann::json completion_json(const ResponseIds& ids, const std::string& text, FinishReason reason,
+                               int32_t prompt_tokens, int32_t completion_tokens);
+nlohmann::json chat_json(const ResponseIds& ids, const std::string& text, FinishReason reason,
+                         int32_t prompt_tokens, int32_t completion_tokens);
+// Stream chunks: text (or the assistant role first, for chat) and, on the last, the reason.
+nlohmann::json completion_chunk_json(const ResponseIds& ids, const std::string& text,
+                                     std::optional<FinishReason> reason);
+nlohmann::json chat_chunk_json(const ResponseIds& ids, const std::optional<std::string>& role,
+                               const std::string& text, std::optional<FinishReason> reason);
+// The include_usage chunk: no choices, the counts.
+nlohmann::json usage_chunk_json(const ResponseIds& ids, bool chat, int32_t prompt_tokens,
+                                int32_t completion_tokens);
+
+}  // namespace quench

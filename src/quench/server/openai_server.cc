@@ -1,0 +1,379 @@
+#include "quench/server/openai_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+
+#include "quench/core/error.h"
+#include "quench/core/log.h"
+#include "quench/server/async_engine.h"
+#include "quench/server/chat_template.h"
+#include "quench/server/incremental_detokenizer.h"
+#include "quench/server/openai_protocol.h"
+#include "quench/server/server_metrics.h"
+
+namespace quench {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr auto kPoll = std::chrono::milliseconds(50);
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message,
+                const std::string& type = "BadRequestError") {
+  send_json(res, status, error_json(status, message, type));
+}
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string sse(const json& chunk) {
+  return "data: " + chunk.dump() + "\n\n";
+}
+
+}  // namespace
+
+struct OpenAiServer::State {
+  ServeOptions options;
+  httplib::Server http;
+  std::thread http_thread;
+  std::thread load_thread;
+  int32_t port = 0;
+
+  mutable std::mutex mutex;
+  std::condition_variable load_done;
+  bool loaded = false;
+  std::string load_error;
+  std::unique_ptr<AsyncEngine> engine;
+  ServedModel served;
+  ServerMetrics metrics;
+  std::atomic<int64_t> next_id{0};
+
+  AsyncEngine* ready_engine() const {
+    const std::lock_guard<std::mutex> lock(mutex);
+    return loaded && load_error.empty() ? engine.get() : nullptr;
+  }
+  void load();
+  void routes();
+  void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+};
+
+void OpenAiServer::State::load() {
+  try {
+    const auto start = Clock::now();
+    auto llm = std::make_unique<LlmEngine>(options.engine);
+    ServedModel model;
+    model.name = options.served_model_name;
+    model.max_model_len = llm->scheduler_config().max_model_len;
+    model.tokenizer = llm->tokenizer();
+    model.chat_format = read_chat_format(options.engine.model_dir);
+    const SchedulerConfig& sc = llm->scheduler_config();
+    const int64_t cache_tokens = static_cast<int64_t>(sc.num_pages - 1) * sc.page_size;
+    log_info(str_cat(
+        "Loaded ", model_architecture_name(llm->config().architecture), " from ",
+        options.engine.model_dir, " (", llm->checkpoint_bytes() >> 20, " MiB of weights) in ",
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(),
+        " ms; tokenizer: ", model.tokenizer ? "tokenizer.json" : "none (token-id prompts only)",
+        "; chat template: ", model.chat_format ? chat_format_name(*model.chat_format) : "none"));
+    log_info(str_cat("KV cache: ", cache_tokens, " tokens of ",
+                     dtype_name(options.engine.kv_cache_dtype), ", max concurrency ",
+                     static_cast<double>(cache_tokens) / sc.max_model_len, "x for ",
+                     sc.max_model_len, "-token requests"));
+    auto engine_thread = std::make_unique<AsyncEngine>(
+        std::move(llm), std::chrono::seconds(options.log_interval_seconds));
+    const std::lock_guard<std::mutex> lock(mutex);
+    served = model;
+    engine = std::move(engine_thread);
+    loaded = true;
+  } catch (const std::exception& e) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    load_error = e.what();
+    loaded = true;
+    log_error(str_cat("loading the model failed: ", e.what()));
+  }
+  load_done.notify_all();
+}
+
+void OpenAiServer::State::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+  AsyncEngine* engine_ptr = ready_engine();
+  if (engine_ptr == nullptr)
+    return send_error(res, 503, "the model is loading", "ServiceUnavailableError");
+  AsyncEngine& async = *engine_ptr;
+  json body;
+  try {
+    body = json::parse(req.body);
+  } catch (const json::exception& e) {
+    return send_error(res, 400, str_cat("the request body is not valid JSON: ", e.what()));
+  }
+  ApiRequest request;
+  try {
+    request = chat ? parse_chat_request(body, served) : parse_completion_request(body, served);
+  } catch (const ApiError& e) {
+    return send_error(res, e.status, e.what(), e.type);
+  }
+  std::shared_ptr<RequestStream> stream;
+  try {
+    stream = async.submit(request.prompt, request.params);
+  } catch (const Error& e) {
+    return send_error(res, 400, e.what());
+  }
+  const ResponseIds ids{str_cat(chat ? "chatcmpl-" : "cmpl-", next_id++), unix_seconds(),
+                        served.name};
+  const int32_t prompt_tokens = stream->prompt_tokens();
+  const Tokenizer* tokenizer = served.tokenizer;
+
+  if (!request.stream) {
+    std::vector<int32_t> tokens;
+    bool first = true;
+    while (stream->wait(tokens, kPoll)) {
+      if (first && !tokens.empty()) {
+        metrics.time_to_first_token.observe(
+            std::chrono::duration<double>(Clock::now() - stream->arrival()).count());
+        first = false;
+      }
+    }
+    if (!stream->error().empty())
+      return send_error(res, 500, stream->error(), "InternalServerError");
+    metrics.e2e_latency.observe(
+        std::chrono::duration<double>(Clock::now() - stream->arrival()).count());
+    // Without a tokenizer the text is empty; the token count is still in usage.
+    const std::string text = tokenizer != nullptr ? tokenizer->decode(tokens, true) : std::string();
+    const auto n = static_cast<int32_t>(tokens.size());
+    return send_json(res, 200,
+                     chat ? chat_json(ids, text, stream->finish_reason(), prompt_tokens, n)
+                          : completion_json(ids, text, stream->finish_reason(), prompt_tokens, n));
+  }
+
+  struct StreamState {
+    std::unique_ptr<IncrementalDetokenizer> detokenizer;
+    int32_t completion_tokens = 0;
+    bool sent_role = false;
+    bool first_token = true;
+    bool done = false;
+  };
+  auto state = std::make_shared<StreamState>();
+  if (tokenizer != nullptr)
+    state->detokenizer = std::make_unique<IncrementalDetokenizer>(*tokenizer);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, stream, state, ids, chat, request, prompt_tokens](size_t, httplib::DataSink& sink) {
+        auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+        if (chat && !state->sent_role) {
+          state->sent_role = true;
+          if (!write(sse(chat_chunk_json(ids, std::string("assistant"), "", std::nullopt))))
+            return false;
+        }
+        std::vector<int32_t> tokens;
+        const bool more = stream->wait(tokens, kPoll);
+        if (!sink.is_writable()) return false;  // the client left: the releaser aborts the request
+        if (!tokens.empty()) {
+          if (state->first_token) {
+            metrics.time_to_first_token.observe(
+                std::chrono::duration<double>(Clock::now() - stream->arrival()).count());
+            state->first_token = false;
+          }
+          state->completion_tokens += static_cast<int32_t>(tokens.size());
+          const std::string text =
+              state->detokenizer ? state->detokenizer->push(tokens) : std::string();
+          if (!text.empty() || !state->detokenizer) {
+            const json chunk = chat ? chat_chunk_json(ids, std::nullopt, text, std::nullopt)
+                                    : completion_chunk_json(ids, text, std::nullopt);
+            if (!write(sse(chunk))) return false;
+          }
+        }
+        if (more) return true;
+        if (!stream->error().empty()) {
+          write(sse(error_json(500, stream->error(), "InternalServerError")));
+        } else {
+          metrics.e2e_latency.observe(
+              std::chrono::duration<double>(Clock::now() - stream->arrival()).count());
+          const std::string rest =
+              state->detokenizer ? state->detokenizer->finish() : std::string();
+          const FinishReason reason = stream->finish_reason();
+          write(sse(chat ? chat_chunk_json(ids, std::nullopt, rest, reason)
+                         : completion_chunk_json(ids, rest, reason)));
+          if (request.include_usage)
+            write(sse(usage_chunk_json(ids, chat, prompt_tokens, state->completion_tokens)));
+        }
+        write("data: [DONE]\n\n");
+        state->done = true;
+        sink.done();
+        return true;
+      },
+      [this, stream, state](bool success) {
+        if (!success || !state->done) {
+          if (AsyncEngine* e = ready_engine()) e->abort(stream);
+        }
+      });
+}
+
+void OpenAiServer::State::routes() {
+  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (!loaded) return send_error(res, 503, "the model is loading", "ServiceUnavailableError");
+    if (!load_error.empty()) return send_error(res, 500, load_error, "InternalServerError");
+    res.status = 200;
+  });
+  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    if (ready_engine() == nullptr)
+      return send_error(res, 503, "the model is loading", "ServiceUnavailableError");
+    send_json(res, 200,
+              {{"object", "list"},
+               {"data",
+                {{{"id", served.name},
+                  {"object", "model"},
+                  {"created", unix_seconds()},
+                  {"owned_by", "quench"},
+                  {"root", options.engine.model_dir},
+                  {"max_model_len", served.max_model_len}}}}});
+  });
+  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    generate(req, res, false);
+  });
+  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    generate(req, res, true);
+  });
+  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    if (ready_engine() == nullptr)
+      return send_error(res, 503, "the model is loading", "ServiceUnavailableError");
+    if (served.tokenizer == nullptr)
+      return send_error(res, 400, "this model has no tokenizer.json");
+    try {
+      const json body = json::parse(req.body);
+      std::vector<int32_t> tokens;
+      if (body.contains("messages")) {
+        json chat = body;
+        chat.erase("max_tokens");
+        tokens = parse_chat_request(chat, served).prompt;
+      } else {
+        if (!body.contains("prompt") || !body.at("prompt").is_string())
+          return send_error(res, 400, "'prompt' must be a string");
+        tokens = served.tokenizer->encode(body.at("prompt").get<std::string>(),
+                                          body.value("add_special_tokens", true));
+      }
+      send_json(
+          res, 200,
+          {{"count", tokens.size()}, {"max_model_len", served.max_model_len}, {"tokens", tokens}});
+    } catch (const ApiError& e) {
+      send_error(res, e.status, e.what(), e.type);
+    } catch (const json::exception& e) {
+      send_error(res, 400, str_cat("the request body is not valid JSON: ", e.what()));
+    } catch (const Error& e) {
+      send_error(res, 400, e.what());
+    }
+  });
+  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    if (ready_engine() == nullptr)
+      return send_error(res, 503, "the model is loading", "ServiceUnavailableError");
+    if (served.tokenizer == nullptr)
+      return send_error(res, 400, "this model has no tokenizer.json");
+    try {
+      const json body = json::parse(req.body);
+      if (!body.contains("tokens") || !body.at("tokens").is_array())
+        return send_error(res, 400, "'tokens' must be a list of token ids");
+      send_json(
+          res, 200,
+          {{"prompt", served.tokenizer->decode(body.at("tokens").get<std::vector<int32_t>>())}});
+    } catch (const json::exception& e) {
+      send_error(res, 400, str_cat("'tokens' must be a list of token ids: ", e.what()));
+    } catch (const Error& e) {
+      send_error(res, 400, e.what());
+    }
+  });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    AsyncEngine* e = ready_engine();
+    if (e == nullptr)
+      return send_error(res, 503, "the model is loading", "ServiceUnavailableError");
+    res.set_content(metrics.format(served.name, e->counters()), "text/plain; version=0.0.4");
+  });
+  http.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string message = "internal error";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          message = e.what();
+        } catch (...) {
+        }
+        send_error(res, 500, message, "InternalServerError");
+      });
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (res.status == 404 && res.body.empty())
+      send_error(res, 404, str_cat("no route ", req.method, " ", req.path), "NotFoundError");
+  });
+}
+
+OpenAiServer::OpenAiServer(ServeOptions options) : state_(std::make_unique<State>()) {
+  if (options.served_model_name.empty()) {
+    options.served_model_name = std::filesystem::path(options.engine.model_dir).filename().string();
+    if (options.served_model_name.empty()) options.served_model_name = options.engine.model_dir;
+  }
+  QUENCH_REQUIRE(options.http_threads >= 1, "http_threads ", options.http_threads, " must be >= 1");
+  state_->options = std::move(options);
+}
+
+OpenAiServer::~OpenAiServer() {
+  stop();
+}
+
+int32_t OpenAiServer::start() {
+  State& s = *state_;
+  const size_t threads = static_cast<size_t>(s.options.http_threads);
+  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  s.routes();
+  if (s.options.port == 0) {
+    s.port = s.http.bind_to_any_port(s.options.host);
+    QUENCH_REQUIRE(s.port > 0, "cannot bind ", s.options.host, " to any port");
+  } else {
+    QUENCH_REQUIRE(s.http.bind_to_port(s.options.host, s.options.port), "cannot bind ",
+                   s.options.host, ":", s.options.port,
+                   " (in use, or not an address of this machine)");
+    s.port = s.options.port;
+  }
+  s.http_thread = std::thread([&s] { s.http.listen_after_bind(); });
+  s.load_thread = std::thread([&s] { s.load(); });
+  return s.port;
+}
+
+bool OpenAiServer::wait_until_loaded() {
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  state_->load_done.wait(lock, [&] { return state_->loaded; });
+  return state_->load_error.empty();
+}
+
+std::string OpenAiServer::load_error() const {
+  const std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->load_error;
+}
+
+void OpenAiServer::wait() {
+  if (state_->http_thread.joinable()) state_->http_thread.join();
+}
+
+void OpenAiServer::stop() {
+  State& s = *state_;
+  s.http.stop();
+  if (s.http_thread.joinable()) s.http_thread.join();
+  if (s.load_thread.joinable()) s.load_thread.join();
+  const std::lock_guard<std::mutex> lock(s.mutex);
+  s.engine.reset();
+}
+
+const std::string& OpenAiServer::served_model_name() const {
+  return state_->options.served_model_name;
+}
+
+}  // namespace quench

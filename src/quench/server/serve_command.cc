@@ -1,0 +1,102 @@
+#include "quench/server/serve_command.h"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <thread>
+
+#include "quench/core/error.h"
+#include "quench/engine/engine_flags.h"
+#include "quench/server/openai_server.h"
+
+namespace quench {
+namespace {
+
+std::atomic<bool> g_stop_requested{false};
+
+extern "C" void request_stop(int) {
+  g_stop_requested =
+      true;  // the only async-signal-safe thing to do; the main loop stops the server
+}
+
+const char* serve_usage() {
+  static const std::string usage =
+      std::string(
+          "usage: quench serve [--host ADDR] [--port N] [--served-model-name NAME]\n"
+          "  [--http-threads N] [--log-interval SECONDS]\n") +
+      engine_flags_usage();
+  return usage.c_str();
+}
+
+const FlagTable& known_flags() {
+  static const FlagTable flags = [] {
+    FlagTable f = engine_flag_table();
+    for (const char* name :
+         {"--host", "--port", "--served-model-name", "--http-threads", "--log-interval"})
+      f[name] = true;
+    f["--help"] = false;
+    return f;
+  }();
+  return flags;
+}
+
+}  // namespace
+
+int run_serve_command(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  ServeOptions options;
+  bool builtin = false;
+  try {
+    const auto flags = split_flags(argc, argv, known_flags(), serve_usage());
+    if (flags.count("--help")) {
+      out << serve_usage();
+      return 0;
+    }
+    builtin = engine_options_from_flags(flags, options.engine);
+    if (auto it = flags.find("--host"); it != flags.end()) options.host = it->second;
+    if (auto it = flags.find("--port"); it != flags.end())
+      options.port = parse_int_flag<int32_t>("--port", it->second, 0, 65535);
+    if (auto it = flags.find("--served-model-name"); it != flags.end())
+      options.served_model_name = it->second;
+    if (auto it = flags.find("--http-threads"); it != flags.end()) {
+      options.http_threads = parse_int_flag<int32_t>("--http-threads", it->second, 1, 4096);
+    }
+    if (auto it = flags.find("--log-interval"); it != flags.end()) {
+      options.log_interval_seconds = parse_int_flag<int32_t>("--log-interval", it->second, 0);
+    }
+  } catch (const Error& e) {
+    err << "error: " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    std::unique_ptr<BuiltinModelDir> builtin_dir;
+    if (builtin) {
+      builtin_dir = std::make_unique<BuiltinModelDir>();
+      options.engine.model_dir = builtin_dir->path();
+      if (options.served_model_name.empty()) options.served_model_name = "quench-tiny";
+    }
+    OpenAiServer server(options);
+    const int32_t port = server.start();
+    out << "quench serve: listening on http://" << options.host << ":" << port << " (model "
+        << server.served_model_name() << ", loading)" << std::endl;
+    if (!server.wait_until_loaded()) {
+      err << "error: " << server.load_error() << "\n";
+      return 1;
+    }
+    out << "quench serve: ready (/v1/completions, /v1/chat/completions, /v1/models, /health, "
+           "/metrics, "
+           "/tokenize, /detokenize)"
+        << std::endl;
+    std::signal(SIGINT, request_stop);
+    std::signal(SIGTERM, request_stop);
+    while (!g_stop_requested)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    out << "quench serve: stopping" << std::endl;
+    server.stop();
+    return 0;
+  } catch (const Error& e) {
+    err << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace quench

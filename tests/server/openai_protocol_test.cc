@@ -1,0 +1,160 @@
+// Request bodies to engine requests, without a socket: prompts as text or token ids, OpenAI's
+// defaults, vLLM's extensions, the chat templates rendered exactly, and every unsupported field
+// refused with 400 naming it (never ignored), an unknown model 404.
+#include "quench/server/openai_protocol.h"
+
+#include <gtest/gtest.h>
+
+#include "quench/tokenizer/tiny_tokenizer.h"
+
+namespace quench {
+namespace {
+
+using nlohmann::json;
+
+struct Fixture {
+  Tokenizer tokenizer = Tokenizer::from_json(tiny_tokenizer_json(512), "tiny");
+  ServedModel model() const {
+    ServedModel m;
+    m.name = "tiny";
+    m.max_model_len = 100;
+    m.tokenizer = &tokenizer;
+    m.chat_format = ChatFormat::kLlama3;
+    return m;
+  }
+};
+
+// The status and message of the ApiError `f` throws.
+template <typename F>
+std::pair<int, std::string> api_error(F&& f) {
+  try {
+    f();
+  } catch (const ApiError& e) {
+    return {e.status, e.what()};
+  }
+  return {0, "no error"};
+}
+
+TEST(OpenAiProtocol, CompletionPromptsAndDefaults) {
+  const Fixture fx;
+  const ApiRequest text = parse_completion_request(json{{"prompt", "the cache"}}, fx.model());
+  EXPECT_EQ(text.prompt, fx.tokenizer.encode("the cache", true));  // with BOS
+  EXPECT_EQ(text.params.max_tokens, 16);
+  EXPECT_FLOAT_EQ(text.params.temperature, 1.0f);  // OpenAI's default, not greedy
+  EXPECT_FALSE(text.stream);
+  const ApiRequest ids =
+      parse_completion_request(json{{"model", "tiny"},
+                                    {"prompt", {5, 6, 7}},
+                                    {"max_tokens", 3},
+                                    {"temperature", 0},
+                                    {"top_k", -1},
+                                    {"seed", 9},
+                                    {"ignore_eos", true},
+                                    {"stream", true},
+                                    {"stream_options", {{"include_usage", true}}}},
+                               fx.model());
+  EXPECT_EQ(ids.prompt, (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(ids.params.max_tokens, 3);
+  EXPECT_EQ(ids.params.top_k, 0);
+  EXPECT_EQ(ids.params.seed, 9u);
+  EXPECT_TRUE(ids.params.ignore_eos && ids.stream && ids.include_usage);
+  EXPECT_EQ(parse_completion_request(json{{"prompt", {{5, 6}}}}, fx.model()).prompt,
+            (std::vector<int32_t>{5, 6}));
+}
+
+TEST(OpenAiProtocol, UnsupportedFieldsAreRefusedByName) {
+  const Fixture fx;
+  const ServedModel m = fx.model();
+  auto completion = [&](json body) {
+    body["prompt"] = "x";
+    return api_error([&] { parse_completion_request(body, m); });
+  };
+  for (const auto& [field, value] :
+       std::vector<std::pair<std::string, json>>{{"n", 2},
+                                                 {"stop", "\n"},
+                                                 {"logprobs", 3},
+                                                 {"echo", true},
+                                                 {"presence_penalty", 0.5},
+                                                 {"frequency_penalty", 1},
+                                                 {"repetition_penalty", 1.1},
+                                                 {"best_of", 2}}) {
+    const auto [status, message] = completion(json{{field, value}});
+    EXPECT_EQ(status, 400) << field;
+    EXPECT_NE(message.find(field), std::string::npos) << message;
+  }
+  EXPECT_EQ(completion(json{{"temperature", -1}}).first, 400);
+  EXPECT_EQ(completion(json{{"top_p", 0}}).first, 400);
+  EXPECT_EQ(completion(json{{"max_tokens", 0}}).first, 400);
+  EXPECT_EQ(completion(json{{"max_tokens", "ten"}}).first, 400);
+  EXPECT_EQ(completion(json{{"stream_options", {{"include_usage", true}}}}).first, 400);
+  const auto [status, message] = completion(json{{"model", "gpt-4"}});
+  EXPECT_EQ(status, 404);
+  EXPECT_NE(message.find("gpt-4"), std::string::npos);
+  EXPECT_EQ(api_error([&] {
+              parse_completion_request(json{{"max_tokens", 3}}, m);
+            }).first,
+            400);  // no prompt
+  EXPECT_EQ(api_error([&] {
+              parse_completion_request(json{{"prompt", json::array()}}, m);
+            }).first,
+            400);
+  EXPECT_EQ(api_error([&] { parse_completion_request(json{{"prompt", {1.5}}}, m); }).first, 400);
+  EXPECT_EQ(api_error([&] { parse_completion_request(json::array(), m); }).first, 400);
+  ServedModel no_tokenizer = m;
+  no_tokenizer.tokenizer = nullptr;
+  EXPECT_EQ(api_error([&] {
+              parse_completion_request(json{{"prompt", "text"}}, no_tokenizer);
+            }).first,
+            400);
+}
+
+TEST(OpenAiProtocol, ChatRendersTheTemplateAndDefaultsToTheRoomLeft) {
+  const Fixture fx;
+  const json body = {{"messages",
+                      {{{"role", "system"}, {"content", " Be brief. "}},
+                       {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "Hi"}}}}}}}};
+  const ApiRequest r = parse_chat_request(body, fx.model());
+  const std::string want =
+      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+      "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_"
+      "header_id|>\n\n";
+  EXPECT_EQ(r.prompt, fx.tokenizer.encode(want, false));
+  EXPECT_EQ(r.params.max_tokens, 100 - static_cast<int32_t>(r.prompt.size()));
+  EXPECT_EQ(render_chat(ChatFormat::kChatMl, {{"user", "Hi"}}),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(
+      api_error([&] {
+        parse_chat_request(json{{"messages", {{{"role", "tool"}, {"content", "x"}}}}}, fx.model());
+      }).first,
+      400);
+  EXPECT_EQ(api_error([&] {
+              parse_chat_request(json{{"messages", json::array()}}, fx.model());
+            }).first,
+            400);
+  ServedModel no_template = fx.model();
+  no_template.chat_format.reset();
+  const auto [status, message] = api_error([&] { parse_chat_request(body, no_template); });
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(message.find("chat template"), std::string::npos);
+  EXPECT_EQ(detect_chat_format("{% for m in messages %}<|im_start|>{{ m.role }}"),
+            ChatFormat::kChatMl);
+  EXPECT_FALSE(detect_chat_format("{{ messages }}").has_value());
+}
+
+TEST(OpenAiProtocol, ResponseShapes) {
+  const ResponseIds ids{"cmpl-1", 123, "tiny"};
+  const json c = completion_json(ids, "hi", FinishReason::kStop, 4, 2);
+  EXPECT_EQ(c["object"], "text_completion");
+  EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(c["usage"]["total_tokens"], 6);
+  const json chunk = chat_chunk_json(ids, std::nullopt, "x", std::nullopt);
+  EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null());
+  EXPECT_EQ(chunk["choices"][0]["delta"]["content"], "x");
+  EXPECT_EQ(chat_chunk_json(ids, std::string("assistant"), "", std::nullopt)["choices"][0]["delta"],
+            (json{{"role", "assistant"}}));
+  EXPECT_EQ(error_json(400, "bad", "BadRequestError")["code"], 400);
+  EXPECT_TRUE(usage_chunk_json(ids, true, 1, 2)["choices"].empty());
+}
+
+}  // namespace
+}  // namespace quench

@@ -1,0 +1,256 @@
+// The server end to end over HTTP on the built-in tiny model: health and models, a greedy
+// completion equal to the engine's own result, streaming whose deltas add up to the same text and
+// end in [DONE], concurrent clients each getting what they would get alone, chat through the
+// template, 4xx for bad requests, metrics that count what happened, a client that leaves
+// mid-stream has its request aborted, and a model that fails to load is reported, not crashed on.
+#include "quench/server/openai_server.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include <thread>
+
+#include "harness/scratch_dir.h"
+#include "quench/model/tiny_model.h"
+
+namespace quench {
+namespace {
+
+using nlohmann::json;
+
+std::string model_dir() {
+  static const std::string dir = [] {
+    const std::string d = testing_support::scratch_dir("quench_server_test", "tiny");
+    write_tiny_model(d, TinyModelSpec{});
+    return d;
+  }();
+  return dir;
+}
+
+struct RunningServer {
+  RunningServer() {
+    ServeOptions o;
+    o.engine.model_dir = model_dir();
+    o.engine.max_model_len = 256;
+    o.engine.max_num_batched_tokens = 64;
+    o.port = 0;
+    o.served_model_name = "tiny";
+    o.log_interval_seconds = 0;
+    server = std::make_unique<OpenAiServer>(o);
+    port = server->start();
+    EXPECT_TRUE(server->wait_until_loaded()) << server->load_error();
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+  json post(const std::string& path, const json& body, int want_status = 200) const {
+    auto res = client().Post(path, body.dump(), "application/json");
+    EXPECT_TRUE(res) << path;
+    if (!res) return {};
+    EXPECT_EQ(res->status, want_status) << res->body;
+    return json::parse(res->body);
+  }
+  std::unique_ptr<OpenAiServer> server;
+  int32_t port = 0;
+};
+
+// Greedy tokens of the engine alone, for comparison.
+std::vector<int32_t> engine_greedy(const std::vector<int32_t>& prompt, int32_t max_tokens) {
+  EngineOptions o;
+  o.model_dir = model_dir();
+  o.max_model_len = 256;
+  LlmEngine engine(o);
+  SamplingParams s;
+  s.max_tokens = max_tokens;
+  s.ignore_eos = true;
+  return engine.generate({prompt}, s)[0].output;
+}
+
+// The SSE events of a streamed response body: the JSON of each "data:" line, and whether
+// "[DONE]" came last.
+std::vector<json> sse_events(const std::string& body, bool* done) {
+  std::vector<json> events;
+  *done = false;
+  size_t at = 0;
+  while ((at = body.find("data: ", at)) != std::string::npos) {
+    const size_t end = body.find("\n\n", at);
+    const std::string data = body.substr(at + 6, end - at - 6);
+    if (data == "[DONE]") {
+      *done = end + 2 == body.size();
+    } else {
+      events.push_back(json::parse(data));
+    }
+    at = end;
+  }
+  return events;
+}
+
+TEST(OpenAiServer, HealthModelsAndAGreedyCompletionEqualToTheEngine) {
+  const RunningServer s;
+  auto health = s.client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto models = s.client().Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "tiny");
+  const std::vector<int32_t> prompt = {1, 300, 301, 302, 303};
+  const json r = s.post("/v1/completions", {{"model", "tiny"},
+                                            {"prompt", prompt},
+                                            {"max_tokens", 6},
+                                            {"temperature", 0},
+                                            {"ignore_eos", true}});
+  const Tokenizer tokenizer = Tokenizer::from_file(model_dir() + "/tokenizer.json");
+  EXPECT_EQ(r["choices"][0]["text"], tokenizer.decode(engine_greedy(prompt, 6), true));
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(r["usage"]["completion_tokens"], 6);
+}
+
+TEST(OpenAiServer, StreamingDeltasAddUpToTheWholeAndEndInDone) {
+  const RunningServer s;
+  const json body = {{"prompt", "The quick brown fox"},
+                     {"max_tokens", 12},
+                     {"temperature", 0},
+                     {"ignore_eos", true}};
+  const std::string whole = s.post("/v1/completions", body)["choices"][0]["text"];
+  json streaming = body;
+  streaming["stream"] = true;
+  streaming["stream_options"] = {{"include_usage", true}};
+  auto res = s.client().Post("/v1/completions", streaming.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_NE(res->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+  bool done = false;
+  const std::vector<json> events = sse_events(res->body, &done);
+  EXPECT_TRUE(done);
+  ASSERT_GE(events.size(), 3u);
+  std::string text;
+  for (size_t i = 0; i + 1 < events.size(); ++i)
+    text += events[i]["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, whole);
+  EXPECT_EQ(events[events.size() - 2]["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(events.back()["usage"]["completion_tokens"], 12);
+}
+
+TEST(OpenAiServer, ConcurrentClientsGetWhatTheyWouldGetAlone) {
+  const RunningServer s;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int32_t> p;
+    for (int k = 0; k < 5 + 9 * i; ++k)
+      p.push_back(10 + (k * 31 + i * 7) % 490);
+    prompts.push_back(p);
+  }
+  std::vector<std::string> got(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] {
+      got[i] = s.post("/v1/completions", {{"prompt", prompts[i]},
+                                          {"max_tokens", 8},
+                                          {"temperature", 0},
+                                          {"ignore_eos", true}})["choices"][0]["text"];
+    });
+  }
+  for (auto& c : clients)
+    c.join();
+  const Tokenizer tokenizer = Tokenizer::from_file(model_dir() + "/tokenizer.json");
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[i], tokenizer.decode(engine_greedy(prompts[i], 8), true)) << "client " << i;
+  }
+  auto metrics = s.client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find(
+                "quench:request_success_total{model_name=\"tiny\",finished_reason=\"length\"} 6"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("quench:generation_tokens_total{model_name=\"tiny\"} 48"),
+            std::string::npos);
+  EXPECT_NE(metrics->body.find("quench:time_to_first_token_seconds_count{model_name=\"tiny\"} 6"),
+            std::string::npos);
+}
+
+TEST(OpenAiServer, ChatTokenizeAndBadRequests) {
+  const RunningServer s;
+  const json chat =
+      s.post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hello"}}}},
+                                      {"max_tokens", 4},
+                                      {"temperature", 0}});
+  EXPECT_EQ(chat["object"], "chat.completion");
+  EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
+  EXPECT_LE(chat["usage"]["completion_tokens"].get<int>(), 4);
+  const json tokens = s.post("/tokenize", {{"prompt", "the cache"}});
+  const json text = s.post("/detokenize", {{"tokens", tokens["tokens"]}});
+  EXPECT_EQ(text["prompt"], "<|begin_of_text|>the cache");
+  EXPECT_EQ(s.post("/v1/completions", {{"prompt", "x"}, {"n", 3}}, 400)["message"]
+                .get<std::string>()
+                .find("'n'"),
+            0u);
+  EXPECT_EQ(s.post("/v1/completions", {{"prompt", "x"}, {"model", "other"}}, 404)["code"], 404);
+  EXPECT_EQ(s.post("/v1/completions", {{"prompt", {1, 99999}}}, 400)["type"], "BadRequestError");
+  EXPECT_EQ(s.post("/v1/completions", {{"prompt", std::vector<int32_t>(300, 7)}}, 400)["code"],
+            400);
+  auto bad_json = s.client().Post("/v1/completions", "{nope", "application/json");
+  ASSERT_TRUE(bad_json);
+  EXPECT_EQ(bad_json->status, 400);
+  auto missing = s.client().Get("/v2/anything");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  // The server is still up and answering after all of that.
+  EXPECT_EQ(s.post("/v1/completions",
+                   {{"prompt", "ok"}, {"max_tokens", 1}})["usage"]["completion_tokens"],
+            1);
+}
+
+TEST(OpenAiServer, AClientThatLeavesMidStreamIsAborted) {
+  const RunningServer s;
+  const json body = {
+      {"prompt", "a long story"}, {"max_tokens", 200}, {"ignore_eos", true}, {"stream", true}};
+  httplib::Client c = s.client();
+  int chunks = 0;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+    return ++chunks < 3;
+  };  // hang up
+  httplib::Response res;
+  httplib::Error error = httplib::Error::Success;
+  c.send(req, res, error);
+  EXPECT_EQ(chunks, 3);
+  bool aborted = false;
+  for (int i = 0; i < 100 && !aborted; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto m = s.client().Get("/metrics");
+    aborted = m && m->body.find("quench:request_aborted_total{model_name=\"tiny\"} 1") !=
+                       std::string::npos;
+  }
+  EXPECT_TRUE(aborted);
+}
+
+TEST(OpenAiServer, AModelThatFailsToLoadIsReported) {
+  ServeOptions o;
+  o.engine.model_dir = testing_support::scratch_dir("quench_server_test", "empty_model");
+  o.port = 0;
+  o.log_interval_seconds = 0;
+  OpenAiServer server(o);
+  const int32_t port = server.start();
+  EXPECT_FALSE(server.wait_until_loaded());
+  EXPECT_NE(server.load_error().find("model.safetensors"), std::string::npos)
+      << server.load_error();
+  httplib::Client c("127.0.0.1", port);
+  auto health = c.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 500);
+  auto completion = c.Post("/v1/completions", R"({"prompt": "x"})", "application/json");
+  ASSERT_TRUE(completion);
+  EXPECT_EQ(completion->status, 503);
+}
+
+}  // namespace
+}  // namespace quench
