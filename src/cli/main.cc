@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 
+#include "bench_serve_command.h"
 #include "explain_command.h"
 #include "generate_command.h"
 #include "layer_command.h"
@@ -18,6 +19,8 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
+    {"bench-serve", "measure TTFT, TPOT, ITL and throughput of a server (vLLM's definitions)",
+     quench::cli::run_bench_serve_command},
     {"explain", "print the attention kernel chosen per phase, with dtypes and reasons",
      quench::cli::run_explain_command},
     {"generate", "generate tokens with a model (default: a built-in tiny one) on the CPU backend",
@@ -32,7 +35,7 @@ void print_usage(std::FILE* out) {
   std::fprintf(out, "usage: quench <command> [flags]   (quench <command> --help for its flags)\n");
   std::fprintf(out, "commands:\n");
   for (const Command& c : kCommands)
-    std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+    std::fprintf(out, "  %-12s %s\n", c.name, c.summary);
 }
 
 }  // namespace

@@ -43,6 +43,7 @@ struct ApiRequest {
 struct ServedModel {
   std::string name;  // what "model" must say (absent also accepted)
   int32_t max_model_len = 0;
+  int32_t vocab_size = 0;  // reported by /v1/models (a quench extension, for benchmarks)
   const Tokenizer* tokenizer = nullptr;   // null: only token-id prompts
   std::optional<ChatFormat> chat_format;  // null: /v1/chat/completions answers 400
 };

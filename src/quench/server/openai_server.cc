@@ -77,6 +77,7 @@ void OpenAiServer::State::load() {
     ServedModel model;
     model.name = options.served_model_name;
     model.max_model_len = llm->scheduler_config().max_model_len;
+    model.vocab_size = llm->config().vocab_size;
     model.tokenizer = llm->tokenizer();
     model.chat_format = read_chat_format(options.engine.model_dir);
     const SchedulerConfig& sc = llm->scheduler_config();
@@ -238,7 +239,8 @@ void OpenAiServer::State::routes() {
                   {"created", unix_seconds()},
                   {"owned_by", "quench"},
                   {"root", options.engine.model_dir},
-                  {"max_model_len", served.max_model_len}}}}});
+                  {"max_model_len", served.max_model_len},
+                  {"vocab_size", served.vocab_size}}}}});
   });
   http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     generate(req, res, false);

@@ -1,0 +1,59 @@
+// `quench bench-serve --launch` measures the built-in model through its own server: every request
+// succeeds with exactly the asked-for tokens, the summary and the JSON agree; engine flags
+// without --launch and bad numbers exit 2.
+#include "quench/benchmark/bench_serve_command.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "harness/scratch_dir.h"
+
+namespace quench {
+namespace {
+
+int run(std::vector<std::string> args, std::string* out_text, std::string* err_text) {
+  args.insert(args.begin(), "bench-serve");
+  std::vector<char*> argv;
+  for (std::string& a : args)
+    argv.push_back(a.data());
+  std::ostringstream out, err;
+  const int code = run_bench_serve_command(static_cast<int>(argv.size()), argv.data(), out, err);
+  *out_text = out.str();
+  *err_text = err.str();
+  return code;
+}
+
+TEST(BenchServeCommand, LaunchedServerServesEveryRequestInFull) {
+  const std::string json_path =
+      testing_support::scratch_dir("quench_bench_serve_test", "out") + "/r.json";
+  std::string out, err;
+  ASSERT_EQ(
+      run({"--launch", "--num-prompts", "6", "--random-input-len", "20", "--random-output-len", "5",
+           "--max-concurrency", "3", "--request-rate", "200", "--result-json", json_path},
+          &out, &err),
+      0)
+      << out << err;
+  EXPECT_NE(out.find("Successful requests:                     6"), std::string::npos) << out;
+  EXPECT_NE(out.find("Total generated tokens:                  30"), std::string::npos) << out;
+  const nlohmann::json r = nlohmann::json::parse(std::ifstream(json_path));
+  EXPECT_EQ(r["completed"], 6);
+  EXPECT_EQ(r["total_input_tokens"], 120);
+  EXPECT_EQ(r["total_output_tokens"], 30);
+  EXPECT_GT(r["ttft"]["mean_ms"].get<double>(), 0.0);
+  EXPECT_GT(r["tpot"]["mean_ms"].get<double>(), 0.0);
+}
+
+TEST(BenchServeCommand, BadFlagsExit2) {
+  std::string out, err;
+  EXPECT_EQ(run({"--model", "/some/model"}, &out, &err), 2);
+  EXPECT_NE(err.find("--launch"), std::string::npos) << err;
+  EXPECT_EQ(run({"--request-rate", "-1"}, &out, &err), 2);
+  EXPECT_EQ(run({"--random-range-ratio", "1.5"}, &out, &err), 2);
+  EXPECT_EQ(run({"--port", "0"}, &out, &err), 2);
+}
+
+}  // namespace
+}  // namespace quench
