@@ -55,6 +55,9 @@ TEST(GenerateCommand, BuiltInModelReportsStartupRequestsAndSummary) {
                          "output_tokens=15"),
             std::string::npos)
       << run.out;
+  // The FP8 run is compared with a bf16-cache run of the same requests.
+  EXPECT_NE(run.out.find("vs bf16 KV "), std::string::npos);
+  EXPECT_NE(run.out.find(" identical_vs_bf16="), std::string::npos);
   // The FP8 cache without checkpoint scales says so.
   EXPECT_NE(run.err.find("no k_scale"), std::string::npos);
 }
@@ -65,6 +68,7 @@ TEST(GenerateCommand, PromptIdsAndBf16Cache) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("request 0  prompt 3 tokens"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("request 1  prompt 1 tokens"), std::string::npos);
+  EXPECT_EQ(run.out.find("vs bf16 KV"), std::string::npos);  // nothing to compare a bf16 cache with
   EXPECT_NE(run.out.find("summary: device=cpu kv=bf16 requests=2 prompt_tokens=4 output_tokens=4"),
             std::string::npos);
 }

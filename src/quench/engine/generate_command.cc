@@ -55,7 +55,9 @@ const char* generate_usage() {
       std::string(
           "usage: quench generate [--prompt TEXT | --prompt-ids 1,2,3[;4,5,...]]\n"
           "  [--num-prompts N] [--input-len L]   (random prompts when no prompt is given)\n"
-          "  [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--ignore-eos]\n") +
+          "  [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--ignore-eos]\n"
+          "  [--no-compare]   (with an FP8 cache the requests also run over a bf16 cache and the\n"
+          "                    outputs are compared; this skips that)\n") +
       engine_flags_usage();
   return usage.c_str();
 }
@@ -67,6 +69,7 @@ const FlagTable& known_flags() {
                              "--max-tokens", "--temperature", "--top-k", "--top-p"})
       f[name] = true;
     f["--ignore-eos"] = false;
+    f["--no-compare"] = false;
     f["--help"] = false;
     return f;
   }();
@@ -131,6 +134,7 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
   std::vector<std::vector<int32_t>> prompts;
   int32_t num_prompts = 4, input_len = 24;
   bool builtin = false;
+  bool compare_kv = true;
   std::map<std::string, std::string> flags;
   try {
     flags = split_flags(argc, argv, known_flags(), generate_usage());
@@ -143,6 +147,7 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
       return it == flags.end() ? nullptr : &it->second;
     };
     builtin = engine_options_from_flags(flags, options);
+    compare_kv = flags.count("--no-compare") == 0;
     if (const auto* v = get("--prompt-ids")) prompts = parse_prompt_ids(*v);
     if (get("--prompt") != nullptr && get("--prompt-ids") != nullptr) {
       throw UsageError("--prompt and --prompt-ids are alternatives; give one");
@@ -234,11 +239,37 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
         run_ms, outputs.size(), static_cast<long long>(prompt_tokens),
         static_cast<long long>(output_tokens),
         static_cast<double>(output_tokens) / (run_ms / 1000.0));
+    // What the FP8 cache costs: the same requests over a bf16 cache, token for token.
+    std::string agreement;
+    if (is_fp8(options.kv_cache_dtype) && compare_kv) {
+      EngineOptions bf16_options = options;
+      bf16_options.kv_cache_dtype = DType::kBF16;
+      LlmEngine bf16_engine(bf16_options);
+      const std::vector<RequestOutput> baseline = bf16_engine.generate(prompts, sampling);
+      int64_t same = 0, compared = 0, identical = 0;
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        const auto& a = outputs[i].output;
+        const auto& b = baseline[i].output;
+        size_t k = 0;  // tokens agree up to the first difference; after it the contexts differ
+        while (k < a.size() && k < b.size() && a[k] == b[k])
+          ++k;
+        same += static_cast<int64_t>(k);
+        compared += static_cast<int64_t>(std::max(a.size(), b.size()));
+        identical += a == b ? 1 : 0;
+      }
+      out << fmt(
+          "vs bf16 KV %lld of %zu requests identical; %lld of %lld generated tokens before the "
+          "first "
+          "difference\n",
+          static_cast<long long>(identical), outputs.size(), static_cast<long long>(same),
+          static_cast<long long>(compared));
+      agreement =
+          fmt(" identical_vs_bf16=%lld/%zu", static_cast<long long>(identical), outputs.size());
+    }
     out << fmt(
-        "summary: device=cpu kv=%s requests=%zu prompt_tokens=%lld output_tokens=%lld "
-        "ms=%.1f\n",
+        "summary: device=cpu kv=%s requests=%zu prompt_tokens=%lld output_tokens=%lld ms=%.1f%s\n",
         dtype_name(options.kv_cache_dtype), outputs.size(), static_cast<long long>(prompt_tokens),
-        static_cast<long long>(output_tokens), run_ms);
+        static_cast<long long>(output_tokens), run_ms, agreement.c_str());
     return 0;
   } catch (const Error& e) {
     err << "error: " << e.what() << "\n";
