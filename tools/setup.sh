@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Takes a fresh Debian 12 machine (with the CUDA 13 toolkit, or pip to fetch nvcc) from clone to a
-# built quench, then runs quench's main job (`quench layer`) on its built-in default.
-#   bash tools/setup.sh            # install packages, configure, build, run `quench layer`
+# built quench, then runs quench's main jobs on built-in defaults (`quench generate`, `quench layer`).
+#   bash tools/setup.sh            # install packages, configure, build, run both
 # Environment: QUENCH_BUILD_DIR (default build), QUENCH_JOBS (default: all cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,5 +42,7 @@ echo "setup: CUDA compiler $CUDACXX ($("$CUDACXX" --version | tail -n 2 | head -
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build_dir" -j "$jobs"
 
-echo "setup: built $build_dir/quench; running its main job, quench layer, on the built-in default"
+echo "setup: built $build_dir/quench; running quench generate on the built-in tiny model"
+"$build_dir/quench" generate
+echo "setup: and quench layer, one decoder layer's FP8 attention path on its built-in default"
 "$build_dir/quench" layer
