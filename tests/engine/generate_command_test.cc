@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "quench/core/error.h"
+#include "quench/model/device_decoder_model.h"
 #include "quench/tokenizer/tiny_tokenizer.h"
 #include "quench/tokenizer/tokenizer.h"
 
@@ -95,8 +96,14 @@ TEST(GenerateCommand, BadFlagsExit2AndBadModelsExit1) {
   run = run_generate({"--block-size", "24"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("16, 32, 64"), std::string::npos) << run.err;
-  run = run_generate({"--device", "gpu"});
+  run = run_generate({"--device", "tpu"});
   EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("auto, cpu, gpu"), std::string::npos) << run.err;
+  if (!cuda_device_available()) {  // asked for a GPU where there is none: a clear run failure
+    run = run_generate({"--device", "gpu"});
+    EXPECT_EQ(run.exit_code, 1);
+    EXPECT_NE(run.err.find("GPU model runner"), std::string::npos) << run.err;
+  }
   run = run_generate({"--prompt-ids", "1,9999"});
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_NE(run.err.find("9999"), std::string::npos) << run.err;

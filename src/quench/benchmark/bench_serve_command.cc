@@ -148,7 +148,7 @@ int run_bench_serve_command(int argc, char** argv, std::ostream& out, std::ostre
                      "the launched server failed to load: ", server->load_error());
       out << "bench-serve: launched quench serve on port " << o.port << " ("
           << server->served_model_name() << ", KV " << dtype_name(serve.engine.kv_cache_dtype)
-          << ", cpu)\n";
+          << ")\n";
     }
     out << "bench-serve: " << o.num_prompts << " prompts of " << o.input_len << " tokens -> "
         << o.output_len << " tokens, request rate " << o.request_rate << "/s, max concurrency "

@@ -24,14 +24,15 @@ const FlagTable& engine_flag_table() {
 }
 
 const char* engine_flags_usage() {
-  return "  [--model DIR] [--device cpu] [--kv-cache-dtype auto|bf16|fp8|fp8_e4m3|fp8_e5m2]\n"
+  return "  [--model DIR] [--device auto|cpu|gpu] [--kv-cache-dtype "
+         "auto|bf16|fp8|fp8_e4m3|fp8_e5m2]\n"
          "  [--block-size 16|32|64] [--max-model-len L] [--max-num-seqs N]\n"
          "  [--max-num-batched-tokens N] [--num-kv-pages N] [--seed S]\n"
          "  [--prefill-kernel auto|NAME|!NAME] [--decode-kernel auto|NAME|!NAME]\n"
          "Without --model, quench writes its built-in tiny Llama-shaped model (random weights,\n"
          "2 layers, hidden 256, a 512-token BPE vocabulary) to a temporary directory and loads "
          "it.\n"
-         "Runs on the CPU backend; the GPU model runner is not built yet.\n";
+         "--device auto runs on the GPU when one is usable, else on the CPU backend.\n";
 }
 
 bool engine_options_from_flags(const std::map<std::string, std::string>& flags,
@@ -40,7 +41,12 @@ bool engine_options_from_flags(const std::map<std::string, std::string>& flags,
     const auto it = flags.find(name);
     return it == flags.end() ? nullptr : &it->second;
   };
-  if (const auto* v = get("--device")) require_allowed_flag_value("--device", *v, {"cpu"});
+  if (const auto* v = get("--device")) {
+    require_allowed_flag_value("--device", *v, {"auto", "cpu", "gpu"});
+    options.device = *v == "gpu"   ? EngineDevice::kGpu
+                     : *v == "cpu" ? EngineDevice::kCpu
+                                   : EngineDevice::kAuto;
+  }
   if (const auto* v = get("--model")) options.model_dir = *v;
   if (const auto* v = get("--kv-cache-dtype")) {
     require_allowed_flag_value("--kv-cache-dtype", *v,

@@ -184,8 +184,9 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
     const double load_ms = ms_since(load_start);
     const ModelConfig& c = engine.config();
     const SchedulerConfig& sc = engine.scheduler_config();
-    out << fmt("quench generate: %s on cpu\n",
-               builtin ? "the built-in tiny model (random weights)" : options.model_dir.c_str());
+    out << fmt("quench generate: %s on %s\n",
+               builtin ? "the built-in tiny model (random weights)" : options.model_dir.c_str(),
+               engine.model().device_name());
     out << fmt("model      %s, %d layers, hidden %d, %d/%d heads x %d, vocab %d, %.1f M params\n",
                model_architecture_name(c.architecture), c.num_layers, c.hidden_size,
                c.num_q_heads(), c.num_kv_heads(), c.head_dim(), c.vocab_size,
@@ -267,9 +268,10 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
           fmt(" identical_vs_bf16=%lld/%zu", static_cast<long long>(identical), outputs.size());
     }
     out << fmt(
-        "summary: device=cpu kv=%s requests=%zu prompt_tokens=%lld output_tokens=%lld ms=%.1f%s\n",
-        dtype_name(options.kv_cache_dtype), outputs.size(), static_cast<long long>(prompt_tokens),
-        static_cast<long long>(output_tokens), run_ms, agreement.c_str());
+        "summary: device=%s kv=%s requests=%zu prompt_tokens=%lld output_tokens=%lld ms=%.1f%s\n",
+        engine.model().device_name(), dtype_name(options.kv_cache_dtype), outputs.size(),
+        static_cast<long long>(prompt_tokens), static_cast<long long>(output_tokens), run_ms,
+        agreement.c_str());
     return 0;
   } catch (const Error& e) {
     err << "error: " << e.what() << "\n";

@@ -9,6 +9,7 @@
 #include "quench/core/error.h"
 #include "quench/engine/sampler.h"
 #include "quench/kv_cache/block_table.h"
+#include "quench/model/device_decoder_model.h"
 
 namespace quench {
 namespace {
@@ -67,7 +68,13 @@ LlmEngine::LlmEngine(const EngineOptions& options) : options_(options) {
   mo.max_model_len = sc.max_model_len;
   mo.prefill_kernel = options.prefill_kernel;
   mo.decode_kernel = options.decode_kernel;
-  model_ = std::make_unique<DecoderModel>(config_, *weights_, mo);
+  const bool gpu = options.device == EngineDevice::kGpu ||
+                   (options.device == EngineDevice::kAuto && cuda_device_available());
+  if (gpu) {
+    model_ = std::make_unique<DeviceDecoderModel>(config_, *weights_, mo);
+  } else {
+    model_ = std::make_unique<DecoderModel>(config_, *weights_, mo);
+  }
 }
 
 void LlmEngine::check_request(const std::vector<int32_t>& prompt,

@@ -2,8 +2,7 @@
 // rows out as the attention op wants them (decode rows first, then prefill chunks), runs the
 // model once, samples a token for every sequence whose chunk reached its end, and retires the
 // sequences that stop (end-of-sequence token, max_tokens, or max_model_len).
-// Runs the CPU backend today (DecoderModel); the GPU model runner will slot in behind the same
-// step.
+// The model runs on the CPU (DecoderModel) or the GPU (DeviceDecoderModel) behind the same step.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +16,11 @@
 
 namespace quench {
 
+enum class EngineDevice : uint8_t { kAuto, kCpu, kGpu };
+
 struct EngineOptions {
   std::string model_dir;
+  EngineDevice device = EngineDevice::kAuto;  // auto: the GPU when one is usable, else the CPU
   DType kv_cache_dtype = DType::kFP8E4M3;
   int32_t block_size = 16;  // tokens per KV page
   KvLayout layout = KvLayout::kNHD;
@@ -59,7 +61,7 @@ class LlmEngine {
   explicit LlmEngine(const EngineOptions& options);
 
   const ModelConfig& config() const { return config_; }
-  const DecoderModel& model() const { return *model_; }
+  const ModelRunner& model() const { return *model_; }
   const SchedulerConfig& scheduler_config() const { return scheduler_->config(); }
   int64_t checkpoint_bytes() const { return checkpoint_->total_bytes(); }
   // The model directory's tokenizer.json; nullptr when it has none (prompts are then token ids).
@@ -96,7 +98,7 @@ class LlmEngine {
   ModelConfig config_;
   std::unique_ptr<Checkpoint> checkpoint_;
   std::unique_ptr<ModelWeights> weights_;
-  std::unique_ptr<DecoderModel> model_;
+  std::unique_ptr<ModelRunner> model_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<int32_t> eos_ids_;

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "quench/attention/query_output_split.h"
 #include "quench/numerics/bf16.h"
 #include "quench/ops/rope_quant_append/rope_quant_append_reference.h"
 
@@ -82,19 +83,10 @@ RopeQuantAppendParams step_append_params(const LayerWorkload& w,
   p.q_out_bf16 = b.q_bf16;
   p.q_out_fp8 = b.q_fp8;
   p.q_scale = scales.q_scale();
-  // The kernel writes bf16 rows first, then FP8 rows: that matches decode (first) taking bf16
-  // and prefill taking FP8. Any other combination gets bf16 rows only and the op quantizes.
-  const bool decode_fp8 = is_fp8(selection.decode().q_dtype);
-  const bool prefill_fp8 = is_fp8(selection.prefill().q_dtype);
-  p.q_bf16_rows = p.num_tokens;
-  if (prefill_fp8 && !decode_fp8) {
-    p.q_bf16_rows = w.metadata.num_decode_tokens;
-    p.q_fp8_dtype = selection.prefill().q_dtype;
-  } else if (prefill_fp8 && decode_fp8 &&
-             selection.prefill().q_dtype == selection.decode().q_dtype) {
-    p.q_bf16_rows = 0;
-    p.q_fp8_dtype = selection.prefill().q_dtype;
-  }
+  const QueryOutputSplit split =
+      query_output_split(selection, w.metadata.num_decode_tokens, p.num_tokens);
+  p.q_bf16_rows = split.bf16_rows;
+  p.q_fp8_dtype = split.fp8_dtype;
   return p;
 }
 
@@ -105,10 +97,8 @@ AttentionOpArgs layer_attention_args(const LayerWorkload& w,
   args.q = b.q_bf16;
   args.q_fp8 = b.q_fp8;
   // True when step_append_params wrote every FP8 row a kernel reads.
-  const bool decode_fp8 = is_fp8(selection.decode().q_dtype);
-  const bool prefill_fp8 = is_fp8(selection.prefill().q_dtype);
   args.q_fp8_ready =
-      prefill_fp8 && (!decode_fp8 || selection.prefill().q_dtype == selection.decode().q_dtype);
+      query_output_split(selection, w.metadata.num_decode_tokens, w.num_tokens()).fp8_rows_ready;
   args.k_cache = b.k_cache;
   args.v_cache = b.v_cache;
   args.kv = layer_kv_layout(w, selection);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <utility>
 
+#include "quench/core/device_buffer.h"
 #include "quench/layer/layer_step.h"
 #include "quench/numerics/bf16.h"
 #include "quench/ops/rope_quant_append/rope_append_path.h"
@@ -15,45 +16,6 @@ namespace {
 
 // Runs after the first (warm-up) run of each stage to average out launch noise.
 constexpr int kTimedRuns = 10;
-
-void check_cuda(cudaError_t status, const char* what) {
-  QUENCH_REQUIRE(status == cudaSuccess, "CUDA call failed: ", what, ": ",
-                 cudaGetErrorString(status));
-}
-
-// Device memory freed on scope exit.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes > 0) check_cuda(cudaMalloc(&data_, bytes), "cudaMalloc");
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&&) = delete;
-  ~DeviceBuffer() { cudaFree(data_); }
-
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-template <typename T>
-DeviceBuffer upload(const std::vector<T>& host) {
-  DeviceBuffer buffer(host.size() * sizeof(T));
-  if (!host.empty()) {
-    check_cuda(cudaMemcpy(buffer.as<void>(), host.data(), buffer.bytes(), cudaMemcpyHostToDevice),
-               "cudaMemcpy host to device");
-  }
-  return buffer;
-}
 
 class Stream {
  public:

@@ -14,25 +14,7 @@ namespace quench {
 namespace {
 
 AttentionOp make_attention_op(const ModelConfig& c, const DecoderModelOptions& o) {
-  AttentionConfig config;
-  config.compute_capability = 0;  // the CPU backend
-  apply_hf_attention_fields(c.attention, config);
-  // Activations around attention are bf16 whatever the checkpoint's dtype (weights are loaded
-  // as bf16, model_weights.h).
-  config.model_dtype = DType::kBF16;
-  config.kv_dtype = o.kv_dtype;
-  config.page_size = o.page_size;
-  config.layout = o.layout;
-  config.out_dtype = DType::kBF16;
-  const AttentionBackendSelection selection =
-      AttentionBackendSelection::decide(config, o.prefill_kernel, o.decode_kernel);
-  // No k/v scales in the checkpoint yet: 1.0, as HF FP8-KV engines default to (a warning for
-  // an FP8 cache says so once).
-  const AttentionScales scales =
-      AttentionScales::from_checkpoint({}, c.num_kv_heads(), config.out_dtype, "model");
-  AttentionLayerSettings settings;
-  settings.sm_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
-  return AttentionOp(selection, scales, settings);
+  return model_attention_op(c, o, 0);  // compute capability 0: the CPU backend
 }
 
 // Rounds every element to bf16 (the activation dtype between ops).
@@ -73,6 +55,29 @@ std::vector<float> rms_norm(int32_t rows, int32_t width, const std::vector<float
 
 }  // namespace
 
+AttentionOp model_attention_op(const ModelConfig& c, const DecoderModelOptions& o,
+                               int32_t compute_capability) {
+  AttentionConfig config;
+  config.compute_capability = compute_capability;
+  apply_hf_attention_fields(c.attention, config);
+  // Activations around attention are bf16 whatever the checkpoint's dtype (weights are loaded
+  // as bf16, model_weights.h).
+  config.model_dtype = DType::kBF16;
+  config.kv_dtype = o.kv_dtype;
+  config.page_size = o.page_size;
+  config.layout = o.layout;
+  config.out_dtype = DType::kBF16;
+  const AttentionBackendSelection selection =
+      AttentionBackendSelection::decide(config, o.prefill_kernel, o.decode_kernel);
+  // No k/v scales in the checkpoint yet: 1.0, as HF FP8-KV engines default to (a warning for
+  // an FP8 cache says so once).
+  const AttentionScales scales =
+      AttentionScales::from_checkpoint({}, c.num_kv_heads(), config.out_dtype, "model");
+  AttentionLayerSettings settings;
+  settings.sm_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+  return AttentionOp(selection, scales, settings);
+}
+
 DecoderModel::DecoderModel(const ModelConfig& config, const ModelWeights& weights,
                            const DecoderModelOptions& options)
     : config_(config),
@@ -109,24 +114,11 @@ std::vector<float> DecoderModel::forward(std::span<const int32_t> token_ids,
                                          std::span<const int32_t> logit_rows) {
   const ModelConfig& c = config_;
   const int32_t t = metadata.num_tokens;
-  QUENCH_REQUIRE(static_cast<int64_t>(token_ids.size()) == t, "forward: ", token_ids.size(),
-                 " token ids for ", t, " metadata rows");
-  QUENCH_REQUIRE(metadata.page_size == kv_.page_size, "forward: metadata page size ",
-                 metadata.page_size, " != the cache's ", kv_.page_size);
+  check_forward_inputs(c.vocab_size, options_.max_model_len, kv_.page_size, token_ids, metadata,
+                       logit_rows);
   const int32_t d = c.hidden_size;
   const int32_t hq = c.num_q_heads(), hkv = c.num_kv_heads(), hd = c.head_dim();
   const int32_t qd = hq * hd, kvd = hkv * hd, ff = c.intermediate_size;
-  for (int32_t r = 0; r < t; ++r) {
-    const int32_t id = token_ids[static_cast<size_t>(r)];
-    QUENCH_REQUIRE(id >= 0 && id < c.vocab_size, "forward: token id ", id, " at row ", r,
-                   " is outside the vocabulary [0, ", c.vocab_size, ")");
-    QUENCH_REQUIRE(metadata.positions[static_cast<size_t>(r)] < options_.max_model_len,
-                   "forward: position ", metadata.positions[static_cast<size_t>(r)], " at row ", r,
-                   " is >= max_model_len ", options_.max_model_len);
-  }
-  for (int32_t row : logit_rows) {
-    QUENCH_REQUIRE(row >= 0 && row < t, "forward: logit row ", row, " outside [0, ", t, ")");
-  }
 
   std::vector<float> x(static_cast<size_t>(t) * static_cast<size_t>(d));
   for (int32_t r = 0; r < t; ++r) {

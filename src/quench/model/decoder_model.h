@@ -16,6 +16,7 @@
 #include "quench/attention/attention_kernel_override.h"
 #include "quench/attention/attention_metadata.h"
 #include "quench/attention/attention_op.h"
+#include "quench/model/model_runner.h"
 #include "quench/model/model_weights.h"
 
 namespace quench {
@@ -30,7 +31,13 @@ struct DecoderModelOptions {
   AttentionKernelOverride decode_kernel;
 };
 
-class DecoderModel {
+// The attention op of a model for a backend (compute capability 0 = the CPU): the model's heads,
+// the options' cache format, bf16 activations and output, kernels chosen per phase (with the
+// options' overrides), k/v scales 1.0 until checkpoint scales are read.
+AttentionOp model_attention_op(const ModelConfig& config, const DecoderModelOptions& options,
+                               int32_t compute_capability);
+
+class DecoderModel : public ModelRunner {
  public:
   // The weights must outlive the model. Throws quench::Error for options the attention backend
   // cannot serve on the CPU (naming the reason) or sizes out of range.
@@ -39,16 +46,19 @@ class DecoderModel {
 
   const ModelConfig& config() const { return config_; }
   const DecoderModelOptions& options() const { return options_; }
-  const AttentionBackendSelection& attention_selection() const { return attention_.selection(); }
+  const AttentionBackendSelection& attention_selection() const override {
+    return attention_.selection();
+  }
+  const char* device_name() const override { return "cpu"; }
   // K and V of every layer, in bytes.
-  int64_t kv_cache_bytes() const;
+  int64_t kv_cache_bytes() const override;
 
   // One step over the rows the metadata describes (decode rows first, then prefill rows; see
   // attention_metadata.h): token_ids[r] is row r's token, at metadata.positions[r], stored into
   // metadata.slot_mapping[r]. Returns fp32 logits [logit_rows.size(), vocab_size], row i for
   // query row logit_rows[i]. Throws when sizes disagree or a position is >= max_model_len.
   std::vector<float> forward(std::span<const int32_t> token_ids, const AttentionMetadata& metadata,
-                             std::span<const int32_t> logit_rows);
+                             std::span<const int32_t> logit_rows) override;
 
  private:
   ModelConfig config_;

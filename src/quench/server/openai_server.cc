@@ -83,8 +83,9 @@ void OpenAiServer::State::load() {
     const SchedulerConfig& sc = llm->scheduler_config();
     const int64_t cache_tokens = static_cast<int64_t>(sc.num_pages - 1) * sc.page_size;
     log_info(str_cat(
-        "Loaded ", model_architecture_name(llm->config().architecture), " from ",
-        options.engine.model_dir, " (", llm->checkpoint_bytes() >> 20, " MiB of weights) in ",
+        "Loaded ", model_architecture_name(llm->config().architecture), " on ",
+        llm->model().device_name(), " from ", options.engine.model_dir, " (",
+        llm->checkpoint_bytes() >> 20, " MiB of weights) in ",
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(),
         " ms; tokenizer: ", model.tokenizer ? "tokenizer.json" : "none (token-id prompts only)",
         "; chat template: ", model.chat_format ? chat_format_name(*model.chat_format) : "none"));

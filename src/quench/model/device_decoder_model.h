@@ -1,0 +1,40 @@
+// The decoder on the GPU: the same layers and the same rounding points as DecoderModel (every
+// tensor between ops is bf16), run by device kernels on one stream:
+//   embedding_lookup -> per layer [rms_norm (+ residual add) -> fused QKV GEMM (cuBLAS) ->
+//   fused RoPE + quantize + paged KV append (q/k RMSNorm for Qwen3) -> attention op (kernels
+//   chosen for this GPU) -> o GEMM -> rms_norm with the residual add -> fused gate/up GEMM ->
+//   SwiGLU -> down GEMM] -> the last residual add and final norm -> the logit rows gathered ->
+//   lm_head GEMM in fp32 -> logits copied to the host.
+// Weights are uploaded once (q/k/v and gate/up concatenated so each is one GEMM); per-step
+// buffers grow to the largest batch seen. CUDA graphs for decode are not captured yet.
+#pragma once
+
+#include <memory>
+
+#include "quench/model/decoder_model.h"
+
+namespace quench {
+
+class DeviceDecoderModel : public ModelRunner {
+ public:
+  // On the current CUDA device. Throws quench::Error when there is none, when the attention
+  // backend cannot serve the options on it, or when memory runs out.
+  DeviceDecoderModel(const ModelConfig& config, const ModelWeights& weights,
+                     const DecoderModelOptions& options);
+  ~DeviceDecoderModel() override;
+
+  std::vector<float> forward(std::span<const int32_t> token_ids, const AttentionMetadata& metadata,
+                             std::span<const int32_t> logit_rows) override;
+  int64_t kv_cache_bytes() const override;
+  const AttentionBackendSelection& attention_selection() const override;
+  const char* device_name() const override { return "gpu"; }
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// True when a CUDA device is usable in this process (the engine's --device auto).
+bool cuda_device_available();
+
+}  // namespace quench

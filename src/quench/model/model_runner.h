@@ -1,0 +1,34 @@
+// What the engine asks of a model: one forward step over the rows of a batch, whatever runs it.
+// DecoderModel runs it on the CPU (the reference path), DeviceDecoderModel on the GPU.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "quench/attention/attention_kernel_selection.h"
+#include "quench/attention/attention_metadata.h"
+
+namespace quench {
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+  // token_ids[r] is row r's token at metadata.positions[r], stored at metadata.slot_mapping[r];
+  // returns fp32 logits [logit_rows.size(), vocab_size] on the host.
+  virtual std::vector<float> forward(std::span<const int32_t> token_ids,
+                                     const AttentionMetadata& metadata,
+                                     std::span<const int32_t> logit_rows) = 0;
+  virtual int64_t kv_cache_bytes() const = 0;  // K and V of every layer
+  virtual const AttentionBackendSelection& attention_selection() const = 0;
+  virtual const char* device_name() const = 0;  // "cpu" or "gpu"
+};
+
+// The checks every runner makes before a step: one token id per metadata row, ids inside the
+// vocabulary, positions below max_model_len, the cache's page size, logit rows inside the batch.
+// Throws quench::Error naming the row and the limit.
+void check_forward_inputs(int32_t vocab_size, int32_t max_model_len, int32_t page_size,
+                          std::span<const int32_t> token_ids, const AttentionMetadata& metadata,
+                          std::span<const int32_t> logit_rows);
+
+}  // namespace quench

@@ -1,0 +1,45 @@
+#include "quench/ops/linear/linear_cublas.h"
+
+#include <cublas_v2.h>
+
+#include "quench/core/error.h"
+
+namespace quench {
+namespace {
+
+void check_cublas(cublasStatus_t status, const char* what) {
+  QUENCH_REQUIRE(status == CUBLAS_STATUS_SUCCESS, "cuBLAS call failed: ", what, ": ",
+                 cublasGetStatusString(status));
+}
+
+}  // namespace
+
+CublasHandle::CublasHandle() {
+  cublasHandle_t handle = nullptr;
+  check_cublas(cublasCreate(&handle), "cublasCreate");
+  handle_ = handle;
+}
+
+CublasHandle::~CublasHandle() {
+  if (handle_ != nullptr) cublasDestroy(static_cast<cublasHandle_t>(handle_));
+}
+
+void linear_cuda(const CublasHandle& cublas, int32_t tokens, int32_t in_features,
+                 int32_t out_features, const uint16_t* x, const uint16_t* weight, void* out,
+                 DType out_dtype, cudaStream_t stream) {
+  QUENCH_REQUIRE(tokens >= 0 && in_features >= 1 && out_features >= 1, "linear_cuda sizes ", tokens,
+                 " x ", in_features, " -> ", out_features, " out of range");
+  QUENCH_REQUIRE(out_dtype == DType::kBF16 || out_dtype == DType::kF32, "linear_cuda output dtype ",
+                 dtype_name(out_dtype), " is not supported; allowed: bf16, f32");
+  if (tokens == 0) return;
+  auto handle = static_cast<cublasHandle_t>(cublas.get());
+  check_cublas(cublasSetStream(handle, stream), "cublasSetStream");
+  const float alpha = 1.0f, beta = 0.0f;
+  check_cublas(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, out_features, tokens, in_features,
+                            &alpha, weight, CUDA_R_16BF, in_features, x, CUDA_R_16BF, in_features,
+                            &beta, out, out_dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F,
+                            out_features, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx");
+}
+
+}  // namespace quench

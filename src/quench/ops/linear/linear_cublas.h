@@ -1,0 +1,31 @@
+// GPU linear layers through cuBLAS: out = x · weightᵀ with HF's [out, in] bf16 weight, fp32
+// accumulation (CUBLAS_COMPUTE_32F), output bf16 (activations) or fp32 (logits). Row-major x
+// [tokens, in] is column-major xᵀ, so the product is computed as outᵀ = W · xᵀ with W transposed.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "quench/core/dtype.h"
+
+namespace quench {
+
+class CublasHandle {
+ public:
+  CublasHandle();  // throws quench::Error naming cuBLAS's status when it cannot start
+  ~CublasHandle();
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+  void* get() const { return handle_; }  // cublasHandle_t
+
+ private:
+  void* handle_ = nullptr;
+};
+
+//   x: bf16 [tokens, in]; weight: bf16 [out, in]; out: [tokens, out] in out_dtype (bf16 or f32).
+void linear_cuda(const CublasHandle& cublas, int32_t tokens, int32_t in_features,
+                 int32_t out_features, const uint16_t* x, const uint16_t* weight, void* out,
+                 DType out_dtype, cudaStream_t stream);
+
+}  // namespace quench
