@@ -267,7 +267,7 @@ TEST(DecoderModel, Fp8CacheMovesLogitsALittle) {
   const std::vector<float> want = run_step(bf16, {}, {{{1, 2, 3}, ids, 0}});
   const double err_e4m3 = rel_l2(run_step(e4m3, {}, {{{1, 2, 3}, ids, 0}}), want);
   const double err_e5m2 = rel_l2(run_step(e5m2, {}, {{{1, 2, 3}, ids, 0}}), want);
-  // Measured 2.2e-2 and 3.7e-2 (per-tensor scale 1, uniform-ish attention).
+  // Measured 2.3e-2 and 3.4e-2 (per-tensor scale 1, uniform-ish attention).
   EXPECT_GT(err_e4m3, 1e-3);
   EXPECT_LT(err_e4m3, 0.06);
   EXPECT_GT(err_e5m2, err_e4m3);  // two mantissa bits against three

@@ -84,7 +84,8 @@ nlohmann::json summary_json(const ServingBenchmarkResult& r, const ServingBenchm
 int run_bench_serve_command(int argc, char** argv, std::ostream& out, std::ostream& err) {
   ServingBenchmarkOptions o;
   ServeOptions serve;
-  bool launch = false, builtin = false;
+  bool launch = false;
+  std::optional<std::string> builtin;
   std::string result_json;
   try {
     const auto flags = split_flags(argc, argv, known_flags(), bench_usage());
@@ -135,9 +136,9 @@ int run_bench_serve_command(int argc, char** argv, std::ostream& out, std::ostre
     std::unique_ptr<OpenAiServer> server;
     if (launch) {
       if (builtin) {
-        builtin_dir = std::make_unique<BuiltinModelDir>();
+        builtin_dir = std::make_unique<BuiltinModelDir>(*builtin);
         serve.engine.model_dir = builtin_dir->path();
-        serve.served_model_name = "quench-tiny";
+        serve.served_model_name = "quench-" + *builtin;
       }
       serve.port = 0;
       serve.log_interval_seconds = 0;

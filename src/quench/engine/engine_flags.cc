@@ -19,7 +19,8 @@ const FlagTable& engine_flag_table() {
                                   {"--num-kv-pages", true},
                                   {"--seed", true},
                                   {"--prefill-kernel", true},
-                                  {"--decode-kernel", true}};
+                                  {"--decode-kernel", true},
+                                  {"--builtin", true}};
   return flags;
 }
 
@@ -29,14 +30,15 @@ const char* engine_flags_usage() {
          "  [--block-size 16|32|64] [--max-model-len L] [--max-num-seqs N]\n"
          "  [--max-num-batched-tokens N] [--num-kv-pages N] [--seed S]\n"
          "  [--prefill-kernel auto|NAME|!NAME] [--decode-kernel auto|NAME|!NAME]\n"
-         "Without --model, quench writes its built-in tiny Llama-shaped model (random weights,\n"
-         "2 layers, hidden 256, a 512-token BPE vocabulary) to a temporary directory and loads "
-         "it.\n"
+         "  [--builtin tiny|llama3.2-1b|qwen3-0.6b|llama3-8b]\n"
+         "Without --model, quench writes a built-in model with random weights to a temporary\n"
+         "directory and loads it: tiny (2 layers, hidden 256, a 512-token BPE vocabulary; the\n"
+         "default) or a real architecture's shape, for speed figures (token-id prompts only).\n"
          "--device auto runs on the GPU when one is usable, else on the CPU backend.\n";
 }
 
-bool engine_options_from_flags(const std::map<std::string, std::string>& flags,
-                               EngineOptions& options) {
+std::optional<std::string> engine_options_from_flags(
+    const std::map<std::string, std::string>& flags, EngineOptions& options) {
   auto get = [&](const char* name) -> const std::string* {
     const auto it = flags.find(name);
     return it == flags.end() ? nullptr : &it->second;
@@ -76,14 +78,21 @@ bool engine_options_from_flags(const std::map<std::string, std::string>& flags,
   };
   options.prefill_kernel = override_of("--prefill-kernel");
   options.decode_kernel = override_of("--decode-kernel");
-  return get("--model") == nullptr;
+  if (get("--model") != nullptr) {
+    if (get("--builtin") != nullptr)
+      throw UsageError("--builtin and --model are alternatives; give one");
+    return std::nullopt;
+  }
+  const std::string name = get("--builtin") ? *get("--builtin") : "tiny";
+  parse_flag_value("--builtin", [&] { return builtin_model_spec(name); });
+  return name;
 }
 
-BuiltinModelDir::BuiltinModelDir()
+BuiltinModelDir::BuiltinModelDir(const std::string& name)
     : dir_(std::filesystem::temp_directory_path() /
            str_cat("quench-tiny-model-", getpid(), "-",
                    std::chrono::steady_clock::now().time_since_epoch().count())) {
-  write_tiny_model(dir_.string(), TinyModelSpec{});
+  write_tiny_model(dir_.string(), builtin_model_spec(name));
 }
 
 BuiltinModelDir::~BuiltinModelDir() {

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "quench/core/flag_parsing.h"
@@ -19,15 +20,16 @@ const FlagTable& engine_flag_table();
 const char* engine_flags_usage();
 
 // Fills `options` from the parsed flags; throws UsageError naming the flag and allowed values.
-// Returns true when --model is absent (the caller writes the built-in model, see BuiltinModelDir).
-bool engine_options_from_flags(const std::map<std::string, std::string>& flags,
-                               EngineOptions& options);
+// When --model is absent returns the built-in model to write (--builtin, default "tiny"; see
+// BuiltinModelDir), else nullopt.
+std::optional<std::string> engine_options_from_flags(
+    const std::map<std::string, std::string>& flags, EngineOptions& options);
 
-// The built-in tiny model (tiny_model.h) written to a fresh temporary directory for the life of
-// this object, so that commands run on a default with no download.
+// A built-in model (tiny_model.h) written to a fresh temporary directory for the life of this
+// object, so that commands run on a default with no download.
 class BuiltinModelDir {
  public:
-  BuiltinModelDir();
+  explicit BuiltinModelDir(const std::string& name = "tiny");  // builtin_model_spec's names
   ~BuiltinModelDir();
   BuiltinModelDir(const BuiltinModelDir&) = delete;
   BuiltinModelDir& operator=(const BuiltinModelDir&) = delete;

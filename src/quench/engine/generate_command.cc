@@ -133,7 +133,7 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
   SamplingParams sampling;
   std::vector<std::vector<int32_t>> prompts;
   int32_t num_prompts = 4, input_len = 24;
-  bool builtin = false;
+  std::optional<std::string> builtin;
   bool compare_kv = true;
   std::map<std::string, std::string> flags;
   try {
@@ -175,7 +175,7 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
   try {
     std::unique_ptr<BuiltinModelDir> builtin_dir;
     if (builtin) {
-      builtin_dir = std::make_unique<BuiltinModelDir>();
+      builtin_dir = std::make_unique<BuiltinModelDir>(*builtin);
       options.model_dir = builtin_dir->path();
     }
 
@@ -184,9 +184,9 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
     const double load_ms = ms_since(load_start);
     const ModelConfig& c = engine.config();
     const SchedulerConfig& sc = engine.scheduler_config();
-    out << fmt("quench generate: %s on %s\n",
-               builtin ? "the built-in tiny model (random weights)" : options.model_dir.c_str(),
-               engine.model().device_name());
+    const std::string source =
+        builtin ? str_cat("the built-in ", *builtin, " model (random weights)") : options.model_dir;
+    out << fmt("quench generate: %s on %s\n", source.c_str(), engine.model().device_name());
     out << fmt("model      %s, %d layers, hidden %d, %d/%d heads x %d, vocab %d, %.1f M params\n",
                model_architecture_name(c.architecture), c.num_layers, c.hidden_size,
                c.num_q_heads(), c.num_kv_heads(), c.head_dim(), c.vocab_size,

@@ -4,7 +4,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "quench/core/error.h"
 #include "quench/model/safetensors_file.h"
@@ -14,16 +13,31 @@
 namespace quench {
 namespace {
 
+// A fast deterministic generator (SplitMix64): billions of weights for the real-shape presets
+// in seconds, where std::normal_distribution would take minutes.
+struct WeightRng {
+  uint64_t state;
+  // Uniform in [-1, 1).
+  float next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<float>(z >> 40) * 0x1.0p-23f - 1.0f;
+  }
+};
+
+// Uniform values with the given mean and standard deviation (half-width sqrt(3) * stddev).
 SafetensorsTensorToWrite random_bf16(const std::string& name, std::vector<int64_t> shape,
-                                     float mean, float stddev, std::mt19937_64& rng) {
+                                     float mean, float stddev, WeightRng& rng) {
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
-  std::normal_distribution<float> dist(mean, stddev);
+  const float half_width = std::sqrt(3.0f) * stddev;
   SafetensorsTensorToWrite t{name, DType::kBF16, std::move(shape), {}};
   t.bytes.resize(static_cast<size_t>(2 * n));
   for (int64_t i = 0; i < n; ++i) {
-    const uint16_t b = float_to_bf16_bits(dist(rng));
+    const uint16_t b = float_to_bf16_bits(mean + half_width * rng.next());
     t.bytes[static_cast<size_t>(2 * i)] = static_cast<uint8_t>(b & 0xff);
     t.bytes[static_cast<size_t>(2 * i + 1)] = static_cast<uint8_t>(b >> 8);
   }
@@ -31,6 +45,37 @@ SafetensorsTensorToWrite random_bf16(const std::string& name, std::vector<int64_
 }
 
 }  // namespace
+
+TinyModelSpec builtin_model_spec(const std::string& name) {
+  TinyModelSpec s;
+  if (name == "tiny") return s;
+  // Real architectures' shapes (random weights): for speed and memory figures without a download.
+  s.write_tokenizer = false;  // their vocabularies are far larger than the built-in BPE's corpus
+  s.num_shards = 4;
+  s.max_position_embeddings = 131072;
+  if (name == "llama3.2-1b") {
+    s.hidden_size = 2048, s.intermediate_size = 8192, s.num_layers = 16, s.num_q_heads = 32,
+    s.num_kv_heads = 8;
+    s.head_dim = 64, s.vocab_size = 128256, s.tie_word_embeddings = true;
+  } else if (name == "llama3-8b") {
+    s.hidden_size = 4096, s.intermediate_size = 14336, s.num_layers = 32, s.num_q_heads = 32,
+    s.num_kv_heads = 8;
+    s.head_dim = 128, s.vocab_size = 128256, s.num_shards = 8;
+  } else if (name == "qwen3-0.6b") {
+    s.architecture = ModelArchitecture::kQwen3, s.llama3_rope_scaling = false, s.rope_theta = 1e6f;
+    s.hidden_size = 1024, s.intermediate_size = 3072, s.num_layers = 28, s.num_q_heads = 16,
+    s.num_kv_heads = 8;
+    s.head_dim = 128, s.vocab_size = 151936, s.tie_word_embeddings = true,
+    s.max_position_embeddings = 40960;
+  } else {
+    fail(str_cat("built-in model '", name, "' does not exist; allowed: ", builtin_model_names()));
+  }
+  return s;
+}
+
+const char* builtin_model_names() {
+  return "tiny, llama3.2-1b, qwen3-0.6b, llama3-8b";
+}
 
 std::string tiny_model_config_json(const TinyModelSpec& s) {
   nlohmann::ordered_json j;
@@ -94,7 +139,7 @@ void write_tiny_model(const std::string& dir, const TinyModelSpec& s) {
     write("generation_config.json",
           nlohmann::ordered_json{{"bos_token_id", 1}, {"eos_token_id", {2, 5}}}.dump(2) + "\n");
   }
-  std::mt19937_64 rng(s.seed);
+  WeightRng rng{s.seed};
   const int64_t d = s.hidden_size, qd = int64_t{s.num_q_heads} * s.head_dim,
                 kvd = int64_t{s.num_kv_heads} * s.head_dim, ff = s.intermediate_size;
   auto proj = [&](const std::string& name, int64_t out, int64_t in) {

@@ -31,13 +31,20 @@ struct TinyModelSpec {
   bool write_tokenizer = true;
 };
 
+// A spec by name: "tiny" (the default above), or random weights in a real architecture's shape
+// for speed figures without a download: "llama3.2-1b" (1.2 B parameters), "qwen3-0.6b",
+// "llama3-8b" (8 B, 16 GB to write); these have no tokenizer (prompts are token ids). Throws
+// quench::Error listing the names for another.
+TinyModelSpec builtin_model_spec(const std::string& name);
+const char* builtin_model_names();
+
 // The config.json text of the spec.
 std::string tiny_model_config_json(const TinyModelSpec& spec);
 
 // Writes config.json, the tokenizer files and the weights into `dir` (created if missing). Weights
-// are bf16: projections ~ N(0, 1/sqrt(fan_in)) so activations keep their scale through the layers,
-// norm weights 1 + N(0, 0.1), embeddings N(0, 1). Throws quench::Error when files cannot be
-// written.
+// are bf16, uniform with the standard deviation of a sensible init: projections 1/sqrt(fan_in)
+// (activations keep their scale through the layers), norm weights 1 +- 0.1, embeddings 1. Throws
+// quench::Error when files cannot be written.
 void write_tiny_model(const std::string& dir, const TinyModelSpec& spec);
 
 }  // namespace quench

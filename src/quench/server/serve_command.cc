@@ -44,7 +44,7 @@ const FlagTable& known_flags() {
 
 int run_serve_command(int argc, char** argv, std::ostream& out, std::ostream& err) {
   ServeOptions options;
-  bool builtin = false;
+  std::optional<std::string> builtin;
   try {
     const auto flags = split_flags(argc, argv, known_flags(), serve_usage());
     if (flags.count("--help")) {
@@ -70,9 +70,9 @@ int run_serve_command(int argc, char** argv, std::ostream& out, std::ostream& er
   try {
     std::unique_ptr<BuiltinModelDir> builtin_dir;
     if (builtin) {
-      builtin_dir = std::make_unique<BuiltinModelDir>();
+      builtin_dir = std::make_unique<BuiltinModelDir>(*builtin);
       options.engine.model_dir = builtin_dir->path();
-      if (options.served_model_name.empty()) options.served_model_name = "quench-tiny";
+      if (options.served_model_name.empty()) options.served_model_name = "quench-" + *builtin;
     }
     OpenAiServer server(options);
     const int32_t port = server.start();
