@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Packs the engine's GPU checks for one device call: the quench and quench_gpu_tests binaries of
+# the build folder (built here for sm_90a) and run.sh, which on the GPU machine
+#   1. runs the GPU model runner's tests: its ops against the CPU references (ModelOpsGpu), the
+#      GPU decoder against the CPU decoder (DeviceDecoderModelVsCpu), the engine on the GPU
+#      (DeviceEngine), the last under compute-sanitizer memcheck;
+#   2. runs quench generate --device gpu on the tiny model (FP8 against bf16 KV, token for token);
+#   3. measures the serving stack on the GPU: quench bench-serve --launch --device gpu on random
+#      weights in Llama-3.2-1B's shape, FP8 and bf16 KV, 1024 -> 128 tokens, concurrency 1, 16, 64.
+# Everything it prints and the result JSONs land under $OUT.
+#   tools/engine_gpu_kit.sh [BUILD_DIR] [KIT_DIR]   # defaults build, .gpu_bin/engine
+# then, on the device (the `run` tool carrying KIT_DIR's two files):
+#   OUT=$OUT bash KIT_DIR/run.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+kit=${2:-.gpu_bin/engine}
+mkdir -p "$kit"
+for binary in quench quench_gpu_tests; do
+  [ -x "$build/$binary" ] || { echo "engine_gpu_kit: $build/$binary is missing; build first" >&2; exit 1; }
+done
+tar -C "$build" -cJf "$kit/engine_bin.tar.xz" quench quench_gpu_tests
+cat > "$kit/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# Runs on the GPU machine; see tools/engine_gpu_kit.sh.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-$here/out}
+mkdir -p "$out" "$here/bin"
+tar -C "$here/bin" -xJf "$here/engine_bin.tar.xz"
+cd "$here/bin"
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
+echo "== 1. GPU model runner tests"
+./quench_gpu_tests --gtest_filter='ModelOpsGpu*:*DeviceDecoderModel*:DeviceEngine*' 2>&1 | tee "$out/tests.log" | tail -30
+compute-sanitizer --tool memcheck ./quench_gpu_tests --gtest_filter='DeviceEngine*' > "$out/memcheck.log" 2>&1
+tail -3 "$out/memcheck.log"
+echo "== 2. quench generate on the GPU (tiny model)"
+./quench generate --device gpu 2>&1 | tee "$out/generate_tiny.log" | tail -8
+echo "== 3. serving: Llama-3.2-1B shape, random weights"
+for kv in fp8 bf16; do
+  for c in 1 16 64; do
+    echo "-- kv $kv, max concurrency $c"
+    ./quench bench-serve --launch --device gpu --builtin llama3.2-1b --kv-cache-dtype "$kv" \
+      --max-model-len 2048 --max-num-seqs 64 --num-prompts $((c * 4)) --random-input-len 1024 \
+      --random-output-len 128 --max-concurrency "$c" --result-json "$out/serve_1b_${kv}_c${c}.json" \
+      2> "$out/serve_1b_${kv}_c${c}.err" | tee "$out/serve_1b_${kv}_c${c}.log" | \
+      grep -E "Successful|duration|Output token|Mean TTFT|Mean TPOT|Mean ITL"
+  done
+done
+RUN
+chmod +x "$kit/run.sh"
+ls -la "$kit"
+echo "engine_gpu_kit: carry [\"$kit/engine_bin.tar.xz\", \"$kit/run.sh\"] and run: OUT=\$OUT bash $kit/run.sh"
