@@ -76,6 +76,9 @@ part=${1:-both}
 tar xJf probe.tar.xz
 out=${OUT:-/tmp/decode_probe}
 mkdir -p "$out"
+# quench_gpu_tests links cuBLAS; PyTorch's wheel carries one if the toolkit's is not found.
+torch_cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
+[ -n "$torch_cublas" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$torch_cublas"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw --format=csv
 if [ "$part" != ab ]; then
   echo "== decode GPU tests, QUENCH_DECODE_QK=wgmma"

@@ -19,7 +19,15 @@ mkdir -p "$kit"
 for binary in quench quench_gpu_tests; do
   [ -x "$build/$binary" ] || { echo "engine_gpu_kit: $build/$binary is missing; build first" >&2; exit 1; }
 done
-tar -C "$build" -cJf "$kit/engine_bin.tar.xz" quench quench_gpu_tests
+# quench needs the HTTP server library, which the GPU machine lacks (and its brotli, in case).
+staging=$(mktemp -d)
+trap 'rm -rf "$staging"' EXIT
+cp "$build/quench" "$build/quench_gpu_tests" "$staging/"
+mkdir -p "$staging/lib"
+for lib in libcpp-httplib.so.0.11 libbrotlicommon.so.1 libbrotlidec.so.1 libbrotlienc.so.1; do
+  cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$staging/lib/"
+done
+tar -C "$staging" -cJf "$kit/engine_bin.tar.xz" quench quench_gpu_tests lib
 cat > "$kit/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs on the GPU machine; see tools/engine_gpu_kit.sh.
@@ -29,6 +37,9 @@ out=${OUT:-$here/out}
 mkdir -p "$out" "$here/bin"
 tar -C "$here/bin" -xJf "$here/engine_bin.tar.xz"
 cd "$here/bin"
+torch_cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
+export LD_LIBRARY_PATH="$here/bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}${torch_cublas:+:$torch_cublas}"
+ldd ./quench ./quench_gpu_tests | grep "not found" && echo "run.sh: shared libraries missing (above)"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
 echo "== 1. GPU model runner tests"
 ./quench_gpu_tests --gtest_filter='ModelOpsGpu*:*DeviceDecoderModel*:DeviceEngine*' 2>&1 | tee "$out/tests.log" | tail -30

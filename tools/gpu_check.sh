@@ -42,6 +42,14 @@ commit=${QUENCH_COMMIT:-unknown}
 date=${QUENCH_DATE:-$(date -u +%Y-%m-%d)}
 summary=()
 
+# quench_gpu_tests links cuBLAS (the GPU model runner's tests): if the toolkit's copy is not where
+# the binary looks, PyTorch's wheel carries one.
+torch_cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
+[ -n "$torch_cublas" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$torch_cublas"
+if ldd "$bin/quench_gpu_tests" | grep -q "not found"; then
+  echo "gpu_check: quench_gpu_tests misses shared libraries:"; ldd "$bin/quench_gpu_tests" | grep "not found"
+fi
+
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw \
   --format=csv | tee "$out/gpu.txt"
 
