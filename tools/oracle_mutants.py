@@ -95,6 +95,11 @@ MUTANTS = [
     ("engine: sampler top_k ignored", "src/quench/engine/sampler.cc",
      "if (params.top_k > 0) keep = std::min(keep, static_cast<size_t>(params.top_k));",
      "(void)params.top_k;"),
+    ("engine: prefix cache indexes the page after the full one", "src/quench/engine/scheduler.cc",
+     "seq.pages[static_cast<size_t>(seq.num_hashed_pages)]",
+     "seq.pages[std::min(seq.pages.size() - 1, static_cast<size_t>(seq.num_hashed_pages) + 1)]"),
+    ("engine: prefix cache hands out a freed page without reclaiming it", "src/quench/engine/scheduler.cc",
+     "allocator_.reclaim(*page);  // freed but intact", "allocator_.allocate(1);"),
 ]
 
 

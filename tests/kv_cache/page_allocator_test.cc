@@ -45,6 +45,20 @@ TEST(PageAllocator, RefCountsKeepSharedPagesAlive) {
   EXPECT_TRUE(allocator.allocate(0).empty());
 }
 
+TEST(PageAllocator, FreedPagesWaitLongestFirstAndCanBeReclaimed) {
+  PageAllocator allocator(6);
+  const std::vector<int32_t> a = allocator.allocate(3);  // 1 2 3
+  allocator.release(a[1]);
+  allocator.release(a[0]);
+  // Pages 4 and 5 were never used, then 2 and 1 in the order they were freed.
+  EXPECT_EQ(allocator.allocate(3), (std::vector<int32_t>{4, 5, 2}));
+  allocator.reclaim(1);  // freed, still intact: taken back for a cached prefix
+  EXPECT_EQ(allocator.ref_count(1), 1);
+  EXPECT_EQ(allocator.free_pages(), 0);
+  EXPECT_QUENCH_ERROR(allocator.reclaim(3), {"reclaim", "page 3 is allocated"});
+  EXPECT_QUENCH_ERROR(allocator.reclaim(0), {"reclaim", "null page"});
+}
+
 TEST(PageAllocator, FailedAllocationChangesNothing) {
   PageAllocator allocator(4);
   allocator.allocate(1);

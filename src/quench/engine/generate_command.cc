@@ -240,6 +240,11 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
         run_ms, outputs.size(), static_cast<long long>(prompt_tokens),
         static_cast<long long>(output_tokens),
         static_cast<double>(output_tokens) / (run_ms / 1000.0));
+    if (engine.prefix_hit_tokens() > 0) {
+      out << fmt("prefix     %lld of %lld prompt tokens came from the prefix cache\n",
+                 static_cast<long long>(engine.prefix_hit_tokens()),
+                 static_cast<long long>(engine.prefix_query_tokens()));
+    }
     // What the FP8 cache costs: the same requests over a bf16 cache, token for token.
     std::string agreement;
     if (is_fp8(options.kv_cache_dtype) && compare_kv) {

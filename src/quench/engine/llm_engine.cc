@@ -48,6 +48,7 @@ LlmEngine::LlmEngine(const EngineOptions& options) : options_(options) {
   sc.max_num_seqs = options.max_num_seqs;
   sc.max_num_batched_tokens = options.max_num_batched_tokens;
   sc.page_size = options.block_size;
+  sc.enable_prefix_caching = options.enable_prefix_caching;
   sc.max_model_len = options.max_model_len > 0
                          ? options.max_model_len
                          : std::min(config_.max_position_embeddings, kDefaultMaxModelLen);

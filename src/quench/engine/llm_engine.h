@@ -29,6 +29,7 @@ struct EngineOptions {
   int32_t max_num_seqs = 16;
   int32_t max_num_batched_tokens = 2048;
   uint64_t seed = 0;  // seeds requests that bring no seed of their own
+  bool enable_prefix_caching = true;  // reuse the KV pages of prompts' prefixes computed before
   AttentionKernelOverride prefill_kernel;
   AttentionKernelOverride decode_kernel;
 };
@@ -79,6 +80,9 @@ class LlmEngine {
   bool abort_request(int64_t id) { return scheduler_->abort(id); }
   int32_t num_running() const { return scheduler_->num_running(); }
   int32_t num_waiting() const { return scheduler_->num_waiting(); }
+  // Prompt tokens admitted, and those whose KV the prefix cache supplied.
+  int64_t prefix_query_tokens() const { return scheduler_->prefix_query_tokens(); }
+  int64_t prefix_hit_tokens() const { return scheduler_->prefix_hit_tokens(); }
   // Share of the KV cache's pages in use (0 to 1).
   double kv_cache_usage() const {
     const PageAllocator& pages = scheduler_->pages();

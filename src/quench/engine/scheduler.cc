@@ -47,6 +47,8 @@ bool Scheduler::reserve(Sequence& seq, int32_t tokens) {
   if (more <= 0) return true;
   if (more > allocator_.free_pages()) return false;
   const std::vector<int32_t> fresh = allocator_.allocate(more);
+  for (int32_t page : fresh)
+    prefix_cache_.erase_page(page);  // about to hold other tokens
   seq.pages.insert(seq.pages.end(), fresh.begin(), fresh.end());
   return true;
 }
@@ -55,6 +57,43 @@ void Scheduler::release(Sequence& seq) {
   for (int32_t page : seq.pages)
     allocator_.release(page);
   seq.pages.clear();
+}
+
+void Scheduler::reuse_cached_prefix(Sequence& seq) {
+  seq.num_hashed_pages = 0;
+  seq.last_page_hash = PrefixCache::kRootHash;
+  seq.num_cached_prompt_tokens = 0;
+  if (!config_.enable_prefix_caching) return;
+  const int32_t p = config_.page_size;
+  while ((seq.num_hashed_pages + 1) * p <= seq.num_tokens() - 1) {
+    const std::vector<int32_t> tokens = seq.tokens(seq.num_hashed_pages * p, p);
+    const uint64_t hash = PrefixCache::hash_page(seq.last_page_hash, tokens);
+    const std::optional<int32_t> page = prefix_cache_.find(hash, seq.last_page_hash, tokens);
+    if (!page) break;
+    if (allocator_.ref_count(*page) > 0) {
+      allocator_.retain(*page);  // in use by another sequence: shared
+    } else {
+      allocator_.reclaim(*page);  // freed but intact
+    }
+    seq.pages.push_back(*page);
+    seq.last_page_hash = hash;
+    ++seq.num_hashed_pages;
+  }
+  seq.num_computed = seq.num_hashed_pages * p;
+  seq.num_cached_prompt_tokens = seq.num_computed;
+}
+
+void Scheduler::index_full_pages(Sequence& seq) {
+  if (!config_.enable_prefix_caching) return;
+  const int32_t p = config_.page_size;
+  while ((seq.num_hashed_pages + 1) * p <= seq.num_computed) {
+    const std::vector<int32_t> tokens = seq.tokens(seq.num_hashed_pages * p, p);
+    const uint64_t hash = PrefixCache::hash_page(seq.last_page_hash, tokens);
+    prefix_cache_.insert(hash, seq.last_page_hash, tokens,
+                         seq.pages[static_cast<size_t>(seq.num_hashed_pages)]);
+    seq.last_page_hash = hash;
+    ++seq.num_hashed_pages;
+  }
 }
 
 void Scheduler::preempt(std::unique_ptr<Sequence> seq) {
@@ -113,8 +152,15 @@ ScheduledStep Scheduler::schedule() {
   while (budget > 0 && !waiting_.empty() &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Sequence& s = *waiting_.front();
+    reuse_cached_prefix(s);
     const int32_t n = chunk_for(s);
-    if (n <= 0) break;
+    if (n <= 0) {  // no room yet: give the cached pages back, it waits holding nothing
+      release(s);
+      s.num_computed = 0;
+      break;
+    }
+    prefix_query_tokens_ += s.num_tokens();
+    prefix_hit_tokens_ += s.num_computed;
     reserve(s, s.num_computed + n);
     s.status = SequenceStatus::kRunning;
     running_.push_back(std::move(waiting_.front()));
@@ -143,8 +189,10 @@ bool Scheduler::abort(int64_t id) {
 
 std::vector<std::unique_ptr<Sequence>> Scheduler::complete(const ScheduledStep& step) {
   for (const auto* list : {&step.decode, &step.prefill})
-    for (const ScheduledChunk& c : *list)
+    for (const ScheduledChunk& c : *list) {
       c.seq->num_computed += c.num_new;
+      index_full_pages(*c.seq);
+    }
   std::vector<std::unique_ptr<Sequence>> finished;
   auto it = std::stable_partition(running_.begin(), running_.end(), [](const auto& s) {
     return s->status != SequenceStatus::kFinished;

@@ -4,7 +4,9 @@
 //      token needs a page and none is free, the newest running sequence is preempted (its pages
 //      freed, back to the front of the queue, recomputed from its tokens later);
 //   2. running sequences still in their prompt, then waiting ones in arrival order, get prefill
-//      chunks from what budget is left (a prompt longer than the budget spans several steps).
+//      chunks from what budget is left (a prompt longer than the budget spans several steps); an
+//      admitted sequence first takes whatever full pages of its tokens the prefix cache holds
+//      (prefix_cache.h) and computes only the rest.
 // A sequence whose chunk reaches its last token gets logits this step and samples its next token.
 #pragma once
 
@@ -13,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "quench/engine/prefix_cache.h"
 #include "quench/engine/sequence.h"
 #include "quench/kv_cache/page_allocator.h"
 
@@ -24,6 +27,7 @@ struct SchedulerConfig {
   int32_t page_size = 16;
   int32_t num_pages = 0;  // the cache's pages, page 0 (null) included
   int32_t max_model_len = 0;
+  bool enable_prefix_caching = true;  // reuse the KV pages of prefixes computed before
 
   void validate() const;  // throws quench::Error naming the field
 };
@@ -64,6 +68,9 @@ class Scheduler {
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   const PageAllocator& pages() const { return allocator_; }
+  // Prompt tokens admitted, and those of them whose KV came from the prefix cache.
+  int64_t prefix_query_tokens() const { return prefix_query_tokens_; }
+  int64_t prefix_hit_tokens() const { return prefix_hit_tokens_; }
   const SchedulerConfig& config() const { return config_; }
 
  private:
@@ -71,9 +78,17 @@ class Scheduler {
   bool reserve(Sequence& seq, int32_t tokens);
   void release(Sequence& seq);
   void preempt(std::unique_ptr<Sequence> seq);
+  // On admission: takes the cached pages of seq's leading full pages (leaving at least its last
+  // token to compute, whose logits the step needs).
+  void reuse_cached_prefix(Sequence& seq);
+  // After a step: indexes the pages it filled.
+  void index_full_pages(Sequence& seq);
 
   SchedulerConfig config_;
   PageAllocator allocator_;
+  PrefixCache prefix_cache_;
+  int64_t prefix_query_tokens_ = 0;
+  int64_t prefix_hit_tokens_ = 0;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order
 };

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct Sequence {
   int32_t num_computed = 0;    // leading tokens whose K/V are in the cache
   std::vector<int32_t> pages;  // cache pages in token order
   int32_t num_preemptions = 0;
+  // Prefix caching: the leading full pages already indexed, and the hash of the last of them.
+  int32_t num_hashed_pages = 0;
+  uint64_t last_page_hash = 0;
+  int32_t num_cached_prompt_tokens = 0;  // tokens of its last admission taken from the cache
 
   int32_t num_tokens() const { return static_cast<int32_t>(prompt.size() + output.size()); }
   int32_t token_at(int32_t i) const {
@@ -37,6 +42,13 @@ struct Sequence {
   // One token left to compute (the last sampled one): a decode row. A preempted sequence
   // recomputes its prompt and output as prefill chunks first.
   bool in_decode() const { return num_tokens() - num_computed == 1; }
+  // Tokens [begin, begin + n) (prompt, then output).
+  std::vector<int32_t> tokens(int32_t begin, int32_t n) const {
+    std::vector<int32_t> out(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; ++i)
+      out[static_cast<size_t>(i)] = token_at(begin + i);
+    return out;
+  }
 };
 
 }  // namespace quench

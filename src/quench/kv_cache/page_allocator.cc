@@ -9,8 +9,7 @@ PageAllocator::PageAllocator(int32_t num_pages) {
   QUENCH_REQUIRE(num_pages >= 2, "PageAllocator: num_pages ", num_pages,
                  " must be >= 2 (page 0 is the reserved null page)");
   ref_counts_.assign(static_cast<size_t>(num_pages), 0);
-  free_list_.reserve(static_cast<size_t>(num_pages - 1));
-  for (int32_t page = num_pages - 1; page > kNullPage; --page)
+  for (int32_t page = kNullPage + 1; page < num_pages; ++page)
     free_list_.push_back(page);
 }
 
@@ -21,8 +20,8 @@ std::vector<int32_t> PageAllocator::allocate(int32_t n) {
   std::vector<int32_t> pages;
   pages.reserve(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {
-    const int32_t page = free_list_.back();
-    free_list_.pop_back();
+    const int32_t page = free_list_.front();
+    free_list_.pop_front();
     ref_counts_[static_cast<size_t>(page)] = 1;
     pages.push_back(page);
   }
@@ -43,6 +42,22 @@ void PageAllocator::release(int32_t page) {
   QUENCH_REQUIRE(count > 0, "PageAllocator::release: page ", page,
                  " is already free; only allocated pages can be released");
   if (--count == 0) free_list_.push_back(page);
+}
+
+void PageAllocator::reclaim(int32_t page) {
+  check_allocatable(page, "reclaim");
+  int32_t& count = ref_counts_[static_cast<size_t>(page)];
+  QUENCH_REQUIRE(count == 0, "PageAllocator::reclaim: page ", page,
+                 " is allocated; only free pages can be reclaimed (retain an allocated one)");
+  // Linear in the free pages: a reclaim happens once per reused page of a prompt, next to the
+  // model step that the page saves.
+  for (auto it = free_list_.begin(); it != free_list_.end(); ++it) {
+    if (*it == page) {
+      free_list_.erase(it);
+      break;
+    }
+  }
+  count = 1;
 }
 
 int32_t PageAllocator::ref_count(int32_t page) const {

@@ -1,10 +1,13 @@
 // Hands out KV-cache pages and counts their references, so that sequences sharing a prefix can
-// share its pages: a page returns to the free list when its last holder releases it.
+// share its pages: a page returns to the free list when its last holder releases it. A free page
+// keeps its contents until it is handed out again, least recently freed first, so that the prefix
+// cache (engine/prefix_cache.h) can take a freed page back with reclaim() while it is still intact.
 // Page kNullPage (0) is reserved for padding and is never handed out, retained or released.
 // Not thread-safe: the scheduler owns it.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 namespace quench {
@@ -14,9 +17,13 @@ class PageAllocator {
   // num_pages >= 2: page 0 is the null page, pages 1 .. num_pages-1 are allocatable.
   explicit PageAllocator(int32_t num_pages);
 
-  // Takes n free pages (n >= 0), each with reference count 1, lowest ids first on a fresh
-  // allocator. Throws, changing nothing, when fewer than n pages are free.
+  // Takes n free pages (n >= 0), each with reference count 1: lowest ids first on a fresh
+  // allocator, then the least recently freed. Throws, changing nothing, when fewer than n pages
+  // are free.
   std::vector<int32_t> allocate(int32_t n);
+  // Takes the free page `page` back (reference count 1), contents intact. Throws when it is
+  // allocated (retain it instead) or out of range.
+  void reclaim(int32_t page);
   // Adds a reference to an allocated page (a second sequence now uses it).
   void retain(int32_t page);
   // Drops a reference; the page becomes free when its count reaches 0.
@@ -32,7 +39,7 @@ class PageAllocator {
   void check_allocatable(int32_t page, const char* action) const;
 
   std::vector<int32_t> ref_counts_;  // [num_pages]
-  std::vector<int32_t> free_list_;   // free page ids; the back is handed out first
+  std::deque<int32_t> free_list_;    // free page ids; the front is handed out first
 };
 
 }  // namespace quench

@@ -160,6 +160,8 @@ void AsyncEngine::run() {
     counters_.running = engine_->num_running();
     counters_.waiting = engine_->num_waiting();
     counters_.kv_cache_usage = engine_->kv_cache_usage();
+    counters_.prefix_query_tokens = engine_->prefix_query_tokens();
+    counters_.prefix_hit_tokens = engine_->prefix_hit_tokens();
     log_throughput();
   }
   for (auto& [id, stream] : in_flight)

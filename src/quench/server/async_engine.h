@@ -60,6 +60,8 @@ struct AsyncEngineCounters {
   std::atomic<int32_t> waiting{0};
   std::atomic<int64_t> steps{0};
   std::atomic<double> kv_cache_usage{0.0};
+  std::atomic<int64_t> prefix_query_tokens{0};
+  std::atomic<int64_t> prefix_hit_tokens{0};
 };
 
 class AsyncEngine {

@@ -63,6 +63,10 @@ std::string ServerMetrics::format(const std::string& model_name,
          c.preemptions.load());
   sample("quench:prompt_tokens_total", "counter", "Prompt tokens admitted.",
          c.prompt_tokens.load());
+  sample("quench:prefix_cache_queries_total", "counter",
+         "Prompt tokens looked up in the prefix cache.", c.prefix_query_tokens.load());
+  sample("quench:prefix_cache_hits_total", "counter",
+         "Prompt tokens whose KV the prefix cache supplied.", c.prefix_hit_tokens.load());
   sample("quench:generation_tokens_total", "counter", "Tokens generated.",
          c.generation_tokens.load());
   out << "# HELP quench:request_success_total Finished requests by finish reason.\n"
