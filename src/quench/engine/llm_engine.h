@@ -28,7 +28,7 @@ struct EngineOptions {
   int32_t num_kv_pages = 0;   // 0 = enough for max_num_seqs sequences of max_model_len
   int32_t max_num_seqs = 16;
   int32_t max_num_batched_tokens = 2048;
-  uint64_t seed = 0;  // seeds requests that bring no seed of their own
+  uint64_t seed = 0;                  // seeds requests that bring no seed of their own
   bool enable_prefix_caching = true;  // reuse the KV pages of prompts' prefixes computed before
   AttentionKernelOverride prefill_kernel;
   AttentionKernelOverride decode_kernel;
