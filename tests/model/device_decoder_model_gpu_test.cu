@@ -83,7 +83,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"qwen3_hd128_bf16", ModelArchitecture::kQwen3, 128, 8, 2, 512, DType::kBF16, 1e-2},
         Case{"qwen3_hd128_fp8", ModelArchitecture::kQwen3, 128, 8, 2, 512, DType::kFP8E4M3, 6e-2},
         Case{"llama_hd128_e5m2", ModelArchitecture::kLlama, 128, 8, 2, 512, DType::kFP8E5M2, 8e-2}),
-    [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+    [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
 
 TEST(DeviceEngine, GeneratesEveryRequestInFullOnTheGpu) {
   const std::string dir = testing_support::scratch_dir("quench_device_model_test", "engine");

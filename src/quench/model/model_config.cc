@@ -82,6 +82,44 @@ void parse_rope_scaling(const json& j, const std::string& source, RopeConfig& ro
   rope.llama3_original_max_position = positive_int(s, "original_max_position_embeddings", where);
 }
 
+void parse_quantization(const json& j, const std::string& source, WeightQuantization& q) {
+  if (!present(j, "quantization_config")) return;
+  const json& c = j.at("quantization_config");
+  const std::string where = source + ": quantization_config";
+  QUENCH_REQUIRE(c.is_object() && c.contains("quant_method") && c.at("quant_method").is_string(),
+                 where, " needs a string 'quant_method'");
+  q.method = c.at("quant_method").get<std::string>();
+  auto block = [&](const json& size) {
+    QUENCH_REQUIRE(
+        size.is_array() && size.size() == 2 && size[0].is_number_integer() &&
+            size[1].is_number_integer() && size[0].get<int64_t>() > 0 && size[1].get<int64_t>() > 0,
+        where, ": a block size must be [rows, columns] of positive integers, got ", size.dump());
+    q.block_out = size[0].get<int32_t>();
+    q.block_in = size[1].get<int32_t>();
+  };
+  if (q.method == "fp8") {
+    q.fp8 = true;
+    if (present(c, "weight_block_size")) block(c.at("weight_block_size"));
+    return;
+  }
+  QUENCH_REQUIRE(q.method == "compressed-tensors", where, ": quant_method '", q.method,
+                 "' is not supported; allowed: fp8, compressed-tensors (FP8 weights)");
+  QUENCH_REQUIRE(present(c, "config_groups") && c.at("config_groups").is_object(), where,
+                 ": compressed-tensors needs 'config_groups'");
+  for (const auto& [name, group] : c.at("config_groups").items()) {
+    const json& w = group.value("weights", json());
+    QUENCH_REQUIRE(w.is_object() && w.value("type", "") == "float" && w.value("num_bits", 0) == 8,
+                   where, ": group '", name, "' quantizes weights as ", w.dump(),
+                   "; quench reads only FP8 weights (type float, num_bits 8)");
+    const std::string strategy = w.value("strategy", "tensor");
+    QUENCH_REQUIRE(strategy == "tensor" || strategy == "channel" || strategy == "block", where,
+                   ": group '", name, "' strategy '", strategy,
+                   "' is not supported; allowed: tensor, channel, block");
+    if (strategy == "block") block(w.value("block_structure", json()));
+  }
+  q.fp8 = true;
+}
+
 }  // namespace
 
 const char* model_architecture_name(ModelArchitecture arch) {
@@ -138,6 +176,7 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
   }
   const std::vector<int32_t> bos = token_ids(j, "bos_token_id", source);
   c.bos_token_id = bos.empty() ? -1 : bos[0];
+  parse_quantization(j, source, c.quantization);
   c.eos_token_ids = token_ids(j, "eos_token_id", source);
   return c;
 }

@@ -19,6 +19,16 @@ namespace quench {
 
 enum class ModelArchitecture : uint8_t { kLlama, kQwen3 };
 
+// How the checkpoint stores its linear weights (config.json "quantization_config"): bf16/f16/f32,
+// or FP8 e4m3 with a scale that multiplies (per tensor, per output channel, or per block of
+// block_out x block_in), as the "fp8" and "compressed-tensors" (float, 8 bits) methods write them.
+struct WeightQuantization {
+  bool fp8 = false;
+  int32_t block_out = 0;  // > 0: block scales ("weight_block_size" / block_structure)
+  int32_t block_in = 0;
+  std::string method;  // "fp8", "compressed-tensors", or empty
+};
+
 const char* model_architecture_name(ModelArchitecture arch);  // HF class name
 
 struct ModelConfig {
@@ -32,7 +42,8 @@ struct ModelConfig {
   float rms_norm_eps = 1e-5f;
   RopeConfig rope;  // rotary_dim = head_dim, neox pairs (HF's rotate_half)
   bool tie_word_embeddings = false;
-  bool qk_norm = false;                // Qwen3
+  bool qk_norm = false;  // Qwen3
+  WeightQuantization quantization;
   int32_t bos_token_id = -1;           // -1 = none given
   std::vector<int32_t> eos_token_ids;  // any of them ends a request (HF allows one or a list)
 

@@ -4,11 +4,43 @@
 
 #include "quench/core/error.h"
 #include "quench/numerics/bf16.h"
+#include "quench/numerics/fp8.h"
 
 namespace quench {
 
+namespace {
+
+// The values of an FP8 weight's scale tensor ("<name>_scale" or "<name>_scale_inv").
+std::vector<float> fp8_scales(const Checkpoint& checkpoint, const std::string& name,
+                              std::string* scale_name) {
+  const SafetensorsTensor* s = nullptr;
+  for (const char* suffix : {"_scale", "_scale_inv"}) {
+    *scale_name = name + suffix;
+    if ((s = checkpoint.find(*scale_name)) != nullptr) break;
+  }
+  QUENCH_REQUIRE(s != nullptr, "checkpoint ", checkpoint.dir(), ": FP8 weight \"", name,
+                 "\" has no \"", name, "_scale\" (or _scale_inv) beside it");
+  QUENCH_REQUIRE(s->dtype == DType::kF32 || s->dtype == DType::kBF16, "checkpoint ",
+                 checkpoint.dir(), ": \"", *scale_name, "\" is ", s->dtype_name,
+                 "; allowed: F32, BF16");
+  std::vector<float> values(static_cast<size_t>(s->num_elements()));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (s->dtype == DType::kF32) {
+      std::memcpy(&values[i], s->bytes.data() + 4 * i, 4);
+    } else {
+      uint16_t b;
+      std::memcpy(&b, s->bytes.data() + 2 * i, 2);
+      values[i] = bf16_bits_to_float(b);
+    }
+  }
+  return values;
+}
+
+}  // namespace
+
 Bf16Weight Bf16Weight::load(const Checkpoint& checkpoint, const std::string& name,
-                            const std::vector<int64_t>& shape) {
+                            const std::vector<int64_t>& shape,
+                            const WeightQuantization& quantization) {
   const SafetensorsTensor& t = checkpoint.require(name, shape);
   const auto n = static_cast<size_t>(t.num_elements());
   Bf16Weight w;
@@ -31,9 +63,35 @@ Bf16Weight Bf16Weight::load(const Checkpoint& checkpoint, const std::string& nam
       std::memcpy(&f, t.bytes.data() + 4 * i, 4);
       (*owned)[i] = float_to_bf16_bits(f);
     }
+  } else if (t.dtype == DType::kFP8E4M3 && shape.size() == 2) {
+    const int64_t out = shape[0], in = shape[1];
+    std::string scale_name;
+    const std::vector<float> scales = fp8_scales(checkpoint, name, &scale_name);
+    const auto count = static_cast<int64_t>(scales.size());
+    const int64_t bo = quantization.block_out > 0 ? quantization.block_out : 128;
+    const int64_t bi = quantization.block_in > 0 ? quantization.block_in : 128;
+    const int64_t block_rows = (out + bo - 1) / bo, block_cols = (in + bi - 1) / bi;
+    // Which scale an element (r, c) takes.
+    auto scale_of = [&](int64_t r, int64_t c) -> float {
+      if (count == 1) return scales[0];
+      if (count == out && (quantization.block_out == 0 || count != block_rows * block_cols)) {
+        return scales[static_cast<size_t>(r)];
+      }
+      return scales[static_cast<size_t>((r / bo) * block_cols + c / bi)];
+    };
+    QUENCH_REQUIRE(count == 1 || count == out || count == block_rows * block_cols, "checkpoint ",
+                   checkpoint.dir(), ": \"", scale_name, "\" has ", count, " values; for a [", out,
+                   ", ", in, "] weight quench reads 1 (per tensor), ", out, " (per channel) or ",
+                   block_rows * block_cols, " (blocks of ", bo, " x ", bi, ")");
+    for (int64_t r = 0; r < out; ++r)
+      for (int64_t c = 0; c < in; ++c) {
+        const size_t i = static_cast<size_t>(r * in + c);
+        (*owned)[i] = float_to_bf16_bits(fp8_e4m3_to_float(t.bytes[i]) * scale_of(r, c));
+      }
   } else {
-    fail(str_cat("checkpoint ", checkpoint.dir(), ": tensor \"", name, "\" is ", t.dtype_name,
-                 "; quench loads BF16, F16 or F32 weights (FP8 weights are not supported yet)"));
+    fail(str_cat(
+        "checkpoint ", checkpoint.dir(), ": tensor \"", name, "\" is ", t.dtype_name,
+        "; quench loads BF16, F16 or F32 weights, and F8_E4M3 linear weights with their scales"));
   }
   w.view_ = *owned;
   w.owned_ = std::move(owned);
@@ -45,6 +103,7 @@ ModelWeights ModelWeights::load(const ModelConfig& c, const Checkpoint& checkpoi
   const int64_t qd = static_cast<int64_t>(c.num_q_heads()) * c.head_dim();
   const int64_t kvd = static_cast<int64_t>(c.num_kv_heads()) * c.head_dim();
   const int64_t ff = c.intermediate_size;
+  const WeightQuantization& q = c.quantization;
   ModelWeights w;
   w.embed_tokens = Bf16Weight::load(checkpoint, "model.embed_tokens.weight", {c.vocab_size, d});
   w.layers.resize(static_cast<size_t>(c.num_layers));
@@ -52,26 +111,26 @@ ModelWeights ModelWeights::load(const ModelConfig& c, const Checkpoint& checkpoi
     const std::string p = str_cat("model.layers.", i, ".");
     DecoderLayerWeights& l = w.layers[static_cast<size_t>(i)];
     l.input_norm = Bf16Weight::load(checkpoint, p + "input_layernorm.weight", {d});
-    l.q_proj = Bf16Weight::load(checkpoint, p + "self_attn.q_proj.weight", {qd, d});
-    l.k_proj = Bf16Weight::load(checkpoint, p + "self_attn.k_proj.weight", {kvd, d});
-    l.v_proj = Bf16Weight::load(checkpoint, p + "self_attn.v_proj.weight", {kvd, d});
-    l.o_proj = Bf16Weight::load(checkpoint, p + "self_attn.o_proj.weight", {d, qd});
+    l.q_proj = Bf16Weight::load(checkpoint, p + "self_attn.q_proj.weight", {qd, d}, q);
+    l.k_proj = Bf16Weight::load(checkpoint, p + "self_attn.k_proj.weight", {kvd, d}, q);
+    l.v_proj = Bf16Weight::load(checkpoint, p + "self_attn.v_proj.weight", {kvd, d}, q);
+    l.o_proj = Bf16Weight::load(checkpoint, p + "self_attn.o_proj.weight", {d, qd}, q);
     if (c.qk_norm) {
       l.q_norm = Bf16Weight::load(checkpoint, p + "self_attn.q_norm.weight", {c.head_dim()});
       l.k_norm = Bf16Weight::load(checkpoint, p + "self_attn.k_norm.weight", {c.head_dim()});
     }
     l.post_attention_norm =
         Bf16Weight::load(checkpoint, p + "post_attention_layernorm.weight", {d});
-    l.gate_proj = Bf16Weight::load(checkpoint, p + "mlp.gate_proj.weight", {ff, d});
-    l.up_proj = Bf16Weight::load(checkpoint, p + "mlp.up_proj.weight", {ff, d});
-    l.down_proj = Bf16Weight::load(checkpoint, p + "mlp.down_proj.weight", {d, ff});
+    l.gate_proj = Bf16Weight::load(checkpoint, p + "mlp.gate_proj.weight", {ff, d}, q);
+    l.up_proj = Bf16Weight::load(checkpoint, p + "mlp.up_proj.weight", {ff, d}, q);
+    l.down_proj = Bf16Weight::load(checkpoint, p + "mlp.down_proj.weight", {d, ff}, q);
   }
   w.final_norm = Bf16Weight::load(checkpoint, "model.norm.weight", {d});
   // Tied checkpoints usually omit lm_head; some still write a copy, which is then used.
   if (c.tie_word_embeddings && checkpoint.find("lm_head.weight") == nullptr) {
     w.lm_head = w.embed_tokens;
   } else {
-    w.lm_head = Bf16Weight::load(checkpoint, "lm_head.weight", {c.vocab_size, d});
+    w.lm_head = Bf16Weight::load(checkpoint, "lm_head.weight", {c.vocab_size, d}, q);
   }
   return w;
 }

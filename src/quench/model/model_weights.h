@@ -10,7 +10,11 @@
 //   model.norm.weight                              [hidden]
 //   lm_head.weight                                 [vocab, hidden]   (absent when tied)
 // Every weight is bf16: BF16 tensors are used in place (a view into the mapped file), F16 and F32
-// tensors are rounded to bf16 once at load. Other dtypes (FP8 weights) fail with the tensor name.
+// tensors are rounded to bf16 once at load. FP8 checkpoints (config's quantization_config, see
+// WeightQuantization) store the linear weights as F8_E4M3 with "<name>_scale" (or
+// "<name>_scale_inv", block-wise) beside them: per tensor ([] or [1]), per output channel ([out]
+// or [out, 1]) or per block ([ceil(out/bo), ceil(in/bi)]), multiplying; they are dequantized to
+// bf16 at load (FP8 GEMMs on the GPU are not built yet). Other dtypes fail with the tensor name.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +35,8 @@ class Bf16Weight {
   const uint16_t* data() const { return view_.data(); }
   size_t size() const { return view_.size(); }
   static Bf16Weight load(const Checkpoint& checkpoint, const std::string& name,
-                         const std::vector<int64_t>& shape);
+                         const std::vector<int64_t>& shape,
+                         const WeightQuantization& quantization = WeightQuantization{});
 
  private:
   std::shared_ptr<const std::vector<uint16_t>> owned_;

@@ -1,0 +1,185 @@
+// FP8 checkpoints: linear weights stored as F8_E4M3 with per-tensor, per-channel or block scales
+// (compressed-tensors and the "fp8" method) load as fp8 x scale rounded to bf16, exactly; the
+// model then gives logits close to the bf16 checkpoint's (e4m3 rounding of the weights: a few
+// percent, not zero); unsupported quantization methods and missing scales are named.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "harness/expect_error.h"
+#include "harness/scratch_dir.h"
+#include "quench/model/decoder_model.h"
+#include "quench/model/tiny_model.h"
+#include "quench/numerics/bf16.h"
+#include "quench/numerics/fp8.h"
+
+namespace quench {
+namespace {
+
+using nlohmann::json;
+
+struct Scheme {
+  const char* name;
+  json quantization_config;
+  int32_t block_out, block_in;  // 0: per channel (or per tensor for the o projections)
+  const char* scale_suffix;
+};
+
+float bf16_at(const SafetensorsTensor& t, int64_t i) {
+  return bf16_bits_to_float(static_cast<uint16_t>(t.bytes[2 * i] | (t.bytes[2 * i + 1] << 8)));
+}
+
+// Rewrites the bf16 checkpoint at `src` into `dst` with FP8 linear weights under `scheme`.
+void write_fp8_checkpoint(const std::string& src, const std::string& dst, const Scheme& scheme) {
+  const Checkpoint checkpoint(src);
+  json config = json::parse(std::ifstream(src + "/config.json"));
+  config["quantization_config"] = scheme.quantization_config;
+  std::ofstream(dst + "/config.json") << config.dump();
+  std::vector<SafetensorsTensorToWrite> out;
+  for (const auto& shard : checkpoint.shards()) {
+    for (const auto& [name, t] : shard->tensors()) {
+      const bool linear = name.find("_proj.weight") != std::string::npos;
+      if (!linear) {
+        out.push_back(
+            {name, DType::kBF16, t.shape, std::vector<uint8_t>(t.bytes.begin(), t.bytes.end())});
+        continue;
+      }
+      const int64_t rows = t.shape[0], cols = t.shape[1];
+      const bool per_tensor = scheme.block_out == 0 && name.find("o_proj") != std::string::npos;
+      const int64_t bo = scheme.block_out > 0 ? scheme.block_out : 1,
+                    bi = scheme.block_out > 0 ? scheme.block_in : cols;
+      const int64_t br = per_tensor ? 1 : (rows + bo - 1) / bo,
+                    bc = per_tensor ? 1 : (cols + bi - 1) / bi;
+      std::vector<float> scale(static_cast<size_t>(br * bc), 0.0f);
+      auto block_of = [&](int64_t r, int64_t c) { return per_tensor ? 0 : (r / bo) * bc + c / bi; };
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          float& s = scale[static_cast<size_t>(block_of(r, c))];
+          s = std::max(s, std::abs(bf16_at(t, r * cols + c)) / kFp8E4M3Max);
+        }
+      SafetensorsTensorToWrite q{name, DType::kFP8E4M3, t.shape,
+                                 std::vector<uint8_t>(static_cast<size_t>(rows * cols))};
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          q.bytes[static_cast<size_t>(r * cols + c)] = float_to_fp8_e4m3(
+              bf16_at(t, r * cols + c) / scale[static_cast<size_t>(block_of(r, c))]);
+      std::vector<int64_t> scale_shape = per_tensor             ? std::vector<int64_t>{1}
+                                         : scheme.block_out > 0 ? std::vector<int64_t>{br, bc}
+                                                                : std::vector<int64_t>{rows, 1};
+      SafetensorsTensorToWrite s{name + scheme.scale_suffix, DType::kF32, scale_shape,
+                                 std::vector<uint8_t>(scale.size() * 4)};
+      std::memcpy(s.bytes.data(), scale.data(), s.bytes.size());
+      out.push_back(std::move(q));
+      out.push_back(std::move(s));
+    }
+  }
+  write_safetensors(dst + "/model.safetensors", out);
+}
+
+std::vector<float> logits(const std::string& dir, const std::vector<int32_t>& ids) {
+  const Checkpoint checkpoint(dir);
+  const ModelConfig config = read_model_config(checkpoint.config_path());
+  const ModelWeights weights = ModelWeights::load(config, checkpoint);
+  DecoderModelOptions o;
+  o.kv_dtype = DType::kBF16;
+  o.num_pages = 8;
+  o.max_model_len = 64;
+  DecoderModel model(config, weights, o);
+  const std::vector<ScheduledSequence> prefill = {{{1, 2}, 0, static_cast<int32_t>(ids.size())}};
+  return model.forward(ids, build_attention_metadata({}, prefill, 16, 8),
+                       std::vector<int32_t>{static_cast<int32_t>(ids.size()) - 1});
+}
+
+class Fp8Checkpoint : public ::testing::TestWithParam<Scheme> {};
+
+TEST_P(Fp8Checkpoint, DequantizesExactlyAndStaysCloseToBf16) {
+  const Scheme scheme = GetParam();
+  const std::string src = testing_support::scratch_dir("quench_fp8_checkpoint_test",
+                                                       std::string(scheme.name) + "_bf16");
+  const std::string dst =
+      testing_support::scratch_dir("quench_fp8_checkpoint_test", std::string(scheme.name) + "_fp8");
+  write_tiny_model(src, TinyModelSpec{});
+  write_fp8_checkpoint(src, dst, scheme);
+  const Checkpoint fp8(dst);
+  const ModelConfig config = read_model_config(fp8.config_path());
+  EXPECT_TRUE(config.quantization.fp8);
+  const ModelWeights weights = ModelWeights::load(config, fp8);
+  // Every element of two weights, as fp8 x its scale rounded to bf16.
+  for (const char* name :
+       {"model.layers.1.self_attn.q_proj.weight", "model.layers.0.self_attn.o_proj.weight"}) {
+    const SafetensorsTensor& q = *fp8.find(name);
+    const SafetensorsTensor* s = fp8.find(std::string(name) + scheme.scale_suffix);
+    ASSERT_NE(s, nullptr);
+    const Bf16Weight& w = std::string(name).find("q_proj") != std::string::npos
+                              ? weights.layers[1].q_proj
+                              : weights.layers[0].o_proj;
+    const int64_t rows = q.shape[0], cols = q.shape[1];
+    const auto n_scales = static_cast<int64_t>(s->num_elements());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        int64_t k = 0;
+        if (n_scales == rows) k = r;
+        if (scheme.block_out > 0 && n_scales > 1)
+          k = (r / scheme.block_out) * ((cols + scheme.block_in - 1) / scheme.block_in) +
+              c / scheme.block_in;
+        float scale;
+        std::memcpy(&scale, s->bytes.data() + 4 * k, 4);
+        const uint16_t want = float_to_bf16_bits(
+            fp8_e4m3_to_float(q.bytes[static_cast<size_t>(r * cols + c)]) * scale);
+        ASSERT_EQ(w.data()[r * cols + c], want) << name << " (" << r << ", " << c << ")";
+      }
+  }
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < 20; ++i)
+    ids.push_back(10 + 23 * i);
+  const std::vector<float> a = logits(dst, ids), b = logits(src, ids);
+  double diff = 0.0, norm = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
+    norm += b[i] * static_cast<double>(b[i]);
+  }
+  const double err = std::sqrt(diff / norm);
+  EXPECT_GT(err, 1e-3);
+  EXPECT_LT(err, 0.1);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schemes, Fp8Checkpoint,
+    ::testing::Values(
+        Scheme{
+            "compressed_tensors_channel",
+            json{
+                {"quant_method", "compressed-tensors"},
+                {"config_groups",
+                 {{"group_0",
+                   {{"weights", {{"type", "float"}, {"num_bits", 8}, {"strategy", "channel"}}}}}}}},
+            0, 0, "_scale"},
+        Scheme{"fp8_blocks", json{{"quant_method", "fp8"}, {"weight_block_size", {32, 64}}}, 32, 64,
+               "_scale_inv"}),
+    [](const ::testing::TestParamInfo<Scheme>& p) { return std::string(p.param.name); });
+
+TEST(Fp8CheckpointErrors, UnsupportedMethodsAndMissingScales) {
+  const std::string tiny = tiny_model_config_json(TinyModelSpec{});
+  json config = json::parse(tiny);
+  config["quantization_config"] = {{"quant_method", "awq"}};
+  EXPECT_QUENCH_ERROR(parse_model_config(config.dump(), "c.json"),
+                      {"quant_method 'awq'", "fp8, compressed-tensors"});
+  config["quantization_config"] = {
+      {"quant_method", "compressed-tensors"},
+      {"config_groups", {{"g", {{"weights", {{"type", "int"}, {"num_bits", 4}}}}}}}};
+  EXPECT_QUENCH_ERROR(parse_model_config(config.dump(), "c.json"),
+                      {"group 'g'", "only FP8 weights"});
+  // An FP8 weight whose scale is missing.
+  const std::string src = testing_support::scratch_dir("quench_fp8_checkpoint_test", "missing_src");
+  const std::string dst = testing_support::scratch_dir("quench_fp8_checkpoint_test", "missing_dst");
+  write_tiny_model(src, TinyModelSpec{});
+  write_fp8_checkpoint(src, dst, Scheme{"x", json{{"quant_method", "fp8"}}, 0, 0, "_not_a_scale"});
+  const Checkpoint fp8(dst);
+  const ModelConfig c = read_model_config(fp8.config_path());
+  EXPECT_QUENCH_ERROR(ModelWeights::load(c, fp8), {"FP8 weight", "_proj.weight", "_scale"});
+}
+
+}  // namespace
+}  // namespace quench
