@@ -13,10 +13,6 @@
 namespace quench {
 namespace {
 
-AttentionOp make_attention_op(const ModelConfig& c, const DecoderModelOptions& o) {
-  return model_attention_op(c, o, 0);  // compute capability 0: the CPU backend
-}
-
 // Rounds every element to bf16 (the activation dtype between ops).
 void round_to_bf16(std::vector<float>& x) {
   for (float& v : x)
@@ -55,8 +51,9 @@ std::vector<float> rms_norm(int32_t rows, int32_t width, const std::vector<float
 
 }  // namespace
 
-AttentionOp model_attention_op(const ModelConfig& c, const DecoderModelOptions& o,
-                               int32_t compute_capability) {
+std::vector<AttentionOp> model_attention_ops(const ModelConfig& c, const ModelWeights& weights,
+                                             const DecoderModelOptions& o,
+                                             int32_t compute_capability) {
   AttentionConfig config;
   config.compute_capability = compute_capability;
   apply_hf_attention_fields(c.attention, config);
@@ -69,13 +66,27 @@ AttentionOp model_attention_op(const ModelConfig& c, const DecoderModelOptions& 
   config.out_dtype = DType::kBF16;
   const AttentionBackendSelection selection =
       AttentionBackendSelection::decide(config, o.prefill_kernel, o.decode_kernel);
-  // No k/v scales in the checkpoint yet: 1.0, as HF FP8-KV engines default to (a warning for
-  // an FP8 cache says so once).
-  const AttentionScales scales =
-      AttentionScales::from_checkpoint({}, c.num_kv_heads(), config.out_dtype, "model");
   AttentionLayerSettings settings;
   settings.sm_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
-  return AttentionOp(selection, scales, settings);
+  std::vector<AttentionOp> ops;
+  bool any_scale = false;
+  for (const CheckpointAttentionScales& s : weights.attention_scales)
+    any_scale = any_scale || s.k_scale || s.v_scale || s.q_scale;
+  for (int32_t layer = 0; layer < c.num_layers; ++layer) {
+    AttentionScales scales;  // unit scales: what a bf16 cache takes
+    if (is_fp8(o.kv_dtype) && any_scale) {
+      scales = AttentionScales::from_checkpoint(
+          weights.attention_scales[static_cast<size_t>(layer)], c.num_kv_heads(), config.out_dtype,
+          str_cat("layer ", layer));
+    } else if (is_fp8(o.kv_dtype)) {
+      // No scales anywhere: 1.0, as FP8-KV engines default to, said once rather than per layer.
+      scales = ops.empty() ? AttentionScales::from_checkpoint({}, c.num_kv_heads(),
+                                                              config.out_dtype, "model")
+                           : ops.front().scales();
+    }
+    ops.emplace_back(selection, scales, settings);
+  }
+  return ops;
 }
 
 DecoderModel::DecoderModel(const ModelConfig& config, const ModelWeights& weights,
@@ -83,7 +94,7 @@ DecoderModel::DecoderModel(const ModelConfig& config, const ModelWeights& weight
     : config_(config),
       weights_(weights),
       options_(options),
-      attention_(make_attention_op(config, options)) {
+      attention_(model_attention_ops(config, weights, options, 0)) {  // 0: the CPU backend
   QUENCH_REQUIRE(options.max_model_len >= 1, "max_model_len ", options.max_model_len,
                  " must be >= 1");
   kv_.num_pages = options.num_pages;
@@ -97,7 +108,7 @@ DecoderModel::DecoderModel(const ModelConfig& config, const ModelWeights& weight
                  "the KV cache needs >= 2 pages (page 0 is the null page), "
                  "got ",
                  options.num_pages);
-  QUENCH_REQUIRE(attention_.memory_space() == MemorySpace::kHost,
+  QUENCH_REQUIRE(attention_.front().memory_space() == MemorySpace::kHost,
                  "DecoderModel runs on the CPU backend; the chosen kernels are GPU kernels");
   cos_sin_cache_ = build_rope_cos_sin_cache(config.rope, options.max_model_len);
   const auto bytes = static_cast<size_t>(kv_.tensor_bytes());
@@ -135,6 +146,7 @@ std::vector<float> DecoderModel::forward(std::span<const int32_t> token_ids,
   const bool fp8_cache = is_fp8(kv_.dtype);
   for (int32_t layer = 0; layer < c.num_layers; ++layer) {
     const DecoderLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
+    const AttentionOp& attention = attention_[static_cast<size_t>(layer)];
     std::vector<float> h = rms_norm(t, d, x, w.input_norm, c.rms_norm_eps);
     const std::vector<uint16_t> q = to_bf16_bits(linear(t, d, qd, h, w.q_proj));
     const std::vector<uint16_t> k = to_bf16_bits(linear(t, d, kvd, h, w.k_proj));
@@ -166,8 +178,8 @@ std::vector<float> DecoderModel::forward(std::span<const int32_t> token_ids,
     p.v_cache = v_caches_[static_cast<size_t>(layer)].data();
     p.kv = kv_;
     if (fp8_cache) {  // a bf16 cache stores values unscaled
-      p.k_scale = attention_.scales().k_scale();
-      p.v_scale = attention_.scales().v_scale();
+      p.k_scale = attention.scales().k_scale();
+      p.v_scale = attention.scales().v_scale();
     }
     p.slot_mapping = metadata.slot_mapping.data();
     rope_quant_append_reference(p);
@@ -180,10 +192,10 @@ std::vector<float> DecoderModel::forward(std::span<const int32_t> token_ids,
     args.kv = kv_;
     args.metadata = view;
     args.out = attn_out.data();
-    workspace.resize(attention_.workspace_bytes(args));
+    workspace.resize(attention.workspace_bytes(args));
     args.workspace = workspace.data();
     args.workspace_bytes = workspace.size();
-    attention_.run(args, nullptr);
+    attention.run(args, nullptr);
 
     std::vector<float> attn(attn_out.size());
     for (size_t i = 0; i < attn.size(); ++i)

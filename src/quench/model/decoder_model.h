@@ -31,11 +31,14 @@ struct DecoderModelOptions {
   AttentionKernelOverride decode_kernel;
 };
 
-// The attention op of a model for a backend (compute capability 0 = the CPU): the model's heads,
-// the options' cache format, bf16 activations and output, kernels chosen per phase (with the
-// options' overrides), k/v scales 1.0 until checkpoint scales are read.
-AttentionOp model_attention_op(const ModelConfig& config, const DecoderModelOptions& options,
-                               int32_t compute_capability);
+// The attention ops of a model for a backend (compute capability 0 = the CPU), one per layer: the
+// model's heads, the options' cache format, bf16 activations and output, kernels chosen per phase
+// (with the options' overrides, decided once), and each layer's checkpoint k/v/q scales for an
+// FP8 cache (1.0 where the checkpoint has none, with one warning; a bf16 cache stores values
+// unscaled and takes none).
+std::vector<AttentionOp> model_attention_ops(const ModelConfig& config, const ModelWeights& weights,
+                                             const DecoderModelOptions& options,
+                                             int32_t compute_capability);
 
 class DecoderModel : public ModelRunner {
  public:
@@ -47,7 +50,7 @@ class DecoderModel : public ModelRunner {
   const ModelConfig& config() const { return config_; }
   const DecoderModelOptions& options() const { return options_; }
   const AttentionBackendSelection& attention_selection() const override {
-    return attention_.selection();
+    return attention_.front().selection();
   }
   const char* device_name() const override { return "cpu"; }
   // K and V of every layer, in bytes.
@@ -65,7 +68,7 @@ class DecoderModel : public ModelRunner {
   const ModelWeights& weights_;
   DecoderModelOptions options_;
   KvCacheLayout kv_;
-  AttentionOp attention_;
+  std::vector<AttentionOp> attention_;          // per layer (their scales differ)
   std::vector<float> cos_sin_cache_;            // [max_model_len, head_dim]
   std::vector<std::vector<uint8_t>> k_caches_;  // [layer] kv_.tensor_bytes()
   std::vector<std::vector<uint8_t>> v_caches_;

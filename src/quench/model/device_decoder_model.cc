@@ -60,7 +60,7 @@ struct DeviceDecoderModel::State {
   ModelConfig config;
   DecoderModelOptions options;
   KvCacheLayout kv;
-  std::unique_ptr<AttentionOp> attention;
+  std::vector<AttentionOp> attention;  // per layer (their scales differ)
   cudaStream_t stream = nullptr;
   std::unique_ptr<CublasHandle> cublas;  // created once a device is known to be there
 
@@ -87,10 +87,17 @@ DeviceDecoderModel::DeviceDecoderModel(const ModelConfig& config, const ModelWei
   const CudaDeviceProperties props = require_current_cuda_device_properties("the GPU model runner");
   s.config = config;
   s.options = options;
-  s.attention = std::make_unique<AttentionOp>(model_attention_op(
-      config, options, props.compute_capability_major * 10 + props.compute_capability_minor));
-  QUENCH_REQUIRE(s.attention->memory_space() == MemorySpace::kDevice,
+  s.attention =
+      model_attention_ops(config, weights, options,
+                          props.compute_capability_major * 10 + props.compute_capability_minor);
+  QUENCH_REQUIRE(s.attention.front().memory_space() == MemorySpace::kDevice,
                  "the attention backend chose host kernels for the GPU runner");
+  for (const AttentionOp& op : s.attention) {
+    QUENCH_REQUIRE(
+        op.scales().k_values().size() == 1 && op.scales().v_values().size() == 1,
+        "the GPU runner takes per-tensor k/v scales; this checkpoint has per-head ones (not yet "
+        "uploaded to the device)");
+  }
   QUENCH_REQUIRE(options.max_model_len >= 1 && options.num_pages >= 2, "GPU runner: max_model_len ",
                  options.max_model_len, " and num_pages ", options.num_pages,
                  " must be >= 1 and >= 2");
@@ -144,7 +151,7 @@ int64_t DeviceDecoderModel::kv_cache_bytes() const {
 }
 
 const AttentionBackendSelection& DeviceDecoderModel::attention_selection() const {
-  return state_->attention->selection();
+  return state_->attention.front().selection();
 }
 
 std::vector<float> DeviceDecoderModel::forward(std::span<const int32_t> token_ids,
@@ -201,6 +208,7 @@ std::vector<float> DeviceDecoderModel::forward(std::span<const int32_t> token_id
   const bool fp8_cache = is_fp8(s.kv.dtype);
   for (int32_t layer = 0; layer < c.num_layers; ++layer) {
     const LayerBuffers& l = s.layers[static_cast<size_t>(layer)];
+    const AttentionOp& attention = s.attention[static_cast<size_t>(layer)];
     // The MLP output of the layer before joins the residual here.
     rms_norm_cuda(
         {t, d, x, layer == 0 ? nullptr : proj, l.input_norm.as<uint16_t>(), c.rms_norm_eps, h},
@@ -229,13 +237,13 @@ std::vector<float> DeviceDecoderModel::forward(std::span<const int32_t> token_id
     p.q_out_bf16 = q_rot;
     p.q_out_fp8 = q_fp8;
     p.q_fp8_dtype = split.fp8_dtype;
-    p.q_scale = s.attention->scales().q_scale();
+    p.q_scale = attention.scales().q_scale();
     p.k_cache = s.k_caches[static_cast<size_t>(layer)].as<void>();
     p.v_cache = s.v_caches[static_cast<size_t>(layer)].as<void>();
     p.kv = s.kv;
     if (fp8_cache) {  // per-tensor scales (per-head ones would need device arrays)
-      p.k_scale = s.attention->scales().k_scale();
-      p.v_scale = s.attention->scales().v_scale();
+      p.k_scale = attention.scales().k_scale();
+      p.v_scale = attention.scales().v_scale();
     }
     p.slot_mapping = slots;
     rope_quant_append_cuda(p, stream);
@@ -249,7 +257,7 @@ std::vector<float> DeviceDecoderModel::forward(std::span<const int32_t> token_id
     args.kv = s.kv;
     args.metadata = view;
     args.out = attn;
-    const size_t workspace = s.attention->workspace_bytes(args);
+    const size_t workspace = attention.workspace_bytes(args);
     if (s.attention_workspace.buffer().bytes() < workspace) {
       // Zeroed once when allocated: decode keeps split-merge counters there that every run
       // returns to zero.
@@ -258,7 +266,7 @@ std::vector<float> DeviceDecoderModel::forward(std::span<const int32_t> token_id
     }
     args.workspace = s.attention_workspace.buffer().as<void>();
     args.workspace_bytes = s.attention_workspace.buffer().bytes();
-    s.attention->run(args, stream);
+    attention.run(args, stream);
 
     linear_cuda(*s.cublas, t, qd, d, attn, l.o.as<uint16_t>(), proj, DType::kBF16, stream);
     rms_norm_cuda({t, d, x, proj, l.post_norm.as<uint16_t>(), c.rms_norm_eps, h}, stream);

@@ -1,6 +1,7 @@
 #include "quench/model/model_weights.h"
 
 #include <cstring>
+#include <optional>
 
 #include "quench/core/error.h"
 #include "quench/numerics/bf16.h"
@@ -30,6 +31,26 @@ std::vector<float> fp8_scales(const Checkpoint& checkpoint, const std::string& n
     } else {
       uint16_t b;
       std::memcpy(&b, s->bytes.data() + 2 * i, 2);
+      values[i] = bf16_bits_to_float(b);
+    }
+  }
+  return values;
+}
+
+// A scale tensor's values (F32 or BF16), if the checkpoint has it.
+std::optional<std::vector<float>> optional_scale(const Checkpoint& checkpoint,
+                                                 const std::string& name) {
+  const SafetensorsTensor* t = checkpoint.find(name);
+  if (t == nullptr) return std::nullopt;
+  QUENCH_REQUIRE(t->dtype == DType::kF32 || t->dtype == DType::kBF16, "checkpoint ",
+                 checkpoint.dir(), ": \"", name, "\" is ", t->dtype_name, "; allowed: F32, BF16");
+  std::vector<float> values(static_cast<size_t>(t->num_elements()));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (t->dtype == DType::kF32) {
+      std::memcpy(&values[i], t->bytes.data() + 4 * i, 4);
+    } else {
+      uint16_t b;
+      std::memcpy(&b, t->bytes.data() + 2 * i, 2);
       values[i] = bf16_bits_to_float(b);
     }
   }
@@ -126,6 +147,17 @@ ModelWeights ModelWeights::load(const ModelConfig& c, const Checkpoint& checkpoi
     l.down_proj = Bf16Weight::load(checkpoint, p + "mlp.down_proj.weight", {d, ff}, q);
   }
   w.final_norm = Bf16Weight::load(checkpoint, "model.norm.weight", {d});
+  for (int32_t i = 0; i < c.num_layers; ++i) {
+    const std::string p = str_cat("model.layers.", i, ".self_attn.");
+    CheckpointAttentionScales s;
+    const auto kv = optional_scale(checkpoint, p + "kv_scale");
+    s.k_scale = optional_scale(checkpoint, p + "k_scale");
+    s.v_scale = optional_scale(checkpoint, p + "v_scale");
+    if (!s.k_scale) s.k_scale = kv;
+    if (!s.v_scale) s.v_scale = kv;
+    s.q_scale = optional_scale(checkpoint, p + "q_scale");
+    w.attention_scales.push_back(std::move(s));
+  }
   // Tied checkpoints usually omit lm_head; some still write a copy, which is then used.
   if (c.tie_word_embeddings && checkpoint.find("lm_head.weight") == nullptr) {
     w.lm_head = w.embed_tokens;

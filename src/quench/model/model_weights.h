@@ -22,6 +22,7 @@
 #include <span>
 #include <vector>
 
+#include "quench/attention/attention_scales.h"
 #include "quench/model/checkpoint.h"
 #include "quench/model/model_config.h"
 
@@ -54,6 +55,10 @@ struct DecoderLayerWeights {
 struct ModelWeights {
   Bf16Weight embed_tokens;
   std::vector<DecoderLayerWeights> layers;
+  // Per layer, the FP8 KV-cache scales an FP8-KV checkpoint carries ("self_attn.k_scale",
+  // "v_scale", "q_scale", or one "kv_scale" for both; scalars or one per KV head); absent fields
+  // stay empty.
+  std::vector<CheckpointAttentionScales> attention_scales;
   Bf16Weight final_norm;
   Bf16Weight lm_head;  // embed_tokens' storage when tied
 
