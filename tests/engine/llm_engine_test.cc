@@ -136,6 +136,35 @@ TEST(LlmEngine, StopsAtEndOfSequenceAndAtMaxModelLen) {
   EXPECT_EQ(capped.output.size(), 4u);
 }
 
+TEST(LlmEngine, StopStringsEndTheRequestAndCutTheText) {
+  const std::string dir = tiny_model_dir("stop");
+  const EngineOptions o = options(dir);
+  const std::vector<int32_t> prompt = prompts()[3];
+  const Tokenizer tokenizer = Tokenizer::from_file(dir + "/tokenizer.json");
+  LlmEngine free_engine(o);
+  const RequestOutput free_run = free_engine.generate({prompt}, greedy(40))[0];
+  const std::string text = output_text(tokenizer, free_run);
+  // A stop string taken from the middle of the free run's text (two stop strings, the earlier
+  // match wins).
+  ASSERT_GT(text.size(), 24u);
+  const std::string stop = text.substr(text.size() / 2, 3);
+  const size_t cut = text.find(stop);
+  SamplingParams s = greedy(40);
+  s.stop = {"no such text \x01", stop};
+  LlmEngine engine(o);
+  const RequestOutput out = engine.generate({prompt}, s)[0];
+  EXPECT_EQ(out.finish_reason, FinishReason::kStop);
+  EXPECT_EQ(out.stop_text_offset, static_cast<int64_t>(cut));
+  EXPECT_EQ(output_text(tokenizer, out), text.substr(0, cut));
+  EXPECT_LT(out.output.size(), free_run.output.size());
+  // The tokens up to the stop are the free run's.
+  EXPECT_EQ(out.output, std::vector<int32_t>(free_run.output.begin(),
+                                             free_run.output.begin() + out.output.size()));
+  SamplingParams empty = greedy(4);
+  empty.stop = {""};
+  EXPECT_QUENCH_ERROR(engine.add_request({1, 2}, empty), {"stop[0] is empty"});
+}
+
 TEST(LlmEngine, BadRequestsAndOptionsAreRefused) {
   const std::string dir = tiny_model_dir("bad");
   LlmEngine engine(options(dir));

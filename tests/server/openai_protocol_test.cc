@@ -58,6 +58,18 @@ TEST(OpenAiProtocol, CompletionPromptsAndDefaults) {
   EXPECT_EQ(ids.params.top_k, 0);
   EXPECT_EQ(ids.params.seed, 9u);
   EXPECT_TRUE(ids.params.ignore_eos && ids.stream && ids.include_usage);
+  EXPECT_EQ(
+      parse_completion_request(json{{"prompt", "x"}, {"stop", "\n\n"}}, fx.model()).params.stop,
+      std::vector<std::string>{"\n\n"});
+  EXPECT_EQ(parse_completion_request(json{{"prompt", "x"}, {"stop", {"a", "bc"}}}, fx.model())
+                .params.stop,
+            (std::vector<std::string>{"a", "bc"}));
+  EXPECT_TRUE(parse_completion_request(json{{"prompt", "x"}, {"stop", ""}}, fx.model())
+                  .params.stop.empty());
+  EXPECT_THROW(parse_completion_request(json{{"prompt", "x"}, {"stop", {"a", 3}}}, fx.model()),
+               ApiError);
+  EXPECT_THROW(parse_completion_request(json{{"prompt", "x"}, {"stop", {""}}}, fx.model()),
+               ApiError);
   EXPECT_EQ(parse_completion_request(json{{"prompt", {{5, 6}}}}, fx.model()).prompt,
             (std::vector<int32_t>{5, 6}));
 }
@@ -71,7 +83,6 @@ TEST(OpenAiProtocol, UnsupportedFieldsAreRefusedByName) {
   };
   for (const auto& [field, value] :
        std::vector<std::pair<std::string, json>>{{"n", 2},
-                                                 {"stop", "\n"},
                                                  {"logprobs", 3},
                                                  {"echo", true},
                                                  {"presence_penalty", 0.5},

@@ -136,6 +136,43 @@ TEST(OpenAiServer, StreamingDeltasAddUpToTheWholeAndEndInDone) {
   EXPECT_EQ(events.back()["usage"]["completion_tokens"], 12);
 }
 
+TEST(OpenAiServer, StopStringsCutTheTextStreamedOrNot) {
+  const RunningServer s;
+  json body = {{"prompt", "The quick brown fox"},
+               {"max_tokens", 30},
+               {"temperature", 0},
+               {"ignore_eos", true}};
+  const std::string whole = s.post("/v1/completions", body)["choices"][0]["text"];
+  ASSERT_GT(whole.size(), 12u);
+  // A stop string of two characters from the middle of the text.
+  auto next_char = [&](size_t i) {
+    do
+      ++i;
+    while (i < whole.size() && (static_cast<uint8_t>(whole[i]) & 0xC0) == 0x80);
+    return i;
+  };
+  size_t at = whole.size() / 2;
+  while (at > 0 && (static_cast<uint8_t>(whole[at]) & 0xC0) == 0x80)
+    --at;
+  const std::string stop = whole.substr(at, next_char(next_char(at)) - at);
+  const std::string want = whole.substr(0, whole.find(stop));
+  body["stop"] = {stop};
+  const json cut = s.post("/v1/completions", body);
+  EXPECT_EQ(cut["choices"][0]["text"], want);
+  EXPECT_EQ(cut["choices"][0]["finish_reason"], "stop");
+  body["stream"] = true;
+  auto res = s.client().Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  bool done = false;
+  const std::vector<json> events = sse_events(res->body, &done);
+  EXPECT_TRUE(done);
+  std::string streamed;
+  for (const json& e : events)
+    streamed += e["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(streamed, want);
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "stop");
+}
+
 TEST(OpenAiServer, ConcurrentClientsGetWhatTheyWouldGetAlone) {
   const RunningServer s;
   std::vector<std::vector<int32_t>> prompts;

@@ -81,6 +81,8 @@ LlmEngine::LlmEngine(const EngineOptions& options) : options_(options) {
 void LlmEngine::check_request(const std::vector<int32_t>& prompt,
                               const SamplingParams& params) const {
   params.validate();
+  QUENCH_REQUIRE(params.stop.empty() || tokenizer_ != nullptr,
+                 "stop strings need the model's tokenizer.json, which this model lacks");
   QUENCH_REQUIRE(!prompt.empty(), "the prompt is empty");
   const int32_t max_len = scheduler_->config().max_model_len;
   QUENCH_REQUIRE(static_cast<int64_t>(prompt.size()) < max_len, "the prompt has ", prompt.size(),
@@ -104,6 +106,29 @@ int64_t LlmEngine::add_request(std::vector<int32_t> prompt, const SamplingParams
   const int64_t id = seq->id;
   scheduler_->add(std::move(seq));
   return id;
+}
+
+bool LlmEngine::match_stop(Sequence& s) const {
+  // The whole output is decoded each time (a character's bytes may span tokens); only the tail
+  // where a stop string could newly end is searched.
+  const std::string text = tokenizer_->decode(s.output, true);
+  size_t longest = 0;
+  for (const std::string& stop : s.params.stop)
+    longest = std::max(longest, stop.size());
+  const size_t from = s.stop_search_from > longest ? s.stop_search_from - longest : 0;
+  size_t best = std::string::npos;
+  for (const std::string& stop : s.params.stop)
+    best = std::min(best, text.find(stop, from));
+  s.stop_search_from = text.size();
+  if (best == std::string::npos) return false;
+  s.stop_text_offset = static_cast<int64_t>(best);
+  return true;
+}
+
+std::string output_text(const Tokenizer& tokenizer, const RequestOutput& output) {
+  std::string text = tokenizer.decode(output.output, true);
+  if (output.stop_text_offset >= 0) text.resize(static_cast<size_t>(output.stop_text_offset));
+  return text;
 }
 
 std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
@@ -152,6 +177,8 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
     if (!s.params.ignore_eos &&
         std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
       s.finish_reason = FinishReason::kStop;
+    } else if (!s.params.stop.empty() && match_stop(s)) {
+      s.finish_reason = FinishReason::kStop;
     } else if (static_cast<int32_t>(s.output.size()) >= s.params.max_tokens ||
                s.num_tokens() >= sc.max_model_len) {
       s.finish_reason = FinishReason::kLength;
@@ -161,7 +188,7 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
   std::vector<RequestOutput> done;
   for (auto& seq : scheduler_->complete(step)) {
     done.push_back({seq->id, std::move(seq->prompt), std::move(seq->output), seq->finish_reason,
-                    seq->num_preemptions});
+                    seq->num_preemptions, seq->stop_text_offset});
   }
   return done;
 }

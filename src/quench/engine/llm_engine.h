@@ -40,7 +40,13 @@ struct RequestOutput {
   std::vector<int32_t> output;
   FinishReason finish_reason = FinishReason::kNone;
   int32_t num_preemptions = 0;
+  // A stop string ended it: its text is the decoded output (special tokens skipped) up to this
+  // byte offset. -1 otherwise.
+  int64_t stop_text_offset = -1;
 };
+
+// The text of a finished request: the decoded output, cut before a matched stop string.
+std::string output_text(const Tokenizer& tokenizer, const RequestOutput& output);
 
 // A token sampled for a request in a step (what a streaming client receives).
 struct TokenEvent {
@@ -104,6 +110,9 @@ class LlmEngine {
   std::unique_ptr<ModelWeights> weights_;
   std::unique_ptr<ModelRunner> model_;
   std::unique_ptr<Scheduler> scheduler_;
+  // True (and the offset recorded) when s's text now contains one of its stop strings.
+  bool match_stop(Sequence& s) const;
+
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<int32_t> eos_ids_;
   int64_t next_id_ = 0;

@@ -6,6 +6,12 @@
 
 namespace quench {
 
+namespace {
+
+constexpr size_t kMaxStopStrings = 16;
+
+}  // namespace
+
 void SamplingParams::validate() const {
   QUENCH_REQUIRE(std::isfinite(temperature) && temperature >= 0.0f, "temperature ", temperature,
                  " must be a finite number >= 0 (0 = greedy)");
@@ -13,6 +19,11 @@ void SamplingParams::validate() const {
   QUENCH_REQUIRE(std::isfinite(top_p) && top_p > 0.0f && top_p <= 1.0f, "top_p ", top_p,
                  " must be in (0, 1]");
   QUENCH_REQUIRE(max_tokens >= 1, "max_tokens ", max_tokens, " must be >= 1");
+  QUENCH_REQUIRE(stop.size() <= kMaxStopStrings, "stop has ", stop.size(), " strings; at most ",
+                 kMaxStopStrings);
+  for (size_t i = 0; i < stop.size(); ++i) {
+    QUENCH_REQUIRE(!stop[i].empty(), "stop[", i, "] is empty; stop strings must not be");
+  }
 }
 
 }  // namespace quench

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace quench {
 
@@ -13,6 +15,9 @@ struct SamplingParams {
   std::optional<uint64_t> seed;  // per-request generator; unset = derived from the engine seed
   int32_t max_tokens = 16;       // tokens to generate, >= 1
   bool ignore_eos = false;       // keep going past the end-of-sequence token
+  // Stop strings: the request ends when its text contains one; the text returned stops before it
+  // (the tokens that spelled it stay in the output ids). Needs the model's tokenizer.
+  std::vector<std::string> stop;
 
   // Throws quench::Error naming the bad field and its allowed range.
   void validate() const;

@@ -33,6 +33,9 @@ struct Sequence {
   int32_t num_hashed_pages = 0;
   uint64_t last_page_hash = 0;
   int32_t num_cached_prompt_tokens = 0;  // tokens of its last admission taken from the cache
+  // Where the matched stop string starts in the decoded output text (bytes); -1 = none matched.
+  int64_t stop_text_offset = -1;
+  size_t stop_search_from = 0;  // decoded text already searched for stop strings (bytes)
 
   int32_t num_tokens() const { return static_cast<int32_t>(prompt.size() + output.size()); }
   int32_t token_at(int32_t i) const {

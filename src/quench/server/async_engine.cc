@@ -32,9 +32,10 @@ void RequestStream::push(int32_t token) {
   ready_.notify_all();
 }
 
-void RequestStream::finish(FinishReason reason, std::string error) {
+void RequestStream::finish(FinishReason reason, std::string error, int64_t stop_text_offset) {
   {
     const std::lock_guard<std::mutex> lock(mutex_);
+    stop_text_offset_ = stop_text_offset;
     finished_ = true;
     reason_ = reason;
     error_ = std::move(error);
@@ -145,7 +146,7 @@ void AsyncEngine::run() {
         if (it == in_flight.end()) continue;
         (out.finish_reason == FinishReason::kStop ? counters_.finished_stop
                                                   : counters_.finished_length)++;
-        it->second->finish(out.finish_reason);
+        it->second->finish(out.finish_reason, {}, out.stop_text_offset);
         in_flight.erase(it);
       }
     } catch (const std::exception& e) {

@@ -29,13 +29,15 @@ class RequestStream {
   bool finished() const;
   FinishReason finish_reason() const;
   const std::string& error() const { return error_; }  // set when the engine failed the request
+  // Where a matched stop string starts in the output text (RequestOutput), -1 for none.
+  int64_t stop_text_offset() const { return stop_text_offset_; }
   int32_t prompt_tokens() const { return prompt_tokens_; }
   Clock::time_point arrival() const { return arrival_; }
 
  private:
   friend class AsyncEngine;
   void push(int32_t token);
-  void finish(FinishReason reason, std::string error = {});
+  void finish(FinishReason reason, std::string error = {}, int64_t stop_text_offset = -1);
 
   mutable std::mutex mutex_;
   std::condition_variable ready_;
@@ -43,6 +45,7 @@ class RequestStream {
   bool finished_ = false;
   FinishReason reason_ = FinishReason::kNone;
   std::string error_;
+  int64_t stop_text_offset_ = -1;
   int64_t engine_id_ = -1;
   int32_t prompt_tokens_ = 0;
   Clock::time_point arrival_ = Clock::now();

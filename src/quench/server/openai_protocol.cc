@@ -54,13 +54,6 @@ void check_model(const json& body, const ServedModel& model) {
 void refuse_unsupported(const json& body) {
   if (integer(body, "n", 1) != 1) bad("'n' must be 1 (one choice per request is supported)");
   if (integer(body, "best_of", 1) != 1) bad("'best_of' must be 1");
-  if (present(body, "stop")) {
-    const json& stop = body.at("stop");
-    if (!(stop.is_array() && stop.empty()) &&
-        !(stop.is_string() && stop.get<std::string>().empty())) {
-      bad("'stop' strings are not supported yet; stop on the model's end-of-sequence tokens only");
-    }
-  }
   if (present(body, "logprobs") &&
       !(body.at("logprobs").is_boolean() && !body.at("logprobs").get<bool>())) {
     bad("'logprobs' is not supported yet");
@@ -90,6 +83,21 @@ void parse_sampling(const json& body, int64_t default_max_tokens, ApiRequest& r)
   r.params.top_k = top_k < 0 ? 0 : static_cast<int32_t>(top_k);
   if (present(body, "seed")) r.params.seed = static_cast<uint64_t>(integer(body, "seed", 0));
   r.params.ignore_eos = boolean(body, "ignore_eos", false);
+  if (present(body, "stop")) {
+    const json& stop = body.at("stop");
+    if (stop.is_string()) {
+      if (!stop.get<std::string>().empty()) r.params.stop.push_back(stop.get<std::string>());
+    } else if (stop.is_array()) {
+      for (const json& s : stop) {
+        if (!s.is_string() || s.get<std::string>().empty()) {
+          bad("'stop' must be a string or a list of non-empty strings");
+        }
+        r.params.stop.push_back(s.get<std::string>());
+      }
+    } else {
+      bad("'stop' must be a string or a list of non-empty strings");
+    }
+  }
   try {
     r.params.validate();
   } catch (const Error& e) {

@@ -4,11 +4,11 @@
 // without a socket.
 //
 // /v1/completions: prompt (string, token ids, or a one-element list of either), max_tokens
-// (default 16), temperature (default 1), top_p, top_k (vLLM: 0 or -1 = off), seed, stream,
-// stream_options.include_usage, ignore_eos (vLLM), n = 1. /v1/chat/completions: messages
-// (content a string or a list of text parts), max_tokens or max_completion_tokens (default: what
-// max_model_len leaves). Fields quench does not implement yet (n > 1, stop, logprobs, echo,
-// penalties, tools) are refused with 400 naming the field, never silently ignored.
+// (default 16), temperature (default 1), top_p, top_k (vLLM: 0 or -1 = off), seed, stop (a string
+// or a list), stream, stream_options.include_usage, ignore_eos (vLLM), n = 1. /v1/chat/completions:
+// messages (content a string or a list of text parts), max_tokens or max_completion_tokens
+// (default: what max_model_len leaves). Fields quench does not implement yet (n > 1, logprobs,
+// echo, penalties, tools) are refused with 400 naming the field, never silently ignored.
 #pragma once
 
 #include <cstdint>

@@ -23,9 +23,14 @@ namespace {
 
 constexpr auto kPoll = std::chrono::milliseconds(50);
 
+// Never throws on invalid UTF-8 (an error message may quote a client's bytes): replaced by U+FFFD.
+std::string dump_json(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(dump_json(body), "application/json");
 }
 
 void send_error(httplib::Response& res, int status, const std::string& message,
@@ -40,7 +45,7 @@ int64_t unix_seconds() {
 }
 
 std::string sse(const json& chunk) {
-  return "data: " + chunk.dump() + "\n\n";
+  return "data: " + dump_json(chunk) + "\n\n";
 }
 
 }  // namespace
@@ -151,7 +156,9 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
     metrics.e2e_latency.observe(
         std::chrono::duration<double>(Clock::now() - stream->arrival()).count());
     // Without a tokenizer the text is empty; the token count is still in usage.
-    const std::string text = tokenizer != nullptr ? tokenizer->decode(tokens, true) : std::string();
+    std::string text = tokenizer != nullptr ? tokenizer->decode(tokens, true) : std::string();
+    if (stream->stop_text_offset() >= 0)
+      text.resize(static_cast<size_t>(stream->stop_text_offset()));
     const auto n = static_cast<int32_t>(tokens.size());
     return send_json(res, 200,
                      chat ? chat_json(ids, text, stream->finish_reason(), prompt_tokens, n)
@@ -161,6 +168,8 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
   struct StreamState {
     std::unique_ptr<IncrementalDetokenizer> detokenizer;
     int32_t completion_tokens = 0;
+    std::string text;  // the stable text so far
+    size_t sent = 0;   // bytes of it sent
     bool sent_role = false;
     bool first_token = true;
     bool done = false;
@@ -168,10 +177,16 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
   auto state = std::make_shared<StreamState>();
   if (tokenizer != nullptr)
     state->detokenizer = std::make_unique<IncrementalDetokenizer>(*tokenizer);
+  // With stop strings, the last (longest - 1) bytes wait: they may be the start of a stop string
+  // that the next tokens complete, and a client must never see a stop string.
+  size_t holdback = 0;
+  for (const std::string& stop : request.params.stop)
+    holdback = std::max(holdback, stop.size() - 1);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, stream, state, ids, chat, request, prompt_tokens](size_t, httplib::DataSink& sink) {
+      [this, stream, state, ids, chat, request, prompt_tokens, holdback](size_t,
+                                                                         httplib::DataSink& sink) {
         auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
         if (chat && !state->sent_role) {
           state->sent_role = true;
@@ -188,8 +203,21 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
             state->first_token = false;
           }
           state->completion_tokens += static_cast<int32_t>(tokens.size());
+          if (state->detokenizer) state->text += state->detokenizer->push(tokens);
+          // Up to the hold-back, and never inside a character (chunks are JSON strings). A stop
+          // string completed by these very tokens cuts here already: the engine's finish may come
+          // a moment after its tokens.
+          size_t end = state->text.size() > holdback ? state->text.size() - holdback : 0;
+          for (const std::string& stop : request.params.stop) {
+            end = std::min(
+                end, state->text.find(stop, state->sent > holdback ? state->sent - holdback : 0));
+          }
+          while (end > state->sent && end < state->text.size() &&
+                 (static_cast<uint8_t>(state->text[end]) & 0xC0) == 0x80)
+            --end;
           const std::string text =
-              state->detokenizer ? state->detokenizer->push(tokens) : std::string();
+              end > state->sent ? state->text.substr(state->sent, end - state->sent) : "";
+          state->sent = std::max(state->sent, end);
           if (!text.empty() || !state->detokenizer) {
             const json chunk = chat ? chat_chunk_json(ids, std::nullopt, text, std::nullopt)
                                     : completion_chunk_json(ids, text, std::nullopt);
@@ -202,8 +230,13 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
         } else {
           metrics.e2e_latency.observe(
               std::chrono::duration<double>(Clock::now() - stream->arrival()).count());
+          if (state->detokenizer) state->text += state->detokenizer->finish();
+          if (stream->stop_text_offset() >= 0) {
+            state->text.resize(
+                std::min(state->text.size(), static_cast<size_t>(stream->stop_text_offset())));
+          }
           const std::string rest =
-              state->detokenizer ? state->detokenizer->finish() : std::string();
+              state->text.size() > state->sent ? state->text.substr(state->sent) : "";
           const FinishReason reason = stream->finish_reason();
           write(sse(chat ? chat_chunk_json(ids, std::nullopt, rest, reason)
                          : completion_chunk_json(ids, rest, reason)));
