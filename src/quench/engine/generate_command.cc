@@ -228,8 +228,7 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
       out << fmt("request %lld  prompt %zu tokens  finish %s  ", static_cast<long long>(o.id),
                  o.prompt.size(), finish_reason_name(o.finish_reason));
       if (engine.tokenizer() != nullptr) {  // the text as a JSON string: control bytes stay visible
-        out << "output: " << nlohmann::json(engine.tokenizer()->decode(o.output, true)).dump()
-            << "\n";
+        out << "output: " << nlohmann::json(output_text(*engine.tokenizer(), o)).dump() << "\n";
       } else {
         out << "output ids: " << join_ids(o.output) << "\n";
       }
