@@ -9,21 +9,18 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "harness/command_run.h"
 #include "harness/scratch_dir.h"
 
 namespace quench {
 namespace {
 
 int run(std::vector<std::string> args, std::string* out_text, std::string* err_text) {
-  args.insert(args.begin(), "bench-serve");
-  std::vector<char*> argv;
-  for (std::string& a : args)
-    argv.push_back(a.data());
-  std::ostringstream out, err;
-  const int code = run_bench_serve_command(static_cast<int>(argv.size()), argv.data(), out, err);
-  *out_text = out.str();
-  *err_text = err.str();
-  return code;
+  const testing_support::CommandRun r =
+      testing_support::run_command(run_bench_serve_command, "bench-serve", std::move(args));
+  *out_text = r.out;
+  *err_text = r.err;
+  return r.exit_code;
 }
 
 TEST(BenchServeCommand, LaunchedServerServesEveryRequestInFull) {

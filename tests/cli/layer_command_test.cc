@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/command_run.h"
 #include "harness/expect_error.h"
 #include "quench/layer/layer_demo.h"
 #include "quench/layer/layer_workload.h"
@@ -14,24 +15,10 @@
 namespace quench {
 namespace {
 
-struct CommandRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using testing_support::CommandRun;
 
 CommandRun run_layer(std::vector<std::string> args) {
-  args.insert(args.begin(), "layer");
-  std::vector<char*> argv;
-  for (std::string& a : args)
-    argv.push_back(a.data());
-  std::ostringstream out;
-  std::ostringstream err;
-  CommandRun run;
-  run.exit_code = run_layer_command(static_cast<int>(argv.size()), argv.data(), out, err);
-  run.out = out.str();
-  run.err = err.str();
-  return run;
+  return testing_support::run_command(run_layer_command, "layer", std::move(args));
 }
 
 // The value after `key` in the summary line ("... key=1.234e-02 ...").

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/command_run.h"
 #include "quench/core/error.h"
 #include "quench/model/device_decoder_model.h"
 #include "quench/tokenizer/tiny_tokenizer.h"
@@ -17,23 +18,10 @@
 namespace quench {
 namespace {
 
-struct CommandRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using testing_support::CommandRun;
 
 CommandRun run_generate(std::vector<std::string> args) {
-  args.insert(args.begin(), "generate");
-  std::vector<char*> argv;
-  for (std::string& a : args)
-    argv.push_back(a.data());
-  std::ostringstream out, err;
-  CommandRun run;
-  run.exit_code = run_generate_command(static_cast<int>(argv.size()), argv.data(), out, err);
-  run.out = out.str();
-  run.err = err.str();
-  return run;
+  return testing_support::run_command(run_generate_command, "generate", std::move(args));
 }
 
 size_t count(const std::string& text, const std::string& part) {

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "quench/core/error.h"
+#include "quench/core/json_file.h"
 
 namespace quench {
 namespace {
@@ -39,13 +40,7 @@ DType model_dtype_of(const std::string& name, const std::string& source) {
 }  // namespace
 
 HfAttentionFields parse_hf_attention_fields(std::string_view json_text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::exception& e) {
-    fail(str_cat(source, ": not valid JSON: ", e.what()));
-  }
-  QUENCH_REQUIRE(j.is_object(), source, ": expected a JSON object");
+  const json j = parse_json_object(json_text, source);
   QUENCH_REQUIRE(present(j, "num_attention_heads"), source,
                  ": 'num_attention_heads' is missing (not a decoder model config.json?)");
   HfAttentionFields f;
@@ -90,11 +85,7 @@ HfAttentionFields parse_hf_attention_fields(std::string_view json_text, const st
 }
 
 HfAttentionFields read_hf_attention_fields(const std::string& path) {
-  std::ifstream file(path);
-  QUENCH_REQUIRE(file.good(), "cannot open model config '", path, "'");
-  std::ostringstream text;
-  text << file.rdbuf();
-  return parse_hf_attention_fields(text.str(), path);
+  return parse_hf_attention_fields(read_text_file(path, "model config"), path);
 }
 
 void apply_hf_attention_fields(const HfAttentionFields& fields, AttentionConfig& config) {

@@ -29,17 +29,11 @@ const char* bench_usage() {
 }
 
 const FlagTable& known_flags() {
-  static const FlagTable flags = [] {
-    FlagTable f = engine_flag_table();
-    for (const char* name :
-         {"--host", "--port", "--served-model-name", "--num-prompts", "--random-input-len",
-          "--random-output-len", "--random-range-ratio", "--request-rate", "--max-concurrency",
-          "--vocab-size", "--result-json"})
-      f[name] = true;
-    f["--launch"] = false;
-    f["--help"] = false;
-    return f;
-  }();
+  static const FlagTable flags =
+      command_flag_table({"--host", "--port", "--served-model-name", "--num-prompts",
+                          "--random-input-len", "--random-output-len", "--random-range-ratio",
+                          "--request-rate", "--max-concurrency", "--vocab-size", "--result-json"},
+                         {"--launch"});
   return flags;
 }
 

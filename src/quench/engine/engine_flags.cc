@@ -25,6 +25,17 @@ const FlagTable& engine_flag_table() {
   return flags;
 }
 
+FlagTable command_flag_table(std::initializer_list<const char*> with_value,
+                             std::initializer_list<const char*> switches) {
+  FlagTable f = engine_flag_table();
+  for (const char* name : with_value)
+    f[name] = true;
+  for (const char* name : switches)
+    f[name] = false;
+  f["--help"] = false;
+  return f;
+}
+
 const char* engine_flags_usage() {
   return "  [--model DIR] [--device auto|cpu|gpu] [--kv-cache-dtype "
          "auto|bf16|fp8|fp8_e4m3|fp8_e5m2]\n"

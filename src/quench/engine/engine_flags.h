@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -16,6 +17,11 @@ namespace quench {
 
 // The flags above, to merge into a command's own table.
 const FlagTable& engine_flag_table();
+// A command's table: the engine flags, the command's own flags that take a value and those that
+// do not, and --help.
+FlagTable command_flag_table(std::initializer_list<const char*> with_value,
+                             std::initializer_list<const char*> switches);
+
 // Their usage lines.
 const char* engine_flags_usage();
 

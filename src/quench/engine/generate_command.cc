@@ -63,16 +63,10 @@ const char* generate_usage() {
 }
 
 const FlagTable& known_flags() {
-  static const FlagTable flags = [] {
-    FlagTable f = engine_flag_table();
-    for (const char* name : {"--prompt-ids", "--prompt", "--num-prompts", "--input-len",
-                             "--max-tokens", "--temperature", "--top-k", "--top-p"})
-      f[name] = true;
-    f["--ignore-eos"] = false;
-    f["--no-compare"] = false;
-    f["--help"] = false;
-    return f;
-  }();
+  static const FlagTable flags =
+      command_flag_table({"--prompt-ids", "--prompt", "--num-prompts", "--input-len",
+                          "--max-tokens", "--temperature", "--top-k", "--top-p"},
+                         {"--ignore-eos", "--no-compare"});
   return flags;
 }
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "quench/core/error.h"
+#include "quench/core/json_file.h"
 #include "quench/engine/sampler.h"
 #include "quench/kv_cache/block_table.h"
 #include "quench/model/device_decoder_model.h"
@@ -28,10 +29,8 @@ LlmEngine::LlmEngine(const EngineOptions& options) : options_(options) {
   const std::filesystem::path generation =
       std::filesystem::path(options.model_dir) / "generation_config.json";
   if (std::filesystem::exists(generation)) {
-    std::ifstream in(generation);
-    std::ostringstream text;
-    text << in.rdbuf();
-    for (int32_t id : parse_generation_eos_ids(text.str(), generation.string()))
+    const std::string text = read_text_file(generation.string(), "generation config");
+    for (int32_t id : parse_generation_eos_ids(text, generation.string()))
       if (std::find(eos_ids_.begin(), eos_ids_.end(), id) == eos_ids_.end()) eos_ids_.push_back(id);
   }
   const std::filesystem::path tokenizer_path =

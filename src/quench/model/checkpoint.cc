@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "quench/core/error.h"
+#include "quench/core/json_file.h"
 
 namespace quench {
 
@@ -30,19 +31,10 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
     shards_.push_back(std::make_unique<SafetensorsFile>(single_path.string()));
     return;
   }
-  std::ifstream in(index_path);
-  QUENCH_REQUIRE(in.good(), "cannot read ", index_path.string());
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json index;
-  try {
-    index = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::exception& e) {
-    fail(str_cat(index_path.string(), " is not valid JSON (", e.what(), ")"));
-  }
-  QUENCH_REQUIRE(
-      index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(),
-      index_path.string(), " has no \"weight_map\" object");
+  const nlohmann::json index = parse_json_object(
+      read_text_file(index_path.string(), "checkpoint index"), index_path.string());
+  QUENCH_REQUIRE(index.contains("weight_map") && index["weight_map"].is_object(),
+                 index_path.string(), " has no \"weight_map\" object");
   std::map<std::string, size_t> shard_of_file;
   std::vector<std::pair<std::string, size_t>> expected;
   for (const auto& [name, file] : index["weight_map"].items()) {

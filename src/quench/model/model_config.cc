@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "quench/core/error.h"
+#include "quench/core/json_file.h"
 
 namespace quench {
 namespace {
@@ -183,22 +184,11 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
 
 std::vector<int32_t> parse_generation_eos_ids(std::string_view json_text,
                                               const std::string& source) {
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::exception& e) {
-    fail(str_cat(source, ": not valid JSON: ", e.what()));
-  }
-  QUENCH_REQUIRE(j.is_object(), source, ": expected a JSON object");
-  return token_ids(j, "eos_token_id", source);
+  return token_ids(parse_json_object(json_text, source), "eos_token_id", source);
 }
 
 ModelConfig read_model_config(const std::string& path) {
-  std::ifstream file(path);
-  QUENCH_REQUIRE(file.good(), "cannot open model config '", path, "'");
-  std::ostringstream text;
-  text << file.rdbuf();
-  return parse_model_config(text.str(), path);
+  return parse_model_config(read_text_file(path, "model config"), path);
 }
 
 }  // namespace quench

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "quench/core/error.h"
+#include "quench/core/json_file.h"
 
 namespace quench {
 namespace {
@@ -27,12 +28,8 @@ std::optional<ChatFormat> detect_chat_format(const std::string& chat_template) {
 std::optional<ChatFormat> read_chat_format(const std::string& model_dir) {
   const std::filesystem::path path = std::filesystem::path(model_dir) / "tokenizer_config.json";
   if (!std::filesystem::exists(path)) return std::nullopt;
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(std::ifstream(path));
-  } catch (const nlohmann::json::exception& e) {
-    fail(str_cat(path.string(), ": not valid JSON: ", e.what()));
-  }
+  const nlohmann::json config =
+      parse_json_object(read_text_file(path.string(), "tokenizer config"), path.string());
   if (!config.contains("chat_template")) return std::nullopt;
   const nlohmann::json& t = config.at("chat_template");
   if (t.is_string()) return detect_chat_format(t.get<std::string>());

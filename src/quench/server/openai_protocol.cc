@@ -146,6 +146,23 @@ json choice_reason(std::optional<FinishReason> reason) {
   return finish_reason_name(*reason);
 }
 
+// The fields every response and chunk shares around its choices.
+json envelope(const ResponseIds& ids, const char* object, json choices) {
+  return {{"id", ids.id},
+          {"object", object},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices", std::move(choices)}};
+}
+
+// One choice: `content` is {"text": ...}, {"message": ...} or {"delta": ...}.
+json choice(json content, std::optional<FinishReason> reason) {
+  content["index"] = 0;
+  content["logprobs"] = nullptr;
+  content["finish_reason"] = choice_reason(reason);
+  return json::array({content});
+}
+
 }  // namespace
 
 ApiRequest parse_completion_request(const json& body, const ServedModel& model) {
@@ -225,43 +242,22 @@ json usage_json(int32_t prompt_tokens, int32_t completion_tokens) {
 
 json completion_json(const ResponseIds& ids, const std::string& text, FinishReason reason,
                      int32_t prompt_tokens, int32_t completion_tokens) {
-  return {{"id", ids.id},
-          {"object", "text_completion"},
-          {"created", ids.created},
-          {"model", ids.model},
-          {"choices",
-           {{{"index", 0},
-             {"text", text},
-             {"logprobs", nullptr},
-             {"finish_reason", choice_reason(reason)}}}},
-          {"usage", usage_json(prompt_tokens, completion_tokens)}};
+  json r = envelope(ids, "text_completion", choice({{"text", text}}, reason));
+  r["usage"] = usage_json(prompt_tokens, completion_tokens);
+  return r;
 }
 
 json chat_json(const ResponseIds& ids, const std::string& text, FinishReason reason,
                int32_t prompt_tokens, int32_t completion_tokens) {
-  return {{"id", ids.id},
-          {"object", "chat.completion"},
-          {"created", ids.created},
-          {"model", ids.model},
-          {"choices",
-           {{{"index", 0},
-             {"message", {{"role", "assistant"}, {"content", text}}},
-             {"logprobs", nullptr},
-             {"finish_reason", choice_reason(reason)}}}},
-          {"usage", usage_json(prompt_tokens, completion_tokens)}};
+  json r = envelope(ids, "chat.completion",
+                    choice({{"message", {{"role", "assistant"}, {"content", text}}}}, reason));
+  r["usage"] = usage_json(prompt_tokens, completion_tokens);
+  return r;
 }
 
 json completion_chunk_json(const ResponseIds& ids, const std::string& text,
                            std::optional<FinishReason> reason) {
-  return {{"id", ids.id},
-          {"object", "text_completion"},
-          {"created", ids.created},
-          {"model", ids.model},
-          {"choices",
-           {{{"index", 0},
-             {"text", text},
-             {"logprobs", nullptr},
-             {"finish_reason", choice_reason(reason)}}}}};
+  return envelope(ids, "text_completion", choice({{"text", text}}, reason));
 }
 
 json chat_chunk_json(const ResponseIds& ids, const std::optional<std::string>& role,
@@ -269,25 +265,14 @@ json chat_chunk_json(const ResponseIds& ids, const std::optional<std::string>& r
   json delta = json::object();
   if (role) delta["role"] = *role;
   if (!text.empty() || !role) delta["content"] = text;
-  return {{"id", ids.id},
-          {"object", "chat.completion.chunk"},
-          {"created", ids.created},
-          {"model", ids.model},
-          {"choices",
-           {{{"index", 0},
-             {"delta", delta},
-             {"logprobs", nullptr},
-             {"finish_reason", choice_reason(reason)}}}}};
+  return envelope(ids, "chat.completion.chunk", choice({{"delta", delta}}, reason));
 }
 
 json usage_chunk_json(const ResponseIds& ids, bool chat, int32_t prompt_tokens,
                       int32_t completion_tokens) {
-  return {{"id", ids.id},
-          {"object", chat ? "chat.completion.chunk" : "text_completion"},
-          {"created", ids.created},
-          {"model", ids.model},
-          {"choices", json::array()},
-          {"usage", usage_json(prompt_tokens, completion_tokens)}};
+  json r = envelope(ids, chat ? "chat.completion.chunk" : "text_completion", json::array());
+  r["usage"] = usage_json(prompt_tokens, completion_tokens);
+  return r;
 }
 
 }  // namespace quench

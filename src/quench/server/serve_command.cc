@@ -29,14 +29,8 @@ const char* serve_usage() {
 }
 
 const FlagTable& known_flags() {
-  static const FlagTable flags = [] {
-    FlagTable f = engine_flag_table();
-    for (const char* name :
-         {"--host", "--port", "--served-model-name", "--http-threads", "--log-interval"})
-      f[name] = true;
-    f["--help"] = false;
-    return f;
-  }();
+  static const FlagTable flags = command_flag_table(
+      {"--host", "--port", "--served-model-name", "--http-threads", "--log-interval"}, {});
   return flags;
 }
 

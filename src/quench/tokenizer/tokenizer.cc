@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "quench/core/error.h"
+#include "quench/core/json_file.h"
 #include "quench/tokenizer/byte_level.h"
 #include "quench/tokenizer/utf8.h"
 
@@ -181,11 +182,7 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
-  std::ifstream in(path);
-  QUENCH_REQUIRE(in.good(), "cannot open tokenizer '", path, "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return from_json(text.str(), path);
+  return from_json(read_text_file(path, "tokenizer"), path);
 }
 
 Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& source) {
