@@ -100,6 +100,7 @@ TEST(Tokenizer, BadTextAndUnsupportedFilesNameTheProblem) {
   EXPECT_QUENCH_ERROR(t.encode("ok\xFF"), {"not valid UTF-8", "byte 2"});
   const std::vector<int32_t> bad = {5, 70000};
   EXPECT_QUENCH_ERROR(t.decode(bad), {"id 70000", "not in the vocabulary"});
+  EXPECT_EQ(t.decode(bad, false, true), t.decode(std::vector<int32_t>{5}));  // generated output
   const std::string minimal = R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},)";
   EXPECT_QUENCH_ERROR(
       Tokenizer::from_json(minimal + R"("normalizer": {"type": "NFKC"}})", "t.json"),

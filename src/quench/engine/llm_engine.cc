@@ -110,7 +110,7 @@ int64_t LlmEngine::add_request(std::vector<int32_t> prompt, const SamplingParams
 bool LlmEngine::match_stop(Sequence& s) const {
   // The whole output is decoded each time (a character's bytes may span tokens); only the tail
   // where a stop string could newly end is searched.
-  const std::string text = tokenizer_->decode(s.output, true);
+  const std::string text = tokenizer_->decode(s.output, true, true);
   size_t longest = 0;
   for (const std::string& stop : s.params.stop)
     longest = std::max(longest, stop.size());
@@ -125,7 +125,7 @@ bool LlmEngine::match_stop(Sequence& s) const {
 }
 
 std::string output_text(const Tokenizer& tokenizer, const RequestOutput& output) {
-  std::string text = tokenizer.decode(output.output, true);
+  std::string text = tokenizer.decode(output.output, true, true);
   if (output.stop_text_offset >= 0) text.resize(static_cast<size_t>(output.stop_text_offset));
   return text;
 }

@@ -21,7 +21,7 @@ class IncrementalDetokenizer {
   // Whatever is still held back (an incomplete character becomes U+FFFD).
   std::string finish();
   // All text so far, held-back tail included.
-  std::string text() const { return tokenizer_.decode(ids_, true); }
+  std::string text() const { return tokenizer_.decode(ids_, true, true); }
 
  private:
   const Tokenizer& tokenizer_;

@@ -156,7 +156,7 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
     metrics.e2e_latency.observe(
         std::chrono::duration<double>(Clock::now() - stream->arrival()).count());
     // Without a tokenizer the text is empty; the token count is still in usage.
-    std::string text = tokenizer != nullptr ? tokenizer->decode(tokens, true) : std::string();
+    std::string text = tokenizer != nullptr ? tokenizer->decode(tokens, true, true) : std::string();
     if (stream->stop_text_offset() >= 0)
       text.resize(static_cast<size_t>(stream->stop_text_offset()));
     const auto n = static_cast<int32_t>(tokens.size());
@@ -188,63 +188,72 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
       [this, stream, state, ids, chat, request, prompt_tokens, holdback](size_t,
                                                                          httplib::DataSink& sink) {
         auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
-        if (chat && !state->sent_role) {
-          state->sent_role = true;
-          if (!write(sse(chat_chunk_json(ids, std::string("assistant"), "", std::nullopt))))
-            return false;
-        }
-        std::vector<int32_t> tokens;
-        const bool more = stream->wait(tokens, kPoll);
-        if (!sink.is_writable()) return false;  // the client left: the releaser aborts the request
-        if (!tokens.empty()) {
-          if (state->first_token) {
-            metrics.time_to_first_token.observe(
+        // An exception must not leave the provider (the HTTP library would not survive it): the
+        // client gets an error event, the request is aborted by the releaser.
+        try {
+          if (chat && !state->sent_role) {
+            state->sent_role = true;
+            if (!write(sse(chat_chunk_json(ids, std::string("assistant"), "", std::nullopt))))
+              return false;
+          }
+          std::vector<int32_t> tokens;
+          const bool more = stream->wait(tokens, kPoll);
+          if (!sink.is_writable())
+            return false;  // the client left: the releaser aborts the request
+          if (!tokens.empty()) {
+            if (state->first_token) {
+              metrics.time_to_first_token.observe(
+                  std::chrono::duration<double>(Clock::now() - stream->arrival()).count());
+              state->first_token = false;
+            }
+            state->completion_tokens += static_cast<int32_t>(tokens.size());
+            if (state->detokenizer) state->text += state->detokenizer->push(tokens);
+            // Up to the hold-back, and never inside a character (chunks are JSON strings). A stop
+            // string completed by these very tokens cuts here already: the engine's finish may come
+            // a moment after its tokens.
+            size_t end = state->text.size() > holdback ? state->text.size() - holdback : 0;
+            for (const std::string& stop : request.params.stop) {
+              end = std::min(
+                  end, state->text.find(stop, state->sent > holdback ? state->sent - holdback : 0));
+            }
+            while (end > state->sent && end < state->text.size() &&
+                   (static_cast<uint8_t>(state->text[end]) & 0xC0) == 0x80)
+              --end;
+            const std::string text =
+                end > state->sent ? state->text.substr(state->sent, end - state->sent) : "";
+            state->sent = std::max(state->sent, end);
+            if (!text.empty() || !state->detokenizer) {
+              const json chunk = chat ? chat_chunk_json(ids, std::nullopt, text, std::nullopt)
+                                      : completion_chunk_json(ids, text, std::nullopt);
+              if (!write(sse(chunk))) return false;
+            }
+          }
+          if (more) return true;
+          if (!stream->error().empty()) {
+            write(sse(error_json(500, stream->error(), "InternalServerError")));
+          } else {
+            metrics.e2e_latency.observe(
                 std::chrono::duration<double>(Clock::now() - stream->arrival()).count());
-            state->first_token = false;
+            if (state->detokenizer) state->text += state->detokenizer->finish();
+            if (stream->stop_text_offset() >= 0) {
+              state->text.resize(
+                  std::min(state->text.size(), static_cast<size_t>(stream->stop_text_offset())));
+            }
+            const std::string rest =
+                state->text.size() > state->sent ? state->text.substr(state->sent) : "";
+            const FinishReason reason = stream->finish_reason();
+            write(sse(chat ? chat_chunk_json(ids, std::nullopt, rest, reason)
+                           : completion_chunk_json(ids, rest, reason)));
+            if (request.include_usage)
+              write(sse(usage_chunk_json(ids, chat, prompt_tokens, state->completion_tokens)));
           }
-          state->completion_tokens += static_cast<int32_t>(tokens.size());
-          if (state->detokenizer) state->text += state->detokenizer->push(tokens);
-          // Up to the hold-back, and never inside a character (chunks are JSON strings). A stop
-          // string completed by these very tokens cuts here already: the engine's finish may come
-          // a moment after its tokens.
-          size_t end = state->text.size() > holdback ? state->text.size() - holdback : 0;
-          for (const std::string& stop : request.params.stop) {
-            end = std::min(
-                end, state->text.find(stop, state->sent > holdback ? state->sent - holdback : 0));
-          }
-          while (end > state->sent && end < state->text.size() &&
-                 (static_cast<uint8_t>(state->text[end]) & 0xC0) == 0x80)
-            --end;
-          const std::string text =
-              end > state->sent ? state->text.substr(state->sent, end - state->sent) : "";
-          state->sent = std::max(state->sent, end);
-          if (!text.empty() || !state->detokenizer) {
-            const json chunk = chat ? chat_chunk_json(ids, std::nullopt, text, std::nullopt)
-                                    : completion_chunk_json(ids, text, std::nullopt);
-            if (!write(sse(chunk))) return false;
-          }
+          write("data: [DONE]\n\n");
+          state->done = true;
+        } catch (const std::exception& e) {
+          write(
+              sse(error_json(500, str_cat("streaming failed: ", e.what()), "InternalServerError")));
+          write("data: [DONE]\n\n");
         }
-        if (more) return true;
-        if (!stream->error().empty()) {
-          write(sse(error_json(500, stream->error(), "InternalServerError")));
-        } else {
-          metrics.e2e_latency.observe(
-              std::chrono::duration<double>(Clock::now() - stream->arrival()).count());
-          if (state->detokenizer) state->text += state->detokenizer->finish();
-          if (stream->stop_text_offset() >= 0) {
-            state->text.resize(
-                std::min(state->text.size(), static_cast<size_t>(stream->stop_text_offset())));
-          }
-          const std::string rest =
-              state->text.size() > state->sent ? state->text.substr(state->sent) : "";
-          const FinishReason reason = stream->finish_reason();
-          write(sse(chat ? chat_chunk_json(ids, std::nullopt, rest, reason)
-                         : completion_chunk_json(ids, rest, reason)));
-          if (request.include_usage)
-            write(sse(usage_chunk_json(ids, chat, prompt_tokens, state->completion_tokens)));
-        }
-        write("data: [DONE]\n\n");
-        state->done = true;
         sink.done();
         return true;
       },

@@ -293,12 +293,16 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   return ids;
 }
 
-std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens,
+                              bool skip_unknown_ids) const {
   const Impl& m = *impl_;
   std::string bytes;
   for (int32_t id : ids) {
-    QUENCH_REQUIRE(id >= 0 && id < vocab_size_ && !m.id_to_token[static_cast<size_t>(id)].empty(),
-                   "tokenizer: id ", id, " is not in the vocabulary (", vocab_size_, " ids)");
+    const bool known =
+        id >= 0 && id < vocab_size_ && !m.id_to_token[static_cast<size_t>(id)].empty();
+    if (!known && skip_unknown_ids) continue;
+    QUENCH_REQUIRE(known, "tokenizer: id ", id, " is not in the vocabulary (", vocab_size_,
+                   " ids)");
     if (skip_special_tokens && is_special(id)) continue;
     const std::string& token = m.id_to_token[static_cast<size_t>(id)];
     if (!m.byte_level_decoder) {

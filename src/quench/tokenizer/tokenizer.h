@@ -40,8 +40,10 @@ class Tokenizer {
   // Throws naming the byte offset when `text` is not valid UTF-8.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = true) const;
   // Invalid UTF-8 produced by a partial sequence of byte tokens becomes U+FFFD. Throws naming an
-  // id outside the vocabulary.
-  std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
+  // id the vocabulary lacks, unless skip_unknown_ids: a model's output may hold ids past the
+  // tokenizer's (padding rows of a rounded-up embedding), which have no text, as in HF.
+  std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false,
+                     bool skip_unknown_ids = false) const;
 
   int32_t vocab_size() const { return vocab_size_; }  // the largest id + 1
   std::optional<int32_t> token_to_id(const std::string& token) const;
