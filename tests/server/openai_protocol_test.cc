@@ -38,7 +38,8 @@ std::pair<int, std::string> api_error(F&& f) {
 TEST(OpenAiProtocol, CompletionPromptsAndDefaults) {
   const Fixture fx;
   const ApiRequest text = parse_completion_request(json{{"prompt", "the cache"}}, fx.model());
-  EXPECT_EQ(text.prompt, fx.tokenizer.encode("the cache", true));  // with BOS
+  EXPECT_EQ(text.prompts,
+            std::vector<std::vector<int32_t>>{fx.tokenizer.encode("the cache", true)});  // with BOS
   EXPECT_EQ(text.params.max_tokens, 16);
   EXPECT_FLOAT_EQ(text.params.temperature, 1.0f);  // OpenAI's default, not greedy
   EXPECT_FALSE(text.stream);
@@ -53,7 +54,8 @@ TEST(OpenAiProtocol, CompletionPromptsAndDefaults) {
                                     {"stream", true},
                                     {"stream_options", {{"include_usage", true}}}},
                                fx.model());
-  EXPECT_EQ(ids.prompt, (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(ids.prompts, (std::vector<std::vector<int32_t>>{{5, 6, 7}}));
+  EXPECT_EQ(ids.n, 1);
   EXPECT_EQ(ids.params.max_tokens, 3);
   EXPECT_EQ(ids.params.top_k, 0);
   EXPECT_EQ(ids.params.seed, 9u);
@@ -70,8 +72,36 @@ TEST(OpenAiProtocol, CompletionPromptsAndDefaults) {
                ApiError);
   EXPECT_THROW(parse_completion_request(json{{"prompt", "x"}, {"stop", {""}}}, fx.model()),
                ApiError);
-  EXPECT_EQ(parse_completion_request(json{{"prompt", {{5, 6}}}}, fx.model()).prompt,
+  EXPECT_EQ(parse_completion_request(json{{"prompt", {{5, 6}}}}, fx.model()).prompts.front(),
             (std::vector<int32_t>{5, 6}));
+}
+
+TEST(OpenAiProtocol, SeveralPromptsAndChoices) {
+  const Fixture fx;
+  const ApiRequest r =
+      parse_completion_request(json{{"prompt", {"a b", "c"}}, {"n", 3}}, fx.model());
+  ASSERT_EQ(r.prompts.size(), 2u);
+  EXPECT_EQ(r.prompts[1], fx.tokenizer.encode("c", true));
+  EXPECT_EQ(r.n, 3);
+  EXPECT_EQ(parse_completion_request(json{{"prompt", {{5, 6}, {7}}}}, fx.model()).prompts.size(),
+            2u);
+  EXPECT_EQ(api_error([&] {
+              parse_completion_request(json{{"prompt", "x"}, {"n", 0}}, fx.model());
+            }).first,
+            400);
+  const auto [status, message] = api_error([&] {
+    parse_completion_request(json{{"prompt", {"a", "b"}}, {"n", 40}}, fx.model());
+  });
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(message.find("64"), std::string::npos) << message;
+  EXPECT_EQ(api_error([&] {
+              parse_completion_request(json{{"prompt", {"a", 5}}}, fx.model());
+            }).first,
+            400);
+  EXPECT_EQ(api_error([&] {
+              parse_completion_request(json{{"prompt", {json::array()}}}, fx.model());
+            }).first,
+            400);
 }
 
 TEST(OpenAiProtocol, UnsupportedFieldsAreRefusedByName) {
@@ -82,8 +112,7 @@ TEST(OpenAiProtocol, UnsupportedFieldsAreRefusedByName) {
     return api_error([&] { parse_completion_request(body, m); });
   };
   for (const auto& [field, value] :
-       std::vector<std::pair<std::string, json>>{{"n", 2},
-                                                 {"logprobs", 3},
+       std::vector<std::pair<std::string, json>>{{"logprobs", 3},
                                                  {"echo", true},
                                                  {"presence_penalty", 0.5},
                                                  {"frequency_penalty", 1},
@@ -129,8 +158,8 @@ TEST(OpenAiProtocol, ChatRendersTheTemplateAndDefaultsToTheRoomLeft) {
       "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
       "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_"
       "header_id|>\n\n";
-  EXPECT_EQ(r.prompt, fx.tokenizer.encode(want, false));
-  EXPECT_EQ(r.params.max_tokens, 100 - static_cast<int32_t>(r.prompt.size()));
+  EXPECT_EQ(r.prompts.front(), fx.tokenizer.encode(want, false));
+  EXPECT_EQ(r.params.max_tokens, 100 - static_cast<int32_t>(r.prompts.front().size()));
   EXPECT_EQ(render_chat(ChatFormat::kChatMl, {{"user", "Hi"}}),
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(
@@ -154,7 +183,10 @@ TEST(OpenAiProtocol, ChatRendersTheTemplateAndDefaultsToTheRoomLeft) {
 
 TEST(OpenAiProtocol, ResponseShapes) {
   const ResponseIds ids{"cmpl-1", 123, "tiny"};
-  const json c = completion_json(ids, "hi", FinishReason::kStop, 4, 2);
+  const json c =
+      completion_json(ids, {{"hi", FinishReason::kStop}, {"ho", FinishReason::kLength}}, 4, 2);
+  EXPECT_EQ(c["choices"][1]["index"], 1);
+  EXPECT_EQ(c["choices"][1]["text"], "ho");
   EXPECT_EQ(c["object"], "text_completion");
   EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(c["usage"]["total_tokens"], 6);

@@ -173,6 +173,35 @@ TEST(OpenAiServer, StopStringsCutTheTextStreamedOrNot) {
   EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "stop");
 }
 
+TEST(OpenAiServer, SeveralChoicesStreamedOrNot) {
+  const RunningServer s;
+  json body = {{"prompt", {"The quick", "brown fox"}},
+               {"n", 2},
+               {"max_tokens", 6},
+               {"temperature", 1.0},
+               {"seed", 11},
+               {"ignore_eos", true}};
+  const json whole = s.post("/v1/completions", body);
+  ASSERT_EQ(whole["choices"].size(), 4u);
+  EXPECT_EQ(whole["usage"]["completion_tokens"], 24);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(whole["choices"][i]["index"], i);
+    texts.push_back(whole["choices"][i]["text"]);
+  }
+  EXPECT_NE(texts[0], texts[1]);  // the choices of one prompt draw with different seeds
+  body["stream"] = true;
+  auto res = s.client().Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  bool done = false;
+  std::vector<std::string> streamed(4);
+  for (const json& e : sse_events(res->body, &done)) {
+    streamed[e["choices"][0]["index"].get<size_t>()] += e["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(streamed, texts);  // the same seeds, the same draws
+}
+
 TEST(OpenAiServer, ConcurrentClientsGetWhatTheyWouldGetAlone) {
   const RunningServer s;
   std::vector<std::vector<int32_t>> prompts;
@@ -222,7 +251,7 @@ TEST(OpenAiServer, ChatTokenizeAndBadRequests) {
   const json tokens = s.post("/tokenize", {{"prompt", "the cache"}});
   const json text = s.post("/detokenize", {{"tokens", tokens["tokens"]}});
   EXPECT_EQ(text["prompt"], "<|begin_of_text|>the cache");
-  EXPECT_EQ(s.post("/v1/completions", {{"prompt", "x"}, {"n", 3}}, 400)["message"]
+  EXPECT_EQ(s.post("/v1/completions", {{"prompt", "x"}, {"n", 100}}, 400)["message"]
                 .get<std::string>()
                 .find("'n'"),
             0u);

@@ -52,7 +52,6 @@ void check_model(const json& body, const ServedModel& model) {
 
 // Fields quench refuses rather than ignores: a client relying on them would get wrong results.
 void refuse_unsupported(const json& body) {
-  if (integer(body, "n", 1) != 1) bad("'n' must be 1 (one choice per request is supported)");
   if (integer(body, "best_of", 1) != 1) bad("'best_of' must be 1");
   if (present(body, "logprobs") &&
       !(body.at("logprobs").is_boolean() && !body.at("logprobs").get<bool>())) {
@@ -121,24 +120,48 @@ std::vector<int32_t> encode_text(const std::string& text, const ServedModel& mod
   }
 }
 
+constexpr const char* kPromptForms =
+    "'prompt' must be a string, a list of token ids, or a list of either (a choice set each)";
+
 std::vector<int32_t> prompt_ids(const json& prompt, const ServedModel& model) {
   if (prompt.is_string()) return encode_text(prompt.get<std::string>(), model, true);
-  if (prompt.is_array() && prompt.size() == 1 && (prompt[0].is_string() || prompt[0].is_array())) {
-    return prompt_ids(prompt[0], model);
+  if (!prompt.is_array()) bad(kPromptForms);
+  std::vector<int32_t> ids;
+  for (const json& v : prompt) {
+    if (!v.is_number_integer()) bad(kPromptForms);
+    const int64_t id = v.get<int64_t>();
+    if (id < 0 || id > std::numeric_limits<int32_t>::max())
+      bad(str_cat("prompt token id ", id, " is out of range"));
+    ids.push_back(static_cast<int32_t>(id));
   }
-  if (prompt.is_array()) {
-    std::vector<int32_t> ids;
-    for (const json& v : prompt) {
-      if (!v.is_number_integer())
-        bad("'prompt' must be a string, a list of token ids, or a one-element list of either");
-      const int64_t id = v.get<int64_t>();
-      if (id < 0 || id > std::numeric_limits<int32_t>::max())
-        bad(str_cat("prompt token id ", id, " is out of range"));
-      ids.push_back(static_cast<int32_t>(id));
+  return ids;
+}
+
+// A string, a token-id list, or a list of strings / token-id lists.
+std::vector<std::vector<int32_t>> prompt_list(const json& prompt, const ServedModel& model) {
+  const bool many =
+      prompt.is_array() && !prompt.empty() && (prompt[0].is_string() || prompt[0].is_array());
+  std::vector<std::vector<int32_t>> prompts;
+  if (!many) {
+    prompts.push_back(prompt_ids(prompt, model));
+  } else {
+    for (const json& p : prompt) {
+      if (!p.is_string() && !p.is_array()) bad(kPromptForms);
+      prompts.push_back(prompt_ids(p, model));
     }
-    return ids;
   }
-  bad("'prompt' must be a string, a list of token ids, or a one-element list of either");
+  for (const auto& p : prompts)
+    if (p.empty()) bad("'prompt' is empty");
+  return prompts;
+}
+
+int32_t choices_per_prompt(const json& body, size_t prompts) {
+  const int64_t n = integer(body, "n", 1);
+  if (n < 1 || n * static_cast<int64_t>(prompts) > kMaxChoices) {
+    bad(str_cat("'n' = ", n, " with ", prompts, " prompt(s) must give 1 to ", kMaxChoices,
+                " choices"));
+  }
+  return static_cast<int32_t>(n);
 }
 
 json choice_reason(std::optional<FinishReason> reason) {
@@ -156,11 +179,11 @@ json envelope(const ResponseIds& ids, const char* object, json choices) {
 }
 
 // One choice: `content` is {"text": ...}, {"message": ...} or {"delta": ...}.
-json choice(json content, std::optional<FinishReason> reason) {
-  content["index"] = 0;
+json choice(json content, std::optional<FinishReason> reason, int32_t index) {
+  content["index"] = index;
   content["logprobs"] = nullptr;
   content["finish_reason"] = choice_reason(reason);
-  return json::array({content});
+  return content;
 }
 
 }  // namespace
@@ -171,8 +194,8 @@ ApiRequest parse_completion_request(const json& body, const ServedModel& model) 
   refuse_unsupported(body);
   if (!present(body, "prompt")) bad("'prompt' is required");
   ApiRequest r;
-  r.prompt = prompt_ids(body.at("prompt"), model);
-  if (r.prompt.empty()) bad("'prompt' is empty");
+  r.prompts = prompt_list(body.at("prompt"), model);
+  r.n = choices_per_prompt(body, r.prompts.size());
   parse_sampling(body, 16, r);
   return r;
 }
@@ -219,9 +242,10 @@ ApiRequest parse_chat_request(const json& body, const ServedModel& model) {
     bad(e.what());
   }
   ApiRequest r;
-  r.prompt = encode_text(text, model, false);  // the template carries its own BOS
+  r.prompts.push_back(encode_text(text, model, false));  // the template carries its own BOS
+  r.n = choices_per_prompt(body, 1);
   const int64_t room =
-      static_cast<int64_t>(model.max_model_len) - static_cast<int64_t>(r.prompt.size());
+      static_cast<int64_t>(model.max_model_len) - static_cast<int64_t>(r.prompts[0].size());
   parse_sampling(body, std::max<int64_t>(room, 1), r);
   return r;
 }
@@ -240,32 +264,41 @@ json usage_json(int32_t prompt_tokens, int32_t completion_tokens) {
           {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
-json completion_json(const ResponseIds& ids, const std::string& text, FinishReason reason,
+json completion_json(const ResponseIds& ids, const std::vector<ChoiceResult>& choices,
                      int32_t prompt_tokens, int32_t completion_tokens) {
-  json r = envelope(ids, "text_completion", choice({{"text", text}}, reason));
+  json list = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    list.push_back(choice({{"text", choices[i].text}}, choices[i].reason, static_cast<int32_t>(i)));
+  }
+  json r = envelope(ids, "text_completion", std::move(list));
   r["usage"] = usage_json(prompt_tokens, completion_tokens);
   return r;
 }
 
-json chat_json(const ResponseIds& ids, const std::string& text, FinishReason reason,
+json chat_json(const ResponseIds& ids, const std::vector<ChoiceResult>& choices,
                int32_t prompt_tokens, int32_t completion_tokens) {
-  json r = envelope(ids, "chat.completion",
-                    choice({{"message", {{"role", "assistant"}, {"content", text}}}}, reason));
+  json list = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    list.push_back(choice({{"message", {{"role", "assistant"}, {"content", choices[i].text}}}},
+                          choices[i].reason, static_cast<int32_t>(i)));
+  }
+  json r = envelope(ids, "chat.completion", std::move(list));
   r["usage"] = usage_json(prompt_tokens, completion_tokens);
   return r;
 }
 
 json completion_chunk_json(const ResponseIds& ids, const std::string& text,
-                           std::optional<FinishReason> reason) {
-  return envelope(ids, "text_completion", choice({{"text", text}}, reason));
+                           std::optional<FinishReason> reason, int32_t index) {
+  return envelope(ids, "text_completion", json::array({choice({{"text", text}}, reason, index)}));
 }
 
 json chat_chunk_json(const ResponseIds& ids, const std::optional<std::string>& role,
-                     const std::string& text, std::optional<FinishReason> reason) {
+                     const std::string& text, std::optional<FinishReason> reason, int32_t index) {
   json delta = json::object();
   if (role) delta["role"] = *role;
   if (!text.empty() || !role) delta["content"] = text;
-  return envelope(ids, "chat.completion.chunk", choice({{"delta", delta}}, reason));
+  return envelope(ids, "chat.completion.chunk",
+                  json::array({choice({{"delta", delta}}, reason, index)}));
 }
 
 json usage_chunk_json(const ResponseIds& ids, bool chat, int32_t prompt_tokens,

@@ -5,10 +5,10 @@
 //
 // /v1/completions: prompt (string, token ids, or a one-element list of either), max_tokens
 // (default 16), temperature (default 1), top_p, top_k (vLLM: 0 or -1 = off), seed, stop (a string
-// or a list), stream, stream_options.include_usage, ignore_eos (vLLM), n = 1. /v1/chat/completions:
-// messages (content a string or a list of text parts), max_tokens or max_completion_tokens
-// (default: what max_model_len leaves). Fields quench does not implement yet (n > 1, logprobs,
-// echo, penalties, tools) are refused with 400 naming the field, never silently ignored.
+// or a list), stream, stream_options.include_usage, ignore_eos (vLLM), n (choices per prompt).
+// /v1/chat/completions: messages (content a string or a list of text parts), max_tokens or
+// max_completion_tokens (default: what max_model_len leaves). Fields quench does not implement yet
+// (logprobs, echo, penalties, tools) are refused with 400 naming the field, never silently ignored.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +34,10 @@ struct ApiError : std::runtime_error {
 };
 
 struct ApiRequest {
-  std::vector<int32_t> prompt;
+  // One prompt, or several (a list of strings or of token-id lists); each is sampled n times,
+  // choices ordered prompt by prompt (OpenAI's order).
+  std::vector<std::vector<int32_t>> prompts;
+  int32_t n = 1;
   SamplingParams params;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with the counts
@@ -62,16 +65,26 @@ struct ResponseIds {
 };
 
 nlohmann::json usage_json(int32_t prompt_tokens, int32_t completion_tokens);
-// Whole responses.
-nlohmann::json completion_json(const ResponseIds& ids, const std::string& text, FinishReason reason,
+// The most choices one request may ask for (prompts x n).
+inline constexpr int32_t kMaxChoices = 64;
+
+struct ChoiceResult {
+  std::string text;
+  FinishReason reason = FinishReason::kNone;
+};
+
+// Whole responses; choice i gets index i.
+nlohmann::json completion_json(const ResponseIds& ids, const std::vector<ChoiceResult>& choices,
                                int32_t prompt_tokens, int32_t completion_tokens);
-nlohmann::json chat_json(const ResponseIds& ids, const std::string& text, FinishReason reason,
+nlohmann::json chat_json(const ResponseIds& ids, const std::vector<ChoiceResult>& choices,
                          int32_t prompt_tokens, int32_t completion_tokens);
-// Stream chunks: text (or the assistant role first, for chat) and, on the last, the reason.
+// Stream chunks of choice `index`: text (or the assistant role first, for chat) and, on its last,
+// the reason.
 nlohmann::json completion_chunk_json(const ResponseIds& ids, const std::string& text,
-                                     std::optional<FinishReason> reason);
+                                     std::optional<FinishReason> reason, int32_t index = 0);
 nlohmann::json chat_chunk_json(const ResponseIds& ids, const std::optional<std::string>& role,
-                               const std::string& text, std::optional<FinishReason> reason);
+                               const std::string& text, std::optional<FinishReason> reason,
+                               int32_t index = 0);
 // The include_usage chunk: no choices, the counts.
 nlohmann::json usage_chunk_json(const ResponseIds& ids, bool chat, int32_t prompt_tokens,
                                 int32_t completion_tokens);

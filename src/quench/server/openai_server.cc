@@ -113,6 +113,31 @@ void OpenAiServer::State::load() {
   load_done.notify_all();
 }
 
+namespace {
+
+// One choice of a response: its engine stream and, when streaming, the text sent so far.
+struct ChoiceState {
+  int32_t index = 0;
+  std::shared_ptr<RequestStream> stream;
+  std::unique_ptr<IncrementalDetokenizer> detokenizer;
+  std::string text;  // the stable text so far
+  size_t sent = 0;   // bytes of it sent
+  int32_t completion_tokens = 0;
+  bool sent_role = false;
+  bool finished = false;
+};
+
+// The text of a finished choice from all its tokens: special tokens skipped, cut at a stop string.
+std::string final_text(const Tokenizer* tokenizer, const std::vector<int32_t>& tokens,
+                       const RequestStream& stream) {
+  std::string text = tokenizer != nullptr ? tokenizer->decode(tokens, true, true) : std::string();
+  if (stream.stop_text_offset() >= 0)
+    text.resize(std::min(text.size(), static_cast<size_t>(stream.stop_text_offset())));
+  return text;
+}
+
+}  // namespace
+
 void OpenAiServer::State::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
   AsyncEngine* engine_ptr = ready_engine();
   if (engine_ptr == nullptr)
@@ -130,125 +155,150 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
   } catch (const ApiError& e) {
     return send_error(res, e.status, e.what(), e.type);
   }
-  std::shared_ptr<RequestStream> stream;
+  // Each prompt n times; a seeded request gives its choices consecutive seeds, so that they
+  // differ from each other and repeat from run to run.
+  auto choices = std::make_shared<std::vector<ChoiceState>>();
+  int32_t prompt_tokens = 0;
   try {
-    stream = async.submit(request.prompt, request.params);
+    for (const std::vector<int32_t>& prompt : request.prompts) {
+      prompt_tokens += static_cast<int32_t>(prompt.size());
+      for (int32_t k = 0; k < request.n; ++k) {
+        SamplingParams params = request.params;
+        if (params.seed) params.seed = *params.seed + static_cast<uint64_t>(k);
+        ChoiceState c;
+        c.index = static_cast<int32_t>(choices->size());
+        c.stream = async.submit(prompt, params);
+        if (served.tokenizer != nullptr)
+          c.detokenizer = std::make_unique<IncrementalDetokenizer>(*served.tokenizer);
+        choices->push_back(std::move(c));
+      }
+    }
   } catch (const Error& e) {
+    for (const ChoiceState& c : *choices)
+      async.abort(c.stream);
     return send_error(res, 400, e.what());
   }
   const ResponseIds ids{str_cat(chat ? "chatcmpl-" : "cmpl-", next_id++), unix_seconds(),
                         served.name};
-  const int32_t prompt_tokens = stream->prompt_tokens();
-  const Tokenizer* tokenizer = served.tokenizer;
+  const Clock::time_point arrival = Clock::now();
+  auto seconds_since_arrival = [arrival] {
+    return std::chrono::duration<double>(Clock::now() - arrival).count();
+  };
 
   if (!request.stream) {
-    std::vector<int32_t> tokens;
+    std::vector<ChoiceResult> results;
+    int32_t completion_tokens = 0;
     bool first = true;
-    while (stream->wait(tokens, kPoll)) {
-      if (first && !tokens.empty()) {
-        metrics.time_to_first_token.observe(
-            std::chrono::duration<double>(Clock::now() - stream->arrival()).count());
-        first = false;
+    for (ChoiceState& c : *choices) {
+      std::vector<int32_t> tokens;
+      while (c.stream->wait(tokens, kPoll)) {
+        if (first && !tokens.empty()) {
+          metrics.time_to_first_token.observe(seconds_since_arrival());
+          first = false;
+        }
       }
+      if (!c.stream->error().empty()) {
+        for (const ChoiceState& other : *choices)
+          async.abort(other.stream);
+        return send_error(res, 500, c.stream->error(), "InternalServerError");
+      }
+      completion_tokens += static_cast<int32_t>(tokens.size());
+      // Without a tokenizer the text is empty; the token counts are still in usage.
+      results.push_back(
+          {final_text(served.tokenizer, tokens, *c.stream), c.stream->finish_reason()});
     }
-    if (!stream->error().empty())
-      return send_error(res, 500, stream->error(), "InternalServerError");
-    metrics.e2e_latency.observe(
-        std::chrono::duration<double>(Clock::now() - stream->arrival()).count());
-    // Without a tokenizer the text is empty; the token count is still in usage.
-    std::string text = tokenizer != nullptr ? tokenizer->decode(tokens, true, true) : std::string();
-    if (stream->stop_text_offset() >= 0)
-      text.resize(static_cast<size_t>(stream->stop_text_offset()));
-    const auto n = static_cast<int32_t>(tokens.size());
+    metrics.e2e_latency.observe(seconds_since_arrival());
     return send_json(res, 200,
-                     chat ? chat_json(ids, text, stream->finish_reason(), prompt_tokens, n)
-                          : completion_json(ids, text, stream->finish_reason(), prompt_tokens, n));
+                     chat ? chat_json(ids, results, prompt_tokens, completion_tokens)
+                          : completion_json(ids, results, prompt_tokens, completion_tokens));
   }
 
-  struct StreamState {
-    std::unique_ptr<IncrementalDetokenizer> detokenizer;
-    int32_t completion_tokens = 0;
-    std::string text;  // the stable text so far
-    size_t sent = 0;   // bytes of it sent
-    bool sent_role = false;
-    bool first_token = true;
-    bool done = false;
-  };
-  auto state = std::make_shared<StreamState>();
-  if (tokenizer != nullptr)
-    state->detokenizer = std::make_unique<IncrementalDetokenizer>(*tokenizer);
   // With stop strings, the last (longest - 1) bytes wait: they may be the start of a stop string
   // that the next tokens complete, and a client must never see a stop string.
   size_t holdback = 0;
   for (const std::string& stop : request.params.stop)
     holdback = std::max(holdback, stop.size() - 1);
+  auto done = std::make_shared<bool>(false);
+  auto first_token = std::make_shared<bool>(true);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, stream, state, ids, chat, request, prompt_tokens, holdback](size_t,
-                                                                         httplib::DataSink& sink) {
+      [this, choices, done, first_token, ids, chat, request, prompt_tokens, holdback,
+       seconds_since_arrival](size_t, httplib::DataSink& sink) {
         auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
         // An exception must not leave the provider (the HTTP library would not survive it): the
-        // client gets an error event, the request is aborted by the releaser.
+        // client gets an error event, the requests are aborted by the releaser.
         try {
-          if (chat && !state->sent_role) {
-            state->sent_role = true;
-            if (!write(sse(chat_chunk_json(ids, std::string("assistant"), "", std::nullopt))))
-              return false;
+          const auto unfinished = static_cast<int32_t>(std::count_if(
+              choices->begin(), choices->end(), [](const ChoiceState& c) { return !c.finished; }));
+          for (ChoiceState& c : *choices) {
+            if (c.finished) continue;
+            if (chat && !c.sent_role) {
+              c.sent_role = true;
+              if (!write(sse(
+                      chat_chunk_json(ids, std::string("assistant"), "", std::nullopt, c.index))))
+                return false;
+            }
+            std::vector<int32_t> tokens;
+            const bool more = c.stream->wait(tokens, kPoll / std::max(unfinished, 1));
+            if (!sink.is_writable()) return false;  // the client left
+            if (!tokens.empty()) {
+              if (*first_token) {
+                metrics.time_to_first_token.observe(seconds_since_arrival());
+                *first_token = false;
+              }
+              c.completion_tokens += static_cast<int32_t>(tokens.size());
+              if (c.detokenizer) c.text += c.detokenizer->push(tokens);
+              // Up to the hold-back, never inside a character (chunks are JSON strings), and
+              // cut at a stop string these very tokens completed (the engine's finish may come
+              // a moment after its tokens).
+              size_t end = c.text.size() > holdback ? c.text.size() - holdback : 0;
+              for (const std::string& stop : request.params.stop) {
+                end = std::min(end, c.text.find(stop, c.sent > holdback ? c.sent - holdback : 0));
+              }
+              while (end > c.sent && end < c.text.size() &&
+                     (static_cast<uint8_t>(c.text[end]) & 0xC0) == 0x80)
+                --end;
+              const std::string text = end > c.sent ? c.text.substr(c.sent, end - c.sent) : "";
+              c.sent = std::max(c.sent, end);
+              if (!text.empty() || !c.detokenizer) {
+                const json chunk =
+                    chat ? chat_chunk_json(ids, std::nullopt, text, std::nullopt, c.index)
+                         : completion_chunk_json(ids, text, std::nullopt, c.index);
+                if (!write(sse(chunk))) return false;
+              }
+            }
+            if (more) continue;
+            if (!c.stream->error().empty()) {
+              write(sse(error_json(500, c.stream->error(), "InternalServerError")));
+              write("data: [DONE]\n\n");
+              sink.done();
+              return true;  // not *done: the releaser aborts the other choices
+            }
+            if (c.detokenizer) c.text += c.detokenizer->finish();
+            if (c.stream->stop_text_offset() >= 0) {
+              c.text.resize(
+                  std::min(c.text.size(), static_cast<size_t>(c.stream->stop_text_offset())));
+            }
+            const std::string rest = c.text.size() > c.sent ? c.text.substr(c.sent) : "";
+            const FinishReason reason = c.stream->finish_reason();
+            write(sse(chat ? chat_chunk_json(ids, std::nullopt, rest, reason, c.index)
+                           : completion_chunk_json(ids, rest, reason, c.index)));
+            c.finished = true;
           }
-          std::vector<int32_t> tokens;
-          const bool more = stream->wait(tokens, kPoll);
-          if (!sink.is_writable())
-            return false;  // the client left: the releaser aborts the request
-          if (!tokens.empty()) {
-            if (state->first_token) {
-              metrics.time_to_first_token.observe(
-                  std::chrono::duration<double>(Clock::now() - stream->arrival()).count());
-              state->first_token = false;
-            }
-            state->completion_tokens += static_cast<int32_t>(tokens.size());
-            if (state->detokenizer) state->text += state->detokenizer->push(tokens);
-            // Up to the hold-back, and never inside a character (chunks are JSON strings). A stop
-            // string completed by these very tokens cuts here already: the engine's finish may come
-            // a moment after its tokens.
-            size_t end = state->text.size() > holdback ? state->text.size() - holdback : 0;
-            for (const std::string& stop : request.params.stop) {
-              end = std::min(
-                  end, state->text.find(stop, state->sent > holdback ? state->sent - holdback : 0));
-            }
-            while (end > state->sent && end < state->text.size() &&
-                   (static_cast<uint8_t>(state->text[end]) & 0xC0) == 0x80)
-              --end;
-            const std::string text =
-                end > state->sent ? state->text.substr(state->sent, end - state->sent) : "";
-            state->sent = std::max(state->sent, end);
-            if (!text.empty() || !state->detokenizer) {
-              const json chunk = chat ? chat_chunk_json(ids, std::nullopt, text, std::nullopt)
-                                      : completion_chunk_json(ids, text, std::nullopt);
-              if (!write(sse(chunk))) return false;
-            }
+          if (std::any_of(choices->begin(), choices->end(),
+                          [](const ChoiceState& c) { return !c.finished; })) {
+            return true;
           }
-          if (more) return true;
-          if (!stream->error().empty()) {
-            write(sse(error_json(500, stream->error(), "InternalServerError")));
-          } else {
-            metrics.e2e_latency.observe(
-                std::chrono::duration<double>(Clock::now() - stream->arrival()).count());
-            if (state->detokenizer) state->text += state->detokenizer->finish();
-            if (stream->stop_text_offset() >= 0) {
-              state->text.resize(
-                  std::min(state->text.size(), static_cast<size_t>(stream->stop_text_offset())));
-            }
-            const std::string rest =
-                state->text.size() > state->sent ? state->text.substr(state->sent) : "";
-            const FinishReason reason = stream->finish_reason();
-            write(sse(chat ? chat_chunk_json(ids, std::nullopt, rest, reason)
-                           : completion_chunk_json(ids, rest, reason)));
-            if (request.include_usage)
-              write(sse(usage_chunk_json(ids, chat, prompt_tokens, state->completion_tokens)));
+          metrics.e2e_latency.observe(seconds_since_arrival());
+          if (request.include_usage) {
+            int32_t completion_tokens = 0;
+            for (const ChoiceState& c : *choices)
+              completion_tokens += c.completion_tokens;
+            write(sse(usage_chunk_json(ids, chat, prompt_tokens, completion_tokens)));
           }
           write("data: [DONE]\n\n");
-          state->done = true;
+          *done = true;
         } catch (const std::exception& e) {
           write(
               sse(error_json(500, str_cat("streaming failed: ", e.what()), "InternalServerError")));
@@ -257,9 +307,12 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
         sink.done();
         return true;
       },
-      [this, stream, state](bool success) {
-        if (!success || !state->done) {
-          if (AsyncEngine* e = ready_engine()) e->abort(stream);
+      [this, choices, done](bool success) {
+        if (!success || !*done) {
+          if (AsyncEngine* e = ready_engine()) {
+            for (const ChoiceState& c : *choices)
+              e->abort(c.stream);
+          }
         }
       });
 }
@@ -302,7 +355,7 @@ void OpenAiServer::State::routes() {
       if (body.contains("messages")) {
         json chat = body;
         chat.erase("max_tokens");
-        tokens = parse_chat_request(chat, served).prompt;
+        tokens = parse_chat_request(chat, served).prompts.front();
       } else {
         if (!body.contains("prompt") || !body.at("prompt").is_string())
           return send_error(res, 400, "'prompt' must be a string");
