@@ -108,9 +108,14 @@ int64_t LlmEngine::add_request(std::vector<int32_t> prompt, const SamplingParams
 }
 
 bool LlmEngine::match_stop(Sequence& s) const {
-  // The whole output is decoded each time (a character's bytes may span tokens); only the tail
-  // where a stop string could newly end is searched.
-  const std::string text = tokenizer_->decode(s.output, true, true);
+  // The text grows a token at a time (settled characters only); only the tail where a stop
+  // string could newly end is searched.
+  if (!s.output_text) {
+    s.output_text = std::make_shared<IncrementalDetokenizer>(*tokenizer_);
+    s.output_text->push(std::vector<int32_t>(s.output.begin(), s.output.end() - 1));
+  }
+  s.output_text->push({s.output.back()});
+  const std::string& text = s.output_text->settled_text();
   size_t longest = 0;
   for (const std::string& stop : s.params.stop)
     longest = std::max(longest, stop.size());

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "quench/engine/sampling_params.h"
+#include "quench/tokenizer/incremental_detokenizer.h"
 
 namespace quench {
 
@@ -35,7 +37,10 @@ struct Sequence {
   int32_t num_cached_prompt_tokens = 0;  // tokens of its last admission taken from the cache
   // Where the matched stop string starts in the decoded output text (bytes); -1 = none matched.
   int64_t stop_text_offset = -1;
-  size_t stop_search_from = 0;  // decoded text already searched for stop strings (bytes)
+  // The output's text so far, for stop strings (built a token at a time), and how much of it
+  // has been searched.
+  std::shared_ptr<IncrementalDetokenizer> output_text;
+  size_t stop_search_from = 0;
 
   int32_t num_tokens() const { return static_cast<int32_t>(prompt.size() + output.size()); }
   int32_t token_at(int32_t i) const {

@@ -10,9 +10,9 @@
 #include "quench/core/log.h"
 #include "quench/server/async_engine.h"
 #include "quench/server/chat_template.h"
-#include "quench/server/incremental_detokenizer.h"
 #include "quench/server/openai_protocol.h"
 #include "quench/server/server_metrics.h"
+#include "quench/tokenizer/incremental_detokenizer.h"
 
 namespace quench {
 

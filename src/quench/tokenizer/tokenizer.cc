@@ -295,35 +295,30 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens,
                               bool skip_unknown_ids) const {
-  const Impl& m = *impl_;
   std::string bytes;
-  for (int32_t id : ids) {
-    const bool known =
-        id >= 0 && id < vocab_size_ && !m.id_to_token[static_cast<size_t>(id)].empty();
-    if (!known && skip_unknown_ids) continue;
-    QUENCH_REQUIRE(known, "tokenizer: id ", id, " is not in the vocabulary (", vocab_size_,
-                   " ids)");
-    if (skip_special_tokens && is_special(id)) continue;
-    const std::string& token = m.id_to_token[static_cast<size_t>(id)];
-    if (!m.byte_level_decoder) {
-      bytes += token;
-      continue;
-    }
-    // A token whose every symbol is a byte-level symbol becomes those bytes; any other token
-    // (an added token with characters outside the alphabet) stays as its own text.
-    std::string token_bytes;
-    bool all_symbols = true;
-    for (uint32_t cp : decode_utf8(token)) {
-      const std::optional<uint8_t> b = byte_level_byte(cp);
-      if (!b) {
-        all_symbols = false;
-        break;
-      }
-      token_bytes += static_cast<char>(*b);
-    }
-    bytes += all_symbols ? token_bytes : token;
-  }
+  for (int32_t id : ids)
+    bytes += token_bytes(id, skip_special_tokens, skip_unknown_ids);
   return utf8_lossy(bytes);
+}
+
+std::string Tokenizer::token_bytes(int32_t id, bool skip_special_tokens,
+                                   bool skip_unknown_ids) const {
+  const Impl& m = *impl_;
+  const bool known = id >= 0 && id < vocab_size_ && !m.id_to_token[static_cast<size_t>(id)].empty();
+  if (!known && skip_unknown_ids) return {};
+  QUENCH_REQUIRE(known, "tokenizer: id ", id, " is not in the vocabulary (", vocab_size_, " ids)");
+  if (skip_special_tokens && is_special(id)) return {};
+  const std::string& token = m.id_to_token[static_cast<size_t>(id)];
+  if (!m.byte_level_decoder) return token;
+  // A token whose every symbol is a byte-level symbol becomes those bytes; any other token (an
+  // added token with characters outside the alphabet) stays as its own text.
+  std::string bytes;
+  for (uint32_t cp : decode_utf8(token)) {
+    const std::optional<uint8_t> b = byte_level_byte(cp);
+    if (!b) return token;
+    bytes += static_cast<char>(*b);
+  }
+  return bytes;
 }
 
 std::optional<int32_t> Tokenizer::token_to_id(const std::string& token) const {

@@ -45,6 +45,11 @@ class Tokenizer {
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false,
                      bool skip_unknown_ids = false) const;
 
+  // The raw bytes one token contributes to decode()'s text before the UTF-8 repair (decode is
+  // utf8_lossy of their concatenation, so text can be built a token at a time). Empty for a
+  // skipped special or unknown id; throws like decode otherwise.
+  std::string token_bytes(int32_t id, bool skip_special_tokens, bool skip_unknown_ids) const;
+
   int32_t vocab_size() const { return vocab_size_; }  // the largest id + 1
   std::optional<int32_t> token_to_id(const std::string& token) const;
   // "" for an id no token has.

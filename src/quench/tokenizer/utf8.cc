@@ -89,6 +89,24 @@ std::vector<uint32_t> decode_utf8(std::string_view text) {
   return out;
 }
 
+size_t utf8_settled_prefix(std::string_view bytes) {
+  size_t prefix = 0;
+  for (size_t i = 0; i < bytes.size();) {
+    const size_t n = sequence_length(bytes, i, &prefix);
+    if (n > 0) {
+      i += n;
+      continue;
+    }
+    // Invalid here: settled, unless the bytes so far are a valid start cut off by the end.
+    if (i + prefix >= bytes.size() && static_cast<uint8_t>(bytes[i]) >= 0xC2 &&
+        static_cast<uint8_t>(bytes[i]) <= 0xF4) {
+      return i;
+    }
+    i += prefix;
+  }
+  return bytes.size();
+}
+
 std::string utf8_lossy(std::string_view bytes) {
   std::string out;
   size_t prefix = 0;

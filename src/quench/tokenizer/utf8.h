@@ -21,6 +21,10 @@ std::vector<std::string> split_code_points(std::string_view text);
 // Decodes valid UTF-8 into code points.
 std::vector<uint32_t> decode_utf8(std::string_view text);
 
+// The length of the longest prefix of `bytes` that does not end inside a sequence more bytes could
+// still complete: utf8_lossy of that prefix is final, whatever follows.
+size_t utf8_settled_prefix(std::string_view bytes);
+
 // Replaces each invalid sequence with U+FFFD, as a lossy byte-to-text decoder does (the maximal
 // subpart rule: one replacement per invalid prefix).
 std::string utf8_lossy(std::string_view bytes);
