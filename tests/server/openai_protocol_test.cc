@@ -104,6 +104,43 @@ TEST(OpenAiProtocol, SeveralPromptsAndChoices) {
             400);
 }
 
+TEST(OpenAiProtocol, LogprobsInBothShapes) {
+  const Fixture fx;
+  EXPECT_EQ(
+      parse_completion_request(json{{"prompt", "x"}, {"logprobs", 2}}, fx.model()).params.logprobs,
+      2);
+  EXPECT_EQ(parse_completion_request(json{{"prompt", "x"}}, fx.model()).params.logprobs, -1);
+  const json messages = {{{"role", "user"}, {"content", "hi"}}};
+  EXPECT_EQ(parse_chat_request(
+                json{{"messages", messages}, {"logprobs", true}, {"top_logprobs", 3}}, fx.model())
+                .params.logprobs,
+            3);
+  EXPECT_EQ(parse_chat_request(json{{"messages", messages}, {"logprobs", false}}, fx.model())
+                .params.logprobs,
+            -1);
+  EXPECT_EQ(api_error([&] {
+              parse_chat_request(json{{"messages", messages}, {"top_logprobs", 3}}, fx.model());
+            }).first,
+            400);
+  EXPECT_EQ(api_error([&] {
+              parse_completion_request(json{{"prompt", "x"}, {"logprobs", 50}}, fx.model());
+            }).first,
+            400);
+  EXPECT_EQ(api_error([&] {
+              parse_completion_request(json{{"prompt", "x"}, {"logprobs", -3}}, fx.model());
+            }).first,
+            400);
+  const std::vector<int32_t> tokens = fx.tokenizer.encode("the cache", false);
+  std::vector<TokenLogprobs> lps(tokens.size(), TokenLogprobs{-0.5f, {{tokens[0], -0.5f}}});
+  const json c = completion_logprobs_json(fx.tokenizer, tokens, lps, 7);
+  EXPECT_EQ(c["tokens"].size(), tokens.size());
+  EXPECT_EQ(c["text_offset"][0], 7);
+  EXPECT_EQ(c["top_logprobs"][0].begin().value(), -0.5f);
+  const json chat = chat_logprobs_json(fx.tokenizer, tokens, lps);
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][0]["token"],
+            fx.tokenizer.decode(std::vector<int32_t>{tokens[0]}));
+}
+
 TEST(OpenAiProtocol, UnsupportedFieldsAreRefusedByName) {
   const Fixture fx;
   const ServedModel m = fx.model();
@@ -112,8 +149,7 @@ TEST(OpenAiProtocol, UnsupportedFieldsAreRefusedByName) {
     return api_error([&] { parse_completion_request(body, m); });
   };
   for (const auto& [field, value] :
-       std::vector<std::pair<std::string, json>>{{"logprobs", 3},
-                                                 {"echo", true},
+       std::vector<std::pair<std::string, json>>{{"echo", true},
                                                  {"presence_penalty", 0.5},
                                                  {"frequency_penalty", 1},
                                                  {"repetition_penalty", 1.1},
@@ -183,8 +219,8 @@ TEST(OpenAiProtocol, ChatRendersTheTemplateAndDefaultsToTheRoomLeft) {
 
 TEST(OpenAiProtocol, ResponseShapes) {
   const ResponseIds ids{"cmpl-1", 123, "tiny"};
-  const json c =
-      completion_json(ids, {{"hi", FinishReason::kStop}, {"ho", FinishReason::kLength}}, 4, 2);
+  const json c = completion_json(
+      ids, {{"hi", FinishReason::kStop, nullptr}, {"ho", FinishReason::kLength, nullptr}}, 4, 2);
   EXPECT_EQ(c["choices"][1]["index"], 1);
   EXPECT_EQ(c["choices"][1]["text"], "ho");
   EXPECT_EQ(c["object"], "text_completion");

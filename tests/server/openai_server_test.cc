@@ -202,6 +202,49 @@ TEST(OpenAiServer, SeveralChoicesStreamedOrNot) {
   EXPECT_EQ(streamed, texts);  // the same seeds, the same draws
 }
 
+TEST(OpenAiServer, LogprobsOfEveryGeneratedToken) {
+  const RunningServer s;
+  const json r = s.post("/v1/completions", {{"prompt", "The quick brown"},
+                                            {"max_tokens", 5},
+                                            {"temperature", 0},
+                                            {"ignore_eos", true},
+                                            {"logprobs", 2}});
+  const json& lp = r["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["token_logprobs"].size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    const double chosen = lp["token_logprobs"][i];
+    EXPECT_LE(chosen, 0.0);
+    ASSERT_EQ(lp["top_logprobs"][i].size(), 2u);
+    double best = -1e30;
+    for (const auto& [token, value] : lp["top_logprobs"][i].items())
+      best = std::max(best, value.get<double>());
+    EXPECT_DOUBLE_EQ(chosen, best);  // greedy: the chosen token is the most likely
+  }
+  std::string joined;
+  for (const auto& t : lp["tokens"])
+    joined += t.get<std::string>();
+  EXPECT_EQ(joined, r["choices"][0]["text"]);
+  const json chat =
+      s.post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                                      {"max_tokens", 3},
+                                      {"temperature", 0},
+                                      {"ignore_eos", true},
+                                      {"logprobs", true},
+                                      {"top_logprobs", 1}});
+  EXPECT_EQ(chat["choices"][0]["logprobs"]["content"].size(), 3u);
+  json streaming = {{"prompt", "The quick brown"}, {"max_tokens", 5}, {"temperature", 0},
+                    {"ignore_eos", true},          {"logprobs", 1},   {"stream", true}};
+  auto res = s.client().Post("/v1/completions", streaming.dump(), "application/json");
+  ASSERT_TRUE(res);
+  bool done = false;
+  size_t streamed = 0;
+  for (const json& e : sse_events(res->body, &done)) {
+    const json& l = e["choices"][0]["logprobs"];
+    if (!l.is_null()) streamed += l["token_logprobs"].size();
+  }
+  EXPECT_EQ(streamed, 5u);
+}
+
 TEST(OpenAiServer, ConcurrentClientsGetWhatTheyWouldGetAlone) {
   const RunningServer s;
   std::vector<std::vector<int32_t>> prompts;

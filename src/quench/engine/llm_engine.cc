@@ -177,7 +177,13 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
     const int32_t token =
         sample_token(std::span<const float>(logits.data() + i * vocab, vocab), s.params, s.rng);
     s.output.push_back(token);
-    if (sampled_tokens != nullptr) sampled_tokens->push_back({s.id, token});
+    TokenLogprobs lp;
+    if (s.params.logprobs >= 0) {
+      lp = token_logprobs(std::span<const float>(logits.data() + i * vocab, vocab), token,
+                          s.params.logprobs);
+      s.output_logprobs.push_back(lp);
+    }
+    if (sampled_tokens != nullptr) sampled_tokens->push_back({s.id, token, std::move(lp)});
     if (!s.params.ignore_eos &&
         std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
       s.finish_reason = FinishReason::kStop;
@@ -191,8 +197,9 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
   }
   std::vector<RequestOutput> done;
   for (auto& seq : scheduler_->complete(step)) {
-    done.push_back({seq->id, std::move(seq->prompt), std::move(seq->output), seq->finish_reason,
-                    seq->num_preemptions, seq->stop_text_offset});
+    done.push_back({seq->id, std::move(seq->prompt), std::move(seq->output),
+                    std::move(seq->output_logprobs), seq->finish_reason, seq->num_preemptions,
+                    seq->stop_text_offset});
   }
   return done;
 }

@@ -38,6 +38,7 @@ struct RequestOutput {
   int64_t id = 0;
   std::vector<int32_t> prompt;
   std::vector<int32_t> output;
+  std::vector<TokenLogprobs> output_logprobs;  // one per output token when asked for
   FinishReason finish_reason = FinishReason::kNone;
   int32_t num_preemptions = 0;
   // A stop string ended it: its text is the decoded output (special tokens skipped) up to this
@@ -52,6 +53,7 @@ std::string output_text(const Tokenizer& tokenizer, const RequestOutput& output)
 struct TokenEvent {
   int64_t id = 0;
   int32_t token = 0;
+  TokenLogprobs logprobs;  // when the request asked for them
 };
 
 struct EngineStepStats {

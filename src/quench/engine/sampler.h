@@ -16,4 +16,12 @@ namespace quench {
 int32_t sample_token(std::span<const float> logits, const SamplingParams& params,
                      std::mt19937_64& rng);
 
+// A generated token's log-probability and the `top` most likely alternatives (descending; ties
+// to the lower id), under softmax(logits).
+struct TokenLogprobs {
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;
+};
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t top);
+
 }  // namespace quench

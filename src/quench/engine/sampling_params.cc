@@ -9,6 +9,7 @@ namespace quench {
 namespace {
 
 constexpr size_t kMaxStopStrings = 16;
+constexpr int32_t kMaxLogprobs = 20;
 
 }  // namespace
 
@@ -19,6 +20,8 @@ void SamplingParams::validate() const {
   QUENCH_REQUIRE(std::isfinite(top_p) && top_p > 0.0f && top_p <= 1.0f, "top_p ", top_p,
                  " must be in (0, 1]");
   QUENCH_REQUIRE(max_tokens >= 1, "max_tokens ", max_tokens, " must be >= 1");
+  QUENCH_REQUIRE(logprobs >= -1 && logprobs <= kMaxLogprobs, "logprobs ", logprobs,
+                 " must be in [0, ", kMaxLogprobs, "] (or -1 for none)");
   QUENCH_REQUIRE(stop.size() <= kMaxStopStrings, "stop has ", stop.size(), " strings; at most ",
                  kMaxStopStrings);
   for (size_t i = 0; i < stop.size(); ++i) {

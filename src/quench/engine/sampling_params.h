@@ -18,6 +18,10 @@ struct SamplingParams {
   // Stop strings: the request ends when its text contains one; the text returned stops before it
   // (the tokens that spelled it stay in the output ids). Needs the model's tokenizer.
   std::vector<std::string> stop;
+  // Log-probabilities to return with each generated token: -1 none; k >= 0 the sampled token's
+  // and the k most likely tokens', from the model's distribution before temperature, top-k and
+  // top-p (as vLLM returns them).
+  int32_t logprobs = -1;
 
   // Throws quench::Error naming the bad field and its allowed range.
   void validate() const;

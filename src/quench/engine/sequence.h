@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "quench/engine/sampler.h"
 #include "quench/engine/sampling_params.h"
 #include "quench/tokenizer/incremental_detokenizer.h"
 
@@ -23,6 +24,7 @@ struct Sequence {
   int64_t id = 0;
   std::vector<int32_t> prompt;
   std::vector<int32_t> output;
+  std::vector<TokenLogprobs> output_logprobs;  // one per output token when params.logprobs >= 0
   SamplingParams params;
   std::mt19937_64 rng;
 

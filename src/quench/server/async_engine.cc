@@ -5,12 +5,15 @@
 
 namespace quench {
 
-bool RequestStream::wait(std::vector<int32_t>& tokens, std::chrono::milliseconds timeout) {
+bool RequestStream::wait(std::vector<int32_t>& tokens, std::chrono::milliseconds timeout,
+                         std::vector<TokenLogprobs>* logprobs) {
   std::unique_lock<std::mutex> lock(mutex_);
   ready_.wait_for(lock, timeout, [&] { return !pending_.empty() || finished_; });
   tokens.insert(tokens.end(), pending_.begin(), pending_.end());
+  if (logprobs != nullptr) logprobs->insert(logprobs->end(), pending_logprobs_.begin(), pending_logprobs_.end());
   const bool had = !pending_.empty();
   pending_.clear();
+  pending_logprobs_.clear();
   return !(finished_ && !had);
 }
 
@@ -24,10 +27,11 @@ FinishReason RequestStream::finish_reason() const {
   return reason_;
 }
 
-void RequestStream::push(int32_t token) {
+void RequestStream::push(int32_t token, TokenLogprobs logprobs) {
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     pending_.push_back(token);
+    pending_logprobs_.push_back(std::move(logprobs));
   }
   ready_.notify_all();
 }
@@ -139,7 +143,7 @@ void AsyncEngine::run() {
       counters_.generation_tokens += static_cast<int64_t>(tokens.size());
       for (const TokenEvent& t : tokens) {
         const auto it = in_flight.find(t.id);
-        if (it != in_flight.end()) it->second->push(t.token);
+        if (it != in_flight.end()) it->second->push(t.token, t.logprobs);
       }
       for (const RequestOutput& out : done) {
         const auto it = in_flight.find(out.id);

@@ -25,7 +25,8 @@ class RequestStream {
 
   // Waits until new tokens or the end arrive (or `timeout` passes); moves new tokens into
   // `tokens`. Returns false once the request has ended and everything was read.
-  bool wait(std::vector<int32_t>& tokens, std::chrono::milliseconds timeout);
+  bool wait(std::vector<int32_t>& tokens, std::chrono::milliseconds timeout,
+            std::vector<TokenLogprobs>* logprobs = nullptr);
   bool finished() const;
   FinishReason finish_reason() const;
   const std::string& error() const { return error_; }  // set when the engine failed the request
@@ -36,12 +37,13 @@ class RequestStream {
 
  private:
   friend class AsyncEngine;
-  void push(int32_t token);
+  void push(int32_t token, TokenLogprobs logprobs);
   void finish(FinishReason reason, std::string error = {}, int64_t stop_text_offset = -1);
 
   mutable std::mutex mutex_;
   std::condition_variable ready_;
   std::vector<int32_t> pending_;
+  std::vector<TokenLogprobs> pending_logprobs_;  // beside pending_ when the request asked
   bool finished_ = false;
   FinishReason reason_ = FinishReason::kNone;
   std::string error_;

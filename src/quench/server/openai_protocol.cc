@@ -53,10 +53,6 @@ void check_model(const json& body, const ServedModel& model) {
 // Fields quench refuses rather than ignores: a client relying on them would get wrong results.
 void refuse_unsupported(const json& body) {
   if (integer(body, "best_of", 1) != 1) bad("'best_of' must be 1");
-  if (present(body, "logprobs") &&
-      !(body.at("logprobs").is_boolean() && !body.at("logprobs").get<bool>())) {
-    bad("'logprobs' is not supported yet");
-  }
   if (boolean(body, "echo", false)) bad("'echo' is not supported yet");
   for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
     if (number(body, penalty, 0.0) != 0.0)
@@ -67,7 +63,7 @@ void refuse_unsupported(const json& body) {
   if (present(body, "tools") && !body.at("tools").empty()) bad("'tools' is not supported yet");
 }
 
-void parse_sampling(const json& body, int64_t default_max_tokens, ApiRequest& r) {
+void parse_sampling(const json& body, int64_t default_max_tokens, bool chat, ApiRequest& r) {
   const int64_t max_tokens =
       integer(body, "max_tokens", integer(body, "max_completion_tokens", default_max_tokens));
   if (max_tokens < 1 || max_tokens > std::numeric_limits<int32_t>::max()) {
@@ -82,6 +78,18 @@ void parse_sampling(const json& body, int64_t default_max_tokens, ApiRequest& r)
   r.params.top_k = top_k < 0 ? 0 : static_cast<int32_t>(top_k);
   if (present(body, "seed")) r.params.seed = static_cast<uint64_t>(integer(body, "seed", 0));
   r.params.ignore_eos = boolean(body, "ignore_eos", false);
+  if (chat) {
+    if (boolean(body, "logprobs", false)) {
+      r.params.logprobs =
+          static_cast<int32_t>(std::clamp<int64_t>(integer(body, "top_logprobs", 0), -2, 1000));
+    } else if (present(body, "top_logprobs")) {
+      bad("'top_logprobs' needs \"logprobs\": true");
+    }
+  } else if (present(body, "logprobs")) {
+    r.params.logprobs =
+        static_cast<int32_t>(std::clamp<int64_t>(integer(body, "logprobs", 0), -2, 1000));
+  }
+  if (r.params.logprobs < -1) bad("the number of logprobs must be an integer >= 0");
   if (present(body, "stop")) {
     const json& stop = body.at("stop");
     if (stop.is_string()) {
@@ -179,9 +187,10 @@ json envelope(const ResponseIds& ids, const char* object, json choices) {
 }
 
 // One choice: `content` is {"text": ...}, {"message": ...} or {"delta": ...}.
-json choice(json content, std::optional<FinishReason> reason, int32_t index) {
+json choice(json content, std::optional<FinishReason> reason, int32_t index,
+            json logprobs = nullptr) {
   content["index"] = index;
-  content["logprobs"] = nullptr;
+  content["logprobs"] = std::move(logprobs);
   content["finish_reason"] = choice_reason(reason);
   return content;
 }
@@ -196,7 +205,7 @@ ApiRequest parse_completion_request(const json& body, const ServedModel& model) 
   ApiRequest r;
   r.prompts = prompt_list(body.at("prompt"), model);
   r.n = choices_per_prompt(body, r.prompts.size());
-  parse_sampling(body, 16, r);
+  parse_sampling(body, 16, false, r);
   return r;
 }
 
@@ -246,7 +255,7 @@ ApiRequest parse_chat_request(const json& body, const ServedModel& model) {
   r.n = choices_per_prompt(body, 1);
   const int64_t room =
       static_cast<int64_t>(model.max_model_len) - static_cast<int64_t>(r.prompts[0].size());
-  parse_sampling(body, std::max<int64_t>(room, 1), r);
+  parse_sampling(body, std::max<int64_t>(room, 1), true, r);
   return r;
 }
 
@@ -268,7 +277,8 @@ json completion_json(const ResponseIds& ids, const std::vector<ChoiceResult>& ch
                      int32_t prompt_tokens, int32_t completion_tokens) {
   json list = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
-    list.push_back(choice({{"text", choices[i].text}}, choices[i].reason, static_cast<int32_t>(i)));
+    list.push_back(choice({{"text", choices[i].text}}, choices[i].reason, static_cast<int32_t>(i),
+                          choices[i].logprobs));
   }
   json r = envelope(ids, "text_completion", std::move(list));
   r["usage"] = usage_json(prompt_tokens, completion_tokens);
@@ -280,7 +290,7 @@ json chat_json(const ResponseIds& ids, const std::vector<ChoiceResult>& choices,
   json list = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     list.push_back(choice({{"message", {{"role", "assistant"}, {"content", choices[i].text}}}},
-                          choices[i].reason, static_cast<int32_t>(i)));
+                          choices[i].reason, static_cast<int32_t>(i), choices[i].logprobs));
   }
   json r = envelope(ids, "chat.completion", std::move(list));
   r["usage"] = usage_json(prompt_tokens, completion_tokens);
@@ -288,17 +298,63 @@ json chat_json(const ResponseIds& ids, const std::vector<ChoiceResult>& choices,
 }
 
 json completion_chunk_json(const ResponseIds& ids, const std::string& text,
-                           std::optional<FinishReason> reason, int32_t index) {
-  return envelope(ids, "text_completion", json::array({choice({{"text", text}}, reason, index)}));
+                           std::optional<FinishReason> reason, int32_t index, json logprobs) {
+  return envelope(ids, "text_completion",
+                  json::array({choice({{"text", text}}, reason, index, std::move(logprobs))}));
 }
 
 json chat_chunk_json(const ResponseIds& ids, const std::optional<std::string>& role,
-                     const std::string& text, std::optional<FinishReason> reason, int32_t index) {
+                     const std::string& text, std::optional<FinishReason> reason, int32_t index,
+                     json logprobs) {
   json delta = json::object();
   if (role) delta["role"] = *role;
   if (!text.empty() || !role) delta["content"] = text;
   return envelope(ids, "chat.completion.chunk",
-                  json::array({choice({{"delta", delta}}, reason, index)}));
+                  json::array({choice({{"delta", delta}}, reason, index, std::move(logprobs))}));
+}
+
+json completion_logprobs_json(const Tokenizer& tokenizer, const std::vector<int32_t>& tokens,
+                              const std::vector<TokenLogprobs>& logprobs, int64_t text_offset) {
+  json strings = json::array(), values = json::array(), tops = json::array(),
+       offsets = json::array();
+  for (size_t i = 0; i < tokens.size() && i < logprobs.size(); ++i) {
+    const std::string text = tokenizer.decode(std::vector<int32_t>{tokens[i]}, false, true);
+    strings.push_back(text);
+    values.push_back(logprobs[i].logprob);
+    json top = json::object();
+    for (const auto& [id, lp] : logprobs[i].top)
+      top[tokenizer.decode(std::vector<int32_t>{id}, false, true)] = lp;
+    tops.push_back(std::move(top));
+    offsets.push_back(text_offset);
+    text_offset += static_cast<int64_t>(text.size());
+  }
+  return {{"tokens", strings},
+          {"token_logprobs", values},
+          {"top_logprobs", tops},
+          {"text_offset", offsets}};
+}
+
+json chat_logprobs_json(const Tokenizer& tokenizer, const std::vector<int32_t>& tokens,
+                        const std::vector<TokenLogprobs>& logprobs) {
+  auto entry = [&](int32_t id, float lp) {
+    const std::string bytes = tokenizer.token_bytes(id, false, true);
+    json b = json::array();
+    for (char c : bytes)
+      b.push_back(static_cast<uint8_t>(c));
+    return json{{"token", tokenizer.decode(std::vector<int32_t>{id}, false, true)},
+                {"logprob", lp},
+                {"bytes", b}};
+  };
+  json content = json::array();
+  for (size_t i = 0; i < tokens.size() && i < logprobs.size(); ++i) {
+    json e = entry(tokens[i], logprobs[i].logprob);
+    json top = json::array();
+    for (const auto& [id, lp] : logprobs[i].top)
+      top.push_back(entry(id, lp));
+    e["top_logprobs"] = std::move(top);
+    content.push_back(std::move(e));
+  }
+  return {{"content", content}};
 }
 
 json usage_chunk_json(const ResponseIds& ids, bool chat, int32_t prompt_tokens,

@@ -7,8 +7,9 @@
 // (default 16), temperature (default 1), top_p, top_k (vLLM: 0 or -1 = off), seed, stop (a string
 // or a list), stream, stream_options.include_usage, ignore_eos (vLLM), n (choices per prompt).
 // /v1/chat/completions: messages (content a string or a list of text parts), max_tokens or
-// max_completion_tokens (default: what max_model_len leaves). Fields quench does not implement yet
-// (logprobs, echo, penalties, tools) are refused with 400 naming the field, never silently ignored.
+// max_completion_tokens (default: what max_model_len leaves). logprobs: completions an integer k,
+// chat logprobs: true with top_logprobs k. Fields quench does not implement yet (echo, penalties,
+// tools) are refused with 400 naming the field, never silently ignored.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "quench/engine/sampler.h"
 #include "quench/engine/sampling_params.h"
 #include "quench/engine/sequence.h"
 #include "quench/server/chat_template.h"
@@ -71,7 +73,19 @@ inline constexpr int32_t kMaxChoices = 64;
 struct ChoiceResult {
   std::string text;
   FinishReason reason = FinishReason::kNone;
+  nlohmann::json logprobs;  // null, or completion_logprobs_json / chat_logprobs_json
 };
+
+// The logprobs of generated tokens in OpenAI's two shapes. Completions (legacy): {"tokens",
+// "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"} with offsets counted from
+// `text_offset`; chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}.
+// Token strings are each token's own text (a partial character shows as U+FFFD).
+nlohmann::json completion_logprobs_json(const Tokenizer& tokenizer,
+                                        const std::vector<int32_t>& tokens,
+                                        const std::vector<TokenLogprobs>& logprobs,
+                                        int64_t text_offset);
+nlohmann::json chat_logprobs_json(const Tokenizer& tokenizer, const std::vector<int32_t>& tokens,
+                                  const std::vector<TokenLogprobs>& logprobs);
 
 // Whole responses; choice i gets index i.
 nlohmann::json completion_json(const ResponseIds& ids, const std::vector<ChoiceResult>& choices,
@@ -81,10 +95,11 @@ nlohmann::json chat_json(const ResponseIds& ids, const std::vector<ChoiceResult>
 // Stream chunks of choice `index`: text (or the assistant role first, for chat) and, on its last,
 // the reason.
 nlohmann::json completion_chunk_json(const ResponseIds& ids, const std::string& text,
-                                     std::optional<FinishReason> reason, int32_t index = 0);
+                                     std::optional<FinishReason> reason, int32_t index = 0,
+                                     nlohmann::json logprobs = nullptr);
 nlohmann::json chat_chunk_json(const ResponseIds& ids, const std::optional<std::string>& role,
                                const std::string& text, std::optional<FinishReason> reason,
-                               int32_t index = 0);
+                               int32_t index = 0, nlohmann::json logprobs = nullptr);
 // The include_usage chunk: no choices, the counts.
 nlohmann::json usage_chunk_json(const ResponseIds& ids, bool chat, int32_t prompt_tokens,
                                 int32_t completion_tokens);

@@ -123,6 +123,7 @@ struct ChoiceState {
   std::string text;  // the stable text so far
   size_t sent = 0;   // bytes of it sent
   int32_t completion_tokens = 0;
+  int64_t logprob_text_offset = 0;  // the completions logprobs' text_offset of the next token
   bool sent_role = false;
   bool finished = false;
 };
@@ -191,7 +192,8 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
     bool first = true;
     for (ChoiceState& c : *choices) {
       std::vector<int32_t> tokens;
-      while (c.stream->wait(tokens, kPoll)) {
+      std::vector<TokenLogprobs> logprobs;
+      while (c.stream->wait(tokens, kPoll, &logprobs)) {
         if (first && !tokens.empty()) {
           metrics.time_to_first_token.observe(seconds_since_arrival());
           first = false;
@@ -204,8 +206,13 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
       }
       completion_tokens += static_cast<int32_t>(tokens.size());
       // Without a tokenizer the text is empty; the token counts are still in usage.
-      results.push_back(
-          {final_text(served.tokenizer, tokens, *c.stream), c.stream->finish_reason()});
+      ChoiceResult result{final_text(served.tokenizer, tokens, *c.stream),
+                          c.stream->finish_reason(), nullptr};
+      if (request.params.logprobs >= 0 && served.tokenizer != nullptr) {
+        result.logprobs = chat ? chat_logprobs_json(*served.tokenizer, tokens, logprobs)
+                               : completion_logprobs_json(*served.tokenizer, tokens, logprobs, 0);
+      }
+      results.push_back(std::move(result));
     }
     metrics.e2e_latency.observe(seconds_since_arrival());
     return send_json(res, 200,
@@ -240,7 +247,8 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
                 return false;
             }
             std::vector<int32_t> tokens;
-            const bool more = c.stream->wait(tokens, kPoll / std::max(unfinished, 1));
+            std::vector<TokenLogprobs> logprobs;
+            const bool more = c.stream->wait(tokens, kPoll / std::max(unfinished, 1), &logprobs);
             if (!sink.is_writable()) return false;  // the client left
             if (!tokens.empty()) {
               if (*first_token) {
@@ -261,10 +269,22 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
                 --end;
               const std::string text = end > c.sent ? c.text.substr(c.sent, end - c.sent) : "";
               c.sent = std::max(c.sent, end);
-              if (!text.empty() || !c.detokenizer) {
+              json lp = nullptr;
+              if (request.params.logprobs >= 0 && served.tokenizer != nullptr) {
+                if (chat) {
+                  lp = chat_logprobs_json(*served.tokenizer, tokens, logprobs);
+                } else {
+                  lp = completion_logprobs_json(*served.tokenizer, tokens, logprobs,
+                                                c.logprob_text_offset);
+                  for (const auto& t : lp["tokens"])
+                    c.logprob_text_offset += static_cast<int64_t>(t.get<std::string>().size());
+                }
+              }
+              if (!text.empty() || !c.detokenizer || !lp.is_null()) {
                 const json chunk =
-                    chat ? chat_chunk_json(ids, std::nullopt, text, std::nullopt, c.index)
-                         : completion_chunk_json(ids, text, std::nullopt, c.index);
+                    chat ? chat_chunk_json(ids, std::nullopt, text, std::nullopt, c.index,
+                                           std::move(lp))
+                         : completion_chunk_json(ids, text, std::nullopt, c.index, std::move(lp));
                 if (!write(sse(chunk))) return false;
               }
             }
