@@ -10,7 +10,8 @@ bool RequestStream::wait(std::vector<int32_t>& tokens, std::chrono::milliseconds
   std::unique_lock<std::mutex> lock(mutex_);
   ready_.wait_for(lock, timeout, [&] { return !pending_.empty() || finished_; });
   tokens.insert(tokens.end(), pending_.begin(), pending_.end());
-  if (logprobs != nullptr) logprobs->insert(logprobs->end(), pending_logprobs_.begin(), pending_logprobs_.end());
+  if (logprobs != nullptr)
+    logprobs->insert(logprobs->end(), pending_logprobs_.begin(), pending_logprobs_.end());
   const bool had = !pending_.empty();
   pending_.clear();
   pending_logprobs_.clear();
