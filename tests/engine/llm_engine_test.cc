@@ -8,9 +8,11 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "harness/expect_error.h"
 #include "harness/scratch_dir.h"
+#include "quench/model/decoder_model.h"
 #include "quench/model/tiny_model.h"
 
 namespace quench {
@@ -163,6 +165,47 @@ TEST(LlmEngine, StopStringsEndTheRequestAndCutTheText) {
   SamplingParams empty = greedy(4);
   empty.stop = {""};
   EXPECT_QUENCH_ERROR(engine.add_request({1, 2}, empty), {"stop[0] is empty"});
+}
+
+TEST(LlmEngine, PromptLogprobsScoreEveryPromptTokenUnderTheOnesBefore) {
+  const std::string dir = tiny_model_dir("prompt_logprobs");
+  const EngineOptions o = options(dir);  // 64-token steps: the 70-token prompt spans two chunks
+  const std::vector<int32_t> prompt = prompts()[1];
+  ASSERT_EQ(prompt.size(), 70u);
+  SamplingParams s = greedy(2);
+  s.prompt_logprobs = 2;
+  s.logprobs = 0;
+  LlmEngine engine(o);
+  engine.generate({prompt}, greedy(3));  // leaves the prompt's pages in the prefix cache
+  const RequestOutput out = engine.generate({prompt}, s)[0];
+  ASSERT_EQ(out.prompt_logprobs.size(), 70u);
+  EXPECT_FALSE(out.prompt_logprobs[0].has_value());  // nothing before the first token
+  ASSERT_EQ(out.output_logprobs.size(), 2u);
+  // The oracle: the model's logits at every row of one prefill, log-softmaxed.
+  const Checkpoint checkpoint(dir);
+  const ModelConfig config = read_model_config(checkpoint.config_path());
+  const ModelWeights weights = ModelWeights::load(config, checkpoint);
+  DecoderModelOptions mo;
+  mo.kv_dtype = o.kv_cache_dtype;
+  mo.num_pages = 16;
+  mo.max_model_len = 256;
+  DecoderModel model(config, weights, mo);
+  std::vector<int32_t> rows(70);
+  std::iota(rows.begin(), rows.end(), 0);
+  const std::vector<ScheduledSequence> prefill = {{{1, 2, 3, 4, 5}, 0, 70}};
+  const std::vector<float> logits =
+      model.forward(prompt, build_attention_metadata({}, prefill, 16, 16), rows);
+  const auto vocab = static_cast<size_t>(config.vocab_size);
+  for (size_t j = 1; j < 70; ++j) {
+    ASSERT_TRUE(out.prompt_logprobs[j].has_value()) << j;
+    const TokenLogprobs want = token_logprobs(
+        std::span<const float>(logits.data() + (j - 1) * vocab, vocab), prompt[j], 2);
+    EXPECT_FLOAT_EQ(out.prompt_logprobs[j]->logprob, want.logprob) << "token " << j;
+    EXPECT_EQ(out.prompt_logprobs[j]->top, want.top) << "token " << j;
+  }
+  const TokenLogprobs first =
+      token_logprobs(std::span<const float>(logits.data() + 69 * vocab, vocab), out.output[0], 0);
+  EXPECT_FLOAT_EQ(out.output_logprobs[0].logprob, first.logprob);
 }
 
 TEST(LlmEngine, BadRequestsAndOptionsAreRefused) {

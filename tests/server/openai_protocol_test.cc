@@ -149,8 +149,7 @@ TEST(OpenAiProtocol, UnsupportedFieldsAreRefusedByName) {
     return api_error([&] { parse_completion_request(body, m); });
   };
   for (const auto& [field, value] :
-       std::vector<std::pair<std::string, json>>{{"echo", true},
-                                                 {"presence_penalty", 0.5},
+       std::vector<std::pair<std::string, json>>{{"presence_penalty", 0.5},
                                                  {"frequency_penalty", 1},
                                                  {"repetition_penalty", 1.1},
                                                  {"best_of", 2}}) {
@@ -158,6 +157,12 @@ TEST(OpenAiProtocol, UnsupportedFieldsAreRefusedByName) {
     EXPECT_EQ(status, 400) << field;
     EXPECT_NE(message.find(field), std::string::npos) << message;
   }
+  EXPECT_EQ(completion(json{{"echo", true}, {"stream", true}}).first, 400);
+  EXPECT_TRUE(
+      parse_completion_request(json{{"prompt", "x"}, {"echo", true}, {"logprobs", 2}}, m).echo);
+  EXPECT_EQ(parse_completion_request(json{{"prompt", "x"}, {"echo", true}, {"logprobs", 2}}, m)
+                .params.prompt_logprobs,
+            2);
   EXPECT_EQ(completion(json{{"temperature", -1}}).first, 400);
   EXPECT_EQ(completion(json{{"top_p", 0}}).first, 400);
   EXPECT_EQ(completion(json{{"max_tokens", 0}}).first, 400);

@@ -245,6 +245,33 @@ TEST(OpenAiServer, LogprobsOfEveryGeneratedToken) {
   EXPECT_EQ(streamed, 5u);
 }
 
+TEST(OpenAiServer, EchoScoresThePromptAsLoglikelihoodHarnessesAsk) {
+  // What lm-evaluation-harness sends for a loglikelihood: the context and continuation as one
+  // prompt, echo, logprobs 1, one generated token; it reads the prompt tokens' logprobs back.
+  const RunningServer s;
+  const json r = s.post("/v1/completions", {{"prompt", "The quick brown fox"},
+                                            {"max_tokens", 1},
+                                            {"temperature", 0},
+                                            {"echo", true},
+                                            {"logprobs", 1}});
+  const Tokenizer tokenizer = Tokenizer::from_file(model_dir() + "/tokenizer.json");
+  const std::vector<int32_t> prompt = tokenizer.encode("The quick brown fox");
+  const json& lp = r["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), prompt.size() + 1);
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());  // the first prompt token has no context
+  for (size_t i = 1; i < lp["token_logprobs"].size(); ++i) {
+    EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0);
+    EXPECT_EQ(lp["top_logprobs"][i].size(), 1u);
+  }
+  const std::string text = r["choices"][0]["text"];
+  EXPECT_EQ(text.rfind(tokenizer.decode(prompt), 0), 0u);  // the echoed prompt comes first
+  const size_t last = lp["text_offset"].size() - 1;
+  EXPECT_EQ(lp["text_offset"][last], tokenizer.decode(prompt).size());
+  EXPECT_EQ(
+      s.post("/v1/completions", {{"prompt", "x"}, {"echo", true}, {"stream", true}}, 400)["code"],
+      400);
+}
+
 TEST(OpenAiServer, ConcurrentClientsGetWhatTheyWouldGetAlone) {
   const RunningServer s;
   std::vector<std::vector<int32_t>> prompts;

@@ -151,13 +151,25 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
   std::vector<ScheduledSequence> decode, prefill;
   std::vector<int32_t> tokens, logit_rows;
   std::vector<Sequence*> sampled;
+  struct PromptRow {
+    Sequence* seq;
+    int32_t row;
+    int32_t position;  // its logits predict the prompt token after it
+  };
+  std::vector<PromptRow> prompt_rows;
   int32_t row = 0;
   for (const auto* list : {&step.decode, &step.prefill}) {
     for (const ScheduledChunk& c : *list) {
       ScheduledSequence s{c.seq->pages, c.seq->num_computed, c.num_new};
       (list == &step.decode ? decode : prefill).push_back(std::move(s));
-      for (int32_t i = 0; i < c.num_new; ++i)
-        tokens.push_back(c.seq->token_at(c.seq->num_computed + i));
+      for (int32_t i = 0; i < c.num_new; ++i) {
+        const int32_t position = c.seq->num_computed + i;
+        tokens.push_back(c.seq->token_at(position));
+        if (c.seq->params.prompt_logprobs >= 0 &&
+            position + 1 < static_cast<int32_t>(c.seq->prompt.size())) {
+          prompt_rows.push_back({c.seq, row + i, position});
+        }
+      }
       row += c.num_new;
       if (c.seq->num_computed + c.num_new == c.seq->num_tokens()) {
         logit_rows.push_back(row - 1);
@@ -169,7 +181,20 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
   const auto max_pages = static_cast<int32_t>(pages_for_tokens(sc.max_model_len, sc.page_size));
   const AttentionMetadata metadata =
       build_attention_metadata(decode, prefill, sc.page_size, sc.num_pages, max_pages);
+  for (const PromptRow& p : prompt_rows)
+    logit_rows.push_back(p.row);  // after the sampling rows
   const std::vector<float> logits = model_->forward(tokens, metadata, logit_rows);
+  for (size_t i = 0; i < prompt_rows.size(); ++i) {
+    Sequence& s = *prompt_rows[i].seq;
+    const auto next = static_cast<size_t>(prompt_rows[i].position + 1);
+    if (s.prompt_logprobs.size() != s.prompt.size())
+      s.prompt_logprobs.assign(s.prompt.size(), std::nullopt);
+    s.prompt_logprobs[next] = token_logprobs(
+        std::span<const float>(
+            logits.data() + (sampled.size() + i) * static_cast<size_t>(config_.vocab_size),
+            static_cast<size_t>(config_.vocab_size)),
+        s.prompt[next], s.params.prompt_logprobs);
+  }
 
   const auto vocab = static_cast<size_t>(config_.vocab_size);
   for (size_t i = 0; i < sampled.size(); ++i) {
@@ -197,9 +222,10 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
   }
   std::vector<RequestOutput> done;
   for (auto& seq : scheduler_->complete(step)) {
+    if (seq->params.prompt_logprobs >= 0) seq->prompt_logprobs.resize(seq->prompt.size());
     done.push_back({seq->id, std::move(seq->prompt), std::move(seq->output),
-                    std::move(seq->output_logprobs), seq->finish_reason, seq->num_preemptions,
-                    seq->stop_text_offset});
+                    std::move(seq->output_logprobs), std::move(seq->prompt_logprobs),
+                    seq->finish_reason, seq->num_preemptions, seq->stop_text_offset});
   }
   return done;
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,7 +39,8 @@ struct RequestOutput {
   int64_t id = 0;
   std::vector<int32_t> prompt;
   std::vector<int32_t> output;
-  std::vector<TokenLogprobs> output_logprobs;  // one per output token when asked for
+  std::vector<TokenLogprobs> output_logprobs;                 // one per output token when asked for
+  std::vector<std::optional<TokenLogprobs>> prompt_logprobs;  // one per prompt token when asked
   FinishReason finish_reason = FinishReason::kNone;
   int32_t num_preemptions = 0;
   // A stop string ended it: its text is the decoded output (special tokens skipped) up to this

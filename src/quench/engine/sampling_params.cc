@@ -22,6 +22,8 @@ void SamplingParams::validate() const {
   QUENCH_REQUIRE(max_tokens >= 1, "max_tokens ", max_tokens, " must be >= 1");
   QUENCH_REQUIRE(logprobs >= -1 && logprobs <= kMaxLogprobs, "logprobs ", logprobs,
                  " must be in [0, ", kMaxLogprobs, "] (or -1 for none)");
+  QUENCH_REQUIRE(prompt_logprobs >= -1 && prompt_logprobs <= kMaxLogprobs, "prompt_logprobs ",
+                 prompt_logprobs, " must be in [0, ", kMaxLogprobs, "] (or -1 for none)");
   QUENCH_REQUIRE(stop.size() <= kMaxStopStrings, "stop has ", stop.size(), " strings; at most ",
                  kMaxStopStrings);
   for (size_t i = 0; i < stop.size(); ++i) {

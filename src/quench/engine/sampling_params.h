@@ -22,6 +22,10 @@ struct SamplingParams {
   // and the k most likely tokens', from the model's distribution before temperature, top-k and
   // top-p (as vLLM returns them).
   int32_t logprobs = -1;
+  // The same for the prompt's tokens (each under the tokens before it; the first has none): -1
+  // none; k >= 0 with the k most likely. Such a request computes its whole prompt (no prefix
+  // cache: cached pages have no logits).
+  int32_t prompt_logprobs = -1;
 
   // Throws quench::Error naming the bad field and its allowed range.
   void validate() const;

@@ -63,7 +63,8 @@ void Scheduler::reuse_cached_prefix(Sequence& seq) {
   seq.num_hashed_pages = 0;
   seq.last_page_hash = PrefixCache::kRootHash;
   seq.num_cached_prompt_tokens = 0;
-  if (!config_.enable_prefix_caching) return;
+  // Prompt logprobs need the logits of every prompt row: cached pages have none.
+  if (!config_.enable_prefix_caching || seq.params.prompt_logprobs >= 0) return;
   const int32_t p = config_.page_size;
   while ((seq.num_hashed_pages + 1) * p <= seq.num_tokens() - 1) {
     const std::vector<int32_t> tokens = seq.tokens(seq.num_hashed_pages * p, p);

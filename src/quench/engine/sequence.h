@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -25,6 +26,8 @@ struct Sequence {
   std::vector<int32_t> prompt;
   std::vector<int32_t> output;
   std::vector<TokenLogprobs> output_logprobs;  // one per output token when params.logprobs >= 0
+  // One per prompt token when params.prompt_logprobs >= 0 (the first stays empty: nothing before).
+  std::vector<std::optional<TokenLogprobs>> prompt_logprobs;
   SamplingParams params;
   std::mt19937_64 rng;
 

@@ -37,10 +37,12 @@ void RequestStream::push(int32_t token, TokenLogprobs logprobs) {
   ready_.notify_all();
 }
 
-void RequestStream::finish(FinishReason reason, std::string error, int64_t stop_text_offset) {
+void RequestStream::finish(FinishReason reason, std::string error, int64_t stop_text_offset,
+                           std::vector<std::optional<TokenLogprobs>> prompt_logprobs) {
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     stop_text_offset_ = stop_text_offset;
+    prompt_logprobs_ = std::move(prompt_logprobs);
     finished_ = true;
     reason_ = reason;
     error_ = std::move(error);
@@ -151,7 +153,7 @@ void AsyncEngine::run() {
         if (it == in_flight.end()) continue;
         (out.finish_reason == FinishReason::kStop ? counters_.finished_stop
                                                   : counters_.finished_length)++;
-        it->second->finish(out.finish_reason, {}, out.stop_text_offset);
+        it->second->finish(out.finish_reason, {}, out.stop_text_offset, out.prompt_logprobs);
         in_flight.erase(it);
       }
     } catch (const std::exception& e) {

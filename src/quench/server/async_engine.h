@@ -10,6 +10,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -32,13 +33,18 @@ class RequestStream {
   const std::string& error() const { return error_; }  // set when the engine failed the request
   // Where a matched stop string starts in the output text (RequestOutput), -1 for none.
   int64_t stop_text_offset() const { return stop_text_offset_; }
+  // The prompt tokens' logprobs when asked for (SamplingParams::prompt_logprobs), once finished.
+  const std::vector<std::optional<TokenLogprobs>>& prompt_logprobs() const {
+    return prompt_logprobs_;
+  }
   int32_t prompt_tokens() const { return prompt_tokens_; }
   Clock::time_point arrival() const { return arrival_; }
 
  private:
   friend class AsyncEngine;
   void push(int32_t token, TokenLogprobs logprobs);
-  void finish(FinishReason reason, std::string error = {}, int64_t stop_text_offset = -1);
+  void finish(FinishReason reason, std::string error = {}, int64_t stop_text_offset = -1,
+              std::vector<std::optional<TokenLogprobs>> prompt_logprobs = {});
 
   mutable std::mutex mutex_;
   std::condition_variable ready_;
@@ -48,6 +54,7 @@ class RequestStream {
   FinishReason reason_ = FinishReason::kNone;
   std::string error_;
   int64_t stop_text_offset_ = -1;
+  std::vector<std::optional<TokenLogprobs>> prompt_logprobs_;
   int64_t engine_id_ = -1;
   int32_t prompt_tokens_ = 0;
   Clock::time_point arrival_ = Clock::now();

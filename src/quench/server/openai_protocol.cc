@@ -53,7 +53,6 @@ void check_model(const json& body, const ServedModel& model) {
 // Fields quench refuses rather than ignores: a client relying on them would get wrong results.
 void refuse_unsupported(const json& body) {
   if (integer(body, "best_of", 1) != 1) bad("'best_of' must be 1");
-  if (boolean(body, "echo", false)) bad("'echo' is not supported yet");
   for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
     if (number(body, penalty, 0.0) != 0.0)
       bad(str_cat("'", penalty, "' is not supported yet (must be 0)"));
@@ -204,8 +203,11 @@ ApiRequest parse_completion_request(const json& body, const ServedModel& model) 
   if (!present(body, "prompt")) bad("'prompt' is required");
   ApiRequest r;
   r.prompts = prompt_list(body.at("prompt"), model);
+  r.echo = boolean(body, "echo", false);
   r.n = choices_per_prompt(body, r.prompts.size());
   parse_sampling(body, 16, false, r);
+  if (r.echo && r.stream) bad("'echo' with \"stream\": true is not supported yet");
+  if (r.echo) r.params.prompt_logprobs = r.params.logprobs;
   return r;
 }
 
@@ -213,6 +215,7 @@ ApiRequest parse_chat_request(const json& body, const ServedModel& model) {
   if (!body.is_object()) bad("the request body must be a JSON object");
   check_model(body, model);
   refuse_unsupported(body);
+  if (boolean(body, "echo", false)) bad("'echo' is a completions field; chat has none");
   if (!model.chat_format) {
     bad("this model has no chat template quench recognises (tokenizer_config.json chat_template in "
         "the llama3 or chatml format); use /v1/completions");
@@ -327,6 +330,44 @@ json completion_logprobs_json(const Tokenizer& tokenizer, const std::vector<int3
     tops.push_back(std::move(top));
     offsets.push_back(text_offset);
     text_offset += static_cast<int64_t>(text.size());
+  }
+  return {{"tokens", strings},
+          {"token_logprobs", values},
+          {"top_logprobs", tops},
+          {"text_offset", offsets}};
+}
+
+json echo_logprobs_json(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt,
+                        const std::vector<std::optional<TokenLogprobs>>& prompt_logprobs,
+                        const std::vector<int32_t>& tokens,
+                        const std::vector<TokenLogprobs>& logprobs) {
+  json strings = json::array(), values = json::array(), tops = json::array(),
+       offsets = json::array();
+  int64_t offset = 0;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const std::string text = tokenizer.decode(std::vector<int32_t>{prompt[i]}, false, true);
+    strings.push_back(text);
+    offsets.push_back(offset);
+    offset += static_cast<int64_t>(text.size());
+    if (i >= prompt_logprobs.size() || !prompt_logprobs[i]) {
+      values.push_back(nullptr);
+      tops.push_back(nullptr);
+      continue;
+    }
+    values.push_back(prompt_logprobs[i]->logprob);
+    json top = json::object();
+    for (const auto& [id, lp] : prompt_logprobs[i]->top)
+      top[tokenizer.decode(std::vector<int32_t>{id}, false, true)] = lp;
+    tops.push_back(std::move(top));
+  }
+  const json generated = completion_logprobs_json(tokenizer, tokens, logprobs, offset);
+  for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+    json& into = key == std::string("tokens")           ? strings
+                 : key == std::string("token_logprobs") ? values
+                 : key == std::string("top_logprobs")   ? tops
+                                                        : offsets;
+    for (const auto& v : generated.at(key))
+      into.push_back(v);
   }
   return {{"tokens", strings},
           {"token_logprobs", values},

@@ -8,8 +8,9 @@
 // or a list), stream, stream_options.include_usage, ignore_eos (vLLM), n (choices per prompt).
 // /v1/chat/completions: messages (content a string or a list of text parts), max_tokens or
 // max_completion_tokens (default: what max_model_len leaves). logprobs: completions an integer k,
-// chat logprobs: true with top_logprobs k. Fields quench does not implement yet (echo, penalties,
-// tools) are refused with 400 naming the field, never silently ignored.
+// chat logprobs: true with top_logprobs k; completions echo (not streamed) adds the prompt's text
+// and logprobs. Fields quench does not implement yet (penalties, tools) are refused with 400
+// naming the field, never silently ignored.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,7 @@ struct ApiRequest {
   SamplingParams params;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with the counts
+  bool echo = false;           // completions: the prompt's text (and logprobs) before the output
 };
 
 struct ServedModel {
@@ -84,6 +86,12 @@ nlohmann::json completion_logprobs_json(const Tokenizer& tokenizer,
                                         const std::vector<int32_t>& tokens,
                                         const std::vector<TokenLogprobs>& logprobs,
                                         int64_t text_offset);
+// Completions logprobs with echo: the prompt's tokens first (the first without a logprob:
+// nothing comes before it), then the generated ones, offsets running over both.
+nlohmann::json echo_logprobs_json(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt,
+                                  const std::vector<std::optional<TokenLogprobs>>& prompt_logprobs,
+                                  const std::vector<int32_t>& tokens,
+                                  const std::vector<TokenLogprobs>& logprobs);
 nlohmann::json chat_logprobs_json(const Tokenizer& tokenizer, const std::vector<int32_t>& tokens,
                                   const std::vector<TokenLogprobs>& logprobs);
 

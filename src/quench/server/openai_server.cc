@@ -118,6 +118,7 @@ namespace {
 // One choice of a response: its engine stream and, when streaming, the text sent so far.
 struct ChoiceState {
   int32_t index = 0;
+  std::vector<int32_t> prompt;
   std::shared_ptr<RequestStream> stream;
   std::unique_ptr<IncrementalDetokenizer> detokenizer;
   std::string text;  // the stable text so far
@@ -168,6 +169,7 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
         if (params.seed) params.seed = *params.seed + static_cast<uint64_t>(k);
         ChoiceState c;
         c.index = static_cast<int32_t>(choices->size());
+        c.prompt = prompt;
         c.stream = async.submit(prompt, params);
         if (served.tokenizer != nullptr)
           c.detokenizer = std::make_unique<IncrementalDetokenizer>(*served.tokenizer);
@@ -208,9 +210,18 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
       // Without a tokenizer the text is empty; the token counts are still in usage.
       ChoiceResult result{final_text(served.tokenizer, tokens, *c.stream),
                           c.stream->finish_reason(), nullptr};
+      if (request.echo && served.tokenizer != nullptr) {
+        result.text = served.tokenizer->decode(c.prompt, false, true) + result.text;
+      }
       if (request.params.logprobs >= 0 && served.tokenizer != nullptr) {
-        result.logprobs = chat ? chat_logprobs_json(*served.tokenizer, tokens, logprobs)
-                               : completion_logprobs_json(*served.tokenizer, tokens, logprobs, 0);
+        if (chat) {
+          result.logprobs = chat_logprobs_json(*served.tokenizer, tokens, logprobs);
+        } else if (request.echo) {
+          result.logprobs = echo_logprobs_json(*served.tokenizer, c.prompt,
+                                               c.stream->prompt_logprobs(), tokens, logprobs);
+        } else {
+          result.logprobs = completion_logprobs_json(*served.tokenizer, tokens, logprobs, 0);
+        }
       }
       results.push_back(std::move(result));
     }
