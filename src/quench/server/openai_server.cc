@@ -375,11 +375,21 @@ void OpenAiServer::State::routes() {
   http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     generate(req, res, true);
   });
-  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    if (ready_engine() == nullptr)
-      return send_error(res, 503, "the model is loading", "ServiceUnavailableError");
-    if (served.tokenizer == nullptr)
-      return send_error(res, 400, "this model has no tokenizer.json");
+  // The tokenizer endpoints need a loaded model with a tokenizer.json; false after answering.
+  auto tokenizer_ready = [this](httplib::Response& res) {
+    if (ready_engine() == nullptr) {
+      send_error(res, 503, "the model is loading", "ServiceUnavailableError");
+      return false;
+    }
+    if (served.tokenizer == nullptr) {
+      send_error(res, 400, "this model has no tokenizer.json");
+      return false;
+    }
+    return true;
+  };
+  http.Post("/tokenize", [this, tokenizer_ready](const httplib::Request& req,
+                                                 httplib::Response& res) {
+    if (!tokenizer_ready(res)) return;
     try {
       const json body = json::parse(req.body);
       std::vector<int32_t> tokens;
@@ -404,11 +414,9 @@ void OpenAiServer::State::routes() {
       send_error(res, 400, e.what());
     }
   });
-  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    if (ready_engine() == nullptr)
-      return send_error(res, 503, "the model is loading", "ServiceUnavailableError");
-    if (served.tokenizer == nullptr)
-      return send_error(res, 400, "this model has no tokenizer.json");
+  http.Post("/detokenize", [this, tokenizer_ready](const httplib::Request& req,
+                                                   httplib::Response& res) {
+    if (!tokenizer_ready(res)) return;
     try {
       const json body = json::parse(req.body);
       if (!body.contains("tokens") || !body.at("tokens").is_array())
