@@ -6,7 +6,9 @@
 #      (DeviceEngine), the last under compute-sanitizer memcheck;
 #   2. runs quench generate --device gpu on the tiny model (FP8 against bf16 KV, token for token);
 #   3. measures the serving stack on the GPU: quench bench-serve --launch --device gpu on random
-#      weights in Llama-3.2-1B's shape, FP8 and bf16 KV, 1024 -> 128 tokens, concurrency 1, 16, 64.
+#      weights in Llama-3.2-1B's shape, FP8 KV (ENGINE_KIT_KV="fp8 bf16" for both), 1024 -> 128
+#      tokens, concurrency 1 and 32.
+# Each step has a timeout, so that the call stays inside the device tool's 600 s.
 # Everything it prints and the result JSONs land under $OUT.
 #   tools/engine_gpu_kit.sh [BUILD_DIR] [KIT_DIR]   # defaults build, .gpu_bin/engine
 # then, on the device (the `run` tool carrying KIT_DIR's two files):
@@ -42,20 +44,21 @@ export LD_LIBRARY_PATH="$here/bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}${torc
 ldd ./quench ./quench_gpu_tests | grep "not found" && echo "run.sh: shared libraries missing (above)"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
 echo "== 1. GPU model runner tests"
-./quench_gpu_tests --gtest_filter='ModelOpsGpu*:*DeviceDecoderModel*:DeviceEngine*' 2>&1 | tee "$out/tests.log" | tail -30
-compute-sanitizer --tool memcheck ./quench_gpu_tests --gtest_filter='DeviceEngine*' > "$out/memcheck.log" 2>&1
+timeout 200 ./quench_gpu_tests --gtest_filter='ModelOpsGpu*:*DeviceDecoderModel*:DeviceEngine*' 2>&1 | tee "$out/tests.log" | tail -30
+timeout 90 compute-sanitizer --tool memcheck ./quench_gpu_tests --gtest_filter='DeviceEngine*' > "$out/memcheck.log" 2>&1
 tail -3 "$out/memcheck.log"
 echo "== 2. quench generate on the GPU (tiny model)"
-./quench generate --device gpu 2>&1 | tee "$out/generate_tiny.log" | tail -8
+timeout 40 ./quench generate --device gpu 2>&1 | tee "$out/generate_tiny.log" | tail -8
 echo "== 3. serving: Llama-3.2-1B shape, random weights"
-for kv in fp8 bf16; do
-  for c in 1 16 64; do
+for kv in ${ENGINE_KIT_KV:-fp8}; do
+  for c in 1 32; do
     echo "-- kv $kv, max concurrency $c"
-    ./quench bench-serve --launch --device gpu --builtin llama3.2-1b --kv-cache-dtype "$kv" \
-      --max-model-len 2048 --max-num-seqs 64 --num-prompts $((c * 4)) --random-input-len 1024 \
+    timeout 100 ./quench bench-serve --launch --device gpu --builtin llama3.2-1b --kv-cache-dtype "$kv" \
+      --max-model-len 2048 --max-num-seqs 64 --num-prompts $((c * 2 + 2)) --random-input-len 1024 \
       --random-output-len 128 --max-concurrency "$c" --result-json "$out/serve_1b_${kv}_c${c}.json" \
       2> "$out/serve_1b_${kv}_c${c}.err" | tee "$out/serve_1b_${kv}_c${c}.log" | \
       grep -E "Successful|duration|Output token|Mean TTFT|Mean TPOT|Mean ITL"
+    tail -2 "$out/serve_1b_${kv}_c${c}.err"
   done
 done
 RUN
