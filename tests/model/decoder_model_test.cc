@@ -11,12 +11,15 @@
 #include <random>
 
 #include "harness/expect_error.h"
+#include "harness/rel_l2.h"
 #include "harness/scratch_dir.h"
 #include "quench/model/tiny_model.h"
 #include "quench/numerics/bf16.h"
 
 namespace quench {
 namespace {
+
+using testing_support::rel_l2;
 
 using Matrix = std::vector<std::vector<double>>;  // [rows][cols]
 
@@ -122,20 +125,6 @@ Matrix dense_forward(const ModelConfig& c, const ModelWeights& w, const std::vec
   return matmul(rms_norm(x, w.final_norm, dm, c.rms_norm_eps), w.lm_head, c.vocab_size);
 }
 
-double rel_l2(std::span<const float> got, std::span<const double> want) {
-  double diff = 0.0, norm = 0.0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff += (got[i] - want[i]) * (got[i] - want[i]);
-    norm += want[i] * want[i];
-  }
-  return std::sqrt(diff / norm);
-}
-
-double rel_l2(std::span<const float> got, std::span<const float> want) {
-  std::vector<double> w(want.begin(), want.end());
-  return rel_l2(got, std::span<const double>(w));
-}
-
 struct TinyModel {
   explicit TinyModel(const TinyModelSpec& spec, const std::string& name)
       : dir(testing_support::scratch_dir("quench_decoder_model_test", name)),
@@ -205,8 +194,8 @@ TEST_P(DecoderModelVsDense, LogitsOfEveryPromptRowMatchAnFp64Forward) {
   const Matrix want = dense_forward(tiny.config, tiny.weights, ids);
   const auto vocab = static_cast<size_t>(spec.vocab_size);
   for (size_t i = 0; i < rows.size(); ++i) {
-    const double err = rel_l2(std::span<const float>(got.data() + i * vocab, vocab),
-                              want[static_cast<size_t>(rows[i])]);
+    const double err = rel_l2<double>(std::span<const float>(got.data() + i * vocab, vocab),
+                                      want[static_cast<size_t>(rows[i])]);
     // bf16 activations between ops cost ~5e-3 here; a wrong rotation, head mapping or norm is O(1).
     EXPECT_LT(err, 1.5e-2) << "row " << rows[i];
   }
@@ -265,8 +254,8 @@ TEST(DecoderModel, Fp8CacheMovesLogitsALittle) {
   DecoderModel e4m3 = tiny.model(DType::kFP8E4M3);
   DecoderModel e5m2 = tiny.model(DType::kFP8E5M2);
   const std::vector<float> want = run_step(bf16, {}, {{{1, 2, 3}, ids, 0}});
-  const double err_e4m3 = rel_l2(run_step(e4m3, {}, {{{1, 2, 3}, ids, 0}}), want);
-  const double err_e5m2 = rel_l2(run_step(e5m2, {}, {{{1, 2, 3}, ids, 0}}), want);
+  const double err_e4m3 = rel_l2<float>(run_step(e4m3, {}, {{{1, 2, 3}, ids, 0}}), want);
+  const double err_e5m2 = rel_l2<float>(run_step(e5m2, {}, {{{1, 2, 3}, ids, 0}}), want);
   // Measured 2.3e-2 and 3.4e-2 (per-tensor scale 1, uniform-ish attention).
   EXPECT_GT(err_e4m3, 1e-3);
   EXPECT_LT(err_e4m3, 0.06);

@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "harness/rel_l2.h"
 #include "harness/scratch_dir.h"
 #include "quench/engine/llm_engine.h"
 #include "quench/model/decoder_model.h"
@@ -18,14 +19,7 @@
 namespace quench {
 namespace {
 
-double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0.0, norm = 0.0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff += (got[i] - want[i]) * static_cast<double>(got[i] - want[i]);
-    norm += want[i] * static_cast<double>(want[i]);
-  }
-  return std::sqrt(diff / norm);
-}
+using testing_support::rel_l2;
 
 struct Case {
   const char* name;
@@ -67,12 +61,13 @@ TEST_P(DeviceDecoderModelVsCpu, PrefillAndDecodeLogitsAgree) {
   const AttentionMetadata pm = build_attention_metadata({}, prefill, 16, 64);
   const std::vector<int32_t> rows = {0, 40, 75};
   const std::span<const int32_t> prompt(ids.data(), 76);
-  EXPECT_LT(rel_l2(gpu.forward(prompt, pm, rows), cpu.forward(prompt, pm, rows)), c.tolerance);
+  EXPECT_LT(rel_l2<float>(gpu.forward(prompt, pm, rows), cpu.forward(prompt, pm, rows)),
+            c.tolerance);
   const std::vector<ScheduledSequence> decode = {{pages, 76, 1}};
   const AttentionMetadata dm = build_attention_metadata(decode, {}, 16, 64);
   const std::vector<int32_t> last = {ids[76]};
   const std::vector<int32_t> row0 = {0};
-  EXPECT_LT(rel_l2(gpu.forward(last, dm, row0), cpu.forward(last, dm, row0)), c.tolerance);
+  EXPECT_LT(rel_l2<float>(gpu.forward(last, dm, row0), cpu.forward(last, dm, row0)), c.tolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(

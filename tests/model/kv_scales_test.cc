@@ -9,12 +9,15 @@
 #include <filesystem>
 
 #include "harness/expect_error.h"
+#include "harness/rel_l2.h"
 #include "harness/scratch_dir.h"
 #include "quench/model/decoder_model.h"
 #include "quench/model/tiny_model.h"
 
 namespace quench {
 namespace {
+
+using testing_support::rel_l2;
 
 // The tiny model with `extra` scale tensors added (one file).
 std::string model_with_scales(
@@ -60,15 +63,6 @@ std::vector<float> logits(const std::string& dir, DType kv) {
   return model.forward(ids, build_attention_metadata({}, prefill, 16, 8), std::vector<int32_t>{29});
 }
 
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0.0, norm = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
-    norm += b[i] * static_cast<double>(b[i]);
-  }
-  return std::sqrt(diff / norm);
-}
-
 TEST(KvScales, ReadPerLayerAndAppliedToTheFp8CacheOnly) {
   const std::string plain = model_with_scales("plain", {});
   const std::string scaled =
@@ -84,8 +78,8 @@ TEST(KvScales, ReadPerLayerAndAppliedToTheFp8CacheOnly) {
   EXPECT_FALSE(weights.attention_scales[1].q_scale.has_value());
   const std::vector<float> bf16 = logits(plain, DType::kBF16);
   EXPECT_EQ(logits(scaled, DType::kBF16), bf16);  // a bf16 cache stores values unscaled
-  const double unit = rel_l2(logits(plain, DType::kFP8E4M3), bf16);
-  const double saturated = rel_l2(logits(scaled, DType::kFP8E4M3), bf16);
+  const double unit = rel_l2<float>(logits(plain, DType::kFP8E4M3), bf16);
+  const double saturated = rel_l2<float>(logits(scaled, DType::kFP8E4M3), bf16);
   EXPECT_LT(unit, 0.06);
   EXPECT_GT(saturated, 3 * unit);  // layer 0's values / 1e-3 leave e4m3's range
 }
