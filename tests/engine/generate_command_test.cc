@@ -84,6 +84,11 @@ TEST(GenerateCommand, BadFlagsExit2AndBadModelsExit1) {
   run = run_generate({"--block-size", "24"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("16, 32, 64"), std::string::npos) << run.err;
+  for (const char* bad : {"0", "1.5", "-1", "nan", "most"}) {
+    run = run_generate({"--gpu-memory-utilization", bad});
+    EXPECT_EQ(run.exit_code, 2) << bad;
+    EXPECT_NE(run.err.find("--gpu-memory-utilization"), std::string::npos) << run.err;
+  }
   run = run_generate({"--device", "tpu"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("auto, cpu, gpu"), std::string::npos) << run.err;

@@ -9,8 +9,10 @@
 
 #include <cmath>
 
+#include "harness/expect_error.h"
 #include "harness/rel_l2.h"
 #include "harness/scratch_dir.h"
+#include "quench/core/cuda_device.h"
 #include "quench/engine/llm_engine.h"
 #include "quench/model/decoder_model.h"
 #include "quench/model/device_decoder_model.h"
@@ -88,6 +90,7 @@ TEST(DeviceEngine, GeneratesEveryRequestInFullOnTheGpu) {
   o.device = EngineDevice::kGpu;
   o.max_model_len = 256;
   o.max_num_batched_tokens = 64;
+  o.num_kv_pages = 96;
   LlmEngine engine(o);
   EXPECT_STREQ(engine.model().device_name(), "gpu");
   SamplingParams s;
@@ -101,6 +104,37 @@ TEST(DeviceEngine, GeneratesEveryRequestInFullOnTheGpu) {
     for (int32_t t : out.output)
       EXPECT_TRUE(t >= 0 && t < 512);
   }
+}
+
+// Without --num-kv-pages the cache takes what --gpu-memory-utilization leaves: within the share
+// (weights, step buffers and cache together), and the engine still serves requests.
+TEST(DeviceEngine, SizesTheKvCacheFromGpuMemoryUtilization) {
+  const std::string dir = testing_support::scratch_dir("quench_device_model_test", "utilization");
+  write_tiny_model(dir, TinyModelSpec{});
+  const CudaMemoryInfo before = current_cuda_memory_info("the test");
+  EngineOptions o;
+  o.model_dir = dir;
+  o.device = EngineDevice::kGpu;
+  o.max_model_len = 256;
+  o.max_num_batched_tokens = 64;
+  o.gpu_memory_utilization = 0.05;
+  LlmEngine engine(o);
+  const double share = 0.05 * static_cast<double>(before.total_bytes);
+  EXPECT_LE(static_cast<double>(engine.model().kv_cache_bytes()), share);
+  EXPECT_GE(static_cast<double>(engine.model().kv_cache_bytes()), 0.5 * share);
+  const CudaMemoryInfo after = current_cuda_memory_info("the test");
+  EXPECT_LE(static_cast<double>(before.free_bytes - after.free_bytes), share * 1.02)
+      << "the engine took more than its share";
+  SamplingParams s;
+  s.max_tokens = 8;
+  s.ignore_eos = true;
+  const std::vector<RequestOutput> outputs =
+      engine.generate({std::vector<int32_t>(40, 9), std::vector<int32_t>(3, 11)}, s);
+  ASSERT_EQ(outputs.size(), 2u);
+  for (const RequestOutput& out : outputs)
+    EXPECT_EQ(out.output.size(), 8u);
+  o.gpu_memory_utilization = 1.0;  // more than is free now that this engine holds its share
+  EXPECT_QUENCH_ERROR(LlmEngine{o}, {"--gpu-memory-utilization 1", "are free"});
 }
 
 }  // namespace

@@ -40,8 +40,11 @@ const FlagTable& known_flags() {
 double parse_number(const std::string& flag, const std::string& text, double min_value) {
   if (text == "inf") return std::numeric_limits<double>::infinity();
   double value = NAN;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || !(value >= min_value)) {
+  try {
+    value = parse_number_flag(flag, text);
+  } catch (const UsageError&) {  // said below, with the range
+  }
+  if (!(value >= min_value)) {
     throw UsageError(str_cat(flag, " '", text, "' must be a number >= ", min_value, " (or inf)"));
   }
   return value;

@@ -65,4 +65,16 @@ CudaDeviceProperties require_current_cuda_device_properties(const char* who) {
   return *properties;
 }
 
+CudaMemoryInfo current_cuda_memory_info(const char* who) {
+  require_current_cuda_device_properties(who);
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  const cudaError_t status = cudaMemGetInfo(&free_bytes, &total_bytes);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(str_cat(who, ": cudaMemGetInfo failed: ", cudaGetErrorString(status)));
+  }
+  return {static_cast<int64_t>(free_bytes), static_cast<int64_t>(total_bytes)};
+}
+
 }  // namespace quench

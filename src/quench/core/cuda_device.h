@@ -25,4 +25,13 @@ std::optional<CudaDeviceProperties> current_cuda_device_properties(std::string* 
 // The same, throwing quench::Error (naming `who`) where there is no usable device.
 CudaDeviceProperties require_current_cuda_device_properties(const char* who);
 
+struct CudaMemoryInfo {
+  int64_t free_bytes = 0;
+  int64_t total_bytes = 0;
+};
+
+// Free and total memory of the current device now (cudaMemGetInfo; not cached: it changes).
+// Throws quench::Error naming `who` where there is no usable device.
+CudaMemoryInfo current_cuda_memory_info(const char* who);
+
 }  // namespace quench

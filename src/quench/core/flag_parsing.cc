@@ -1,6 +1,8 @@
 #include "quench/core/flag_parsing.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <optional>
 
 namespace quench {
@@ -53,6 +55,15 @@ void require_allowed_flag_value(const std::string& flag, const std::string& text
   if (std::find(allowed.begin(), allowed.end(), text) == allowed.end()) {
     throw_not_allowed(flag, text, allowed);
   }
+}
+
+double parse_number_flag(const std::string& flag, const std::string& text) {
+  double value = NAN;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) {
+    throw UsageError(str_cat(flag, " '", text, "' must be a finite number"));
+  }
+  return value;
 }
 
 }  // namespace quench

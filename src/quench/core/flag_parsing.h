@@ -52,6 +52,9 @@ Int parse_int_flag(const std::string& flag, const std::string& text, Int min_val
   return value;
 }
 
+// Parses all of `text` as a finite decimal number.
+double parse_number_flag(const std::string& flag, const std::string& text);
+
 // Throws "<flag> '<text>' is not supported; allowed: <allowed>" unless `value` (parsed from
 // `text`) is one of `allowed`.
 void require_allowed_flag_value(const std::string& flag, const std::string& text, int64_t value,

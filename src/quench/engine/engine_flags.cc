@@ -17,6 +17,7 @@ const FlagTable& engine_flag_table() {
                                   {"--max-num-seqs", true},
                                   {"--max-num-batched-tokens", true},
                                   {"--num-kv-pages", true},
+                                  {"--gpu-memory-utilization", true},
                                   {"--seed", true},
                                   {"--prefill-kernel", true},
                                   {"--decode-kernel", true},
@@ -40,14 +41,17 @@ const char* engine_flags_usage() {
   return "  [--model DIR] [--device auto|cpu|gpu] [--kv-cache-dtype "
          "auto|bf16|fp8|fp8_e4m3|fp8_e5m2]\n"
          "  [--block-size 16|32|64] [--max-model-len L] [--max-num-seqs N]\n"
-         "  [--max-num-batched-tokens N] [--num-kv-pages N] [--seed S]\n"
+         "  [--max-num-batched-tokens N] [--num-kv-pages N] [--gpu-memory-utilization F]\n"
+         "  [--seed S]\n"
          "  [--prefill-kernel auto|NAME|!NAME] [--decode-kernel auto|NAME|!NAME]\n"
          "  [--no-enable-prefix-caching]   (prefix caching is on by default)\n"
          "  [--builtin tiny|llama3.2-1b|qwen3-0.6b|llama3-8b]\n"
          "Without --model, quench writes a built-in model with random weights to a temporary\n"
          "directory and loads it: tiny (2 layers, hidden 256, a 512-token BPE vocabulary; the\n"
          "default) or a real architecture's shape, for speed figures (token-id prompts only).\n"
-         "--device auto runs on the GPU when one is usable, else on the CPU backend.\n";
+         "--device auto runs on the GPU when one is usable, else on the CPU backend. On the GPU\n"
+         "the KV cache takes what --gpu-memory-utilization (default 0.9) of the GPU's memory\n"
+         "leaves after the weights and step buffers, unless --num-kv-pages is given.\n";
 }
 
 std::optional<std::string> engine_options_from_flags(
@@ -82,6 +86,12 @@ std::optional<std::string> engine_options_from_flags(
   }
   if (const auto* v = get("--num-kv-pages"))
     options.num_kv_pages = parse_int_flag<int32_t>("--num-kv-pages", *v, 2);
+  if (const auto* v = get("--gpu-memory-utilization")) {
+    options.gpu_memory_utilization = parse_number_flag("--gpu-memory-utilization", *v);
+    if (!(options.gpu_memory_utilization > 0.0 && options.gpu_memory_utilization <= 1.0)) {
+      throw UsageError(str_cat("--gpu-memory-utilization '", *v, "' must be in (0, 1]"));
+    }
+  }
   if (const auto* v = get("--seed")) options.seed = parse_int_flag<uint64_t>("--seed", *v, 0);
   const auto& registry = AttentionKernelRegistry::builtin();
   auto override_of = [&](const char* flag) {

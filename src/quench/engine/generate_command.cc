@@ -70,15 +70,6 @@ const FlagTable& known_flags() {
   return flags;
 }
 
-float parse_float_flag(const std::string& flag, const std::string& text) {
-  float value = NAN;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) {
-    throw UsageError(str_cat(flag, " '", text, "' must be a finite number"));
-  }
-  return value;
-}
-
 // "1,2,3;4,5" -> {{1,2,3},{4,5}}.
 std::vector<std::vector<int32_t>> parse_prompt_ids(const std::string& text) {
   std::vector<std::vector<int32_t>> prompts(1);
@@ -153,9 +144,10 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
     if (const auto* v = get("--max-tokens"))
       sampling.max_tokens = parse_int_flag<int32_t>("--max-tokens", *v, 1);
     if (const auto* v = get("--temperature"))
-      sampling.temperature = parse_float_flag("--temperature", *v);
+      sampling.temperature = static_cast<float>(parse_number_flag("--temperature", *v));
     if (const auto* v = get("--top-k")) sampling.top_k = parse_int_flag<int32_t>("--top-k", *v, 0);
-    if (const auto* v = get("--top-p")) sampling.top_p = parse_float_flag("--top-p", *v);
+    if (const auto* v = get("--top-p"))
+      sampling.top_p = static_cast<float>(parse_number_flag("--top-p", *v));
     sampling.ignore_eos = get("--ignore-eos") != nullptr;
     parse_flag_value("--temperature/--top-k/--top-p", [&] {
       sampling.validate();
@@ -174,33 +166,33 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
     }
 
     const auto load_start = std::chrono::steady_clock::now();
-    LlmEngine engine(options);
+    auto engine = std::make_unique<LlmEngine>(options);
     const double load_ms = ms_since(load_start);
-    const ModelConfig& c = engine.config();
-    const SchedulerConfig& sc = engine.scheduler_config();
+    const ModelConfig& c = engine->config();
+    const SchedulerConfig& sc = engine->scheduler_config();
     const std::string source =
         builtin ? str_cat("the built-in ", *builtin, " model (random weights)") : options.model_dir;
-    out << fmt("quench generate: %s on %s\n", source.c_str(), engine.model().device_name());
+    out << fmt("quench generate: %s on %s\n", source.c_str(), engine->model().device_name());
     out << fmt("model      %s, %d layers, hidden %d, %d/%d heads x %d, vocab %d, %.1f M params\n",
                model_architecture_name(c.architecture), c.num_layers, c.hidden_size,
                c.num_q_heads(), c.num_kv_heads(), c.head_dim(), c.vocab_size,
                static_cast<double>(c.num_parameters()) / 1e6);
     out << fmt("weights    %.1f MiB loaded in %.0f ms\n",
-               static_cast<double>(engine.checkpoint_bytes()) / (1 << 20), load_ms);
+               static_cast<double>(engine->checkpoint_bytes()) / (1 << 20), load_ms);
     const int64_t cache_tokens = static_cast<int64_t>(sc.num_pages - 1) * sc.page_size;
     out << fmt(
         "KV cache   %s, %lld tokens (%d pages of %d), %.1f MiB, max concurrency %.1fx for "
         "%d-token requests\n",
         dtype_name(options.kv_cache_dtype), static_cast<long long>(cache_tokens), sc.num_pages - 1,
-        sc.page_size, static_cast<double>(engine.model().kv_cache_bytes()) / (1 << 20),
+        sc.page_size, static_cast<double>(engine->model().kv_cache_bytes()) / (1 << 20),
         static_cast<double>(cache_tokens) / sc.max_model_len, sc.max_model_len);
-    out << format_attention_decision_table(engine.model().attention_selection());
+    out << format_attention_decision_table(engine->model().attention_selection());
 
     if (const auto it = flags.find("--prompt"); it != flags.end()) {
-      QUENCH_REQUIRE(engine.tokenizer() != nullptr,
+      QUENCH_REQUIRE(engine->tokenizer() != nullptr,
                      "--prompt needs the model's tokenizer.json, which ", options.model_dir,
                      " lacks; give --prompt-ids");
-      prompts.push_back(engine.tokenizer()->encode(it->second));
+      prompts.push_back(engine->tokenizer()->encode(it->second));
     }
     if (prompts.empty()) {  // random prompts, as the serving benchmark's random dataset
       std::mt19937_64 rng(options.seed + 17);
@@ -213,7 +205,7 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
       }
     }
     const auto run_start = std::chrono::steady_clock::now();
-    const std::vector<RequestOutput> outputs = engine.generate(prompts, sampling);
+    const std::vector<RequestOutput> outputs = engine->generate(prompts, sampling);
     const double run_ms = ms_since(run_start);
     int64_t prompt_tokens = 0, output_tokens = 0;
     for (const RequestOutput& o : outputs) {
@@ -221,8 +213,9 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
       output_tokens += static_cast<int64_t>(o.output.size());
       out << fmt("request %lld  prompt %zu tokens  finish %s  ", static_cast<long long>(o.id),
                  o.prompt.size(), finish_reason_name(o.finish_reason));
-      if (engine.tokenizer() != nullptr) {  // the text as a JSON string: control bytes stay visible
-        out << "output: " << nlohmann::json(output_text(*engine.tokenizer(), o)).dump() << "\n";
+      if (engine->tokenizer() !=
+          nullptr) {  // the text as a JSON string: control bytes stay visible
+        out << "output: " << nlohmann::json(output_text(*engine->tokenizer(), o)).dump() << "\n";
       } else {
         out << "output ids: " << join_ids(o.output) << "\n";
       }
@@ -233,12 +226,15 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
         run_ms, outputs.size(), static_cast<long long>(prompt_tokens),
         static_cast<long long>(output_tokens),
         static_cast<double>(output_tokens) / (run_ms / 1000.0));
-    if (engine.prefix_hit_tokens() > 0) {
+    if (engine->prefix_hit_tokens() > 0) {
       out << fmt("prefix     %lld of %lld prompt tokens came from the prefix cache\n",
-                 static_cast<long long>(engine.prefix_hit_tokens()),
-                 static_cast<long long>(engine.prefix_query_tokens()));
+                 static_cast<long long>(engine->prefix_hit_tokens()),
+                 static_cast<long long>(engine->prefix_query_tokens()));
     }
-    // What the FP8 cache costs: the same requests over a bf16 cache, token for token.
+    const std::string device = engine->model().device_name();
+    // What the FP8 cache costs: the same requests over a bf16 cache, token for token. The first
+    // engine goes first: on the GPU each takes its --gpu-memory-utilization share.
+    engine.reset();
     std::string agreement;
     if (is_fp8(options.kv_cache_dtype) && compare_kv) {
       EngineOptions bf16_options = options;
@@ -267,7 +263,7 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
     }
     out << fmt(
         "summary: device=%s kv=%s requests=%zu prompt_tokens=%lld output_tokens=%lld ms=%.1f%s\n",
-        engine.model().device_name(), dtype_name(options.kv_cache_dtype), outputs.size(),
+        device.c_str(), dtype_name(options.kv_cache_dtype), outputs.size(),
         static_cast<long long>(prompt_tokens), static_cast<long long>(output_tokens), run_ms,
         agreement.c_str());
     return 0;

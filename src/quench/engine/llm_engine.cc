@@ -6,8 +6,10 @@
 #include <map>
 #include <sstream>
 
+#include "quench/core/cuda_device.h"
 #include "quench/core/error.h"
 #include "quench/core/json_file.h"
+#include "quench/engine/kv_cache_sizing.h"
 #include "quench/engine/sampler.h"
 #include "quench/kv_cache/block_table.h"
 #include "quench/model/device_decoder_model.h"
@@ -54,10 +56,35 @@ LlmEngine::LlmEngine(const EngineOptions& options) : options_(options) {
   QUENCH_REQUIRE(sc.max_model_len <= config_.max_position_embeddings, "max_model_len ",
                  sc.max_model_len, " exceeds the model's max_position_embeddings ",
                  config_.max_position_embeddings);
-  sc.num_pages = options.num_kv_pages > 0
-                     ? options.num_kv_pages
-                     : static_cast<int32_t>(
-                           1 + sc.max_num_seqs * pages_for_tokens(sc.max_model_len, sc.page_size));
+  const bool gpu = options.device == EngineDevice::kGpu ||
+                   (options.device == EngineDevice::kAuto && cuda_device_available());
+  if (options.num_kv_pages > 0) {
+    sc.num_pages = options.num_kv_pages;
+  } else if (gpu) {
+    KvMemoryBudget budget;
+    const CudaMemoryInfo memory = current_cuda_memory_info("the GPU model runner");
+    budget.device_total_bytes = memory.total_bytes;
+    budget.device_free_bytes = memory.free_bytes;
+    budget.utilization = options.gpu_memory_utilization;
+    budget.weight_bytes = DeviceDecoderModel::weight_bytes(*weights_);
+    // Prompt logprobs can ask for a logit row per token of the step.
+    budget.step_bytes = DeviceDecoderModel::step_bytes(config_, sc.max_num_batched_tokens,
+                                                       sc.max_num_batched_tokens);
+    KvCacheLayout page;
+    page.num_pages = 1;
+    page.page_size = options.block_size;
+    page.num_kv_heads = config_.num_kv_heads();
+    page.head_dim = config_.head_dim();
+    page.dtype = options.kv_cache_dtype;
+    page.layout = options.layout;
+    budget.page_bytes = 2 * int64_t{config_.num_layers} * page.tensor_bytes();
+    budget.page_size = options.block_size;
+    budget.max_model_len = sc.max_model_len;
+    sc.num_pages = kv_pages_for_memory_budget(budget);
+  } else {
+    sc.num_pages = static_cast<int32_t>(1 + sc.max_num_seqs *
+                                                pages_for_tokens(sc.max_model_len, sc.page_size));
+  }
   scheduler_ = std::make_unique<Scheduler>(sc);
 
   DecoderModelOptions mo;
@@ -68,8 +95,6 @@ LlmEngine::LlmEngine(const EngineOptions& options) : options_(options) {
   mo.max_model_len = sc.max_model_len;
   mo.prefill_kernel = options.prefill_kernel;
   mo.decode_kernel = options.decode_kernel;
-  const bool gpu = options.device == EngineDevice::kGpu ||
-                   (options.device == EngineDevice::kAuto && cuda_device_available());
   if (gpu) {
     model_ = std::make_unique<DeviceDecoderModel>(config_, *weights_, mo);
   } else {

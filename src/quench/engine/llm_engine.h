@@ -26,7 +26,10 @@ struct EngineOptions {
   int32_t block_size = 16;  // tokens per KV page
   KvLayout layout = KvLayout::kNHD;
   int32_t max_model_len = 0;  // 0 = the config's max_position_embeddings, capped at 4096
-  int32_t num_kv_pages = 0;   // 0 = enough for max_num_seqs sequences of max_model_len
+  // 0 = on the GPU, what gpu_memory_utilization leaves after the weights and step buffers; on the
+  // CPU, enough for max_num_seqs sequences of max_model_len.
+  int32_t num_kv_pages = 0;
+  double gpu_memory_utilization = 0.9;  // the share of the GPU's memory the engine may take
   int32_t max_num_seqs = 16;
   int32_t max_num_batched_tokens = 2048;
   uint64_t seed = 0;                  // seeds requests that bring no seed of their own

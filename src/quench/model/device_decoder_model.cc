@@ -150,6 +150,33 @@ int64_t DeviceDecoderModel::kv_cache_bytes() const {
   return 2 * static_cast<int64_t>(state_->config.num_layers) * state_->kv.tensor_bytes();
 }
 
+int64_t DeviceDecoderModel::weight_bytes(const ModelWeights& weights) {
+  size_t elements = weights.embed_tokens.size() + weights.final_norm.size();
+  if (weights.lm_head.data() != weights.embed_tokens.data()) elements += weights.lm_head.size();
+  for (const DecoderLayerWeights& w : weights.layers) {
+    for (const Bf16Weight* part :
+         {&w.input_norm, &w.q_proj, &w.k_proj, &w.v_proj, &w.o_proj, &w.q_norm, &w.k_norm,
+          &w.post_attention_norm, &w.gate_proj, &w.up_proj, &w.down_proj})
+      elements += part->size();
+  }
+  return static_cast<int64_t>(elements * sizeof(uint16_t));
+}
+
+int64_t DeviceDecoderModel::step_bytes(const ModelConfig& c, int32_t max_tokens,
+                                       int32_t max_logit_rows) {
+  // Mirrors forward()'s GrowingBuffers, per token row: ids, positions, slots and offsets (at most
+  // 32 bytes); residual, hidden and proj (3 x d bf16); qkv; q after RoPE as bf16 and FP8; the
+  // attention output; gate/up and the SwiGLU output.
+  const int64_t d = c.hidden_size, qd = int64_t{c.num_q_heads()} * c.head_dim(),
+                kvd = int64_t{c.num_kv_heads()} * c.head_dim(), ff = c.intermediate_size;
+  const int64_t per_token = 32 + 2 * (3 * d + (qd + 2 * kvd) + qd + qd + 2 * ff + ff) + qd;
+  const int64_t per_logit_row = 4 + 2 * d + 4 * int64_t{c.vocab_size};
+  // The attention workspace (decode's split-KV partials: bounded by the CTAs of one wave),
+  // cuBLAS's workspace, the rope cos/sin cache's neighbours and allocator rounding.
+  constexpr int64_t kReserve = int64_t{512} << 20;
+  return per_token * max_tokens + per_logit_row * max_logit_rows + kReserve;
+}
+
 const AttentionBackendSelection& DeviceDecoderModel::attention_selection() const {
   return state_->attention.front().selection();
 }

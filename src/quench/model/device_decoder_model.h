@@ -29,6 +29,13 @@ class DeviceDecoderModel : public ModelRunner {
   const AttentionBackendSelection& attention_selection() const override;
   const char* device_name() const override { return "gpu"; }
 
+  // Device bytes of the weights the runner uploads (bf16; a tied lm_head once), and of its
+  // per-step buffers at the largest step (max_tokens rows, max_logit_rows logit rows) plus a
+  // reserve for the attention workspace, cuBLAS and allocator slack: what --gpu-memory-utilization
+  // sets aside before the KV cache.
+  static int64_t weight_bytes(const ModelWeights& weights);
+  static int64_t step_bytes(const ModelConfig& config, int32_t max_tokens, int32_t max_logit_rows);
+
  private:
   struct State;
   std::unique_ptr<State> state_;
