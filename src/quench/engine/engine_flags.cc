@@ -22,7 +22,8 @@ const FlagTable& engine_flag_table() {
                                   {"--prefill-kernel", true},
                                   {"--decode-kernel", true},
                                   {"--builtin", true},
-                                  {"--no-enable-prefix-caching", false}};
+                                  {"--no-enable-prefix-caching", false},
+                                  {"--enforce-eager", false}};
   return flags;
 }
 
@@ -45,6 +46,7 @@ const char* engine_flags_usage() {
          "  [--seed S]\n"
          "  [--prefill-kernel auto|NAME|!NAME] [--decode-kernel auto|NAME|!NAME]\n"
          "  [--no-enable-prefix-caching]   (prefix caching is on by default)\n"
+         "  [--enforce-eager]   (GPU: no CUDA graphs for decode steps)\n"
          "  [--builtin tiny|llama3.2-1b|qwen3-0.6b|llama3-8b]\n"
          "Without --model, quench writes a built-in model with random weights to a temporary\n"
          "directory and loads it: tiny (2 layers, hidden 256, a 512-token BPE vocabulary; the\n"
@@ -102,6 +104,7 @@ std::optional<std::string> engine_options_from_flags(
   options.prefill_kernel = override_of("--prefill-kernel");
   options.decode_kernel = override_of("--decode-kernel");
   options.enable_prefix_caching = get("--no-enable-prefix-caching") == nullptr;
+  options.enforce_eager = get("--enforce-eager") != nullptr;
   if (get("--model") != nullptr) {
     if (get("--builtin") != nullptr)
       throw UsageError("--builtin and --model are alternatives; give one");

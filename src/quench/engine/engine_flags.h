@@ -1,7 +1,8 @@
 // The engine's command-line flags, shared by `quench generate` and `quench serve` (vLLM's names):
 //   --model DIR (absent: the built-in tiny model), --device, --kv-cache-dtype, --block-size,
 //   --max-model-len, --max-num-seqs, --max-num-batched-tokens, --num-kv-pages,
-//   --gpu-memory-utilization, --seed, --prefill-kernel, --decode-kernel.
+//   --gpu-memory-utilization, --seed, --prefill-kernel, --decode-kernel,
+//   --no-enable-prefix-caching, --enforce-eager.
 #pragma once
 
 #include <filesystem>

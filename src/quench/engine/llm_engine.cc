@@ -95,6 +95,9 @@ LlmEngine::LlmEngine(const EngineOptions& options) : options_(options) {
   mo.max_model_len = sc.max_model_len;
   mo.prefill_kernel = options.prefill_kernel;
   mo.decode_kernel = options.decode_kernel;
+  mo.max_num_seqs = sc.max_num_seqs;
+  mo.max_num_batched_tokens = sc.max_num_batched_tokens;
+  mo.enforce_eager = options.enforce_eager;
   if (gpu) {
     model_ = std::make_unique<DeviceDecoderModel>(config_, *weights_, mo);
   } else {

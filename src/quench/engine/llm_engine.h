@@ -34,6 +34,7 @@ struct EngineOptions {
   int32_t max_num_batched_tokens = 2048;
   uint64_t seed = 0;                  // seeds requests that bring no seed of their own
   bool enable_prefix_caching = true;  // reuse the KV pages of prompts' prefixes computed before
+  bool enforce_eager = false;         // GPU: no CUDA graphs for decode steps
   AttentionKernelOverride prefill_kernel;
   AttentionKernelOverride decode_kernel;
 };

@@ -29,6 +29,13 @@ struct DecoderModelOptions {
   int32_t max_model_len = 0;  // positions must stay below it (the cos/sin cache's rows)
   AttentionKernelOverride prefill_kernel;
   AttentionKernelOverride decode_kernel;
+  // The GPU runner's step limits (the CPU runner ignores them): its per-step buffers are sized for
+  // steps of max_num_batched_tokens rows and max_num_seqs sequences at start, and decode steps of
+  // up to max_num_seqs sequences run as CUDA graphs captured then, unless enforce_eager. 0 = no
+  // sizing at start and no graphs.
+  int32_t max_num_seqs = 0;
+  int32_t max_num_batched_tokens = 0;
+  bool enforce_eager = false;
 };
 
 // The attention ops of a model for a backend (compute capability 0 = the CPU), one per layer: the

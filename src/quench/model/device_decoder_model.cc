@@ -1,10 +1,17 @@
 #include "quench/model/device_decoder_model.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <map>
+#include <utility>
 
 #include "quench/attention/query_output_split.h"
 #include "quench/core/cuda_device.h"
 #include "quench/core/device_buffer.h"
+#include "quench/core/log.h"
+#include "quench/kv_cache/block_table.h"
+#include "quench/model/decode_graph_plan.h"
 #include "quench/ops/embedding/embedding.h"
 #include "quench/ops/linear/linear_cublas.h"
 #include "quench/ops/rms_norm/rms_norm.h"
@@ -36,19 +43,69 @@ struct LayerBuffers {
   DeviceBuffer input_norm, qkv, q_norm, k_norm, o, post_norm, gate_up, down;
 };
 
-// A device buffer that grows to the largest request (contents are not kept across growth).
+// A device buffer that grows to the largest request (contents are not kept across growth). Every
+// growth bumps the runner's generation: a captured graph holds the old address and is stale.
 class GrowingBuffer {
  public:
+  explicit GrowingBuffer(int64_t* generation) : generation_(generation) {}
   template <typename T>
   T* get(size_t count) {
-    if (buffer_.bytes() < count * sizeof(T)) buffer_ = DeviceBuffer(count * sizeof(T));
+    if (buffer_.bytes() < count * sizeof(T)) {
+      buffer_ = DeviceBuffer();  // free first: the old and new sizes need not fit together
+      buffer_ = DeviceBuffer(count * sizeof(T));
+      ++*generation_;
+    }
     return buffer_.as<T>();
   }
   DeviceBuffer& buffer() { return buffer_; }
 
  private:
   DeviceBuffer buffer_;
+  int64_t* generation_;
 };
+
+// A captured decode step.
+class GraphExec {
+ public:
+  GraphExec() = default;
+  explicit GraphExec(cudaGraphExec_t exec) : exec_(exec) {}
+  GraphExec(GraphExec&& other) noexcept : exec_(std::exchange(other.exec_, nullptr)) {}
+  GraphExec& operator=(GraphExec&& other) noexcept {
+    std::swap(exec_, other.exec_);
+    return *this;
+  }
+  GraphExec(const GraphExec&) = delete;
+  GraphExec& operator=(const GraphExec&) = delete;
+  ~GraphExec() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+  }
+  cudaGraphExec_t get() const { return exec_; }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+// The device addresses and host values of one step.
+struct StepBuffers {
+  int32_t t = 0;     // query rows
+  int32_t rows = 0;  // logit rows
+  int32_t* ids = nullptr;
+  int32_t* positions = nullptr;
+  int64_t* slots = nullptr;
+  int32_t* gather = nullptr;  // the logit rows
+  AttentionMetadataView view;
+  uint16_t *x = nullptr, *h = nullptr, *qkv = nullptr, *q_rot = nullptr, *attn = nullptr,
+           *proj = nullptr, *gate_up = nullptr, *act = nullptr, *picked = nullptr;
+  uint8_t* q_fp8 = nullptr;
+  float* logits = nullptr;
+};
+
+std::vector<int32_t> iota_rows(int32_t n) {
+  std::vector<int32_t> rows(static_cast<size_t>(n));
+  for (int32_t r = 0; r < n; ++r)
+    rows[static_cast<size_t>(r)] = r;
+  return rows;
+}
 
 }  // namespace
 
@@ -60,6 +117,7 @@ struct DeviceDecoderModel::State {
   ModelConfig config;
   DecoderModelOptions options;
   KvCacheLayout kv;
+  int32_t max_pages = 0;  // the block-table stride of max_model_len (graphs read this one)
   std::vector<AttentionOp> attention;  // per layer (their scales differ)
   cudaStream_t stream = nullptr;
   std::unique_ptr<CublasHandle> cublas;  // created once a device is known to be there
@@ -70,13 +128,228 @@ struct DeviceDecoderModel::State {
   DeviceBuffer cos_sin;
   std::vector<DeviceBuffer> k_caches, v_caches;
 
-  GrowingBuffer ids, residual, hidden, qkv, q_rot, q_fp8, attn, proj, gate_up, act, rows,
-      row_hidden, logits;
-  GrowingBuffer positions, slots, q_offsets, prefill_q_offsets, seq_lens, block_table,
-      attention_workspace;
+  int64_t generation = 0;  // bumped whenever a per-step buffer moves
+  GrowingBuffer ids{&generation}, residual{&generation}, hidden{&generation}, qkv{&generation},
+      q_rot{&generation}, q_fp8{&generation}, attn{&generation}, proj{&generation},
+      gate_up{&generation}, act{&generation}, rows{&generation}, row_hidden{&generation},
+      logits{&generation};
+  GrowingBuffer positions{&generation}, slots{&generation}, q_offsets{&generation},
+      prefill_q_offsets{&generation}, seq_lens{&generation}, block_table{&generation},
+      attention_workspace{&generation};
+
+  // Decode graphs: the captured sizes, one executable each, and the generation they hold.
+  std::vector<int32_t> graph_sizes;
+  std::map<int32_t, GraphExec> graphs;
+  int64_t graphs_generation = -1;
 
   ~State() {
+    graphs.clear();
     if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  // Sizes every per-step buffer for a step of t rows, `rows` logit rows, num_seqs sequences (of
+  // which num_prefill_seqs prefill) and a block-table stride of max_pages, and returns their
+  // addresses with the metadata's host values. Buffers only grow.
+  StepBuffers step_buffers(const AttentionMetadata& host, int32_t num_logit_rows) {
+    const ModelConfig& c = config;
+    const auto T = static_cast<size_t>(host.num_tokens);
+    const auto R = static_cast<size_t>(num_logit_rows);
+    const auto d = static_cast<size_t>(c.hidden_size);
+    const auto qd = static_cast<size_t>(c.num_q_heads()) * static_cast<size_t>(c.head_dim());
+    const auto kvd = static_cast<size_t>(c.num_kv_heads()) * static_cast<size_t>(c.head_dim());
+    const auto ff = static_cast<size_t>(c.intermediate_size);
+    const auto seqs = static_cast<size_t>(host.num_seqs);
+    StepBuffers b;
+    b.t = host.num_tokens;
+    b.rows = num_logit_rows;
+    b.ids = ids.get<int32_t>(std::max<size_t>(T, 1));
+    b.positions = positions.get<int32_t>(std::max<size_t>(T, 1));
+    b.slots = slots.get<int64_t>(std::max<size_t>(T, 1));
+    b.gather = rows.get<int32_t>(std::max<size_t>(R, 1));
+    b.view = host_metadata_view(host);
+    b.view.q_offsets = q_offsets.get<int32_t>(seqs + 1);
+    b.view.prefill_q_offsets =
+        prefill_q_offsets.get<int32_t>(static_cast<size_t>(host.num_prefill_seqs) + 1);
+    b.view.seq_lens = seq_lens.get<int32_t>(std::max<size_t>(seqs, 1));
+    b.view.block_table =
+        block_table.get<int32_t>(std::max<size_t>(seqs * static_cast<size_t>(host.max_pages), 1));
+    b.x = residual.get<uint16_t>(T * d);
+    b.h = hidden.get<uint16_t>(T * d);
+    b.qkv = qkv.get<uint16_t>(T * (qd + 2 * kvd));
+    b.q_rot = q_rot.get<uint16_t>(T * qd);
+    b.q_fp8 = q_fp8.get<uint8_t>(T * qd);
+    b.attn = attn.get<uint16_t>(T * qd);
+    b.proj = proj.get<uint16_t>(T * d);  // o, then down: the delta of the next residual add
+    b.gate_up = gate_up.get<uint16_t>(T * 2 * ff);
+    b.act = act.get<uint16_t>(T * ff);
+    b.picked = row_hidden.get<uint16_t>(std::max<size_t>(R, 1) * d);
+    b.logits = logits.get<float>(std::max<size_t>(R, 1) * static_cast<size_t>(c.vocab_size));
+    return b;
+  }
+
+  // Copies a step's token ids, metadata arrays and logit rows to the addresses of `b`.
+  void upload_step(const StepBuffers& b, std::span<const int32_t> token_ids,
+                   const AttentionMetadata& m, std::span<const int32_t> logit_rows) {
+    auto copy = [&](const void* dst, const void* src, size_t bytes) {
+      if (bytes == 0) return;
+      check_cuda(
+          cudaMemcpyAsync(const_cast<void*>(dst), src, bytes, cudaMemcpyHostToDevice, stream),
+          "cudaMemcpyAsync to device");
+    };
+    copy(b.ids, token_ids.data(), token_ids.size_bytes());
+    copy(b.positions, m.positions.data(), m.positions.size() * sizeof(int32_t));
+    copy(b.slots, m.slot_mapping.data(), m.slot_mapping.size() * sizeof(int64_t));
+    copy(b.view.q_offsets, m.q_offsets.data(), m.q_offsets.size() * sizeof(int32_t));
+    copy(b.view.prefill_q_offsets, m.prefill_q_offsets.data(),
+         m.prefill_q_offsets.size() * sizeof(int32_t));
+    copy(b.view.seq_lens, m.seq_lens.data(), m.seq_lens.size() * sizeof(int32_t));
+    copy(b.view.block_table, m.block_table.data(), m.block_table.size() * sizeof(int32_t));
+    copy(b.gather, logit_rows.data(), logit_rows.size_bytes());
+  }
+
+  AttentionOpArgs attention_args(const StepBuffers& b, int32_t layer) const {
+    AttentionOpArgs args;
+    args.q = b.q_rot;
+    args.q_fp8 = b.q_fp8;
+    args.k_cache = k_caches[static_cast<size_t>(layer)].as<void>();
+    args.v_cache = v_caches[static_cast<size_t>(layer)].as<void>();
+    args.kv = kv;
+    args.metadata = b.view;
+    args.out = b.attn;
+    return args;
+  }
+
+  // Grows the attention workspace to what the step needs (every layer's op is the same kernel
+  // pair, so layer 0 speaks for all), zeroed once when allocated: decode keeps split-merge
+  // counters there that every run returns to zero. Never called while a graph is captured.
+  void ensure_attention_workspace(const StepBuffers& b) {
+    const size_t workspace = attention.front().workspace_bytes(attention_args(b, 0));
+    if (attention_workspace.buffer().bytes() < workspace) {
+      void* w = attention_workspace.get<uint8_t>(workspace);
+      check_cuda(cudaMemsetAsync(w, 0, workspace, stream), "cudaMemsetAsync(attention workspace)");
+    }
+  }
+
+  // Enqueues the step on the stream, from the embedding to the logits: nothing here allocates,
+  // copies from the host or synchronizes, so a graph can capture it.
+  void enqueue_forward(const StepBuffers& b, int32_t num_decode_tokens) {
+    const ModelConfig& c = config;
+    const int32_t t = b.t;
+    const int32_t d = c.hidden_size, hq = c.num_q_heads(), hkv = c.num_kv_heads(),
+                  hd = c.head_dim();
+    const int32_t qd = hq * hd, kvd = hkv * hd, qkv_width = qd + 2 * kvd, ff = c.intermediate_size;
+    embedding_lookup_cuda(t, d, b.ids, embed.as<uint16_t>(), b.x, stream);
+    const QueryOutputSplit split =
+        query_output_split(attention.front().selection(), num_decode_tokens, t);
+    const bool fp8_cache = is_fp8(kv.dtype);
+    for (int32_t layer = 0; layer < c.num_layers; ++layer) {
+      const LayerBuffers& l = layers[static_cast<size_t>(layer)];
+      const AttentionOp& op = attention[static_cast<size_t>(layer)];
+      // The MLP output of the layer before joins the residual here.
+      rms_norm_cuda({t, d, b.x, layer == 0 ? nullptr : b.proj, l.input_norm.as<uint16_t>(),
+                     c.rms_norm_eps, b.h},
+                    stream);
+      linear_cuda(*cublas, t, d, qkv_width, b.h, l.qkv.as<uint16_t>(), b.qkv, DType::kBF16, stream);
+
+      AttentionOpArgs args = attention_args(b, layer);
+      RopeQuantAppendParams p;
+      p.num_tokens = t;
+      p.num_q_heads = hq;
+      p.num_kv_heads = hkv;
+      p.head_dim = hd;
+      p.q = b.qkv;
+      p.k = b.qkv + qd;
+      p.v = b.qkv + qd + kvd;
+      p.q_row_stride = p.k_row_stride = p.v_row_stride = qkv_width;
+      p.positions = b.positions;
+      p.rope = c.rope;
+      p.cos_sin_cache = cos_sin.as<float>();
+      p.cos_sin_cache_positions = options.max_model_len;
+      if (c.qk_norm) {
+        p.q_norm_weight = l.q_norm.as<uint16_t>();
+        p.k_norm_weight = l.k_norm.as<uint16_t>();
+        p.norm_eps = c.rms_norm_eps;
+      }
+      p.q_bf16_rows = split.bf16_rows;
+      p.q_out_bf16 = b.q_rot;
+      p.q_out_fp8 = b.q_fp8;
+      p.q_fp8_dtype = split.fp8_dtype;
+      p.q_scale = op.scales().q_scale();
+      p.k_cache = const_cast<void*>(args.k_cache);
+      p.v_cache = const_cast<void*>(args.v_cache);
+      p.kv = kv;
+      if (fp8_cache) {  // per-tensor scales (per-head ones would need device arrays)
+        p.k_scale = op.scales().k_scale();
+        p.v_scale = op.scales().v_scale();
+      }
+      p.slot_mapping = b.slots;
+      rope_quant_append_cuda(p, stream);
+
+      args.q_fp8_ready = split.fp8_rows_ready;
+      args.workspace = attention_workspace.buffer().as<void>();
+      args.workspace_bytes = attention_workspace.buffer().bytes();
+      op.run(args, stream);
+
+      linear_cuda(*cublas, t, qd, d, b.attn, l.o.as<uint16_t>(), b.proj, DType::kBF16, stream);
+      rms_norm_cuda({t, d, b.x, b.proj, l.post_norm.as<uint16_t>(), c.rms_norm_eps, b.h}, stream);
+      linear_cuda(*cublas, t, d, 2 * ff, b.h, l.gate_up.as<uint16_t>(), b.gate_up, DType::kBF16,
+                  stream);
+      swiglu_cuda(t, ff, b.gate_up, b.act, stream);
+      linear_cuda(*cublas, t, ff, d, b.act, l.down.as<uint16_t>(), b.proj, DType::kBF16, stream);
+    }
+    // The last MLP output joins the residual; the final norm of every row (the rows asked for are
+    // then gathered: the norm is per row, so the result is the same).
+    rms_norm_cuda({t, d, b.x, b.proj, final_norm.as<uint16_t>(), c.rms_norm_eps, b.h}, stream);
+    embedding_lookup_cuda(b.rows, d, b.gather, b.h, b.picked, stream);
+    linear_cuda(*cublas, b.rows, d, c.vocab_size, b.picked, lm_head, b.logits, DType::kF32, stream);
+  }
+
+  // Captures one graph per size of the ladder. Each size first runs once eagerly on a step that
+  // touches nothing (seq_len 0, slot -1): kernels do their one-time set-up outside the capture,
+  // and the buffers and workspace reach their final addresses. Throws when a capture fails.
+  void capture_decode_graphs() {
+    graphs.clear();
+    // The largest step first, so that smaller ones move no buffer.
+    for (auto it = graph_sizes.rbegin(); it != graph_sizes.rend(); ++it) {
+      const AttentionMetadata m =
+          decode_graph_capture_metadata(*it, kv.page_size, options.max_model_len, max_pages);
+      const StepBuffers b = step_buffers(m, *it);
+      ensure_attention_workspace(b);
+      upload_step(b, std::vector<int32_t>(static_cast<size_t>(*it), 0), m, iota_rows(*it));
+      enqueue_forward(b, *it);
+    }
+    check_cuda(cudaStreamSynchronize(stream), "the decode graphs' warm-up steps");
+    const int64_t warm_generation = generation;
+    for (int32_t batch : graph_sizes) {
+      const AttentionMetadata m =
+          decode_graph_capture_metadata(batch, kv.page_size, options.max_model_len, max_pages);
+      const StepBuffers b = step_buffers(m, batch);
+      cudaGraph_t graph = nullptr;
+      check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                 "cudaStreamBeginCapture");
+      std::string failure;
+      try {
+        enqueue_forward(b, batch);
+      } catch (const Error& e) {
+        failure = e.what();
+      }
+      const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+      if (failure.empty() && ended != cudaSuccess) failure = cudaGetErrorString(ended);
+      cudaGetLastError();  // an invalidated capture leaves its error for the next call
+      if (!failure.empty()) {
+        if (graph != nullptr) cudaGraphDestroy(graph);
+        graphs.clear();
+        throw Error(str_cat("capturing the decode graph of batch ", batch, " failed: ", failure));
+      }
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      check_cuda(made, "cudaGraphInstantiate");
+      graphs.emplace(batch, GraphExec(exec));
+    }
+    QUENCH_REQUIRE(generation == warm_generation,
+                   "a buffer moved while the decode graphs were captured");
+    graphs_generation = generation;
   }
 };
 
@@ -142,6 +415,31 @@ DeviceDecoderModel::DeviceDecoderModel(const ModelConfig& config, const ModelWei
     check_cuda(cudaMemset(s.v_caches.back().as<void>(), 0, s.v_caches.back().bytes()),
                "cudaMemset(V cache)");
   }
+  s.max_pages = static_cast<int32_t>(pages_for_tokens(options.max_model_len, options.page_size));
+  if (options.max_num_batched_tokens > 0 && options.max_num_seqs > 0) {
+    // Every buffer at the engine's largest step now, so steps do not move them (and graphs stay
+    // valid): max_num_batched_tokens rows, each a logit row at most (prompt logprobs).
+    AttentionMetadata largest;
+    largest.num_tokens = std::max(options.max_num_batched_tokens, options.max_num_seqs);
+    largest.num_seqs = largest.num_prefill_seqs = options.max_num_seqs;
+    largest.max_pages = s.max_pages;
+    s.step_buffers(largest, largest.num_tokens);
+  }
+  if (options.max_num_seqs > 0 && !options.enforce_eager) {
+    s.graph_sizes = decode_graph_batch_sizes(options.max_num_seqs);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      s.capture_decode_graphs();
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      log_info(str_cat("CUDA graphs: captured ", s.graph_sizes.size(), " decode batch sizes (1 to ",
+                       s.graph_sizes.back(), " sequences) in ", static_cast<int64_t>(ms), " ms"));
+    } catch (const Error& e) {
+      log_warning(str_cat("CUDA graphs are off, decode steps run eagerly: ", e.what()));
+      s.graph_sizes.clear();
+    }
+  }
 }
 
 DeviceDecoderModel::~DeviceDecoderModel() = default;
@@ -188,133 +486,62 @@ std::vector<float> DeviceDecoderModel::forward(std::span<const int32_t> token_id
   const ModelConfig& c = s.config;
   check_forward_inputs(c.vocab_size, s.options.max_model_len, s.kv.page_size, token_ids, m,
                        logit_rows);
-  const int32_t t = m.num_tokens;
   const auto rows = static_cast<int32_t>(logit_rows.size());
-  if (t == 0 || rows == 0) {
+  if (m.num_tokens == 0 || rows == 0) {
     QUENCH_REQUIRE(rows == 0, "forward: logit rows without query rows");
-    if (t == 0) return {};
+    if (m.num_tokens == 0) return {};
   }
-  const int32_t d = c.hidden_size, hq = c.num_q_heads(), hkv = c.num_kv_heads(), hd = c.head_dim();
-  const int32_t qd = hq * hd, kvd = hkv * hd, qkv_width = qd + 2 * kvd, ff = c.intermediate_size;
-  const auto T = static_cast<size_t>(t);
-  cudaStream_t stream = s.stream;
-
-  auto copy_in = [&](GrowingBuffer& b, const auto& host) {
-    using T_ = std::remove_cv_t<std::remove_reference_t<decltype(*host.data())>>;
-    T_* dst = b.template get<T_>(std::max<size_t>(host.size(), 1));
-    if (!host.empty()) {
-      check_cuda(cudaMemcpyAsync(dst, host.data(), host.size() * sizeof(T_), cudaMemcpyHostToDevice,
-                                 stream),
-                 "cudaMemcpyAsync to device");
+  const auto vocab = static_cast<size_t>(c.vocab_size);
+  std::vector<float> host(static_cast<size_t>(rows) * vocab);
+  const int32_t batch =
+      s.graph_sizes.empty() ? 0 : decode_graph_batch_for(m, s.graph_sizes, s.max_pages);
+  if (batch > 0) {
+    if (s.graphs_generation != s.generation) {
+      // A larger eager step moved a buffer since the capture: capture again at the new addresses.
+      log_info("CUDA graphs: per-step buffers grew; capturing the decode graphs again");
+      s.capture_decode_graphs();
     }
-    return dst;
-  };
-  const int32_t* ids = copy_in(s.ids, std::vector<int32_t>(token_ids.begin(), token_ids.end()));
-  const int32_t* positions = copy_in(s.positions, m.positions);
-  const int64_t* slots = copy_in(s.slots, m.slot_mapping);
-  AttentionMetadataView view = host_metadata_view(m);
-  view.q_offsets = copy_in(s.q_offsets, m.q_offsets);
-  view.prefill_q_offsets = copy_in(s.prefill_q_offsets, m.prefill_q_offsets);
-  view.seq_lens = copy_in(s.seq_lens, m.seq_lens);
-  view.block_table = copy_in(s.block_table, m.block_table);
-  const int32_t* gather =
-      copy_in(s.rows, std::vector<int32_t>(logit_rows.begin(), logit_rows.end()));
-
-  uint16_t* x = s.residual.get<uint16_t>(T * d);
-  uint16_t* h = s.hidden.get<uint16_t>(T * d);
-  uint16_t* qkv = s.qkv.get<uint16_t>(T * qkv_width);
-  uint16_t* q_rot = s.q_rot.get<uint16_t>(T * qd);
-  uint8_t* q_fp8 = s.q_fp8.get<uint8_t>(T * qd);
-  uint16_t* attn = s.attn.get<uint16_t>(T * qd);
-  uint16_t* proj = s.proj.get<uint16_t>(T * d);  // o, then down: the delta of the next residual add
-  uint16_t* gate_up = s.gate_up.get<uint16_t>(T * 2 * ff);
-  uint16_t* act = s.act.get<uint16_t>(T * ff);
-
-  embedding_lookup_cuda(t, d, ids, s.embed.as<uint16_t>(), x, stream);
-  const QueryOutputSplit split = query_output_split(attention_selection(), m.num_decode_tokens, t);
-  const bool fp8_cache = is_fp8(s.kv.dtype);
-  for (int32_t layer = 0; layer < c.num_layers; ++layer) {
-    const LayerBuffers& l = s.layers[static_cast<size_t>(layer)];
-    const AttentionOp& attention = s.attention[static_cast<size_t>(layer)];
-    // The MLP output of the layer before joins the residual here.
-    rms_norm_cuda(
-        {t, d, x, layer == 0 ? nullptr : proj, l.input_norm.as<uint16_t>(), c.rms_norm_eps, h},
-        stream);
-    linear_cuda(*s.cublas, t, d, qkv_width, h, l.qkv.as<uint16_t>(), qkv, DType::kBF16, stream);
-
-    RopeQuantAppendParams p;
-    p.num_tokens = t;
-    p.num_q_heads = hq;
-    p.num_kv_heads = hkv;
-    p.head_dim = hd;
-    p.q = qkv;
-    p.k = qkv + qd;
-    p.v = qkv + qd + kvd;
-    p.q_row_stride = p.k_row_stride = p.v_row_stride = qkv_width;
-    p.positions = positions;
-    p.rope = c.rope;
-    p.cos_sin_cache = s.cos_sin.as<float>();
-    p.cos_sin_cache_positions = s.options.max_model_len;
-    if (c.qk_norm) {
-      p.q_norm_weight = l.q_norm.as<uint16_t>();
-      p.k_norm_weight = l.k_norm.as<uint16_t>();
-      p.norm_eps = c.rms_norm_eps;
+    // The graph reads the padded step at the addresses it was captured with, computes the
+    // logits of all its rows, and the rows asked for are copied out.
+    const AttentionMetadata padded = decode_graph_step_metadata(m, batch, s.max_pages);
+    std::vector<int32_t> ids(token_ids.begin(), token_ids.end());
+    ids.resize(static_cast<size_t>(batch), 0);
+    const StepBuffers b = s.step_buffers(padded, batch);
+    QUENCH_REQUIRE(s.generation == s.graphs_generation, "decode graph buffers moved");
+    s.upload_step(b, ids, padded, iota_rows(batch));
+    check_cuda(cudaGraphLaunch(s.graphs.at(batch).get(), s.stream), "cudaGraphLaunch");
+    // The rows asked for (usually all of the real ones, in order) out of the first ones.
+    const int32_t needed = *std::max_element(logit_rows.begin(), logit_rows.end()) + 1;
+    std::vector<float> first(static_cast<size_t>(needed) * vocab);
+    check_cuda(cudaMemcpyAsync(first.data(), b.logits, first.size() * sizeof(float),
+                               cudaMemcpyDeviceToHost, s.stream),
+               "cudaMemcpyAsync logits to host");
+    check_cuda(cudaStreamSynchronize(s.stream), "the model step");
+    if (rows == needed && std::equal(logit_rows.begin(), logit_rows.end(), iota_rows(rows).begin()))
+      return first;
+    for (int32_t i = 0; i < rows; ++i) {
+      std::copy_n(
+          first.begin() + static_cast<std::ptrdiff_t>(logit_rows[static_cast<size_t>(i)]) *
+                              static_cast<std::ptrdiff_t>(vocab),
+          vocab,
+          host.begin() + static_cast<std::ptrdiff_t>(i) * static_cast<std::ptrdiff_t>(vocab));
     }
-    p.q_bf16_rows = split.bf16_rows;
-    p.q_out_bf16 = q_rot;
-    p.q_out_fp8 = q_fp8;
-    p.q_fp8_dtype = split.fp8_dtype;
-    p.q_scale = attention.scales().q_scale();
-    p.k_cache = s.k_caches[static_cast<size_t>(layer)].as<void>();
-    p.v_cache = s.v_caches[static_cast<size_t>(layer)].as<void>();
-    p.kv = s.kv;
-    if (fp8_cache) {  // per-tensor scales (per-head ones would need device arrays)
-      p.k_scale = attention.scales().k_scale();
-      p.v_scale = attention.scales().v_scale();
-    }
-    p.slot_mapping = slots;
-    rope_quant_append_cuda(p, stream);
-
-    AttentionOpArgs args;
-    args.q = q_rot;
-    args.q_fp8 = q_fp8;
-    args.q_fp8_ready = split.fp8_rows_ready;
-    args.k_cache = p.k_cache;
-    args.v_cache = p.v_cache;
-    args.kv = s.kv;
-    args.metadata = view;
-    args.out = attn;
-    const size_t workspace = attention.workspace_bytes(args);
-    if (s.attention_workspace.buffer().bytes() < workspace) {
-      // Zeroed once when allocated: decode keeps split-merge counters there that every run
-      // returns to zero.
-      void* w = s.attention_workspace.get<uint8_t>(workspace);
-      check_cuda(cudaMemsetAsync(w, 0, workspace, stream), "cudaMemsetAsync(attention workspace)");
-    }
-    args.workspace = s.attention_workspace.buffer().as<void>();
-    args.workspace_bytes = s.attention_workspace.buffer().bytes();
-    attention.run(args, stream);
-
-    linear_cuda(*s.cublas, t, qd, d, attn, l.o.as<uint16_t>(), proj, DType::kBF16, stream);
-    rms_norm_cuda({t, d, x, proj, l.post_norm.as<uint16_t>(), c.rms_norm_eps, h}, stream);
-    linear_cuda(*s.cublas, t, d, 2 * ff, h, l.gate_up.as<uint16_t>(), gate_up, DType::kBF16,
-                stream);
-    swiglu_cuda(t, ff, gate_up, act, stream);
-    linear_cuda(*s.cublas, t, ff, d, act, l.down.as<uint16_t>(), proj, DType::kBF16, stream);
+    return host;
+  } else {
+    const StepBuffers b = s.step_buffers(m, rows);
+    s.ensure_attention_workspace(b);
+    s.upload_step(b, token_ids, m, logit_rows);
+    s.enqueue_forward(b, m.num_decode_tokens);
+    check_cuda(cudaMemcpyAsync(host.data(), b.logits, host.size() * sizeof(float),
+                               cudaMemcpyDeviceToHost, s.stream),
+               "cudaMemcpyAsync logits to host");
   }
-  // The last MLP output joins the residual; the final norm of every row (the rows asked for are
-  // then gathered: the norm is per row, so the result is the same).
-  rms_norm_cuda({t, d, x, proj, s.final_norm.as<uint16_t>(), c.rms_norm_eps, h}, stream);
-  uint16_t* picked = s.row_hidden.get<uint16_t>(static_cast<size_t>(rows) * d);
-  embedding_lookup_cuda(rows, d, gather, h, picked, stream);
-  float* logits = s.logits.get<float>(static_cast<size_t>(rows) * c.vocab_size);
-  linear_cuda(*s.cublas, rows, d, c.vocab_size, picked, s.lm_head, logits, DType::kF32, stream);
-  std::vector<float> host(static_cast<size_t>(rows) * c.vocab_size);
-  check_cuda(cudaMemcpyAsync(host.data(), logits, host.size() * sizeof(float),
-                             cudaMemcpyDeviceToHost, stream),
-             "cudaMemcpyAsync logits to host");
-  check_cuda(cudaStreamSynchronize(stream), "the model step");
+  check_cuda(cudaStreamSynchronize(s.stream), "the model step");
   return host;
+}
+
+bool DeviceDecoderModel::cuda_graphs_captured() const {
+  return !state_->graphs.empty();
 }
 
 }  // namespace quench

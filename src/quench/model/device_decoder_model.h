@@ -6,7 +6,9 @@
 //   SwiGLU -> down GEMM] -> the last residual add and final norm -> the logit rows gathered ->
 //   lm_head GEMM in fp32 -> logits copied to the host.
 // Weights are uploaded once (q/k/v and gate/up concatenated so each is one GEMM); per-step
-// buffers grow to the largest batch seen. CUDA graphs for decode are not captured yet.
+// buffers are sized for the engine's largest step at start. Decode steps of up to max_num_seqs
+// sequences run as CUDA graphs captured at start for a ladder of batch sizes (decode_graph_plan.h),
+// unless options.enforce_eager; a capture that fails leaves decode eager, with a warning.
 #pragma once
 
 #include <memory>
@@ -28,6 +30,7 @@ class DeviceDecoderModel : public ModelRunner {
   int64_t kv_cache_bytes() const override;
   const AttentionBackendSelection& attention_selection() const override;
   const char* device_name() const override { return "gpu"; }
+  bool cuda_graphs_captured() const;  // decode steps run as graphs
 
   // Device bytes of the weights the runner uploads (bf16; a tied lm_head once), and of its
   // per-step buffers at the largest step (max_tokens rows, max_logit_rows logit rows) plus a

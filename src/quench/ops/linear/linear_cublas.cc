@@ -14,14 +14,31 @@ void check_cublas(cublasStatus_t status, const char* what) {
 
 }  // namespace
 
+// cuBLAS's guidance for Hopper: 32 MiB lets every GEMM algorithm run.
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
 CublasHandle::CublasHandle() {
   cublasHandle_t handle = nullptr;
   check_cublas(cublasCreate(&handle), "cublasCreate");
   handle_ = handle;
+  const cudaError_t status = cudaMalloc(&workspace_, kWorkspaceBytes);
+  if (status != cudaSuccess) {
+    cublasDestroy(handle);
+    throw Error(str_cat("cuBLAS workspace: cudaMalloc of ", kWorkspaceBytes,
+                        " bytes failed: ", cudaGetErrorString(status)));
+  }
+  workspace_bytes_ = kWorkspaceBytes;
 }
 
 CublasHandle::~CublasHandle() {
   if (handle_ != nullptr) cublasDestroy(static_cast<cublasHandle_t>(handle_));
+  cudaFree(workspace_);
+}
+
+void CublasHandle::bind(cudaStream_t stream) const {
+  auto handle = static_cast<cublasHandle_t>(handle_);
+  check_cublas(cublasSetStream(handle, stream), "cublasSetStream");
+  check_cublas(cublasSetWorkspace(handle, workspace_, workspace_bytes_), "cublasSetWorkspace");
 }
 
 void linear_cuda(const CublasHandle& cublas, int32_t tokens, int32_t in_features,
@@ -33,7 +50,7 @@ void linear_cuda(const CublasHandle& cublas, int32_t tokens, int32_t in_features
                  dtype_name(out_dtype), " is not supported; allowed: bf16, f32");
   if (tokens == 0) return;
   auto handle = static_cast<cublasHandle_t>(cublas.get());
-  check_cublas(cublasSetStream(handle, stream), "cublasSetStream");
+  cublas.bind(stream);
   const float alpha = 1.0f, beta = 0.0f;
   check_cublas(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, out_features, tokens, in_features,
                             &alpha, weight, CUDA_R_16BF, in_features, x, CUDA_R_16BF, in_features,

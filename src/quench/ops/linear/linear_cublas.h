@@ -11,6 +11,9 @@
 
 namespace quench {
 
+// A cuBLAS handle with a workspace of its own: cuBLAS then allocates nothing while a CUDA graph
+// is captured (its default pool would), and every GEMM sees the same workspace eagerly and in a
+// graph.
 class CublasHandle {
  public:
   CublasHandle();  // throws quench::Error naming cuBLAS's status when it cannot start
@@ -18,9 +21,14 @@ class CublasHandle {
   CublasHandle(const CublasHandle&) = delete;
   CublasHandle& operator=(const CublasHandle&) = delete;
   void* get() const { return handle_; }  // cublasHandle_t
+  // Makes `stream` the handle's stream with the handle's workspace (cublasSetStream alone resets
+  // the workspace to cuBLAS's pool).
+  void bind(cudaStream_t stream) const;
 
  private:
   void* handle_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
 };
 
 //   x: bf16 [tokens, in]; weight: bf16 [out, in]; out: [tokens, out] in out_dtype (bf16 or f32).
