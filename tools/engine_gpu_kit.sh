@@ -42,24 +42,27 @@ cd "$here/bin"
 torch_cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
 export LD_LIBRARY_PATH="$here/bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}${torch_cublas:+:$torch_cublas}"
 ldd ./quench ./quench_gpu_tests | grep "not found" && echo "run.sh: shared libraries missing (above)"
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv | tee "$out/gpu.txt"
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv
+# At most 8 files come back from $OUT: the test log, memcheck's, one JSON per serving run and one
+# file for the servers' logs; everything else goes to stdout.
 echo "== 1. GPU model runner tests"
-timeout 200 ./quench_gpu_tests --gtest_filter='ModelOpsGpu*:*DeviceDecoderModel*:DeviceEngine*' 2>&1 | tee "$out/tests.log" | tail -30
+timeout 150 ./quench_gpu_tests --gtest_filter='ModelOpsGpu*:*DeviceDecoderModel*:DeviceEngine*' 2>&1 | tee "$out/tests.log" | grep -E "^\[  (FAILED|PASSED|  OK) |Failure|Expected|Which is|rel_l2|error" | tail -40
 timeout 90 compute-sanitizer --tool memcheck ./quench_gpu_tests --gtest_filter='DeviceEngine*' > "$out/memcheck.log" 2>&1
 tail -3 "$out/memcheck.log"
 echo "== 2. quench generate on the GPU (tiny model)"
-timeout 40 ./quench generate --device gpu 2>&1 | tee "$out/generate_tiny.log" | tail -8
-echo "== 3. serving: Llama-3.2-1B shape, random weights"
-for kv in ${ENGINE_KIT_KV:-fp8}; do
-  for c in 1 32; do
-    echo "-- kv $kv, max concurrency $c"
-    timeout 100 ./quench bench-serve --launch --device gpu --builtin llama3.2-1b --kv-cache-dtype "$kv" \
-      --max-model-len 2048 --max-num-seqs 64 --num-prompts $((c * 2 + 2)) --random-input-len 1024 \
-      --random-output-len 128 --max-concurrency "$c" --result-json "$out/serve_1b_${kv}_c${c}.json" \
-      2> "$out/serve_1b_${kv}_c${c}.err" | tee "$out/serve_1b_${kv}_c${c}.log" | \
-      grep -E "Successful|duration|Output token|Mean TTFT|Mean TPOT|Mean ITL"
-    tail -2 "$out/serve_1b_${kv}_c${c}.err"
-  done
+timeout 40 ./quench generate --device gpu 2>&1 | tail -12
+echo "== 3. serving: Llama-3.2-1B shape, random weights, 1024 -> 128 tokens"
+for run in "fp8 1" "fp8 1 --enforce-eager" "fp8 32"; do
+  set -- $run
+  kv=$1 c=$2 extra=${3:-}
+  name="serve_1b_${kv}_c${c}${extra:+_eager}"
+  echo "-- $name"
+  timeout 90 ./quench bench-serve --launch --device gpu --builtin llama3.2-1b --kv-cache-dtype "$kv" \
+    --max-model-len 2048 --max-num-seqs 64 --num-prompts $((c * 2 + 2)) --random-input-len 1024 \
+    --random-output-len 128 --max-concurrency "$c" $extra --result-json "$out/$name.json" \
+    2> >(sed "s/^/[$name] /" >> "$out/servers.err") | \
+    grep -E "Successful|duration|Output token|Mean TTFT|Mean TPOT|Mean ITL"
+  grep -E "\[$name\].*(CUDA graphs|KV cache|error|rror)" "$out/servers.err" | tail -4
 done
 RUN
 chmod +x "$kit/run.sh"
