@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "harness/expect_error.h"
+#include "harness/model_with_scales.h"
 #include "harness/rel_l2.h"
 #include "harness/scratch_dir.h"
 #include "quench/core/cuda_device.h"
@@ -88,6 +89,58 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"qwen3_hd128_fp8", ModelArchitecture::kQwen3, 128, 8, 2, 512, DType::kFP8E4M3, 6e-2},
         Case{"llama_hd128_e5m2", ModelArchitecture::kLlama, 128, 8, 2, 512, DType::kFP8E5M2, 8e-2}),
     [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
+
+// Per-KV-head checkpoint scales reach the GPU kernels: head 0's k/v scales are so small that
+// its FP8 cache saturates (the logits move far from unit scales), head 1's are ordinary; the GPU
+// runner matches the CPU decoder, which applies them per head. Head dims 64 and 128 (the Hopper
+// kernels on sm_90).
+TEST(DeviceDecoderModelScales, PerHeadCheckpointScalesMatchTheCpuDecoder) {
+  for (const int32_t head_dim : {64, 128}) {
+    TinyModelSpec spec;
+    spec.head_dim = head_dim;
+    std::vector<std::pair<std::string, std::vector<float>>> extra;
+    for (int32_t layer = 0; layer < spec.num_layers; ++layer) {
+      const std::string prefix = str_cat("model.layers.", layer, ".self_attn.");
+      extra.push_back({prefix + "k_scale", {0.002f, 0.05f + 0.01f * static_cast<float>(layer)}});
+      extra.push_back({prefix + "v_scale", {0.001f, 0.04f}});
+    }
+    const std::string dir =
+        testing_support::model_with_scales(str_cat("per_head_hd", head_dim), extra, spec);
+    const Checkpoint checkpoint(dir);
+    const ModelConfig config = read_model_config(checkpoint.config_path());
+    const ModelWeights weights = ModelWeights::load(config, checkpoint);
+    DecoderModelOptions o;
+    o.kv_dtype = DType::kFP8E4M3;
+    o.num_pages = 16;
+    o.max_model_len = 256;
+    DecoderModel cpu(config, weights, o);
+    DeviceDecoderModel gpu(config, weights, o);
+    std::vector<int32_t> ids;
+    for (int32_t i = 0; i < 41; ++i)
+      ids.push_back(6 + (i * 53) % 500);
+    const std::vector<int32_t> pages = {2, 5, 7};
+    const std::vector<ScheduledSequence> prefill = {{pages, 0, 40}};
+    const AttentionMetadata pm = build_attention_metadata({}, prefill, 16, 16);
+    const std::vector<int32_t> rows = {39};
+    const std::span<const int32_t> prompt(ids.data(), 40);
+    const std::vector<float> want = cpu.forward(prompt, pm, rows);
+    EXPECT_LT(rel_l2<float>(gpu.forward(prompt, pm, rows), want), 3e-2) << head_dim;
+    const std::vector<ScheduledSequence> decode = {{pages, 40, 1}};
+    const AttentionMetadata dm = build_attention_metadata(decode, {}, 16, 16);
+    const std::vector<int32_t> last = {ids[40]};
+    const std::vector<int32_t> row0 = {0};
+    const std::vector<float> want_decode = cpu.forward(last, dm, row0);
+    EXPECT_LT(rel_l2<float>(gpu.forward(last, dm, row0), want_decode), 3e-2) << head_dim;
+
+    // The test's power: without the scales (unit k/v scales) the CPU logits are far away.
+    const std::string plain_dir =
+        testing_support::model_with_scales(str_cat("unit_hd", head_dim), {}, spec);
+    const Checkpoint plain_checkpoint(plain_dir);
+    const ModelWeights plain_weights = ModelWeights::load(config, plain_checkpoint);
+    DecoderModel unit(config, plain_weights, o);
+    EXPECT_GT(rel_l2<float>(unit.forward(prompt, pm, rows), want), 0.1) << head_dim;
+  }
+}
 
 // Decode steps under CUDA graphs (padded to the ladder's sizes, the split count of the longest
 // sequence frozen in) against the same steps run eagerly and on the CPU decoder: five sequences

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "harness/expect_error.h"
+#include "harness/model_with_scales.h"
 #include "harness/rel_l2.h"
 #include "harness/scratch_dir.h"
 #include "quench/model/decoder_model.h"
@@ -19,33 +20,7 @@ namespace {
 
 using testing_support::rel_l2;
 
-// The tiny model with `extra` scale tensors added (one file).
-std::string model_with_scales(
-    const std::string& name, const std::vector<std::pair<std::string, std::vector<float>>>& extra) {
-  const std::string src = testing_support::scratch_dir("quench_kv_scales_test", name + "_src");
-  const std::string dst = testing_support::scratch_dir("quench_kv_scales_test", name);
-  TinyModelSpec spec;
-  spec.num_shards = 1;
-  write_tiny_model(src, spec);
-  std::filesystem::copy_file(src + "/config.json", dst + "/config.json");
-  const Checkpoint checkpoint(src);
-  std::vector<SafetensorsTensorToWrite> tensors;
-  for (const auto& [n, t] : checkpoint.shards()[0]->tensors()) {
-    tensors.push_back(
-        {n, DType::kBF16, t.shape, std::vector<uint8_t>(t.bytes.begin(), t.bytes.end())});
-  }
-  for (const auto& [n, values] : extra) {
-    SafetensorsTensorToWrite t{n, DType::kF32,
-                               values.size() == 1
-                                   ? std::vector<int64_t>{}
-                                   : std::vector<int64_t>{static_cast<int64_t>(values.size())},
-                               std::vector<uint8_t>(values.size() * 4)};
-    std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-    tensors.push_back(std::move(t));
-  }
-  write_safetensors(dst + "/model.safetensors", tensors);
-  return dst;
-}
+using testing_support::model_with_scales;
 
 std::vector<float> logits(const std::string& dir, DType kv) {
   const Checkpoint checkpoint(dir);

@@ -51,9 +51,8 @@ std::vector<float> rms_norm(int32_t rows, int32_t width, const std::vector<float
 
 }  // namespace
 
-std::vector<AttentionOp> model_attention_ops(const ModelConfig& c, const ModelWeights& weights,
-                                             const DecoderModelOptions& o,
-                                             int32_t compute_capability) {
+ModelAttentionPlan model_attention_plan(const ModelConfig& c, const ModelWeights& weights,
+                                        const DecoderModelOptions& o, int32_t compute_capability) {
   AttentionConfig config;
   config.compute_capability = compute_capability;
   apply_hf_attention_fields(c.attention, config);
@@ -64,11 +63,11 @@ std::vector<AttentionOp> model_attention_ops(const ModelConfig& c, const ModelWe
   config.page_size = o.page_size;
   config.layout = o.layout;
   config.out_dtype = DType::kBF16;
-  const AttentionBackendSelection selection =
-      AttentionBackendSelection::decide(config, o.prefill_kernel, o.decode_kernel);
-  AttentionLayerSettings settings;
-  settings.sm_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
-  std::vector<AttentionOp> ops;
+  ModelAttentionPlan plan{
+      AttentionBackendSelection::decide(config, o.prefill_kernel, o.decode_kernel),
+      AttentionLayerSettings{},
+      {}};
+  plan.settings.sm_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
   bool any_scale = false;
   for (const CheckpointAttentionScales& s : weights.attention_scales)
     any_scale = any_scale || s.k_scale || s.v_scale || s.q_scale;
@@ -80,12 +79,22 @@ std::vector<AttentionOp> model_attention_ops(const ModelConfig& c, const ModelWe
           str_cat("layer ", layer));
     } else if (is_fp8(o.kv_dtype)) {
       // No scales anywhere: 1.0, as FP8-KV engines default to, said once rather than per layer.
-      scales = ops.empty() ? AttentionScales::from_checkpoint({}, c.num_kv_heads(),
-                                                              config.out_dtype, "model")
-                           : ops.front().scales();
+      scales = plan.scales.empty() ? AttentionScales::from_checkpoint({}, c.num_kv_heads(),
+                                                                      config.out_dtype, "model")
+                                   : plan.scales.front();
     }
-    ops.emplace_back(selection, scales, settings);
+    plan.scales.push_back(std::move(scales));
   }
+  return plan;
+}
+
+std::vector<AttentionOp> model_attention_ops(const ModelConfig& c, const ModelWeights& weights,
+                                             const DecoderModelOptions& o,
+                                             int32_t compute_capability) {
+  const ModelAttentionPlan plan = model_attention_plan(c, weights, o, compute_capability);
+  std::vector<AttentionOp> ops;
+  for (const AttentionScales& scales : plan.scales)
+    ops.emplace_back(plan.selection, scales, plan.settings);
   return ops;
 }
 

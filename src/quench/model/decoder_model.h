@@ -47,6 +47,18 @@ std::vector<AttentionOp> model_attention_ops(const ModelConfig& config, const Mo
                                              const DecoderModelOptions& options,
                                              int32_t compute_capability);
 
+// What model_attention_ops builds the ops from: the kernels, the settings every layer shares, and
+// each layer's scales. A device runner whose layers have per-head k/v scales uploads them and
+// builds its ops with their device arrays in the settings.
+struct ModelAttentionPlan {
+  AttentionBackendSelection selection;
+  AttentionLayerSettings settings;
+  std::vector<AttentionScales> scales;  // per layer
+};
+ModelAttentionPlan model_attention_plan(const ModelConfig& config, const ModelWeights& weights,
+                                        const DecoderModelOptions& options,
+                                        int32_t compute_capability);
+
 class DecoderModel : public ModelRunner {
  public:
   // The weights must outlive the model. Throws quench::Error for options the attention backend

@@ -119,6 +119,10 @@ struct DeviceDecoderModel::State {
   KvCacheLayout kv;
   int32_t max_pages = 0;  // the block-table stride of max_model_len (graphs read this one)
   std::vector<AttentionOp> attention;  // per layer (their scales differ)
+  // Per layer, the k/v scales the append kernel divides by: values, or device arrays in
+  // head_scales for per-KV-head checkpoint scales.
+  std::vector<HeadScales> append_k_scales, append_v_scales;
+  std::vector<DeviceBuffer> head_scales;
   cudaStream_t stream = nullptr;
   std::unique_ptr<CublasHandle> cublas;  // created once a device is known to be there
 
@@ -278,9 +282,9 @@ struct DeviceDecoderModel::State {
       p.k_cache = const_cast<void*>(args.k_cache);
       p.v_cache = const_cast<void*>(args.v_cache);
       p.kv = kv;
-      if (fp8_cache) {  // per-tensor scales (per-head ones would need device arrays)
-        p.k_scale = op.scales().k_scale();
-        p.v_scale = op.scales().v_scale();
+      if (fp8_cache) {  // a bf16 cache stores values unscaled
+        p.k_scale = append_k_scales[static_cast<size_t>(layer)];
+        p.v_scale = append_v_scales[static_cast<size_t>(layer)];
       }
       p.slot_mapping = b.slots;
       rope_quant_append_cuda(p, stream);
@@ -360,16 +364,27 @@ DeviceDecoderModel::DeviceDecoderModel(const ModelConfig& config, const ModelWei
   const CudaDeviceProperties props = require_current_cuda_device_properties("the GPU model runner");
   s.config = config;
   s.options = options;
-  s.attention =
-      model_attention_ops(config, weights, options,
-                          props.compute_capability_major * 10 + props.compute_capability_minor);
-  QUENCH_REQUIRE(s.attention.front().memory_space() == MemorySpace::kDevice,
+  ModelAttentionPlan plan =
+      model_attention_plan(config, weights, options,
+                           props.compute_capability_major * 10 + props.compute_capability_minor);
+  QUENCH_REQUIRE(plan.selection.decode().kernel->memory_space() == MemorySpace::kDevice,
                  "the attention backend chose host kernels for the GPU runner");
-  for (const AttentionOp& op : s.attention) {
-    QUENCH_REQUIRE(
-        op.scales().k_values().size() == 1 && op.scales().v_values().size() == 1,
-        "the GPU runner takes per-tensor k/v scales; this checkpoint has per-head ones (not yet "
-        "uploaded to the device)");
+  // Per-KV-head checkpoint scales live on the device for the kernels (the append divides by them,
+  // attention multiplies); per-tensor ones travel as values.
+  for (const AttentionScales& scales : plan.scales) {
+    auto device_view = [&](const std::vector<float>& values, HeadScales host) {
+      if (values.size() == 1) return host;
+      s.head_scales.push_back(upload(values));
+      return HeadScales{1.0f, s.head_scales.back().as<float>()};
+    };
+    const HeadScales k = device_view(scales.k_values(), scales.k_scale());
+    const HeadScales v = device_view(scales.v_values(), scales.v_scale());
+    AttentionLayerSettings settings = plan.settings;
+    settings.device_k_scale_per_head = k.per_head;
+    settings.device_v_scale_per_head = v.per_head;
+    s.append_k_scales.push_back(k);
+    s.append_v_scales.push_back(v);
+    s.attention.emplace_back(plan.selection, scales, settings);
   }
   QUENCH_REQUIRE(options.max_model_len >= 1 && options.num_pages >= 2, "GPU runner: max_model_len ",
                  options.max_model_len, " and num_pages ", options.num_pages,
