@@ -508,8 +508,9 @@ std::vector<float> DeviceDecoderModel::forward(std::span<const int32_t> token_id
   }
   const auto vocab = static_cast<size_t>(c.vocab_size);
   std::vector<float> host(static_cast<size_t>(rows) * vocab);
-  const int32_t batch =
-      s.graph_sizes.empty() ? 0 : decode_graph_batch_for(m, s.graph_sizes, s.max_pages);
+  const int32_t batch = s.graph_sizes.empty() || rows == 0
+                            ? 0
+                            : decode_graph_batch_for(m, s.graph_sizes, s.max_pages);
   if (batch > 0) {
     if (s.graphs_generation != s.generation) {
       // A larger eager step moved a buffer since the capture: capture again at the new addresses.
