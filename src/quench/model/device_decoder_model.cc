@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <utility>
 
@@ -85,8 +86,71 @@ class GraphExec {
   cudaGraphExec_t exec_ = nullptr;
 };
 
+// Where a step's host inputs sit in its one transfer, in bytes (each 16-byte aligned; ids first,
+// at offset 0): sized by the step's counts, so steps of one shape (a graph's) use one layout.
+struct StepInputsLayout {
+  StepInputsLayout() = default;
+  StepInputsLayout(const AttentionMetadata& m, int32_t logit_rows) {
+    const auto t = static_cast<size_t>(std::max(m.num_tokens, 1));
+    const auto seqs = static_cast<size_t>(std::max(m.num_seqs, 1));
+    ids = take(t * 4);
+    positions = take(t * 4);
+    slots = take(t * 8);
+    q_offsets = take((seqs + 1) * 4);
+    prefill_q_offsets = take((static_cast<size_t>(m.num_prefill_seqs) + 1) * 4);
+    seq_lens = take(seqs * 4);
+    block_table = take(seqs * static_cast<size_t>(std::max(m.max_pages, 1)) * 4);
+    gather = take(static_cast<size_t>(std::max(logit_rows, 1)) * 4);
+  }
+  // Bytes from `offset` to the next slot (or the end).
+  size_t capacity(size_t offset) const {
+    size_t next = bytes;
+    for (size_t o :
+         {ids, positions, slots, q_offsets, prefill_q_offsets, seq_lens, block_table, gather})
+      if (o > offset) next = std::min(next, o);
+    return next - offset;
+  }
+  size_t ids = 0, positions = 0, slots = 0, q_offsets = 0, prefill_q_offsets = 0, seq_lens = 0,
+         block_table = 0, gather = 0;
+  size_t bytes = 0;
+
+ private:
+  size_t take(size_t n) {
+    const size_t at = bytes;
+    bytes += (n + 15) / 16 * 16;
+    return at;
+  }
+};
+
+// Page-locked host memory that grows (contents not kept): host-to-device copies from it are
+// true asynchronous DMA.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() { cudaFreeHost(data_); }
+  uint8_t* get(size_t bytes) {
+    if (bytes_ < bytes) {
+      cudaFreeHost(data_);
+      data_ = nullptr;
+      bytes_ = 0;
+      void* p = nullptr;
+      check_cuda(cudaHostAlloc(&p, bytes, cudaHostAllocDefault), "cudaHostAlloc(step inputs)");
+      data_ = static_cast<uint8_t*>(p);
+      bytes_ = bytes;
+    }
+    return data_;
+  }
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 // The device addresses and host values of one step.
 struct StepBuffers {
+  StepInputsLayout layout;
   int32_t t = 0;     // query rows
   int32_t rows = 0;  // logit rows
   int32_t* ids = nullptr;
@@ -133,13 +197,14 @@ struct DeviceDecoderModel::State {
   std::vector<DeviceBuffer> k_caches, v_caches;
 
   int64_t generation = 0;  // bumped whenever a per-step buffer moves
-  GrowingBuffer ids{&generation}, residual{&generation}, hidden{&generation}, qkv{&generation},
-      q_rot{&generation}, q_fp8{&generation}, attn{&generation}, proj{&generation},
-      gate_up{&generation}, act{&generation}, rows{&generation}, row_hidden{&generation},
-      logits{&generation};
-  GrowingBuffer positions{&generation}, slots{&generation}, q_offsets{&generation},
-      prefill_q_offsets{&generation}, seq_lens{&generation}, block_table{&generation},
+  GrowingBuffer residual{&generation}, hidden{&generation}, qkv{&generation}, q_rot{&generation},
+      q_fp8{&generation}, attn{&generation}, proj{&generation}, gate_up{&generation},
+      act{&generation}, row_hidden{&generation}, logits{&generation},
       attention_workspace{&generation};
+  // A step's host inputs (token ids, metadata arrays, logit rows) packed into one pinned buffer
+  // and copied to `inputs` in one transfer; StepInputsLayout places them.
+  GrowingBuffer inputs{&generation};
+  PinnedBuffer staged_inputs;
 
   // Decode graphs: the captured sizes, one executable each, and the generation they hold.
   std::vector<int32_t> graph_sizes;
@@ -166,17 +231,17 @@ struct DeviceDecoderModel::State {
     StepBuffers b;
     b.t = host.num_tokens;
     b.rows = num_logit_rows;
-    b.ids = ids.get<int32_t>(std::max<size_t>(T, 1));
-    b.positions = positions.get<int32_t>(std::max<size_t>(T, 1));
-    b.slots = slots.get<int64_t>(std::max<size_t>(T, 1));
-    b.gather = rows.get<int32_t>(std::max<size_t>(R, 1));
+    b.layout = StepInputsLayout(host, num_logit_rows);
+    auto* base = inputs.get<uint8_t>(b.layout.bytes);
+    b.ids = reinterpret_cast<int32_t*>(base + b.layout.ids);
+    b.positions = reinterpret_cast<int32_t*>(base + b.layout.positions);
+    b.slots = reinterpret_cast<int64_t*>(base + b.layout.slots);
+    b.gather = reinterpret_cast<int32_t*>(base + b.layout.gather);
     b.view = host_metadata_view(host);
-    b.view.q_offsets = q_offsets.get<int32_t>(seqs + 1);
-    b.view.prefill_q_offsets =
-        prefill_q_offsets.get<int32_t>(static_cast<size_t>(host.num_prefill_seqs) + 1);
-    b.view.seq_lens = seq_lens.get<int32_t>(std::max<size_t>(seqs, 1));
-    b.view.block_table =
-        block_table.get<int32_t>(std::max<size_t>(seqs * static_cast<size_t>(host.max_pages), 1));
+    b.view.q_offsets = reinterpret_cast<int32_t*>(base + b.layout.q_offsets);
+    b.view.prefill_q_offsets = reinterpret_cast<int32_t*>(base + b.layout.prefill_q_offsets);
+    b.view.seq_lens = reinterpret_cast<int32_t*>(base + b.layout.seq_lens);
+    b.view.block_table = reinterpret_cast<int32_t*>(base + b.layout.block_table);
     b.x = residual.get<uint16_t>(T * d);
     b.h = hidden.get<uint16_t>(T * d);
     b.qkv = qkv.get<uint16_t>(T * (qd + 2 * kvd));
@@ -194,21 +259,25 @@ struct DeviceDecoderModel::State {
   // Copies a step's token ids, metadata arrays and logit rows to the addresses of `b`.
   void upload_step(const StepBuffers& b, std::span<const int32_t> token_ids,
                    const AttentionMetadata& m, std::span<const int32_t> logit_rows) {
-    auto copy = [&](const void* dst, const void* src, size_t bytes) {
-      if (bytes == 0) return;
-      check_cuda(
-          cudaMemcpyAsync(const_cast<void*>(dst), src, bytes, cudaMemcpyHostToDevice, stream),
-          "cudaMemcpyAsync to device");
+    // The pinned buffer is free to rewrite: the step before ended with a stream synchronize.
+    uint8_t* host = staged_inputs.get(b.layout.bytes);
+    auto put = [&](size_t offset, const auto& values) {
+      QUENCH_REQUIRE(values.size() * sizeof(values[0]) <= b.layout.capacity(offset),
+                     "step inputs overflow their slot");
+      if (!values.empty())
+        std::memcpy(host + offset, values.data(), values.size() * sizeof(values[0]));
     };
-    copy(b.ids, token_ids.data(), token_ids.size_bytes());
-    copy(b.positions, m.positions.data(), m.positions.size() * sizeof(int32_t));
-    copy(b.slots, m.slot_mapping.data(), m.slot_mapping.size() * sizeof(int64_t));
-    copy(b.view.q_offsets, m.q_offsets.data(), m.q_offsets.size() * sizeof(int32_t));
-    copy(b.view.prefill_q_offsets, m.prefill_q_offsets.data(),
-         m.prefill_q_offsets.size() * sizeof(int32_t));
-    copy(b.view.seq_lens, m.seq_lens.data(), m.seq_lens.size() * sizeof(int32_t));
-    copy(b.view.block_table, m.block_table.data(), m.block_table.size() * sizeof(int32_t));
-    copy(b.gather, logit_rows.data(), logit_rows.size_bytes());
+    put(b.layout.ids, token_ids);
+    put(b.layout.positions, m.positions);
+    put(b.layout.slots, m.slot_mapping);
+    put(b.layout.q_offsets, m.q_offsets);
+    put(b.layout.prefill_q_offsets, m.prefill_q_offsets);
+    put(b.layout.seq_lens, m.seq_lens);
+    put(b.layout.block_table, m.block_table);
+    put(b.layout.gather, logit_rows);
+    check_cuda(cudaMemcpyAsync(b.ids, host, b.layout.bytes,  // ids sit at offset 0
+                               cudaMemcpyHostToDevice, stream),
+               "cudaMemcpyAsync step inputs to device");
   }
 
   AttentionOpArgs attention_args(const StepBuffers& b, int32_t layer) const {
