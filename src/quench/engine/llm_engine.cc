@@ -211,29 +211,42 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
       build_attention_metadata(decode, prefill, sc.page_size, sc.num_pages, max_pages);
   for (const PromptRow& p : prompt_rows)
     logit_rows.push_back(p.row);  // after the sampling rows
-  const std::vector<float> logits = model_->forward(tokens, metadata, logit_rows);
+  // Greedy rows without logprobs need only their largest logit, which the runner finds where the
+  // logits are (on the GPU: one id per row crosses to the host, not a vocabulary of floats).
+  std::vector<uint8_t> argmax_only(logit_rows.size(), 0);
+  for (size_t i = 0; i < sampled.size(); ++i)
+    argmax_only[i] = greedy_without_logprobs(sampled[i]->params) ? 1 : 0;
+  const StepLogits logits = model_->forward_for_sampling(tokens, metadata, logit_rows, argmax_only);
+  const auto vocab = static_cast<size_t>(config_.vocab_size);
+  std::vector<size_t> full_row(logit_rows.size(), 0);  // index into logits.logits
+  for (size_t i = 0, next = 0; i < logit_rows.size(); ++i)
+    if (argmax_only[i] == 0) full_row[i] = next++;
+  auto row_logits = [&](size_t i) {
+    return std::span<const float>(logits.logits.data() + full_row[i] * vocab, vocab);
+  };
   for (size_t i = 0; i < prompt_rows.size(); ++i) {
     Sequence& s = *prompt_rows[i].seq;
     const auto next = static_cast<size_t>(prompt_rows[i].position + 1);
     if (s.prompt_logprobs.size() != s.prompt.size())
       s.prompt_logprobs.assign(s.prompt.size(), std::nullopt);
-    s.prompt_logprobs[next] = token_logprobs(
-        std::span<const float>(
-            logits.data() + (sampled.size() + i) * static_cast<size_t>(config_.vocab_size),
-            static_cast<size_t>(config_.vocab_size)),
-        s.prompt[next], s.params.prompt_logprobs);
+    s.prompt_logprobs[next] =
+        token_logprobs(row_logits(sampled.size() + i), s.prompt[next], s.params.prompt_logprobs);
   }
 
-  const auto vocab = static_cast<size_t>(config_.vocab_size);
   for (size_t i = 0; i < sampled.size(); ++i) {
     Sequence& s = *sampled[i];
-    const int32_t token =
-        sample_token(std::span<const float>(logits.data() + i * vocab, vocab), s.params, s.rng);
+    int32_t token = 0;
+    if (argmax_only[i] != 0) {
+      token = logits.argmax[i];
+      QUENCH_REQUIRE(token >= 0, "sampling request ", s.id,
+                     ": a logit is not finite (the model produced a non-finite value)");
+    } else {
+      token = sample_token(row_logits(i), s.params, s.rng);
+    }
     s.output.push_back(token);
     TokenLogprobs lp;
     if (s.params.logprobs >= 0) {
-      lp = token_logprobs(std::span<const float>(logits.data() + i * vocab, vocab), token,
-                          s.params.logprobs);
+      lp = token_logprobs(row_logits(i), token, s.params.logprobs);
       s.output_logprobs.push_back(lp);
     }
     if (sampled_tokens != nullptr) sampled_tokens->push_back({s.id, token, std::move(lp)});

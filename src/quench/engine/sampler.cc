@@ -53,6 +53,10 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& params
   return order[keep - 1];
 }
 
+bool greedy_without_logprobs(const SamplingParams& params) {
+  return params.temperature == 0.0f && params.logprobs < 0;
+}
+
 TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t top) {
   const double max_logit = *std::max_element(logits.begin(), logits.end());
   double sum = 0.0;

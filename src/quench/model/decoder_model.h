@@ -72,6 +72,7 @@ class DecoderModel : public ModelRunner {
     return attention_.front().selection();
   }
   const char* device_name() const override { return "cpu"; }
+  int32_t vocab_size() const override { return config_.vocab_size; }
   // K and V of every layer, in bytes.
   int64_t kv_cache_bytes() const override;
 

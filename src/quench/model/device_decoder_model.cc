@@ -13,6 +13,7 @@
 #include "quench/core/log.h"
 #include "quench/kv_cache/block_table.h"
 #include "quench/model/decode_graph_plan.h"
+#include "quench/ops/argmax/argmax.h"
 #include "quench/ops/embedding/embedding.h"
 #include "quench/ops/linear/linear_cublas.h"
 #include "quench/ops/rms_norm/rms_norm.h"
@@ -205,6 +206,10 @@ struct DeviceDecoderModel::State {
   // and copied to `inputs` in one transfer; StepInputsLayout places them.
   GrowingBuffer inputs{&generation};
   PinnedBuffer staged_inputs;
+  // Greedy rows' ids: written after a graph's replay, never inside one, so its growth does not
+  // concern the graphs.
+  int64_t untracked_generation = 0;
+  GrowingBuffer argmax_ids{&untracked_generation};
 
   // Decode graphs: the captured sizes, one executable each, and the generation they hold.
   std::vector<int32_t> graph_sizes;
@@ -566,17 +571,28 @@ const AttentionBackendSelection& DeviceDecoderModel::attention_selection() const
 std::vector<float> DeviceDecoderModel::forward(std::span<const int32_t> token_ids,
                                                const AttentionMetadata& m,
                                                std::span<const int32_t> logit_rows) {
+  const std::vector<uint8_t> full(logit_rows.size(), 0);
+  return forward_for_sampling(token_ids, m, logit_rows, full).logits;
+}
+
+StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> token_ids,
+                                                    const AttentionMetadata& m,
+                                                    std::span<const int32_t> logit_rows,
+                                                    std::span<const uint8_t> argmax_only) {
   State& s = *state_;
   const ModelConfig& c = s.config;
   check_forward_inputs(c.vocab_size, s.options.max_model_len, s.kv.page_size, token_ids, m,
                        logit_rows);
+  QUENCH_REQUIRE(argmax_only.size() == logit_rows.size(), "forward: ", argmax_only.size(),
+                 " argmax flags for ", logit_rows.size(), " logit rows");
   const auto rows = static_cast<int32_t>(logit_rows.size());
   if (m.num_tokens == 0 || rows == 0) {
     QUENCH_REQUIRE(rows == 0, "forward: logit rows without query rows");
     if (m.num_tokens == 0) return {};
   }
-  const auto vocab = static_cast<size_t>(c.vocab_size);
-  std::vector<float> host(static_cast<size_t>(rows) * vocab);
+  // Row i's logits on the device: logits + device_rows[i] * vocab.
+  std::vector<int32_t> device_rows;
+  const float* logits = nullptr;
   const int32_t batch = s.graph_sizes.empty() || rows == 0
                             ? 0
                             : decode_graph_batch_for(m, s.graph_sizes, s.max_pages);
@@ -586,8 +602,8 @@ std::vector<float> DeviceDecoderModel::forward(std::span<const int32_t> token_id
       log_info("CUDA graphs: per-step buffers grew; capturing the decode graphs again");
       s.capture_decode_graphs();
     }
-    // The graph reads the padded step at the addresses it was captured with, computes the
-    // logits of all its rows, and the rows asked for are copied out.
+    // The graph reads the padded step at the addresses it was captured with and computes the
+    // logits of all its rows; the rows asked for are picked out of those.
     const AttentionMetadata padded = decode_graph_step_metadata(m, batch, s.max_pages);
     std::vector<int32_t> ids(token_ids.begin(), token_ids.end());
     ids.resize(static_cast<size_t>(batch), 0);
@@ -595,34 +611,60 @@ std::vector<float> DeviceDecoderModel::forward(std::span<const int32_t> token_id
     QUENCH_REQUIRE(s.generation == s.graphs_generation, "decode graph buffers moved");
     s.upload_step(b, ids, padded, iota_rows(batch));
     check_cuda(cudaGraphLaunch(s.graphs.at(batch).get(), s.stream), "cudaGraphLaunch");
-    // The rows asked for (usually all of the real ones, in order) out of the first ones.
-    const int32_t needed = *std::max_element(logit_rows.begin(), logit_rows.end()) + 1;
-    std::vector<float> first(static_cast<size_t>(needed) * vocab);
-    check_cuda(cudaMemcpyAsync(first.data(), b.logits, first.size() * sizeof(float),
-                               cudaMemcpyDeviceToHost, s.stream),
-               "cudaMemcpyAsync logits to host");
-    check_cuda(cudaStreamSynchronize(s.stream), "the model step");
-    if (rows == needed && std::equal(logit_rows.begin(), logit_rows.end(), iota_rows(rows).begin()))
-      return first;
-    for (int32_t i = 0; i < rows; ++i) {
-      std::copy_n(
-          first.begin() + static_cast<std::ptrdiff_t>(logit_rows[static_cast<size_t>(i)]) *
-                              static_cast<std::ptrdiff_t>(vocab),
-          vocab,
-          host.begin() + static_cast<std::ptrdiff_t>(i) * static_cast<std::ptrdiff_t>(vocab));
-    }
-    return host;
+    device_rows.assign(logit_rows.begin(), logit_rows.end());
+    logits = b.logits;
   } else {
     const StepBuffers b = s.step_buffers(m, rows);
     s.ensure_attention_workspace(b);
     s.upload_step(b, token_ids, m, logit_rows);
     s.enqueue_forward(b, m.num_decode_tokens);
-    check_cuda(cudaMemcpyAsync(host.data(), b.logits, host.size() * sizeof(float),
+    device_rows = iota_rows(rows);  // gathered in order
+    logits = b.logits;
+  }
+
+  const auto vocab = static_cast<size_t>(c.vocab_size);
+  StepLogits out;
+  out.argmax.assign(static_cast<size_t>(rows), -1);
+  std::vector<int32_t> device_argmax;
+  if (std::any_of(argmax_only.begin(), argmax_only.end(), [](uint8_t f) { return f != 0; })) {
+    const int32_t n = *std::max_element(device_rows.begin(), device_rows.end()) + 1;
+    int32_t* ids = s.argmax_ids.get<int32_t>(static_cast<size_t>(n));
+    argmax_rows_cuda(logits, n, c.vocab_size, ids, s.stream);
+    device_argmax.resize(static_cast<size_t>(n));
+    check_cuda(cudaMemcpyAsync(device_argmax.data(), ids, device_argmax.size() * sizeof(int32_t),
                                cudaMemcpyDeviceToHost, s.stream),
+               "cudaMemcpyAsync argmax to host");
+  }
+  // The full rows, one copy per run of consecutive device rows.
+  size_t full_rows = 0;
+  for (uint8_t f : argmax_only)
+    full_rows += f == 0 ? 1 : 0;
+  out.logits.resize(full_rows * vocab);
+  size_t written = 0;
+  for (size_t i = 0; i < device_rows.size();) {
+    if (argmax_only[i] != 0) {
+      ++i;
+      continue;
+    }
+    size_t run = 1;
+    while (i + run < device_rows.size() && argmax_only[i + run] == 0 &&
+           device_rows[i + run] == device_rows[i] + static_cast<int32_t>(run))
+      ++run;
+    check_cuda(cudaMemcpyAsync(out.logits.data() + written * vocab,
+                               logits + static_cast<size_t>(device_rows[i]) * vocab,
+                               run * vocab * sizeof(float), cudaMemcpyDeviceToHost, s.stream),
                "cudaMemcpyAsync logits to host");
+    written += run;
+    i += run;
   }
   check_cuda(cudaStreamSynchronize(s.stream), "the model step");
-  return host;
+  for (size_t i = 0; i < device_rows.size(); ++i)
+    if (argmax_only[i] != 0) out.argmax[i] = device_argmax[static_cast<size_t>(device_rows[i])];
+  return out;
+}
+
+int32_t DeviceDecoderModel::vocab_size() const {
+  return state_->config.vocab_size;
 }
 
 bool DeviceDecoderModel::cuda_graphs_captured() const {

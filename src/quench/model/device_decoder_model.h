@@ -30,6 +30,13 @@ class DeviceDecoderModel : public ModelRunner {
   int64_t kv_cache_bytes() const override;
   const AttentionBackendSelection& attention_selection() const override;
   const char* device_name() const override { return "gpu"; }
+  int32_t vocab_size() const override;
+  // The largest logit of argmax-only rows is found on the device (argmax_rows_cuda); only the
+  // other rows' logits are copied to the host.
+  StepLogits forward_for_sampling(std::span<const int32_t> token_ids,
+                                  const AttentionMetadata& metadata,
+                                  std::span<const int32_t> logit_rows,
+                                  std::span<const uint8_t> argmax_only) override;
   bool cuda_graphs_captured() const;  // decode steps run as graphs
 
   // Device bytes of the weights the runner uploads (bf16; a tied lm_head once), and of its

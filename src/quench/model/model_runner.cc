@@ -1,6 +1,7 @@
 #include "quench/model/model_runner.h"
 
 #include "quench/core/error.h"
+#include "quench/ops/argmax/argmax_reference.h"
 
 namespace quench {
 
@@ -23,6 +24,27 @@ void check_forward_inputs(int32_t vocab_size, int32_t max_model_len, int32_t pag
   for (int32_t row : logit_rows) {
     QUENCH_REQUIRE(row >= 0 && row < t, "forward: logit row ", row, " outside [0, ", t, ")");
   }
+}
+
+StepLogits ModelRunner::forward_for_sampling(std::span<const int32_t> token_ids,
+                                             const AttentionMetadata& metadata,
+                                             std::span<const int32_t> logit_rows,
+                                             std::span<const uint8_t> argmax_only) {
+  QUENCH_REQUIRE(argmax_only.size() == logit_rows.size(), "forward: ", argmax_only.size(),
+                 " argmax flags for ", logit_rows.size(), " logit rows");
+  const std::vector<float> all = forward(token_ids, metadata, logit_rows);
+  const auto vocab = static_cast<size_t>(vocab_size());
+  StepLogits step;
+  step.argmax.assign(logit_rows.size(), -1);
+  for (size_t i = 0; i < logit_rows.size(); ++i) {
+    const float* row = all.data() + i * vocab;
+    if (argmax_only[i] != 0) {
+      argmax_rows_reference(row, 1, static_cast<int32_t>(vocab), &step.argmax[i]);
+    } else {
+      step.logits.insert(step.logits.end(), row, row + vocab);
+    }
+  }
+  return step;
 }
 
 }  // namespace quench

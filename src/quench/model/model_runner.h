@@ -11,6 +11,15 @@
 
 namespace quench {
 
+// A step's logits as the engine samples from them.
+struct StepLogits {
+  // [rows not argmax-only, vocab_size] fp32: the full logits of those rows, in logit-row order.
+  std::vector<float> logits;
+  // [logit rows]: for an argmax-only row the id of its largest logit (the lowest among equals;
+  // -1 when the row holds a non-finite logit), -1 for the other rows.
+  std::vector<int32_t> argmax;
+};
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
@@ -19,9 +28,17 @@ class ModelRunner {
   virtual std::vector<float> forward(std::span<const int32_t> token_ids,
                                      const AttentionMetadata& metadata,
                                      std::span<const int32_t> logit_rows) = 0;
+  // forward(), except that a logit row flagged in argmax_only (one flag per logit row) returns
+  // only its largest logit's id: a greedy row needs no vocabulary of floats on the host. This
+  // default picks on the host (argmax_rows_reference); the GPU runner picks on the device.
+  virtual StepLogits forward_for_sampling(std::span<const int32_t> token_ids,
+                                          const AttentionMetadata& metadata,
+                                          std::span<const int32_t> logit_rows,
+                                          std::span<const uint8_t> argmax_only);
   virtual int64_t kv_cache_bytes() const = 0;  // K and V of every layer
   virtual const AttentionBackendSelection& attention_selection() const = 0;
   virtual const char* device_name() const = 0;  // "cpu" or "gpu"
+  virtual int32_t vocab_size() const = 0;
 };
 
 // The checks every runner makes before a step: one token id per metadata row, ids inside the
