@@ -19,7 +19,12 @@ struct Fixture {
     m.name = "tiny";
     m.max_model_len = 100;
     m.tokenizer = &tokenizer;
-    m.chat_format = ChatFormat::kLlama3;
+    m.chat_template = ChatTemplate(
+        "{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
+        "'<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' "
+        "}}{% endif %}{% if greeting is defined %}{{ greeting }}{% endif %}",
+        {{"bos_token", "<|begin_of_text|>"}});
     return m;
   }
 };
@@ -201,25 +206,63 @@ TEST(OpenAiProtocol, ChatRendersTheTemplateAndDefaultsToTheRoomLeft) {
       "header_id|>\n\n";
   EXPECT_EQ(r.prompts.front(), fx.tokenizer.encode(want, false));
   EXPECT_EQ(r.params.max_tokens, 100 - static_cast<int32_t>(r.prompts.front().size()));
-  EXPECT_EQ(render_chat(ChatFormat::kChatMl, {{"user", "Hi"}}),
-            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  // The template decides which roles it accepts; this one renders any.
   EXPECT_EQ(
-      api_error([&] {
-        parse_chat_request(json{{"messages", {{{"role", "tool"}, {"content", "x"}}}}}, fx.model());
-      }).first,
-      400);
+      parse_chat_request(json{{"messages", {{{"role", "tool"}, {"content", "x"}}}}}, fx.model())
+          .prompts.front(),
+      fx.tokenizer.encode("<|begin_of_text|><|start_header_id|>tool<|end_header_id|>\n\nx<|"
+                          "eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+                          false));
   EXPECT_EQ(api_error([&] {
               parse_chat_request(json{{"messages", json::array()}}, fx.model());
             }).first,
             400);
   ServedModel no_template = fx.model();
-  no_template.chat_format.reset();
+  no_template.chat_template.reset();
   const auto [status, message] = api_error([&] { parse_chat_request(body, no_template); });
   EXPECT_EQ(status, 400);
   EXPECT_NE(message.find("chat template"), std::string::npos);
-  EXPECT_EQ(detect_chat_format("{% for m in messages %}<|im_start|>{{ m.role }}"),
-            ChatFormat::kChatMl);
-  EXPECT_FALSE(detect_chat_format("{{ messages }}").has_value());
+  no_template.chat_template_error = "chat template syntax error at line 1, column 4: ...";
+  EXPECT_NE(api_error([&] { parse_chat_request(body, no_template); }).second.find("line 1"),
+            std::string::npos);
+}
+
+TEST(OpenAiProtocol, ChatTemplateOptionsAndErrors) {
+  const Fixture fx;
+  const json hi = {{{"role", "user"}, {"content", "Hi"}}};
+  const std::string turn =
+      "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>";
+  EXPECT_EQ(parse_chat_request(json{{"messages", hi}, {"add_generation_prompt", false}}, fx.model())
+                .prompts.front(),
+            fx.tokenizer.encode(turn, false));
+  EXPECT_EQ(parse_chat_request(json{{"messages", hi},
+                                    {"add_generation_prompt", false},
+                                    {"chat_template_kwargs", {{"greeting", " hello"}}}},
+                               fx.model())
+                .prompts.front(),
+            fx.tokenizer.encode(turn + " hello", false));
+  EXPECT_EQ(api_error([&] {
+              parse_chat_request(json{{"messages", hi}, {"chat_template_kwargs", 3}}, fx.model());
+            }).first,
+            400);
+  EXPECT_EQ(
+      api_error([&] {
+        parse_chat_request(json{{"messages", hi}, {"add_generation_prompt", "yes"}}, fx.model());
+      }).first,
+      400);
+  // raise_exception's message reaches the client as is; a runtime error names its position.
+  ServedModel strict = fx.model();
+  strict.chat_template = ChatTemplate(
+      "{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tools here') }}"
+      "{% endif %}{{ m.content + 1 }}{% endfor %}",
+      nullptr);
+  const auto raised = api_error([&] {
+    parse_chat_request(json{{"messages", {{{"role", "tool"}, {"content", "x"}}}}}, strict);
+  });
+  EXPECT_EQ(raised, std::make_pair(400, std::string("no tools here")));
+  const auto runtime = api_error([&] { parse_chat_request(json{{"messages", hi}}, strict); });
+  EXPECT_EQ(runtime.first, 400);
+  EXPECT_NE(runtime.second.find("line 1, column 111"), std::string::npos) << runtime.second;
 }
 
 TEST(OpenAiProtocol, ResponseShapes) {

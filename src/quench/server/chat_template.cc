@@ -1,8 +1,6 @@
 #include "quench/server/chat_template.h"
 
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "quench/core/error.h"
 #include "quench/core/json_file.h"
@@ -10,59 +8,90 @@
 namespace quench {
 namespace {
 
-std::string trim(const std::string& s) {
-  const size_t begin = s.find_first_not_of(" \t\n\r\f\v");
-  if (begin == std::string::npos) return {};
-  const size_t end = s.find_last_not_of(" \t\n\r\f\v");
-  return s.substr(begin, end - begin + 1);
+// tokenizer_config.json spells a special token as a string or as {"content": ..., ...}.
+jinja::Json special_tokens_of(const nlohmann::json& config) {
+  jinja::Json tokens = jinja::Json::object();
+  for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
+                           "cls_token", "mask_token"}) {
+    if (!config.contains(name)) continue;
+    const nlohmann::json& t = config.at(name);
+    if (t.is_string()) {
+      tokens[name] = t.get<std::string>();
+    } else if (t.is_object() && t.contains("content") && t.at("content").is_string()) {
+      tokens[name] = t.at("content").get<std::string>();
+    }
+  }
+  if (config.contains("additional_special_tokens") &&
+      config.at("additional_special_tokens").is_array()) {
+    jinja::Json extra = jinja::Json::array();
+    for (const nlohmann::json& t : config.at("additional_special_tokens")) {
+      if (t.is_string()) extra.push_back(t.get<std::string>());
+      if (t.is_object() && t.contains("content") && t.at("content").is_string())
+        extra.push_back(t.at("content").get<std::string>());
+    }
+    tokens["additional_special_tokens"] = std::move(extra);
+  }
+  return tokens;
 }
 
 }  // namespace
 
-std::optional<ChatFormat> detect_chat_format(const std::string& chat_template) {
-  if (chat_template.find("<|start_header_id|>") != std::string::npos) return ChatFormat::kLlama3;
-  if (chat_template.find("<|im_start|>") != std::string::npos) return ChatFormat::kChatMl;
-  return std::nullopt;
-}
+ChatTemplate::ChatTemplate(const std::string& source, nlohmann::json special_tokens,
+                           std::string origin)
+    : template_(source),
+      special_tokens_(jinja::Json::parse(special_tokens.is_null() ? "{}" : special_tokens.dump())),
+      origin_(std::move(origin)) {}
 
-std::optional<ChatFormat> read_chat_format(const std::string& model_dir) {
-  const std::filesystem::path path = std::filesystem::path(model_dir) / "tokenizer_config.json";
-  if (!std::filesystem::exists(path)) return std::nullopt;
-  const nlohmann::json config =
-      parse_json_object(read_text_file(path.string(), "tokenizer config"), path.string());
+std::optional<ChatTemplate> ChatTemplate::from_model_dir(const std::string& model_dir) {
+  const std::filesystem::path dir(model_dir);
+  const std::filesystem::path config_path = dir / "tokenizer_config.json";
+  nlohmann::json config = nlohmann::json::object();
+  if (std::filesystem::exists(config_path)) {
+    config = parse_json_object(read_text_file(config_path.string(), "tokenizer config"),
+                               config_path.string());
+  }
+  const nlohmann::json tokens = nlohmann::json::parse(special_tokens_of(config).dump());
+  const std::filesystem::path jinja_path = dir / "chat_template.jinja";
+  if (std::filesystem::exists(jinja_path)) {
+    return ChatTemplate(read_text_file(jinja_path.string(), "chat template"), tokens,
+                        "chat_template.jinja");
+  }
   if (!config.contains("chat_template")) return std::nullopt;
   const nlohmann::json& t = config.at("chat_template");
-  if (t.is_string()) return detect_chat_format(t.get<std::string>());
-  // A list of named templates: the "default" one.
-  if (t.is_array()) {
-    for (const auto& named : t)
-      if (named.value("name", "") == "default")
-        return detect_chat_format(named.value("template", ""));
-  }
-  return std::nullopt;
-}
-
-const char* chat_format_name(ChatFormat format) {
-  return format == ChatFormat::kLlama3 ? "llama3" : "chatml";
-}
-
-std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages) {
-  QUENCH_REQUIRE(!messages.empty(), "messages is empty");
-  std::string text = format == ChatFormat::kLlama3 ? "<|begin_of_text|>" : "";
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const ChatMessage& m = messages[i];
-    QUENCH_REQUIRE(m.role == "system" || m.role == "user" || m.role == "assistant", "messages[", i,
-                   "].role '", m.role, "' is not supported; allowed: system, user, assistant");
-    if (format == ChatFormat::kLlama3) {
-      text +=
-          "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
-    } else {
-      text += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+  if (t.is_string()) return ChatTemplate(t.get<std::string>(), tokens, "tokenizer_config.json");
+  QUENCH_REQUIRE(t.is_array(), config_path.string(),
+                 ": chat_template must be a string or a list of {name, template}, got ",
+                 t.type_name());
+  for (const nlohmann::json& named : t) {
+    if (named.is_object() && named.value("name", "") == "default" && named.contains("template") &&
+        named.at("template").is_string()) {
+      return ChatTemplate(named.at("template").get<std::string>(), tokens,
+                          "tokenizer_config.json (default)");
     }
   }
-  text += format == ChatFormat::kLlama3 ? "<|start_header_id|>assistant<|end_header_id|>\n\n"
-                                        : "<|im_start|>assistant\n";
-  return text;
+  return std::nullopt;  // named templates only (tool_use, rag): none for plain chat
+}
+
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
+                                 bool add_generation_prompt, const nlohmann::json& kwargs) const {
+  jinja::Json vars = special_tokens_;
+  vars["tools"] = nullptr;
+  vars["documents"] = nullptr;
+  if (!kwargs.is_null()) {
+    QUENCH_REQUIRE(kwargs.is_object(), "chat_template_kwargs must be an object, got ",
+                   kwargs.type_name());
+    for (const auto& [key, value] : kwargs.items()) {
+      QUENCH_REQUIRE(key != "messages" && key != "add_generation_prompt",
+                     "chat_template_kwargs may not set '", key, "'");
+      vars[key] = jinja::Json::parse(value.dump());
+    }
+  }
+  jinja::Json list = jinja::Json::array();
+  for (const ChatMessage& m : messages)
+    list.push_back({{"role", m.role}, {"content", m.content}});
+  vars["messages"] = std::move(list);
+  vars["add_generation_prompt"] = add_generation_prompt;
+  return template_.render(vars);
 }
 
 }  // namespace quench

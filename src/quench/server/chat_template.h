@@ -1,36 +1,51 @@
-// Chat messages to prompt text. HF models carry a Jinja chat template in tokenizer_config.json;
-// quench does not run Jinja, it recognises the two formats that cover its architectures and
-// renders them natively:
-//   llama3  <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>...
-//           then <|start_header_id|>assistant<|end_header_id|>\n\n   (contents trimmed, as Meta's)
-//   chatml  <|im_start|>{role}\n{content}<|im_end|>\n ... then <|im_start|>assistant\n   (Qwen)
-// Differences from the full templates: no default system prompt (Llama-3.1's knowledge-date
-// preamble), no tool calls, no Qwen3 thinking switches.
+// Chat messages to prompt text with the model's own Jinja chat template, rendered as HF
+// transformers' apply_chat_template renders it (the interpreter is in jinja/). The template
+// comes from the model directory: chat_template.jinja when present (newer HF models), else
+// tokenizer_config.json's "chat_template" (a string, or a list of named templates of which the
+// "default" one). The render variables are HF's: messages, add_generation_prompt, tools and
+// documents (None), the special tokens from tokenizer_config.json (bos_token, eos_token, ...),
+// and the request's extra keyword arguments (e.g. enable_thinking), which override them.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "quench/server/jinja/template.h"
+
 namespace quench {
 
-enum class ChatFormat : uint8_t { kLlama3, kChatMl };
-
 struct ChatMessage {
-  std::string role;  // system, user, assistant
+  std::string role;  // any role the template accepts (it decides, via raise_exception)
   std::string content;
 };
 
-// The format of a tokenizer_config.json's chat_template (by its markers); nullopt when the file
-// has no template or one quench does not know.
-std::optional<ChatFormat> detect_chat_format(const std::string& chat_template);
-// Reads <dir>/tokenizer_config.json; nullopt when absent or unrecognised.
-std::optional<ChatFormat> read_chat_format(const std::string& model_dir);
+class ChatTemplate {
+ public:
+  // Throws quench::Error naming the line and column of a syntax error. `special_tokens` maps
+  // names such as "bos_token" to their strings.
+  ChatTemplate(const std::string& source, nlohmann::json special_tokens,
+               std::string origin = "template");
 
-const char* chat_format_name(ChatFormat format);
+  // The model directory's template; nullopt when it has none. Throws quench::Error for an
+  // unreadable file or a template that does not parse.
+  static std::optional<ChatTemplate> from_model_dir(const std::string& model_dir);
 
-// The prompt text, ending with the assistant's header (add_generation_prompt). Throws
-// quench::Error for an empty list or a role other than system, user, assistant.
-std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages);
+  // The prompt text. `kwargs` (a JSON object, may be null) adds render variables; it may not set
+  // messages or add_generation_prompt. Throws jinja::RaisedError with the template's own message
+  // for raise_exception(), quench::Error naming the position for any other failure.
+  std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                     const nlohmann::json& kwargs = nullptr) const;
+
+  // Where the template came from, for the load log: "chat_template.jinja" or
+  // "tokenizer_config.json".
+  const std::string& origin() const { return origin_; }
+
+ private:
+  jinja::Template template_;
+  jinja::Json special_tokens_;
+  std::string origin_;
+};
 
 }  // namespace quench

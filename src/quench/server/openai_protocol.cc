@@ -216,9 +216,17 @@ ApiRequest parse_chat_request(const json& body, const ServedModel& model) {
   check_model(body, model);
   refuse_unsupported(body);
   if (boolean(body, "echo", false)) bad("'echo' is a completions field; chat has none");
-  if (!model.chat_format) {
-    bad("this model has no chat template quench recognises (tokenizer_config.json chat_template in "
-        "the llama3 or chatml format); use /v1/completions");
+  if (!model.chat_template) {
+    if (!model.chat_template_error.empty())
+      bad(str_cat("this model's chat template failed to load: ", model.chat_template_error));
+    bad("this model has no chat template (chat_template.jinja or tokenizer_config.json "
+        "chat_template); use /v1/completions");
+  }
+  const bool add_generation_prompt = boolean(body, "add_generation_prompt", true);
+  nlohmann::json kwargs = nullptr;
+  if (present(body, "chat_template_kwargs")) {
+    kwargs = body.at("chat_template_kwargs");
+    if (!kwargs.is_object()) bad("'chat_template_kwargs' must be an object");
   }
   if (!present(body, "messages") || !body.at("messages").is_array() ||
       body.at("messages").empty()) {
@@ -249,7 +257,7 @@ ApiRequest parse_chat_request(const json& body, const ServedModel& model) {
   }
   std::string text;
   try {
-    text = render_chat(*model.chat_format, messages);
+    text = model.chat_template->render(messages, add_generation_prompt, kwargs);
   } catch (const Error& e) {
     bad(e.what());
   }

@@ -7,10 +7,11 @@
 // (default 16), temperature (default 1), top_p, top_k (vLLM: 0 or -1 = off), seed, stop (a string
 // or a list), stream, stream_options.include_usage, ignore_eos (vLLM), n (choices per prompt).
 // /v1/chat/completions: messages (content a string or a list of text parts), max_tokens or
-// max_completion_tokens (default: what max_model_len leaves). logprobs: completions an integer k,
-// chat logprobs: true with top_logprobs k; completions echo (not streamed) adds the prompt's text
-// and logprobs. Fields quench does not implement yet (penalties, tools) are refused with 400
-// naming the field, never silently ignored.
+// max_completion_tokens (default: what max_model_len leaves), vLLM's add_generation_prompt
+// (default true) and chat_template_kwargs (extra template variables, e.g. enable_thinking).
+// logprobs: completions an integer k, chat logprobs: true with top_logprobs k; completions echo
+// (not streamed) adds the prompt's text and logprobs. Fields quench does not implement yet
+// (penalties, tools) are refused with 400 naming the field, never silently ignored.
 #pragma once
 
 #include <cstdint>
@@ -51,8 +52,11 @@ struct ServedModel {
   std::string name;  // what "model" must say (absent also accepted)
   int32_t max_model_len = 0;
   int32_t vocab_size = 0;  // reported by /v1/models (a quench extension, for benchmarks)
-  const Tokenizer* tokenizer = nullptr;   // null: only token-id prompts
-  std::optional<ChatFormat> chat_format;  // null: /v1/chat/completions answers 400
+  const Tokenizer* tokenizer = nullptr;  // null: only token-id prompts
+  // null: /v1/chat/completions answers 400, naming chat_template_error when the model's
+  // template failed to load.
+  std::optional<ChatTemplate> chat_template;
+  std::string chat_template_error;
 };
 
 // Throws ApiError. `body` is the parsed JSON (a parse failure is the caller's 400).

@@ -84,7 +84,13 @@ void OpenAiServer::State::load() {
     model.max_model_len = llm->scheduler_config().max_model_len;
     model.vocab_size = llm->config().vocab_size;
     model.tokenizer = llm->tokenizer();
-    model.chat_format = read_chat_format(options.engine.model_dir);
+    try {
+      model.chat_template = ChatTemplate::from_model_dir(options.engine.model_dir);
+    } catch (const Error& e) {
+      model.chat_template_error = e.what();
+      log_warning(
+          str_cat("chat template not loaded, /v1/chat/completions will answer 400: ", e.what()));
+    }
     const SchedulerConfig& sc = llm->scheduler_config();
     const int64_t cache_tokens = static_cast<int64_t>(sc.num_pages - 1) * sc.page_size;
     log_info(str_cat(
@@ -93,7 +99,10 @@ void OpenAiServer::State::load() {
         llm->checkpoint_bytes() >> 20, " MiB of weights) in ",
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(),
         " ms; tokenizer: ", model.tokenizer ? "tokenizer.json" : "none (token-id prompts only)",
-        "; chat template: ", model.chat_format ? chat_format_name(*model.chat_format) : "none"));
+        "; chat template: ",
+        model.chat_template                 ? model.chat_template->origin()
+        : model.chat_template_error.empty() ? "none"
+                                            : "failed to load"));
     log_info(str_cat("KV cache: ", cache_tokens, " tokens of ",
                      dtype_name(options.engine.kv_cache_dtype), ", max concurrency ",
                      static_cast<double>(cache_tokens) / sc.max_model_len, "x for ",
