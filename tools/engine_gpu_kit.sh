@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Packs the engine's GPU checks for one device call: the quench and quench_gpu_tests binaries of
 # the build folder (built here for sm_90a) and run.sh, which on the GPU machine
-#   1. runs the GPU model runner's tests: its ops against the CPU references (ModelOpsGpu), the
-#      GPU decoder against the CPU decoder (DeviceDecoderModelVsCpu), the engine on the GPU
-#      (DeviceEngine), the last under compute-sanitizer memcheck;
+#   1. runs the GPU model runner's tests: its ops against the CPU references (ModelOpsGpu,
+#      ArgmaxGpu), the GPU decoder against the CPU decoder (DeviceDecoderModelVsCpu, per-head
+#      scales, decode CUDA graphs against eager steps), the engine on the GPU (DeviceEngine), the
+#      last under compute-sanitizer memcheck;
 #   2. runs quench generate --device gpu on the tiny model (FP8 against bf16 KV, token for token);
 #   3. measures the serving stack on the GPU: quench bench-serve --launch --device gpu on random
 #      weights in Llama-3.2-1B's shape, FP8 KV (ENGINE_KIT_KV="fp8 bf16" for both), 1024 -> 128
-#      tokens, concurrency 1 and 32.
+#      tokens, concurrency 1 (decode CUDA graphs, then --enforce-eager) and 32.
 # Each step has a timeout, so that the call stays inside the device tool's 600 s.
 # Everything it prints and the result JSONs land under $OUT.
 #   tools/engine_gpu_kit.sh [BUILD_DIR] [KIT_DIR]   # defaults build, .gpu_bin/engine
@@ -46,7 +47,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv
 # At most 8 files come back from $OUT: the test log, memcheck's, one JSON per serving run and one
 # file for the servers' logs; everything else goes to stdout.
 echo "== 1. GPU model runner tests"
-timeout 150 ./quench_gpu_tests --gtest_filter='ModelOpsGpu*:*DeviceDecoderModel*:DeviceEngine*' 2>&1 | tee "$out/tests.log" | grep -E "^\[  (FAILED|PASSED|  OK) |Failure|Expected|Which is|rel_l2|error" | tail -40
+timeout 150 ./quench_gpu_tests --gtest_filter='ModelOpsGpu*:ArgmaxGpu*:*DeviceDecoderModel*:DeviceEngine*' 2>&1 | tee "$out/tests.log" | grep -E "^\[  (FAILED|PASSED|  OK) |Failure|Expected|Which is|rel_l2|error" | tail -40
 # ENGINE_KIT_SHORT=1 (a call with little device time left): no memcheck, no eager serving run.
 if [ -z "${ENGINE_KIT_SHORT:-}" ]; then
   timeout 90 compute-sanitizer --tool memcheck ./quench_gpu_tests --gtest_filter='DeviceEngine*' > "$out/memcheck.log" 2>&1

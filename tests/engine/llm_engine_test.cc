@@ -76,6 +76,24 @@ TEST(LlmEngine, BatchedGreedyEqualsEachPromptAlone) {
   }
 }
 
+// Greedy rows without logprobs take the runner's argmax path (no logits to the host); with
+// logprobs they take the full logits. Both pick the same tokens, and the top logprob is the token.
+TEST(LlmEngine, GreedyTokensAreTheSameWithAndWithoutLogprobs) {
+  const EngineOptions o = options(tiny_model_dir("argmax_path"));
+  LlmEngine engine(o);
+  const std::vector<RequestOutput> plain = engine.generate(prompts(), greedy(10));
+  SamplingParams with_logprobs = greedy(10);
+  with_logprobs.logprobs = 2;
+  const std::vector<RequestOutput> full = engine.generate(prompts(), with_logprobs);
+  ASSERT_EQ(plain.size(), full.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(plain[i].output, full[i].output) << "prompt " << i;
+    ASSERT_EQ(full[i].output_logprobs.size(), full[i].output.size());
+    for (size_t k = 0; k < full[i].output.size(); ++k)
+      EXPECT_EQ(full[i].output_logprobs[k].top.front().first, full[i].output[k]);
+  }
+}
+
 TEST(LlmEngine, PreemptionRecomputesWithoutChangingTokens) {
   EngineOptions o = options(tiny_model_dir("preempt"));
   const auto want = alone(o, prompts(), greedy(40));

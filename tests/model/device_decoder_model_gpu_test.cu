@@ -18,6 +18,7 @@
 #include "quench/model/decoder_model.h"
 #include "quench/model/device_decoder_model.h"
 #include "quench/model/tiny_model.h"
+#include "quench/ops/argmax/argmax_reference.h"
 
 namespace quench {
 namespace {
@@ -214,6 +215,15 @@ TEST(DeviceDecoderModelGraphs, DecodeStepsMatchEagerAndCpu) {
       EXPECT_LT(rel_l2<float>(got, plain), 5e-3) << dtype_name(kv) << " step " << step;
       EXPECT_LT(rel_l2<float>(got, want), is_fp8(kv) ? 3e-2 : 1e-2)
           << dtype_name(kv) << " step " << step;
+      // The same step again (the same tokens at the same slots: the cache writes repeat) with
+      // every row argmax-only: the device's picks are the argmax of the logits copied above.
+      const std::vector<uint8_t> all_argmax(out_rows.size(), 1);
+      const StepLogits picked = graphs.forward_for_sampling(tokens, dm, out_rows, all_argmax);
+      EXPECT_TRUE(picked.logits.empty());
+      std::vector<int32_t> expect_ids(out_rows.size());
+      argmax_rows_reference(got.data(), static_cast<int32_t>(out_rows.size()), config.vocab_size,
+                            expect_ids.data());
+      EXPECT_EQ(picked.argmax, expect_ids) << dtype_name(kv) << " step " << step;
       ++step;
     }
   }
