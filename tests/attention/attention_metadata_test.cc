@@ -106,8 +106,13 @@ TEST(AttentionMetadata, RejectsInconsistentSequences) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(build({{{0}, 3, 1}}, {}), Error);                  // null page
-  EXPECT_THROW(build({{{2}, 3, 2}}, {}), Error);                  // decode with two new tokens
+  EXPECT_THROW(build({{{0}, 3, 1}}, {}), Error);  // null page
+  // A decode row takes its next token and up to 7 speculative drafts: 8 query tokens, not 9.
+  const AttentionMetadata drafts = build({{{2}, 3, 8}}, {});
+  EXPECT_EQ(drafts.max_decode_q_len, 8);
+  EXPECT_EQ(drafts.num_decode_tokens, 8);
+  EXPECT_EQ(drafts.seq_lens[0], 11);
+  EXPECT_THROW(build({{{2}, 3, 9}}, {}), Error);
   EXPECT_THROW(build({}, {{{2}, 3, 0}}), Error);                  // no new tokens
   EXPECT_THROW(build({}, {{{2}, -1, 2}}), Error);                 // negative cache length
   EXPECT_THROW(build({{{10}, 3, 1}}, {}), Error);                 // page beyond the cache

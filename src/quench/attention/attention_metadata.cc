@@ -43,8 +43,11 @@ AttentionMetadata build_attention_metadata(std::span<const ScheduledSequence> de
                  " is not supported; allowed: 16, 32, 64");
   QUENCH_REQUIRE(max_pages >= 0, "max_pages ", max_pages, " must be >= 0 (0 = fit the step)");
   for (size_t i = 0; i < decode_steps.size(); ++i) {
-    QUENCH_REQUIRE(decode_steps[i].num_new_tokens == 1, "decode sequence ", i, ": num_new_tokens ",
-                   decode_steps[i].num_new_tokens, " must be 1");
+    QUENCH_REQUIRE(decode_steps[i].num_new_tokens >= 1 &&
+                       decode_steps[i].num_new_tokens <= kMaxDecodeQueryTokens,
+                   "decode sequence ", i, ": num_new_tokens ", decode_steps[i].num_new_tokens,
+                   " is outside [1, ", kMaxDecodeQueryTokens,
+                   "] (one token, or one and its speculative drafts)");
   }
 
   AttentionMetadata m;

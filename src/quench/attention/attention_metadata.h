@@ -46,6 +46,10 @@ struct AttentionMetadata {
   std::vector<int32_t> positions;     // [num_tokens] absolute position of each row; 0 for padding
 };
 
+// Query tokens of one decode row: the sequence's next token and up to 7 speculative drafts after
+// it, causal among themselves (the decode kernels' multi-token rows).
+inline constexpr int32_t kMaxDecodeQueryTokens = 8;
+
 // Builds the metadata of one step over a cache of `num_pages` pages (page ids in [1, num_pages)).
 // `max_pages` fixes the block-table stride (e.g. max_model_len / page_size, so CUDA graphs see
 // one shape); 0 = the largest page count in the step. The block table and slot mapping come

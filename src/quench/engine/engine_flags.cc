@@ -1,5 +1,7 @@
 #include "quench/engine/engine_flags.h"
 
+#include <nlohmann/json.hpp>
+
 #include <unistd.h>
 #include <chrono>
 
@@ -18,6 +20,7 @@ const FlagTable& engine_flag_table() {
                                   {"--max-num-batched-tokens", true},
                                   {"--num-kv-pages", true},
                                   {"--gpu-memory-utilization", true},
+                                  {"--speculative-config", true},
                                   {"--seed", true},
                                   {"--prefill-kernel", true},
                                   {"--decode-kernel", true},
@@ -47,6 +50,9 @@ const char* engine_flags_usage() {
          "  [--prefill-kernel auto|NAME|!NAME] [--decode-kernel auto|NAME|!NAME]\n"
          "  [--no-enable-prefix-caching]   (prefix caching is on by default)\n"
          "  [--enforce-eager]   (GPU: no CUDA graphs for decode steps)\n"
+         "  [--speculative-config JSON]   n-gram speculation of greedy requests, e.g.\n"
+         "      '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, \"prompt_lookup_max\": "
+         "4}'\n"
          "  [--builtin tiny|llama3.2-1b|qwen3-0.6b|llama3-8b]\n"
          "Without --model, quench writes a built-in model with random weights to a temporary\n"
          "directory and loads it: tiny (2 layers, hidden 256, a 512-token BPE vocabulary; the\n"
@@ -54,6 +60,38 @@ const char* engine_flags_usage() {
          "--device auto runs on the GPU when one is usable, else on the CPU backend. On the GPU\n"
          "the KV cache takes what --gpu-memory-utilization (default 0.9) of the GPU's memory\n"
          "leaves after the weights and step buffers, unless --num-kv-pages is given.\n";
+}
+
+NgramSpeculation parse_speculative_config(const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(str_cat("not JSON (", e.what(), ")"));
+  }
+  QUENCH_REQUIRE(j.is_object(), "must be a JSON object");
+  NgramSpeculation spec;
+  for (const auto& [key, value] : j.items()) {
+    if (key == "method") {
+      QUENCH_REQUIRE(value == "ngram", "method ", value.dump(),
+                     " is not supported; allowed: ngram");
+      continue;
+    }
+    int32_t* field = key == "num_speculative_tokens" ? &spec.num_speculative_tokens
+                     : key == "prompt_lookup_max"    ? &spec.prompt_lookup_max
+                     : key == "prompt_lookup_min"    ? &spec.prompt_lookup_min
+                                                     : nullptr;
+    QUENCH_REQUIRE(field != nullptr, "unknown field '", key,
+                   "'; allowed: method, num_speculative_tokens, prompt_lookup_max, "
+                   "prompt_lookup_min");
+    QUENCH_REQUIRE(value.is_number_integer(), key, " must be an integer, got ", value.dump());
+    *field = value.get<int32_t>();
+  }
+  QUENCH_REQUIRE(j.contains("method"), "'method' is required (allowed: ngram)");
+  QUENCH_REQUIRE(spec.num_speculative_tokens >= 1, "num_speculative_tokens is required (1 to ",
+                 kMaxSpeculativeTokens, ")");
+  spec.validate();
+  return spec;
 }
 
 std::optional<std::string> engine_options_from_flags(
@@ -105,6 +143,10 @@ std::optional<std::string> engine_options_from_flags(
   options.decode_kernel = override_of("--decode-kernel");
   options.enable_prefix_caching = get("--no-enable-prefix-caching") == nullptr;
   options.enforce_eager = get("--enforce-eager") != nullptr;
+  if (const auto* v = get("--speculative-config")) {
+    options.speculation =
+        parse_flag_value("--speculative-config", [&] { return parse_speculative_config(*v); });
+  }
   if (get("--model") != nullptr) {
     if (get("--builtin") != nullptr)
       throw UsageError("--builtin and --model are alternatives; give one");

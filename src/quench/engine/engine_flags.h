@@ -2,7 +2,7 @@
 //   --model DIR (absent: the built-in tiny model), --device, --kv-cache-dtype, --block-size,
 //   --max-model-len, --max-num-seqs, --max-num-batched-tokens, --num-kv-pages,
 //   --gpu-memory-utilization, --seed, --prefill-kernel, --decode-kernel,
-//   --no-enable-prefix-caching, --enforce-eager.
+//   --no-enable-prefix-caching, --enforce-eager, --speculative-config.
 #pragma once
 
 #include <filesystem>
@@ -22,6 +22,10 @@ const FlagTable& engine_flag_table();
 // do not, and --help.
 FlagTable command_flag_table(std::initializer_list<const char*> with_value,
                              std::initializer_list<const char*> switches);
+
+// --speculative-config's JSON, as vLLM spells it: {"method": "ngram", "num_speculative_tokens":
+// k, "prompt_lookup_max": n, "prompt_lookup_min": m}. Throws quench::Error naming the field.
+NgramSpeculation parse_speculative_config(const std::string& text);
 
 // Their usage lines.
 const char* engine_flags_usage();

@@ -231,6 +231,13 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
                  static_cast<long long>(engine->prefix_hit_tokens()),
                  static_cast<long long>(engine->prefix_query_tokens()));
     }
+    if (engine->spec_drafted_tokens() > 0) {
+      out << fmt("drafts     %lld of %lld n-gram draft tokens accepted (%.1f%%)\n",
+                 static_cast<long long>(engine->spec_accepted_tokens()),
+                 static_cast<long long>(engine->spec_drafted_tokens()),
+                 100.0 * static_cast<double>(engine->spec_accepted_tokens()) /
+                     static_cast<double>(engine->spec_drafted_tokens()));
+    }
     const std::string device = engine->model().device_name();
     // What the FP8 cache costs: the same requests over a bf16 cache, token for token. The first
     // engine goes first: on the GPU each takes its --gpu-memory-utilization share.

@@ -50,6 +50,7 @@ LlmEngine::LlmEngine(const EngineOptions& options) : options_(options) {
   sc.max_num_batched_tokens = options.max_num_batched_tokens;
   sc.page_size = options.block_size;
   sc.enable_prefix_caching = options.enable_prefix_caching;
+  sc.speculation = options.speculation;
   sc.max_model_len = options.max_model_len > 0
                          ? options.max_model_len
                          : std::min(config_.max_position_embeddings, kDefaultMaxModelLen);
@@ -163,6 +164,31 @@ std::string output_text(const Tokenizer& tokenizer, const RequestOutput& output)
   return text;
 }
 
+void LlmEngine::append_token(Sequence& s, int32_t token, const std::vector<float>* full_logits,
+                             size_t full_row, std::vector<TokenEvent>* sampled_tokens) {
+  const SchedulerConfig& sc = scheduler_->config();
+  s.output.push_back(token);
+  TokenLogprobs lp;
+  if (s.params.logprobs >= 0) {
+    QUENCH_REQUIRE(full_logits != nullptr, "logprobs asked without the row's logits");
+    const auto vocab = static_cast<size_t>(config_.vocab_size);
+    lp = token_logprobs(std::span<const float>(full_logits->data() + full_row * vocab, vocab),
+                        token, s.params.logprobs);
+    s.output_logprobs.push_back(lp);
+  }
+  if (sampled_tokens != nullptr) sampled_tokens->push_back({s.id, token, std::move(lp)});
+  if (!s.params.ignore_eos &&
+      std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
+    s.finish_reason = FinishReason::kStop;
+  } else if (!s.params.stop.empty() && match_stop(s)) {
+    s.finish_reason = FinishReason::kStop;
+  } else if (static_cast<int32_t>(s.output.size()) >= s.params.max_tokens ||
+             s.num_tokens() >= sc.max_model_len) {
+    s.finish_reason = FinishReason::kLength;
+  }
+  if (s.finish_reason != FinishReason::kNone) s.status = SequenceStatus::kFinished;
+}
+
 std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
                                            std::vector<TokenEvent>* sampled_tokens) {
   const ScheduledStep step = scheduler_->schedule();
@@ -178,7 +204,14 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
   }
   std::vector<ScheduledSequence> decode, prefill;
   std::vector<int32_t> tokens, logit_rows;
-  std::vector<Sequence*> sampled;
+  // A sequence that samples this step: its logit rows are [first, first + 1 + drafts) of
+  // logit_rows (a decode row with drafts has one per token: each verifies the draft after it).
+  struct SampleSite {
+    Sequence* seq;
+    size_t first;
+    const std::vector<int32_t>* draft;
+  };
+  std::vector<SampleSite> sampled;
   struct PromptRow {
     Sequence* seq;
     int32_t row;
@@ -190,32 +223,40 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
     for (const ScheduledChunk& c : *list) {
       ScheduledSequence s{c.seq->pages, c.seq->num_computed, c.num_new};
       (list == &step.decode ? decode : prefill).push_back(std::move(s));
+      const auto real = static_cast<int32_t>(c.num_new - c.draft.size());  // known tokens
       for (int32_t i = 0; i < c.num_new; ++i) {
         const int32_t position = c.seq->num_computed + i;
-        tokens.push_back(c.seq->token_at(position));
+        tokens.push_back(i < real ? c.seq->token_at(position)
+                                  : c.draft[static_cast<size_t>(i - real)]);
         if (c.seq->params.prompt_logprobs >= 0 &&
             position + 1 < static_cast<int32_t>(c.seq->prompt.size())) {
           prompt_rows.push_back({c.seq, row + i, position});
         }
       }
-      row += c.num_new;
-      if (c.seq->num_computed + c.num_new == c.seq->num_tokens()) {
-        logit_rows.push_back(row - 1);
-        sampled.push_back(c.seq);
+      if (c.seq->num_computed + real == c.seq->num_tokens()) {
+        sampled.push_back({c.seq, logit_rows.size(), &c.draft});
+        for (int32_t i = real - 1; i < c.num_new; ++i)
+          logit_rows.push_back(row + i);
       }
+      row += c.num_new;
     }
   }
   const SchedulerConfig& sc = scheduler_->config();
   const auto max_pages = static_cast<int32_t>(pages_for_tokens(sc.max_model_len, sc.page_size));
   const AttentionMetadata metadata =
       build_attention_metadata(decode, prefill, sc.page_size, sc.num_pages, max_pages);
+  const size_t sampling_rows = logit_rows.size();
   for (const PromptRow& p : prompt_rows)
     logit_rows.push_back(p.row);  // after the sampling rows
   // Greedy rows without logprobs need only their largest logit, which the runner finds where the
   // logits are (on the GPU: one id per row crosses to the host, not a vocabulary of floats).
+  // Rows with drafts are always such rows (the scheduler drafts for no other).
   std::vector<uint8_t> argmax_only(logit_rows.size(), 0);
-  for (size_t i = 0; i < sampled.size(); ++i)
-    argmax_only[i] = greedy_without_logprobs(sampled[i]->params) ? 1 : 0;
+  for (const SampleSite& site : sampled) {
+    const uint8_t flag = greedy_without_logprobs(site.seq->params) ? 1 : 0;
+    for (size_t j = 0; j <= site.draft->size(); ++j)
+      argmax_only[site.first + j] = flag;
+  }
   const StepLogits logits = model_->forward_for_sampling(tokens, metadata, logit_rows, argmax_only);
   const auto vocab = static_cast<size_t>(config_.vocab_size);
   std::vector<size_t> full_row(logit_rows.size(), 0);  // index into logits.logits
@@ -230,36 +271,31 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
     if (s.prompt_logprobs.size() != s.prompt.size())
       s.prompt_logprobs.assign(s.prompt.size(), std::nullopt);
     s.prompt_logprobs[next] =
-        token_logprobs(row_logits(sampled.size() + i), s.prompt[next], s.params.prompt_logprobs);
+        token_logprobs(row_logits(sampling_rows + i), s.prompt[next], s.params.prompt_logprobs);
   }
 
-  for (size_t i = 0; i < sampled.size(); ++i) {
-    Sequence& s = *sampled[i];
-    int32_t token = 0;
-    if (argmax_only[i] != 0) {
-      token = logits.argmax[i];
-      QUENCH_REQUIRE(token >= 0, "sampling request ", s.id,
-                     ": a logit is not finite (the model produced a non-finite value)");
-    } else {
-      token = sample_token(row_logits(i), s.params, s.rng);
+  for (const SampleSite& site : sampled) {
+    Sequence& s = *site.seq;
+    const std::vector<int32_t>& draft = *site.draft;
+    spec_drafted_tokens_ += static_cast<int64_t>(draft.size());
+    // Row j's token; while it equals draft j, row j + 1 saw the right context and is used too.
+    for (size_t j = 0; j <= draft.size() && s.finish_reason == FinishReason::kNone; ++j) {
+      const size_t i = site.first + j;
+      int32_t token = 0;
+      if (argmax_only[i] != 0) {
+        token = logits.argmax[i];
+        QUENCH_REQUIRE(token >= 0, "sampling request ", s.id,
+                       ": a logit is not finite (the model produced a non-finite value)");
+      } else {
+        token = sample_token(row_logits(i), s.params, s.rng);
+      }
+      append_token(s, token, argmax_only[i] != 0 ? nullptr : &logits.logits, full_row[i],
+                   sampled_tokens);
+      if (j < draft.size()) {
+        if (token != draft[j]) break;
+        ++spec_accepted_tokens_;
+      }
     }
-    s.output.push_back(token);
-    TokenLogprobs lp;
-    if (s.params.logprobs >= 0) {
-      lp = token_logprobs(row_logits(i), token, s.params.logprobs);
-      s.output_logprobs.push_back(lp);
-    }
-    if (sampled_tokens != nullptr) sampled_tokens->push_back({s.id, token, std::move(lp)});
-    if (!s.params.ignore_eos &&
-        std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
-      s.finish_reason = FinishReason::kStop;
-    } else if (!s.params.stop.empty() && match_stop(s)) {
-      s.finish_reason = FinishReason::kStop;
-    } else if (static_cast<int32_t>(s.output.size()) >= s.params.max_tokens ||
-               s.num_tokens() >= sc.max_model_len) {
-      s.finish_reason = FinishReason::kLength;
-    }
-    if (s.finish_reason != FinishReason::kNone) s.status = SequenceStatus::kFinished;
   }
   std::vector<RequestOutput> done;
   for (auto& seq : scheduler_->complete(step)) {

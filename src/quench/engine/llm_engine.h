@@ -35,6 +35,7 @@ struct EngineOptions {
   uint64_t seed = 0;                  // seeds requests that bring no seed of their own
   bool enable_prefix_caching = true;  // reuse the KV pages of prompts' prefixes computed before
   bool enforce_eager = false;         // GPU: no CUDA graphs for decode steps
+  NgramSpeculation speculation;  // n-gram speculative decoding of greedy requests; off by default
   AttentionKernelOverride prefill_kernel;
   AttentionKernelOverride decode_kernel;
 };
@@ -97,6 +98,9 @@ class LlmEngine {
   // Prompt tokens admitted, and those whose KV the prefix cache supplied.
   int64_t prefix_query_tokens() const { return scheduler_->prefix_query_tokens(); }
   int64_t prefix_hit_tokens() const { return scheduler_->prefix_hit_tokens(); }
+  // n-gram speculation: drafts verified so far, and those of them accepted.
+  int64_t spec_drafted_tokens() const { return spec_drafted_tokens_; }
+  int64_t spec_accepted_tokens() const { return spec_accepted_tokens_; }
   // Share of the KV cache's pages in use (0 to 1).
   double kv_cache_usage() const {
     const PageAllocator& pages = scheduler_->pages();
@@ -120,10 +124,16 @@ class LlmEngine {
   std::unique_ptr<Scheduler> scheduler_;
   // True (and the offset recorded) when s's text now contains one of its stop strings.
   bool match_stop(Sequence& s) const;
+  // Appends one generated token to s (its logprobs from full_logits' row full_row when asked)
+  // and decides whether s finishes with it.
+  void append_token(Sequence& s, int32_t token, const std::vector<float>* full_logits,
+                    size_t full_row, std::vector<TokenEvent>* sampled_tokens);
 
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<int32_t> eos_ids_;
   int64_t next_id_ = 0;
+  int64_t spec_drafted_tokens_ = 0;
+  int64_t spec_accepted_tokens_ = 0;
 };
 
 }  // namespace quench

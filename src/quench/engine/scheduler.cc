@@ -18,12 +18,14 @@ void SchedulerConfig::validate() const {
                  std::max<int64_t>(capacity, 0), " tokens (", num_pages, " pages of ", page_size,
                  ", page 0 reserved), fewer than one max_model_len (", max_model_len,
                  ") sequence; lower max_model_len or give the cache more memory");
+  speculation.validate();
 }
 
 int32_t ScheduledStep::num_rows() const {
-  int32_t rows = static_cast<int32_t>(decode.size());
-  for (const ScheduledChunk& c : prefill)
-    rows += c.num_new;
+  int32_t rows = 0;
+  for (const auto* list : {&decode, &prefill})
+    for (const ScheduledChunk& c : *list)
+      rows += c.num_new;
   return rows;
 }
 
@@ -97,6 +99,19 @@ void Scheduler::index_full_pages(Sequence& seq) {
   }
 }
 
+std::vector<int32_t> Scheduler::drafts_for(const Sequence& s, int32_t budget) const {
+  const NgramSpeculation& spec = config_.speculation;
+  if (spec.num_speculative_tokens == 0 || !greedy_without_logprobs(s.params)) return {};
+  // Drafts stay inside the step's budget, max_model_len and the request's max_tokens (the last
+  // verified row still samples one token after them).
+  const int32_t room =
+      std::min({spec.num_speculative_tokens, budget - 1, config_.max_model_len - s.num_tokens() - 1,
+                s.params.max_tokens - static_cast<int32_t>(s.output.size()) - 1});
+  if (room <= 0) return {};
+  const std::vector<int32_t> all = s.tokens(0, s.num_tokens());
+  return propose_ngram_drafts(all, spec, room);
+}
+
 void Scheduler::preempt(std::unique_ptr<Sequence> seq) {
   release(*seq);
   seq->num_computed = 0;
@@ -116,8 +131,10 @@ ScheduledStep Scheduler::schedule() {
       ++i;
       continue;
     }
+    std::vector<int32_t> draft = drafts_for(s, budget);
+    const int32_t rows = 1 + static_cast<int32_t>(draft.size());
     bool placed = true;
-    while (!reserve(s, s.num_computed + 1)) {
+    while (!reserve(s, s.num_computed + rows)) {
       std::unique_ptr<Sequence> victim = std::move(running_.back());
       running_.pop_back();
       ++step.num_preempted;
@@ -129,8 +146,8 @@ ScheduledStep Scheduler::schedule() {
       }
     }
     if (!placed) break;
-    step.decode.push_back({&s, 1});
-    --budget;
+    step.decode.push_back({&s, rows, std::move(draft)});
+    budget -= rows;
     ++i;
   }
 
@@ -189,11 +206,14 @@ bool Scheduler::abort(int64_t id) {
 }
 
 std::vector<std::unique_ptr<Sequence>> Scheduler::complete(const ScheduledStep& step) {
-  for (const auto* list : {&step.decode, &step.prefill})
-    for (const ScheduledChunk& c : *list) {
-      c.seq->num_computed += c.num_new;
-      index_full_pages(*c.seq);
-    }
+  for (const ScheduledChunk& c : step.decode) {
+    c.seq->num_computed = c.seq->num_tokens() - 1;
+    index_full_pages(*c.seq);
+  }
+  for (const ScheduledChunk& c : step.prefill) {
+    c.seq->num_computed += c.num_new;
+    index_full_pages(*c.seq);
+  }
   std::vector<std::unique_ptr<Sequence>> finished;
   auto it = std::stable_partition(running_.begin(), running_.end(), [](const auto& s) {
     return s->status != SequenceStatus::kFinished;

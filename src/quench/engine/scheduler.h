@@ -1,8 +1,9 @@
 // Continuous batching with chunked prefill over a paged KV cache (pure CPU bookkeeping).
 // Each step, under a budget of max_num_batched_tokens query rows and max_num_seqs sequences:
-//   1. every running sequence past its prompt gets one decode row, oldest first; when its next
-//      token needs a page and none is free, the newest running sequence is preempted (its pages
-//      freed, back to the front of the queue, recomputed from its tokens later);
+//   1. every running sequence past its prompt gets one decode row, oldest first (with n-gram
+//      speculation, its drafts after it); when its next token needs a page and none is free, the
+//      newest running sequence is preempted (its pages freed, back to the front of the queue,
+//      recomputed from its tokens later);
 //   2. running sequences still in their prompt, then waiting ones in arrival order, get prefill
 //      chunks from what budget is left (a prompt longer than the budget spans several steps); an
 //      admitted sequence first takes whatever full pages of its tokens the prefix cache holds
@@ -15,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "quench/engine/ngram_proposer.h"
 #include "quench/engine/prefix_cache.h"
 #include "quench/engine/sequence.h"
 #include "quench/kv_cache/page_allocator.h"
@@ -28,17 +30,23 @@ struct SchedulerConfig {
   int32_t num_pages = 0;  // the cache's pages, page 0 (null) included
   int32_t max_model_len = 0;
   bool enable_prefix_caching = true;  // reuse the KV pages of prefixes computed before
+  // n-gram speculative decoding for greedy requests without logprobs (ngram_proposer.h): their
+  // decode rows carry drafts that the step verifies.
+  NgramSpeculation speculation;
 
   void validate() const;  // throws quench::Error naming the field
 };
 
 struct ScheduledChunk {
   Sequence* seq = nullptr;
-  int32_t num_new = 0;  // rows this step: tokens [seq->num_computed, + num_new)
+  // Rows this step: tokens [seq->num_computed, + num_new); for a decode row with drafts, the
+  // sequence's last token and then the drafts.
+  int32_t num_new = 0;
+  std::vector<int32_t> draft;  // speculative tokens after the sequence's last one (decode only)
 };
 
 struct ScheduledStep {
-  std::vector<ScheduledChunk> decode;   // one row each
+  std::vector<ScheduledChunk> decode;   // one row each, plus its drafts
   std::vector<ScheduledChunk> prefill;  // chunks of prompts (or of a preempted sequence)
   int32_t num_preempted = 0;
   int32_t num_rows() const;
@@ -56,8 +64,10 @@ class Scheduler {
   // Plans one step and allocates its pages. An empty step means nothing is left to run.
   ScheduledStep schedule();
 
-  // After the model ran `step`: advances num_computed of every chunk; the caller has appended
-  // sampled tokens. Finished sequences (status kFinished) release their pages and are returned.
+  // After the model ran `step`: advances num_computed of every chunk (a decode row's sequence to
+  // all its tokens but the last sampled one: its accepted drafts are computed, its rejected ones
+  // are written over when their positions come again); the caller has appended the sampled
+  // tokens. Finished sequences (status kFinished) release their pages and are returned.
   std::vector<std::unique_ptr<Sequence>> complete(const ScheduledStep& step);
 
   // Removes request `id` wherever it is (waiting or running) and frees its pages; false when no
@@ -76,6 +86,8 @@ class Scheduler {
  private:
   // Makes seq's pages cover `tokens` tokens; false (nothing changed) when pages run out.
   bool reserve(Sequence& seq, int32_t tokens);
+  // The drafts of a decode row (empty without speculation or room for it).
+  std::vector<int32_t> drafts_for(const Sequence& s, int32_t budget) const;
   void release(Sequence& seq);
   void preempt(std::unique_ptr<Sequence> seq);
   // On admission: takes the cached pages of seq's leading full pages (leaving at least its last
