@@ -113,7 +113,9 @@ void expect_same_tokens(EngineOptions o, const SamplingParams& s, int64_t* accep
     EXPECT_EQ(got[i].output, want[i].output) << "prompt " << i;
     EXPECT_EQ(got[i].finish_reason, want[i].finish_reason) << "prompt " << i;
   }
-  if (expect_drafts) EXPECT_GT(spec.spec_drafted_tokens(), 0);
+  if (expect_drafts) {
+    EXPECT_GT(spec.spec_drafted_tokens(), 0);
+  }
   EXPECT_LE(spec.spec_accepted_tokens(), spec.spec_drafted_tokens());
   if (accepted != nullptr) *accepted = spec.spec_accepted_tokens();
 }

@@ -164,7 +164,7 @@ ScheduledStep Scheduler::schedule() {
     const int32_t n = chunk_for(s);
     if (n <= 0) continue;
     reserve(s, s.num_computed + n);
-    step.prefill.push_back({&s, n});
+    step.prefill.push_back({&s, n, {}});
     budget -= n;
   }
   while (budget > 0 && !waiting_.empty() &&
@@ -184,7 +184,7 @@ ScheduledStep Scheduler::schedule() {
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
     // A one-token prompt is a decode row from the start: its rows must come first.
-    (s.in_decode() ? step.decode : step.prefill).push_back({&s, n});
+    (s.in_decode() ? step.decode : step.prefill).push_back({&s, n, {}});
     budget -= n;
   }
   return step;
