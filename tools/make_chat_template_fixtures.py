@@ -79,6 +79,39 @@ WEATHER_TOOL = {
 }
 TOOL_CALL = {"type": "function",
              "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+TIME_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_time",
+        "description": "Local time in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+                                                        "format": {"type": "string"}}},
+    },
+}
+
+
+def call(call_id, name, arguments):
+    """A tool call as quench passes it to templates: OpenAI's shape, arguments parsed (as HF's)."""
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": arguments}}
+
+
+# A conversation with tool calls as an OpenAI client sends it (tests/server/openai_protocol_test.cc
+# sends these with the arguments as JSON strings and null content, and expects the same render).
+PARALLEL_CALLS = [
+    system("sys"), user("Weather and time in Paris?"),
+    {"role": "assistant", "content": "Checking both.",
+     "tool_calls": [call("call_1", "get_weather", {"city": "Paris"}),
+                    call("call_2", "get_time", {"city": "Paris", "format": "24h"})]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "21C"},
+    {"role": "tool", "tool_call_id": "call_2", "content": "14:05"},
+]
+LLAMA_CALL = [
+    user("Weather in Paris?"),
+    {"role": "assistant", "content": "",
+     "tool_calls": [call("call_1", "get_weather", {"city": "Paris"})]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 21}"},
+]
 
 CASES = {
     "llama3": [
@@ -93,6 +126,7 @@ CASES = {
         ("tool_call_and_result", context(
             [user("Weather?"), {"role": "assistant", "tool_calls": [TOOL_CALL]},
              {"role": "tool", "content": "{\"temp\": 21}"}], tokens=LLAMA)),
+        ("tool_call_with_ids", context(LLAMA_CALL, tools=[WEATHER_TOOL], tokens=LLAMA)),
         ("two_tool_calls_raise", context(
             [user("x"), {"role": "assistant", "tool_calls": [TOOL_CALL, TOOL_CALL]}],
             tokens=LLAMA)),
@@ -112,6 +146,8 @@ CASES = {
              {"role": "assistant", "content": "", "tool_calls": [TOOL_CALL]},
              {"role": "tool", "content": "21C"}, {"role": "tool", "content": "sunny"}],
             tools=[WEATHER_TOOL], tokens=QWEN)),
+        ("parallel_calls_with_ids", context(PARALLEL_CALLS, tools=[WEATHER_TOOL, TIME_TOOL],
+                                            tokens=QWEN)),
         ("reasoning_content_field", context(
             [user("q"), {"role": "assistant", "content": "a", "reasoning_content": "r"}],
             add_generation_prompt=False, tokens=QWEN)),

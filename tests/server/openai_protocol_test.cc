@@ -1,10 +1,15 @@
 // Request bodies to engine requests, without a socket: prompts as text or token ids, OpenAI's
 // defaults, vLLM's extensions, the chat templates rendered exactly, and every unsupported field
-// refused with 400 naming it (never ignored), an unknown model 404.
+// refused with 400 naming it (never ignored), an unknown model 404; tools and tool calls reach the
+// template as HF renders them, and parsed calls make the response's tool_calls.
 #include "quench/server/openai_protocol.h"
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
+#include "quench/server/tool_calls/tool_call_parser.h"
 #include "quench/tokenizer/tiny_tokenizer.h"
 
 namespace quench {
@@ -265,10 +270,112 @@ TEST(OpenAiProtocol, ChatTemplateOptionsAndErrors) {
   EXPECT_NE(runtime.second.find("line 1, column 111"), std::string::npos) << runtime.second;
 }
 
+std::string read_data(const std::string& name) {
+  std::ifstream in(QUENCH_TEST_DATA_DIR "/chat_templates/" + name, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A fixture conversation with tool calls (tools/make_chat_template_fixtures.py), sent as an
+// OpenAI client sends it: arguments as JSON strings, empty assistant content as null. The prompt
+// is the one Python's jinja2 rendered from HF's form of the same conversation.
+TEST(OpenAiProtocol, ToolsAndToolCallsReachTheTemplateAsHfRendersThem) {
+  const Fixture fx;
+  for (const auto& [name, case_name] :
+       {std::pair<std::string, std::string>{"qwen3", "parallel_calls_with_ids"},
+        {"llama3", "tool_call_with_ids"}}) {
+    SCOPED_TRACE(name);
+    const auto fixture = nlohmann::ordered_json::parse(read_data(name + ".json"));
+    nlohmann::ordered_json variables, expected;
+    for (const auto& c : fixture.at("cases")) {
+      if (c.at("name") == case_name) {
+        variables = c.at("variables");
+        expected = c.at("expected");
+      }
+    }
+    ASSERT_TRUE(expected.is_string()) << case_name;
+    nlohmann::ordered_json messages = variables.at("messages");
+    for (auto& m : messages) {
+      if (m.value("content", "x").empty()) m["content"] = nullptr;
+      if (!m.contains("tool_calls")) continue;
+      for (auto& call : m["tool_calls"])
+        call["function"]["arguments"] = call["function"]["arguments"].dump();
+    }
+    json tokens = json::object();
+    for (const auto& [key, value] : variables.items())
+      if (key.ends_with("_token")) tokens[key] = value;
+    ServedModel m = fx.model();
+    m.max_model_len = 4096;
+    m.chat_template = ChatTemplate(read_data(name + ".jinja"), tokens);
+    m.tools = {&tool_call_parser("hermes"), true};
+    const nlohmann::ordered_json body = {{"messages", messages}, {"tools", variables.at("tools")}};
+    const ApiRequest r = parse_chat_request(body, m);
+    EXPECT_EQ(r.prompts.front(), fx.tokenizer.encode(expected.get<std::string>(), false));
+    EXPECT_EQ(r.tool_call_parser, &tool_call_parser("hermes"));
+    // tool_choice "none": the same prompt (the tools are still shown), no parsing.
+    nlohmann::ordered_json none = body;
+    none["tool_choice"] = "none";
+    const ApiRequest plain = parse_chat_request(none, m);
+    EXPECT_EQ(plain.prompts, r.prompts);
+    EXPECT_EQ(plain.tool_call_parser, nullptr);
+  }
+}
+
+TEST(OpenAiProtocol, ToolRequestErrors) {
+  const Fixture fx;
+  const json hi = {{{"role", "user"}, {"content", "Hi"}}};
+  const json tool = {{"type", "function"}, {"function", {{"name", "f"}}}};
+  // Without --enable-auto-tool-choice, tools default to "auto", which is refused naming the flag.
+  const auto no_flag = api_error([&] {
+    parse_chat_request(json{{"messages", hi}, {"tools", {tool}}}, fx.model());
+  });
+  EXPECT_EQ(no_flag.first, 400);
+  EXPECT_NE(no_flag.second.find("--enable-auto-tool-choice"), std::string::npos);
+  EXPECT_EQ(api_error([&] {
+              parse_completion_request(json{{"prompt", "x"}, {"tools", {tool}}}, fx.model());
+            }).second,
+            "'tools' is a chat field: use /v1/chat/completions");
+  const auto bad_call = api_error([&] {
+    parse_chat_request(
+        json{{"messages",
+              {{{"role", "assistant"},
+                {"tool_calls", {{{"function", {{"name", "f"}, {"arguments", "{"}}}}}}}}}},
+        fx.model());
+  });
+  EXPECT_EQ(bad_call.first, 400);
+  EXPECT_NE(bad_call.second.find("messages[0].tool_calls[0].function.arguments"),
+            std::string::npos);
+}
+
+TEST(OpenAiProtocol, ToolCallResponseShapes) {
+  const ResponseIds ids{"chatcmpl-1", 123, "tiny"};
+  const ToolCallOutput out = extract_tool_calls(
+      tool_call_parser("hermes"),
+      "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", true);
+  ChoiceResult called{out.content, FinishReason::kStop, nullptr, out.calls};
+  ChoiceResult said{"I know.", FinishReason::kStop, nullptr, {}};
+  const json r = chat_json(ids, {called, said}, 3, 4);
+  const json& message = r["choices"][0]["message"];
+  EXPECT_TRUE(message["content"].is_null());
+  EXPECT_EQ(message["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(message["tool_calls"][0]["id"], out.calls[0].id);
+  EXPECT_EQ(message["tool_calls"][0]["function"],
+            (json{{"name", "f"}, {"arguments", R"({"a":1})"}}));
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(r["choices"][1]["message"], (json{{"role", "assistant"}, {"content", "I know."}}));
+  EXPECT_EQ(r["choices"][1]["finish_reason"], "stop");
+  const json chunk = chat_delta_chunk_json(ids, {{"tool_calls", json::array()}}, "tool_calls", 2);
+  EXPECT_EQ(chunk["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(chunk["choices"][0]["index"], 2);
+  EXPECT_EQ(chunk["object"], "chat.completion.chunk");
+}
+
 TEST(OpenAiProtocol, ResponseShapes) {
   const ResponseIds ids{"cmpl-1", 123, "tiny"};
   const json c = completion_json(
-      ids, {{"hi", FinishReason::kStop, nullptr}, {"ho", FinishReason::kLength, nullptr}}, 4, 2);
+      ids, {{"hi", FinishReason::kStop, nullptr, {}}, {"ho", FinishReason::kLength, nullptr, {}}},
+      4, 2);
   EXPECT_EQ(c["choices"][1]["index"], 1);
   EXPECT_EQ(c["choices"][1]["text"], "ho");
   EXPECT_EQ(c["object"], "text_completion");

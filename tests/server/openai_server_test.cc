@@ -2,7 +2,8 @@
 // completion equal to the engine's own result, streaming whose deltas add up to the same text and
 // end in [DONE], concurrent clients each getting what they would get alone, chat through the
 // template, 4xx for bad requests, metrics that count what happened, a client that leaves
-// mid-stream has its request aborted, and a model that fails to load is reported, not crashed on.
+// mid-stream has its request aborted, a model that fails to load is reported, not crashed on, and
+// tools reach the template and are refused or streamed as --enable-auto-tool-choice says.
 #include "quench/server/openai_server.h"
 
 #include <gtest/gtest.h>
@@ -10,8 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <functional>
 #include <thread>
 
+#include "harness/expect_error.h"
 #include "harness/scratch_dir.h"
 #include "quench/model/tiny_model.h"
 
@@ -29,8 +33,20 @@ std::string model_dir() {
   return dir;
 }
 
+// The tiny model with the Qwen3-style fixture template, which shows tools to the model.
+std::string tools_model_dir() {
+  static const std::string dir = [] {
+    const std::string d = testing_support::scratch_dir("quench_server_test", "tiny_tools");
+    write_tiny_model(d, TinyModelSpec{});
+    std::filesystem::copy_file(QUENCH_TEST_DATA_DIR "/chat_templates/qwen3.jinja",
+                               d + "/chat_template.jinja");
+    return d;
+  }();
+  return dir;
+}
+
 struct RunningServer {
-  RunningServer() {
+  explicit RunningServer(const std::function<void(ServeOptions&)>& configure = nullptr) {
     ServeOptions o;
     o.engine.model_dir = model_dir();
     o.engine.max_model_len = 256;
@@ -38,6 +54,7 @@ struct RunningServer {
     o.port = 0;
     o.served_model_name = "tiny";
     o.log_interval_seconds = 0;
+    if (configure) configure(o);
     server = std::make_unique<OpenAiServer>(o);
     port = server->start();
     EXPECT_TRUE(server->wait_until_loaded()) << server->load_error();
@@ -339,6 +356,103 @@ TEST(OpenAiServer, ChatTokenizeAndBadRequests) {
   EXPECT_EQ(s.post("/v1/completions",
                    {{"prompt", "ok"}, {"max_tokens", 1}})["usage"]["completion_tokens"],
             1);
+}
+
+const json kWeatherTool = {
+    {"type", "function"},
+    {"function",
+     {{"name", "get_weather"},
+      {"description", "Current weather in a city."},
+      {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}};
+
+TEST(OpenAiServer, ToolsReachTheTemplateAndAutoNeedsTheFlag) {
+  const RunningServer s([](ServeOptions& o) {
+    o.engine.model_dir = tools_model_dir();
+    o.engine.max_model_len = 1024;  // the tools section is some 500 tokens of the tiny tokenizer
+  });
+  const json hi = {{{"role", "user"}, {"content", "Weather in Paris?"}}};
+  const json plain = s.post("/v1/chat/completions", {{"messages", hi}, {"max_tokens", 1}});
+  // tool_choice defaults to "auto", which this server (no --enable-auto-tool-choice) refuses.
+  const json refused =
+      s.post("/v1/chat/completions", {{"messages", hi}, {"tools", {kWeatherTool}}}, 400);
+  EXPECT_NE(refused["message"].get<std::string>().find("--enable-auto-tool-choice"),
+            std::string::npos)
+      << refused;
+  // "none" renders the tools into the prompt (the template's # Tools section) without parsing.
+  const json body = {
+      {"messages", hi}, {"tools", {kWeatherTool}}, {"tool_choice", "none"}, {"max_tokens", 1}};
+  const json with_tools = s.post("/v1/chat/completions", body);
+  EXPECT_GT(with_tools["usage"]["prompt_tokens"].get<int>(),
+            plain["usage"]["prompt_tokens"].get<int>() + 100);
+  EXPECT_EQ(s.post("/tokenize", body)["count"], with_tools["usage"]["prompt_tokens"]);
+  // A conversation with a call and its result renders, and a malformed one is a 400.
+  const json round_trip = {
+      {"role", "assistant"},
+      {"content", nullptr},
+      {"tool_calls",
+       {{{"id", "call_1"},
+         {"type", "function"},
+         {"function", {{"name", "get_weather"}, {"arguments", R"({"city": "Paris"})"}}}}}}};
+  const json result = {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "21C"}};
+  EXPECT_EQ(s.post("/v1/chat/completions", {{"messages", {hi[0], round_trip, result}},
+                                            {"tools", {kWeatherTool}},
+                                            {"tool_choice", "none"},
+                                            {"max_tokens", 1}})["object"],
+            "chat.completion");
+  json broken = round_trip;
+  broken["tool_calls"][0]["function"]["arguments"] = "{city: Paris";
+  EXPECT_NE(s.post("/v1/chat/completions", {{"messages", {hi[0], broken}}}, 400)["message"]
+                .get<std::string>()
+                .find("messages[1].tool_calls[0].function.arguments"),
+            std::string::npos);
+}
+
+TEST(OpenAiServer, ChatWithAutoToolsStreamsLikeTheWholeResponse) {
+  const RunningServer s([](ServeOptions& o) {
+    o.engine.model_dir = tools_model_dir();
+    o.engine.max_model_len = 1024;
+    o.tool_call_parser = "hermes";
+    o.enable_auto_tool_choice = true;
+  });
+  // Random weights do not call tools: the output is content, the same streamed or not.
+  const json body = {{"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
+                     {"tools", {kWeatherTool}},
+                     {"max_tokens", 16},
+                     {"temperature", 0},
+                     {"ignore_eos", true}};
+  const json whole = s.post("/v1/chat/completions", body);
+  const json& message = whole["choices"][0]["message"];
+  EXPECT_EQ(message["role"], "assistant");
+  ASSERT_TRUE(message["content"].is_string()) << whole;
+  EXPECT_FALSE(message.contains("tool_calls"));
+  EXPECT_EQ(whole["choices"][0]["finish_reason"], "length");
+  json streaming = body;
+  streaming["stream"] = true;
+  auto res = s.client().Post("/v1/chat/completions", streaming.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  bool done = false;
+  const std::vector<json> events = sse_events(res->body, &done);
+  EXPECT_TRUE(done);
+  ASSERT_GE(events.size(), 2u);
+  std::string text;
+  for (const json& e : events) {
+    const json& delta = e["choices"][0]["delta"];
+    EXPECT_FALSE(delta.contains("tool_calls"));
+    if (delta.contains("content")) text += delta["content"].get<std::string>();
+  }
+  EXPECT_EQ(text, message["content"]);
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
+}
+
+TEST(OpenAiServer, ToolFlagsAreChecked) {
+  ServeOptions o;
+  o.engine.model_dir = model_dir();
+  o.tool_call_parser = "mistral";
+  EXPECT_QUENCH_ERROR(OpenAiServer{o}, {"mistral", "hermes, llama3_json"});
+  o.tool_call_parser.clear();
+  o.enable_auto_tool_choice = true;
+  EXPECT_QUENCH_ERROR(OpenAiServer{o}, {"--enable-auto-tool-choice needs --tool-call-parser"});
 }
 
 TEST(OpenAiServer, AClientThatLeavesMidStreamIsAborted) {

@@ -72,24 +72,25 @@ std::optional<ChatTemplate> ChatTemplate::from_model_dir(const std::string& mode
   return std::nullopt;  // named templates only (tool_use, rag): none for plain chat
 }
 
-std::string ChatTemplate::render(const std::vector<ChatMessage>& messages,
-                                 bool add_generation_prompt, const nlohmann::json& kwargs) const {
+std::string ChatTemplate::render(const jinja::Json& messages, bool add_generation_prompt,
+                                 const nlohmann::json& kwargs, const jinja::Json& tools) const {
+  QUENCH_REQUIRE(messages.is_array(), "chat messages must be a list, got ", messages.type_name());
+  QUENCH_REQUIRE(tools.is_null() || tools.is_array(), "tools must be a list or null, got ",
+                 tools.type_name());
   jinja::Json vars = special_tokens_;
-  vars["tools"] = nullptr;
+  vars["tools"] = tools;
   vars["documents"] = nullptr;
   if (!kwargs.is_null()) {
     QUENCH_REQUIRE(kwargs.is_object(), "chat_template_kwargs must be an object, got ",
                    kwargs.type_name());
     for (const auto& [key, value] : kwargs.items()) {
-      QUENCH_REQUIRE(key != "messages" && key != "add_generation_prompt",
+      QUENCH_REQUIRE(key != "messages" && key != "add_generation_prompt" &&
+                         (key != "tools" || tools.is_null()),
                      "chat_template_kwargs may not set '", key, "'");
       vars[key] = jinja::Json::parse(value.dump());
     }
   }
-  jinja::Json list = jinja::Json::array();
-  for (const ChatMessage& m : messages)
-    list.push_back({{"role", m.role}, {"content", m.content}});
-  vars["messages"] = std::move(list);
+  vars["messages"] = messages;
   vars["add_generation_prompt"] = add_generation_prompt;
   return template_.render(vars);
 }

@@ -2,24 +2,19 @@
 // transformers' apply_chat_template renders it (the interpreter is in jinja/). The template
 // comes from the model directory: chat_template.jinja when present (newer HF models), else
 // tokenizer_config.json's "chat_template" (a string, or a list of named templates of which the
-// "default" one). The render variables are HF's: messages, add_generation_prompt, tools and
-// documents (None), the special tokens from tokenizer_config.json (bos_token, eos_token, ...),
-// and the request's extra keyword arguments (e.g. enable_thinking), which override them.
+// "default" one). The render variables are HF's: messages, add_generation_prompt, tools (None
+// unless given), documents (None), the special tokens from tokenizer_config.json (bos_token,
+// eos_token, ...), and the request's extra keyword arguments (e.g. enable_thinking), which
+// override them.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "quench/server/jinja/template.h"
 
 namespace quench {
-
-struct ChatMessage {
-  std::string role;  // any role the template accepts (it decides, via raise_exception)
-  std::string content;
-};
 
 class ChatTemplate {
  public:
@@ -32,11 +27,15 @@ class ChatTemplate {
   // unreadable file or a template that does not parse.
   static std::optional<ChatTemplate> from_model_dir(const std::string& model_dir);
 
-  // The prompt text. `kwargs` (a JSON object, may be null) adds render variables; it may not set
-  // messages or add_generation_prompt. Throws jinja::RaisedError with the template's own message
-  // for raise_exception(), quench::Error naming the position for any other failure.
-  std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                     const nlohmann::json& kwargs = nullptr) const;
+  // The prompt text. `messages` is a list of message objects ({"role", "content"} and whatever
+  // else the template reads, e.g. tool_calls; chat_messages.h builds them from a request).
+  // `kwargs` (a JSON object, may be null) adds render variables; it may not set messages or
+  // add_generation_prompt, nor tools when `tools` (a list, or null) is given. Throws
+  // jinja::RaisedError with the template's own message for raise_exception(), quench::Error
+  // naming the position for any other failure.
+  std::string render(const jinja::Json& messages, bool add_generation_prompt,
+                     const nlohmann::json& kwargs = nullptr,
+                     const jinja::Json& tools = nullptr) const;
 
   // Where the template came from, for the load log: "chat_template.jinja" or
   // "tokenizer_config.json".

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "quench/core/error.h"
+#include "quench/server/chat_messages.h"
 
 namespace quench {
 namespace {
@@ -59,7 +60,6 @@ void refuse_unsupported(const json& body) {
   }
   if (number(body, "repetition_penalty", 1.0) != 1.0)
     bad("'repetition_penalty' is not supported yet (must be 1)");
-  if (present(body, "tools") && !body.at("tools").empty()) bad("'tools' is not supported yet");
 }
 
 void parse_sampling(const json& body, int64_t default_max_tokens, bool chat, ApiRequest& r) {
@@ -200,6 +200,8 @@ ApiRequest parse_completion_request(const json& body, const ServedModel& model) 
   if (!body.is_object()) bad("the request body must be a JSON object");
   check_model(body, model);
   refuse_unsupported(body);
+  if (present(body, "tools") && !body.at("tools").empty())
+    bad("'tools' is a chat field: use /v1/chat/completions");
   if (!present(body, "prompt")) bad("'prompt' is required");
   ApiRequest r;
   r.prompts = prompt_list(body.at("prompt"), model);
@@ -211,8 +213,9 @@ ApiRequest parse_completion_request(const json& body, const ServedModel& model) 
   return r;
 }
 
-ApiRequest parse_chat_request(const json& body, const ServedModel& model) {
-  if (!body.is_object()) bad("the request body must be a JSON object");
+ApiRequest parse_chat_request(const nlohmann::ordered_json& ordered, const ServedModel& model) {
+  if (!ordered.is_object()) bad("the request body must be a JSON object");
+  const json body = ordered;  // the field checks below need no order
   check_model(body, model);
   refuse_unsupported(body);
   if (boolean(body, "echo", false)) bad("'echo' is a completions field; chat has none");
@@ -232,38 +235,19 @@ ApiRequest parse_chat_request(const json& body, const ServedModel& model) {
       body.at("messages").empty()) {
     bad("'messages' must be a non-empty list");
   }
-  std::vector<ChatMessage> messages;
-  for (size_t i = 0; i < body.at("messages").size(); ++i) {
-    const json& m = body.at("messages")[i];
-    if (!m.is_object() || !m.contains("role") || !m.at("role").is_string())
-      bad(str_cat("messages[", i, "] needs a string 'role'"));
-    ChatMessage message{m.at("role").get<std::string>(), {}};
-    const json& content = m.value("content", json());
-    if (content.is_string()) {
-      message.content = content.get<std::string>();
-    } else if (content.is_array()) {
-      for (const json& part : content) {
-        if (part.value("type", "") != "text" || !part.contains("text") ||
-            !part.at("text").is_string()) {
-          bad(str_cat("messages[", i,
-                      "].content parts must be {\"type\": \"text\", \"text\": ...} (text only)"));
-        }
-        message.content += part.at("text").get<std::string>();
-      }
-    } else {
-      bad(str_cat("messages[", i, "].content must be a string or a list of text parts"));
-    }
-    messages.push_back(std::move(message));
-  }
+  const nlohmann::ordered_json messages = template_messages(ordered.at("messages"));
+  const ToolRequest tools = parse_tool_request(ordered, model.tools);
   std::string text;
   try {
-    text = model.chat_template->render(messages, add_generation_prompt, kwargs);
+    text = model.chat_template->render(messages, add_generation_prompt, kwargs, tools.tools);
   } catch (const Error& e) {
     bad(e.what());
   }
   ApiRequest r;
   r.prompts.push_back(encode_text(text, model, false));  // the template carries its own BOS
   r.n = choices_per_prompt(body, 1);
+  r.tool_call_parser = tools.parser;
+  r.parallel_tool_calls = tools.parallel_tool_calls;
   const int64_t room =
       static_cast<int64_t>(model.max_model_len) - static_cast<int64_t>(r.prompts[0].size());
   parse_sampling(body, std::max<int64_t>(room, 1), true, r);
@@ -300,8 +284,22 @@ json chat_json(const ResponseIds& ids, const std::vector<ChoiceResult>& choices,
                int32_t prompt_tokens, int32_t completion_tokens) {
   json list = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
-    list.push_back(choice({{"message", {{"role", "assistant"}, {"content", choices[i].text}}}},
-                          choices[i].reason, static_cast<int32_t>(i), choices[i].logprobs));
+    const ChoiceResult& c = choices[i];
+    json message = {{"role", "assistant"}, {"content", c.text}};
+    json entry;
+    if (c.tool_calls.empty()) {
+      entry =
+          choice({{"message", std::move(message)}}, c.reason, static_cast<int32_t>(i), c.logprobs);
+    } else {
+      if (c.text.empty()) message["content"] = nullptr;
+      message["tool_calls"] = json::array();
+      for (const ToolCall& call : c.tool_calls)
+        message["tool_calls"].push_back(tool_call_json(call));
+      entry = choice({{"message", std::move(message)}}, std::nullopt, static_cast<int32_t>(i),
+                     c.logprobs);
+      entry["finish_reason"] = "tool_calls";
+    }
+    list.push_back(std::move(entry));
   }
   json r = envelope(ids, "chat.completion", std::move(list));
   r["usage"] = usage_json(prompt_tokens, completion_tokens);
@@ -320,8 +318,15 @@ json chat_chunk_json(const ResponseIds& ids, const std::optional<std::string>& r
   json delta = json::object();
   if (role) delta["role"] = *role;
   if (!text.empty() || !role) delta["content"] = text;
-  return envelope(ids, "chat.completion.chunk",
-                  json::array({choice({{"delta", delta}}, reason, index, std::move(logprobs))}));
+  return chat_delta_chunk_json(ids, std::move(delta), choice_reason(reason), index,
+                               std::move(logprobs));
+}
+
+json chat_delta_chunk_json(const ResponseIds& ids, json delta, json finish_reason, int32_t index,
+                           json logprobs) {
+  json c = choice({{"delta", std::move(delta)}}, std::nullopt, index, std::move(logprobs));
+  c["finish_reason"] = std::move(finish_reason);
+  return envelope(ids, "chat.completion.chunk", json::array({std::move(c)}));
 }
 
 json completion_logprobs_json(const Tokenizer& tokenizer, const std::vector<int32_t>& tokens,

@@ -8,34 +8,30 @@
 // or a list), stream, stream_options.include_usage, ignore_eos (vLLM), n (choices per prompt).
 // /v1/chat/completions: messages (content a string or a list of text parts), max_tokens or
 // max_completion_tokens (default: what max_model_len leaves), vLLM's add_generation_prompt
-// (default true) and chat_template_kwargs (extra template variables, e.g. enable_thinking).
+// (default true) and chat_template_kwargs (extra template variables, e.g. enable_thinking); tools,
+// tool_choice and parallel_tool_calls (checked in tool_calls/tool_request.h; messages with tool
+// calls in chat_messages.h; docs/serving.md, "Tool calling").
 // logprobs: completions an integer k, chat logprobs: true with top_logprobs k; completions echo
 // (not streamed) adds the prompt's text and logprobs. Fields quench does not implement yet
-// (penalties, tools) are refused with 400 naming the field, never silently ignored.
+// (penalties) are refused with 400 naming the field, never silently ignored.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "quench/engine/sampler.h"
 #include "quench/engine/sampling_params.h"
 #include "quench/engine/sequence.h"
+#include "quench/server/api_error.h"
 #include "quench/server/chat_template.h"
+#include "quench/server/tool_calls/tool_call.h"
+#include "quench/server/tool_calls/tool_request.h"
 #include "quench/tokenizer/tokenizer.h"
 
 namespace quench {
-
-// An HTTP status and a message for the client (400 bad request, 404 unknown model, ...).
-struct ApiError : std::runtime_error {
-  ApiError(int status_code, const std::string& message, std::string error_type = "BadRequestError")
-      : std::runtime_error(message), status(status_code), type(std::move(error_type)) {}
-  int status;
-  std::string type;
-};
 
 struct ApiRequest {
   // One prompt, or several (a list of strings or of token-id lists); each is sampled n times,
@@ -46,6 +42,9 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with the counts
   bool echo = false;           // completions: the prompt's text (and logprobs) before the output
+  // Chat with tool_choice "auto": the parser that finds calls in the output; null: plain text.
+  const ToolCallParser* tool_call_parser = nullptr;
+  bool parallel_tool_calls = true;  // false: only the first call is returned
 };
 
 struct ServedModel {
@@ -57,11 +56,13 @@ struct ServedModel {
   // template failed to load.
   std::optional<ChatTemplate> chat_template;
   std::string chat_template_error;
+  ToolServing tools;  // --tool-call-parser, --enable-auto-tool-choice
 };
 
 // Throws ApiError. `body` is the parsed JSON (a parse failure is the caller's 400).
 ApiRequest parse_completion_request(const nlohmann::json& body, const ServedModel& model);
-ApiRequest parse_chat_request(const nlohmann::json& body, const ServedModel& model);
+// Chat takes the body with its key order, which the template sees in tools and tool arguments.
+ApiRequest parse_chat_request(const nlohmann::ordered_json& body, const ServedModel& model);
 
 // vLLM's error body: {"object": "error", "message", "type", "param": null, "code"}.
 nlohmann::json error_json(int status, const std::string& message, const std::string& type);
@@ -80,6 +81,9 @@ struct ChoiceResult {
   std::string text;
   FinishReason reason = FinishReason::kNone;
   nlohmann::json logprobs;  // null, or completion_logprobs_json / chat_logprobs_json
+  // Chat: calls found in the output (extract_tool_calls); `text` is then the content outside
+  // them, "" giving null content, and the finish reason is "tool_calls".
+  std::vector<ToolCall> tool_calls;
 };
 
 // The logprobs of generated tokens in OpenAI's two shapes. Completions (legacy): {"tokens",
@@ -112,6 +116,11 @@ nlohmann::json completion_chunk_json(const ResponseIds& ids, const std::string& 
 nlohmann::json chat_chunk_json(const ResponseIds& ids, const std::optional<std::string>& role,
                                const std::string& text, std::optional<FinishReason> reason,
                                int32_t index = 0, nlohmann::json logprobs = nullptr);
+// A chat chunk of any delta (e.g. {"tool_calls": [...]}) and finish reason (null, or a string such
+// as "tool_calls", which the engine's FinishReason does not name).
+nlohmann::json chat_delta_chunk_json(const ResponseIds& ids, nlohmann::json delta,
+                                     nlohmann::json finish_reason, int32_t index = 0,
+                                     nlohmann::json logprobs = nullptr);
 // The include_usage chunk: no choices, the counts.
 nlohmann::json usage_chunk_json(const ResponseIds& ids, bool chat, int32_t prompt_tokens,
                                 int32_t completion_tokens);

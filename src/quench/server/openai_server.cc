@@ -12,6 +12,8 @@
 #include "quench/server/chat_template.h"
 #include "quench/server/openai_protocol.h"
 #include "quench/server/server_metrics.h"
+#include "quench/server/tool_calls/tool_call_parser.h"
+#include "quench/server/tool_calls/tool_call_streamer.h"
 #include "quench/tokenizer/incremental_detokenizer.h"
 
 namespace quench {
@@ -84,6 +86,9 @@ void OpenAiServer::State::load() {
     model.max_model_len = llm->scheduler_config().max_model_len;
     model.vocab_size = llm->config().vocab_size;
     model.tokenizer = llm->tokenizer();
+    if (!options.tool_call_parser.empty())
+      model.tools.parser = &tool_call_parser(options.tool_call_parser);
+    model.tools.enable_auto_tool_choice = options.enable_auto_tool_choice;
     try {
       model.chat_template = ChatTemplate::from_model_dir(options.engine.model_dir);
     } catch (const Error& e) {
@@ -136,6 +141,7 @@ struct ChoiceState {
   int64_t logprob_text_offset = 0;  // the completions logprobs' text_offset of the next token
   bool sent_role = false;
   bool finished = false;
+  std::unique_ptr<ToolCallStreamer> tools;  // chat with tool_choice "auto": what may be sent
 };
 
 // The text of a finished choice from all its tokens: special tokens skipped, cut at a stop string.
@@ -154,15 +160,16 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
   if (engine_ptr == nullptr)
     return send_error(res, 503, "the model is loading", "ServiceUnavailableError");
   AsyncEngine& async = *engine_ptr;
-  json body;
+  nlohmann::ordered_json body;  // chat templates see tools and tool arguments in the order sent
   try {
-    body = json::parse(req.body);
+    body = nlohmann::ordered_json::parse(req.body);
   } catch (const json::exception& e) {
     return send_error(res, 400, str_cat("the request body is not valid JSON: ", e.what()));
   }
   ApiRequest request;
   try {
-    request = chat ? parse_chat_request(body, served) : parse_completion_request(body, served);
+    request =
+        chat ? parse_chat_request(body, served) : parse_completion_request(json(body), served);
   } catch (const ApiError& e) {
     return send_error(res, e.status, e.what(), e.type);
   }
@@ -182,6 +189,10 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
         c.stream = async.submit(prompt, params);
         if (served.tokenizer != nullptr)
           c.detokenizer = std::make_unique<IncrementalDetokenizer>(*served.tokenizer);
+        if (request.tool_call_parser != nullptr) {
+          c.tools = std::make_unique<ToolCallStreamer>(*request.tool_call_parser,
+                                                       request.parallel_tool_calls);
+        }
         choices->push_back(std::move(c));
       }
     }
@@ -217,10 +228,16 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
       }
       completion_tokens += static_cast<int32_t>(tokens.size());
       // Without a tokenizer the text is empty; the token counts are still in usage.
-      ChoiceResult result{final_text(served.tokenizer, tokens, *c.stream),
-                          c.stream->finish_reason(), nullptr};
+      ChoiceResult result{
+          final_text(served.tokenizer, tokens, *c.stream), c.stream->finish_reason(), nullptr, {}};
       if (request.echo && served.tokenizer != nullptr) {
         result.text = served.tokenizer->decode(c.prompt, false, true) + result.text;
+      }
+      if (request.tool_call_parser != nullptr) {
+        ToolCallOutput out =
+            extract_tool_calls(*request.tool_call_parser, result.text, request.parallel_tool_calls);
+        result.text = std::move(out.content);
+        result.tool_calls = std::move(out.calls);
       }
       if (request.params.logprobs >= 0 && served.tokenizer != nullptr) {
         if (chat) {
@@ -287,8 +304,15 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
               while (end > c.sent && end < c.text.size() &&
                      (static_cast<uint8_t>(c.text[end]) & 0xC0) == 0x80)
                 --end;
-              const std::string text = end > c.sent ? c.text.substr(c.sent, end - c.sent) : "";
+              std::string text = end > c.sent ? c.text.substr(c.sent, end - c.sent) : "";
               c.sent = std::max(c.sent, end);
+              json tool_calls = json::array();
+              if (c.tools) {  // of the text that may be sent, what is not (part of) a call
+                ToolCallStreamer::Delta d =
+                    c.tools->update(std::string_view(c.text).substr(0, c.sent), false);
+                text = std::move(d.content);
+                tool_calls = std::move(d.tool_calls);
+              }
               json lp = nullptr;
               if (request.params.logprobs >= 0 && served.tokenizer != nullptr) {
                 if (chat) {
@@ -307,6 +331,10 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
                          : completion_chunk_json(ids, text, std::nullopt, c.index, std::move(lp));
                 if (!write(sse(chunk))) return false;
               }
+              if (!tool_calls.empty() &&
+                  !write(sse(chat_delta_chunk_json(ids, {{"tool_calls", std::move(tool_calls)}},
+                                                   nullptr, c.index))))
+                return false;
             }
             if (more) continue;
             if (!c.stream->error().empty()) {
@@ -320,8 +348,23 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
               c.text.resize(
                   std::min(c.text.size(), static_cast<size_t>(c.stream->stop_text_offset())));
             }
-            const std::string rest = c.text.size() > c.sent ? c.text.substr(c.sent) : "";
+            std::string rest = c.text.size() > c.sent ? c.text.substr(c.sent) : "";
             const FinishReason reason = c.stream->finish_reason();
+            if (c.tools) {
+              ToolCallStreamer::Delta d = c.tools->update(c.text, true);
+              if (!d.tool_calls.empty()) {
+                write(sse(chat_delta_chunk_json(ids, {{"tool_calls", std::move(d.tool_calls)}},
+                                                nullptr, c.index)));
+              }
+              if (c.tools->called()) {
+                json delta = json::object();
+                if (!d.content.empty()) delta["content"] = std::move(d.content);
+                write(sse(chat_delta_chunk_json(ids, std::move(delta), "tool_calls", c.index)));
+                c.finished = true;
+                continue;
+              }
+              rest = std::move(d.content);
+            }
             write(sse(chat ? chat_chunk_json(ids, std::nullopt, rest, reason, c.index)
                            : completion_chunk_json(ids, rest, reason, c.index)));
             c.finished = true;
@@ -400,10 +443,10 @@ void OpenAiServer::State::routes() {
                                                  httplib::Response& res) {
     if (!tokenizer_ready(res)) return;
     try {
-      const json body = json::parse(req.body);
+      const auto body = nlohmann::ordered_json::parse(req.body);
       std::vector<int32_t> tokens;
       if (body.contains("messages")) {
-        json chat = body;
+        nlohmann::ordered_json chat = body;
         chat.erase("max_tokens");
         tokens = parse_chat_request(chat, served).prompts.front();
       } else {
@@ -468,6 +511,10 @@ OpenAiServer::OpenAiServer(ServeOptions options) : state_(std::make_unique<State
     if (options.served_model_name.empty()) options.served_model_name = options.engine.model_dir;
   }
   QUENCH_REQUIRE(options.http_threads >= 1, "http_threads ", options.http_threads, " must be >= 1");
+  if (!options.tool_call_parser.empty()) tool_call_parser(options.tool_call_parser);  // known?
+  QUENCH_REQUIRE(!options.enable_auto_tool_choice || !options.tool_call_parser.empty(),
+                 "--enable-auto-tool-choice needs --tool-call-parser (one of ",
+                 tool_call_parser_names(), ")");
   state_->options = std::move(options);
 }
 

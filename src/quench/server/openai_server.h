@@ -23,10 +23,15 @@ struct ServeOptions {
   std::string served_model_name;      // default: the model directory's last component
   int32_t http_threads = 64;          // concurrent connections (a streaming request holds one)
   int32_t log_interval_seconds = 10;  // the periodic throughput line; 0 = off
+  // Tool calling (vLLM's flags): the parser that finds calls in chat output ("hermes",
+  // "llama3_json"; empty: none), and whether tool_choice "auto" is allowed (it needs the parser).
+  std::string tool_call_parser;
+  bool enable_auto_tool_choice = false;
 };
 
 class OpenAiServer {
  public:
+  // Throws quench::Error for an unknown tool call parser, or --enable-auto-tool-choice without one.
   explicit OpenAiServer(ServeOptions options);
   ~OpenAiServer();  // stops serving
   OpenAiServer(const OpenAiServer&) = delete;

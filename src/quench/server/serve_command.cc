@@ -6,8 +6,10 @@
 #include <thread>
 
 #include "quench/core/error.h"
+#include "quench/core/flag_parsing.h"
 #include "quench/engine/engine_flags.h"
 #include "quench/server/openai_server.h"
+#include "quench/server/tool_calls/tool_call_parser.h"
 
 namespace quench {
 namespace {
@@ -23,14 +25,17 @@ const char* serve_usage() {
   static const std::string usage =
       std::string(
           "usage: quench serve [--host ADDR] [--port N] [--served-model-name NAME]\n"
-          "  [--http-threads N] [--log-interval SECONDS]\n") +
+          "  [--http-threads N] [--log-interval SECONDS]\n"
+          "  [--tool-call-parser hermes|llama3_json] [--enable-auto-tool-choice]\n") +
       engine_flags_usage();
   return usage.c_str();
 }
 
 const FlagTable& known_flags() {
-  static const FlagTable flags = command_flag_table(
-      {"--host", "--port", "--served-model-name", "--http-threads", "--log-interval"}, {});
+  static const FlagTable flags =
+      command_flag_table({"--host", "--port", "--served-model-name", "--http-threads",
+                          "--log-interval", "--tool-call-parser"},
+                         {"--enable-auto-tool-choice"});
   return flags;
 }
 
@@ -56,6 +61,20 @@ int run_serve_command(int argc, char** argv, std::ostream& out, std::ostream& er
     }
     if (auto it = flags.find("--log-interval"); it != flags.end()) {
       options.log_interval_seconds = parse_int_flag<int32_t>("--log-interval", it->second, 0);
+    }
+    if (auto it = flags.find("--tool-call-parser"); it != flags.end()) {
+      try {
+        tool_call_parser(it->second);
+      } catch (const Error&) {
+        throw UsageError(str_cat("--tool-call-parser '", it->second,
+                                 "' is not supported; allowed: ", tool_call_parser_names()));
+      }
+      options.tool_call_parser = it->second;
+    }
+    options.enable_auto_tool_choice = flags.count("--enable-auto-tool-choice") > 0;
+    if (options.enable_auto_tool_choice && options.tool_call_parser.empty()) {
+      throw UsageError(str_cat("--enable-auto-tool-choice needs --tool-call-parser (one of ",
+                               tool_call_parser_names(), ")"));
     }
   } catch (const Error& e) {
     err << "error: " << e.what() << "\n";

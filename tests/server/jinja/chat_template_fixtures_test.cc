@@ -48,23 +48,36 @@ INSTANTIATE_TEST_SUITE_P(Jinja, ChatTemplateFixture,
                          ::testing::Values("llama3", "qwen3", "mistral", "gemma", "chatml",
                                            "kitchen_sink"));
 
-// The ChatTemplate wrapper passes the same variables HF does: special tokens, tools and
-// documents as None, kwargs, messages and add_generation_prompt.
+// The ChatTemplate wrapper passes the same variables HF does: special tokens, documents as None,
+// tools, kwargs, messages and add_generation_prompt. Every fixture case, tool calls and tool
+// results included, renders the same through it.
 TEST(JinjaChatTemplate, WrapperMatchesTheFixtureVariables) {
-  const Json fixture = Json::parse(read(kDir + "qwen3.json"));
-  for (const Json& c : fixture.at("cases")) {
-    const Json& v = c.at("variables");
-    if (c.at("name") != "enable_thinking_false") continue;
-    std::vector<ChatMessage> messages;
-    for (const Json& m : v.at("messages"))
-      messages.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
-    const ChatTemplate chat(read(kDir + "qwen3.jinja"),
-                            {{"eos_token", "<|im_end|>"}, {"pad_token", "<|endoftext|>"}});
-    EXPECT_EQ(chat.render(messages, true, {{"enable_thinking", false}}),
-              c.at("expected").get<std::string>());
-    return;
+  for (const char* name : {"llama3", "qwen3", "mistral", "gemma", "chatml", "kitchen_sink"}) {
+    const Json fixture = Json::parse(read(kDir + name + ".json"));
+    for (const Json& c : fixture.at("cases")) {
+      SCOPED_TRACE(std::string(name) + "/" + c.at("name").get<std::string>());
+      nlohmann::json tokens = nlohmann::json::object();
+      nlohmann::json kwargs = nlohmann::json::object();
+      for (const auto& [key, value] : c.at("variables").items()) {
+        if (key == "messages" || key == "tools" || key == "documents" ||
+            key == "add_generation_prompt")
+          continue;
+        (key.ends_with("_token") || key == "additional_special_tokens" ? tokens : kwargs)[key] =
+            value;
+      }
+      const ChatTemplate chat(read(kDir + name + ".jinja"), tokens);
+      const Json& v = c.at("variables");
+      auto render = [&] {
+        return chat.render(v.at("messages"), v.at("add_generation_prompt").get<bool>(), kwargs,
+                           v.at("tools"));
+      };
+      if (c.contains("expected")) {
+        EXPECT_EQ(render(), c.at("expected").get<std::string>());
+      } else {
+        EXPECT_THROW(render(), RaisedError);
+      }
+    }
   }
-  FAIL() << "case enable_thinking_false not found";
 }
 
 }  // namespace

@@ -1,0 +1,59 @@
+// Tool calls in generated text, one parser per model family's call format, chosen by
+// `quench serve --tool-call-parser NAME` with vLLM's names:
+//   hermes       Qwen2.5, Qwen3, Hermes: <tool_call>\n{"name": ..., "arguments":
+//   {...}}\n</tool_call>
+//                blocks anywhere in the text, any number of them;
+//   llama3_json  Llama 3.1 / 3.2: the whole output is {"name": ..., "parameters": {...}}, possibly
+//                after <|python_tag|>, several separated by ';'.
+// A parser only splits text into content and calls; the response (extract_tool_calls) and the
+// stream (ToolCallStreamer) are built on that one split, so they agree on what a call is.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "quench/server/tool_calls/tool_call.h"
+
+namespace quench {
+
+// A stretch of output text: a call, or plain content text[begin, end). Bytes between segments
+// (markers, separators) belong to neither.
+struct ToolCallSegment {
+  size_t begin = 0;
+  size_t end = 0;
+  std::optional<FunctionCall> call;
+};
+
+class ToolCallParser {
+ public:
+  virtual ~ToolCallParser() = default;
+
+  // The segments of `text`, in order. With final = false the text may still grow: the segments
+  // cover only what more text cannot change (a possible call marker at the end is held back, an
+  // unfinished call left out), and a longer text gives the same segments again, the last content
+  // one possibly longer. With final = true everything is covered; malformed call text makes the
+  // whole text one content segment (a call that cannot be read is shown, never dropped).
+  virtual std::vector<ToolCallSegment> scan(std::string_view text, bool final) const = 0;
+};
+
+// The parser `name` selects; throws quench::Error naming the allowed names.
+const ToolCallParser& tool_call_parser(std::string_view name);
+// "hermes, llama3_json", for usage lines and errors.
+const char* tool_call_parser_names();
+
+struct ToolCallOutput {
+  // Without calls: the whole text. With calls: the text outside them, trimmed, blank stretches
+  // between calls left out ("" is the API's null content).
+  std::string content;
+  std::vector<ToolCall> calls;  // each with a fresh id
+};
+
+// A finished choice's text as a chat message's content and tool_calls. With
+// parallel_tool_calls = false only the first call is kept.
+ToolCallOutput extract_tool_calls(const ToolCallParser& parser, std::string_view text,
+                                  bool parallel_tool_calls);
+
+}  // namespace quench

@@ -1,0 +1,32 @@
+// The tool fields of a chat request, checked: tools (OpenAI's [{"type": "function", "function":
+// {name, description, parameters}}]), tool_choice and parallel_tool_calls, with vLLM's rules:
+// tool_choice defaults to "auto" when there are tools, and "auto" needs the server started with
+// --enable-auto-tool-choice and --tool-call-parser. "required" and a named function are refused
+// (vLLM forces them with guided decoding, which quench does not have yet).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "quench/server/tool_calls/tool_call_parser.h"
+
+namespace quench {
+
+// How the server was started for tools.
+struct ToolServing {
+  const ToolCallParser* parser = nullptr;  // --tool-call-parser; null: none
+  bool enable_auto_tool_choice = false;    // --enable-auto-tool-choice
+};
+
+struct ToolRequest {
+  // The template's `tools`: the request's list as sent (key order kept), or null. With
+  // tool_choice "none" the tools still reach the template (vLLM's default); the output is then
+  // not parsed for calls.
+  nlohmann::ordered_json tools;
+  const ToolCallParser* parser = nullptr;  // set when calls are parsed from the output ("auto")
+  bool parallel_tool_calls = true;
+};
+
+// Throws ApiError (400) naming the bad field and the allowed values.
+ToolRequest parse_tool_request(const nlohmann::ordered_json& body, const ToolServing& serving);
+
+}  // namespace quench

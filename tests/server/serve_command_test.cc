@@ -1,0 +1,40 @@
+// `quench serve`'s tool flags: an unknown parser or --enable-auto-tool-choice without one is a
+// usage error (exit code 2) naming the allowed parsers, before anything is loaded.
+#include "quench/server/serve_command.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace quench {
+namespace {
+
+// The exit code and stderr of `quench serve ARGS...`.
+std::pair<int, std::string> serve(std::vector<std::string> args) {
+  args.insert(args.begin(), "serve");
+  std::vector<char*> argv;
+  for (std::string& a : args)
+    argv.push_back(a.data());
+  std::ostringstream out, err;
+  const int code = run_serve_command(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, err.str()};
+}
+
+TEST(ServeCommand, ToolFlagsAreCheckedUpFront) {
+  const auto [unknown, unknown_err] = serve({"--tool-call-parser", "mistral"});
+  EXPECT_EQ(unknown, 2);
+  EXPECT_NE(unknown_err.find("--tool-call-parser 'mistral' is not supported; allowed: hermes, "
+                             "llama3_json"),
+            std::string::npos)
+      << unknown_err;
+  const auto [lonely, lonely_err] = serve({"--enable-auto-tool-choice"});
+  EXPECT_EQ(lonely, 2);
+  EXPECT_NE(lonely_err.find("--enable-auto-tool-choice needs --tool-call-parser"),
+            std::string::npos)
+      << lonely_err;
+}
+
+}  // namespace
+}  // namespace quench

@@ -1,0 +1,140 @@
+// The tool-call parsers on what models write: well-formed calls, several calls, calls mixed with
+// text, and malformed call text, which stays plain content (the whole text) rather than failing.
+#include "quench/server/tool_calls/tool_call_parser.h"
+
+#include <gtest/gtest.h>
+
+#include "harness/expect_error.h"
+
+namespace quench {
+namespace {
+
+const ToolCallParser& hermes() {
+  return tool_call_parser("hermes");
+}
+const ToolCallParser& llama3() {
+  return tool_call_parser("llama3_json");
+}
+
+std::vector<std::pair<std::string, std::string>> names_and_arguments(const ToolCallOutput& out) {
+  std::vector<std::pair<std::string, std::string>> calls;
+  for (const ToolCall& c : out.calls)
+    calls.emplace_back(c.function.name, c.function.arguments);
+  return calls;
+}
+
+using Calls = std::vector<std::pair<std::string, std::string>>;
+
+TEST(ToolCallParser, HermesOneCall) {
+  const ToolCallOutput out =
+      extract_tool_calls(hermes(),
+                         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                         "\"Paris\"}}\n</tool_call>",
+                         true);
+  EXPECT_EQ(names_and_arguments(out), (Calls{{"get_weather", R"({"city":"Paris"})"}}));
+  EXPECT_EQ(out.content, "");
+  ASSERT_EQ(out.calls.size(), 1u);
+  const std::string& id = out.calls[0].id;
+  EXPECT_EQ(id.rfind("chatcmpl-tool-", 0), 0u) << id;
+  EXPECT_EQ(id.size(), std::string("chatcmpl-tool-").size() + 32) << id;
+}
+
+TEST(ToolCallParser, HermesSeveralCallsAndTheTextAroundThem) {
+  const std::string text =
+      "Let me check both.\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": "
+      "\"CET\", \"format\": \"24h\"}}\n</tool_call>\nDone.";
+  const ToolCallOutput out = extract_tool_calls(hermes(), text, true);
+  // The model's key order is kept in the arguments.
+  EXPECT_EQ(names_and_arguments(out), (Calls{{"get_weather", R"({"city":"Paris"})"},
+                                             {"get_time", R"({"tz":"CET","format":"24h"})"}}));
+  EXPECT_EQ(out.content, "Let me check both.\n\n\nDone.");
+  EXPECT_NE(out.calls[0].id, out.calls[1].id);
+  // parallel_tool_calls = false keeps the first call only.
+  EXPECT_EQ(names_and_arguments(extract_tool_calls(hermes(), text, false)),
+            (Calls{{"get_weather", R"({"city":"Paris"})"}}));
+}
+
+TEST(ToolCallParser, HermesMalformedCallsStayContent) {
+  for (const std::string text : {
+           "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": }\n</tool_call>",  // bad JSON
+           "<tool_call>\n{\"arguments\": {}}\n</tool_call>",                         // no name
+           "<tool_call>\n{\"name\": \"f\", \"arguments\": [1]}\n</tool_call>",  // not an object
+           "<tool_call>\n[\"f\"]\n</tool_call>",
+           // One good call and one bad: all of it is content, nothing is half-called.
+           "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call><tool_call>{\"name\": "
+           "\"g\", </tool_call>",
+           "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\"",  // cut off mid-call
+       }) {
+    SCOPED_TRACE(text);
+    const ToolCallOutput out = extract_tool_calls(hermes(), text, true);
+    EXPECT_TRUE(out.calls.empty());
+    EXPECT_EQ(out.content, text);
+  }
+}
+
+TEST(ToolCallParser, HermesEdgeCases) {
+  // Plain text, even with angle brackets, is content as it is.
+  EXPECT_EQ(extract_tool_calls(hermes(), "a < b and <tool> x\n", true).content,
+            "a < b and <tool> x\n");
+  // A last block the model did not close counts when its JSON is whole.
+  EXPECT_EQ(names_and_arguments(extract_tool_calls(
+                hermes(), "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n", true)),
+            (Calls{{"f", R"({"x":1})"}}));
+  // Absent arguments are {}; double-encoded ones are read through.
+  EXPECT_EQ(names_and_arguments(extract_tool_calls(
+                hermes(),
+                "<tool_call>{\"name\": \"f\"}</tool_call><tool_call>{\"name\": \"g\", "
+                "\"arguments\": \"{\\\"x\\\": 2}\"}</tool_call>",
+                true)),
+            (Calls{{"f", "{}"}, {"g", R"({"x":2})"}}));
+  // Growing text: a possible marker start at the end is held back, an open call left out.
+  const auto partial = hermes().scan("Hi <tool_", false);
+  ASSERT_EQ(partial.size(), 1u);
+  EXPECT_EQ(partial[0].end, 3u);
+  const auto open = hermes().scan("Hi <tool_call>{\"name\": \"f\"", false);
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_FALSE(open[0].call);
+}
+
+TEST(ToolCallParser, Llama3JsonCalls) {
+  EXPECT_EQ(
+      names_and_arguments(extract_tool_calls(
+          llama3(), "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", true)),
+      (Calls{{"get_weather", R"({"city":"Paris"})"}}));
+  const ToolCallOutput two = extract_tool_calls(
+      llama3(),
+      " <|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": \"x;y\"}}; {\"name\": \"g\", "
+      "\"arguments\": {\"b\": {\"c\": [1, 2]}}}\n",
+      true);
+  EXPECT_EQ(names_and_arguments(two),
+            (Calls{{"f", R"({"a":"x;y"})"}, {"g", R"({"b":{"c":[1,2]}})"}}));
+  EXPECT_EQ(two.content, "");
+}
+
+TEST(ToolCallParser, Llama3JsonNonCallsStayContent) {
+  for (const std::string text : {
+           "The answer is 4.",
+           "{\"answer\": 4}",                                           // JSON, but not a call
+           "{\"name\": \"f\", \"parameters\": {}} and then some text",  // not all calls
+           "{\"name\": \"f\", \"parameters\": {}}; {\"name\": ",        // cut off
+           "<|python_tag|>",
+           "",
+       }) {
+    SCOPED_TRACE(text);
+    const ToolCallOutput out = extract_tool_calls(llama3(), text, true);
+    EXPECT_TRUE(out.calls.empty());
+    EXPECT_EQ(out.content, text);
+  }
+  // While the output may still become a call, nothing is shown.
+  EXPECT_TRUE(llama3().scan("  <|pyth", false).empty());
+  EXPECT_TRUE(llama3().scan("{\"name\": \"f\", \"para", false).empty());
+  EXPECT_EQ(llama3().scan("Sure", false).size(), 1u);
+}
+
+TEST(ToolCallParser, UnknownNameListsTheKnownOnes) {
+  EXPECT_QUENCH_ERROR(tool_call_parser("mistral"), {"mistral", "hermes", "llama3_json"});
+}
+
+}  // namespace
+}  // namespace quench

@@ -1,0 +1,90 @@
+// The tool fields of a chat request: the shapes OpenAI defines accepted, everything else a 400
+// naming the field and what is allowed, and vLLM's rule that tool_choice "auto" (the default with
+// tools) needs --enable-auto-tool-choice and a parser.
+#include "quench/server/tool_calls/tool_request.h"
+
+#include <gtest/gtest.h>
+
+#include "quench/server/api_error.h"
+
+namespace quench {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const Json kTool = Json::parse(
+    R"({"type": "function", "function": {"name": "get_weather", "description": "d",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}})");
+
+ToolServing enabled() {
+  return {&tool_call_parser("hermes"), true};
+}
+
+// The message of the 400 that parsing `body` throws ("" when none).
+std::string error_of(const Json& body, const ToolServing& serving = enabled()) {
+  try {
+    parse_tool_request(body, serving);
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ToolRequest, ToolsAndChoices) {
+  const ToolRequest none = parse_tool_request(Json::object(), enabled());
+  EXPECT_TRUE(none.tools.is_null());
+  EXPECT_EQ(none.parser, nullptr);
+  // With tools, "auto" is the default: the output is parsed.
+  const ToolRequest with = parse_tool_request({{"tools", {kTool}}}, enabled());
+  EXPECT_EQ(with.tools, Json::array({kTool}));
+  EXPECT_EQ(with.parser, &tool_call_parser("hermes"));
+  EXPECT_TRUE(with.parallel_tool_calls);
+  // "none" still shows the tools to the template, but nothing is parsed.
+  const ToolRequest off = parse_tool_request(
+      {{"tools", {kTool}}, {"tool_choice", "none"}, {"parallel_tool_calls", false}}, ToolServing{});
+  EXPECT_EQ(off.tools, Json::array({kTool}));
+  EXPECT_EQ(off.parser, nullptr);
+  EXPECT_FALSE(off.parallel_tool_calls);
+  // An empty list is no tools; the type may be left out (it can only be "function").
+  EXPECT_TRUE(parse_tool_request({{"tools", Json::array()}}, ToolServing{}).tools.is_null());
+  EXPECT_EQ(error_of({{"tools", {{{"function", {{"name", "f"}}}}}}}), "");
+}
+
+TEST(ToolRequest, BadShapesNameTheField) {
+  auto has = [](const std::string& message, const std::string& part) {
+    return message.find(part) != std::string::npos;
+  };
+  EXPECT_TRUE(has(error_of({{"tools", "get_weather"}}), "'tools' must be a list"));
+  EXPECT_TRUE(has(error_of({{"tools", {kTool, {{"type", "retrieval"}}}}}),
+                  "tools[1].type must be \"function\""));
+  EXPECT_TRUE(has(error_of({{"tools", {{{"type", "function"}}}}}), "tools[0].function must be"));
+  EXPECT_TRUE(has(error_of({{"tools", {{{"type", "function"}, {"function", {{"name", ""}}}}}}}),
+                  "tools[0].function.name must be a non-empty string"));
+  EXPECT_TRUE(has(
+      error_of({{"tools",
+                 {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", "x"}}}}}}}),
+      "tools[0].function.parameters"));
+  EXPECT_TRUE(has(error_of({{"tools", {kTool}}, {"tool_choice", "always"}}),
+                  "\"none\", \"auto\", \"required\""));
+  EXPECT_TRUE(has(error_of({{"tools", {kTool}}, {"parallel_tool_calls", "yes"}}),
+                  "'parallel_tool_calls' must be true or false"));
+  EXPECT_TRUE(has(error_of({{"tool_choice", "auto"}}), "needs 'tools'"));
+}
+
+TEST(ToolRequest, UnsupportedChoicesAndServerFlagsAreNamed) {
+  const std::string auto_off = error_of({{"tools", {kTool}}}, ToolServing{});
+  EXPECT_NE(auto_off.find("--enable-auto-tool-choice"), std::string::npos) << auto_off;
+  EXPECT_NE(auto_off.find("--tool-call-parser"), std::string::npos) << auto_off;
+  EXPECT_NE(error_of({{"tools", {kTool}}}, {&tool_call_parser("hermes"), false}), "");
+  EXPECT_NE(error_of({{"tools", {kTool}}, {"tool_choice", "required"}}).find("not supported yet"),
+            std::string::npos);
+  const std::string named =
+      error_of({{"tools", {kTool}},
+                {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}});
+  EXPECT_NE(named.find("get_weather"), std::string::npos) << named;
+  EXPECT_NE(named.find("not supported yet"), std::string::npos) << named;
+}
+
+}  // namespace
+}  // namespace quench
