@@ -322,6 +322,9 @@ TEST(OpenAiServer, ConcurrentClientsGetWhatTheyWouldGetAlone) {
       << metrics->body;
   EXPECT_NE(metrics->body.find("quench:generation_tokens_total{model_name=\"tiny\"} 48"),
             std::string::npos);
+  // No speculation configured: the counters are there, at zero.
+  EXPECT_NE(metrics->body.find("quench:spec_decode_num_draft_tokens_total{model_name=\"tiny\"} 0"),
+            std::string::npos);
   EXPECT_NE(metrics->body.find("quench:time_to_first_token_seconds_count{model_name=\"tiny\"} 6"),
             std::string::npos);
 }

@@ -170,6 +170,8 @@ void AsyncEngine::run() {
     counters_.kv_cache_usage = engine_->kv_cache_usage();
     counters_.prefix_query_tokens = engine_->prefix_query_tokens();
     counters_.prefix_hit_tokens = engine_->prefix_hit_tokens();
+    counters_.spec_draft_tokens = engine_->spec_drafted_tokens();
+    counters_.spec_accepted_tokens = engine_->spec_accepted_tokens();
     log_throughput();
   }
   for (auto& [id, stream] : in_flight)

@@ -74,6 +74,8 @@ struct AsyncEngineCounters {
   std::atomic<double> kv_cache_usage{0.0};
   std::atomic<int64_t> prefix_query_tokens{0};
   std::atomic<int64_t> prefix_hit_tokens{0};
+  std::atomic<int64_t> spec_draft_tokens{0};     // n-gram drafts verified
+  std::atomic<int64_t> spec_accepted_tokens{0};  // and accepted
 };
 
 class AsyncEngine {

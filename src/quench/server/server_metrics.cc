@@ -69,6 +69,10 @@ std::string ServerMetrics::format(const std::string& model_name,
          "Prompt tokens whose KV the prefix cache supplied.", c.prefix_hit_tokens.load());
   sample("quench:generation_tokens_total", "counter", "Tokens generated.",
          c.generation_tokens.load());
+  sample("quench:spec_decode_num_draft_tokens_total", "counter",
+         "Speculative (n-gram) draft tokens verified.", c.spec_draft_tokens.load());
+  sample("quench:spec_decode_num_accepted_tokens_total", "counter",
+         "Speculative draft tokens accepted.", c.spec_accepted_tokens.load());
   out << "# HELP quench:request_success_total Finished requests by finish reason.\n"
       << "# TYPE quench:request_success_total counter\n"
       << "quench:request_success_total{" << labels << ",finished_reason=\"stop\"} "
