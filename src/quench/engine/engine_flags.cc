@@ -84,8 +84,10 @@ NgramSpeculation parse_speculative_config(const std::string& text) {
     QUENCH_REQUIRE(field != nullptr, "unknown field '", key,
                    "'; allowed: method, num_speculative_tokens, prompt_lookup_max, "
                    "prompt_lookup_min");
-    QUENCH_REQUIRE(value.is_number_integer(), key, " must be an integer, got ", value.dump());
-    *field = value.get<int32_t>();
+    QUENCH_REQUIRE(
+        value.is_number_integer() && value.get<int64_t>() >= 0 && value.get<int64_t>() <= 1024, key,
+        " must be an integer in [0, 1024], got ", value.dump());
+    *field = static_cast<int32_t>(value.get<int64_t>());
   }
   QUENCH_REQUIRE(j.contains("method"), "'method' is required (allowed: ngram)");
   QUENCH_REQUIRE(spec.num_speculative_tokens >= 1, "num_speculative_tokens is required (1 to ",

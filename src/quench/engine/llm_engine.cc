@@ -68,9 +68,10 @@ LlmEngine::LlmEngine(const EngineOptions& options) : options_(options) {
     budget.device_free_bytes = memory.free_bytes;
     budget.utilization = options.gpu_memory_utilization;
     budget.weight_bytes = DeviceDecoderModel::weight_bytes(*weights_);
-    // Prompt logprobs can ask for a logit row per token of the step.
-    budget.step_bytes = DeviceDecoderModel::step_bytes(config_, sc.max_num_batched_tokens,
-                                                       sc.max_num_batched_tokens);
+    // The runner sizes its buffers for max(max_num_batched_tokens, max_num_seqs) rows (a decode
+    // graph holds max_num_seqs), each a logit row at most (prompt logprobs).
+    const int32_t rows = std::max(sc.max_num_batched_tokens, sc.max_num_seqs);
+    budget.step_bytes = DeviceDecoderModel::step_bytes(config_, rows, rows);
     KvCacheLayout page;
     page.num_pages = 1;
     page.page_size = options.block_size;

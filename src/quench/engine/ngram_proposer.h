@@ -24,6 +24,10 @@ struct NgramSpeculation {
 // A decode row holds the last sampled token and the drafts.
 inline constexpr int32_t kMaxSpeculativeTokens = kMaxDecodeQueryTokens - 1;
 
+// How far back the scheduler looks for an earlier occurrence (tokens): the search is linear in
+// it per decode row and step.
+inline constexpr int32_t kNgramLookback = 4096;
+
 // Up to `max_drafts` tokens: for n from prompt_lookup_max down to prompt_lookup_min, the tokens
 // after the most recent earlier occurrence of the last n tokens; empty when none occurs.
 std::vector<int32_t> propose_ngram_drafts(std::span<const int32_t> tokens,

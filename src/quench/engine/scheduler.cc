@@ -108,8 +108,10 @@ std::vector<int32_t> Scheduler::drafts_for(const Sequence& s, int32_t budget) co
       std::min({spec.num_speculative_tokens, budget - 1, config_.max_model_len - s.num_tokens() - 1,
                 s.params.max_tokens - static_cast<int32_t>(s.output.size()) - 1});
   if (room <= 0) return {};
-  const std::vector<int32_t> all = s.tokens(0, s.num_tokens());
-  return propose_ngram_drafts(all, spec, room);
+  // The look-up reads the last kNgramLookback tokens: its cost per step stays bounded however
+  // long the sequence grows.
+  const int32_t from = std::max(0, s.num_tokens() - kNgramLookback);
+  return propose_ngram_drafts(s.tokens(from, s.num_tokens() - from), spec, room);
 }
 
 void Scheduler::preempt(std::unique_ptr<Sequence> seq) {
@@ -132,6 +134,9 @@ ScheduledStep Scheduler::schedule() {
       continue;
     }
     std::vector<int32_t> draft = drafts_for(s, budget);
+    // Drafts never cost another sequence its pages: without room for them, the row goes alone.
+    if (!draft.empty() && !reserve(s, s.num_computed + 1 + static_cast<int32_t>(draft.size())))
+      draft.clear();
     const int32_t rows = 1 + static_cast<int32_t>(draft.size());
     bool placed = true;
     while (!reserve(s, s.num_computed + rows)) {

@@ -10,6 +10,7 @@
 #include "quench/attention/query_output_split.h"
 #include "quench/core/cuda_device.h"
 #include "quench/core/device_buffer.h"
+#include "quench/core/env_switch.h"
 #include "quench/core/log.h"
 #include "quench/kv_cache/block_table.h"
 #include "quench/model/decode_graph_plan.h"
@@ -217,7 +218,9 @@ struct DeviceDecoderModel::State {
   int64_t graphs_generation = -1;
 
   ~State() {
+    // Graphs, then cuBLAS (which holds the stream), then the stream.
     graphs.clear();
+    cublas.reset();
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
 
@@ -232,7 +235,6 @@ struct DeviceDecoderModel::State {
     const auto qd = static_cast<size_t>(c.num_q_heads()) * static_cast<size_t>(c.head_dim());
     const auto kvd = static_cast<size_t>(c.num_kv_heads()) * static_cast<size_t>(c.head_dim());
     const auto ff = static_cast<size_t>(c.intermediate_size);
-    const auto seqs = static_cast<size_t>(host.num_seqs);
     StepBuffers b;
     b.t = host.num_tokens;
     b.rows = num_logit_rows;
@@ -387,7 +389,9 @@ struct DeviceDecoderModel::State {
   // and the buffers and workspace reach their final addresses. Throws when a capture fails.
   void capture_decode_graphs() {
     graphs.clear();
-    // The largest step first, so that smaller ones move no buffer.
+    // The largest step first, so that smaller ones move no per-row buffer (the attention
+    // workspace may still grow: smaller batches take more KV splits). Each warm-up step ends
+    // with a synchronize: the next one rewrites the pinned staging buffer its inputs came from.
     for (auto it = graph_sizes.rbegin(); it != graph_sizes.rend(); ++it) {
       const AttentionMetadata m =
           decode_graph_capture_metadata(*it, kv.page_size, options.max_model_len, max_pages);
@@ -395,8 +399,8 @@ struct DeviceDecoderModel::State {
       ensure_attention_workspace(b);
       upload_step(b, std::vector<int32_t>(static_cast<size_t>(*it), 0), m, iota_rows(*it));
       enqueue_forward(b, *it);
+      check_cuda(cudaStreamSynchronize(stream), "a decode graph's warm-up step");
     }
-    check_cuda(cudaStreamSynchronize(stream), "the decode graphs' warm-up steps");
     const int64_t warm_generation = generation;
     for (int32_t batch : graph_sizes) {
       const AttentionMetadata m =
@@ -408,7 +412,7 @@ struct DeviceDecoderModel::State {
       std::string failure;
       try {
         enqueue_forward(b, batch);
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {  // the capture must end whatever was thrown
         failure = e.what();
       }
       const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
@@ -428,6 +432,21 @@ struct DeviceDecoderModel::State {
     QUENCH_REQUIRE(generation == warm_generation,
                    "a buffer moved while the decode graphs were captured");
     graphs_generation = generation;
+  }
+
+  // capture_decode_graphs(), and where it fails, decode without graphs from then on (with a
+  // warning naming `when` and the reason) rather than failing steps. False when it failed.
+  bool capture_or_go_eager(const char* when) {
+    try {
+      capture_decode_graphs();
+      return true;
+    } catch (const std::exception& e) {
+      log_warning(str_cat("CUDA graphs are off (capture ", when,
+                          " failed), decode steps run eagerly: ", e.what()));
+      graphs.clear();
+      graph_sizes.clear();
+      return false;
+    }
   }
 };
 
@@ -514,19 +533,23 @@ DeviceDecoderModel::DeviceDecoderModel(const ModelConfig& config, const ModelWei
     largest.max_pages = s.max_pages;
     s.step_buffers(largest, largest.num_tokens);
   }
-  if (options.max_num_seqs > 0 && !options.enforce_eager) {
+  // The decode A/B switch's arrival-counted merges wait for rows that graph padding never
+  // delivers (rows without a sequence do not count in): no graphs under them.
+  const std::string merge = env_switch("QUENCH_DECODE_MERGE", {"grid", "kernel", "cta", "auto"});
+  const bool merge_waits = merge == "kernel" || merge == "auto";
+  if (merge_waits && options.max_num_seqs > 0 && !options.enforce_eager) {
+    log_warning(str_cat("CUDA graphs are off: QUENCH_DECODE_MERGE=", merge,
+                        " waits on padding rows that never arrive; decode steps run eagerly"));
+  }
+  if (options.max_num_seqs > 0 && !options.enforce_eager && !merge_waits) {
     s.graph_sizes = decode_graph_batch_sizes(options.max_num_seqs);
     const auto start = std::chrono::steady_clock::now();
-    try {
-      s.capture_decode_graphs();
+    if (s.capture_or_go_eager("at start")) {
       const double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
               .count();
       log_info(str_cat("CUDA graphs: captured ", s.graph_sizes.size(), " decode batch sizes (1 to ",
                        s.graph_sizes.back(), " sequences) in ", static_cast<int64_t>(ms), " ms"));
-    } catch (const Error& e) {
-      log_warning(str_cat("CUDA graphs are off, decode steps run eagerly: ", e.what()));
-      s.graph_sizes.clear();
     }
   }
 }
@@ -593,15 +616,15 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
   // Row i's logits on the device: logits + device_rows[i] * vocab.
   std::vector<int32_t> device_rows;
   const float* logits = nullptr;
-  const int32_t batch = s.graph_sizes.empty() || rows == 0
-                            ? 0
-                            : decode_graph_batch_for(m, s.graph_sizes, s.max_pages);
+  int32_t batch = s.graph_sizes.empty() || rows == 0
+                      ? 0
+                      : decode_graph_batch_for(m, s.graph_sizes, s.max_pages);
+  if (batch > 0 && s.graphs_generation != s.generation) {
+    // A larger eager step moved a buffer since the capture: capture again at the new addresses.
+    log_info("CUDA graphs: per-step buffers grew; capturing the decode graphs again");
+    if (!s.capture_or_go_eager("after buffers grew")) batch = 0;
+  }
   if (batch > 0) {
-    if (s.graphs_generation != s.generation) {
-      // A larger eager step moved a buffer since the capture: capture again at the new addresses.
-      log_info("CUDA graphs: per-step buffers grew; capturing the decode graphs again");
-      s.capture_decode_graphs();
-    }
     // The graph reads the padded step at the addresses it was captured with and computes the
     // logits of all its rows; the rows asked for are picked out of those.
     const AttentionMetadata padded = decode_graph_step_metadata(m, batch, s.max_pages);
