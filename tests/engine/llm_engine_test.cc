@@ -95,17 +95,22 @@ TEST(LlmEngine, GreedyTokensAreTheSameWithAndWithoutLogprobs) {
 }
 
 TEST(LlmEngine, PreemptionRecomputesWithoutChangingTokens) {
-  EngineOptions o = options(tiny_model_dir("preempt"));
-  const auto want = alone(o, prompts(), greedy(40));
-  o.num_kv_pages = 17;  // 256 tokens: less than the batch needs at its peak
-  LlmEngine engine(o);
-  const std::vector<RequestOutput> got = engine.generate(prompts(), greedy(40));
-  int32_t preemptions = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_EQ(got[i].output, want[i]) << "prompt " << i;
-    preemptions += got[i].num_preemptions;
+  // With prefix caching a readmitted sequence's computed count comes from the cache lookup;
+  // without it, only the preemption's reset stands between it and stale pages.
+  for (const bool caching : {true, false}) {
+    EngineOptions o = options(tiny_model_dir("preempt"));
+    o.enable_prefix_caching = caching;
+    const auto want = alone(o, prompts(), greedy(40));
+    o.num_kv_pages = 17;  // 256 tokens: less than the batch needs at its peak
+    LlmEngine engine(o);
+    const std::vector<RequestOutput> got = engine.generate(prompts(), greedy(40));
+    int32_t preemptions = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].output, want[i]) << "prompt " << i << " caching " << caching;
+      preemptions += got[i].num_preemptions;
+    }
+    EXPECT_GT(preemptions, 0) << "caching " << caching;
   }
-  EXPECT_GT(preemptions, 0);
 }
 
 TEST(LlmEngine, SeededSamplingRepeatsWhateverItIsBatchedWith) {
