@@ -14,6 +14,7 @@
 #include "quench/core/log.h"
 #include "quench/kv_cache/block_table.h"
 #include "quench/model/decode_graph_plan.h"
+#include "quench/model/device_step_memory.h"
 #include "quench/ops/argmax/argmax.h"
 #include "quench/ops/embedding/embedding.h"
 #include "quench/ops/linear/linear_cublas.h"
@@ -44,110 +45,6 @@ DeviceBuffer upload_weight(const Bf16Weight& w) {
 
 struct LayerBuffers {
   DeviceBuffer input_norm, qkv, q_norm, k_norm, o, post_norm, gate_up, down;
-};
-
-// A device buffer that grows to the largest request (contents are not kept across growth). Every
-// growth bumps the runner's generation: a captured graph holds the old address and is stale.
-class GrowingBuffer {
- public:
-  explicit GrowingBuffer(int64_t* generation) : generation_(generation) {}
-  template <typename T>
-  T* get(size_t count) {
-    if (buffer_.bytes() < count * sizeof(T)) {
-      buffer_ = DeviceBuffer();  // free first: the old and new sizes need not fit together
-      buffer_ = DeviceBuffer(count * sizeof(T));
-      ++*generation_;
-    }
-    return buffer_.as<T>();
-  }
-  DeviceBuffer& buffer() { return buffer_; }
-
- private:
-  DeviceBuffer buffer_;
-  int64_t* generation_;
-};
-
-// A captured decode step.
-class GraphExec {
- public:
-  GraphExec() = default;
-  explicit GraphExec(cudaGraphExec_t exec) : exec_(exec) {}
-  GraphExec(GraphExec&& other) noexcept : exec_(std::exchange(other.exec_, nullptr)) {}
-  GraphExec& operator=(GraphExec&& other) noexcept {
-    std::swap(exec_, other.exec_);
-    return *this;
-  }
-  GraphExec(const GraphExec&) = delete;
-  GraphExec& operator=(const GraphExec&) = delete;
-  ~GraphExec() {
-    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
-  }
-  cudaGraphExec_t get() const { return exec_; }
-
- private:
-  cudaGraphExec_t exec_ = nullptr;
-};
-
-// Where a step's host inputs sit in its one transfer, in bytes (each 16-byte aligned; ids first,
-// at offset 0): sized by the step's counts, so steps of one shape (a graph's) use one layout.
-struct StepInputsLayout {
-  StepInputsLayout() = default;
-  StepInputsLayout(const AttentionMetadata& m, int32_t logit_rows) {
-    const auto t = static_cast<size_t>(std::max(m.num_tokens, 1));
-    const auto seqs = static_cast<size_t>(std::max(m.num_seqs, 1));
-    ids = take(t * 4);
-    positions = take(t * 4);
-    slots = take(t * 8);
-    q_offsets = take((seqs + 1) * 4);
-    prefill_q_offsets = take((static_cast<size_t>(m.num_prefill_seqs) + 1) * 4);
-    seq_lens = take(seqs * 4);
-    block_table = take(seqs * static_cast<size_t>(std::max(m.max_pages, 1)) * 4);
-    gather = take(static_cast<size_t>(std::max(logit_rows, 1)) * 4);
-  }
-  // Bytes from `offset` to the next slot (or the end).
-  size_t capacity(size_t offset) const {
-    size_t next = bytes;
-    for (size_t o :
-         {ids, positions, slots, q_offsets, prefill_q_offsets, seq_lens, block_table, gather})
-      if (o > offset) next = std::min(next, o);
-    return next - offset;
-  }
-  size_t ids = 0, positions = 0, slots = 0, q_offsets = 0, prefill_q_offsets = 0, seq_lens = 0,
-         block_table = 0, gather = 0;
-  size_t bytes = 0;
-
- private:
-  size_t take(size_t n) {
-    const size_t at = bytes;
-    bytes += (n + 15) / 16 * 16;
-    return at;
-  }
-};
-
-// Page-locked host memory that grows (contents not kept): host-to-device copies from it are
-// true asynchronous DMA.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer() { cudaFreeHost(data_); }
-  uint8_t* get(size_t bytes) {
-    if (bytes_ < bytes) {
-      cudaFreeHost(data_);
-      data_ = nullptr;
-      bytes_ = 0;
-      void* p = nullptr;
-      check_cuda(cudaHostAlloc(&p, bytes, cudaHostAllocDefault), "cudaHostAlloc(step inputs)");
-      data_ = static_cast<uint8_t*>(p);
-      bytes_ = bytes;
-    }
-    return data_;
-  }
-
- private:
-  uint8_t* data_ = nullptr;
-  size_t bytes_ = 0;
 };
 
 // The device addresses and host values of one step.
