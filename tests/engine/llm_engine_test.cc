@@ -12,25 +12,21 @@
 
 #include "harness/expect_error.h"
 #include "harness/scratch_dir.h"
+#include "harness/tiny_engine.h"
 #include "quench/model/decoder_model.h"
 #include "quench/model/tiny_model.h"
 
 namespace quench {
 namespace {
 
+using testing_support::greedy;
+
 std::string tiny_model_dir(const std::string& name) {
-  const std::string dir = testing_support::scratch_dir("quench_llm_engine_test", name);
-  write_tiny_model(dir, TinyModelSpec{});
-  return dir;
+  return testing_support::tiny_model_dir("quench_llm_engine_test", name);
 }
 
 EngineOptions options(const std::string& dir) {
-  EngineOptions o;
-  o.model_dir = dir;
-  o.max_model_len = 256;
-  o.max_num_seqs = 8;
-  o.max_num_batched_tokens = 64;
-  return o;
+  return testing_support::tiny_engine_options(dir);
 }
 
 std::vector<std::vector<int32_t>> prompts() {
@@ -42,13 +38,6 @@ std::vector<std::vector<int32_t>> prompts() {
     p.push_back(ids);
   }
   return p;
-}
-
-SamplingParams greedy(int32_t max_tokens) {
-  SamplingParams s;
-  s.max_tokens = max_tokens;
-  s.ignore_eos = true;
-  return s;
 }
 
 std::vector<std::vector<int32_t>> alone(const EngineOptions& o,

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "harness/expect_error.h"
-#include "harness/scratch_dir.h"
+#include "harness/tiny_engine.h"
 #include "quench/engine/engine_flags.h"
 #include "quench/engine/llm_engine.h"
 #include "quench/engine/ngram_proposer.h"
@@ -66,14 +66,12 @@ TEST(NgramProposer, SpeculativeConfigJsonAsVllmSpellsIt) {
   EXPECT_QUENCH_ERROR(parse_speculative_config("{method"), {"not JSON"});
 }
 
+using testing_support::greedy;
+
 EngineOptions tiny_options(const std::string& name) {
-  const std::string dir = testing_support::scratch_dir("quench_ngram_speculation_test", name);
-  write_tiny_model(dir, TinyModelSpec{});
-  EngineOptions o;
-  o.model_dir = dir;
+  EngineOptions o = testing_support::tiny_engine_options(
+      testing_support::tiny_model_dir("quench_ngram_speculation_test", name));
   o.max_model_len = 200;
-  o.max_num_seqs = 8;
-  o.max_num_batched_tokens = 64;
   return o;
 }
 
@@ -92,13 +90,6 @@ std::vector<std::vector<int32_t>> prompts() {
     p.push_back(ids);
   }
   return p;
-}
-
-SamplingParams greedy(int32_t max_tokens) {
-  SamplingParams s;
-  s.max_tokens = max_tokens;
-  s.ignore_eos = true;
-  return s;
 }
 
 void expect_same_tokens(EngineOptions o, const SamplingParams& s, int64_t* accepted = nullptr,

@@ -14,10 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-bool present(const json& j, const char* key) {
-  return j.contains(key) && !j.at(key).is_null();
-}
-
 // Fields are stored as int32_t; the bound keeps them well inside that range.
 constexpr int64_t kMaxConfigInt = (int64_t{1} << 30) - 1;
 

@@ -10,12 +10,12 @@
 #include "quench/attention/query_output_split.h"
 #include "quench/core/cuda_device.h"
 #include "quench/core/device_buffer.h"
-#include "quench/core/env_switch.h"
 #include "quench/core/log.h"
 #include "quench/kv_cache/block_table.h"
 #include "quench/model/decode_graph_plan.h"
 #include "quench/model/device_step_memory.h"
 #include "quench/ops/argmax/argmax.h"
+#include "quench/ops/attention/decode/decode_attention.h"
 #include "quench/ops/embedding/embedding.h"
 #include "quench/ops/linear/linear_cublas.h"
 #include "quench/ops/rms_norm/rms_norm.h"
@@ -430,13 +430,11 @@ DeviceDecoderModel::DeviceDecoderModel(const ModelConfig& config, const ModelWei
     largest.max_pages = s.max_pages;
     s.step_buffers(largest, largest.num_tokens);
   }
-  // The decode A/B switch's arrival-counted merges wait for rows that graph padding never
-  // delivers (rows without a sequence do not count in): no graphs under them.
-  const std::string merge = env_switch("QUENCH_DECODE_MERGE", {"grid", "kernel", "cta", "auto"});
-  const bool merge_waits = merge == "kernel" || merge == "auto";
+  const bool merge_waits = decode_merge_waits_on_arrivals();
   if (merge_waits && options.max_num_seqs > 0 && !options.enforce_eager) {
-    log_warning(str_cat("CUDA graphs are off: QUENCH_DECODE_MERGE=", merge,
-                        " waits on padding rows that never arrive; decode steps run eagerly"));
+    log_warning(
+        "CUDA graphs are off: QUENCH_DECODE_MERGE=kernel|auto waits on padding rows that never "
+        "arrive; decode steps run eagerly");
   }
   if (options.max_num_seqs > 0 && !options.enforce_eager && !merge_waits) {
     s.graph_sizes = decode_graph_batch_sizes(options.max_num_seqs);

@@ -13,10 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-bool present(const json& j, const char* key) {
-  return j.contains(key) && !j.at(key).is_null();
-}
-
 int32_t positive_int(const json& j, const char* key, const std::string& source) {
   QUENCH_REQUIRE(present(j, key), source, ": '", key, "' is missing");
   const json& v = j.at(key);

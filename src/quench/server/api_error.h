@@ -16,4 +16,9 @@ struct ApiError : std::runtime_error {
   std::string type;
 };
 
+// A 400 naming the bad field (request parsers' one way to refuse).
+[[noreturn]] inline void bad_request(const std::string& message) {
+  throw ApiError(400, message);
+}
+
 }  // namespace quench

@@ -4,6 +4,8 @@
 #include <limits>
 
 #include "quench/core/error.h"
+#include "quench/core/json_file.h"
+#include "quench/server/api_error.h"
 #include "quench/server/chat_messages.h"
 
 namespace quench {
@@ -11,37 +13,29 @@ namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void bad(const std::string& message) {
-  throw ApiError(400, message);
-}
-
-bool present(const json& j, const char* key) {
-  return j.contains(key) && !j.at(key).is_null();
-}
-
 double number(const json& body, const char* key, double fallback) {
   if (!present(body, key)) return fallback;
   if (!body.at(key).is_number())
-    bad(str_cat("'", key, "' must be a number, got ", body.at(key).dump()));
+    bad_request(str_cat("'", key, "' must be a number, got ", body.at(key).dump()));
   return body.at(key).get<double>();
 }
 
 int64_t integer(const json& body, const char* key, int64_t fallback) {
   if (!present(body, key)) return fallback;
   if (!body.at(key).is_number_integer())
-    bad(str_cat("'", key, "' must be an integer, got ", body.at(key).dump()));
+    bad_request(str_cat("'", key, "' must be an integer, got ", body.at(key).dump()));
   return body.at(key).get<int64_t>();
 }
 
 bool boolean(const json& body, const char* key, bool fallback) {
   if (!present(body, key)) return fallback;
-  if (!body.at(key).is_boolean()) bad(str_cat("'", key, "' must be true or false"));
+  if (!body.at(key).is_boolean()) bad_request(str_cat("'", key, "' must be true or false"));
   return body.at(key).get<bool>();
 }
 
 void check_model(const json& body, const ServedModel& model) {
   if (!present(body, "model")) return;
-  if (!body.at("model").is_string()) bad("'model' must be a string");
+  if (!body.at("model").is_string()) bad_request("'model' must be a string");
   const std::string name = body.at("model").get<std::string>();
   if (name != model.name) {
     throw ApiError(
@@ -53,27 +47,27 @@ void check_model(const json& body, const ServedModel& model) {
 
 // Fields quench refuses rather than ignores: a client relying on them would get wrong results.
 void refuse_unsupported(const json& body) {
-  if (integer(body, "best_of", 1) != 1) bad("'best_of' must be 1");
+  if (integer(body, "best_of", 1) != 1) bad_request("'best_of' must be 1");
   for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
     if (number(body, penalty, 0.0) != 0.0)
-      bad(str_cat("'", penalty, "' is not supported yet (must be 0)"));
+      bad_request(str_cat("'", penalty, "' is not supported yet (must be 0)"));
   }
   if (number(body, "repetition_penalty", 1.0) != 1.0)
-    bad("'repetition_penalty' is not supported yet (must be 1)");
+    bad_request("'repetition_penalty' is not supported yet (must be 1)");
 }
 
 void parse_sampling(const json& body, int64_t default_max_tokens, bool chat, ApiRequest& r) {
   const int64_t max_tokens =
       integer(body, "max_tokens", integer(body, "max_completion_tokens", default_max_tokens));
   if (max_tokens < 1 || max_tokens > std::numeric_limits<int32_t>::max()) {
-    bad(str_cat("'max_tokens' must be >= 1, got ", max_tokens));
+    bad_request(str_cat("'max_tokens' must be >= 1, got ", max_tokens));
   }
   r.params.max_tokens = static_cast<int32_t>(max_tokens);
   r.params.temperature = static_cast<float>(number(body, "temperature", 1.0));
   r.params.top_p = static_cast<float>(number(body, "top_p", 1.0));
   const int64_t top_k = integer(body, "top_k", 0);
   if (top_k < -1 || top_k > std::numeric_limits<int32_t>::max())
-    bad(str_cat("'top_k' must be -1, 0 (off) or > 0, got ", top_k));
+    bad_request(str_cat("'top_k' must be -1, 0 (off) or > 0, got ", top_k));
   r.params.top_k = top_k < 0 ? 0 : static_cast<int32_t>(top_k);
   if (present(body, "seed")) r.params.seed = static_cast<uint64_t>(integer(body, "seed", 0));
   r.params.ignore_eos = boolean(body, "ignore_eos", false);
@@ -82,13 +76,13 @@ void parse_sampling(const json& body, int64_t default_max_tokens, bool chat, Api
       r.params.logprobs =
           static_cast<int32_t>(std::clamp<int64_t>(integer(body, "top_logprobs", 0), -2, 1000));
     } else if (present(body, "top_logprobs")) {
-      bad("'top_logprobs' needs \"logprobs\": true");
+      bad_request("'top_logprobs' needs \"logprobs\": true");
     }
   } else if (present(body, "logprobs")) {
     r.params.logprobs =
         static_cast<int32_t>(std::clamp<int64_t>(integer(body, "logprobs", 0), -2, 1000));
   }
-  if (r.params.logprobs < -1) bad("the number of logprobs must be an integer >= 0");
+  if (r.params.logprobs < -1) bad_request("the number of logprobs must be an integer >= 0");
   if (present(body, "stop")) {
     const json& stop = body.at("stop");
     if (stop.is_string()) {
@@ -96,22 +90,22 @@ void parse_sampling(const json& body, int64_t default_max_tokens, bool chat, Api
     } else if (stop.is_array()) {
       for (const json& s : stop) {
         if (!s.is_string() || s.get<std::string>().empty()) {
-          bad("'stop' must be a string or a list of non-empty strings");
+          bad_request("'stop' must be a string or a list of non-empty strings");
         }
         r.params.stop.push_back(s.get<std::string>());
       }
     } else {
-      bad("'stop' must be a string or a list of non-empty strings");
+      bad_request("'stop' must be a string or a list of non-empty strings");
     }
   }
   try {
     r.params.validate();
   } catch (const Error& e) {
-    bad(e.what());
+    bad_request(e.what());
   }
   r.stream = boolean(body, "stream", false);
   if (present(body, "stream_options")) {
-    if (!r.stream) bad("'stream_options' is only allowed with \"stream\": true");
+    if (!r.stream) bad_request("'stream_options' is only allowed with \"stream\": true");
     r.include_usage = boolean(body.at("stream_options"), "include_usage", false);
   }
 }
@@ -119,11 +113,11 @@ void parse_sampling(const json& body, int64_t default_max_tokens, bool chat, Api
 std::vector<int32_t> encode_text(const std::string& text, const ServedModel& model,
                                  bool add_special) {
   if (model.tokenizer == nullptr)
-    bad("this model has no tokenizer.json: send the prompt as token ids");
+    bad_request("this model has no tokenizer.json: send the prompt as token ids");
   try {
     return model.tokenizer->encode(text, add_special);
   } catch (const Error& e) {
-    bad(str_cat("prompt: ", e.what()));
+    bad_request(str_cat("prompt: ", e.what()));
   }
 }
 
@@ -132,13 +126,13 @@ constexpr const char* kPromptForms =
 
 std::vector<int32_t> prompt_ids(const json& prompt, const ServedModel& model) {
   if (prompt.is_string()) return encode_text(prompt.get<std::string>(), model, true);
-  if (!prompt.is_array()) bad(kPromptForms);
+  if (!prompt.is_array()) bad_request(kPromptForms);
   std::vector<int32_t> ids;
   for (const json& v : prompt) {
-    if (!v.is_number_integer()) bad(kPromptForms);
+    if (!v.is_number_integer()) bad_request(kPromptForms);
     const int64_t id = v.get<int64_t>();
     if (id < 0 || id > std::numeric_limits<int32_t>::max())
-      bad(str_cat("prompt token id ", id, " is out of range"));
+      bad_request(str_cat("prompt token id ", id, " is out of range"));
     ids.push_back(static_cast<int32_t>(id));
   }
   return ids;
@@ -153,20 +147,20 @@ std::vector<std::vector<int32_t>> prompt_list(const json& prompt, const ServedMo
     prompts.push_back(prompt_ids(prompt, model));
   } else {
     for (const json& p : prompt) {
-      if (!p.is_string() && !p.is_array()) bad(kPromptForms);
+      if (!p.is_string() && !p.is_array()) bad_request(kPromptForms);
       prompts.push_back(prompt_ids(p, model));
     }
   }
   for (const auto& p : prompts)
-    if (p.empty()) bad("'prompt' is empty");
+    if (p.empty()) bad_request("'prompt' is empty");
   return prompts;
 }
 
 int32_t choices_per_prompt(const json& body, size_t prompts) {
   const int64_t n = integer(body, "n", 1);
   if (n < 1 || n * static_cast<int64_t>(prompts) > kMaxChoices) {
-    bad(str_cat("'n' = ", n, " with ", prompts, " prompt(s) must give 1 to ", kMaxChoices,
-                " choices"));
+    bad_request(str_cat("'n' = ", n, " with ", prompts, " prompt(s) must give 1 to ", kMaxChoices,
+                        " choices"));
   }
   return static_cast<int32_t>(n);
 }
@@ -197,43 +191,45 @@ json choice(json content, std::optional<FinishReason> reason, int32_t index,
 }  // namespace
 
 ApiRequest parse_completion_request(const json& body, const ServedModel& model) {
-  if (!body.is_object()) bad("the request body must be a JSON object");
+  if (!body.is_object()) bad_request("the request body must be a JSON object");
   check_model(body, model);
   refuse_unsupported(body);
   if (present(body, "tools") && !body.at("tools").empty())
-    bad("'tools' is a chat field: use /v1/chat/completions");
-  if (!present(body, "prompt")) bad("'prompt' is required");
+    bad_request("'tools' is a chat field: use /v1/chat/completions");
+  if (!present(body, "prompt")) bad_request("'prompt' is required");
   ApiRequest r;
   r.prompts = prompt_list(body.at("prompt"), model);
   r.echo = boolean(body, "echo", false);
   r.n = choices_per_prompt(body, r.prompts.size());
   parse_sampling(body, 16, false, r);
-  if (r.echo && r.stream) bad("'echo' with \"stream\": true is not supported yet");
+  if (r.echo && r.stream) bad_request("'echo' with \"stream\": true is not supported yet");
   if (r.echo) r.params.prompt_logprobs = r.params.logprobs;
   return r;
 }
 
 ApiRequest parse_chat_request(const nlohmann::ordered_json& ordered, const ServedModel& model) {
-  if (!ordered.is_object()) bad("the request body must be a JSON object");
+  if (!ordered.is_object()) bad_request("the request body must be a JSON object");
   const json body = ordered;  // the field checks below need no order
   check_model(body, model);
   refuse_unsupported(body);
-  if (boolean(body, "echo", false)) bad("'echo' is a completions field; chat has none");
+  if (boolean(body, "echo", false)) bad_request("'echo' is a completions field; chat has none");
   if (!model.chat_template) {
     if (!model.chat_template_error.empty())
-      bad(str_cat("this model's chat template failed to load: ", model.chat_template_error));
-    bad("this model has no chat template (chat_template.jinja or tokenizer_config.json "
+      bad_request(
+          str_cat("this model's chat template failed to load: ", model.chat_template_error));
+    bad_request(
+        "this model has no chat template (chat_template.jinja or tokenizer_config.json "
         "chat_template); use /v1/completions");
   }
   const bool add_generation_prompt = boolean(body, "add_generation_prompt", true);
   nlohmann::json kwargs = nullptr;
   if (present(body, "chat_template_kwargs")) {
     kwargs = body.at("chat_template_kwargs");
-    if (!kwargs.is_object()) bad("'chat_template_kwargs' must be an object");
+    if (!kwargs.is_object()) bad_request("'chat_template_kwargs' must be an object");
   }
   if (!present(body, "messages") || !body.at("messages").is_array() ||
       body.at("messages").empty()) {
-    bad("'messages' must be a non-empty list");
+    bad_request("'messages' must be a non-empty list");
   }
   const nlohmann::ordered_json messages = template_messages(ordered.at("messages"));
   const ToolRequest tools = parse_tool_request(ordered, model.tools);
@@ -241,7 +237,7 @@ ApiRequest parse_chat_request(const nlohmann::ordered_json& ordered, const Serve
   try {
     text = model.chat_template->render(messages, add_generation_prompt, kwargs, tools.tools);
   } catch (const Error& e) {
-    bad(e.what());
+    bad_request(e.what());
   }
   ApiRequest r;
   r.prompts.push_back(encode_text(text, model, false));  // the template carries its own BOS

@@ -1,6 +1,7 @@
 #include "quench/server/tool_calls/tool_request.h"
 
 #include "quench/core/error.h"
+#include "quench/core/json_file.h"
 #include "quench/server/api_error.h"
 
 namespace quench {
@@ -8,32 +9,25 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-[[noreturn]] void bad(const std::string& message) {
-  throw ApiError(400, message);
-}
-
-bool present(const Json& j, const char* key) {
-  return j.contains(key) && !j.at(key).is_null();
-}
-
 void check_tool(const Json& tool, size_t i) {
   const std::string at = str_cat("tools[", i, "]");
   if (!tool.is_object())
-    bad(str_cat(at, " must be {\"type\": \"function\", \"function\": {\"name\": ...}}"));
+    bad_request(str_cat(at, " must be {\"type\": \"function\", \"function\": {\"name\": ...}}"));
   if (present(tool, "type") &&
       (!tool.at("type").is_string() || tool.at("type").get<std::string>() != "function")) {
-    bad(str_cat(at, ".type must be \"function\" (the only tool type), got ",
-                tool.at("type").dump()));
+    bad_request(str_cat(at, ".type must be \"function\" (the only tool type), got ",
+                        tool.at("type").dump()));
   }
   if (!present(tool, "function") || !tool.at("function").is_object())
-    bad(str_cat(at, ".function must be an object {\"name\", \"description\", \"parameters\"}"));
+    bad_request(
+        str_cat(at, ".function must be an object {\"name\", \"description\", \"parameters\"}"));
   const Json& f = tool.at("function");
   if (!present(f, "name") || !f.at("name").is_string() || f.at("name").get<std::string>().empty())
-    bad(str_cat(at, ".function.name must be a non-empty string"));
+    bad_request(str_cat(at, ".function.name must be a non-empty string"));
   if (present(f, "description") && !f.at("description").is_string())
-    bad(str_cat(at, ".function.description must be a string"));
+    bad_request(str_cat(at, ".function.description must be a string"));
   if (present(f, "parameters") && !f.at("parameters").is_object())
-    bad(str_cat(at, ".function.parameters must be a JSON Schema object"));
+    bad_request(str_cat(at, ".function.parameters must be a JSON Schema object"));
 }
 
 constexpr const char* kChoices =
@@ -48,19 +42,20 @@ std::string tool_choice(const Json& body, bool has_tools) {
     const std::string c = choice.get<std::string>();
     if (c == "none" || c == "auto") return c;
     if (c == "required") {
-      bad("'tool_choice': \"required\" is not supported yet (it needs guided decoding); use "
+      bad_request(
+          "'tool_choice': \"required\" is not supported yet (it needs guided decoding); use "
           "\"auto\" or \"none\"");
     }
-    bad(str_cat(kChoices, ", got \"", c, "\""));
+    bad_request(str_cat(kChoices, ", got \"", c, "\""));
   }
   if (choice.is_object() && choice.value("type", "") == "function" && choice.contains("function") &&
       choice.at("function").is_object() && choice.at("function").contains("name") &&
       choice.at("function").at("name").is_string()) {
-    bad(str_cat("'tool_choice' naming a function (\"",
-                choice.at("function").at("name").get<std::string>(),
-                "\") is not supported yet (it needs guided decoding); use \"auto\" or \"none\""));
+    bad_request(str_cat(
+        "'tool_choice' naming a function (\"", choice.at("function").at("name").get<std::string>(),
+        "\") is not supported yet (it needs guided decoding); use \"auto\" or \"none\""));
   }
-  bad(str_cat(kChoices, ", got ", choice.dump()));
+  bad_request(str_cat(kChoices, ", got ", choice.dump()));
 }
 
 }  // namespace
@@ -70,21 +65,22 @@ ToolRequest parse_tool_request(const Json& body, const ToolServing& serving) {
   if (present(body, "tools")) {
     const Json& tools = body.at("tools");
     if (!tools.is_array())
-      bad("'tools' must be a list of {\"type\": \"function\", \"function\": {...}}");
+      bad_request("'tools' must be a list of {\"type\": \"function\", \"function\": {...}}");
     for (size_t i = 0; i < tools.size(); ++i)
       check_tool(tools[i], i);
     if (!tools.empty()) r.tools = tools;
   }
   if (present(body, "parallel_tool_calls")) {
     if (!body.at("parallel_tool_calls").is_boolean())
-      bad("'parallel_tool_calls' must be true or false");
+      bad_request("'parallel_tool_calls' must be true or false");
     r.parallel_tool_calls = body.at("parallel_tool_calls").get<bool>();
   }
   const std::string choice = tool_choice(body, !r.tools.is_null());
   if (choice == "none") return r;
-  if (r.tools.is_null()) bad("'tool_choice' \"auto\" needs 'tools'");
+  if (r.tools.is_null()) bad_request("'tool_choice' \"auto\" needs 'tools'");
   if (!serving.enable_auto_tool_choice || serving.parser == nullptr) {
-    bad("\"auto\" tool choice requires the server to be started with --enable-auto-tool-choice "
+    bad_request(
+        "\"auto\" tool choice requires the server to be started with --enable-auto-tool-choice "
         "and --tool-call-parser (or send \"tool_choice\": \"none\")");
   }
   r.parser = serving.parser;
