@@ -48,6 +48,12 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv
 # file for the servers' logs; everything else goes to stdout.
 echo "== 1. GPU model runner tests"
 timeout 150 ./quench_gpu_tests --gtest_filter='ModelOpsGpu*:ArgmaxGpu*:*DeviceDecoderModel*:DeviceEngine*' 2>&1 | tee "$out/tests.log" | grep -E "^\[  (FAILED|PASSED|  OK) |Failure|Expected|Which is|rel_l2|error" | tail -40
+# The graphs again under the merges that wait on split arrivals: padding rows must not be waited on.
+for merge in kernel auto; do
+  echo "-- graphs with QUENCH_DECODE_MERGE=$merge"
+  QUENCH_DECODE_MERGE=$merge timeout 60 ./quench_gpu_tests --gtest_filter='DeviceDecoderModelGraphs*' 2>&1 | \
+    grep -E "^\[  (FAILED|PASSED|  OK) |Failure|error" | tail -4
+done
 # ENGINE_KIT_SHORT=1 (a call with little device time left): no memcheck, no eager serving run.
 if [ -z "${ENGINE_KIT_SHORT:-}" ]; then
   timeout 90 compute-sanitizer --tool memcheck ./quench_gpu_tests --gtest_filter='DeviceEngine*' > "$out/memcheck.log" 2>&1

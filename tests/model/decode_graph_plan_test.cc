@@ -92,6 +92,20 @@ TEST(DecodeGraphPlan, CaptureMetadataHasTheGraphsHostValuesAndTouchesNothing) {
   EXPECT_THROW(decode_graph_capture_metadata(8, 16, 4096, 255), Error);
 }
 
+// The shape of a decode step with drafts (q_len rows per sequence), for sizing at start.
+TEST(DecodeGraphPlan, CaptureMetadataTakesMultiTokenDecodeRows) {
+  const AttentionMetadata c = decode_graph_capture_metadata(3, 16, 4096, 256, 5);
+  EXPECT_EQ(c.num_decode_seqs, 3);
+  EXPECT_EQ(c.num_tokens, 15);
+  EXPECT_EQ(c.num_decode_tokens, 15);
+  EXPECT_EQ(c.max_decode_q_len, 5);
+  EXPECT_EQ(c.q_offsets, (std::vector<int32_t>{0, 5, 10, 15}));
+  EXPECT_EQ(c.slot_mapping.size(), 15u);
+  EXPECT_EQ(c.positions.size(), 15u);
+  EXPECT_QUENCH_ERROR(decode_graph_capture_metadata(3, 16, 4096, 256, 9), {"q_len 9", "1 to 8"});
+  EXPECT_QUENCH_ERROR(decode_graph_capture_metadata(3, 16, 4096, 256, 0), {"q_len 0"});
+}
+
 // On the CPU decoder: a step padded as a graph pads it gives the real rows' logits bit for bit,
 // and the decode step after it equals the one after the unpadded step (nothing was written where
 // it should not be).

@@ -51,25 +51,33 @@ AttentionMetadata decode_graph_step_metadata(const AttentionMetadata& m, int32_t
 }
 
 AttentionMetadata decode_graph_capture_metadata(int32_t batch, int32_t page_size,
-                                                int32_t max_model_len, int32_t max_pages) {
+                                                int32_t max_model_len, int32_t max_pages,
+                                                int32_t q_len) {
   QUENCH_REQUIRE(
       batch >= 1 && max_model_len >= 1 && max_pages >= pages_for_tokens(max_model_len, page_size),
       "decode graph capture: batch ", batch, ", max_model_len ", max_model_len, " and max_pages ",
       max_pages, " are inconsistent");
+  QUENCH_REQUIRE(q_len >= 1 && q_len <= kMaxDecodeQueryTokens && q_len <= max_model_len,
+                 "decode step shape: q_len ", q_len, " is invalid; allowed: 1 to ",
+                 kMaxDecodeQueryTokens, " and at most max_model_len ", max_model_len);
+  const int32_t rows = batch * q_len;
   AttentionMetadata m;
   m.page_size = page_size;
-  m.num_seqs = m.num_tokens = m.num_decode_seqs = m.num_decode_tokens = batch;
-  m.max_q_len = m.max_decode_q_len = 1;
+  m.num_seqs = m.num_decode_seqs = batch;
+  m.num_tokens = m.num_decode_tokens = rows;
+  m.max_q_len = m.max_decode_q_len = q_len;
   m.max_seq_len = m.max_decode_seq_len = max_model_len;
   m.max_pages = max_pages;
+  // Every sequence has its q_len rows but no keys (seq_len 0): as graph padding, the kernels
+  // skip it; only the host values above matter.
   m.q_offsets.resize(static_cast<size_t>(batch) + 1);
   for (int32_t s = 0; s <= batch; ++s)
-    m.q_offsets[static_cast<size_t>(s)] = s;
+    m.q_offsets[static_cast<size_t>(s)] = s * q_len;
   m.prefill_q_offsets = {0};
   m.seq_lens.assign(static_cast<size_t>(batch), 0);
   m.block_table.assign(static_cast<size_t>(batch) * static_cast<size_t>(max_pages), kNullPage);
-  m.slot_mapping.assign(static_cast<size_t>(batch), kPaddingSlot);
-  m.positions.assign(static_cast<size_t>(batch), 0);
+  m.slot_mapping.assign(static_cast<size_t>(rows), kPaddingSlot);
+  m.positions.assign(static_cast<size_t>(rows), 0);
   return m;
 }
 

@@ -31,7 +31,10 @@ AttentionMetadata decode_graph_step_metadata(const AttentionMetadata& metadata, 
 
 // The metadata a graph of `batch` sequences is captured with (and warmed up on): its host values
 // are the graph's, its arrays a step that touches nothing (every seq_len 0, every slot -1).
+// q_len > 1 (up to kMaxDecodeQueryTokens) gives each sequence that many query rows: the shape of
+// an eager decode step with drafts, whose host values size the attention workspace at start.
 AttentionMetadata decode_graph_capture_metadata(int32_t batch, int32_t page_size,
-                                                int32_t max_model_len, int32_t max_pages);
+                                                int32_t max_model_len, int32_t max_pages,
+                                                int32_t q_len = 1);
 
 }  // namespace quench

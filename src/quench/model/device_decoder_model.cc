@@ -113,6 +113,7 @@ struct DeviceDecoderModel::State {
   std::vector<int32_t> graph_sizes;
   std::map<int32_t, GraphExec> graphs;
   int64_t graphs_generation = -1;
+  int32_t graph_captures = 0;  // successful captures of the whole ladder
 
   ~State() {
     // Graphs, then cuBLAS (which holds the stream), then the stream.
@@ -204,6 +205,31 @@ struct DeviceDecoderModel::State {
     if (attention_workspace.buffer().bytes() < workspace) {
       void* w = attention_workspace.get<uint8_t>(workspace);
       check_cuda(cudaMemsetAsync(w, 0, workspace, stream), "cudaMemsetAsync(attention workspace)");
+    }
+  }
+
+  // Grows the attention workspace, once at start, to the most any decode step of the engine's
+  // can need: 1 to max_num_seqs sequences of 1 to kMaxDecodeQueryTokens rows (drafts) within
+  // max_num_batched_tokens, each max_model_len long (the split count grows with the length).
+  // Otherwise an eager step (drafts, prefill beside decode rows) that takes more split partials
+  // than the graphs' steps would move the workspace and force every graph to be captured again.
+  // Prefill kernels take no workspace of this size; the largest step covers them. A host-only
+  // loop: each shape costs the decode kernel's split plan, no launch.
+  void presize_attention_workspace() {
+    size_t most = 0;
+    for (int32_t q_len = 1; q_len <= std::min(kMaxDecodeQueryTokens, options.max_model_len);
+         ++q_len) {
+      for (int32_t batch = 1; batch <= options.max_num_seqs; ++batch) {
+        if (int64_t{batch} * q_len > options.max_num_batched_tokens) break;
+        const AttentionMetadata m = decode_graph_capture_metadata(
+            batch, kv.page_size, options.max_model_len, max_pages, q_len);
+        most = std::max(
+            most, attention.front().workspace_bytes(attention_args(step_buffers(m, batch), 0)));
+      }
+    }
+    if (attention_workspace.buffer().bytes() < most) {
+      void* w = attention_workspace.get<uint8_t>(most);
+      check_cuda(cudaMemsetAsync(w, 0, most, stream), "cudaMemsetAsync(attention workspace)");
     }
   }
 
@@ -329,6 +355,7 @@ struct DeviceDecoderModel::State {
     QUENCH_REQUIRE(generation == warm_generation,
                    "a buffer moved while the decode graphs were captured");
     graphs_generation = generation;
+    ++graph_captures;
   }
 
   // capture_decode_graphs(), and where it fails, decode without graphs from then on (with a
@@ -429,14 +456,9 @@ DeviceDecoderModel::DeviceDecoderModel(const ModelConfig& config, const ModelWei
     largest.num_seqs = largest.num_prefill_seqs = options.max_num_seqs;
     largest.max_pages = s.max_pages;
     s.step_buffers(largest, largest.num_tokens);
+    s.presize_attention_workspace();
   }
-  const bool merge_waits = decode_merge_waits_on_arrivals();
-  if (merge_waits && options.max_num_seqs > 0 && !options.enforce_eager) {
-    log_warning(
-        "CUDA graphs are off: QUENCH_DECODE_MERGE=kernel|auto waits on padding rows that never "
-        "arrive; decode steps run eagerly");
-  }
-  if (options.max_num_seqs > 0 && !options.enforce_eager && !merge_waits) {
+  if (options.max_num_seqs > 0 && !options.enforce_eager) {
     s.graph_sizes = decode_graph_batch_sizes(options.max_num_seqs);
     const auto start = std::chrono::steady_clock::now();
     if (s.capture_or_go_eager("at start")) {
@@ -587,6 +609,10 @@ int32_t DeviceDecoderModel::vocab_size() const {
 
 bool DeviceDecoderModel::cuda_graphs_captured() const {
   return !state_->graphs.empty();
+}
+
+int32_t DeviceDecoderModel::cuda_graph_captures() const {
+  return state_->graph_captures;
 }
 
 }  // namespace quench

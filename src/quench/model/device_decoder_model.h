@@ -38,6 +38,9 @@ class DeviceDecoderModel : public ModelRunner {
                                   std::span<const int32_t> logit_rows,
                                   std::span<const uint8_t> argmax_only) override;
   bool cuda_graphs_captured() const;  // decode steps run as graphs
+  // How many times the decode graphs were captured: 1 after start, more when a step moved a
+  // per-step buffer or the attention workspace (a stall of every size's capture).
+  int32_t cuda_graph_captures() const;
 
   // Device bytes of the weights the runner uploads (bf16; a tied lm_head once), and of its
   // per-step buffers at the largest step (max_tokens rows, max_logit_rows logit rows) plus a

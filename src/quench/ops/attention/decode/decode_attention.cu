@@ -425,11 +425,6 @@ int decode_attention_num_splits(const AttentionParams& params) {
   return launch_shape(params).args.num_splits;
 }
 
-bool decode_merge_waits_on_arrivals() {
-  const DecodeSplitMerge merge = merge_from_env();
-  return merge == DecodeSplitMerge::kMergeKernel || merge == DecodeSplitMerge::kAuto;
-}
-
 size_t decode_attention_workspace_bytes(const AttentionParams& params) {
   return workspace_bytes_for(params, decode_attention_num_splits(params));
 }

@@ -70,11 +70,6 @@ inline constexpr size_t kDecodeWorkspaceCounterBytes = 16384;
 // else the merge kernel.
 enum class DecodeSplitMerge { kDefault, kMergeKernelAfterGrid, kMergeKernel, kLastSplitCta, kAuto };
 
-// True when QUENCH_DECODE_MERGE asks for a merge that waits on each row's split arrivals
-// (kernel, auto). Rows without a sequence (CUDA-graph padding) never count in there, so the wait
-// would not end: a caller that pads steps must not run under it.
-bool decode_merge_waits_on_arrivals();
-
 // Runs decode attention on `stream`. All pointers in params are device memory.
 // workspace: device memory of at least decode_attention_workspace_bytes(params) bytes whose
 // counter block is zero (see above), or nullptr to run without split-KV (slower for small

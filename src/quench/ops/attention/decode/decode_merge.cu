@@ -50,7 +50,10 @@ __global__ void __launch_bounds__(kMergeThreads)
   // The next kernel (the next decode step's) may launch once all these CTAs are resident: it
   // waits for this grid's completion before touching anything this grid reads or writes.
   allow_dependent_launch();
-  const int64_t rows = static_cast<int64_t>(args.p.num_tokens) * args.p.num_q_heads;
+  // The rows of the launch's sequences. Rows past them (a CUDA graph's padding tokens, which no
+  // sequence owns) get no split partials and no arrivals: they are skipped, never waited on (the
+  // wait would trap), and their output is left as it was.
+  const int64_t rows = static_cast<int64_t>(args.p.q_offsets[args.p.num_seqs]) * args.p.num_q_heads;
   const int tid = static_cast<int>(threadIdx.x);
 #pragma unroll 1
   for (int64_t row = blockIdx.x; row < rows;) {
