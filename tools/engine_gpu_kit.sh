@@ -5,7 +5,9 @@
 #      ArgmaxGpu), the GPU decoder against the CPU decoder (DeviceDecoderModelVsCpu, per-head
 #      scales, decode CUDA graphs against eager steps), the engine on the GPU (DeviceEngine), the
 #      last under compute-sanitizer memcheck;
-#   2. runs quench generate --device gpu on the tiny model (FP8 against bf16 KV, token for token);
+#   2. runs quench generate --device gpu on the tiny model (FP8 against bf16 KV, token for token),
+#      then on the Llama-3.2-1B shape (1 and 32 prompts of 1024 -> 128 tokens) for the step-time
+#      split (host, runner, GPU stream);
 #   3. measures the serving stack on the GPU: quench bench-serve --launch --device gpu on random
 #      weights in Llama-3.2-1B's shape, FP8 KV (ENGINE_KIT_KV="fp8 bf16" for both), 1024 -> 128
 #      tokens, concurrency 1 (decode CUDA graphs, then --enforce-eager) and 32.
@@ -61,6 +63,12 @@ if [ -z "${ENGINE_KIT_SHORT:-}" ]; then
 fi
 echo "== 2. quench generate on the GPU (tiny model)"
 timeout 40 ./quench generate --device gpu 2>&1 | tail -12
+echo "== 2b. where a step's time goes: quench generate on the Llama-3.2-1B shape, 1024 -> 128"
+for n in 1 32; do
+  echo "-- $n prompts"
+  timeout 60 ./quench generate --device gpu --builtin llama3.2-1b --max-model-len 2048 --max-num-seqs 64 \
+    --num-prompts $n --input-len 1024 --max-tokens 128 --ignore-eos --no-compare 2>&1 | grep -E "^(time|steps|error)"
+done
 echo "== 3. serving: Llama-3.2-1B shape, random weights, 1024 -> 128 tokens"
 runs=("fp8 1" "fp8 1 --enforce-eager" "fp8 32")
 [ -n "${ENGINE_KIT_SHORT:-}" ] && runs=("fp8 1" "fp8 32")

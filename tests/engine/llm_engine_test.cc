@@ -65,6 +65,24 @@ TEST(LlmEngine, BatchedGreedyEqualsEachPromptAlone) {
   }
 }
 
+// Step times are counted per kind: one prefill step for the prompts (the budget holds them all),
+// then one decode-only step per further token; the runner's time lies within the step's, and the
+// CPU runner reports no GPU time.
+TEST(LlmEngine, CountsDecodeAndPrefillStepTimes) {
+  const EngineOptions o = options(tiny_model_dir("step_times"));
+  LlmEngine engine(o);
+  engine.generate({{5, 6, 7}, {8, 9}}, greedy(6));
+  const StepTimeTotals& decode = engine.decode_step_times();
+  const StepTimeTotals& prefill = engine.prefill_step_times();
+  EXPECT_EQ(prefill.steps, 1);
+  EXPECT_EQ(decode.steps, 5);  // the prefill step samples the first of the 6 tokens
+  for (const StepTimeTotals* t : {&decode, &prefill}) {
+    EXPECT_GT(t->forward_ms, 0.0);
+    EXPECT_GE(t->wall_ms, t->forward_ms);
+    EXPECT_EQ(t->device_ms, 0.0);
+  }
+}
+
 // Greedy rows without logprobs take the runner's argmax path (no logits to the host); with
 // logprobs they take the full logits. Both pick the same tokens, and the top logprob is the token.
 TEST(LlmEngine, GreedyTokensAreTheSameWithAndWithoutLogprobs) {

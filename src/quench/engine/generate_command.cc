@@ -238,6 +238,18 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
                  100.0 * static_cast<double>(engine->spec_accepted_tokens()) /
                      static_cast<double>(engine->spec_drafted_tokens()));
     }
+    // Where a decode step's time goes: the host's own work, the runner's, the GPU's.
+    for (const auto& [kind, t] : {std::pair{"decode", engine->decode_step_times()},
+                                  std::pair{"prefill", engine->prefill_step_times()}}) {
+      if (t.steps == 0) continue;
+      const double n = static_cast<double>(t.steps);
+      out << fmt(
+          "steps      %lld %s steps, %.3f ms each: host %.3f ms (scheduling, sampling), "
+          "runner %.3f ms",
+          static_cast<long long>(t.steps), kind, t.wall_ms / n, (t.wall_ms - t.forward_ms) / n,
+          t.forward_ms / n);
+      out << (t.device_ms > 0.0 ? fmt(" (the GPU's stream %.3f ms)\n", t.device_ms / n) : "\n");
+    }
     const std::string device = engine->model().device_name();
     // What the FP8 cache costs: the same requests over a bf16 cache, token for token. The first
     // engine goes first: on the GPU each takes its --gpu-memory-utilization share.

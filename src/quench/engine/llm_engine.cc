@@ -1,6 +1,7 @@
 #include "quench/engine/llm_engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -192,6 +193,7 @@ void LlmEngine::append_token(Sequence& s, int32_t token, const std::vector<float
 
 std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
                                            std::vector<TokenEvent>* sampled_tokens) {
+  const auto step_start = std::chrono::steady_clock::now();
   const ScheduledStep step = scheduler_->schedule();
   if (stats != nullptr) {
     stats->decode_rows = static_cast<int32_t>(step.decode.size());
@@ -258,7 +260,9 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
     for (size_t j = 0; j <= site.draft->size(); ++j)
       argmax_only[site.first + j] = flag;
   }
+  const auto forward_start = std::chrono::steady_clock::now();
   const StepLogits logits = model_->forward_for_sampling(tokens, metadata, logit_rows, argmax_only);
+  const auto forward_end = std::chrono::steady_clock::now();
   const auto vocab = static_cast<size_t>(config_.vocab_size);
   std::vector<size_t> full_row(logit_rows.size(), 0);  // index into logits.logits
   for (size_t i = 0, next = 0; i < logit_rows.size(); ++i)
@@ -299,7 +303,14 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
     }
   }
   std::vector<RequestOutput> done;
-  for (auto& seq : scheduler_->complete(step)) {
+  const std::vector<std::unique_ptr<Sequence>> finished = scheduler_->complete(step);
+  StepTimeTotals& times = step.prefill.empty() ? decode_step_times_ : prefill_step_times_;
+  using Ms = std::chrono::duration<double, std::milli>;
+  ++times.steps;
+  times.wall_ms += Ms(std::chrono::steady_clock::now() - step_start).count();
+  times.forward_ms += Ms(forward_end - forward_start).count();
+  times.device_ms += logits.device_ms;
+  for (auto& seq : finished) {
     if (seq->params.prompt_logprobs >= 0) seq->prompt_logprobs.resize(seq->prompt.size());
     done.push_back({seq->id, std::move(seq->prompt), std::move(seq->output),
                     std::move(seq->output_logprobs), std::move(seq->prompt_logprobs),

@@ -69,6 +69,18 @@ struct EngineStepStats {
   int32_t preempted = 0;
 };
 
+// Where the engine's steps spent their time, summed over steps of one kind (decode-only steps,
+// the ones TPOT is made of, apart from steps with prefill rows). wall: the whole step() call;
+// forward: inside the model runner (inputs to the device, the forward, results back, the wait);
+// device: the runner's stream busy with the step (0 on the CPU). wall - forward is the host's
+// own work (scheduling, metadata, sampling, stop checks), during which the GPU idles.
+struct StepTimeTotals {
+  int64_t steps = 0;
+  double wall_ms = 0.0;
+  double forward_ms = 0.0;
+  double device_ms = 0.0;
+};
+
 class LlmEngine {
  public:
   // Loads config.json (+ generation_config.json), the weights and tokenizer.json (if present) from
@@ -101,6 +113,9 @@ class LlmEngine {
   // n-gram speculation: drafts verified so far, and those of them accepted.
   int64_t spec_drafted_tokens() const { return spec_drafted_tokens_; }
   int64_t spec_accepted_tokens() const { return spec_accepted_tokens_; }
+  // Step times so far: decode-only steps, and steps with prefill rows.
+  const StepTimeTotals& decode_step_times() const { return decode_step_times_; }
+  const StepTimeTotals& prefill_step_times() const { return prefill_step_times_; }
   // Share of the KV cache's pages in use (0 to 1).
   double kv_cache_usage() const {
     const PageAllocator& pages = scheduler_->pages();
@@ -134,6 +149,8 @@ class LlmEngine {
   int64_t next_id_ = 0;
   int64_t spec_drafted_tokens_ = 0;
   int64_t spec_accepted_tokens_ = 0;
+  StepTimeTotals decode_step_times_;
+  StepTimeTotals prefill_step_times_;
 };
 
 }  // namespace quench

@@ -104,6 +104,7 @@ struct DeviceDecoderModel::State {
   // and copied to `inputs` in one transfer; StepInputsLayout places them.
   GrowingBuffer inputs{&generation};
   PinnedBuffer staged_inputs;
+  StepEvents step_events;  // a forward's span on the stream (StepLogits::device_ms)
   // Greedy rows' ids: written after a graph's replay, never inside one, so its growth does not
   // concern the graphs.
   int64_t untracked_generation = 0;
@@ -541,6 +542,7 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
     log_info("CUDA graphs: per-step buffers grew; capturing the decode graphs again");
     if (!s.capture_or_go_eager("after buffers grew")) batch = 0;
   }
+  s.step_events.start(s.stream);
   if (batch > 0) {
     // The graph reads the padded step at the addresses it was captured with and computes the
     // logits of all its rows; the rows asked for are picked out of those.
@@ -597,7 +599,9 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
     written += run;
     i += run;
   }
+  s.step_events.stop(s.stream);
   check_cuda(cudaStreamSynchronize(s.stream), "the model step");
+  out.device_ms = s.step_events.elapsed_ms();
   for (size_t i = 0; i < device_rows.size(); ++i)
     if (argmax_only[i] != 0) out.argmax[i] = device_argmax[static_cast<size_t>(device_rows[i])];
   return out;

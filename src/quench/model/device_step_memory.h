@@ -1,7 +1,8 @@
-// The GPU runner's memory that lives across steps and CUDA graphs: device buffers that grow and
+// The GPU runner's state that lives across steps and CUDA graphs: device buffers that grow and
 // tell when they moved (a captured graph holds their old addresses), page-locked staging for a
-// step's host inputs, the layout of those inputs in their one transfer, and a graph executable's
-// ownership. Internal to the GPU model runner (device_decoder_model.cc).
+// step's host inputs, the layout of those inputs in their one transfer, a graph executable's
+// ownership and the events that time a step. Internal to the GPU model runner
+// (device_decoder_model.cc).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -91,6 +92,35 @@ struct StepInputsLayout {
     bytes += (n + 15) / 16 * 16;
     return at;
   }
+};
+
+// A pair of CUDA events around a step's work on a stream: elapsed_ms() once the stream passed
+// the stop (after the step's synchronize).
+class StepEvents {
+ public:
+  StepEvents() {
+    check_cuda(cudaEventCreate(&start_), "cudaEventCreate");
+    check_cuda(cudaEventCreate(&stop_), "cudaEventCreate");
+  }
+  StepEvents(const StepEvents&) = delete;
+  StepEvents& operator=(const StepEvents&) = delete;
+  ~StepEvents() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  void start(cudaStream_t stream) {
+    check_cuda(cudaEventRecord(start_, stream), "cudaEventRecord");
+  }
+  void stop(cudaStream_t stream) { check_cuda(cudaEventRecord(stop_, stream), "cudaEventRecord"); }
+  double elapsed_ms() const {
+    float ms = 0.0f;
+    check_cuda(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+    return ms;
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr;
+  cudaEvent_t stop_ = nullptr;
 };
 
 // Page-locked host memory that grows (contents not kept): host-to-device copies from it are

@@ -18,6 +18,10 @@ struct StepLogits {
   // [logit rows]: for an argmax-only row the id of its largest logit (the lowest among equals;
   // -1 when the row holds a non-finite logit), -1 for the other rows.
   std::vector<int32_t> argmax;
+  // The step's time on the GPU's stream, from its inputs' upload to the last copy back (ms); 0
+  // on the CPU. Beside the step's wall time it says how much of a step the host keeps the GPU
+  // waiting.
+  double device_ms = 0.0;
 };
 
 class ModelRunner {

@@ -276,7 +276,11 @@ __global__ void __launch_bounds__(
   const int32_t seq_len = p.seq_lens[seq];
   const int32_t group = args.group;
   const int32_t num_rows = min(kRowsPerCta, q_len * group - row0);
-  if (num_rows <= 0 || seq_len <= 0) return;  // graph padding, or rows another CTA owns
+  // Rows another CTA owns, or a request without keys (seq_len 0: CUDA-graph padding and the
+  // graphs' warm-up steps) in an unsplit launch: nothing to do. Split, such a request's CTAs take
+  // the empty-split path below (it has no tiles), so its rows' merge still sees every split
+  // count in (a merge kernel on arrival waits for them) and writes zeros.
+  if (num_rows <= 0 || (seq_len <= 0 && args.num_splits <= 1)) return;
 
   // Query row R (of this request and KV head) is query token R / group at absolute position
   // first_pos + R / group, q head kv_head * group + R % group.
