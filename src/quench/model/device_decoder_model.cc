@@ -14,6 +14,7 @@
 #include "quench/kv_cache/block_table.h"
 #include "quench/model/decode_graph_plan.h"
 #include "quench/model/device_step_memory.h"
+#include "quench/model/step_profiler.h"
 #include "quench/ops/argmax/argmax.h"
 #include "quench/ops/attention/decode/decode_attention.h"
 #include "quench/ops/embedding/embedding.h"
@@ -105,6 +106,7 @@ struct DeviceDecoderModel::State {
   GrowingBuffer inputs{&generation};
   PinnedBuffer staged_inputs;
   StepEvents step_events;  // a forward's span on the stream (StepLogits::device_ms)
+  StepProfiler profiler;   // QUENCH_PROFILE_STEPS=1: eager steps timed op by op
   // Greedy rows' ids: written after a graph's replay, never inside one, so its growth does not
   // concern the graphs.
   int64_t untracked_generation = 0;
@@ -242,7 +244,11 @@ struct DeviceDecoderModel::State {
     const int32_t d = c.hidden_size, hq = c.num_q_heads(), hkv = c.num_kv_heads(),
                   hd = c.head_dim();
     const int32_t qd = hq * hd, kvd = hkv * hd, qkv_width = qd + 2 * kvd, ff = c.intermediate_size;
+    // Profiled eager steps (mark() does nothing otherwise, and never during a capture: the
+    // profiler is only started for eager steps).
+    const auto mark = [&](const char* op) { profiler.mark(stream, op); };
     embedding_lookup_cuda(t, d, b.ids, embed.as<uint16_t>(), b.x, stream);
+    mark("embedding");
     const QueryOutputSplit split =
         query_output_split(attention.front().selection(), num_decode_tokens, t);
     const bool fp8_cache = is_fp8(kv.dtype);
@@ -253,7 +259,9 @@ struct DeviceDecoderModel::State {
       rms_norm_cuda({t, d, b.x, layer == 0 ? nullptr : b.proj, l.input_norm.as<uint16_t>(),
                      c.rms_norm_eps, b.h},
                     stream);
+      mark("rms_norm (input)");
       linear_cuda(*cublas, t, d, qkv_width, b.h, l.qkv.as<uint16_t>(), b.qkv, DType::kBF16, stream);
+      mark("linear qkv");
 
       AttentionOpArgs args = attention_args(b, layer);
       RopeQuantAppendParams p;
@@ -288,24 +296,34 @@ struct DeviceDecoderModel::State {
       }
       p.slot_mapping = b.slots;
       rope_quant_append_cuda(p, stream);
+      mark("rope_quant_append");
 
       args.q_fp8_ready = split.fp8_rows_ready;
       args.workspace = attention_workspace.buffer().as<void>();
       args.workspace_bytes = attention_workspace.buffer().bytes();
       op.run(args, stream);
+      mark("attention");
 
       linear_cuda(*cublas, t, qd, d, b.attn, l.o.as<uint16_t>(), b.proj, DType::kBF16, stream);
+      mark("linear o");
       rms_norm_cuda({t, d, b.x, b.proj, l.post_norm.as<uint16_t>(), c.rms_norm_eps, b.h}, stream);
+      mark("rms_norm (post)");
       linear_cuda(*cublas, t, d, 2 * ff, b.h, l.gate_up.as<uint16_t>(), b.gate_up, DType::kBF16,
                   stream);
+      mark("linear gate_up");
       swiglu_cuda(t, ff, b.gate_up, b.act, stream);
+      mark("swiglu");
       linear_cuda(*cublas, t, ff, d, b.act, l.down.as<uint16_t>(), b.proj, DType::kBF16, stream);
+      mark("linear down");
     }
     // The last MLP output joins the residual; the final norm of every row (the rows asked for are
     // then gathered: the norm is per row, so the result is the same).
     rms_norm_cuda({t, d, b.x, b.proj, final_norm.as<uint16_t>(), c.rms_norm_eps, b.h}, stream);
+    mark("rms_norm (final)");
     embedding_lookup_cuda(b.rows, d, b.gather, b.h, b.picked, stream);
+    mark("gather rows");
     linear_cuda(*cublas, b.rows, d, c.vocab_size, b.picked, lm_head, b.logits, DType::kF32, stream);
+    mark("lm_head");
   }
 
   // Captures one graph per size of the ladder. Each size first runs once eagerly on a step that
@@ -559,6 +577,8 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
     const StepBuffers b = s.step_buffers(m, rows);
     s.ensure_attention_workspace(b);
     s.upload_step(b, token_ids, m, logit_rows);
+    // Only decode-only steps are profiled (what TPOT is made of).
+    if (m.num_prefill_seqs == 0) s.profiler.begin(s.stream);
     s.enqueue_forward(b, m.num_decode_tokens);
     device_rows = iota_rows(rows);  // gathered in order
     logits = b.logits;
@@ -602,6 +622,7 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
   s.step_events.stop(s.stream);
   check_cuda(cudaStreamSynchronize(s.stream), "the model step");
   out.device_ms = s.step_events.elapsed_ms();
+  s.profiler.end();
   for (size_t i = 0; i < device_rows.size(); ++i)
     if (argmax_only[i] != 0) out.argmax[i] = device_argmax[static_cast<size_t>(device_rows[i])];
   return out;

@@ -2,7 +2,9 @@
 
 #include <cublas_v2.h>
 
+#include "quench/core/env_switch.h"
 #include "quench/core/error.h"
+#include "quench/ops/linear/linear_skinny.h"
 
 namespace quench {
 namespace {
@@ -41,12 +43,12 @@ void CublasHandle::bind(cudaStream_t stream) const {
   check_cublas(cublasSetWorkspace(handle, workspace_, workspace_bytes_), "cublasSetWorkspace");
 }
 
-void linear_cuda(const CublasHandle& cublas, int32_t tokens, int32_t in_features,
+void cublas_gemm(const CublasHandle& cublas, int32_t tokens, int32_t in_features,
                  int32_t out_features, const uint16_t* x, const uint16_t* weight, void* out,
                  DType out_dtype, cudaStream_t stream) {
-  QUENCH_REQUIRE(tokens >= 0 && in_features >= 1 && out_features >= 1, "linear_cuda sizes ", tokens,
+  QUENCH_REQUIRE(tokens >= 0 && in_features >= 1 && out_features >= 1, "linear sizes ", tokens,
                  " x ", in_features, " -> ", out_features, " out of range");
-  QUENCH_REQUIRE(out_dtype == DType::kBF16 || out_dtype == DType::kF32, "linear_cuda output dtype ",
+  QUENCH_REQUIRE(out_dtype == DType::kBF16 || out_dtype == DType::kF32, "linear output dtype ",
                  dtype_name(out_dtype), " is not supported; allowed: bf16, f32");
   if (tokens == 0) return;
   auto handle = static_cast<cublasHandle_t>(cublas.get());
@@ -57,6 +59,21 @@ void linear_cuda(const CublasHandle& cublas, int32_t tokens, int32_t in_features
                             &beta, out, out_dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F,
                             out_features, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                "cublasGemmEx");
+}
+
+void linear_cuda(const CublasHandle& cublas, int32_t tokens, int32_t in_features,
+                 int32_t out_features, const uint16_t* x, const uint16_t* weight, void* out,
+                 DType out_dtype, cudaStream_t stream) {
+  // A few tokens (decode steps): the weight-streaming kernel (linear_skinny.h), unless
+  // QUENCH_LINEAR=cublas asks for cuBLAS everywhere (an A/B switch).
+  static const bool cublas_only = env_switch("QUENCH_LINEAR", {"auto", "cublas"}) == "cublas";
+  if (!cublas_only && out_features >= 1 &&
+      (out_dtype == DType::kBF16 || out_dtype == DType::kF32) &&
+      linear_skinny_supported(tokens, in_features, x, weight)) {
+    linear_skinny_cuda(tokens, in_features, out_features, x, weight, out, out_dtype, stream);
+    return;
+  }
+  cublas_gemm(cublas, tokens, in_features, out_features, x, weight, out, out_dtype, stream);
 }
 
 }  // namespace quench

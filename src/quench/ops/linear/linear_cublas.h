@@ -1,6 +1,8 @@
-// GPU linear layers through cuBLAS: out = x · weightᵀ with HF's [out, in] bf16 weight, fp32
-// accumulation (CUBLAS_COMPUTE_32F), output bf16 (activations) or fp32 (logits). Row-major x
-// [tokens, in] is column-major xᵀ, so the product is computed as outᵀ = W · xᵀ with W transposed.
+// GPU linear layers: out = x · weightᵀ with HF's [out, in] bf16 weight, fp32 accumulation, output
+// bf16 (activations) or fp32 (logits). Up to kSkinnyLinearMaxTokens tokens take the
+// weight-streaming kernel (linear_skinny.h); more go through cuBLAS (CUBLAS_COMPUTE_32F): row-major
+// x [tokens, in] is column-major xᵀ, so the product is computed as outᵀ = W · xᵀ with W transposed.
+// QUENCH_LINEAR=cublas sends every shape to cuBLAS (docs/kernel_switches.md).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -32,7 +34,14 @@ class CublasHandle {
 };
 
 //   x: bf16 [tokens, in]; weight: bf16 [out, in]; out: [tokens, out] in out_dtype (bf16 or f32).
+// Throws quench::Error naming a size or dtype out of range.
 void linear_cuda(const CublasHandle& cublas, int32_t tokens, int32_t in_features,
+                 int32_t out_features, const uint16_t* x, const uint16_t* weight, void* out,
+                 DType out_dtype, cudaStream_t stream);
+
+// The same product through cuBLAS whatever the shape (the benchmark's peer, and linear_cuda's
+// path for more tokens).
+void cublas_gemm(const CublasHandle& cublas, int32_t tokens, int32_t in_features,
                  int32_t out_features, const uint16_t* x, const uint16_t* weight, void* out,
                  DType out_dtype, cudaStream_t stream);
 

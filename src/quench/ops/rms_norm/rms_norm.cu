@@ -16,10 +16,14 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
   const int64_t row = blockIdx.x;
   uint16_t* residual = p.residual + row * p.width;
   const uint16_t* delta = p.delta ? p.delta + row * p.width : nullptr;
+  // Unrolled with constant indices, so that x stays in registers (a loop counting n spilled it
+  // to local memory: ~10 us per 2048-wide row on the H100, against ~3 for the bytes).
   float x[kMaxPerThread];
   float sum_squares = 0.0f;
-  int n = 0;
-  for (int i = threadIdx.x; i < p.width; i += kThreads, ++n) {
+#pragma unroll
+  for (int n = 0; n < kMaxPerThread; ++n) {
+    const int i = static_cast<int>(threadIdx.x) + n * kThreads;
+    if (i >= p.width) break;
     float v = bf16_bits_to_float(residual[i]);
     if (delta != nullptr) {
       v = bf16_bits_to_float(float_to_bf16_bits(v + bf16_bits_to_float(delta[i])));
@@ -38,8 +42,10 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
     total += warp_sums[w];
   const float denominator = sqrtf(total / static_cast<float>(p.width) + p.eps);
   uint16_t* out = p.out + row * p.width;
-  n = 0;
-  for (int i = threadIdx.x; i < p.width; i += kThreads, ++n) {
+#pragma unroll
+  for (int n = 0; n < kMaxPerThread; ++n) {
+    const int i = static_cast<int>(threadIdx.x) + n * kThreads;
+    if (i >= p.width) break;
     out[i] = float_to_bf16_bits(x[n] / denominator * bf16_bits_to_float(p.weight[i]));
   }
 }

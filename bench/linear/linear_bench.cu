@@ -1,0 +1,169 @@
+// "linear": decode-size linear layers (1, 4 and 8 tokens) through the weight-streaming kernel
+// (ops/linear/linear_skinny.h) beside cuBLAS's GEMM on the same shapes, against the HBM read
+// ceiling measured in the same run.
+//
+// Cases: the layers of Llama-3.2-1B (hidden 2048, 32/8 heads x 64, MLP 8192, vocab 128256) and
+// Llama-3-8B (4096, 32/8 x 128, 14336, 128256): qkv, o, gate_up, down, lm_head (fp32 logits).
+// Metric: TB/s of the weight bytes (the x and out bytes are ~0.1% of them), i.e. how close a
+// decode step's GEMMs come to streaming the weights once. Ceiling: a read-only kernel over 1 GiB
+// (16-byte loads, summed so that nothing is optimised away). Timing: a CUDA graph of back-to-back
+// calls cycling over enough weight copies to exceed the 50 MB L2, timed with events; the median
+// over 11 replays divided by the calls, as decode runs under graphs.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quench/core/device_buffer.h"
+#include "quench/core/error.h"
+#include "quench/ops/linear/linear_cublas.h"
+#include "quench/ops/linear/linear_skinny.h"
+#include "support/bench_registry.h"
+
+namespace quench::bench {
+namespace {
+
+void cuda_check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) fail(str_cat(what, ": ", cudaGetErrorString(status)));
+}
+
+// The read ceiling: 16-byte loads, four in flight per thread, xor-folded into one word per
+// thread that is stored only when it equals a value it never takes (the loads must happen).
+__global__ void read_kernel(const uint4* __restrict__ src, int64_t n, uint32_t* sink) {
+  uint32_t fold = 0;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += 4 * stride) {
+    uint4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      v[u] = i + u * stride < n ? __ldcs(src + i + u * stride) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      fold ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  if (fold == 0x9e3779b9u) *sink = fold;
+}
+
+// Median seconds of one call of `launch(r)` (captured `reps` times into a graph).
+template <typename Launch>
+double time_graph(cudaStream_t stream, int32_t reps, Launch&& launch) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture");
+  for (int32_t r = 0; r < reps; ++r)
+    launch(r);
+  cuda_check(cudaStreamEndCapture(stream, &graph), "end capture");
+  cuda_check(cudaGraphInstantiate(&exec, graph, 0), "graph instantiate");
+  cudaEvent_t start, stop;
+  cuda_check(cudaEventCreate(&start), "event");
+  cuda_check(cudaEventCreate(&stop), "event");
+  cuda_check(cudaGraphLaunch(exec, stream), "warm-up");
+  std::vector<float> ms(11);
+  for (float& m : ms) {
+    cuda_check(cudaEventRecord(start, stream), "record");
+    cuda_check(cudaGraphLaunch(exec, stream), "graph launch");
+    cuda_check(cudaEventRecord(stop, stream), "record");
+    cuda_check(cudaEventSynchronize(stop), "sync");
+    cuda_check(cudaEventElapsedTime(&m, start, stop), "elapsed");
+  }
+  std::sort(ms.begin(), ms.end());
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return ms[ms.size() / 2] / 1000.0 / reps;
+}
+
+double measure_read_ceiling(cudaStream_t stream) {
+  const int64_t bytes = int64_t{1} << 30;
+  DeviceBuffer src(static_cast<size_t>(bytes)), sink(64);
+  cuda_check(cudaMemsetAsync(src.as<void>(), 1, static_cast<size_t>(bytes), stream), "memset");
+  int sms = 0;
+  cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
+  const double seconds = time_graph(stream, 4, [&](int32_t) {
+    read_kernel<<<sms * 8, 256, 0, stream>>>(src.as<uint4>(), bytes / 16, sink.as<uint32_t>());
+  });
+  return static_cast<double>(bytes) / seconds / 1e12;
+}
+
+struct LayerShape {
+  const char* model;
+  const char* layer;
+  int32_t in, out;
+  bool f32_out;
+};
+
+void run_linear_bench(const BenchOptions& options, BenchReporter& reporter) {
+  cudaStream_t stream = nullptr;
+  cuda_check(cudaStreamCreate(&stream), "stream");
+  const double ceiling = measure_read_ceiling(stream);
+  const std::vector<LayerShape> shapes = {
+      {"Llama-3.2-1B", "qkv", 2048, 3072, false},
+      {"Llama-3.2-1B", "o", 2048, 2048, false},
+      {"Llama-3.2-1B", "gate_up", 2048, 16384, false},
+      {"Llama-3.2-1B", "down", 8192, 2048, false},
+      {"Llama-3.2-1B", "lm_head", 2048, 128256, true},
+      {"Llama-3-8B", "qkv", 4096, 6144, false},
+      {"Llama-3-8B", "o", 4096, 4096, false},
+      {"Llama-3-8B", "gate_up", 4096, 28672, false},
+      {"Llama-3-8B", "down", 14336, 4096, false},
+      {"Llama-3-8B", "lm_head", 4096, 128256, true},
+  };
+  const CublasHandle cublas;
+  for (const LayerShape& s : shapes) {
+    for (int32_t tokens : {1, 4, 8}) {
+      if (options.quick && tokens != 1) continue;
+      const std::string name =
+          str_cat(s.model, " ", s.layer, " ", s.in, "->", s.out, " T=", tokens);
+      if (!options.wants_case(name)) continue;
+      const size_t weight_bytes = static_cast<size_t>(s.in) * s.out * 2;
+      // Enough copies of the weight to exceed the L2 twice over.
+      const auto sets = static_cast<int32_t>(
+          std::min<size_t>(16, std::max<size_t>(1, (size_t{100} << 20) / weight_bytes + 1)));
+      std::vector<std::unique_ptr<DeviceBuffer>> weights;
+      for (int32_t i = 0; i < sets; ++i) {
+        weights.push_back(std::make_unique<DeviceBuffer>(weight_bytes));
+        cuda_check(cudaMemsetAsync(weights.back()->as<void>(), 0x3c, weight_bytes, stream),
+                   "memset");
+      }
+      DeviceBuffer x(static_cast<size_t>(tokens) * s.in * 2);
+      DeviceBuffer y(static_cast<size_t>(tokens) * s.out * 4);
+      cuda_check(cudaMemsetAsync(x.as<void>(), 0x3c, x.bytes(), stream), "memset");
+      const DType out = s.f32_out ? DType::kF32 : DType::kBF16;
+      const int32_t reps = std::max(sets, 8);
+      const double skinny_s = time_graph(stream, reps, [&](int32_t r) {
+        linear_skinny_cuda(tokens, s.in, s.out, x.as<uint16_t>(),
+                           weights[static_cast<size_t>(r % sets)]->as<uint16_t>(), y.as<void>(),
+                           out, stream);
+      });
+      // cuBLAS directly (linear_cuda would take the skinny kernel at these sizes).
+      const double cublas_s = time_graph(stream, reps, [&](int32_t r) {
+        cublas_gemm(cublas, tokens, s.in, s.out, x.as<uint16_t>(),
+                    weights[static_cast<size_t>(r % sets)]->as<uint16_t>(), y.as<void>(), out,
+                    stream);
+      });
+      BenchRecord record;
+      record.bench = "linear";
+      record.case_name = name;
+      record.metric = "TB/s";
+      record.value = static_cast<double>(weight_bytes) / skinny_s / 1e12;
+      record.ceiling = ceiling;
+      record.peer = "cublas_gemm";
+      record.peer_value = static_cast<double>(weight_bytes) / cublas_s / 1e12;
+      record.note = str_cat("skinny_us=", skinny_s * 1e6, " cublas_us=", cublas_s * 1e6,
+                            " weight_mb=", static_cast<double>(weight_bytes) / 1e6);
+      reporter.record(record);
+    }
+  }
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace
+
+QUENCH_REGISTER_BENCH("linear", run_linear_bench);
+
+}  // namespace quench::bench
