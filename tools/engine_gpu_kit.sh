@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Packs the engine's GPU checks for one device call: the quench and quench_gpu_tests binaries of
-# the build folder (built here for sm_90a) and run.sh, which on the GPU machine
+# Packs the engine's GPU checks for one device call: the quench, quench_gpu_tests and quench_bench
+# binaries of the build folder (built here for sm_90a) and run.sh, which on the GPU machine
 #   1. runs the GPU model runner's tests: its ops against the CPU references (ModelOpsGpu,
 #      ArgmaxGpu), the GPU decoder against the CPU decoder (DeviceDecoderModelVsCpu, per-head
 #      scales, decode CUDA graphs against eager steps), the engine on the GPU (DeviceEngine), the
-#      last under compute-sanitizer memcheck;
+#      last under compute-sanitizer memcheck; the graphs again under the arrival-counted merges;
+#   1b. the weight-streaming linear kernel (opt-in until this runs): its tests and the runner's
+#      with QUENCH_LINEAR=skinny, quench_bench --filter linear, and a 1B decode step both ways;
 #   2. runs quench generate --device gpu on the tiny model (FP8 against bf16 KV, token for token),
 #      then on the Llama-3.2-1B shape (1 and 32 prompts of 1024 -> 128 tokens) for the step-time
 #      split (host, runner, GPU stream);
@@ -21,18 +23,18 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 kit=${2:-.gpu_bin/engine}
 mkdir -p "$kit"
-for binary in quench quench_gpu_tests; do
+for binary in quench quench_gpu_tests quench_bench; do
   [ -x "$build/$binary" ] || { echo "engine_gpu_kit: $build/$binary is missing; build first" >&2; exit 1; }
 done
 # quench needs the HTTP server library, which the GPU machine lacks (and its brotli, in case).
 staging=$(mktemp -d)
 trap 'rm -rf "$staging"' EXIT
-cp "$build/quench" "$build/quench_gpu_tests" "$staging/"
+cp "$build/quench" "$build/quench_gpu_tests" "$build/quench_bench" "$staging/"
 mkdir -p "$staging/lib"
 for lib in libcpp-httplib.so.0.11 libbrotlicommon.so.1 libbrotlidec.so.1 libbrotlienc.so.1; do
   cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$staging/lib/"
 done
-tar -C "$staging" -cJf "$kit/engine_bin.tar.xz" quench quench_gpu_tests lib
+tar -C "$staging" -cJf "$kit/engine_bin.tar.xz" quench quench_gpu_tests quench_bench lib
 cat > "$kit/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs on the GPU machine; see tools/engine_gpu_kit.sh.
@@ -63,6 +65,17 @@ if [ -z "${ENGINE_KIT_SHORT:-}" ]; then
 fi
 echo "== 2. quench generate on the GPU (tiny model)"
 timeout 40 ./quench generate --device gpu 2>&1 | tail -12
+echo "== 1b. decode-size linear layers: the weight-streaming kernel (QUENCH_LINEAR=skinny)"
+QUENCH_LINEAR=skinny timeout 60 ./quench_gpu_tests \
+  --gtest_filter='LinearSkinny*:*DeviceDecoderModel*:DeviceEngine.Gen*' 2>&1 | \
+  grep -E "^\[  (FAILED|PASSED) |Failure|Expected|Which" | tail -8
+timeout 60 ./quench_bench --filter linear --jsonl "$out/linear.jsonl" 2>&1 | tail -34
+for linear in cublas skinny; do
+  echo "-- QUENCH_LINEAR=$linear: 1 prompt, 1024 -> 128"
+  QUENCH_LINEAR=$linear timeout 40 ./quench generate --device gpu --builtin llama3.2-1b \
+    --max-model-len 2048 --max-num-seqs 64 --num-prompts 1 --input-len 1024 --max-tokens 128 \
+    --ignore-eos --no-compare 2>&1 | grep -E "^(steps|error)"
+done
 echo "== 2b. where a step's time goes: quench generate on the Llama-3.2-1B shape, 1024 -> 128"
 for n in 1 32; do
   echo "-- $n prompts"

@@ -1,7 +1,7 @@
 // The weight-streaming linear kernel (1 to 8 tokens) against linear_reference on random inputs:
 // every token count, input widths of one vector up to the 8B model's down projection, feature
-// counts that leave warps and CTAs partly idle, both output dtypes; and linear_cuda's choice
-// between it and cuBLAS (a width that is not a whole number of vectors takes cuBLAS, same result).
+// counts that leave warps and CTAs partly idle, both output dtypes; and linear_cuda, whichever
+// kernel QUENCH_LINEAR gives it (ctest runs these tests again with QUENCH_LINEAR=skinny).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -105,8 +105,9 @@ TEST(LinearSkinnyGpu, ManyFeaturesMatchTheReference) {
       });
 }
 
-// linear_cuda: the skinny kernel for few tokens, cuBLAS for widths it does not take (36 inputs:
-// not whole vectors) and for more tokens; the results agree with the reference either way.
+// linear_cuda: under QUENCH_LINEAR=skinny the skinny kernel for few tokens, cuBLAS for widths it
+// does not take (36 inputs: not whole vectors) and for more tokens; cuBLAS for all by default.
+// The results agree with the reference either way.
 TEST(LinearSkinnyGpu, LinearCudaPicksAKernelThatMatchesTheReference) {
   const CublasHandle cublas;
   const auto through_linear_cuda = [&](int32_t t, int32_t i, int32_t o, const uint16_t* x,

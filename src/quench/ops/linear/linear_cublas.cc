@@ -64,10 +64,11 @@ void cublas_gemm(const CublasHandle& cublas, int32_t tokens, int32_t in_features
 void linear_cuda(const CublasHandle& cublas, int32_t tokens, int32_t in_features,
                  int32_t out_features, const uint16_t* x, const uint16_t* weight, void* out,
                  DType out_dtype, cudaStream_t stream) {
-  // A few tokens (decode steps): the weight-streaming kernel (linear_skinny.h), unless
-  // QUENCH_LINEAR=cublas asks for cuBLAS everywhere (an A/B switch).
-  static const bool cublas_only = env_switch("QUENCH_LINEAR", {"auto", "cublas"}) == "cublas";
-  if (!cublas_only && out_features >= 1 &&
+  // QUENCH_LINEAR=skinny: a few tokens (decode steps) take the weight-streaming kernel
+  // (linear_skinny.h). Opt-in until its first GPU run: its tests and benchmark are written but
+  // have not run on a GPU (bench/LOG.md, twenty-third session).
+  static const bool skinny = env_switch("QUENCH_LINEAR", {"cublas", "skinny"}) == "skinny";
+  if (skinny && out_features >= 1 &&
       (out_dtype == DType::kBF16 || out_dtype == DType::kF32) &&
       linear_skinny_supported(tokens, in_features, x, weight)) {
     linear_skinny_cuda(tokens, in_features, out_features, x, weight, out, out_dtype, stream);

@@ -1,8 +1,8 @@
 // GPU linear layers: out = x · weightᵀ with HF's [out, in] bf16 weight, fp32 accumulation, output
-// bf16 (activations) or fp32 (logits). Up to kSkinnyLinearMaxTokens tokens take the
-// weight-streaming kernel (linear_skinny.h); more go through cuBLAS (CUBLAS_COMPUTE_32F): row-major
-// x [tokens, in] is column-major xᵀ, so the product is computed as outᵀ = W · xᵀ with W transposed.
-// QUENCH_LINEAR=cublas sends every shape to cuBLAS (docs/kernel_switches.md).
+// bf16 (activations) or fp32 (logits), through cuBLAS (CUBLAS_COMPUTE_32F): row-major x [tokens,
+// in] is column-major xᵀ, so the product is computed as outᵀ = W · xᵀ with W transposed. With
+// QUENCH_LINEAR=skinny, up to kSkinnyLinearMaxTokens tokens take the weight-streaming kernel
+// (linear_skinny.h) instead (docs/kernel_switches.md; opt-in until measured on a GPU).
 #pragma once
 
 #include <cuda_runtime.h>
