@@ -8,7 +8,7 @@
 // decode step's GEMMs come to streaming the weights once. Ceiling: a read-only kernel over 1 GiB
 // (16-byte loads, summed so that nothing is optimised away). Timing: a CUDA graph of back-to-back
 // calls cycling over enough weight copies to exceed the 50 MB L2, timed with events; the median
-// over 11 replays divided by the calls, as decode runs under graphs.
+// over 11 replays (after 3 to warm up) divided by the calls, as decode runs under graphs.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -22,13 +22,10 @@
 #include "quench/ops/linear/linear_cublas.h"
 #include "quench/ops/linear/linear_skinny.h"
 #include "support/bench_registry.h"
+#include "support/graph_timing.h"
 
 namespace quench::bench {
 namespace {
-
-void cuda_check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) fail(str_cat(what, ": ", cudaGetErrorString(status)));
-}
 
 // The read ceiling: 16-byte loads, four in flight per thread, xor-folded into one word per
 // thread that is stored only when it equals a value it never takes (the loads must happen).
@@ -48,43 +45,13 @@ __global__ void read_kernel(const uint4* __restrict__ src, int64_t n, uint32_t* 
   if (fold == 0x9e3779b9u) *sink = fold;
 }
 
-// Median seconds of one call of `launch(r)` (captured `reps` times into a graph).
-template <typename Launch>
-double time_graph(cudaStream_t stream, int32_t reps, Launch&& launch) {
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture");
-  for (int32_t r = 0; r < reps; ++r)
-    launch(r);
-  cuda_check(cudaStreamEndCapture(stream, &graph), "end capture");
-  cuda_check(cudaGraphInstantiate(&exec, graph, 0), "graph instantiate");
-  cudaEvent_t start, stop;
-  cuda_check(cudaEventCreate(&start), "event");
-  cuda_check(cudaEventCreate(&stop), "event");
-  cuda_check(cudaGraphLaunch(exec, stream), "warm-up");
-  std::vector<float> ms(11);
-  for (float& m : ms) {
-    cuda_check(cudaEventRecord(start, stream), "record");
-    cuda_check(cudaGraphLaunch(exec, stream), "graph launch");
-    cuda_check(cudaEventRecord(stop, stream), "record");
-    cuda_check(cudaEventSynchronize(stop), "sync");
-    cuda_check(cudaEventElapsedTime(&m, start, stop), "elapsed");
-  }
-  std::sort(ms.begin(), ms.end());
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  return ms[ms.size() / 2] / 1000.0 / reps;
-}
-
 double measure_read_ceiling(cudaStream_t stream) {
   const int64_t bytes = int64_t{1} << 30;
   DeviceBuffer src(static_cast<size_t>(bytes)), sink(64);
   cuda_check(cudaMemsetAsync(src.as<void>(), 1, static_cast<size_t>(bytes), stream), "memset");
   int sms = 0;
   cuda_check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
-  const double seconds = time_graph(stream, 4, [&](int32_t) {
+  const double seconds = time_graph(stream, 4, 11, [&](int32_t) {
     read_kernel<<<sms * 8, 256, 0, stream>>>(src.as<uint4>(), bytes / 16, sink.as<uint32_t>());
   });
   return static_cast<double>(bytes) / seconds / 1e12;
@@ -135,13 +102,13 @@ void run_linear_bench(const BenchOptions& options, BenchReporter& reporter) {
       cuda_check(cudaMemsetAsync(x.as<void>(), 0x3c, x.bytes(), stream), "memset");
       const DType out = s.f32_out ? DType::kF32 : DType::kBF16;
       const int32_t reps = std::max(sets, 8);
-      const double skinny_s = time_graph(stream, reps, [&](int32_t r) {
+      const double skinny_s = time_graph(stream, reps, 11, [&](int32_t r) {
         linear_skinny_cuda(tokens, s.in, s.out, x.as<uint16_t>(),
                            weights[static_cast<size_t>(r % sets)]->as<uint16_t>(), y.as<void>(),
                            out, stream);
       });
       // cuBLAS directly (linear_cuda would take the skinny kernel at these sizes).
-      const double cublas_s = time_graph(stream, reps, [&](int32_t r) {
+      const double cublas_s = time_graph(stream, reps, 11, [&](int32_t r) {
         cublas_gemm(cublas, tokens, s.in, s.out, x.as<uint16_t>(),
                     weights[static_cast<size_t>(r % sets)]->as<uint16_t>(), y.as<void>(), out,
                     stream);

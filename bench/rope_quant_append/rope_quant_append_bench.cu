@@ -35,13 +35,10 @@
 #include "quench/ops/rope_quant_append/rope_append_path.h"
 #include "quench/ops/rope_quant_append/rope_quant_append.h"
 #include "support/bench_registry.h"
+#include "support/graph_timing.h"
 
 namespace quench::bench {
 namespace {
-
-void cuda_check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) fail(str_cat(what, ": ", cudaGetErrorString(status)));
-}
 
 // Owns one device allocation.
 class DeviceMemory {
@@ -95,41 +92,6 @@ __global__ void copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ d
   }
   for (; i < n; i += stride)
     dst[i] = src[i];
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Median seconds of one call of `launch` (captured `reps` times into a graph).
-template <typename Launch>
-double time_graph(cudaStream_t stream, int32_t reps, int32_t replays, Launch&& launch) {
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture");
-  for (int32_t r = 0; r < reps; ++r)
-    launch(r);
-  cuda_check(cudaStreamEndCapture(stream, &graph), "end capture");
-  cuda_check(cudaGraphInstantiate(&exec, graph, 0), "graph instantiate");
-  cudaEvent_t start, stop;
-  cuda_check(cudaEventCreate(&start), "event");
-  cuda_check(cudaEventCreate(&stop), "event");
-  std::vector<double> seconds;
-  for (int32_t i = 0; i < replays + 3; ++i) {
-    cuda_check(cudaEventRecord(start, stream), "record");
-    cuda_check(cudaGraphLaunch(exec, stream), "graph launch");
-    cuda_check(cudaEventRecord(stop, stream), "record");
-    cuda_check(cudaEventSynchronize(stop), "sync");
-    float ms = 0.0f;
-    cuda_check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-    if (i >= 3) seconds.push_back(ms * 1e-3 / reps);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  return median(seconds);
 }
 
 // Best of the copy kernel and cudaMemcpyAsync over 1 GiB, in TB/s of bytes read + written.

@@ -226,37 +226,31 @@ TEST(DeviceDecoderModelGraphs, DecodeStepsMatchEagerAndCpu) {
       EXPECT_EQ(picked.argmax, expect_ids) << dtype_name(kv) << " step " << step;
       ++step;
     }
+    // One decode step of `rows` query rows for each of `members` on the graph runner against the
+    // CPU decoder.
+    const auto expect_step_matches_cpu = [&](const std::vector<size_t>& members, int32_t rows,
+                                             const char* what) {
+      std::vector<ScheduledSequence> seqs;
+      std::vector<int32_t> tokens;
+      for (size_t i : members) {
+        seqs.push_back({pages[i], len[i], rows});
+        for (int32_t j = 0; j < rows; ++j)
+          tokens.push_back(11 + (j * 53 + static_cast<int32_t>(i) * 7) % 500);
+        len[i] += rows;
+      }
+      const AttentionMetadata m = build_attention_metadata(seqs, {}, 16, 64, max_pages);
+      const std::vector<int32_t> all_rows = iota_rows_for_test(static_cast<int32_t>(tokens.size()));
+      EXPECT_LT(
+          rel_l2<float>(graphs.forward(tokens, m, all_rows), cpu.forward(tokens, m, all_rows)),
+          is_fp8(kv) ? 3e-2 : 1e-2)
+          << dtype_name(kv) << " " << what;
+    };
     // An eager step with drafts (8 query rows for each sequence: 40 rows, each with two splits
     // of its <= 81 keys, are more split partials than the largest graph's 8 rows x 8 splits)
-    // fits the workspace sized at start: no capture again.
-    std::vector<ScheduledSequence> drafts;
-    std::vector<int32_t> draft_tokens;
-    for (size_t i = 0; i < len.size(); ++i) {
-      drafts.push_back({pages[i], len[i], 8});
-      for (int32_t j = 0; j < 8; ++j)
-        draft_tokens.push_back(11 + (j * 53 + static_cast<int32_t>(i) * 7) % 500);
-      len[i] += 8;
-    }
-    const AttentionMetadata sm = build_attention_metadata(drafts, {}, 16, 64, max_pages);
-    const std::vector<int32_t> draft_rows = iota_rows_for_test(40);
-    EXPECT_LT(rel_l2<float>(graphs.forward(draft_tokens, sm, draft_rows),
-                            cpu.forward(draft_tokens, sm, draft_rows)),
-              is_fp8(kv) ? 3e-2 : 1e-2)
-        << dtype_name(kv) << " drafts";
-    // The next decode step runs its graph (a grown workspace would capture again here).
-    std::vector<ScheduledSequence> after;
-    std::vector<int32_t> after_tokens;
-    for (size_t i : {size_t{0}, size_t{1}, size_t{4}}) {
-      after.push_back({pages[i], len[i], 1});
-      after_tokens.push_back(9 + static_cast<int32_t>(i) * 31);
-      ++len[i];
-    }
-    const AttentionMetadata am = build_attention_metadata(after, {}, 16, 64, max_pages);
-    const std::vector<int32_t> after_rows = iota_rows_for_test(3);
-    EXPECT_LT(rel_l2<float>(graphs.forward(after_tokens, am, after_rows),
-                            cpu.forward(after_tokens, am, after_rows)),
-              is_fp8(kv) ? 3e-2 : 1e-2)
-        << dtype_name(kv) << " after drafts";
+    // fits the workspace sized at start; the next decode step runs its graph without a capture
+    // again (a grown workspace would capture again there).
+    expect_step_matches_cpu({0, 1, 2, 3, 4}, 8, "drafts");
+    expect_step_matches_cpu({0, 1, 4}, 1, "after drafts");
     EXPECT_EQ(graphs.cuda_graph_captures(), 1) << dtype_name(kv);
   }
 }

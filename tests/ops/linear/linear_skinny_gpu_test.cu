@@ -6,11 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <vector>
 
+#include "harness/device_buffer.h"
 #include "harness/expect_error.h"
-#include "quench/core/device_buffer.h"
+#include "harness/random_inputs.h"
 #include "quench/numerics/bf16.h"
 #include "quench/ops/linear/linear_cublas.h"
 #include "quench/ops/linear/linear_reference.h"
@@ -19,27 +19,14 @@
 namespace quench {
 namespace {
 
-std::vector<uint16_t> random_bf16(size_t n, float stddev, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.1f, stddev);  // a mean: sums do not cancel to ~0
-  std::vector<uint16_t> v(n);
-  for (uint16_t& x : v)
-    x = float_to_bf16_bits(dist(rng));
+using testing_support::DeviceBuffer;
+
+// bf16 values from N(0.1, stddev): a mean, so that the sums do not cancel to ~0.
+std::vector<uint16_t> random_bf16(size_t n, float stddev, uint64_t seed) {
+  std::vector<uint16_t> v;
+  for (float f : testing_support::RandomInputs(seed).normal(n, 0.1f, stddev))
+    v.push_back(float_to_bf16_bits(f));
   return v;
-}
-
-template <typename T>
-std::vector<T> download(const DeviceBuffer& b, size_t n) {
-  std::vector<T> host(n);
-  check_cuda(cudaMemcpy(host.data(), b.as<void>(), n * sizeof(T), cudaMemcpyDeviceToHost),
-             "download");
-  return host;
-}
-
-DeviceBuffer upload(const std::vector<uint16_t>& v) {
-  DeviceBuffer b(v.size() * sizeof(uint16_t));
-  check_cuda(cudaMemcpy(b.as<void>(), v.data(), b.bytes(), cudaMemcpyHostToDevice), "upload");
-  return b;
 }
 
 // Runs `linear` (bf16 and f32 outputs) on tokens x in -> out and checks both against the
@@ -58,14 +45,15 @@ void expect_matches_reference(int32_t tokens, int32_t in, int32_t out_features, 
     wf[i] = bf16_bits_to_float(w[i]);
   std::vector<float> want(static_cast<size_t>(tokens) * out_features);
   linear_reference(tokens, in, out_features, xf.data(), w.data(), want.data());
-  DeviceBuffer dx = upload(x), dw = upload(w), y16(want.size() * 2), y32(want.size() * 4);
+  const DeviceBuffer dx = DeviceBuffer::from_host(x), dw = DeviceBuffer::from_host(w);
+  const DeviceBuffer y16(want.size() * 2), y32(want.size() * 4);
   linear(tokens, in, out_features, dx.as<uint16_t>(), dw.as<uint16_t>(), y16.as<void>(),
          DType::kBF16);
   linear(tokens, in, out_features, dx.as<uint16_t>(), dw.as<uint16_t>(), y32.as<void>(),
          DType::kF32);
-  check_cuda(cudaDeviceSynchronize(), "linear");
-  const auto got16 = download<uint16_t>(y16, want.size());
-  const auto got32 = download<float>(y32, want.size());
+  QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint16_t> got16 = y16.to_host<uint16_t>();
+  const std::vector<float> got32 = y32.to_host<float>();
   const double eps = 4.0 * std::sqrt(static_cast<double>(in)) * 5.96e-8;
   for (int32_t t = 0; t < tokens; ++t) {
     for (int32_t o = 0; o < out_features; ++o) {

@@ -139,24 +139,11 @@ void linear_skinny_cuda(int32_t tokens, int32_t in_features, int32_t out_feature
   QUENCH_REQUIRE(out_dtype == DType::kBF16 || out_dtype == DType::kF32,
                  "linear_skinny output dtype ", dtype_name(out_dtype),
                  " is not supported; allowed: bf16, f32");
-  switch (tokens) {
-    case 1:
-      return launch<1>(in_features, out_features, x, weight, out, out_dtype, stream);
-    case 2:
-      return launch<2>(in_features, out_features, x, weight, out, out_dtype, stream);
-    case 3:
-      return launch<3>(in_features, out_features, x, weight, out, out_dtype, stream);
-    case 4:
-      return launch<4>(in_features, out_features, x, weight, out, out_dtype, stream);
-    case 5:
-      return launch<5>(in_features, out_features, x, weight, out, out_dtype, stream);
-    case 6:
-      return launch<6>(in_features, out_features, x, weight, out, out_dtype, stream);
-    case 7:
-      return launch<7>(in_features, out_features, x, weight, out, out_dtype, stream);
-    default:
-      return launch<8>(in_features, out_features, x, weight, out, out_dtype, stream);
-  }
+  using Launch =
+      void (*)(int32_t, int32_t, const uint16_t*, const uint16_t*, void*, DType, cudaStream_t);
+  static constexpr Launch kLaunch[kSkinnyLinearMaxTokens] = {
+      launch<1>, launch<2>, launch<3>, launch<4>, launch<5>, launch<6>, launch<7>, launch<8>};
+  kLaunch[tokens - 1](in_features, out_features, x, weight, out, out_dtype, stream);
 }
 
 }  // namespace quench
