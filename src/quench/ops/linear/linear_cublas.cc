@@ -68,8 +68,7 @@ void linear_cuda(const CublasHandle& cublas, int32_t tokens, int32_t in_features
   // (linear_skinny.h). Opt-in until its first GPU run: its tests and benchmark are written but
   // have not run on a GPU (bench/LOG.md, twenty-third session).
   static const bool skinny = env_switch("QUENCH_LINEAR", {"cublas", "skinny"}) == "skinny";
-  if (skinny && out_features >= 1 &&
-      (out_dtype == DType::kBF16 || out_dtype == DType::kF32) &&
+  if (skinny && out_features >= 1 && (out_dtype == DType::kBF16 || out_dtype == DType::kF32) &&
       linear_skinny_supported(tokens, in_features, x, weight)) {
     linear_skinny_cuda(tokens, in_features, out_features, x, weight, out, out_dtype, stream);
     return;
