@@ -151,6 +151,31 @@ TEST(OpenAiProtocol, LogprobsInBothShapes) {
             fx.tokenizer.decode(std::vector<int32_t>{tokens[0]}));
 }
 
+// Penalties, logit_bias (token id strings to biases), min_tokens and stop_token_ids reach the
+// request's sampling parameters.
+TEST(OpenAiProtocol, LogitAdjustmentsReachTheSamplingParameters) {
+  const Fixture fx;
+  const SamplingParams p =
+      parse_completion_request(json{{"prompt", "x"},
+                                    {"max_tokens", 20},
+                                    {"presence_penalty", 0.5},
+                                    {"frequency_penalty", -1},
+                                    {"repetition_penalty", 1.1},
+                                    {"min_tokens", 4},
+                                    {"stop_token_ids", {7, 9}},
+                                    {"logit_bias", {{"12", -100}, {"3", 2.5}}}},
+                               fx.model())
+          .params;
+  EXPECT_FLOAT_EQ(p.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(p.frequency_penalty, -1.0f);
+  EXPECT_FLOAT_EQ(p.repetition_penalty, 1.1f);
+  EXPECT_EQ(p.min_tokens, 4);
+  EXPECT_EQ(p.stop_token_ids, (std::vector<int32_t>{7, 9}));
+  std::vector<std::pair<int32_t, float>> bias = p.logit_bias;
+  std::sort(bias.begin(), bias.end());
+  EXPECT_EQ(bias, (std::vector<std::pair<int32_t, float>>{{3, 2.5f}, {12, -100.0f}}));
+}
+
 TEST(OpenAiProtocol, UnsupportedFieldsAreRefusedByName) {
   const Fixture fx;
   const ServedModel m = fx.model();
@@ -158,10 +183,17 @@ TEST(OpenAiProtocol, UnsupportedFieldsAreRefusedByName) {
     body["prompt"] = "x";
     return api_error([&] { parse_completion_request(body, m); });
   };
+  // Out-of-range values of the supported fields, and best_of, are refused with the field named.
   for (const auto& [field, value] :
-       std::vector<std::pair<std::string, json>>{{"presence_penalty", 0.5},
-                                                 {"frequency_penalty", 1},
-                                                 {"repetition_penalty", 1.1},
+       std::vector<std::pair<std::string, json>>{{"presence_penalty", 2.5},
+                                                 {"frequency_penalty", -3},
+                                                 {"repetition_penalty", 0},
+                                                 {"min_tokens", -1},
+                                                 {"stop_token_ids", json{1, -2}},
+                                                 {"stop_token_ids", "7"},
+                                                 {"logit_bias", json{{"12", 150}}},
+                                                 {"logit_bias", json{{"x", 1}}},
+                                                 {"logit_bias", json::array({1})},
                                                  {"best_of", 2}}) {
     const auto [status, message] = completion(json{{field, value}});
     EXPECT_EQ(status, 400) << field;

@@ -11,6 +11,7 @@
 #include "quench/core/error.h"
 #include "quench/core/json_file.h"
 #include "quench/engine/kv_cache_sizing.h"
+#include "quench/engine/logits_processors.h"
 #include "quench/engine/sampler.h"
 #include "quench/kv_cache/block_table.h"
 #include "quench/model/device_decoder_model.h"
@@ -121,6 +122,14 @@ void LlmEngine::check_request(const std::vector<int32_t>& prompt,
     QUENCH_REQUIRE(prompt[i] >= 0 && prompt[i] < config_.vocab_size, "prompt token ", i, " = ",
                    prompt[i], " is outside the vocabulary [0, ", config_.vocab_size, ")");
   }
+  for (int32_t token : params.stop_token_ids) {
+    QUENCH_REQUIRE(token >= 0 && token < config_.vocab_size, "stop_token_ids holds ", token,
+                   ", outside the vocabulary [0, ", config_.vocab_size, ")");
+  }
+  for (const auto& [token, bias] : params.logit_bias) {
+    QUENCH_REQUIRE(token >= 0 && token < config_.vocab_size, "logit_bias names token ", token,
+                   ", outside the vocabulary [0, ", config_.vocab_size, ")");
+  }
 }
 
 int64_t LlmEngine::add_request(std::vector<int32_t> prompt, const SamplingParams& params) {
@@ -179,8 +188,10 @@ void LlmEngine::append_token(Sequence& s, int32_t token, const std::vector<float
     s.output_logprobs.push_back(lp);
   }
   if (sampled_tokens != nullptr) sampled_tokens->push_back({s.id, token, std::move(lp)});
-  if (!s.params.ignore_eos &&
-      std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
+  const auto holds = [&](const std::vector<int32_t>& ids) {
+    return std::find(ids.begin(), ids.end(), token) != ids.end();
+  };
+  if ((!s.params.ignore_eos && holds(eos_ids_)) || holds(s.params.stop_token_ids)) {
     s.finish_reason = FinishReason::kStop;
   } else if (!s.params.stop.empty() && match_stop(s)) {
     s.finish_reason = FinishReason::kStop;
@@ -279,6 +290,7 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
         token_logprobs(row_logits(sampling_rows + i), s.prompt[next], s.params.prompt_logprobs);
   }
 
+  std::vector<float> adjusted;  // a row's logits after its request's processors
   for (const SampleSite& site : sampled) {
     Sequence& s = *site.seq;
     const std::vector<int32_t>& draft = *site.draft;
@@ -291,6 +303,11 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
         token = logits.argmax[i];
         QUENCH_REQUIRE(token >= 0, "sampling request ", s.id,
                        ": a logit is not finite (the model produced a non-finite value)");
+      } else if (adjusts_logits(s.params)) {
+        const std::span<const float> raw = row_logits(i);
+        adjusted.assign(raw.begin(), raw.end());
+        apply_logits_processors(adjusted, s.params, s.prompt, s.output, eos_ids_);
+        token = sample_token(adjusted, s.params, s.rng);
       } else {
         token = sample_token(row_logits(i), s.params, s.rng);
       }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "quench/core/error.h"
+#include "quench/engine/logits_processors.h"
 
 namespace quench {
 
@@ -113,7 +114,7 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& params
 }
 
 bool greedy_without_logprobs(const SamplingParams& params) {
-  return params.temperature == 0.0f && params.logprobs < 0;
+  return params.temperature == 0.0f && params.logprobs < 0 && !adjusts_logits(params);
 }
 
 TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t top) {

@@ -17,7 +17,7 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& params
                      std::mt19937_64& rng);
 
 // True when the token is the largest logit and nothing else of the distribution is asked for
-// (temperature 0, no logprobs): the row's argmax is all the sampler needs.
+// (temperature 0, no logprobs, no logit adjustments): the row's argmax is all the sampler needs.
 bool greedy_without_logprobs(const SamplingParams& params);
 
 // A generated token's log-probability and the `top` most likely alternatives (descending; ties

@@ -10,6 +10,8 @@ namespace {
 
 constexpr size_t kMaxStopStrings = 16;
 constexpr int32_t kMaxLogprobs = 20;
+constexpr size_t kMaxStopTokenIds = 64;
+constexpr size_t kMaxLogitBias = 300;  // OpenAI's limit
 
 }  // namespace
 
@@ -29,6 +31,22 @@ void SamplingParams::validate() const {
   for (size_t i = 0; i < stop.size(); ++i) {
     QUENCH_REQUIRE(!stop[i].empty(), "stop[", i, "] is empty; stop strings must not be");
   }
+  QUENCH_REQUIRE(min_tokens >= 0 && min_tokens <= max_tokens, "min_tokens ", min_tokens,
+                 " must be in [0, max_tokens = ", max_tokens, "]");
+  QUENCH_REQUIRE(stop_token_ids.size() <= kMaxStopTokenIds, "stop_token_ids has ",
+                 stop_token_ids.size(), " ids; at most ", kMaxStopTokenIds);
+  QUENCH_REQUIRE(logit_bias.size() <= kMaxLogitBias, "logit_bias has ", logit_bias.size(),
+                 " entries; at most ", kMaxLogitBias);
+  for (const auto& [token, bias] : logit_bias) {
+    QUENCH_REQUIRE(std::isfinite(bias) && bias >= -100.0f && bias <= 100.0f, "logit_bias of token ",
+                   token, " is ", bias, "; allowed: -100 to 100");
+  }
+  QUENCH_REQUIRE(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f,
+                 "repetition_penalty ", repetition_penalty, " must be > 0 (1 = off)");
+  QUENCH_REQUIRE(std::isfinite(frequency_penalty) && std::abs(frequency_penalty) <= 2.0f,
+                 "frequency_penalty ", frequency_penalty, " must be in [-2, 2] (0 = off)");
+  QUENCH_REQUIRE(std::isfinite(presence_penalty) && std::abs(presence_penalty) <= 2.0f,
+                 "presence_penalty ", presence_penalty, " must be in [-2, 2] (0 = off)");
 }
 
 }  // namespace quench

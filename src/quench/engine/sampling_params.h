@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace quench {
@@ -26,6 +27,19 @@ struct SamplingParams {
   // none; k >= 0 with the k most likely. Such a request computes its whole prompt (no prefix
   // cache: cached pages have no logits).
   int32_t prompt_logprobs = -1;
+  // Logit adjustments before sampling (engine/logits_processors.h), in vLLM's order and with
+  // its definitions: min_tokens holds the end-of-sequence and stop_token_ids off until that many
+  // tokens are out; logit_bias adds to a token's logit (OpenAI, -100 to 100); repetition_penalty
+  // (> 0, 1 = off) divides the positive logits and multiplies the negative ones of every token in
+  // the prompt or output; frequency_penalty subtracts per occurrence in the output and
+  // presence_penalty once per token present there (each -2 to 2, 0 = off). Logprobs stay those
+  // of the model's logits (vLLM's default).
+  int32_t min_tokens = 0;
+  std::vector<int32_t> stop_token_ids;  // also end the request (finish "stop"), even ignore_eos
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  float repetition_penalty = 1.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
 
   // Throws quench::Error naming the bad field and its allowed range.
   void validate() const;

@@ -48,12 +48,41 @@ void check_model(const json& body, const ServedModel& model) {
 // Fields quench refuses rather than ignores: a client relying on them would get wrong results.
 void refuse_unsupported(const json& body) {
   if (integer(body, "best_of", 1) != 1) bad_request("'best_of' must be 1");
-  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
-    if (number(body, penalty, 0.0) != 0.0)
-      bad_request(str_cat("'", penalty, "' is not supported yet (must be 0)"));
+}
+
+// The logit adjustments (SamplingParams, engine/logits_processors.h): penalties, logit_bias (an
+// object of token id strings to biases, as OpenAI sends it), min_tokens and stop_token_ids
+// (vLLM's). Ranges are checked by SamplingParams::validate, ids against the vocabulary by the
+// engine; both answer 400.
+void parse_logit_adjustments(const json& body, SamplingParams& params) {
+  params.presence_penalty = static_cast<float>(number(body, "presence_penalty", 0.0));
+  params.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", 0.0));
+  params.repetition_penalty = static_cast<float>(number(body, "repetition_penalty", 1.0));
+  const int64_t min_tokens = integer(body, "min_tokens", 0);
+  if (min_tokens < 0 || min_tokens > std::numeric_limits<int32_t>::max())
+    bad_request(str_cat("'min_tokens' must be >= 0, got ", min_tokens));
+  params.min_tokens = static_cast<int32_t>(min_tokens);
+  constexpr const char* kIds = "'stop_token_ids' must be a list of token ids (integers >= 0)";
+  if (present(body, "stop_token_ids")) {
+    if (!body.at("stop_token_ids").is_array()) bad_request(kIds);
+    for (const json& id : body.at("stop_token_ids")) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+          id.get<int64_t>() > std::numeric_limits<int32_t>::max())
+        bad_request(kIds);
+      params.stop_token_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    }
   }
-  if (number(body, "repetition_penalty", 1.0) != 1.0)
-    bad_request("'repetition_penalty' is not supported yet (must be 1)");
+  constexpr const char* kBias =
+      "'logit_bias' must be an object of token ids (as strings) to numbers from -100 to 100";
+  if (present(body, "logit_bias")) {
+    if (!body.at("logit_bias").is_object()) bad_request(kBias);
+    for (const auto& [key, value] : body.at("logit_bias").items()) {
+      if (!value.is_number() || key.empty() ||
+          key.find_first_not_of("0123456789") != std::string::npos || key.size() > 9)
+        bad_request(kBias);
+      params.logit_bias.emplace_back(std::stoi(key), value.get<float>());
+    }
+  }
 }
 
 void parse_sampling(const json& body, int64_t default_max_tokens, bool chat, ApiRequest& r) {
@@ -98,6 +127,7 @@ void parse_sampling(const json& body, int64_t default_max_tokens, bool chat, Api
       bad_request("'stop' must be a string or a list of non-empty strings");
     }
   }
+  parse_logit_adjustments(body, r.params);
   try {
     r.params.validate();
   } catch (const Error& e) {
