@@ -106,6 +106,8 @@ MUTANTS = [
     ("engine: sampler top_k ignored", "src/quench/engine/sampler.cc",
      "const bool top_k = params.top_k > 0 && static_cast<size_t>(params.top_k) < vocab;",
      "const bool top_k = false;"),
+    ("model: Qwen2's q bias dropped", "src/quench/model/decoder_model.cc",
+     "linear(t, d, qd, h, w.q_proj, &w.q_bias)", "linear(t, d, qd, h, w.q_proj)"),
     ("logits: adjusted greedy rows take the argmax path", "src/quench/engine/sampler.cc",
      "return params.temperature == 0.0f && params.logprobs < 0 && !adjusts_logits(params);",
      "return params.temperature == 0.0f && params.logprobs < 0;"),

@@ -1,5 +1,6 @@
 // The CPU decoder against a dense fp64 forward written out here (no paging, no bf16 rounding, no
-// FP8): Llama-3 with its RoPE scaling and Qwen3 with q/k norm and tied embeddings. Then the paged
+// FP8): Llama-3 with its RoPE scaling, Qwen3 with q/k norm and tied embeddings, and Qwen2 with its
+// q/k/v biases. Then the paged
 // path against itself, bit for bit: a decode step after a prefill equals one longer prefill,
 // chunked prefill equals one chunk, a mixed decode + prefill step equals its sequences alone, and
 // the FP8 cache moves the logits a little (not zero, not far).
@@ -79,7 +80,14 @@ Matrix dense_forward(const ModelConfig& c, const ModelWeights& w, const std::vec
   for (const DecoderLayerWeights& l : w.layers) {
     const Matrix h = rms_norm(x, l.input_norm, dm, c.rms_norm_eps);
     Matrix q = matmul(h, l.q_proj, hq * hd), k = matmul(h, l.k_proj, hkv * hd);
-    const Matrix v = matmul(h, l.v_proj, hkv * hd);
+    Matrix v = matmul(h, l.v_proj, hkv * hd);
+    if (c.qkv_bias) {
+      for (auto [m, b] :
+           {std::pair{&q, &l.q_bias}, std::pair{&k, &l.k_bias}, std::pair{&v, &l.v_bias}})
+        for (auto& row : *m)
+          for (size_t i = 0; i < row.size(); ++i)
+            row[i] += w_at(*b, static_cast<int64_t>(i));
+    }
     if (c.qk_norm) {
       q = rms_norm(q, l.q_norm, hd, c.rms_norm_eps);
       k = rms_norm(k, l.k_norm, hd, c.rms_norm_eps);
@@ -202,7 +210,8 @@ TEST_P(DecoderModelVsDense, LogitsOfEveryPromptRowMatchAnFp64Forward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, DecoderModelVsDense,
-                         ::testing::Values(ModelArchitecture::kLlama, ModelArchitecture::kQwen3));
+                         ::testing::Values(ModelArchitecture::kLlama, ModelArchitecture::kQwen3,
+                                           ModelArchitecture::kQwen2));
 
 TEST(DecoderModel, DecodeAfterPrefillEqualsOneLongerPrefill) {
   const TinyModel tiny(TinyModelSpec{}, "decode_after_prefill");

@@ -88,7 +88,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"llama_hd64_fp8", ModelArchitecture::kLlama, 64, 4, 2, 256, DType::kFP8E4M3, 3e-2},
         Case{"qwen3_hd128_bf16", ModelArchitecture::kQwen3, 128, 8, 2, 512, DType::kBF16, 1e-2},
         Case{"qwen3_hd128_fp8", ModelArchitecture::kQwen3, 128, 8, 2, 512, DType::kFP8E4M3, 6e-2},
-        Case{"llama_hd128_e5m2", ModelArchitecture::kLlama, 128, 8, 2, 512, DType::kFP8E5M2, 8e-2}),
+        Case{"llama_hd128_e5m2", ModelArchitecture::kLlama, 128, 8, 2, 512, DType::kFP8E5M2, 8e-2},
+        Case{"qwen2_hd64_fp8", ModelArchitecture::kQwen2, 64, 4, 2, 256, DType::kFP8E4M3, 3e-2}),
     [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
 
 // Per-KV-head checkpoint scales reach the GPU kernels: head 0's k/v scales are so small that

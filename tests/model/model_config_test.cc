@@ -30,6 +30,31 @@ constexpr const char* kQwen3 = R"({
   "sliding_window": null, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
   "use_sliding_window": false, "vocab_size": 151936})";
 
+// Qwen2.5-7B-Instruct's config.json (abridged): q/k/v biases, no head_dim, a window it does not
+// use.
+constexpr const char* kQwen25 = R"({
+  "architectures": ["Qwen2ForCausalLM"], "bos_token_id": 151643, "eos_token_id": 151645,
+  "hidden_act": "silu", "hidden_size": 3584, "intermediate_size": 18944,
+  "max_position_embeddings": 32768, "max_window_layers": 28, "model_type": "qwen2",
+  "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4,
+  "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 131072,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "use_sliding_window": false,
+  "vocab_size": 152064})";
+
+TEST(ModelConfig, Qwen25ConfigHasQkvBiasesAndNoWindow) {
+  const ModelConfig c = parse_model_config(kQwen25, "qwen2.5.json");
+  EXPECT_EQ(c.architecture, ModelArchitecture::kQwen2);
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_EQ(c.head_dim(), 128);  // hidden_size / num_attention_heads
+  EXPECT_EQ(c.num_kv_heads(), 4);
+  EXPECT_EQ(c.attention.sliding_window, 0) << "use_sliding_window is false";
+  EXPECT_EQ(c.eos_token_ids, std::vector<int32_t>{151645});
+  // 7.62 B parameters, as published (the biases are 4608 per layer).
+  EXPECT_NEAR(static_cast<double>(c.num_parameters()) / 1e9, 7.62, 0.01);
+  EXPECT_STREQ(model_architecture_name(c.architecture), "Qwen2ForCausalLM");
+}
+
 TEST(ModelConfig, Llama3ConfigReadsEveryDecoderField) {
   const ModelConfig c = parse_model_config(kLlama3, "llama3.json");
   EXPECT_EQ(c.architecture, ModelArchitecture::kLlama);

@@ -32,10 +32,17 @@ void add_residual(std::vector<float>& x, const std::vector<float>& y) {
     x[i] = bf16_bits_to_float(float_to_bf16_bits(x[i] + y[i]));
 }
 
+// x · wᵀ in fp32, plus the bias where given (in fp32, before the caller's bf16 rounding: one
+// rounding, as a GEMM with a bias epilogue gives).
 std::vector<float> linear(int32_t tokens, int32_t in, int32_t out, const std::vector<float>& x,
-                          const Bf16Weight& w) {
+                          const Bf16Weight& w, const Bf16Weight* bias = nullptr) {
   std::vector<float> y(static_cast<size_t>(tokens) * static_cast<size_t>(out));
   linear_reference(tokens, in, out, x.data(), w.data(), y.data());
+  if (bias != nullptr && bias->size() > 0) {
+    for (size_t t = 0; t < static_cast<size_t>(tokens); ++t)
+      for (size_t n = 0; n < static_cast<size_t>(out); ++n)
+        y[t * static_cast<size_t>(out) + n] += bf16_bits_to_float(bias->data()[n]);
+  }
   return y;
 }
 
@@ -157,9 +164,9 @@ std::vector<float> DecoderModel::forward(std::span<const int32_t> token_ids,
     const DecoderLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
     const AttentionOp& attention = attention_[static_cast<size_t>(layer)];
     std::vector<float> h = rms_norm(t, d, x, w.input_norm, c.rms_norm_eps);
-    const std::vector<uint16_t> q = to_bf16_bits(linear(t, d, qd, h, w.q_proj));
-    const std::vector<uint16_t> k = to_bf16_bits(linear(t, d, kvd, h, w.k_proj));
-    const std::vector<uint16_t> v = to_bf16_bits(linear(t, d, kvd, h, w.v_proj));
+    const std::vector<uint16_t> q = to_bf16_bits(linear(t, d, qd, h, w.q_proj, &w.q_bias));
+    const std::vector<uint16_t> k = to_bf16_bits(linear(t, d, kvd, h, w.k_proj, &w.k_bias));
+    const std::vector<uint16_t> v = to_bf16_bits(linear(t, d, kvd, h, w.v_proj, &w.v_bias));
 
     RopeQuantAppendParams p;
     p.num_tokens = t;

@@ -17,6 +17,7 @@
 #include "quench/model/step_profiler.h"
 #include "quench/ops/argmax/argmax.h"
 #include "quench/ops/attention/decode/decode_attention.h"
+#include "quench/ops/bias_add/bias_add.h"
 #include "quench/ops/embedding/embedding.h"
 #include "quench/ops/linear/linear_cublas.h"
 #include "quench/ops/rms_norm/rms_norm.h"
@@ -45,7 +46,7 @@ DeviceBuffer upload_weight(const Bf16Weight& w) {
 }
 
 struct LayerBuffers {
-  DeviceBuffer input_norm, qkv, q_norm, k_norm, o, post_norm, gate_up, down;
+  DeviceBuffer input_norm, qkv, qkv_bias, q_norm, k_norm, o, post_norm, gate_up, down;
 };
 
 // The device addresses and host values of one step.
@@ -262,6 +263,10 @@ struct DeviceDecoderModel::State {
       mark("rms_norm (input)");
       linear_cuda(*cublas, t, d, qkv_width, b.h, l.qkv.as<uint16_t>(), b.qkv, DType::kBF16, stream);
       mark("linear qkv");
+      if (c.qkv_bias) {  // Qwen2
+        bias_add_cuda(t, qkv_width, l.qkv_bias.as<uint16_t>(), b.qkv, stream);
+        mark("bias_add qkv");
+      }
 
       AttentionOpArgs args = attention_args(b, layer);
       RopeQuantAppendParams p;
@@ -447,6 +452,7 @@ DeviceDecoderModel::DeviceDecoderModel(const ModelConfig& config, const ModelWei
     LayerBuffers l;
     l.input_norm = upload_weight(w.input_norm);
     l.qkv = upload_rows({&w.q_proj, &w.k_proj, &w.v_proj});
+    if (config.qkv_bias) l.qkv_bias = upload_rows({&w.q_bias, &w.k_bias, &w.v_bias});
     if (config.qk_norm) {
       l.q_norm = upload_weight(w.q_norm);
       l.k_norm = upload_weight(w.k_norm);
@@ -500,9 +506,9 @@ int64_t DeviceDecoderModel::weight_bytes(const ModelWeights& weights) {
   size_t elements = weights.embed_tokens.size() + weights.final_norm.size();
   if (weights.lm_head.data() != weights.embed_tokens.data()) elements += weights.lm_head.size();
   for (const DecoderLayerWeights& w : weights.layers) {
-    for (const Bf16Weight* part :
-         {&w.input_norm, &w.q_proj, &w.k_proj, &w.v_proj, &w.o_proj, &w.q_norm, &w.k_norm,
-          &w.post_attention_norm, &w.gate_proj, &w.up_proj, &w.down_proj})
+    for (const Bf16Weight* part : {&w.input_norm, &w.q_proj, &w.k_proj, &w.v_proj, &w.o_proj,
+                                   &w.q_norm, &w.k_norm, &w.q_bias, &w.k_bias, &w.v_bias,
+                                   &w.post_attention_norm, &w.gate_proj, &w.up_proj, &w.down_proj})
       elements += part->size();
   }
   return static_cast<int64_t>(elements * sizeof(uint16_t));

@@ -53,9 +53,10 @@ ModelArchitecture architecture_of(const json& j, const std::string& source) {
   const std::string name = j.at("architectures")[0].get<std::string>();
   if (name == "LlamaForCausalLM" || name == "MistralForCausalLM") return ModelArchitecture::kLlama;
   if (name == "Qwen3ForCausalLM") return ModelArchitecture::kQwen3;
+  if (name == "Qwen2ForCausalLM") return ModelArchitecture::kQwen2;
   fail(str_cat(source, ": architecture '", name,
                "' is not supported; allowed: LlamaForCausalLM, MistralForCausalLM, "
-               "Qwen3ForCausalLM"));
+               "Qwen2ForCausalLM, Qwen3ForCausalLM"));
 }
 
 void parse_rope_scaling(const json& j, const std::string& source, RopeConfig& rope) {
@@ -120,7 +121,14 @@ void parse_quantization(const json& j, const std::string& source, WeightQuantiza
 }  // namespace
 
 const char* model_architecture_name(ModelArchitecture arch) {
-  return arch == ModelArchitecture::kQwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+  switch (arch) {
+    case ModelArchitecture::kQwen3:
+      return "Qwen3ForCausalLM";
+    case ModelArchitecture::kQwen2:
+      return "Qwen2ForCausalLM";
+    default:
+      return "LlamaForCausalLM";
+  }
 }
 
 int64_t ModelConfig::num_parameters() const {
@@ -129,6 +137,7 @@ int64_t ModelConfig::num_parameters() const {
   const int64_t kvd = static_cast<int64_t>(num_kv_heads()) * head_dim();
   int64_t layer = d * qd + 2 * d * kvd + qd * d + 3 * d * intermediate_size + 2 * d;
   if (qk_norm) layer += 2 * head_dim();
+  if (qkv_bias) layer += qd + 2 * kvd;
   const int64_t embed = static_cast<int64_t>(vocab_size) * d;
   return num_layers * layer + embed * (tie_word_embeddings ? 1 : 2) + d;
 }
@@ -139,6 +148,7 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
   const json j = json::parse(json_text);  // valid: parse_hf_attention_fields checked it
   c.architecture = architecture_of(j, source);
   c.qk_norm = c.architecture == ModelArchitecture::kQwen3;
+  c.qkv_bias = c.architecture == ModelArchitecture::kQwen2;
   c.hidden_size = positive_int(j, "hidden_size", source);
   c.intermediate_size = positive_int(j, "intermediate_size", source);
   c.num_layers = positive_int(j, "num_hidden_layers", source);
@@ -154,7 +164,8 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& so
     QUENCH_REQUIRE(
         !present(j, bias) || (j.at(bias).is_boolean() && !j.at(bias).get<bool>()), source, ": '",
         bias, "' = ", present(j, bias) ? j.at(bias).dump() : "",
-        " is not supported (quench's Llama/Qwen3 layers have no biases); allowed: false");
+        " is not supported (quench's layers have no biases but Qwen2's q/k/v ones); allowed: "
+        "false");
   }
   if (present(j, "hidden_act")) {
     QUENCH_REQUIRE(j.at("hidden_act") == "silu", source,

@@ -1,6 +1,7 @@
 // The decoder shape of a HuggingFace config.json for the architectures quench runs:
 //   LlamaForCausalLM (Llama 2/3, and Mistral-style configs without a window), Qwen3ForCausalLM
-//   (per-head q/k RMSNorm before RoPE).
+//   (per-head q/k RMSNorm before RoPE), Qwen2ForCausalLM (Qwen2 / Qwen2.5: biases on the q, k
+//   and v projections).
 // Attention fields come from hf_attention_config.h; this adds the rest of the decoder: hidden and
 // MLP sizes, layers, vocabulary, RMSNorm epsilon, RoPE (theta, Llama-3 scaling), tied embeddings.
 // Anything quench cannot run yet (another architecture, attention biases, another rope_scaling
@@ -17,7 +18,7 @@
 
 namespace quench {
 
-enum class ModelArchitecture : uint8_t { kLlama, kQwen3 };
+enum class ModelArchitecture : uint8_t { kLlama, kQwen3, kQwen2 };
 
 // How the checkpoint stores its linear weights (config.json "quantization_config"): bf16/f16/f32,
 // or FP8 e4m3 with a scale that multiplies (per tensor, per output channel, or per block of
@@ -42,7 +43,8 @@ struct ModelConfig {
   float rms_norm_eps = 1e-5f;
   RopeConfig rope;  // rotary_dim = head_dim, neox pairs (HF's rotate_half)
   bool tie_word_embeddings = false;
-  bool qk_norm = false;  // Qwen3
+  bool qk_norm = false;   // Qwen3
+  bool qkv_bias = false;  // Qwen2: the q, k and v projections add a bias
   WeightQuantization quantization;
   int32_t bos_token_id = -1;           // -1 = none given
   std::vector<int32_t> eos_token_ids;  // any of them ends a request (HF allows one or a list)

@@ -136,6 +136,11 @@ ModelWeights ModelWeights::load(const ModelConfig& c, const Checkpoint& checkpoi
     l.k_proj = Bf16Weight::load(checkpoint, p + "self_attn.k_proj.weight", {kvd, d}, q);
     l.v_proj = Bf16Weight::load(checkpoint, p + "self_attn.v_proj.weight", {kvd, d}, q);
     l.o_proj = Bf16Weight::load(checkpoint, p + "self_attn.o_proj.weight", {d, qd}, q);
+    if (c.qkv_bias) {
+      l.q_bias = Bf16Weight::load(checkpoint, p + "self_attn.q_proj.bias", {qd});
+      l.k_bias = Bf16Weight::load(checkpoint, p + "self_attn.k_proj.bias", {kvd});
+      l.v_bias = Bf16Weight::load(checkpoint, p + "self_attn.v_proj.bias", {kvd});
+    }
     if (c.qk_norm) {
       l.q_norm = Bf16Weight::load(checkpoint, p + "self_attn.q_norm.weight", {c.head_dim()});
       l.k_norm = Bf16Weight::load(checkpoint, p + "self_attn.k_norm.weight", {c.head_dim()});

@@ -47,7 +47,8 @@ class Bf16Weight {
 struct DecoderLayerWeights {
   Bf16Weight input_norm;
   Bf16Weight q_proj, k_proj, v_proj, o_proj;
-  Bf16Weight q_norm, k_norm;  // Qwen3; empty otherwise
+  Bf16Weight q_norm, k_norm;          // Qwen3; empty otherwise
+  Bf16Weight q_bias, k_bias, v_bias;  // Qwen2; empty otherwise
   Bf16Weight post_attention_norm;
   Bf16Weight gate_proj, up_proj, down_proj;
 };

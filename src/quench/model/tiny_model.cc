@@ -61,6 +61,12 @@ TinyModelSpec builtin_model_spec(const std::string& name) {
     s.hidden_size = 4096, s.intermediate_size = 14336, s.num_layers = 32, s.num_q_heads = 32,
     s.num_kv_heads = 8;
     s.head_dim = 128, s.vocab_size = 128256, s.num_shards = 8;
+  } else if (name == "qwen2.5-0.5b") {
+    s.architecture = ModelArchitecture::kQwen2, s.llama3_rope_scaling = false, s.rope_theta = 1e6f;
+    s.hidden_size = 896, s.intermediate_size = 4864, s.num_layers = 24, s.num_q_heads = 14,
+    s.num_kv_heads = 2;
+    s.head_dim = 64, s.vocab_size = 151936, s.tie_word_embeddings = true,
+    s.max_position_embeddings = 32768;
   } else if (name == "qwen3-0.6b") {
     s.architecture = ModelArchitecture::kQwen3, s.llama3_rope_scaling = false, s.rope_theta = 1e6f;
     s.hidden_size = 1024, s.intermediate_size = 3072, s.num_layers = 28, s.num_q_heads = 16,
@@ -74,14 +80,15 @@ TinyModelSpec builtin_model_spec(const std::string& name) {
 }
 
 const char* builtin_model_names() {
-  return "tiny, llama3.2-1b, qwen3-0.6b, llama3-8b";
+  return "tiny, llama3.2-1b, qwen2.5-0.5b, qwen3-0.6b, llama3-8b";
 }
 
 std::string tiny_model_config_json(const TinyModelSpec& s) {
   nlohmann::ordered_json j;
-  const bool qwen3 = s.architecture == ModelArchitecture::kQwen3;
   j["architectures"] = {model_architecture_name(s.architecture)};
-  j["model_type"] = qwen3 ? "qwen3" : "llama";
+  j["model_type"] = s.architecture == ModelArchitecture::kQwen3   ? "qwen3"
+                    : s.architecture == ModelArchitecture::kQwen2 ? "qwen2"
+                                                                  : "llama";
   j["hidden_size"] = s.hidden_size;
   j["intermediate_size"] = s.intermediate_size;
   j["num_hidden_layers"] = s.num_layers;
@@ -102,7 +109,7 @@ std::string tiny_model_config_json(const TinyModelSpec& s) {
     j["rope_scaling"] = nullptr;
   }
   j["hidden_act"] = "silu";
-  j["attention_bias"] = false;
+  if (s.architecture != ModelArchitecture::kQwen2) j["attention_bias"] = false;  // Qwen2's: none
   j["tie_word_embeddings"] = s.tie_word_embeddings;
   j["torch_dtype"] = "bfloat16";
   j["bos_token_id"] = 1;
@@ -157,6 +164,11 @@ void write_tiny_model(const std::string& dir, const TinyModelSpec& s) {
     tensors.push_back(proj(p + "self_attn.k_proj.weight", kvd, d));
     tensors.push_back(proj(p + "self_attn.v_proj.weight", kvd, d));
     tensors.push_back(proj(p + "self_attn.o_proj.weight", d, qd));
+    if (s.architecture == ModelArchitecture::kQwen2) {  // biases of a size that matters
+      tensors.push_back(random_bf16(p + "self_attn.q_proj.bias", {qd}, 0.0f, 0.5f, rng));
+      tensors.push_back(random_bf16(p + "self_attn.k_proj.bias", {kvd}, 0.0f, 0.5f, rng));
+      tensors.push_back(random_bf16(p + "self_attn.v_proj.bias", {kvd}, 0.0f, 0.5f, rng));
+    }
     if (s.architecture == ModelArchitecture::kQwen3) {
       tensors.push_back(norm(p + "self_attn.q_norm.weight", s.head_dim));
       tensors.push_back(norm(p + "self_attn.k_norm.weight", s.head_dim));

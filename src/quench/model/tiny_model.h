@@ -1,7 +1,7 @@
-// quench's built-in model: a small Llama- or Qwen3-shaped decoder with seeded random weights,
-// written as a real HF checkpoint (config.json + safetensors shards + index) so that the default
-// `quench generate` and the tests exercise the same loading path as a downloaded model, without a
-// download. Its text is meaningless; its numbers are reproducible.
+// quench's built-in model: a small Llama-, Qwen2- or Qwen3-shaped decoder with seeded random
+// weights, written as a real HF checkpoint (config.json + safetensors shards + index) so that the
+// default `quench generate` and the tests exercise the same loading path as a downloaded model,
+// without a download. Its text is meaningless; its numbers are reproducible.
 #pragma once
 
 #include <cstdint>
@@ -32,9 +32,9 @@ struct TinyModelSpec {
 };
 
 // A spec by name: "tiny" (the default above), or random weights in a real architecture's shape
-// for speed figures without a download: "llama3.2-1b" (1.2 B parameters), "qwen3-0.6b",
-// "llama3-8b" (8 B, 16 GB to write); these have no tokenizer (prompts are token ids). Throws
-// quench::Error listing the names for another.
+// for speed figures without a download: "llama3.2-1b" (1.2 B parameters), "qwen2.5-0.5b" (q/k/v
+// biases), "qwen3-0.6b", "llama3-8b" (8 B, 16 GB to write); these have no tokenizer (prompts are
+// token ids). Throws quench::Error listing the names for another.
 TinyModelSpec builtin_model_spec(const std::string& name);
 const char* builtin_model_names();
 

@@ -11,6 +11,8 @@
 
 #include "quench/core/device_buffer.h"
 #include "quench/numerics/bf16.h"
+#include "quench/ops/bias_add/bias_add.h"
+#include "quench/ops/bias_add/bias_add_reference.h"
 #include "quench/ops/embedding/embedding.h"
 #include "quench/ops/linear/linear_cublas.h"
 #include "quench/ops/linear/linear_reference.h"
@@ -101,6 +103,19 @@ TEST(ModelOpsGpu, SwigluAndEmbedding) {
   for (size_t r = 0; r < ids.size(); ++r)
     for (int32_t i = 0; i < width; ++i)
       EXPECT_EQ(gathered[r * width + i], table[ids[r] * width + i]);
+}
+
+// The bias added to every row (Qwen2's q/k/v) equals its reference bit for bit.
+TEST(ModelOpsGpu, BiasAddMatchesTheReferenceExactly) {
+  const int32_t rows = 5, width = 700;
+  const auto x = random_bf16(rows * width, 0.0f, 2.0f, 11);
+  const auto bias = random_bf16(width, 0.5f, 1.0f, 12);
+  std::vector<uint16_t> want = x;
+  bias_add_reference(rows, width, bias.data(), want.data());
+  DeviceBuffer dx = upload(x), db = upload(bias);
+  bias_add_cuda(rows, width, db.as<uint16_t>(), dx.as<uint16_t>(), nullptr);
+  EXPECT_EQ(download<uint16_t>(dx, want.size()), want);
+  EXPECT_NE(want, x);
 }
 
 TEST(ModelOpsGpu, CublasLinearMatchesTheReference) {
