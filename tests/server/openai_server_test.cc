@@ -327,6 +327,23 @@ TEST(OpenAiServer, ConcurrentClientsGetWhatTheyWouldGetAlone) {
             std::string::npos);
   EXPECT_NE(metrics->body.find("quench:time_to_first_token_seconds_count{model_name=\"tiny\"} 6"),
             std::string::npos);
+  // Engine steps by kind, with their time; no GPU time on the CPU backend.
+  const auto value_of = [&](const std::string& sample) {
+    const size_t at = metrics->body.find(sample + " ");
+    EXPECT_NE(at, std::string::npos) << sample;
+    return at == std::string::npos ? -1.0 : std::stod(metrics->body.substr(at + sample.size() + 1));
+  };
+  EXPECT_GT(value_of("quench:engine_steps_total{model_name=\"tiny\",kind=\"decode\"}"), 0.0);
+  EXPECT_GT(value_of("quench:engine_steps_total{model_name=\"tiny\",kind=\"prefill\"}"), 0.0);
+  const double seconds =
+      value_of("quench:engine_step_seconds_total{model_name=\"tiny\",kind=\"decode\"}");
+  const double runner =
+      value_of("quench:engine_step_runner_seconds_total{model_name=\"tiny\",kind=\"decode\"}");
+  EXPECT_GT(runner, 0.0);
+  EXPECT_GE(seconds, runner);
+  EXPECT_EQ(
+      value_of("quench:engine_step_device_seconds_total{model_name=\"tiny\",kind=\"decode\"}"),
+      0.0);
 }
 
 TEST(OpenAiServer, ChatTokenizeAndBadRequests) {

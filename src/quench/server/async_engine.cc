@@ -172,6 +172,8 @@ void AsyncEngine::run() {
     counters_.prefix_hit_tokens = engine_->prefix_hit_tokens();
     counters_.spec_draft_tokens = engine_->spec_drafted_tokens();
     counters_.spec_accepted_tokens = engine_->spec_accepted_tokens();
+    counters_.decode_steps.set(engine_->decode_step_times());
+    counters_.prefill_steps.set(engine_->prefill_step_times());
     log_throughput();
   }
   for (auto& [id, stream] : in_flight)

@@ -76,6 +76,21 @@ struct AsyncEngineCounters {
   std::atomic<int64_t> prefix_hit_tokens{0};
   std::atomic<int64_t> spec_draft_tokens{0};     // n-gram drafts verified
   std::atomic<int64_t> spec_accepted_tokens{0};  // and accepted
+  // Engine steps by kind ("decode": decode-only, "prefill": with prefill rows) and their time
+  // (StepTimeTotals): the whole step, inside the model runner, and the GPU stream's share.
+  struct StepTimes {
+    std::atomic<int64_t> steps{0};
+    std::atomic<double> seconds{0.0};
+    std::atomic<double> runner_seconds{0.0};
+    std::atomic<double> device_seconds{0.0};
+    void set(const StepTimeTotals& t) {
+      steps = t.steps;
+      seconds = t.wall_ms / 1000.0;
+      runner_seconds = t.forward_ms / 1000.0;
+      device_seconds = t.device_ms / 1000.0;
+    }
+  };
+  StepTimes decode_steps, prefill_steps;
 };
 
 class AsyncEngine {

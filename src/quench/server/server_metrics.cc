@@ -81,6 +81,25 @@ std::string ServerMetrics::format(const std::string& model_name,
       << c.finished_length.load() << "\n";
   sample("quench:request_aborted_total", "counter",
          "Requests dropped because the client went away.", c.aborted.load());
+  // Engine steps by kind: how many, how long they took, and how much of it the model runner and
+  // the GPU stream took (seconds - runner seconds is the host's own work; 0 GPU seconds on the
+  // CPU).
+  using Steps = AsyncEngineCounters::StepTimes;
+  const auto by_kind = [&](const char* name, const char* help, auto value) {
+    out << "# HELP " << name << " " << help << " By kind: decode-only, or with prefill rows.\n"
+        << "# TYPE " << name << " counter\n";
+    for (const auto& [kind, t] :
+         {std::pair{"decode", &c.decode_steps}, std::pair{"prefill", &c.prefill_steps}})
+      out << name << "{" << labels << ",kind=\"" << kind << "\"} " << value(*t) << "\n";
+  };
+  by_kind("quench:engine_steps_total", "Engine steps.",
+          [](const Steps& t) { return static_cast<double>(t.steps.load()); });
+  by_kind("quench:engine_step_seconds_total", "Engine step wall time.",
+          [](const Steps& t) { return t.seconds.load(); });
+  by_kind("quench:engine_step_runner_seconds_total", "Engine step time inside the model runner.",
+          [](const Steps& t) { return t.runner_seconds.load(); });
+  by_kind("quench:engine_step_device_seconds_total", "Engine step time on the GPU stream.",
+          [](const Steps& t) { return t.device_seconds.load(); });
   out << time_to_first_token.format("quench:time_to_first_token_seconds", "Time to first token.",
                                     labels);
   out << e2e_latency.format("quench:e2e_request_latency_seconds",
