@@ -176,6 +176,25 @@ TEST(OpenAiProtocol, LogitAdjustmentsReachTheSamplingParameters) {
   EXPECT_EQ(bias, (std::vector<std::pair<int32_t, float>>{{3, 2.5f}, {12, -100.0f}}));
 }
 
+// response_format: "json_object" turns JSON mode on; "text" is the default; a schema is refused
+// (not yet), and so is anything else.
+TEST(OpenAiProtocol, ResponseFormatJsonObjectTurnsOnJsonMode) {
+  const Fixture fx;
+  const ServedModel m = fx.model();
+  const auto with = [&](json format) {
+    return json{{"prompt", "x"}, {"response_format", std::move(format)}};
+  };
+  EXPECT_TRUE(parse_completion_request(with({{"type", "json_object"}}), m).params.json_object);
+  EXPECT_FALSE(parse_completion_request(with({{"type", "text"}}), m).params.json_object);
+  EXPECT_FALSE(parse_completion_request(json{{"prompt", "x"}}, m).params.json_object);
+  for (const json& bad : {json{{"type", "json_schema"}, {"json_schema", json::object()}},
+                          json{{"type", "yaml"}}, json("json_object")}) {
+    const auto [status, message] = api_error([&] { parse_completion_request(with(bad), m); });
+    EXPECT_EQ(status, 400) << bad.dump();
+    EXPECT_NE(message.find("response_format"), std::string::npos) << message;
+  }
+}
+
 TEST(OpenAiProtocol, UnsupportedFieldsAreRefusedByName) {
   const Fixture fx;
   const ServedModel m = fx.model();

@@ -114,6 +114,8 @@ void LlmEngine::check_request(const std::vector<int32_t>& prompt,
   params.validate();
   QUENCH_REQUIRE(params.stop.empty() || tokenizer_ != nullptr,
                  "stop strings need the model's tokenizer.json, which this model lacks");
+  QUENCH_REQUIRE(!params.json_object || tokenizer_ != nullptr,
+                 "JSON mode needs the model's tokenizer.json, which this model lacks");
   QUENCH_REQUIRE(!prompt.empty(), "the prompt is empty");
   const int32_t max_len = scheduler_->config().max_model_len;
   QUENCH_REQUIRE(static_cast<int64_t>(prompt.size()) < max_len, "the prompt has ", prompt.size(),
@@ -191,7 +193,14 @@ void LlmEngine::append_token(Sequence& s, int32_t token, const std::vector<float
   const auto holds = [&](const std::vector<int32_t>& ids) {
     return std::find(ids.begin(), ids.end(), token) != ids.end();
   };
-  if ((!s.params.ignore_eos && holds(eos_ids_)) || holds(s.params.stop_token_ids)) {
+  // JSON mode: the token's bytes extend the object (the mask allowed only such tokens); its
+  // closing brace ends the request. (A prefix that took a masked token, the mask having allowed
+  // none, ends it too.)
+  if (s.params.json_object && !s.json_prefix) s.json_prefix = std::make_shared<JsonObjectPrefix>();
+  const bool json_ends =
+      s.params.json_object && (!s.json_prefix->feed(tokenizer_->token_bytes(token, true, true)) ||
+                               s.json_prefix->complete());
+  if ((!s.params.ignore_eos && holds(eos_ids_)) || holds(s.params.stop_token_ids) || json_ends) {
     s.finish_reason = FinishReason::kStop;
   } else if (!s.params.stop.empty() && match_stop(s)) {
     s.finish_reason = FinishReason::kStop;
@@ -306,7 +315,13 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
       } else if (adjusts_logits(s.params)) {
         const std::span<const float> raw = row_logits(i);
         adjusted.assign(raw.begin(), raw.end());
-        apply_logits_processors(adjusted, s.params, s.prompt, s.output, eos_ids_);
+        const std::vector<uint8_t>* allowed = nullptr;
+        if (s.params.json_object) {
+          if (!json_masks_) json_masks_ = std::make_unique<JsonTokenMasks>(*tokenizer_);
+          if (!s.json_prefix) s.json_prefix = std::make_shared<JsonObjectPrefix>();
+          allowed = &json_masks_->allowed(*s.json_prefix);
+        }
+        apply_logits_processors(adjusted, s.params, s.prompt, s.output, eos_ids_, allowed);
         token = sample_token(adjusted, s.params, s.rng);
       } else {
         token = sample_token(row_logits(i), s.params, s.rng);

@@ -149,6 +149,7 @@ class LlmEngine {
   int64_t next_id_ = 0;
   int64_t spec_drafted_tokens_ = 0;
   int64_t spec_accepted_tokens_ = 0;
+  std::unique_ptr<JsonTokenMasks> json_masks_;  // JSON mode's masks, built at first use
   StepTimeTotals decode_step_times_;
   StepTimeTotals prefill_step_times_;
 };

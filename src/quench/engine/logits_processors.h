@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "quench/engine/sampling_params.h"
 
@@ -20,8 +21,11 @@ bool adjusts_logits(const SamplingParams& params);
 // output is shorter than min_tokens). A masked token's logit becomes the lowest float: never the
 // argmax, probability 0. Ids outside the vocabulary are the caller's to reject
 // (LlmEngine::add_request does).
+// `allowed` ([tokenizer vocab] 1 = allowed, JSON mode's JsonTokenMasks) masks every other token,
+// ids past its end included.
 void apply_logits_processors(std::span<float> logits, const SamplingParams& params,
                              std::span<const int32_t> prompt, std::span<const int32_t> output,
-                             std::span<const int32_t> end_ids);
+                             std::span<const int32_t> end_ids,
+                             const std::vector<uint8_t>* allowed = nullptr);
 
 }  // namespace quench

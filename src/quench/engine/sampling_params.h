@@ -40,6 +40,10 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;
   float frequency_penalty = 0.0f;
   float presence_penalty = 0.0f;
+  // JSON mode (response_format {"type": "json_object"}): the output is one JSON object; only
+  // tokens that keep it a prefix of one are taken, and the request ends when it closes
+  // (engine/json_prefix.h). Needs the model's tokenizer.
+  bool json_object = false;
 
   // Throws quench::Error naming the bad field and its allowed range.
   void validate() const;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "quench/engine/json_prefix.h"
 #include "quench/engine/sampler.h"
 #include "quench/engine/sampling_params.h"
 #include "quench/tokenizer/incremental_detokenizer.h"
@@ -45,6 +46,8 @@ struct Sequence {
   // The output's text so far, for stop strings (built a token at a time), and how much of it
   // has been searched.
   std::shared_ptr<IncrementalDetokenizer> output_text;
+  // JSON mode: the output so far as a prefix of a JSON object (created with the first token).
+  std::shared_ptr<JsonObjectPrefix> json_prefix;
   size_t stop_search_from = 0;
 
   int32_t num_tokens() const { return static_cast<int32_t>(prompt.size() + output.size()); }

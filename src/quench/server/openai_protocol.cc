@@ -128,6 +128,24 @@ void parse_sampling(const json& body, int64_t default_max_tokens, bool chat, Api
     }
   }
   parse_logit_adjustments(body, r.params);
+  if (present(body, "response_format")) {
+    const json& format = body.at("response_format");
+    const std::string type =
+        format.is_object() && present(format, "type") && format.at("type").is_string()
+            ? format.at("type").get<std::string>()
+            : "";
+    if (type == "json_object") {
+      r.params.json_object = true;
+    } else if (type == "json_schema") {
+      bad_request(
+          "'response_format' type \"json_schema\" is not supported yet; allowed: "
+          "\"text\", \"json_object\"");
+    } else if (type != "text") {
+      bad_request(
+          "'response_format' must be an object with a \"type\" of \"text\" or "
+          "\"json_object\"");
+    }
+  }
   try {
     r.params.validate();
   } catch (const Error& e) {
