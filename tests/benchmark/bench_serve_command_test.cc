@@ -43,6 +43,25 @@ TEST(BenchServeCommand, LaunchedServerServesEveryRequestInFull) {
   EXPECT_GT(r["tpot"]["mean_ms"].get<double>(), 0.0);
 }
 
+// Sampled requests (temperature, top-p, top-k) through the same path; the result names them.
+TEST(BenchServeCommand, SampledRequestsRunAndAreRecorded) {
+  const std::string json_path =
+      testing_support::scratch_dir("quench_bench_serve_test", "sampled") + "/r.json";
+  std::string out, err;
+  ASSERT_EQ(
+      run({"--launch", "--num-prompts", "3", "--random-input-len", "12", "--random-output-len", "4",
+           "--temperature", "0.8", "--top-p", "0.9", "--top-k", "20", "--result-json", json_path},
+          &out, &err),
+      0)
+      << out << err;
+  const nlohmann::json r = nlohmann::json::parse(std::ifstream(json_path));
+  EXPECT_EQ(r["completed"], 3);
+  EXPECT_EQ(r["total_output_tokens"], 12);
+  EXPECT_DOUBLE_EQ(r["temperature"].get<double>(), 0.8);
+  EXPECT_DOUBLE_EQ(r["top_p"].get<double>(), 0.9);
+  EXPECT_EQ(r["top_k"], 20);
+}
+
 TEST(BenchServeCommand, BadFlagsExit2) {
   std::string out, err;
   EXPECT_EQ(run({"--model", "/some/model"}, &out, &err), 2);
@@ -50,6 +69,10 @@ TEST(BenchServeCommand, BadFlagsExit2) {
   EXPECT_EQ(run({"--request-rate", "-1"}, &out, &err), 2);
   EXPECT_EQ(run({"--random-range-ratio", "1.5"}, &out, &err), 2);
   EXPECT_EQ(run({"--port", "0"}, &out, &err), 2);
+  EXPECT_EQ(run({"--top-p", "0"}, &out, &err), 2);
+  EXPECT_NE(err.find("--top-p"), std::string::npos) << err;
+  EXPECT_EQ(run({"--temperature", "-0.5"}, &out, &err), 2);
+  EXPECT_EQ(run({"--top-k", "x"}, &out, &err), 2);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ const char* bench_usage() {
           "  [--num-prompts N] [--random-input-len L] [--random-output-len L] "
           "[--random-range-ratio R]\n"
           "  [--request-rate R|inf] [--max-concurrency N] [--vocab-size N] [--seed S]\n"
+          "  [--temperature T] [--top-p P] [--top-k K]   (sampling; default greedy)\n"
           "  [--result-json FILE]\n"
           "  [--launch]   start quench serve in this process (on a free port) with the engine "
           "flags:\n") +
@@ -29,11 +30,11 @@ const char* bench_usage() {
 }
 
 const FlagTable& known_flags() {
-  static const FlagTable flags =
-      command_flag_table({"--host", "--port", "--served-model-name", "--num-prompts",
-                          "--random-input-len", "--random-output-len", "--random-range-ratio",
-                          "--request-rate", "--max-concurrency", "--vocab-size", "--result-json"},
-                         {"--launch"});
+  static const FlagTable flags = command_flag_table(
+      {"--host", "--port", "--served-model-name", "--num-prompts", "--random-input-len",
+       "--random-output-len", "--random-range-ratio", "--request-rate", "--max-concurrency",
+       "--vocab-size", "--result-json", "--temperature", "--top-p", "--top-k"},
+      {"--launch"});
   return flags;
 }
 
@@ -62,6 +63,9 @@ nlohmann::json summary_json(const ServingBenchmarkResult& r, const ServingBenchm
           {"request_rate",
            std::isinf(o.request_rate) ? nlohmann::json("inf") : nlohmann::json(o.request_rate)},
           {"max_concurrency", o.max_concurrency},
+          {"temperature", o.temperature},
+          {"top_p", o.top_p},
+          {"top_k", o.top_k},
           {"completed", s.completed},
           {"failed", s.failed},
           {"duration_s", s.duration_s},
@@ -124,6 +128,15 @@ int run_bench_serve_command(int argc, char** argv, std::ostream& out, std::ostre
       o.vocab_size = parse_int_flag<int32_t>("--vocab-size", *v, 2);
     if (const auto* v = get("--seed")) o.seed = parse_int_flag<uint64_t>("--seed", *v, 0);
     if (const auto* v = get("--result-json")) result_json = *v;
+    if (const auto* v = get("--temperature")) {
+      o.temperature = parse_number("--temperature", *v, 0.0);
+      if (std::isinf(o.temperature)) throw UsageError("--temperature must be a finite number >= 0");
+    }
+    if (const auto* v = get("--top-p")) {
+      o.top_p = parse_number("--top-p", *v, 0.0);
+      if (!(o.top_p > 0.0 && o.top_p <= 1.0)) throw UsageError("--top-p must be in (0, 1]");
+    }
+    if (const auto* v = get("--top-k")) o.top_k = parse_int_flag<int32_t>("--top-k", *v, 0);
   } catch (const Error& e) {
     err << "error: " << e.what() << "\n";
     return 2;

@@ -25,13 +25,15 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 void send_request(const ServingBenchmarkOptions& o, const std::string& model,
                   const std::vector<int32_t>& prompt, int32_t max_tokens, RequestRecord& record) {
   record.prompt_tokens = static_cast<int32_t>(prompt.size());
-  const json body = {{"model", model},
-                     {"prompt", prompt},
-                     {"max_tokens", max_tokens},
-                     {"temperature", 0.0},
-                     {"ignore_eos", true},
-                     {"stream", true},
-                     {"stream_options", {{"include_usage", true}}}};
+  json body = {{"model", model},
+               {"prompt", prompt},
+               {"max_tokens", max_tokens},
+               {"temperature", o.temperature},
+               {"ignore_eos", true},
+               {"stream", true},
+               {"stream_options", {{"include_usage", true}}}};
+  if (o.top_p < 1.0) body["top_p"] = o.top_p;
+  if (o.top_k > 0) body["top_k"] = o.top_k;
   httplib::Client client(o.host, o.port);
   client.set_read_timeout(3600, 0);
   std::string buffer;

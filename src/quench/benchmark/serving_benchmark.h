@@ -26,6 +26,11 @@ struct ServingBenchmarkOptions {
   int32_t max_concurrency = 0;                                    // 0 = no cap
   int32_t vocab_size = 0;  // 0: /v1/models' vocab_size (quench reports it), else 32000
   uint64_t seed = 0;
+  // Sampling of every request (greedy by default, as vLLM's benchmark sends it); top_p 1 and
+  // top_k 0 are not sent.
+  double temperature = 0.0;
+  double top_p = 1.0;
+  int32_t top_k = 0;
 };
 
 struct ServingBenchmarkResult {
