@@ -12,7 +12,8 @@
 #      split (host, runner, GPU stream);
 #   3. measures the serving stack on the GPU: quench bench-serve --launch --device gpu on random
 #      weights in Llama-3.2-1B's shape, FP8 KV (ENGINE_KIT_KV="fp8 bf16" for both), 1024 -> 128
-#      tokens, concurrency 1 (decode CUDA graphs, then --enforce-eager) and 32.
+#      tokens, concurrency 1 (decode CUDA graphs, then --enforce-eager) and 32 (greedy, then
+#      sampled at temperature 0.8, top-p 0.95).
 # Each step has a timeout, so that the call stays inside the device tool's 600 s.
 # Everything it prints and the result JSONs land under $OUT.
 #   tools/engine_gpu_kit.sh [BUILD_DIR] [KIT_DIR]   # defaults build, .gpu_bin/engine
@@ -48,8 +49,8 @@ torch_cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvi
 export LD_LIBRARY_PATH="$here/bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}${torch_cublas:+:$torch_cublas}"
 ldd ./quench ./quench_gpu_tests | grep "not found" && echo "run.sh: shared libraries missing (above)"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv
-# At most 8 files come back from $OUT: the test log, memcheck's, one JSON per serving run and one
-# file for the servers' logs; everything else goes to stdout.
+# At most 8 files come back from $OUT: the test log, memcheck's, the linear benchmark's JSON lines,
+# one JSON per serving run (4) and one file for the servers' logs; everything else goes to stdout.
 echo "== 1. GPU model runner tests"
 timeout 150 ./quench_gpu_tests --gtest_filter='ModelOpsGpu*:ArgmaxGpu*:*DeviceDecoderModel*:DeviceEngine*' 2>&1 | tee "$out/tests.log" | grep -E "^\[  (FAILED|PASSED|  OK) |Failure|Expected|Which is|rel_l2|error" | tail -40
 # The graphs again under the merges that wait on split arrivals: padding rows must not be waited on.
@@ -83,12 +84,21 @@ for n in 1 32; do
     --num-prompts $n --input-len 1024 --max-tokens 128 --ignore-eos --no-compare 2>&1 | grep -E "^(time|steps|error)"
 done
 echo "== 3. serving: Llama-3.2-1B shape, random weights, 1024 -> 128 tokens"
-runs=("fp8 1" "fp8 1 --enforce-eager" "fp8 32")
+# The third word onwards: extra flags (the eager run; the sampled run, whose rows take the host's
+# sampler instead of the device argmax).
+runs=("fp8 1" "fp8 1 --enforce-eager" "fp8 32" "fp8 32 --temperature 0.8 --top-p 0.95")
 [ -n "${ENGINE_KIT_SHORT:-}" ] && runs=("fp8 1" "fp8 32")
 for run in "${runs[@]}"; do
   set -- $run
-  kv=$1 c=$2 extra=${3:-}
-  name="serve_1b_${kv}_c${c}${extra:+_eager}"
+  kv=$1 c=$2
+  shift 2
+  extra="$*"
+  suffix=""
+  case "$extra" in
+    *--enforce-eager*) suffix=_eager ;;
+    *--temperature*) suffix=_sampled ;;
+  esac
+  name="serve_1b_${kv}_c${c}${suffix}"
   echo "-- $name"
   timeout 90 ./quench bench-serve --launch --device gpu --builtin llama3.2-1b --kv-cache-dtype "$kv" \
     --max-model-len 2048 --max-num-seqs 64 --num-prompts $((c * 2 + 2)) --random-input-len 1024 \
