@@ -73,6 +73,23 @@ TEST(Sampler, DrawsFollowTheTemperedSoftmaxOfTheKeptTokens) {
   expect_frequencies(logits, p5, {0.0, 1.0, 0.0, 0.0});
 }
 
+// min_p drops the tokens under min_p times the largest tempered probability, before top-k and
+// top-p (vLLM's order): here 0.5 keeps logits 2 and 1.5 at T = 1 (e^-0.5 = 0.61 of the largest)
+// and drops 1 (0.37) and 0.
+TEST(Sampler, MinPDropsTheUnlikelyBeforeTopKAndTopP) {
+  const std::vector<float> logits = {1.0f, 2.0f, 0.0f, 1.5f};
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.min_p = 0.5f;
+  const double a = 1.0, b = std::exp(-0.5);
+  expect_frequencies(logits, p, {0.0, a / (a + b), 0.0, b / (a + b)});
+  p.top_p = 0.5f;  // the nucleus of what min_p left: the largest alone (0.62 >= 0.5)
+  expect_frequencies(logits, p, {0.0, 1.0, 0.0, 0.0});
+  SamplingParams bad;
+  bad.min_p = 1.5f;
+  EXPECT_QUENCH_ERROR(bad.validate(), {"min_p 1.5", "[0, 1]"});
+}
+
 TEST(Sampler, LogprobsAreTheLogSoftmaxAndTheTopInOrder) {
   const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f};
   const double z = std::log(std::exp(1.0) + 2 * std::exp(3.0) + std::exp(2.0));

@@ -159,6 +159,7 @@ TEST(OpenAiProtocol, LogitAdjustmentsReachTheSamplingParameters) {
       parse_completion_request(json{{"prompt", "x"},
                                     {"max_tokens", 20},
                                     {"presence_penalty", 0.5},
+                                    {"min_p", 0.05},
                                     {"frequency_penalty", -1},
                                     {"repetition_penalty", 1.1},
                                     {"min_tokens", 4},
@@ -167,6 +168,7 @@ TEST(OpenAiProtocol, LogitAdjustmentsReachTheSamplingParameters) {
                                fx.model())
           .params;
   EXPECT_FLOAT_EQ(p.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(p.min_p, 0.05f);
   EXPECT_FLOAT_EQ(p.frequency_penalty, -1.0f);
   EXPECT_FLOAT_EQ(p.repetition_penalty, 1.1f);
   EXPECT_EQ(p.min_tokens, 4);
@@ -208,6 +210,7 @@ TEST(OpenAiProtocol, UnsupportedFieldsAreRefusedByName) {
                                                  {"frequency_penalty", -3},
                                                  {"repetition_penalty", 0},
                                                  {"min_tokens", -1},
+                                                 {"min_p", 2},
                                                  {"stop_token_ids", json{1, -2}},
                                                  {"stop_token_ids", "7"},
                                                  {"logit_bias", json{{"12", 150}}},

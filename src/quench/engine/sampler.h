@@ -1,5 +1,6 @@
 // Picks the next token from one row of logits: greedy at temperature 0, else a draw from
-// softmax(logits / temperature) restricted to the top_k largest and then to the top_p nucleus.
+// softmax(logits / temperature) without the tokens under min_p times the largest probability,
+// restricted to the top_k largest and then to the top_p nucleus.
 // The draw uses the request's own generator, so a seeded request repeats whatever it is batched
 // with.
 #pragma once

@@ -19,6 +19,8 @@ void SamplingParams::validate() const {
   QUENCH_REQUIRE(std::isfinite(temperature) && temperature >= 0.0f, "temperature ", temperature,
                  " must be a finite number >= 0 (0 = greedy)");
   QUENCH_REQUIRE(top_k >= 0, "top_k ", top_k, " must be >= 0 (0 = all tokens)");
+  QUENCH_REQUIRE(std::isfinite(min_p) && min_p >= 0.0f && min_p <= 1.0f, "min_p ", min_p,
+                 " must be in [0, 1] (0 = off)");
   QUENCH_REQUIRE(std::isfinite(top_p) && top_p > 0.0f && top_p <= 1.0f, "top_p ", top_p,
                  " must be in (0, 1]");
   QUENCH_REQUIRE(max_tokens >= 1, "max_tokens ", max_tokens, " must be >= 1");

@@ -10,9 +10,12 @@
 namespace quench {
 
 struct SamplingParams {
-  float temperature = 0.0f;      // 0 = greedy (argmax; ties go to the lowest token id)
-  int32_t top_k = 0;             // 0 = all tokens
-  float top_p = 1.0f;            // nucleus: the smallest set of tokens whose probability >= top_p
+  float temperature = 0.0f;  // 0 = greedy (argmax; ties go to the lowest token id)
+  int32_t top_k = 0;         // 0 = all tokens
+  float top_p = 1.0f;        // nucleus: the smallest set of tokens whose probability >= top_p
+  // Tokens less likely than min_p times the most likely one (after temperature) are dropped
+  // before top-k and top-p, as vLLM applies it; 0 = off.
+  float min_p = 0.0f;
   std::optional<uint64_t> seed;  // per-request generator; unset = derived from the engine seed
   int32_t max_tokens = 16;       // tokens to generate, >= 1
   bool ignore_eos = false;       // keep going past the end-of-sequence token

@@ -94,6 +94,7 @@ void parse_sampling(const json& body, int64_t default_max_tokens, bool chat, Api
   r.params.max_tokens = static_cast<int32_t>(max_tokens);
   r.params.temperature = static_cast<float>(number(body, "temperature", 1.0));
   r.params.top_p = static_cast<float>(number(body, "top_p", 1.0));
+  r.params.min_p = static_cast<float>(number(body, "min_p", 0.0));
   const int64_t top_k = integer(body, "top_k", 0);
   if (top_k < -1 || top_k > std::numeric_limits<int32_t>::max())
     bad_request(str_cat("'top_k' must be -1, 0 (off) or > 0, got ", top_k));
