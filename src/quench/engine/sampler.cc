@@ -46,10 +46,11 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& params
   const double top = *std::max_element(logits.begin(), logits.end());
   const double inv_t = 1.0 / params.temperature;
   // min_p: a token whose tempered probability is under min_p times the largest weighs 0.
-  const double floor = params.min_p > 0.0f ? std::log(static_cast<double>(params.min_p)) : -1e300;
+  const double min_log_weight =
+      params.min_p > 0.0f ? std::log(static_cast<double>(params.min_p)) : -1e300;
   const auto weight = [&](int32_t token) {
     const double x = (logits[static_cast<size_t>(token)] - top) * inv_t;
-    return x < floor ? 0.0 : std::exp(x);
+    return x < min_log_weight ? 0.0 : std::exp(x);
   };
   const bool top_k = params.top_k > 0 && static_cast<size_t>(params.top_k) < vocab;
   const bool top_p = params.top_p < 1.0f;
