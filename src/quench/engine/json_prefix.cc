@@ -39,6 +39,12 @@ void JsonObjectPrefix::value_done() {
   mode_ = stack_.empty() ? Mode::kDone : Mode::kCommaOrClose;
 }
 
+bool JsonObjectPrefix::close_container() {
+  stack_.pop_back();
+  value_done();
+  return true;
+}
+
 // A value's first byte (mode kValue or kValueOrClose).
 bool JsonObjectPrefix::start_value(unsigned char c) {
   switch (c) {
@@ -89,11 +95,7 @@ bool JsonObjectPrefix::feed_byte(unsigned char c) {
       mode_ = Mode::kKeyOrClose;
       return true;
     case Mode::kKeyOrClose:
-      if (c == '}') {
-        stack_.pop_back();
-        value_done();
-        return true;
-      }
+      if (c == '}') return close_container();
       [[fallthrough]];
     case Mode::kKey:
       if (c != '"') return false;
@@ -104,11 +106,7 @@ bool JsonObjectPrefix::feed_byte(unsigned char c) {
       mode_ = Mode::kValue;
       return true;
     case Mode::kValueOrClose:
-      if (c == ']') {
-        stack_.pop_back();
-        value_done();
-        return true;
-      }
+      if (c == ']') return close_container();
       return start_value(c);
     case Mode::kValue:
       return start_value(c);
@@ -118,9 +116,7 @@ bool JsonObjectPrefix::feed_byte(unsigned char c) {
         return true;
       }
       if (c != (stack_.back() == '{' ? '}' : ']')) return false;
-      stack_.pop_back();
-      value_done();
-      return true;
+      return close_container();
     case Mode::kString:
       if (c == '"') {
         if (string_is_key_) {

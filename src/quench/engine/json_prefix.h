@@ -56,6 +56,7 @@ class JsonObjectPrefix {
   bool feed_byte(unsigned char c);
   bool start_value(unsigned char c);
   void value_done();
+  bool close_container();  // the open object or array closes (a value is done); true
 
   Mode mode_ = Mode::kStart;
   std::string stack_;  // '{' or '[' per open container

@@ -78,18 +78,14 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& params
   double sum = 0.0;
   if (top_k) {
     rank_first(keep);
+    prob.resize(keep);
     for (size_t i = 0; i < keep; ++i)
-      sum += weight(order[i]);
+      sum += prob[i] = weight(order[i]);
   } else {
     for (size_t i = 0; i < vocab; ++i)
       sum += weight(static_cast<int32_t>(i));
   }
-  if (!top_p) {
-    prob.resize(keep);
-    for (size_t i = 0; i < keep; ++i)
-      prob[i] = weight(order[i]);
-    return draw(order, prob, keep, sum, rng);
-  }
+  if (!top_p) return draw(order, prob, keep, sum, rng);  // top-k alone
   // The nucleus: the smallest ranked prefix whose probability reaches top_p. Rank a prefix that
   // grows 4x until it holds the nucleus (a few hundred tokens at usual temperatures).
   size_t ranked = top_k ? keep : std::min<size_t>(256, vocab);
