@@ -40,7 +40,7 @@ TEST(JsonObjectPrefix, AcceptsValidObjects) {
         std::string("{\"k\\\"\\\\\\/\\n\\u00e9\": {\"n\": {\"m\": []}}, \"z\": \"\xc3\xa9\"}"),
         std::string("{\n  \"a\" : [ { } , [ ] ]\n}")}) {
     expect_object(text);
-    EXPECT_NO_THROW((void)nlohmann::json::parse(text)) << text;  // the test's texts are JSON
+    EXPECT_TRUE(nlohmann::json::accept(text)) << text;  // the test's texts are JSON
   }
 }
 

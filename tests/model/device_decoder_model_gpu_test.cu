@@ -19,6 +19,7 @@
 #include "quench/model/device_decoder_model.h"
 #include "quench/model/tiny_model.h"
 #include "quench/ops/argmax/argmax_reference.h"
+#include "quench/ops/sampling/sample_rows_reference.h"
 
 namespace quench {
 namespace {
@@ -217,14 +218,28 @@ TEST(DeviceDecoderModelGraphs, DecodeStepsMatchEagerAndCpu) {
       EXPECT_LT(rel_l2<float>(got, want), is_fp8(kv) ? 3e-2 : 1e-2)
           << dtype_name(kv) << " step " << step;
       // The same step again (the same tokens at the same slots: the cache writes repeat) with
-      // every row argmax-only: the device's picks are the argmax of the logits copied above.
-      const std::vector<uint8_t> all_argmax(out_rows.size(), 1);
-      const StepLogits picked = graphs.forward_for_sampling(tokens, dm, out_rows, all_argmax);
-      EXPECT_TRUE(picked.logits.empty());
-      std::vector<int32_t> expect_ids(out_rows.size());
-      argmax_rows_reference(got.data(), static_cast<int32_t>(out_rows.size()), config.vocab_size,
-                            expect_ids.data());
-      EXPECT_EQ(picked.argmax, expect_ids) << dtype_name(kv) << " step " << step;
+      // the rows picked in turn by argmax, by a draw and as logits: the device's picks are those
+      // of the logits copied above, and the logits rows come back whole.
+      std::vector<RowPick> picks(out_rows.size());
+      std::vector<int32_t> expect_ids(out_rows.size(), -1);
+      std::vector<float> expect_logits;
+      const auto vocab = static_cast<size_t>(config.vocab_size);
+      for (size_t i = 0; i < picks.size(); ++i) {
+        const std::span<const float> row(got.data() + i * vocab, vocab);
+        if ((i + static_cast<size_t>(step)) % 3 == 0) {
+          picks[i].kind = RowPick::Kind::kArgmax;
+          argmax_rows_reference(row.data(), 1, config.vocab_size, &expect_ids[i]);
+        } else if ((i + static_cast<size_t>(step)) % 3 == 1) {
+          picks[i].kind = RowPick::Kind::kDraw;
+          picks[i].sampler = RowSampler{0.9f, i % 2 == 0 ? 40 : 0, 0.95f, 0.0f, 1000u + i};
+          expect_ids[i] = sample_row_reference(row, picks[i].sampler);
+        } else {
+          expect_logits.insert(expect_logits.end(), row.begin(), row.end());
+        }
+      }
+      const StepLogits picked = graphs.forward_for_sampling(tokens, dm, out_rows, picks);
+      EXPECT_EQ(picked.picked, expect_ids) << dtype_name(kv) << " step " << step;
+      EXPECT_EQ(picked.logits, expect_logits) << dtype_name(kv) << " step " << step;
       ++step;
     }
     // One decode step of `rows` query rows for each of `members` on the graph runner against the

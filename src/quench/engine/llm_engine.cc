@@ -271,22 +271,33 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
   const size_t sampling_rows = logit_rows.size();
   for (const PromptRow& p : prompt_rows)
     logit_rows.push_back(p.row);  // after the sampling rows
-  // Greedy rows without logprobs need only their largest logit, which the runner finds where the
-  // logits are (on the GPU: one id per row crosses to the host, not a vocabulary of floats).
-  // Rows with drafts are always such rows (the scheduler drafts for no other).
-  std::vector<uint8_t> argmax_only(logit_rows.size(), 0);
+  // Greedy rows without logprobs need only their largest logit, and sampled rows without logprobs
+  // or logit adjustments only their draw: the runner picks those where the logits are (on the
+  // GPU: one id per row crosses to the host, not a vocabulary of floats). Rows with drafts are
+  // always greedy (the scheduler drafts for no other). A draw's key comes from the request's
+  // generator, one per sampled token as on the host's path, so a seeded request gives the same
+  // tokens whichever side samples it.
+  std::vector<RowPick> picks(logit_rows.size());
   for (const SampleSite& site : sampled) {
-    const uint8_t flag = greedy_without_logprobs(site.seq->params) ? 1 : 0;
-    for (size_t j = 0; j <= site.draft->size(); ++j)
-      argmax_only[site.first + j] = flag;
+    const SamplingParams& p = site.seq->params;
+    for (size_t j = 0; j <= site.draft->size(); ++j) {
+      RowPick& pick = picks[site.first + j];
+      if (greedy_without_logprobs(p)) {
+        pick.kind = RowPick::Kind::kArgmax;
+      } else if (p.temperature > 0.0f && p.logprobs < 0 && !adjusts_logits(p)) {
+        pick.kind = RowPick::Kind::kDraw;
+        pick.sampler = row_sampler(p, site.seq->rng);
+      }
+    }
   }
   const auto forward_start = std::chrono::steady_clock::now();
-  const StepLogits logits = model_->forward_for_sampling(tokens, metadata, logit_rows, argmax_only);
+  const StepLogits logits = model_->forward_for_sampling(tokens, metadata, logit_rows, picks);
   const auto forward_end = std::chrono::steady_clock::now();
   const auto vocab = static_cast<size_t>(config_.vocab_size);
+  const auto picked = [&](size_t i) { return picks[i].kind != RowPick::Kind::kLogits; };
   std::vector<size_t> full_row(logit_rows.size(), 0);  // index into logits.logits
   for (size_t i = 0, next = 0; i < logit_rows.size(); ++i)
-    if (argmax_only[i] == 0) full_row[i] = next++;
+    if (!picked(i)) full_row[i] = next++;
   auto row_logits = [&](size_t i) {
     return std::span<const float>(logits.logits.data() + full_row[i] * vocab, vocab);
   };
@@ -308,8 +319,8 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
     for (size_t j = 0; j <= draft.size() && s.finish_reason == FinishReason::kNone; ++j) {
       const size_t i = site.first + j;
       int32_t token = 0;
-      if (argmax_only[i] != 0) {
-        token = logits.argmax[i];
+      if (picked(i)) {
+        token = logits.picked[i];
         QUENCH_REQUIRE(token >= 0, "sampling request ", s.id,
                        ": a logit is not finite (the model produced a non-finite value)");
       } else if (adjusts_logits(s.params)) {
@@ -326,8 +337,7 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
       } else {
         token = sample_token(row_logits(i), s.params, s.rng);
       }
-      append_token(s, token, argmax_only[i] != 0 ? nullptr : &logits.logits, full_row[i],
-                   sampled_tokens);
+      append_token(s, token, picked(i) ? nullptr : &logits.logits, full_row[i], sampled_tokens);
       if (j < draft.size()) {
         if (token != draft[j]) break;
         ++spec_accepted_tokens_;

@@ -23,6 +23,8 @@
 #include "quench/ops/rms_norm/rms_norm.h"
 #include "quench/ops/rope/rope_reference.h"
 #include "quench/ops/rope_quant_append/rope_quant_append.h"
+#include "quench/ops/sampling/sample_rows.h"
+#include "quench/ops/sampling/sample_rows_reference.h"
 #include "quench/ops/swiglu/swiglu.h"
 
 namespace quench {
@@ -108,10 +110,12 @@ struct DeviceDecoderModel::State {
   PinnedBuffer staged_inputs;
   StepEvents step_events;  // a forward's span on the stream (StepLogits::device_ms)
   StepProfiler profiler;   // QUENCH_PROFILE_STEPS=1: eager steps timed op by op
-  // Greedy rows' ids: written after a graph's replay, never inside one, so its growth does not
-  // concern the graphs.
+  // Greedy rows' ids and sampled rows' draws (their logits rows, samplers and ids): written
+  // after a graph's replay, never inside one, so their growth does not concern the graphs.
   int64_t untracked_generation = 0;
-  GrowingBuffer argmax_ids{&untracked_generation};
+  GrowingBuffer argmax_ids{&untracked_generation}, draw_rows{&untracked_generation},
+      draw_samplers{&untracked_generation}, draw_workspace{&untracked_generation},
+      draw_ids{&untracked_generation};
 
   // Decode graphs: the captured sizes, one executable each, and the generation they hold.
   std::vector<int32_t> graph_sizes;
@@ -536,20 +540,22 @@ const AttentionBackendSelection& DeviceDecoderModel::attention_selection() const
 std::vector<float> DeviceDecoderModel::forward(std::span<const int32_t> token_ids,
                                                const AttentionMetadata& m,
                                                std::span<const int32_t> logit_rows) {
-  const std::vector<uint8_t> full(logit_rows.size(), 0);
+  const std::vector<RowPick> full(logit_rows.size());
   return forward_for_sampling(token_ids, m, logit_rows, full).logits;
 }
 
 StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> token_ids,
                                                     const AttentionMetadata& m,
                                                     std::span<const int32_t> logit_rows,
-                                                    std::span<const uint8_t> argmax_only) {
+                                                    std::span<const RowPick> picks) {
   State& s = *state_;
   const ModelConfig& c = s.config;
   check_forward_inputs(c.vocab_size, s.options.max_model_len, s.kv.page_size, token_ids, m,
                        logit_rows);
-  QUENCH_REQUIRE(argmax_only.size() == logit_rows.size(), "forward: ", argmax_only.size(),
-                 " argmax flags for ", logit_rows.size(), " logit rows");
+  QUENCH_REQUIRE(picks.size() == logit_rows.size(), "forward: ", picks.size(), " picks for ",
+                 logit_rows.size(), " logit rows");
+  for (const RowPick& pick : picks)
+    if (pick.kind == RowPick::Kind::kDraw) check_row_sampler(pick.sampler);
   const auto rows = static_cast<int32_t>(logit_rows.size());
   if (m.num_tokens == 0 || rows == 0) {
     QUENCH_REQUIRE(rows == 0, "forward: logit rows without query rows");
@@ -591,10 +597,12 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
   }
 
   const auto vocab = static_cast<size_t>(c.vocab_size);
+  const auto is = [&](size_t i, RowPick::Kind kind) { return picks[i].kind == kind; };
   StepLogits out;
-  out.argmax.assign(static_cast<size_t>(rows), -1);
+  out.picked.assign(static_cast<size_t>(rows), -1);
   std::vector<int32_t> device_argmax;
-  if (std::any_of(argmax_only.begin(), argmax_only.end(), [](uint8_t f) { return f != 0; })) {
+  if (std::any_of(picks.begin(), picks.end(),
+                  [](const RowPick& p) { return p.kind == RowPick::Kind::kArgmax; })) {
     const int32_t n = *std::max_element(device_rows.begin(), device_rows.end()) + 1;
     int32_t* ids = s.argmax_ids.get<int32_t>(static_cast<size_t>(n));
     argmax_rows_cuda(logits, n, c.vocab_size, ids, s.stream);
@@ -603,19 +611,47 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
                                cudaMemcpyDeviceToHost, s.stream),
                "cudaMemcpyAsync argmax to host");
   }
+  // The draws: each sampled row's logits row and sampler up, its token back.
+  std::vector<int32_t> draw_rows, drawn;
+  std::vector<RowSampler> draw_samplers;
+  for (size_t i = 0; i < device_rows.size(); ++i) {
+    if (!is(i, RowPick::Kind::kDraw)) continue;
+    draw_rows.push_back(device_rows[i]);
+    draw_samplers.push_back(picks[i].sampler);
+  }
+  if (!draw_rows.empty()) {
+    const size_t n = draw_rows.size();
+    int32_t* d_rows = s.draw_rows.get<int32_t>(n);
+    auto* d_samplers = s.draw_samplers.get<RowSampler>(n);
+    int32_t* d_ids = s.draw_ids.get<int32_t>(n);
+    check_cuda(cudaMemcpyAsync(d_rows, draw_rows.data(), n * sizeof(int32_t),
+                               cudaMemcpyHostToDevice, s.stream),
+               "cudaMemcpyAsync draw rows to device");
+    check_cuda(cudaMemcpyAsync(d_samplers, draw_samplers.data(), n * sizeof(RowSampler),
+                               cudaMemcpyHostToDevice, s.stream),
+               "cudaMemcpyAsync samplers to device");
+    void* workspace =
+        s.draw_workspace.get<uint8_t>(sample_rows_workspace_bytes(static_cast<int32_t>(n)));
+    sample_rows_cuda(logits, c.vocab_size, d_rows, d_samplers, static_cast<int32_t>(n), workspace,
+                     d_ids, s.stream);
+    drawn.resize(n);
+    check_cuda(
+        cudaMemcpyAsync(drawn.data(), d_ids, n * sizeof(int32_t), cudaMemcpyDeviceToHost, s.stream),
+        "cudaMemcpyAsync draws to host");
+  }
   // The full rows, one copy per run of consecutive device rows.
   size_t full_rows = 0;
-  for (uint8_t f : argmax_only)
-    full_rows += f == 0 ? 1 : 0;
+  for (size_t i = 0; i < picks.size(); ++i)
+    full_rows += is(i, RowPick::Kind::kLogits) ? 1 : 0;
   out.logits.resize(full_rows * vocab);
   size_t written = 0;
   for (size_t i = 0; i < device_rows.size();) {
-    if (argmax_only[i] != 0) {
+    if (!is(i, RowPick::Kind::kLogits)) {
       ++i;
       continue;
     }
     size_t run = 1;
-    while (i + run < device_rows.size() && argmax_only[i + run] == 0 &&
+    while (i + run < device_rows.size() && is(i + run, RowPick::Kind::kLogits) &&
            device_rows[i + run] == device_rows[i] + static_cast<int32_t>(run))
       ++run;
     check_cuda(cudaMemcpyAsync(out.logits.data() + written * vocab,
@@ -629,8 +665,13 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
   check_cuda(cudaStreamSynchronize(s.stream), "the model step");
   out.device_ms = s.step_events.elapsed_ms();
   s.profiler.end();
-  for (size_t i = 0; i < device_rows.size(); ++i)
-    if (argmax_only[i] != 0) out.argmax[i] = device_argmax[static_cast<size_t>(device_rows[i])];
+  for (size_t i = 0, draw = 0; i < device_rows.size(); ++i) {
+    if (is(i, RowPick::Kind::kArgmax)) {
+      out.picked[i] = device_argmax[static_cast<size_t>(device_rows[i])];
+    } else if (is(i, RowPick::Kind::kDraw)) {
+      out.picked[i] = drawn[draw++];
+    }
+  }
   return out;
 }
 

@@ -31,12 +31,12 @@ class DeviceDecoderModel : public ModelRunner {
   const AttentionBackendSelection& attention_selection() const override;
   const char* device_name() const override { return "gpu"; }
   int32_t vocab_size() const override;
-  // The largest logit of argmax-only rows is found on the device (argmax_rows_cuda); only the
-  // other rows' logits are copied to the host.
+  // Argmax rows (argmax_rows_cuda) and draws (sample_rows_cuda) are picked on the device; only
+  // kLogits rows' logits are copied to the host.
   StepLogits forward_for_sampling(std::span<const int32_t> token_ids,
                                   const AttentionMetadata& metadata,
                                   std::span<const int32_t> logit_rows,
-                                  std::span<const uint8_t> argmax_only) override;
+                                  std::span<const RowPick> picks) override;
   bool cuda_graphs_captured() const;  // decode steps run as graphs
   // How many times the decode graphs were captured: 1 after start, more when a step moved a
   // per-step buffer or the attention workspace (a stall of every size's capture).

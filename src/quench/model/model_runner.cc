@@ -2,6 +2,7 @@
 
 #include "quench/core/error.h"
 #include "quench/ops/argmax/argmax_reference.h"
+#include "quench/ops/sampling/sample_rows_reference.h"
 
 namespace quench {
 
@@ -29,19 +30,25 @@ void check_forward_inputs(int32_t vocab_size, int32_t max_model_len, int32_t pag
 StepLogits ModelRunner::forward_for_sampling(std::span<const int32_t> token_ids,
                                              const AttentionMetadata& metadata,
                                              std::span<const int32_t> logit_rows,
-                                             std::span<const uint8_t> argmax_only) {
-  QUENCH_REQUIRE(argmax_only.size() == logit_rows.size(), "forward: ", argmax_only.size(),
-                 " argmax flags for ", logit_rows.size(), " logit rows");
+                                             std::span<const RowPick> picks) {
+  QUENCH_REQUIRE(picks.size() == logit_rows.size(), "forward: ", picks.size(), " picks for ",
+                 logit_rows.size(), " logit rows");
   const std::vector<float> all = forward(token_ids, metadata, logit_rows);
   const auto vocab = static_cast<size_t>(vocab_size());
   StepLogits step;
-  step.argmax.assign(logit_rows.size(), -1);
+  step.picked.assign(logit_rows.size(), -1);
   for (size_t i = 0; i < logit_rows.size(); ++i) {
     const float* row = all.data() + i * vocab;
-    if (argmax_only[i] != 0) {
-      argmax_rows_reference(row, 1, static_cast<int32_t>(vocab), &step.argmax[i]);
-    } else {
-      step.logits.insert(step.logits.end(), row, row + vocab);
+    switch (picks[i].kind) {
+      case RowPick::Kind::kArgmax:
+        argmax_rows_reference(row, 1, static_cast<int32_t>(vocab), &step.picked[i]);
+        break;
+      case RowPick::Kind::kDraw:
+        step.picked[i] = sample_row_reference(std::span<const float>(row, vocab), picks[i].sampler);
+        break;
+      case RowPick::Kind::kLogits:
+        step.logits.insert(step.logits.end(), row, row + vocab);
+        break;
     }
   }
   return step;

@@ -8,16 +8,26 @@
 
 #include "quench/attention/attention_kernel_selection.h"
 #include "quench/attention/attention_metadata.h"
+#include "quench/ops/sampling/row_sampling.h"
 
 namespace quench {
 
+// What the engine needs of one logit row: its logits (the host adjusts or samples them), only its
+// largest logit's id (greedy), or a draw (row_sampling.h) made where the logits are. The last two
+// send one int to the host instead of a vocabulary of floats.
+struct RowPick {
+  enum class Kind : uint8_t { kLogits, kArgmax, kDraw };
+  Kind kind = Kind::kLogits;
+  RowSampler sampler;  // kDraw: the draw's parameters and key
+};
+
 // A step's logits as the engine samples from them.
 struct StepLogits {
-  // [rows not argmax-only, vocab_size] fp32: the full logits of those rows, in logit-row order.
+  // [kLogits rows, vocab_size] fp32: the full logits of those rows, in logit-row order.
   std::vector<float> logits;
-  // [logit rows]: for an argmax-only row the id of its largest logit (the lowest among equals;
-  // -1 when the row holds a non-finite logit), -1 for the other rows.
-  std::vector<int32_t> argmax;
+  // [logit rows]: for a kArgmax row the id of its largest logit (the lowest among equals), for a
+  // kDraw row the drawn id; -1 where the row holds a non-finite logit, and for kLogits rows.
+  std::vector<int32_t> picked;
   // The step's time on the GPU's stream, from its inputs' upload to the last copy back (ms); 0
   // on the CPU. Beside the step's wall time it says how much of a step the host keeps the GPU
   // waiting.
@@ -32,13 +42,13 @@ class ModelRunner {
   virtual std::vector<float> forward(std::span<const int32_t> token_ids,
                                      const AttentionMetadata& metadata,
                                      std::span<const int32_t> logit_rows) = 0;
-  // forward(), except that a logit row flagged in argmax_only (one flag per logit row) returns
-  // only its largest logit's id: a greedy row needs no vocabulary of floats on the host. This
-  // default picks on the host (argmax_rows_reference); the GPU runner picks on the device.
+  // forward(), except that each logit row comes back as its pick asks (one pick per logit row).
+  // This default picks on the host (argmax_rows_reference, sample_row_reference); the GPU runner
+  // picks on the device, with the same results.
   virtual StepLogits forward_for_sampling(std::span<const int32_t> token_ids,
                                           const AttentionMetadata& metadata,
                                           std::span<const int32_t> logit_rows,
-                                          std::span<const uint8_t> argmax_only);
+                                          std::span<const RowPick> picks);
   virtual int64_t kv_cache_bytes() const = 0;  // K and V of every layer
   virtual const AttentionBackendSelection& attention_selection() const = 0;
   virtual const char* device_name() const = 0;  // "cpu" or "gpu"

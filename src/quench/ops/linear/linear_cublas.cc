@@ -2,6 +2,8 @@
 
 #include <cublas_v2.h>
 
+#include <string>
+
 #include "quench/core/env_switch.h"
 #include "quench/core/error.h"
 #include "quench/ops/linear/linear_skinny.h"
@@ -64,11 +66,17 @@ void cublas_gemm(const CublasHandle& cublas, int32_t tokens, int32_t in_features
 void linear_cuda(const CublasHandle& cublas, int32_t tokens, int32_t in_features,
                  int32_t out_features, const uint16_t* x, const uint16_t* weight, void* out,
                  DType out_dtype, cudaStream_t stream) {
-  // QUENCH_LINEAR=skinny: a few tokens (decode steps) take the weight-streaming kernel
-  // (linear_skinny.h). Opt-in until its first GPU run: its tests and benchmark are written but
-  // have not run on a GPU (bench/LOG.md, twenty-third session).
-  static const bool skinny = env_switch("QUENCH_LINEAR", {"cublas", "skinny"}) == "skinny";
-  if (skinny && out_features >= 1 && (out_dtype == DType::kBF16 || out_dtype == DType::kF32) &&
+  // A decode step's one-token layers with up to kSkinnyAutoMaxOutputs outputs take the
+  // weight-streaming kernel (linear_skinny.h): on the H200 it read their weights 1.03-1.33x as
+  // fast as cuBLAS (qkv, o, down of Llama-3.2-1B and Llama-3-8B), while cuBLAS stays ahead on
+  // the wide layers (gate_up, lm_head: 0.89-0.96x) and at 4 and 8 tokens (bench/LOG.md,
+  // twenty-fourth session). QUENCH_LINEAR forces one path: cublas, or skinny up to
+  // kSkinnyLinearMaxTokens tokens.
+  static const std::string mode = env_switch("QUENCH_LINEAR", {"auto", "cublas", "skinny"});
+  const bool wants_skinny =
+      mode == "skinny" || (mode == "auto" && tokens == 1 && out_features <= kSkinnyAutoMaxOutputs);
+  if (wants_skinny && out_features >= 1 &&
+      (out_dtype == DType::kBF16 || out_dtype == DType::kF32) &&
       linear_skinny_supported(tokens, in_features, x, weight)) {
     linear_skinny_cuda(tokens, in_features, out_features, x, weight, out, out_dtype, stream);
     return;
