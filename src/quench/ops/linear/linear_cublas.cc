@@ -66,15 +66,14 @@ void cublas_gemm(const CublasHandle& cublas, int32_t tokens, int32_t in_features
 void linear_cuda(const CublasHandle& cublas, int32_t tokens, int32_t in_features,
                  int32_t out_features, const uint16_t* x, const uint16_t* weight, void* out,
                  DType out_dtype, cudaStream_t stream) {
-  // A decode step's one-token layers with up to kSkinnyAutoMaxOutputs outputs take the
-  // weight-streaming kernel (linear_skinny.h): on the H200 it read their weights 1.03-1.33x as
-  // fast as cuBLAS (qkv, o, down of Llama-3.2-1B and Llama-3-8B), while cuBLAS stays ahead on
-  // the wide layers (gate_up, lm_head: 0.89-0.96x) and at 4 and 8 tokens (bench/LOG.md,
-  // twenty-fourth session). QUENCH_LINEAR forces one path: cublas, or skinny up to
-  // kSkinnyLinearMaxTokens tokens.
+  // One-token layers (a decode step of one sequence) take the weight-streaming kernel
+  // (linear_skinny.h). In the model it makes the 1B decode step faster than cuBLAS does on both
+  // cards: H100 1.583 -> 1.422 ms, H200 1.320 -> 1.241 ms; giving it only the layers of up to
+  // 8192 outputs, where the H200's per-layer benchmark has it ahead, was slower (H100 1.531 ms).
+  // At 4 and 8 tokens cuBLAS stays ahead (bench/LOG.md, twenty-fourth session). QUENCH_LINEAR
+  // forces one path: cublas, or skinny up to kSkinnyLinearMaxTokens tokens.
   static const std::string mode = env_switch("QUENCH_LINEAR", {"auto", "cublas", "skinny"});
-  const bool wants_skinny =
-      mode == "skinny" || (mode == "auto" && tokens == 1 && out_features <= kSkinnyAutoMaxOutputs);
+  const bool wants_skinny = mode == "skinny" || (mode == "auto" && tokens == 1);
   if (wants_skinny && out_features >= 1 &&
       (out_dtype == DType::kBF16 || out_dtype == DType::kF32) &&
       linear_skinny_supported(tokens, in_features, x, weight)) {

@@ -1,8 +1,8 @@
 // GPU linear layers: out = x · weightᵀ with HF's [out, in] bf16 weight, fp32 accumulation, output
 // bf16 (activations) or fp32 (logits), through cuBLAS (CUBLAS_COMPUTE_32F): row-major x [tokens,
 // in] is column-major xᵀ, so the product is computed as outᵀ = W · xᵀ with W transposed. One-token
-// layers of up to kSkinnyAutoMaxOutputs outputs take the weight-streaming kernel (linear_skinny.h)
-// instead, where it was measured faster; QUENCH_LINEAR forces either (docs/kernel_switches.md).
+// layers take the weight-streaming kernel (linear_skinny.h) instead, which was measured faster
+// there; QUENCH_LINEAR forces either (docs/kernel_switches.md).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -32,9 +32,6 @@ class CublasHandle {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
 };
-
-// The widest one-token layer that linear_cuda gives the weight-streaming kernel by default.
-constexpr int32_t kSkinnyAutoMaxOutputs = 8192;
 
 //   x: bf16 [tokens, in]; weight: bf16 [out, in]; out: [tokens, out] in out_dtype (bf16 or f32).
 // Throws quench::Error naming a size or dtype out of range.
