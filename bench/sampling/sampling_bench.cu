@@ -6,7 +6,8 @@
 // Cases: 1 to 64 rows of a 128256-token vocabulary (Llama 3) and 32 of 151936 (Qwen), logits
 // N(0, 3^2), under the samplers servers see most: temperature alone, top-k 50, top-p 0.95, top-k
 // with top-p, min_p 0.05. Metric: us per step (all rows); GPU figures are medians of CUDA graph
-// replays (8 calls each), the host path's the median of 5 wall-clock runs.
+// replays (8 calls each), the host path's the median of 5 wall-clock runs. Run it again under
+// QUENCH_SAMPLING_CUTOFFS=split for the cutoffs spread over several CTAs per row.
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -96,7 +97,7 @@ void run_sampling_bench(const BenchOptions& options, BenchReporter& reporter) {
       const double draw_s = time_graph(stream, 8, 11, [&](int32_t) {
         sample_rows_cuda(logits.as<float>(), shape.vocab, rows.as<int32_t>(),
                          d_samplers.as<RowSampler>(), shape.rows, workspace.as<void>(),
-                         out.as<int32_t>(), stream);
+                         out.as<int32_t>(), stream, sample_rows_cutoffs(per_row, shape.vocab));
       });
       const double host_us = host_path_us(logits, shape.rows, shape.vocab, per_row);
       BenchRecord record;

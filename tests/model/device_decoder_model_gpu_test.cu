@@ -309,6 +309,42 @@ TEST(DeviceEngine, GeneratesEveryRequestInFullOnTheGpu) {
   EXPECT_GE(agreeing, 60) << "of 80 greedy tokens before the first difference";
 }
 
+// Sampled requests drawn on the GPU (sample_rows_cuda) give the tokens the host's sampler gives
+// for the same logits and seeds: the second engine's requests carry a logit bias of 0, which
+// leaves their logits as they are but sends every row to the host.
+TEST(DeviceEngine, DrawsOnTheGpuGiveTheHostSamplersTokens) {
+  const std::string dir = testing_support::scratch_dir("quench_device_model_test", "draws");
+  write_tiny_model(dir, TinyModelSpec{});
+  EngineOptions o;
+  o.model_dir = dir;
+  o.device = EngineDevice::kGpu;
+  o.max_model_len = 256;
+  o.max_num_batched_tokens = 64;
+  o.num_kv_pages = 96;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int32_t len : {3, 40, 17, 1})
+    prompts.push_back(std::vector<int32_t>(static_cast<size_t>(len), 100 + len));
+  for (const auto& [top_k, top_p] : {std::pair{0, 1.0f}, {50, 1.0f}, {0, 0.9f}, {20, 0.8f}}) {
+    SamplingParams s;
+    s.max_tokens = 24;
+    s.ignore_eos = true;
+    s.temperature = 0.9f;
+    s.top_k = top_k;
+    s.top_p = top_p;
+    s.seed = 1234;
+    LlmEngine device_draws(o);
+    const std::vector<RequestOutput> drawn = device_draws.generate(prompts, s);
+    s.logit_bias = {{0, 0.0f}};
+    LlmEngine host_draws(o);
+    const std::vector<RequestOutput> hosted = host_draws.generate(prompts, s);
+    ASSERT_EQ(drawn.size(), hosted.size());
+    for (size_t i = 0; i < drawn.size(); ++i) {
+      EXPECT_EQ(drawn[i].output, hosted[i].output)
+          << "request " << i << " top_k " << top_k << " top_p " << top_p;
+    }
+  }
+}
+
 // Without --num-kv-pages the cache takes what --gpu-memory-utilization leaves: within the share
 // (weights, step buffers and cache together), and the engine still serves requests.
 TEST(DeviceEngine, SizesTheKvCacheFromGpuMemoryUtilization) {

@@ -633,7 +633,7 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
     void* workspace =
         s.draw_workspace.get<uint8_t>(sample_rows_workspace_bytes(static_cast<int32_t>(n)));
     sample_rows_cuda(logits, c.vocab_size, d_rows, d_samplers, static_cast<int32_t>(n), workspace,
-                     d_ids, s.stream);
+                     d_ids, s.stream, sample_rows_cutoffs(draw_samplers, c.vocab_size));
     drawn.resize(n);
     check_cuda(
         cudaMemcpyAsync(drawn.data(), d_ids, n * sizeof(int32_t), cudaMemcpyDeviceToHost, s.stream),

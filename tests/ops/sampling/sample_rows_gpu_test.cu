@@ -1,7 +1,8 @@
 // The GPU draw against sample_row_reference, token for token: random rows of 1 to 151936 logits
 // (some rounded to bf16's 8 bits, so that top-k and nucleus cutoffs fall inside runs of equal
 // logits), every mix of temperature, top-k, top-p and min_p, rows that repeat a logits row, and
-// rows with a NaN or an infinity.
+// rows with a NaN or an infinity. The ctest entry gpu_tests_sampling_split runs it again with the
+// cutoffs spread over several CTAs per row (QUENCH_SAMPLING_CUTOFFS=split).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -72,12 +73,15 @@ TEST(SampleRowsGpu, MatchesTheReferenceTokenForToken) {
     DeviceBuffer d_out(rows.size() * sizeof(int32_t));
     DeviceBuffer workspace(sample_rows_workspace_bytes(n));
     // All the draws at once (one or two stretches of the race per row), then three draws of row
-    // 0 under top-k 20 and top-p 0.8 alone (each row's race spread over many CTAs).
-    for (const int32_t draws : {n, 3}) {
-      const size_t first = draws == n ? 0 : 15;
+    // 0 alone (each row's race spread over many CTAs) under temperature alone, top-p alone, and
+    // top-k with top-p, each launch told which cutoffs its draws ask for.
+    const std::vector<std::pair<size_t, int32_t>> launches = {{0, n}, {3, 3}, {9, 3}, {15, 3}};
+    for (const auto& [first, draws] : launches) {
+      const SampleRowsCutoffs cutoffs = sample_rows_cutoffs(
+          std::span<const RowSampler>(samplers).subspan(first, static_cast<size_t>(draws)), vocab);
       sample_rows_cuda(d_logits.as<float>(), vocab, d_rows.as<int32_t>() + first,
                        d_samplers.as<RowSampler>() + first, draws, workspace.as<void>(),
-                       d_out.as<int32_t>(), nullptr);
+                       d_out.as<int32_t>(), nullptr, cutoffs);
       std::vector<int32_t> got(static_cast<size_t>(draws));
       check_cuda(cudaMemcpy(got.data(), d_out.as<void>(), got.size() * sizeof(int32_t),
                             cudaMemcpyDeviceToHost),
@@ -93,7 +97,7 @@ TEST(SampleRowsGpu, MatchesTheReferenceTokenForToken) {
       }
     }
   }
-  EXPECT_EQ(compared, 7 * (4 * 13 * 3 + 3));
+  EXPECT_EQ(compared, 7 * (4 * 13 * 3 + 9));
 }
 
 TEST(SampleRowsGpu, RejectsBadSizes) {
