@@ -271,14 +271,20 @@ TEST(DeviceDecoderModelGraphs, DecodeStepsMatchEagerAndCpu) {
   }
 }
 
-TEST(DeviceEngine, GeneratesEveryRequestInFullOnTheGpu) {
-  const std::string dir = testing_support::scratch_dir("quench_device_model_test", "engine");
-  write_tiny_model(dir, TinyModelSpec{});
+// The engine on the GPU over the tiny model written to `dir` (256-token requests, 64-token steps).
+EngineOptions tiny_gpu_engine(const std::string& dir) {
   EngineOptions o;
   o.model_dir = dir;
   o.device = EngineDevice::kGpu;
   o.max_model_len = 256;
   o.max_num_batched_tokens = 64;
+  return o;
+}
+
+TEST(DeviceEngine, GeneratesEveryRequestInFullOnTheGpu) {
+  const std::string dir = testing_support::scratch_dir("quench_device_model_test", "engine");
+  write_tiny_model(dir, TinyModelSpec{});
+  EngineOptions o = tiny_gpu_engine(dir);
   o.num_kv_pages = 96;
   LlmEngine engine(o);
   EXPECT_STREQ(engine.model().device_name(), "gpu");
@@ -315,11 +321,7 @@ TEST(DeviceEngine, GeneratesEveryRequestInFullOnTheGpu) {
 TEST(DeviceEngine, DrawsOnTheGpuGiveTheHostSamplersTokens) {
   const std::string dir = testing_support::scratch_dir("quench_device_model_test", "draws");
   write_tiny_model(dir, TinyModelSpec{});
-  EngineOptions o;
-  o.model_dir = dir;
-  o.device = EngineDevice::kGpu;
-  o.max_model_len = 256;
-  o.max_num_batched_tokens = 64;
+  EngineOptions o = tiny_gpu_engine(dir);
   o.num_kv_pages = 96;
   std::vector<std::vector<int32_t>> prompts;
   for (int32_t len : {3, 40, 17, 1})
@@ -351,11 +353,7 @@ TEST(DeviceEngine, SizesTheKvCacheFromGpuMemoryUtilization) {
   const std::string dir = testing_support::scratch_dir("quench_device_model_test", "utilization");
   write_tiny_model(dir, TinyModelSpec{});
   const CudaMemoryInfo before = current_cuda_memory_info("the test");
-  EngineOptions o;
-  o.model_dir = dir;
-  o.device = EngineDevice::kGpu;
-  o.max_model_len = 256;
-  o.max_num_batched_tokens = 64;
+  EngineOptions o = tiny_gpu_engine(dir);
   o.gpu_memory_utilization = 0.05;
   LlmEngine engine(o);
   const double share = 0.05 * static_cast<double>(before.total_bytes);
