@@ -1,7 +1,7 @@
 // The engine on the built-in tiny model: batching changes nothing (greedy tokens of a batch with
 // chunked prefill equal each prompt run alone, also through preemptions), seeded sampling repeats
-// whatever it is batched with, requests stop at the end-of-sequence token, max_tokens and
-// max_model_len, and bad requests are refused with the field named.
+// whatever it is batched with and whichever side draws, requests stop at the end-of-sequence token,
+// max_tokens and max_model_len, and bad requests are refused with the field named.
 #include "quench/engine/llm_engine.h"
 
 #include <gtest/gtest.h>
@@ -131,6 +131,26 @@ TEST(LlmEngine, SeededSamplingRepeatsWhateverItIsBatchedWith) {
   const auto got = engine.generate(prompts(), s);
   EXPECT_EQ(got[1].output, want);
   EXPECT_NE(got[1].output, alone(o, {prompts()[1]}, greedy(10))[0]);  // it did sample
+}
+
+// The runner's draws (rows without logit adjustments) and the host's sampler (a logit bias of 0
+// leaves the logits as they are but sends the rows to the host) take the same key from a
+// request's generator per token and give the same tokens.
+TEST(LlmEngine, RunnerDrawsAndTheHostSamplerGiveTheSameTokens) {
+  const EngineOptions o = options(tiny_model_dir("draws"));
+  SamplingParams s = greedy(12);
+  s.temperature = 0.8f;
+  s.top_k = 20;
+  s.top_p = 0.9f;
+  s.seed = 99;
+  LlmEngine runner_draws(o);
+  const auto drawn = runner_draws.generate(prompts(), s);
+  s.logit_bias = {{0, 0.0f}};
+  LlmEngine host_draws(o);
+  const auto hosted = host_draws.generate(prompts(), s);
+  ASSERT_EQ(drawn.size(), hosted.size());
+  for (size_t i = 0; i < drawn.size(); ++i)
+    EXPECT_EQ(drawn[i].output, hosted[i].output) << "prompt " << i;
 }
 
 TEST(LlmEngine, StopsAtEndOfSequenceAndAtMaxModelLen) {

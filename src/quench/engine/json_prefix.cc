@@ -91,7 +91,7 @@ bool JsonObjectPrefix::feed_byte(unsigned char c) {
   switch (mode_) {
     case Mode::kStart:
       if (c != '{') return false;
-      stack_ = "{";
+      stack_.assign(1, '{');  // (not = "{": GCC 12 warns of a memcpy overlap there)
       mode_ = Mode::kKeyOrClose;
       return true;
     case Mode::kKeyOrClose:
