@@ -5,16 +5,20 @@
 #      ArgmaxGpu), the GPU decoder against the CPU decoder (DeviceDecoderModelVsCpu, per-head
 #      scales, decode CUDA graphs against eager steps), the engine on the GPU (DeviceEngine), the
 #      last under compute-sanitizer memcheck; the graphs again under the arrival-counted merges;
-#   1b. the weight-streaming linear kernel (opt-in until this runs): its tests and the runner's
-#      with QUENCH_LINEAR=skinny, quench_bench --filter linear, and a 1B decode step both ways;
+#   1b. the weight-streaming linear kernel (the default for one-token layers): its tests and the
+#      runner's with QUENCH_LINEAR=skinny, quench_bench --filter linear, and a 1B decode step
+#      with each QUENCH_LINEAR choice;
+#   1c. GPU sampling: the draws' tests and quench_bench --filter sampling with the top-k / top-p
+#      cutoffs in one CTA per row and spread over several (QUENCH_SAMPLING_CUTOFFS);
 #   2. runs quench generate --device gpu on the tiny model (FP8 against bf16 KV, token for token),
 #      then on the Llama-3.2-1B shape (1 and 32 prompts of 1024 -> 128 tokens) for the step-time
 #      split (host, runner, GPU stream);
 #   3. measures the serving stack on the GPU: quench bench-serve --launch --device gpu on random
 #      weights in Llama-3.2-1B's shape, FP8 KV (ENGINE_KIT_KV="fp8 bf16" for both), 1024 -> 128
-#      tokens, concurrency 1 (decode CUDA graphs, then --enforce-eager) and 32 (greedy, then
-#      sampled at temperature 0.8, top-p 0.95).
-# Each step has a timeout, so that the call stays inside the device tool's 600 s.
+#      tokens, concurrency 1 (decode CUDA graphs, then --enforce-eager, then sampled at
+#      temperature 0.8, top-p 0.95) and 32 (greedy, then sampled).
+# Each step has a timeout, so that the call stays inside the device tool's 600 s (the whole kit
+# took ~260 s on the H200 before section 1c; ENGINE_KIT_SHORT=1 for less).
 # Everything it prints and the result JSONs land under $OUT.
 #   tools/engine_gpu_kit.sh [BUILD_DIR] [KIT_DIR]   # defaults build, .gpu_bin/engine
 # then, on the device (the `run` tool carrying KIT_DIR's two files):
@@ -49,8 +53,9 @@ torch_cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvi
 export LD_LIBRARY_PATH="$here/bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}${torch_cublas:+:$torch_cublas}"
 ldd ./quench ./quench_gpu_tests | grep "not found" && echo "run.sh: shared libraries missing (above)"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv
-# At most 8 files come back from $OUT: the test log, memcheck's, the linear benchmark's JSON lines,
-# one JSON per serving run (4) and one file for the servers' logs; everything else goes to stdout.
+# At most 8 files come back from $OUT: the test log, the benchmarks' JSON lines (linear, then
+# sampling both ways), one JSON per serving run (5) and one file for the servers' logs; everything
+# else (memcheck's summary too) goes to stdout.
 echo "== 1. GPU model runner tests"
 timeout 150 ./quench_gpu_tests --gtest_filter='ModelOpsGpu*:ArgmaxGpu*:*DeviceDecoderModel*:DeviceEngine*' 2>&1 | tee "$out/tests.log" | grep -E "^\[  (FAILED|PASSED|  OK) |Failure|Expected|Which is|rel_l2|error" | tail -40
 # The graphs again under the merges that wait on split arrivals: padding rows must not be waited on.
@@ -61,8 +66,8 @@ for merge in kernel auto; do
 done
 # ENGINE_KIT_SHORT=1 (a call with little device time left): no memcheck, no eager serving run.
 if [ -z "${ENGINE_KIT_SHORT:-}" ]; then
-  timeout 90 compute-sanitizer --tool memcheck ./quench_gpu_tests --gtest_filter='DeviceEngine*' > "$out/memcheck.log" 2>&1
-  tail -3 "$out/memcheck.log"
+  timeout 90 compute-sanitizer --tool memcheck ./quench_gpu_tests --gtest_filter='DeviceEngine*' > /tmp/memcheck.log 2>&1
+  tail -3 /tmp/memcheck.log
 fi
 echo "== 2. quench generate on the GPU (tiny model)"
 timeout 40 ./quench generate --device gpu 2>&1 | tail -12
@@ -70,12 +75,21 @@ echo "== 1b. decode-size linear layers: the weight-streaming kernel (QUENCH_LINE
 QUENCH_LINEAR=skinny timeout 60 ./quench_gpu_tests \
   --gtest_filter='LinearSkinny*:*DeviceDecoderModel*:DeviceEngine.Gen*' 2>&1 | \
   grep -E "^\[  (FAILED|PASSED) |Failure|Expected|Which" | tail -8
-timeout 60 ./quench_bench --filter linear --jsonl "$out/linear.jsonl" 2>&1 | tail -34
-for linear in cublas skinny; do
+timeout 60 ./quench_bench --filter linear --jsonl "$out/bench.jsonl" 2>&1 | tail -34
+for linear in cublas auto skinny; do
   echo "-- QUENCH_LINEAR=$linear: 1 prompt, 1024 -> 128"
   QUENCH_LINEAR=$linear timeout 40 ./quench generate --device gpu --builtin llama3.2-1b \
     --max-model-len 2048 --max-num-seqs 64 --num-prompts 1 --input-len 1024 --max-tokens 128 \
     --ignore-eos --no-compare 2>&1 | grep -E "^(steps|error)"
+done
+echo "== 1c. GPU sampling: the draws' tests and benchmark, cutoffs per CTA (block) and spread (split)"
+for cutoffs in block split; do
+  echo "-- QUENCH_SAMPLING_CUTOFFS=$cutoffs"
+  QUENCH_SAMPLING_CUTOFFS=$cutoffs timeout 90 ./quench_gpu_tests \
+    --gtest_filter='SampleRows*:*DeviceDecoderModelGraphs*:DeviceEngine.Draws*' 2>&1 | \
+    grep -E "^\[  (FAILED|PASSED) |Failure|Expected|Which" | tail -8
+  QUENCH_SAMPLING_CUTOFFS=$cutoffs timeout 90 ./quench_bench --filter sampling \
+    --jsonl "$out/bench.jsonl" 2>&1 | tail -26
 done
 echo "== 2b. where a step's time goes: quench generate on the Llama-3.2-1B shape, 1024 -> 128"
 for n in 1 32; do
@@ -84,9 +98,10 @@ for n in 1 32; do
     --num-prompts $n --input-len 1024 --max-tokens 128 --ignore-eos --no-compare 2>&1 | grep -E "^(time|steps|error)"
 done
 echo "== 3. serving: Llama-3.2-1B shape, random weights, 1024 -> 128 tokens"
-# The third word onwards: extra flags (the eager run; the sampled run, whose rows take the host's
-# sampler instead of the device argmax).
-runs=("fp8 1" "fp8 1 --enforce-eager" "fp8 32" "fp8 32 --temperature 0.8 --top-p 0.95")
+# The third word onwards: extra flags (the eager run; the sampled runs, whose rows the GPU draws
+# instead of taking their argmax).
+runs=("fp8 1" "fp8 1 --enforce-eager" "fp8 1 --temperature 0.8 --top-p 0.95" "fp8 32"
+  "fp8 32 --temperature 0.8 --top-p 0.95")
 [ -n "${ENGINE_KIT_SHORT:-}" ] && runs=("fp8 1" "fp8 32")
 for run in "${runs[@]}"; do
   set -- $run
