@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "quench/core/cuda_device.h"
 #include "quench/core/device_buffer.h"
 #include "quench/core/error.h"
 #include "quench/numerics/bf16.h"
@@ -97,13 +98,7 @@ __global__ void __launch_bounds__(kThreads)
 template <int kTokens>
 void launch(int32_t in, int32_t out_features, const uint16_t* x, const uint16_t* weight, void* out,
             DType out_dtype, cudaStream_t stream) {
-  static const int sms = [] {
-    int device = 0, count = 0;
-    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    check_cuda(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device),
-               "cudaDeviceGetAttribute(SM count)");
-    return count;
-  }();
+  const int32_t sms = require_current_cuda_device_properties("linear_skinny").sm_count;
   // One feature per warp where the features are few; at most 8 CTAs per SM (2048 threads), each
   // warp striding over the rest.
   const int64_t needed = (static_cast<int64_t>(out_features) + kWarps - 1) / kWarps;

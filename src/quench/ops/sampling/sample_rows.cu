@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "quench/core/cuda_device.h"
 #include "quench/core/device_buffer.h"
 #include "quench/core/env_switch.h"
 #include "quench/core/error.h"
@@ -173,19 +174,8 @@ __global__ void __launch_bounds__(kRaceThreads)
         (0xffffffffu - static_cast<uint32_t>(i));
     best = packed > best ? packed : best;
   }
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    const unsigned long long other = __shfl_down_sync(kFullMask, best, offset);
-    best = other > best ? other : best;
-  }
-  __shared__ unsigned long long warps[kRaceThreads / 32];
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  if (lane == 0) warps[warp] = best;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kRaceThreads / 32; ++w)
-      best = warps[w] > best ? warps[w] : best;
-    if (best != 0) atomicMax(&state.winner, best);
-  }
+  best = block_reduce<kRaceThreads>(best, Larger{});
+  if (threadIdx.x == 0 && best != 0) atomicMax(&state.winner, best);
 }
 
 __global__ void draw_result_kernel(const DrawState* states, int32_t n, int32_t* out) {
@@ -227,9 +217,7 @@ void sample_rows_cuda(const float* logits, int32_t vocab, const int32_t* rows,
   auto* states = reinterpret_cast<DrawState*>(scratch + n);
   // The race (and the split cutoffs) spread each row over enough CTAs to fill the GPU about
   // twice, in stretches of at least 2048 tokens.
-  int device = 0, sms = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  const int32_t sms = require_current_cuda_device_properties("sample_rows").sm_count;
   const int32_t most = (vocab + 2047) / 2048;
   const int32_t stretches = std::max(1, std::min(most, (2 * sms + n - 1) / n));
   const int32_t stretch = (vocab + stretches - 1) / stretches;
@@ -241,9 +229,13 @@ void sample_rows_cuda(const float* logits, int32_t vocab, const int32_t* rows,
                           cutoffs.top_k, cutoffs.top_p, stream);
   } else {
     constexpr int kHistBytes = kWarps * 256 * sizeof(unsigned long long);
-    check_cuda(cudaFuncSetAttribute(draw_cutoffs_kernel,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, kHistBytes),
-               "sample_rows: shared memory size");
+    static const bool hist_bytes_allowed = [] {  // once, not on every decode step
+      check_cuda(cudaFuncSetAttribute(draw_cutoffs_kernel,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, kHistBytes),
+                 "sample_rows: shared memory size");
+      return true;
+    }();
+    (void)hist_bytes_allowed;
     draw_cutoffs_kernel<<<static_cast<unsigned>(n), kThreads, kHistBytes, stream>>>(
         logits, vocab, rows, samplers, states);
   }

@@ -36,27 +36,12 @@ __global__ void __launch_bounds__(kSplitThreads)
                                       (0xffffffffu - static_cast<uint32_t>(i));
     best = packed > best ? packed : best;
   }
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    const unsigned long long other = __shfl_down_sync(kFullMask, best, offset);
-    best = other > best ? other : best;
-  }
-  finite = __all_sync(kFullMask, finite);
-  __shared__ unsigned long long warps[kSplitWarps];
-  __shared__ int all_finite;
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  if (threadIdx.x == 0) all_finite = 1;
-  __syncthreads();
-  if (lane == 0) {
-    warps[warp] = best;
-    if (!finite) all_finite = 0;
-  }
-  __syncthreads();
+  const bool all_finite = __syncthreads_and(finite) != 0;
+  best = block_reduce<kSplitThreads>(best, Larger{});
   if (threadIdx.x == 0) {
-    for (int w = 1; w < kSplitWarps; ++w)
-      best = warps[w] > best ? warps[w] : best;
     SplitCutoffScratch& sc = scratch[blockIdx.x];
     atomicMax(&sc.max_packed, best);
-    if (all_finite == 0) atomicOr(&sc.non_finite, 1);
+    if (!all_finite) atomicOr(&sc.non_finite, 1);
   }
 }
 
@@ -202,17 +187,8 @@ __global__ void __launch_bounds__(kSplitThreads)
     if (inside(sampling_order_key(x), i, state.keep))
       total += sampling_fixed_weight(draw_weight(x, state, s));
   }
-  for (int offset = 16; offset > 0; offset >>= 1)
-    total += __shfl_down_sync(kFullMask, total, offset);
-  __shared__ unsigned long long warps[kSplitWarps];
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  if (lane == 0) warps[warp] = total;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kSplitWarps; ++w)
-      total += warps[w];
-    if (total != 0) atomicAdd(&scratch[blockIdx.x].total, total);
-  }
+  total = block_reduce<kSplitThreads>(total, Plus{});
+  if (threadIdx.x == 0 && total != 0) atomicAdd(&scratch[blockIdx.x].total, total);
 }
 
 // One thread per draw: the nucleus selection started at its target.

@@ -37,19 +37,38 @@ struct Shared {
   int finite;
 };
 
-// The block's sum of one value per thread, on every thread.
-__device__ inline unsigned long long block_sum(unsigned long long v, Shared& sh) {
-  for (int offset = 16; offset > 0; offset >>= 1)
-    v += __shfl_down_sync(kFullMask, v, offset);
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  if (lane == 0) sh.warp_values[warp] = v;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned long long total = 0;
-    for (int w = 0; w < kWarps; ++w)
-      total += sh.warp_values[w];
-    sh.remaining = total;
+// The largest and the sum of 64-bit values, for block_reduce.
+struct Larger {
+  __device__ unsigned long long operator()(unsigned long long a, unsigned long long b) const {
+    return a > b ? a : b;
   }
+};
+struct Plus {
+  __device__ unsigned long long operator()(unsigned long long a, unsigned long long b) const {
+    return a + b;
+  }
+};
+
+// The reduction by `op` of one value per thread of a kBlockThreads-thread block, on thread 0.
+template <int kBlockThreads, typename Op>
+__device__ unsigned long long block_reduce(unsigned long long v, Op op) {
+  __shared__ unsigned long long warps[kBlockThreads / 32];
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = op(v, __shfl_down_sync(kFullMask, v, offset));
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  __syncthreads();  // an earlier call's reads of `warps` are done
+  if (lane == 0) warps[warp] = v;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int w = 1; w < kBlockThreads / 32; ++w)
+      v = op(v, warps[w]);
+  return v;
+}
+
+// The block's sum of one value per thread (kThreads threads), on every thread.
+__device__ inline unsigned long long block_sum(unsigned long long v, Shared& sh) {
+  v = block_reduce<kThreads>(v, Plus{});
+  if (threadIdx.x == 0) sh.remaining = v;
   __syncthreads();
   const unsigned long long total = sh.remaining;
   __syncthreads();
