@@ -11,6 +11,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <thread>
@@ -344,6 +354,67 @@ TEST(OpenAiServer, ConcurrentClientsGetWhatTheyWouldGetAlone) {
   EXPECT_EQ(
       value_of("quench:engine_step_device_seconds_total{model_name=\"tiny\",kind=\"decode\"}"),
       0.0);
+}
+
+// A burst of clients connecting at once (a benchmark's first wave, a load balancer's retries):
+// every connection is accepted and answered at once. The HTTP library's own listen backlog (5)
+// made the kernel drop the handshakes beyond it, and those clients waited for the one-second
+// retransmission or had their connection reset.
+TEST(OpenAiServer, ABurstOfConnectionsIsAnsweredWithoutConnectRetries) {
+  const RunningServer s;
+  constexpr int kClients = 256;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(s.port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::vector<int> sockets;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kClients; ++i) {  // every handshake before the server accepts any
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ASSERT_GE(fd, 0);
+    sockets.push_back(fd);
+    const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address));
+    ASSERT_TRUE(rc == 0 || errno == EINPROGRESS) << std::strerror(errno);
+  }
+  const std::string request = "GET /health HTTP/1.1\r\nHost: q\r\nConnection: close\r\n\r\n";
+  std::vector<std::string> replies(kClients);
+  std::vector<bool> sent(kClients, false), closed(kClients, false);
+  int open = kClients;
+  // Well under the kernel's first handshake retransmission (1 s): no client may need one.
+  const auto deadline = start + std::chrono::milliseconds(700);
+  while (open > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::vector<pollfd> polled;
+    for (int i = 0; i < kClients; ++i) {
+      if (!closed[i])
+        polled.push_back({sockets[i], static_cast<short>(sent[i] ? POLLIN : POLLOUT), 0});
+    }
+    ASSERT_GE(::poll(polled.data(), polled.size(), 50), 0);
+    for (const pollfd& p : polled) {
+      const auto i = static_cast<size_t>(
+          std::find(sockets.begin(), sockets.end(), p.fd) - sockets.begin());
+      if (p.revents == 0) continue;
+      if (!sent[i] && (p.revents & POLLOUT)) {
+        EXPECT_EQ(::send(p.fd, request.data(), request.size(), MSG_NOSIGNAL),
+                  static_cast<ssize_t>(request.size()));
+        sent[i] = true;
+        continue;
+      }
+      char buffer[4096];
+      const ssize_t n = ::recv(p.fd, buffer, sizeof(buffer), 0);
+      if (n > 0) {
+        replies[i].append(buffer, static_cast<size_t>(n));
+      } else {  // the server closed after its answer (or reset the connection: n < 0)
+        closed[i] = true;
+        --open;
+      }
+    }
+  }
+  int answered = 0;
+  for (int i = 0; i < kClients; ++i) {
+    answered += replies[i].rfind("HTTP/1.1 200", 0) == 0 ? 1 : 0;
+    ::close(sockets[i]);
+  }
+  EXPECT_EQ(answered, kClients) << "clients answered within 700 ms of connecting";
 }
 
 TEST(OpenAiServer, ChatTokenizeAndBadRequests) {

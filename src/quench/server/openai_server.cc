@@ -2,7 +2,11 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <condition_variable>
 #include <filesystem>
 
@@ -526,6 +530,15 @@ int32_t OpenAiServer::start() {
   State& s = *state_;
   const size_t threads = static_cast<size_t>(s.options.http_threads);
   s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // The HTTP library listens with a backlog of 5 connections. A burst of concurrent clients
+  // overflows it: the kernel drops their handshakes (one-second connect retries) and some
+  // connections are reset after their request was sent. The listening socket is remembered here
+  // and given the system's full backlog once bound.
+  auto listening_socket = std::make_shared<socket_t>(-1);
+  s.http.set_socket_options([listening_socket](socket_t sock) {
+    httplib::default_socket_options(sock);
+    *listening_socket = sock;
+  });
   s.routes();
   if (s.options.port == 0) {
     s.port = s.http.bind_to_any_port(s.options.host);
@@ -536,6 +549,8 @@ int32_t OpenAiServer::start() {
                    " (in use, or not an address of this machine)");
     s.port = s.options.port;
   }
+  QUENCH_REQUIRE(*listening_socket >= 0 && ::listen(*listening_socket, SOMAXCONN) == 0,
+                 "cannot listen on ", s.options.host, ":", s.port, ": ", std::strerror(errno));
   s.http_thread = std::thread([&s] { s.http.listen_after_bind(); });
   s.load_thread = std::thread([&s] { s.load(); });
   return s.port;
