@@ -390,8 +390,8 @@ TEST(OpenAiServer, ABurstOfConnectionsIsAnsweredWithoutConnectRetries) {
     }
     ASSERT_GE(::poll(polled.data(), polled.size(), 50), 0);
     for (const pollfd& p : polled) {
-      const auto i = static_cast<size_t>(
-          std::find(sockets.begin(), sockets.end(), p.fd) - sockets.begin());
+      const auto i =
+          static_cast<size_t>(std::find(sockets.begin(), sockets.end(), p.fd) - sockets.begin());
       if (p.revents == 0) continue;
       if (!sent[i] && (p.revents & POLLOUT)) {
         EXPECT_EQ(::send(p.fd, request.data(), request.size(), MSG_NOSIGNAL),

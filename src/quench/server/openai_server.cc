@@ -6,8 +6,8 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
 
 #include "quench/core/error.h"
