@@ -7,7 +7,8 @@
 // N(0, 3^2), under the samplers servers see most: temperature alone, top-k 50, top-p 0.95, top-k
 // with top-p, min_p 0.05. Metric: us per step (all rows); GPU figures are medians of CUDA graph
 // replays (8 calls each), the host path's the median of 5 wall-clock runs. Run it again under
-// QUENCH_SAMPLING_CUTOFFS=split for the cutoffs spread over several CTAs per row.
+// QUENCH_SAMPLING_CUTOFFS=block for the cutoffs in one CTA per row (the default spreads each
+// row's).
 #include <cuda_runtime.h>
 
 #include <chrono>

@@ -1,8 +1,8 @@
 // The GPU draw against sample_row_reference, token for token: random rows of 1 to 151936 logits
 // (some rounded to bf16's 8 bits, so that top-k and nucleus cutoffs fall inside runs of equal
 // logits), every mix of temperature, top-k, top-p and min_p, rows that repeat a logits row, and
-// rows with a NaN or an infinity. The ctest entry gpu_tests_sampling_split runs it again with the
-// cutoffs spread over several CTAs per row (QUENCH_SAMPLING_CUTOFFS=split).
+// rows with a NaN or an infinity. The ctest entry gpu_tests_sampling_block runs it again with the
+// cutoffs in one CTA per row (QUENCH_SAMPLING_CUTOFFS=block; the default spreads each row's).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 

@@ -221,9 +221,10 @@ void sample_rows_cuda(const float* logits, int32_t vocab, const int32_t* rows,
   const int32_t most = (vocab + 2047) / 2048;
   const int32_t stretches = std::max(1, std::min(most, (2 * sms + n - 1) / n));
   const int32_t stretch = (vocab + stretches - 1) / stretches;
-  // QUENCH_SAMPLING_CUTOFFS=split: the cutoffs' radix passes spread over the row's CTAs too (not
-  // yet run on a GPU when it landed; bench/LOG.md, twenty-fourth session).
-  static const bool split = env_switch("QUENCH_SAMPLING_CUTOFFS", {"block", "split"}) == "split";
+  // The cutoffs' radix passes spread over the row's CTAs too (the default: 2-9x faster than one
+  // CTA per row on the H100, bench/LOG.md twenty-fifth session); QUENCH_SAMPLING_CUTOFFS=block
+  // keeps them in one CTA per row, for comparison.
+  static const bool split = env_switch("QUENCH_SAMPLING_CUTOFFS", {"block", "split"}) != "block";
   if (split) {
     enqueue_split_cutoffs(logits, vocab, rows, samplers, n, states, scratch, stretches, stretch,
                           cutoffs.top_k, cutoffs.top_p, stream);

@@ -1,10 +1,10 @@
 // GPU random draws per row of logits, as sample_row_reference (row_sampling.h defines the draw):
 // a sampled row sends one int to the host instead of a vocabulary of floats, and the host sorts
-// nothing. One CTA per row finds the max and the cutoffs: radix selections of the top-k and nucleus
-// ends (8-bit digits of the logits' order keys; counts for top-k, fixed-point weights for the
-// nucleus); QUENCH_SAMPLING_CUTOFFS=split spreads those over several CTAs per row
-// (sample_rows_split.h). Then the exponential race among the kept tokens, each row spread over
-// several CTAs.
+// nothing. First the max and the cutoffs: radix selections of the top-k and nucleus ends (8-bit
+// digits of the logits' order keys; counts for top-k, fixed-point weights for the nucleus), each
+// row's passes spread over several CTAs (sample_rows_split.h; QUENCH_SAMPLING_CUTOFFS=block runs
+// them in one CTA per row instead). Then the exponential race among the kept tokens, each row
+// spread over several CTAs.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -20,7 +20,7 @@ namespace quench {
 size_t sample_rows_workspace_bytes(int32_t n);
 
 // Which cutoffs any of a launch's draws asks for, from the host's copy of their samplers: the
-// split cutoffs (QUENCH_SAMPLING_CUTOFFS=split) launch only those passes. The default, both, is
+// split cutoffs (the default) launch only those passes. The default, both, is
 // always correct.
 struct SampleRowsCutoffs {
   bool top_k = true;

@@ -1,6 +1,7 @@
 // The draws' top-k and nucleus cutoffs with each row spread over several CTAs (sample_rows.cu's
-// QUENCH_SAMPLING_CUTOFFS=split): the same radix selections as the one-CTA-per-row kernel, one
-// launch per digit, each histogram summed across the row's CTAs in global memory.
+// default; QUENCH_SAMPLING_CUTOFFS=block keeps one CTA per row): the same radix selections as the
+// one-CTA-per-row kernel, one launch per digit, each histogram summed across the row's CTAs in
+// global memory.
 #pragma once
 
 #include <cuda_runtime.h>
