@@ -7,9 +7,9 @@
 #      last under compute-sanitizer memcheck; the graphs again under the arrival-counted merges;
 #   1b. the weight-streaming linear kernel (the default for one-token layers): its tests and the
 #      runner's with QUENCH_LINEAR=skinny, quench_bench --filter linear, and a 1B decode step
-#      with each QUENCH_LINEAR choice;
-#   1c. GPU sampling: the draws' tests and quench_bench --filter sampling with the top-k / top-p
-#      cutoffs in one CTA per row and spread over several (QUENCH_SAMPLING_CUTOFFS);
+#      with each QUENCH_LINEAR choice and with the step's dependent launches off (QUENCH_PDL=0);
+#   1c. GPU sampling: the draws' tests with the top-k / top-p cutoffs in one CTA per row and
+#      spread over several (QUENCH_SAMPLING_CUTOFFS), quench_bench --filter sampling (default);
 #   2. runs quench generate --device gpu on the tiny model (FP8 against bf16 KV, token for token),
 #      then on the Llama-3.2-1B shape (1 and 32 prompts of 1024 -> 128 tokens) for the step-time
 #      split (host, runner, GPU stream);
@@ -76,20 +76,30 @@ QUENCH_LINEAR=skinny timeout 60 ./quench_gpu_tests \
   --gtest_filter='LinearSkinny*:*DeviceDecoderModel*:DeviceEngine.Gen*' 2>&1 | \
   grep -E "^\[  (FAILED|PASSED) |Failure|Expected|Which" | tail -8
 timeout 60 ./quench_bench --filter linear --jsonl "$out/bench.jsonl" 2>&1 | tail -34
-for linear in cublas auto skinny; do
-  echo "-- QUENCH_LINEAR=$linear: 1 prompt, 1024 -> 128"
-  QUENCH_LINEAR=$linear timeout 40 ./quench generate --device gpu --builtin llama3.2-1b \
-    --max-model-len 2048 --max-num-seqs 64 --num-prompts 1 --input-len 1024 --max-tokens 128 \
-    --ignore-eos --no-compare 2>&1 | grep -E "^(steps|error)"
+# Each QUENCH_LINEAR choice, and the default without programmatic dependent launches (QUENCH_PDL=0),
+# twice in turn (run-to-run spread).
+for round in 1 2; do
+  for mode in "cublas 1" "auto 0" "auto 1" "skinny 1"; do
+    set -- $mode
+    echo "-- QUENCH_LINEAR=$1 QUENCH_PDL=$2: 1 prompt, 1024 -> 128 (round $round)"
+    QUENCH_LINEAR=$1 QUENCH_PDL=$2 timeout 40 ./quench generate --device gpu --builtin llama3.2-1b \
+      --max-model-len 2048 --max-num-seqs 64 --num-prompts 1 --input-len 1024 --max-tokens 128 \
+      --ignore-eos --no-compare 2>&1 | grep -E "^(steps .*decode|error)"
+  done
 done
+echo "-- QUENCH_PDL=0: 32 prompts, no dependent launches (section 2b runs the default)"
+QUENCH_PDL=0 timeout 60 ./quench generate --device gpu --builtin llama3.2-1b --max-model-len 2048 \
+  --max-num-seqs 64 --num-prompts 32 --input-len 1024 --max-tokens 128 --ignore-eos \
+  --no-compare 2>&1 | grep -E "^(steps .*decode|error)"
 echo "== 1c. GPU sampling: the draws' tests and benchmark, cutoffs per CTA (block) and spread (split)"
 for cutoffs in block split; do
   echo "-- QUENCH_SAMPLING_CUTOFFS=$cutoffs"
   QUENCH_SAMPLING_CUTOFFS=$cutoffs timeout 90 ./quench_gpu_tests \
     --gtest_filter='SampleRows*:*DeviceDecoderModelGraphs*:DeviceEngine.Draws*' 2>&1 | \
     grep -E "^\[  (FAILED|PASSED) |Failure|Expected|Which" | tail -8
-  QUENCH_SAMPLING_CUTOFFS=$cutoffs timeout 90 ./quench_bench --filter sampling \
-    --jsonl "$out/bench.jsonl" 2>&1 | tail -26
+  # The benchmark under the default only (the twenty-fifth session's call 1 has both).
+  [ "$cutoffs" = split ] && QUENCH_SAMPLING_CUTOFFS=$cutoffs timeout 90 ./quench_bench \
+    --filter sampling --jsonl "$out/bench.jsonl" 2>&1 | tail -26
 done
 echo "== 2b. where a step's time goes: quench generate on the Llama-3.2-1B shape, 1024 -> 128"
 for n in 1 32; do

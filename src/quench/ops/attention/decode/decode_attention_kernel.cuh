@@ -31,6 +31,7 @@
 
 #include <cstdint>
 
+#include "quench/core/dependent_launch.cuh"
 #include "quench/core/sm90_async.cuh"
 #include "quench/numerics/bf16.h"
 #include "quench/numerics/fast_math.cuh"
@@ -41,7 +42,6 @@
 #include "quench/ops/attention/decode/decode_output.cuh"
 #include "quench/ops/attention/decode/decode_swapped_tile_loop.cuh"
 #include "quench/ops/attention/decode/decode_tile_layout.h"
-#include "quench/ops/attention/decode/dependent_launch.cuh"
 
 namespace quench::decode {
 

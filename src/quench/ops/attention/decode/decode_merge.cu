@@ -8,11 +8,11 @@
 // counted in.
 #include <cuda_runtime.h>
 
+#include "quench/core/dependent_launch.cuh"
 #include "quench/core/env_switch.h"
 #include "quench/core/error.h"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
 #include "quench/ops/attention/decode/decode_row_merge.cuh"
-#include "quench/ops/attention/decode/dependent_launch.cuh"
 
 namespace quench::decode {
 namespace {
