@@ -7,7 +7,7 @@
 #      last under compute-sanitizer memcheck; the graphs again under the arrival-counted merges;
 #   1b. the weight-streaming linear kernel (the default for one-token layers): its tests and the
 #      runner's with QUENCH_LINEAR=skinny, quench_bench --filter linear, and a 1B decode step
-#      with each QUENCH_LINEAR choice and with the step's dependent launches off (QUENCH_PDL=0);
+#      with each QUENCH_LINEAR choice;
 #   1c. GPU sampling: the draws' tests with the top-k / top-p cutoffs in one CTA per row and
 #      spread over several (QUENCH_SAMPLING_CUTOFFS), quench_bench --filter sampling (default);
 #   2. runs quench generate --device gpu on the tiny model (FP8 against bf16 KV, token for token),
@@ -53,6 +53,24 @@ torch_cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvi
 export LD_LIBRARY_PATH="$here/bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}${torch_cublas:+:$torch_cublas}"
 ldd ./quench ./quench_gpu_tests | grep "not found" && echo "run.sh: shared libraries missing (above)"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv
+# ENGINE_KIT_STEP_AB=1: only the one-token step with and without the linear layers' weight
+# prefetch (QUENCH_LINEAR_PREFETCH), two interleaved rounds (each quench generate takes ~25 s: it
+# writes and loads the 1B model), and the linear benchmark both ways; then stop (~150 s).
+if [ -n "${ENGINE_KIT_STEP_AB:-}" ]; then
+  for round in 1 2; do
+    for prefetch in 0 1; do
+      echo "-- QUENCH_LINEAR_PREFETCH=$prefetch (round $round)"
+      QUENCH_LINEAR_PREFETCH=$prefetch timeout 50 ./quench generate --device gpu \
+        --builtin llama3.2-1b --max-model-len 2048 --max-num-seqs 64 --num-prompts 1 \
+        --input-len 1024 --max-tokens 256 --ignore-eos --no-compare 2>&1 | grep -E "^(steps .*decode|error)"
+    done
+  done
+  for prefetch in 0 1; do
+    echo "-- quench_bench --filter linear, QUENCH_LINEAR_PREFETCH=$prefetch"
+    QUENCH_LINEAR_PREFETCH=$prefetch timeout 60 ./quench_bench --filter linear 2>&1 | grep "T=1 "
+  done
+  exit 0
+fi
 # At most 8 files come back from $OUT: the test log, the benchmarks' JSON lines (linear, then
 # sampling both ways), one JSON per serving run (5) and one file for the servers' logs; everything
 # else (memcheck's summary too) goes to stdout.
@@ -76,21 +94,12 @@ QUENCH_LINEAR=skinny timeout 60 ./quench_gpu_tests \
   --gtest_filter='LinearSkinny*:*DeviceDecoderModel*:DeviceEngine.Gen*' 2>&1 | \
   grep -E "^\[  (FAILED|PASSED) |Failure|Expected|Which" | tail -8
 timeout 60 ./quench_bench --filter linear --jsonl "$out/bench.jsonl" 2>&1 | tail -34
-# Each QUENCH_LINEAR choice, and the default without programmatic dependent launches (QUENCH_PDL=0),
-# twice in turn (run-to-run spread).
-for round in 1 2; do
-  for mode in "cublas 1" "auto 0" "auto 1" "skinny 1"; do
-    set -- $mode
-    echo "-- QUENCH_LINEAR=$1 QUENCH_PDL=$2: 1 prompt, 1024 -> 128 (round $round)"
-    QUENCH_LINEAR=$1 QUENCH_PDL=$2 timeout 40 ./quench generate --device gpu --builtin llama3.2-1b \
-      --max-model-len 2048 --max-num-seqs 64 --num-prompts 1 --input-len 1024 --max-tokens 128 \
-      --ignore-eos --no-compare 2>&1 | grep -E "^(steps .*decode|error)"
-  done
+for linear in cublas auto skinny; do
+  echo "-- QUENCH_LINEAR=$linear: 1 prompt, 1024 -> 128"
+  QUENCH_LINEAR=$linear timeout 40 ./quench generate --device gpu --builtin llama3.2-1b \
+    --max-model-len 2048 --max-num-seqs 64 --num-prompts 1 --input-len 1024 --max-tokens 128 \
+    --ignore-eos --no-compare 2>&1 | grep -E "^(steps|error)"
 done
-echo "-- QUENCH_PDL=0: 32 prompts, no dependent launches (section 2b runs the default)"
-QUENCH_PDL=0 timeout 60 ./quench generate --device gpu --builtin llama3.2-1b --max-model-len 2048 \
-  --max-num-seqs 64 --num-prompts 32 --input-len 1024 --max-tokens 128 --ignore-eos \
-  --no-compare 2>&1 | grep -E "^(steps .*decode|error)"
 echo "== 1c. GPU sampling: the draws' tests and benchmark, cutoffs per CTA (block) and spread (split)"
 for cutoffs in block split; do
   echo "-- QUENCH_SAMPLING_CUTOFFS=$cutoffs"

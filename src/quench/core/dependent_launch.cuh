@@ -1,7 +1,7 @@
 // The device side of programmatic dependent launch (sm_90+; nothing on older GPUs), by which a
-// kernel's launch and prologue overlap the end of the kernel before it. The host side is the
-// launch attribute cudaLaunchAttributeProgrammaticStreamSerialization (the decode attention
-// kernels, the merge, the weight-streaming linear kernel).
+// kernel's launch and prologue overlap the end of the kernel before it, and L2 prefetches. The
+// host side is the launch attribute cudaLaunchAttributeProgrammaticStreamSerialization (the
+// decode attention kernel and its merge).
 //
 // A primary grid calls allow_dependent_launch (anywhere: it only lets the dependent's CTAs start);
 // the dependent must call wait_for_primary_grid before it reads anything the primary (or any

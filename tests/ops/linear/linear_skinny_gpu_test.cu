@@ -1,19 +1,16 @@
 // The weight-streaming linear kernel (1 to 8 tokens) against linear_reference on random inputs:
 // every token count, input widths of one vector up to the 8B model's down projection, feature
 // counts that leave warps and CTAs partly idle, both output dtypes; and linear_cuda, whichever
-// kernel QUENCH_LINEAR gives it (ctest runs these tests again with QUENCH_LINEAR=skinny); and the
-// kernel as a programmatic dependent of a slow kernel that writes its x.
+// kernel QUENCH_LINEAR gives it (ctest runs these tests again with QUENCH_LINEAR=skinny).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <tuple>
 #include <vector>
 
 #include "harness/device_buffer.h"
 #include "harness/expect_error.h"
 #include "harness/random_inputs.h"
-#include "quench/core/dependent_launch.cuh"
 #include "quench/numerics/bf16.h"
 #include "quench/ops/linear/linear_cublas.h"
 #include "quench/ops/linear/linear_reference.h"
@@ -108,38 +105,6 @@ TEST(LinearSkinnyGpu, LinearCudaPicksAKernelThatMatchesTheReference) {
   expect_matches_reference(2, 36, 50, 7, through_linear_cuda);
   expect_matches_reference(4, 512, 300, 9, through_linear_cuda);
   expect_matches_reference(12, 512, 300, 11, through_linear_cuda);
-}
-
-// The kernel before the linear layer lets it launch at once, then spends `spin_ns` before it
-// writes x (copied from `source`): a dependent that read x before waiting for it would see the
-// stale contents.
-__global__ void slow_writer_kernel(const uint16_t* source, uint16_t* x, int64_t n,
-                                   uint64_t spin_ns) {
-  allow_dependent_launch();
-  uint64_t start = 0, now = 0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < spin_ns);
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    x[i] = source[i];
-}
-
-TEST(LinearSkinnyGpu, ADependentLaunchReadsTheXThatTheKernelBeforeItWrote) {
-  cudaStream_t stream = nullptr;
-  QUENCH_CUDA_CHECK(cudaStreamCreate(&stream));
-  for (const auto& [tokens, in, out] : std::vector<std::tuple<int32_t, int32_t, int32_t>>{
-           {1, 2048, 3072}, {1, 8192, 2048}, {4, 512, 70001}}) {
-    const DeviceBuffer late_x(static_cast<size_t>(tokens) * in * 2);
-    const auto through_a_slow_writer = [&](int32_t t, int32_t i, int32_t o, const uint16_t* x,
-                                           const uint16_t* w, void* y, DType d) {
-      QUENCH_CUDA_CHECK(cudaMemsetAsync(late_x.as<void>(), 0x7f, late_x.bytes(), stream));
-      slow_writer_kernel<<<1, 256, 0, stream>>>(x, late_x.as<uint16_t>(), int64_t{t} * i, 200000);
-      linear_skinny_cuda(t, i, o, late_x.as<uint16_t>(), w, y, d, stream, true);
-    };
-    expect_matches_reference(tokens, in, out, 5, through_a_slow_writer);
-  }
-  QUENCH_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
 TEST(LinearSkinnyGpu, RejectsShapesItDoesNotTake) {

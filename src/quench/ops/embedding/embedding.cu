@@ -1,6 +1,5 @@
 #include "quench/ops/embedding/embedding.h"
 
-#include "quench/core/dependent_launch.cuh"
 #include "quench/core/error.h"
 
 namespace quench {
@@ -8,7 +7,6 @@ namespace {
 
 __global__ void embedding_kernel(int32_t width, const int32_t* ids, const uint16_t* table,
                                  uint16_t* out) {
-  allow_dependent_launch();  // the lm_head after the row gather may start streaming its weights
   const int64_t row = blockIdx.x;
   const uint16_t* src = table + int64_t{ids[row]} * width;
   for (int i = threadIdx.x; i < width; i += blockDim.x)

@@ -4,7 +4,6 @@
 
 #include <string>
 
-#include "quench/core/dependent_launch.h"
 #include "quench/core/env_switch.h"
 #include "quench/core/error.h"
 #include "quench/ops/linear/linear_skinny.h"
@@ -72,16 +71,13 @@ void linear_cuda(const CublasHandle& cublas, int32_t tokens, int32_t in_features
   // cards: H100 1.583 -> 1.422 ms, H200 1.320 -> 1.241 ms; giving it only the layers of up to
   // 8192 outputs, where the H200's per-layer benchmark has it ahead, was slower (H100 1.531 ms).
   // At 4 and 8 tokens cuBLAS stays ahead (bench/LOG.md, twenty-fourth session). QUENCH_LINEAR
-  // forces one path: cublas, or skinny up to kSkinnyLinearMaxTokens tokens. The skinny kernel is a
-  // programmatic dependent launch where step_dependent_launch_enabled(): its weights stream while
-  // the kernel before it ends (the step's small kernels let it start early).
+  // forces one path: cublas, or skinny up to kSkinnyLinearMaxTokens tokens.
   static const std::string mode = env_switch("QUENCH_LINEAR", {"auto", "cublas", "skinny"});
   const bool wants_skinny = mode == "skinny" || (mode == "auto" && tokens == 1);
   if (wants_skinny && out_features >= 1 &&
       (out_dtype == DType::kBF16 || out_dtype == DType::kF32) &&
       linear_skinny_supported(tokens, in_features, x, weight)) {
-    linear_skinny_cuda(tokens, in_features, out_features, x, weight, out, out_dtype, stream,
-                       step_dependent_launch_enabled());
+    linear_skinny_cuda(tokens, in_features, out_features, x, weight, out, out_dtype, stream);
     return;
   }
   cublas_gemm(cublas, tokens, in_features, out_features, x, weight, out, out_dtype, stream);

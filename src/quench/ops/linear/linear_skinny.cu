@@ -4,8 +4,8 @@
 
 #include "quench/core/cuda_device.h"
 #include "quench/core/dependent_launch.cuh"
-#include "quench/core/dependent_launch.h"
 #include "quench/core/device_buffer.h"
+#include "quench/core/env_switch.h"
 #include "quench/core/error.h"
 #include "quench/numerics/bf16.h"
 
@@ -47,8 +47,8 @@ __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
 }
 
 // prefetch_bytes: how much of its first weight row each warp asks L2 for before anything else
-// (a multiple of 16; 0: none). x is read only after wait_for_primary_grid: under a programmatic
-// dependent launch the weights start streaming while the kernel that writes x still runs.
+// (a multiple of 16; 0: none): one request puts the whole row in flight, where the loop below
+// keeps four 16-byte loads per lane.
 template <int kTokens, bool kF32Out>
 __global__ void __launch_bounds__(kThreads)
     linear_skinny_kernel(int32_t in_features, int32_t out_features, const uint16_t* __restrict__ x,
@@ -60,8 +60,6 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
   if (lane == 0 && prefetch_bytes > 0 && warp0 < out_features)
     prefetch_l2_bulk(weight + warp0 * in_features, prefetch_bytes);
-  wait_for_primary_grid();
-  allow_dependent_launch();  // the step's next small kernel may launch and wait for this one
   const auto* xv = reinterpret_cast<const uint4*>(x);
   for (int64_t n = warp0; n < out_features; n += warps) {
     const auto* wrow = reinterpret_cast<const uint4*>(weight + n * in_features);
@@ -111,22 +109,22 @@ constexpr int64_t kPrefetchBudgetBytes = int64_t{12} << 20;
 
 template <int kTokens>
 void launch(int32_t in, int32_t out_features, const uint16_t* x, const uint16_t* weight, void* out,
-            DType out_dtype, bool dependent_launch, cudaStream_t stream) {
-  const CudaDeviceProperties device = require_current_cuda_device_properties("linear_skinny");
+            DType out_dtype, cudaStream_t stream) {
+  const int32_t sms = require_current_cuda_device_properties("linear_skinny").sm_count;
   // One feature per warp where the features are few; at most 8 CTAs per SM (2048 threads), each
   // warp striding over the rest.
   const int64_t needed = (static_cast<int64_t>(out_features) + kWarps - 1) / kWarps;
-  const auto blocks =
-      static_cast<unsigned>(std::min<int64_t>(needed, int64_t{device.sm_count} * 8));
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>(needed, int64_t{sms} * 8));
   const int64_t first_rows = std::min<int64_t>(out_features, int64_t{blocks} * kWarps);
   const int64_t row_bytes = int64_t{in} * 2;
-  const auto prefetch_bytes =
-      static_cast<uint32_t>(std::min(row_bytes, kPrefetchBudgetBytes / first_rows) / 16 * 16);
+  // QUENCH_LINEAR_PREFETCH=0: no prefetch (an A/B switch).
+  static const bool prefetch = env_switch("QUENCH_LINEAR_PREFETCH", {"0", "1"}) != "0";
+  const auto prefetch_bytes = static_cast<uint32_t>(
+      prefetch ? std::min(row_bytes, kPrefetchBudgetBytes / first_rows) / 16 * 16 : 0);
   const auto kernel = out_dtype == DType::kF32 ? linear_skinny_kernel<kTokens, true>
                                                : linear_skinny_kernel<kTokens, false>;
-  launch_kernel("linear_skinny", kernel, dim3(blocks), dim3(kThreads), 0, stream,
-                dependent_launch && device.compute_capability_major >= 9, in, out_features, x,
-                weight, out, prefetch_bytes);
+  kernel<<<blocks, kThreads, 0, stream>>>(in, out_features, x, weight, out, prefetch_bytes);
+  check_cuda(cudaGetLastError(), "linear_skinny launch");
 }
 
 }  // namespace
@@ -140,7 +138,7 @@ bool linear_skinny_supported(int32_t tokens, int32_t in_features, const void* x,
 
 void linear_skinny_cuda(int32_t tokens, int32_t in_features, int32_t out_features,
                         const uint16_t* x, const uint16_t* weight, void* out, DType out_dtype,
-                        cudaStream_t stream, bool dependent_launch) {
+                        cudaStream_t stream) {
   QUENCH_REQUIRE(linear_skinny_supported(tokens, in_features, x, weight), "linear_skinny: ", tokens,
                  " tokens x ", in_features, " inputs is not supported; allowed: 1 to ",
                  kSkinnyLinearMaxTokens,
@@ -150,12 +148,11 @@ void linear_skinny_cuda(int32_t tokens, int32_t in_features, int32_t out_feature
   QUENCH_REQUIRE(out_dtype == DType::kBF16 || out_dtype == DType::kF32,
                  "linear_skinny output dtype ", dtype_name(out_dtype),
                  " is not supported; allowed: bf16, f32");
-  using Launch = void (*)(int32_t, int32_t, const uint16_t*, const uint16_t*, void*, DType, bool,
-                          cudaStream_t);
+  using Launch =
+      void (*)(int32_t, int32_t, const uint16_t*, const uint16_t*, void*, DType, cudaStream_t);
   static constexpr Launch kLaunch[kSkinnyLinearMaxTokens] = {
       launch<1>, launch<2>, launch<3>, launch<4>, launch<5>, launch<6>, launch<7>, launch<8>};
-  kLaunch[tokens - 1](in_features, out_features, x, weight, out, out_dtype, dependent_launch,
-                      stream);
+  kLaunch[tokens - 1](in_features, out_features, x, weight, out, out_dtype, stream);
 }
 
 }  // namespace quench

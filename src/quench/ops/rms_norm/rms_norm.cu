@@ -1,7 +1,5 @@
 #include "quench/ops/rms_norm/rms_norm.h"
 
-#include "quench/core/dependent_launch.cuh"
-#include "quench/core/dependent_launch.h"
 #include "quench/core/error.h"
 #include "quench/numerics/bf16.h"
 
@@ -15,10 +13,6 @@ constexpr int kThreads = 256;
 constexpr int kMaxPerThread = 32;  // width <= 8192
 
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
-  // A programmatic dependent of the kernel before it (rms_norm_cuda): its launch overlaps that
-  // kernel, and it lets the linear layer after it start streaming weights at once.
-  allow_dependent_launch();
-  wait_for_primary_grid();
   const int64_t row = blockIdx.x;
   uint16_t* residual = p.residual + row * p.width;
   const uint16_t* delta = p.delta ? p.delta + row * p.width : nullptr;
@@ -66,8 +60,9 @@ void rms_norm_cuda(const RmsNormParams& p, cudaStream_t stream) {
                  "rms_norm residual, weight and out must not be null");
   QUENCH_REQUIRE(p.out != p.residual, "rms_norm out must not alias residual");
   if (p.rows == 0) return;
-  launch_kernel("rms_norm", rms_norm_kernel, dim3(static_cast<unsigned>(p.rows)), dim3(kThreads), 0,
-                stream, step_dependent_launch_enabled(), p);
+  rms_norm_kernel<<<p.rows, kThreads, 0, stream>>>(p);
+  const cudaError_t status = cudaGetLastError();
+  QUENCH_REQUIRE(status == cudaSuccess, "rms_norm launch failed: ", cudaGetErrorString(status));
 }
 
 }  // namespace quench

@@ -1,7 +1,5 @@
 #include "quench/ops/swiglu/swiglu.h"
 
-#include "quench/core/dependent_launch.cuh"
-#include "quench/core/dependent_launch.h"
 #include "quench/core/error.h"
 #include "quench/numerics/bf16.h"
 
@@ -10,10 +8,6 @@ namespace {
 
 __global__ void swiglu_kernel(int64_t total, int32_t features, const uint16_t* gate_up,
                               uint16_t* out) {
-  // A programmatic dependent of the gate/up projection (swiglu_cuda): its launch overlaps that
-  // kernel, and it lets the down projection start streaming weights at once.
-  allow_dependent_launch();
-  wait_for_primary_grid();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t row = i / features, col = i - row * features;
@@ -33,8 +27,9 @@ void swiglu_cuda(int32_t rows, int32_t features, const uint16_t* gate_up, uint16
   const int64_t total = int64_t{rows} * features;
   if (total == 0) return;
   const auto blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 65535));
-  launch_kernel("swiglu", swiglu_kernel, dim3(blocks), dim3(256), 0, stream,
-                step_dependent_launch_enabled(), total, features, gate_up, out);
+  swiglu_kernel<<<blocks, 256, 0, stream>>>(total, features, gate_up, out);
+  const cudaError_t status = cudaGetLastError();
+  QUENCH_REQUIRE(status == cudaSuccess, "swiglu launch failed: ", cudaGetErrorString(status));
 }
 
 }  // namespace quench
