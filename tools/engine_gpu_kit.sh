@@ -138,7 +138,7 @@ for run in "${runs[@]}"; do
     --max-model-len 2048 --max-num-seqs 64 --num-prompts $((c * 2 + 2)) --random-input-len 1024 \
     --random-output-len 128 --max-concurrency "$c" $extra --result-json "$out/$name.json" \
     2> >(sed "s/^/[$name] /" >> "$out/servers.err") | \
-    grep -E "Successful|failed|duration|Output token|Mean TTFT|Mean TPOT|Mean ITL"
+    grep -E "Successful|Failed|failed|duration|Output token|Mean TTFT|Mean TPOT|Mean ITL"
   grep -E "\[$name\].*(CUDA graphs|KV cache|error|rror)" "$out/servers.err" | tail -4
 done
 RUN
