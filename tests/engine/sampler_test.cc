@@ -106,6 +106,29 @@ TEST(Sampler, LogprobsAreTheLogSoftmaxAndTheTopInOrder) {
   EXPECT_QUENCH_ERROR(p.validate(), {"logprobs 21", "[0, 20]"});
 }
 
+// Which rows the runner may pick where the logits are: the argmax of greedy rows, the draw of
+// sampled rows; never a row whose logprobs or adjusted logits the host needs.
+TEST(Sampler, RowsPickedBesideTheLogitsAskForNothingElse) {
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  SamplingParams sampled;
+  sampled.temperature = 0.8f;
+  EXPECT_TRUE(greedy_without_logprobs(greedy));
+  EXPECT_FALSE(sampled_without_logprobs(greedy));
+  EXPECT_TRUE(sampled_without_logprobs(sampled));
+  EXPECT_FALSE(greedy_without_logprobs(sampled));
+  for (SamplingParams p : {greedy, sampled}) {
+    SamplingParams with_logprobs = p;
+    with_logprobs.logprobs = 2;
+    SamplingParams biased = p;
+    biased.logit_bias.push_back({7, 1.5f});
+    for (const SamplingParams& host_row : {with_logprobs, biased}) {
+      EXPECT_FALSE(greedy_without_logprobs(host_row));
+      EXPECT_FALSE(sampled_without_logprobs(host_row));
+    }
+  }
+}
+
 TEST(Sampler, BadParametersAndLogitsAreErrors) {
   SamplingParams p;
   p.temperature = -1.0f;

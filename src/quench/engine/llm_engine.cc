@@ -284,7 +284,7 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
       RowPick& pick = picks[site.first + j];
       if (greedy_without_logprobs(p)) {
         pick.kind = RowPick::Kind::kArgmax;
-      } else if (p.temperature > 0.0f && p.logprobs < 0 && !adjusts_logits(p)) {
+      } else if (sampled_without_logprobs(p)) {
         pick.kind = RowPick::Kind::kDraw;
         pick.sampler = row_sampler(p, site.seq->rng);
       }

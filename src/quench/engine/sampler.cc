@@ -37,6 +37,10 @@ bool greedy_without_logprobs(const SamplingParams& params) {
   return params.temperature == 0.0f && params.logprobs < 0 && !adjusts_logits(params);
 }
 
+bool sampled_without_logprobs(const SamplingParams& params) {
+  return params.temperature > 0.0f && params.logprobs < 0 && !adjusts_logits(params);
+}
+
 TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t top) {
   const double max_logit = *std::max_element(logits.begin(), logits.end());
   double sum = 0.0;

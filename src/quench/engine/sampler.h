@@ -25,6 +25,11 @@ RowSampler row_sampler(const SamplingParams& params, std::mt19937_64& rng);
 // (temperature 0, no logprobs, no logit adjustments): the row's argmax is all the sampler needs.
 bool greedy_without_logprobs(const SamplingParams& params);
 
+// True when the token is a random draw from the unadjusted logits and nothing else of the
+// distribution is asked for (temperature > 0, no logprobs, no logit adjustments): a draw by
+// row_sampler's RowSampler is all the sampler needs, so it can run where the logits are.
+bool sampled_without_logprobs(const SamplingParams& params);
+
 // A generated token's log-probability and the `top` most likely alternatives (descending; ties
 // to the lower id), under softmax(logits).
 struct TokenLogprobs {
