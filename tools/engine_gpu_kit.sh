@@ -21,7 +21,7 @@
 # took ~260 s on the H200 before section 1c; ENGINE_KIT_SHORT=1 for less).
 # Everything it prints and the result JSONs land under $OUT.
 #   tools/engine_gpu_kit.sh [BUILD_DIR] [KIT_DIR]   # defaults build, .gpu_bin/engine
-# then, on the device (the `run` tool carrying KIT_DIR's two files):
+# then, on the device (the `run` tool carrying KIT_DIR):
 #   OUT=$OUT bash KIT_DIR/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +40,7 @@ for lib in libcpp-httplib.so.0.11 libbrotlicommon.so.1 libbrotlidec.so.1 libbrot
   cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$staging/lib/"
 done
 tar -C "$staging" -cJf "$kit/engine_bin.tar.xz" quench quench_gpu_tests quench_bench lib
+cp tools/step_kernel_times.py "$kit/"
 cat > "$kit/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs on the GPU machine; see tools/engine_gpu_kit.sh.
@@ -53,21 +54,42 @@ torch_cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvi
 export LD_LIBRARY_PATH="$here/bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}${torch_cublas:+:$torch_cublas}"
 ldd ./quench ./quench_gpu_tests | grep "not found" && echo "run.sh: shared libraries missing (above)"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv
-# ENGINE_KIT_STEP_AB=1: only the one-token step with and without the linear layers' weight
-# prefetch (QUENCH_LINEAR_PREFETCH), two interleaved rounds (each quench generate takes ~25 s: it
-# writes and loads the 1B model), and the linear benchmark both ways; then stop (~150 s).
+# ENGINE_KIT_STEP_AB=VAR (an A/B switch of docs/kernel_switches.md taking 0 and 1, e.g.
+# QUENCH_LINEAR_FUSION): the linear and runner tests, then the one-token step with VAR=0 and
+# VAR=1, two interleaved rounds (each quench generate takes ~25 s: it writes and loads the 1B
+# model), and the linear benchmark's one-token cases; then stop (~200 s).
 if [ -n "${ENGINE_KIT_STEP_AB:-}" ]; then
+  var=$ENGINE_KIT_STEP_AB
+  echo "== tests (default switches), then the runner's with $var=0"
+  timeout 150 ./quench_gpu_tests --gtest_filter='LinearSkinny*:ModelOpsGpu*:*DeviceDecoderModel*:DeviceEngine*' 2>&1 | \
+    tee "$out/tests.log" | grep -E "^\[  (FAILED|PASSED) |Failure|Expected|Which is|error" | tail -20
+  env "$var=0" timeout 100 ./quench_gpu_tests --gtest_filter='*DeviceDecoderModel*:DeviceEngine*' 2>&1 | \
+    grep -E "^\[  (FAILED|PASSED) |Failure|Expected|Which is|error" | tail -8
   for round in 1 2; do
-    for prefetch in 0 1; do
-      echo "-- QUENCH_LINEAR_PREFETCH=$prefetch (round $round)"
-      QUENCH_LINEAR_PREFETCH=$prefetch timeout 50 ./quench generate --device gpu \
+    for value in 0 1; do
+      echo "-- $var=$value (round $round)"
+      env "$var=$value" timeout 50 ./quench generate --device gpu \
         --builtin llama3.2-1b --max-model-len 2048 --max-num-seqs 64 --num-prompts 1 \
         --input-len 1024 --max-tokens 256 --ignore-eos --no-compare 2>&1 | grep -E "^(steps .*decode|error)"
     done
   done
-  for prefetch in 0 1; do
-    echo "-- quench_bench --filter linear, QUENCH_LINEAR_PREFETCH=$prefetch"
-    QUENCH_LINEAR_PREFETCH=$prefetch timeout 60 ./quench_bench --filter linear 2>&1 | grep "T=1 "
+  echo "-- quench_bench --filter linear (T=1)"
+  timeout 90 ./quench_bench --filter linear --jsonl "$out/bench.jsonl" 2>&1 | grep "T=1 "
+  exit 0
+fi
+# ENGINE_KIT_NCU=VAR (an A/B switch taking 0 and 1): the kernels of one one-token decode step of
+# the 1B shape under Nsight Compute, VAR=0 and VAR=1 (tools/step_kernel_times.py: kernel time by
+# name), and the step's wall time without the profiler beside each.
+if [ -n "${ENGINE_KIT_NCU:-}" ]; then
+  var=$ENGINE_KIT_NCU
+  generate=(./quench generate --device gpu --builtin llama3.2-1b --max-model-len 2048
+            --max-num-seqs 1 --num-prompts 1 --input-len 1024 --ignore-eos --no-compare)
+  for value in 0 1; do
+    echo "-- $var=$value"
+    env "$var=$value" timeout 60 "${generate[@]}" --max-tokens 256 2>&1 | grep -E "^(steps .*decode|error)"
+    env "$var=$value" timeout 200 ncu --graph-profiling node --clock-control none --cache-control none \
+      --metrics gpu__time_duration.sum --csv "${generate[@]}" --max-tokens 4 > "$out/ncu_$value.csv" 2> "$out/ncu_$value.err"
+    python3 "$here/step_kernel_times.py" "$out/ncu_$value.csv" || tail -5 "$out/ncu_$value.err"
   done
   exit 0
 fi
@@ -144,4 +166,4 @@ done
 RUN
 chmod +x "$kit/run.sh"
 ls -la "$kit"
-echo "engine_gpu_kit: carry [\"$kit/engine_bin.tar.xz\", \"$kit/run.sh\"] and run: OUT=\$OUT bash $kit/run.sh"
+echo "engine_gpu_kit: carry [\"$kit\"] and run: OUT=\$OUT bash $kit/run.sh"

@@ -9,6 +9,9 @@
 // (16-byte loads, summed so that nothing is optimised away). Timing: a CUDA graph of back-to-back
 // calls cycling over enough weight copies to exceed the 50 MB L2, timed with events; the median
 // over 11 replays (after 3 to warm up) divided by the calls, as decode runs under graphs.
+// Fused cases (one token, as a decode step of one sequence runs them): qkv with the residual add +
+// RMSNorm in front, gate_up with the norm in front and SwiGLU behind (linear_skinny_fused.h),
+// each beside the chain of separate kernels it replaces (rms_norm, the skinny linear, swiglu).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -21,6 +24,9 @@
 #include "quench/core/error.h"
 #include "quench/ops/linear/linear_cublas.h"
 #include "quench/ops/linear/linear_skinny.h"
+#include "quench/ops/linear/linear_skinny_fused.h"
+#include "quench/ops/rms_norm/rms_norm.h"
+#include "quench/ops/swiglu/swiglu.h"
 #include "support/bench_registry.h"
 #include "support/graph_timing.h"
 
@@ -63,6 +69,73 @@ struct LayerShape {
   int32_t in, out;
   bool f32_out;
 };
+
+// The fused layers of a one-token step beside the separate kernels they replace.
+void run_fused_cases(const BenchOptions& options, BenchReporter& reporter, cudaStream_t stream,
+                     double ceiling) {
+  struct FusedShape {
+    const char* model;
+    int32_t hidden, qkv_out, ff;
+  };
+  const std::vector<FusedShape> shapes = {{"Llama-3.2-1B", 2048, 3072, 8192},
+                                          {"Llama-3-8B", 4096, 6144, 14336}};
+  for (const FusedShape& s : shapes) {
+    for (bool swiglu : {false, true}) {
+      const int32_t out = swiglu ? s.ff : s.qkv_out;
+      const int32_t rows = swiglu ? 2 * s.ff : s.qkv_out;
+      const std::string name =
+          str_cat(s.model, swiglu ? " norm+gate_up+swiglu " : " norm+qkv ", s.hidden, "->", rows,
+                  " T=1");
+      if (!options.wants_case(name)) continue;
+      const size_t weight_bytes = static_cast<size_t>(s.hidden) * rows * 2;
+      const auto sets = static_cast<int32_t>(
+          std::min<size_t>(16, std::max<size_t>(1, (size_t{100} << 20) / weight_bytes + 1)));
+      std::vector<std::unique_ptr<DeviceBuffer>> weights;
+      for (int32_t i = 0; i < sets; ++i) {
+        weights.push_back(std::make_unique<DeviceBuffer>(weight_bytes));
+        cuda_check(cudaMemsetAsync(weights.back()->as<void>(), 0x3c, weight_bytes, stream),
+                   "memset");
+      }
+      const size_t row_bytes = static_cast<size_t>(s.hidden) * 2;
+      DeviceBuffer residual(row_bytes), residual2(row_bytes), delta(row_bytes), norm_w(row_bytes),
+          h(row_bytes), gate_up(static_cast<size_t>(rows) * 2), y(static_cast<size_t>(out) * 2);
+      for (DeviceBuffer* b : {&residual, &residual2, &delta, &norm_w})
+        cuda_check(cudaMemsetAsync(b->as<void>(), 0x3c, b->bytes(), stream), "memset");
+      const int32_t reps = std::max(sets, 8);
+      // Each call reads one residual and writes the other, as the decoder's layers alternate.
+      const double fused_s = time_graph(stream, reps, 11, [&](int32_t r) {
+        SkinnyResidualNorm norm;
+        norm.residual = (r % 2 ? residual2 : residual).as<uint16_t>();
+        norm.residual_out = (r % 2 ? residual : residual2).as<uint16_t>();
+        norm.delta = delta.as<uint16_t>();
+        norm.weight = norm_w.as<uint16_t>();
+        linear_skinny_norm_cuda(1, s.hidden, out, norm,
+                                weights[static_cast<size_t>(r % sets)]->as<uint16_t>(), swiglu,
+                                y.as<uint16_t>(), stream);
+      });
+      const double chain_s = time_graph(stream, reps, 11, [&](int32_t r) {
+        rms_norm_cuda({1, s.hidden, residual.as<uint16_t>(), delta.as<uint16_t>(),
+                       norm_w.as<uint16_t>(), 1e-5f, h.as<uint16_t>()},
+                      stream);
+        linear_skinny_cuda(1, s.hidden, rows, h.as<uint16_t>(),
+                           weights[static_cast<size_t>(r % sets)]->as<uint16_t>(),
+                           swiglu ? gate_up.as<void>() : y.as<void>(), DType::kBF16, stream);
+        if (swiglu) swiglu_cuda(1, s.ff, gate_up.as<uint16_t>(), y.as<uint16_t>(), stream);
+      });
+      BenchRecord record;
+      record.bench = "linear";
+      record.case_name = name;
+      record.metric = "TB/s";
+      record.value = static_cast<double>(weight_bytes) / fused_s / 1e12;
+      record.ceiling = ceiling;
+      record.peer = swiglu ? "rms_norm+linear_skinny+swiglu" : "rms_norm+linear_skinny";
+      record.peer_value = static_cast<double>(weight_bytes) / chain_s / 1e12;
+      record.note = str_cat("fused_us=", fused_s * 1e6, " chain_us=", chain_s * 1e6,
+                            " weight_mb=", static_cast<double>(weight_bytes) / 1e6);
+      reporter.record(record);
+    }
+  }
+}
 
 void run_linear_bench(const BenchOptions& options, BenchReporter& reporter) {
   cudaStream_t stream = nullptr;
@@ -126,6 +199,7 @@ void run_linear_bench(const BenchOptions& options, BenchReporter& reporter) {
       reporter.record(record);
     }
   }
+  run_fused_cases(options, reporter, stream, ceiling);
   cudaStreamDestroy(stream);
 }
 

@@ -20,6 +20,7 @@
 #include "quench/ops/bias_add/bias_add.h"
 #include "quench/ops/embedding/embedding.h"
 #include "quench/ops/linear/linear_cublas.h"
+#include "quench/ops/linear/linear_skinny_fused.h"
 #include "quench/ops/rms_norm/rms_norm.h"
 #include "quench/ops/rope/rope_reference.h"
 #include "quench/ops/rope_quant_append/rope_quant_append.h"
@@ -61,8 +62,10 @@ struct StepBuffers {
   int64_t* slots = nullptr;
   int32_t* gather = nullptr;  // the logit rows
   AttentionMetadataView view;
-  uint16_t *x = nullptr, *h = nullptr, *qkv = nullptr, *q_rot = nullptr, *attn = nullptr,
-           *proj = nullptr, *gate_up = nullptr, *act = nullptr, *picked = nullptr;
+  // x: the residual stream; x_next: where a fused norm writes the next residual (out of place:
+  // linear_skinny_fused.h), the two swapping roles at each fused norm.
+  uint16_t *x = nullptr, *x_next = nullptr, *h = nullptr, *qkv = nullptr, *q_rot = nullptr,
+           *attn = nullptr, *proj = nullptr, *gate_up = nullptr, *act = nullptr, *picked = nullptr;
   uint8_t* q_fp8 = nullptr;
   float* logits = nullptr;
 };
@@ -100,10 +103,10 @@ struct DeviceDecoderModel::State {
   std::vector<DeviceBuffer> k_caches, v_caches;
 
   int64_t generation = 0;  // bumped whenever a per-step buffer moves
-  GrowingBuffer residual{&generation}, hidden{&generation}, qkv{&generation}, q_rot{&generation},
-      q_fp8{&generation}, attn{&generation}, proj{&generation}, gate_up{&generation},
-      act{&generation}, row_hidden{&generation}, logits{&generation},
-      attention_workspace{&generation};
+  GrowingBuffer residual{&generation}, next_residual{&generation}, hidden{&generation},
+      qkv{&generation}, q_rot{&generation}, q_fp8{&generation}, attn{&generation},
+      proj{&generation}, gate_up{&generation}, act{&generation}, row_hidden{&generation},
+      logits{&generation}, attention_workspace{&generation};
   // A step's host inputs (token ids, metadata arrays, logit rows) packed into one pinned buffer
   // and copied to `inputs` in one transfer; StepInputsLayout places them.
   GrowingBuffer inputs{&generation};
@@ -156,6 +159,7 @@ struct DeviceDecoderModel::State {
     b.view.seq_lens = reinterpret_cast<int32_t*>(base + b.layout.seq_lens);
     b.view.block_table = reinterpret_cast<int32_t*>(base + b.layout.block_table);
     b.x = residual.get<uint16_t>(T * d);
+    b.x_next = next_residual.get<uint16_t>(T * d);
     b.h = hidden.get<uint16_t>(T * d);
     b.qkv = qkv.get<uint16_t>(T * (qd + 2 * kvd));
     b.q_rot = q_rot.get<uint16_t>(T * qd);
@@ -257,16 +261,40 @@ struct DeviceDecoderModel::State {
     const QueryOutputSplit split =
         query_output_split(attention.front().selection(), num_decode_tokens, t);
     const bool fp8_cache = is_fp8(kv.dtype);
+    // One-token steps fold the norms into the next linear layer and SwiGLU into gate_up
+    // (linear_skinny_fused.h): the residual then moves between x and x_next at each norm.
+    const bool fused = linear_norm_fusion_applies(t, d);
+    uint16_t* x = b.x;
+    uint16_t* x_spare = b.x_next;
+    const auto fused_norm = [&](const uint16_t* delta, const DeviceBuffer& norm_weight) {
+      SkinnyResidualNorm n;
+      n.residual = x;
+      n.delta = delta;
+      n.weight = norm_weight.as<uint16_t>();
+      n.eps = c.rms_norm_eps;
+      if (delta != nullptr) {
+        n.residual_out = x_spare;
+        std::swap(x, x_spare);
+      }
+      return n;
+    };
     for (int32_t layer = 0; layer < c.num_layers; ++layer) {
       const LayerBuffers& l = layers[static_cast<size_t>(layer)];
       const AttentionOp& op = attention[static_cast<size_t>(layer)];
       // The MLP output of the layer before joins the residual here.
-      rms_norm_cuda({t, d, b.x, layer == 0 ? nullptr : b.proj, l.input_norm.as<uint16_t>(),
-                     c.rms_norm_eps, b.h},
+      const uint16_t* mlp_delta = layer == 0 ? nullptr : b.proj;
+      if (fused) {
+        linear_skinny_norm_cuda(t, d, qkv_width, fused_norm(mlp_delta, l.input_norm),
+                                l.qkv.as<uint16_t>(), /*swiglu=*/false, b.qkv, stream);
+        mark("rms_norm (input) + linear qkv");
+      } else {
+        rms_norm_cuda({t, d, x, mlp_delta, l.input_norm.as<uint16_t>(), c.rms_norm_eps, b.h},
+                      stream);
+        mark("rms_norm (input)");
+        linear_cuda(*cublas, t, d, qkv_width, b.h, l.qkv.as<uint16_t>(), b.qkv, DType::kBF16,
                     stream);
-      mark("rms_norm (input)");
-      linear_cuda(*cublas, t, d, qkv_width, b.h, l.qkv.as<uint16_t>(), b.qkv, DType::kBF16, stream);
-      mark("linear qkv");
+        mark("linear qkv");
+      }
       if (c.qkv_bias) {  // Qwen2
         bias_add_cuda(t, qkv_width, l.qkv_bias.as<uint16_t>(), b.qkv, stream);
         mark("bias_add qkv");
@@ -315,19 +343,25 @@ struct DeviceDecoderModel::State {
 
       linear_cuda(*cublas, t, qd, d, b.attn, l.o.as<uint16_t>(), b.proj, DType::kBF16, stream);
       mark("linear o");
-      rms_norm_cuda({t, d, b.x, b.proj, l.post_norm.as<uint16_t>(), c.rms_norm_eps, b.h}, stream);
-      mark("rms_norm (post)");
-      linear_cuda(*cublas, t, d, 2 * ff, b.h, l.gate_up.as<uint16_t>(), b.gate_up, DType::kBF16,
-                  stream);
-      mark("linear gate_up");
-      swiglu_cuda(t, ff, b.gate_up, b.act, stream);
-      mark("swiglu");
+      if (fused) {
+        linear_skinny_norm_cuda(t, d, ff, fused_norm(b.proj, l.post_norm), l.gate_up.as<uint16_t>(),
+                                /*swiglu=*/true, b.act, stream);
+        mark("rms_norm (post) + linear gate_up + swiglu");
+      } else {
+        rms_norm_cuda({t, d, x, b.proj, l.post_norm.as<uint16_t>(), c.rms_norm_eps, b.h}, stream);
+        mark("rms_norm (post)");
+        linear_cuda(*cublas, t, d, 2 * ff, b.h, l.gate_up.as<uint16_t>(), b.gate_up, DType::kBF16,
+                    stream);
+        mark("linear gate_up");
+        swiglu_cuda(t, ff, b.gate_up, b.act, stream);
+        mark("swiglu");
+      }
       linear_cuda(*cublas, t, ff, d, b.act, l.down.as<uint16_t>(), b.proj, DType::kBF16, stream);
       mark("linear down");
     }
     // The last MLP output joins the residual; the final norm of every row (the rows asked for are
     // then gathered: the norm is per row, so the result is the same).
-    rms_norm_cuda({t, d, b.x, b.proj, final_norm.as<uint16_t>(), c.rms_norm_eps, b.h}, stream);
+    rms_norm_cuda({t, d, x, b.proj, final_norm.as<uint16_t>(), c.rms_norm_eps, b.h}, stream);
     mark("rms_norm (final)");
     embedding_lookup_cuda(b.rows, d, b.gather, b.h, b.picked, stream);
     mark("gather rows");

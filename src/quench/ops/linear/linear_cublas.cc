@@ -63,9 +63,7 @@ void cublas_gemm(const CublasHandle& cublas, int32_t tokens, int32_t in_features
                "cublasGemmEx");
 }
 
-void linear_cuda(const CublasHandle& cublas, int32_t tokens, int32_t in_features,
-                 int32_t out_features, const uint16_t* x, const uint16_t* weight, void* out,
-                 DType out_dtype, cudaStream_t stream) {
+bool linear_prefers_skinny(int32_t tokens) {
   // One-token layers (a decode step of one sequence) take the weight-streaming kernel
   // (linear_skinny.h). In the model it makes the 1B decode step faster than cuBLAS does on both
   // cards: H100 1.583 -> 1.422 ms, H200 1.320 -> 1.241 ms; giving it only the layers of up to
@@ -73,8 +71,16 @@ void linear_cuda(const CublasHandle& cublas, int32_t tokens, int32_t in_features
   // At 4 and 8 tokens cuBLAS stays ahead (bench/LOG.md, twenty-fourth session). QUENCH_LINEAR
   // forces one path: cublas, or skinny up to kSkinnyLinearMaxTokens tokens.
   static const std::string mode = env_switch("QUENCH_LINEAR", {"auto", "cublas", "skinny"});
-  const bool wants_skinny = mode == "skinny" || (mode == "auto" && tokens == 1);
-  if (wants_skinny && out_features >= 1 &&
+  // Unset (""), the switch is auto.
+  const bool automatic = mode.empty() || mode == "auto";
+  return tokens >= 1 && tokens <= kSkinnyLinearMaxTokens &&
+         (mode == "skinny" || (automatic && tokens == 1));
+}
+
+void linear_cuda(const CublasHandle& cublas, int32_t tokens, int32_t in_features,
+                 int32_t out_features, const uint16_t* x, const uint16_t* weight, void* out,
+                 DType out_dtype, cudaStream_t stream) {
+  if (linear_prefers_skinny(tokens) && out_features >= 1 &&
       (out_dtype == DType::kBF16 || out_dtype == DType::kF32) &&
       linear_skinny_supported(tokens, in_features, x, weight)) {
     linear_skinny_cuda(tokens, in_features, out_features, x, weight, out, out_dtype, stream);

@@ -39,6 +39,11 @@ void linear_cuda(const CublasHandle& cublas, int32_t tokens, int32_t in_features
                  int32_t out_features, const uint16_t* x, const uint16_t* weight, void* out,
                  DType out_dtype, cudaStream_t stream);
 
+// Whether linear_cuda streams the weights (linear_skinny.h) for a layer of `tokens` rows, where
+// the kernel takes the shape: one token by default; up to kSkinnyLinearMaxTokens under
+// QUENCH_LINEAR=skinny; never under QUENCH_LINEAR=cublas.
+bool linear_prefers_skinny(int32_t tokens);
+
 // The same product through cuBLAS whatever the shape (the benchmark's peer, and linear_cuda's
 // path for more tokens).
 void cublas_gemm(const CublasHandle& cublas, int32_t tokens, int32_t in_features,

@@ -1,0 +1,259 @@
+// The weight-streaming kernel of linear_skinny.h and linear_skinny_fused.h: one warp owns an output
+// feature at a time and reads its weight row with 16-byte loads, kUnroll in flight per lane; the
+// CTAs stride over the features so that every SM streams. Two optional stages around the product:
+//  - the input: x read from global memory (L1-cached: every warp reads all of it), or the
+//    decoder's residual add + RMSNorm computed by each CTA into shared memory first (the norm's
+//    own kernel and its launch gone from a one-token step; see linear_skinny_fused.h);
+//  - the output: the product itself, or SwiGLU of two products (a warp owns the gate row n and
+//    the up row n + out_features of a [2 * out_features, in] weight and writes silu(g) * u).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "quench/core/dependent_launch.cuh"
+#include "quench/core/env_switch.h"
+#include "quench/numerics/bf16.h"
+
+namespace quench::skinny {
+
+inline constexpr int kUnroll = 4;  // 16-byte weight loads in flight per lane and row
+
+enum class Input { kGlobal, kResidualNorm };
+enum class Output { kPlain, kSwiglu };
+
+struct KernelArgs {
+  int32_t in_features = 0;
+  int32_t out_features = 0;     // outputs per token (SwiGLU: half the weight's rows)
+  const uint16_t* x = nullptr;  // Input::kGlobal: bf16 [tokens, in]
+  // Input::kResidualNorm: residual (+ delta) -> residual_out (CTA 0 writes it), RMSNorm'd with
+  // norm_weight into shared memory.
+  const uint16_t* residual = nullptr;
+  const uint16_t* delta = nullptr;
+  uint16_t* residual_out = nullptr;
+  const uint16_t* norm_weight = nullptr;
+  float eps = 1e-6f;
+  const uint16_t* weight = nullptr;  // bf16 [rows, in]
+  void* out = nullptr;               // [tokens, out_features], bf16 or f32
+  uint32_t prefetch_bytes = 0;       // of each warp's first weight row(s), into L2; 0: none
+};
+
+__device__ __forceinline__ float bf16_lo(uint32_t pair) {
+  return __uint_as_float(pair << 16);
+}
+__device__ __forceinline__ float bf16_hi(uint32_t pair) {
+  return __uint_as_float(pair & 0xffff0000u);
+}
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  return static_cast<uint32_t>(float_to_bf16_bits(lo)) |
+         (static_cast<uint32_t>(float_to_bf16_bits(hi)) << 16);
+}
+
+// acc += dot(w, x) over one vector of 8 bf16 each.
+__device__ __forceinline__ float dot8(const uint4& w, const uint4& x, float acc) {
+  acc = fmaf(bf16_lo(w.x), bf16_lo(x.x), acc);
+  acc = fmaf(bf16_hi(w.x), bf16_hi(x.x), acc);
+  acc = fmaf(bf16_lo(w.y), bf16_lo(x.y), acc);
+  acc = fmaf(bf16_hi(w.y), bf16_hi(x.y), acc);
+  acc = fmaf(bf16_lo(w.z), bf16_lo(x.z), acc);
+  acc = fmaf(bf16_hi(w.z), bf16_hi(x.z), acc);
+  acc = fmaf(bf16_lo(w.w), bf16_lo(x.w), acc);
+  acc = fmaf(bf16_hi(w.w), bf16_hi(x.w), acc);
+  return acc;
+}
+
+// The weight is read once per call: loads that do not allocate in L1 (x, read by every warp,
+// stays cached there).
+__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// The residual add and RMSNorm of rms_norm.h, computed the same way per element (the sum of
+// squares in fp32 over the bf16-rounded sum, then bf16(v / sqrt(mean + eps) * weight)), for
+// kTokens rows into `xs` (bf16 [kTokens, in], shared memory). CTA 0 writes the summed residual.
+// The sum of squares is reduced in another order than rms_norm's kernel: results agree within
+// an fp32 ulp before the bf16 rounding.
+template <int kTokens, int kThreads>
+__device__ __forceinline__ void stage_normed_rows(const KernelArgs& a, uint4* xs) {
+  const int vectors = a.in_features / 8;
+  const int tid = static_cast<int>(threadIdx.x);
+  const bool writes_residual = blockIdx.x == 0 && a.delta != nullptr;
+  const auto* residual = reinterpret_cast<const uint4*>(a.residual);
+  const auto* delta = reinterpret_cast<const uint4*>(a.delta);
+  auto* residual_out = reinterpret_cast<uint4*>(a.residual_out);
+  float sum_squares[kTokens];
+#pragma unroll
+  for (int m = 0; m < kTokens; ++m) {
+    sum_squares[m] = 0.0f;
+    for (int v = tid; v < vectors; v += kThreads) {
+      const int64_t at = static_cast<int64_t>(m) * vectors + v;
+      uint4 r = __ldg(residual + at);
+      if (delta != nullptr) {
+        const uint4 d = __ldg(delta + at);
+        r.x = pack_bf16(bf16_lo(r.x) + bf16_lo(d.x), bf16_hi(r.x) + bf16_hi(d.x));
+        r.y = pack_bf16(bf16_lo(r.y) + bf16_lo(d.y), bf16_hi(r.y) + bf16_hi(d.y));
+        r.z = pack_bf16(bf16_lo(r.z) + bf16_lo(d.z), bf16_hi(r.z) + bf16_hi(d.z));
+        r.w = pack_bf16(bf16_lo(r.w) + bf16_lo(d.w), bf16_hi(r.w) + bf16_hi(d.w));
+        if (writes_residual) residual_out[at] = r;
+      }
+      const uint32_t words[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        sum_squares[m] = fmaf(bf16_lo(words[i]), bf16_lo(words[i]), sum_squares[m]);
+        sum_squares[m] = fmaf(bf16_hi(words[i]), bf16_hi(words[i]), sum_squares[m]);
+      }
+      xs[at] = r;
+    }
+  }
+  // One sum per token over the CTA: the warps' sums through shared memory.
+  __shared__ float warp_sums[kTokens][kThreads / 32];
+#pragma unroll
+  for (int m = 0; m < kTokens; ++m) {
+    float s = sum_squares[m];
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2)
+      s += __shfl_xor_sync(0xffffffffu, s, offset);
+    if (tid % 32 == 0) warp_sums[m][tid / 32] = s;
+  }
+  __syncthreads();
+  const auto* norm_weight = reinterpret_cast<const uint4*>(a.norm_weight);
+#pragma unroll
+  for (int m = 0; m < kTokens; ++m) {
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; ++w)
+      total += warp_sums[m][w];
+    const float denominator = sqrtf(total / static_cast<float>(a.in_features) + a.eps);
+    // Each thread rescales the vectors it wrote above: no barrier between the two passes.
+    for (int v = tid; v < vectors; v += kThreads) {
+      const int64_t at = static_cast<int64_t>(m) * vectors + v;
+      const uint4 r = xs[at];
+      const uint4 g = __ldg(norm_weight + v);
+      uint4 h;
+      h.x = pack_bf16(bf16_lo(r.x) / denominator * bf16_lo(g.x),
+                      bf16_hi(r.x) / denominator * bf16_hi(g.x));
+      h.y = pack_bf16(bf16_lo(r.y) / denominator * bf16_lo(g.y),
+                      bf16_hi(r.y) / denominator * bf16_hi(g.y));
+      h.z = pack_bf16(bf16_lo(r.z) / denominator * bf16_lo(g.z),
+                      bf16_hi(r.z) / denominator * bf16_hi(g.z));
+      h.w = pack_bf16(bf16_lo(r.w) / denominator * bf16_lo(g.w),
+                      bf16_hi(r.w) / denominator * bf16_hi(g.w));
+      xs[at] = h;
+    }
+  }
+  __syncthreads();
+}
+
+// The sums of kRows weight rows (row n, and row n + out_features for SwiGLU) with kTokens rows of
+// x: acc[r][m].
+template <int kTokens, int kRows, bool kSharedX>
+__device__ __forceinline__ void dot_rows(const uint4* const (&wrow)[kRows], const uint4* xv,
+                                         int vectors, int lane, float (&acc)[kRows][kTokens]) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int m = 0; m < kTokens; ++m)
+      acc[r][m] = 0.0f;
+  }
+  for (int v0 = lane; v0 < vectors; v0 += 32 * kUnroll) {
+    uint4 w[kRows][kUnroll];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int v = v0 + 32 * u;
+        w[r][u] = v < vectors ? load_streaming(wrow[r] + v) : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int v = v0 + 32 * u;
+      if (v >= vectors) break;
+#pragma unroll
+      for (int m = 0; m < kTokens; ++m) {
+        const int64_t at = static_cast<int64_t>(m) * vectors + v;
+        const uint4 x = kSharedX ? xv[at] : __ldg(xv + at);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+          acc[r][m] = dot8(w[r][u], x, acc[r][m]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int m = 0; m < kTokens; ++m) {
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2)
+        acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], offset);
+    }
+  }
+}
+
+// The bytes of its first weight row (each of them, for SwiGLU's two) that each warp asks L2 for
+// when `first_rows` rows are first in all: under 12 MiB in all, a quarter of the H100's and
+// H200's 50 MB L2, so that the lines it brings are still there when the warps read them.
+// QUENCH_LINEAR_PREFETCH=0: none (an A/B switch).
+inline uint32_t first_rows_prefetch_bytes(int64_t first_rows, int32_t in_features) {
+  static const bool prefetch = env_switch("QUENCH_LINEAR_PREFETCH", {"0", "1"}) != "0";
+  constexpr int64_t kBudgetBytes = int64_t{12} << 20;
+  if (!prefetch || first_rows <= 0) return 0;
+  return static_cast<uint32_t>(std::min(int64_t{in_features} * 2, kBudgetBytes / first_rows) / 16 *
+                               16);
+}
+
+// One launch: Input::kResidualNorm needs kTokens * in_features * 2 bytes of dynamic shared memory.
+template <int kTokens, bool kF32Out, Input kInput, Output kOutput, int kThreads>
+__global__ void __launch_bounds__(kThreads) linear_skinny_kernel(KernelArgs a) {
+  constexpr int kWarps = kThreads / 32;
+  constexpr int kRows = kOutput == Output::kSwiglu ? 2 : 1;
+  static_assert(!(kF32Out && kOutput == Output::kSwiglu), "SwiGLU writes bf16");
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int vectors = a.in_features / 8;
+  const int64_t warp0 = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
+  // The first rows' weights start streaming into L2 before anything else (the norm's work too).
+  if (lane == 0 && a.prefetch_bytes > 0 && warp0 < a.out_features) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      prefetch_l2_bulk(a.weight + (warp0 + r * int64_t{a.out_features}) * a.in_features,
+                       a.prefetch_bytes);
+  }
+  extern __shared__ uint4 staged_x[];
+  const uint4* xv = reinterpret_cast<const uint4*>(a.x);
+  if constexpr (kInput == Input::kResidualNorm) {
+    stage_normed_rows<kTokens, kThreads>(a, staged_x);
+    xv = staged_x;
+  }
+  for (int64_t n = warp0; n < a.out_features; n += warps) {
+    const uint4* wrow[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      wrow[r] = reinterpret_cast<const uint4*>(a.weight +
+                                               (n + r * int64_t{a.out_features}) * a.in_features);
+    float acc[kRows][kTokens];
+    dot_rows<kTokens, kRows, kInput == Input::kResidualNorm>(wrow, xv, vectors, lane, acc);
+    if (lane == 0) {
+#pragma unroll
+      for (int m = 0; m < kTokens; ++m) {
+        const int64_t at = static_cast<int64_t>(m) * a.out_features + n;
+        if constexpr (kOutput == Output::kSwiglu) {
+          // As swiglu.h computes it from the bf16 gate_up row.
+          const float g = bf16_bits_to_float(float_to_bf16_bits(acc[0][m]));
+          const float u = bf16_bits_to_float(float_to_bf16_bits(acc[1][m]));
+          static_cast<uint16_t*>(a.out)[at] = float_to_bf16_bits(g / (1.0f + expf(-g)) * u);
+        } else if constexpr (kF32Out) {
+          static_cast<float*>(a.out)[at] = acc[0][m];
+        } else {
+          static_cast<uint16_t*>(a.out)[at] = float_to_bf16_bits(acc[0][m]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace quench::skinny

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Kernel times of one decode step, from Nsight Compute's CSV of a `quench generate` run.
+
+Reads `ncu --csv --metrics gpu__time_duration.sum ...` output (one row per profiled kernel, in
+launch order; graph nodes are profiled one by one under --graph-profiling node) and takes the
+last complete step: from the second-to-last token embedding (each step gathers its token
+embeddings, then, before lm_head, its logit rows, through the same kernel) to the end. Prints
+the kernels of that step grouped by name (count, total us) and their sum, which set beside the
+step's wall time shows how much of the step is kernel time and how much the gaps between them.
+
+    python3 tools/step_kernel_times.py ncu.csv
+"""
+import csv
+import re
+import sys
+from collections import OrderedDict
+
+
+def short(name: str) -> str:
+    name = name.replace("<unnamed>", "").replace("(anonymous namespace)", "")
+    name = re.sub(r"^void ", "", name)
+    name = name.split("(")[0]        # argument list
+    name = re.sub(r"<.*", "", name)  # template arguments
+    return name.split("::")[-1].strip()
+
+
+def main() -> int:
+    rows = []
+    with open(sys.argv[1], newline="") as f:
+        lines = [l for l in f if l.startswith('"')]
+    for r in csv.DictReader(lines):
+        if r.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        value = float(r["Metric Value"].replace(",", ""))
+        unit = r.get("Metric Unit", "nsecond")
+        ns = value * {"nsecond": 1, "usecond": 1e3, "msecond": 1e6, "second": 1e9}.get(unit, 1)
+        rows.append((short(r["Kernel Name"]), ns / 1e3))
+    embeds = [i for i, (n, _) in enumerate(rows) if "embedding" in n]
+    if len(embeds) < 4:
+        print(f"step_kernel_times: {len(rows)} kernels, too few embedding launches to find a step")
+        return 1
+    # The last step: its token embedding is the second-to-last embedding launch (its logit
+    # rows' gather the last).
+    start = embeds[-2]
+    step = rows[start:]
+    groups = OrderedDict()
+    for name, us in step:
+        count, total = groups.get(name, (0, 0.0))
+        groups[name] = (count + 1, total + us)
+    print(f"{len(rows)} kernels profiled; the last step: {len(step)} kernels, "
+          f"{sum(us for _, us in step):.1f} us of kernel time")
+    for name, (count, total) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
+        print(f"  {total:8.1f} us  {count:4d}x  {total / count:7.2f} us  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
