@@ -83,9 +83,8 @@ void run_fused_cases(const BenchOptions& options, BenchReporter& reporter, cudaS
     for (bool swiglu : {false, true}) {
       const int32_t out = swiglu ? s.ff : s.qkv_out;
       const int32_t rows = swiglu ? 2 * s.ff : s.qkv_out;
-      const std::string name =
-          str_cat(s.model, swiglu ? " norm+gate_up+swiglu " : " norm+qkv ", s.hidden, "->", rows,
-                  " T=1");
+      const std::string name = str_cat(s.model, swiglu ? " norm+gate_up+swiglu " : " norm+qkv ",
+                                       s.hidden, "->", rows, " T=1");
       if (!options.wants_case(name)) continue;
       const size_t weight_bytes = static_cast<size_t>(s.hidden) * rows * 2;
       const auto sets = static_cast<int32_t>(
