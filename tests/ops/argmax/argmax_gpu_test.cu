@@ -17,7 +17,9 @@ namespace {
 
 TEST(ArgmaxGpu, MatchesTheReferenceExactly) {
   std::mt19937 rng(11);
-  for (const int32_t cols : {1, 7, 512, 513, 128256, 151936}) {
+  // Below and above the width where rows take a cluster of CTAs (parts of 512 to 18992 columns;
+  // 4097: the last part one column short).
+  for (const int32_t cols : {1, 7, 512, 513, 4095, 4096, 4097, 20001, 128256, 151936}) {
     for (const int32_t rows : {1, 3, 64}) {
       std::uniform_int_distribution<int32_t> levels(-4, 4);  // ties everywhere
       std::uniform_int_distribution<int32_t> column(0, cols - 1);
