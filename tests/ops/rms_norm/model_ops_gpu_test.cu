@@ -49,11 +49,10 @@ std::vector<T> download(const DeviceBuffer& b, size_t n) {
   return ::testing::AssertionFailure() << got << " vs " << b;
 }
 
-TEST(ModelOpsGpu, RmsNormWithAndWithoutTheResidualAdd) {
-  const int32_t rows = 7, width = 1000;  // not a multiple of the block
-  const auto residual = random_bf16(rows * width, 0.0f, 3.0f, 1);
-  const auto delta = random_bf16(rows * width, 0.0f, 1.0f, 2);
-  const auto weight = random_bf16(width, 1.0f, 0.2f, 3);
+void expect_rms_norm_matches_reference(int32_t rows, int32_t width, uint32_t seed) {
+  const auto residual = random_bf16(rows * width, 0.0f, 3.0f, seed);
+  const auto delta = random_bf16(rows * width, 0.0f, 1.0f, seed + 1);
+  const auto weight = random_bf16(width, 1.0f, 0.2f, seed + 2);
   for (bool add : {false, true}) {
     DeviceBuffer r = upload(residual), dl = upload(delta), w = upload(weight),
                  out(rows * width * 2);
@@ -74,6 +73,15 @@ TEST(ModelOpsGpu, RmsNormWithAndWithoutTheResidualAdd) {
     const auto got = download<uint16_t>(out, x.size());
     for (size_t i = 0; i < x.size(); ++i)
       ASSERT_TRUE(bf16_close(got[i], x[i], 1)) << "add " << add << " i " << i;
+  }
+}
+
+// Widths of whole 16-byte vectors take the vector kernel (2048: one vector per thread; 8192: the
+// most it holds), others the element kernel (1000: not a multiple of the block either).
+TEST(ModelOpsGpu, RmsNormWithAndWithoutTheResidualAdd) {
+  for (const int32_t width : {1000, 2048, 2056, 8192}) {
+    SCOPED_TRACE(::testing::Message() << "width " << width);
+    expect_rms_norm_matches_reference(7, width, static_cast<uint32_t>(width));
   }
 }
 

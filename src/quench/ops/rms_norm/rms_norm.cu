@@ -8,8 +8,87 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// One block per row; each thread holds up to kMaxPerThread elements of the row in registers
-// between the reduction and the scaling, so the row is read once.
+// The CTA's sum of `value` over all threads (every thread gets it).
+__device__ __forceinline__ float block_sum(float value) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  __shared__ float warp_sums[kThreads / 32];
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = value;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < kThreads / 32; ++w)
+    total += warp_sums[w];
+  return total;
+}
+
+// Rows whose width is a multiple of 8: each thread owns up to kMaxVectors 16-byte vectors of the
+// row, and issues every load it needs (residual, delta, weight) before it waits on any, so the
+// kernel costs one memory round trip, not one per element (the element loop before, which stored
+// each residual element before loading the next, took 7-10 us per 2048-wide row on the H100:
+// bench/LOG.md, twenty-sixth session).
+constexpr int kMaxVectors = 4;  // width <= 8192
+
+__device__ __forceinline__ float lo(uint32_t pair) {
+  return __uint_as_float(pair << 16);
+}
+__device__ __forceinline__ float hi(uint32_t pair) {
+  return __uint_as_float(pair & 0xffff0000u);
+}
+__device__ __forceinline__ uint32_t pack(float low, float high) {
+  return static_cast<uint32_t>(float_to_bf16_bits(low)) |
+         (static_cast<uint32_t>(float_to_bf16_bits(high)) << 16);
+}
+
+__global__ void __launch_bounds__(kThreads) rms_norm_vector_kernel(RmsNormParams p) {
+  const int64_t row = blockIdx.x;
+  const int vectors = p.width / 8;
+  auto* residual = reinterpret_cast<uint4*>(p.residual + row * p.width);
+  const auto* delta = p.delta ? reinterpret_cast<const uint4*>(p.delta + row * p.width) : nullptr;
+  const auto* weight = reinterpret_cast<const uint4*>(p.weight);
+  uint4 r[kMaxVectors], d[kMaxVectors], w[kMaxVectors];
+#pragma unroll
+  for (int k = 0; k < kMaxVectors; ++k) {
+    const int v = static_cast<int>(threadIdx.x) + k * kThreads;
+    if (v < vectors) {
+      r[k] = residual[v];
+      d[k] = delta != nullptr ? __ldg(delta + v) : make_uint4(0, 0, 0, 0);
+      w[k] = __ldg(weight + v);
+    }
+  }
+  float sum_squares = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kMaxVectors; ++k) {
+    const int v = static_cast<int>(threadIdx.x) + k * kThreads;
+    if (v >= vectors) break;
+    uint32_t* words = &r[k].x;
+    const uint32_t* add = &d[k].x;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (delta != nullptr) words[j] = pack(lo(words[j]) + lo(add[j]), hi(words[j]) + hi(add[j]));
+      sum_squares += lo(words[j]) * lo(words[j]);
+      sum_squares += hi(words[j]) * hi(words[j]);
+    }
+    if (delta != nullptr) residual[v] = r[k];
+  }
+  const float denominator = sqrtf(block_sum(sum_squares) / static_cast<float>(p.width) + p.eps);
+  auto* out = reinterpret_cast<uint4*>(p.out + row * p.width);
+#pragma unroll
+  for (int k = 0; k < kMaxVectors; ++k) {
+    const int v = static_cast<int>(threadIdx.x) + k * kThreads;
+    if (v >= vectors) break;
+    const uint32_t* x = &r[k].x;
+    const uint32_t* g = &w[k].x;
+    uint4 h;
+    uint32_t* o = &h.x;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      o[j] = pack(lo(x[j]) / denominator * lo(g[j]), hi(x[j]) / denominator * hi(g[j]));
+    out[v] = h;
+  }
+}
+
+// Any width: one block per row; each thread holds up to kMaxPerThread elements of the row in
+// registers between the reduction and the scaling, so the row is read once.
 constexpr int kMaxPerThread = 32;  // width <= 8192
 
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
@@ -32,15 +111,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
     x[n] = v;
     sum_squares += v * v;
   }
-  for (int offset = 16; offset > 0; offset /= 2)
-    sum_squares += __shfl_xor_sync(0xffffffffu, sum_squares, offset);
-  __shared__ float warp_sums[kThreads / 32];
-  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum_squares;
-  __syncthreads();
-  float total = 0.0f;
-  for (int w = 0; w < kThreads / 32; ++w)
-    total += warp_sums[w];
-  const float denominator = sqrtf(total / static_cast<float>(p.width) + p.eps);
+  const float denominator = sqrtf(block_sum(sum_squares) / static_cast<float>(p.width) + p.eps);
   uint16_t* out = p.out + row * p.width;
 #pragma unroll
   for (int n = 0; n < kMaxPerThread; ++n) {
@@ -48,6 +119,10 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
     if (i >= p.width) break;
     out[i] = float_to_bf16_bits(x[n] / denominator * bf16_bits_to_float(p.weight[i]));
   }
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
 }  // namespace
@@ -60,7 +135,13 @@ void rms_norm_cuda(const RmsNormParams& p, cudaStream_t stream) {
                  "rms_norm residual, weight and out must not be null");
   QUENCH_REQUIRE(p.out != p.residual, "rms_norm out must not alias residual");
   if (p.rows == 0) return;
-  rms_norm_kernel<<<p.rows, kThreads, 0, stream>>>(p);
+  const bool vectors = p.width % 8 == 0 && aligned16(p.residual) && aligned16(p.delta) &&
+                       aligned16(p.weight) && aligned16(p.out);
+  if (vectors) {
+    rms_norm_vector_kernel<<<p.rows, kThreads, 0, stream>>>(p);
+  } else {
+    rms_norm_kernel<<<p.rows, kThreads, 0, stream>>>(p);
+  }
   const cudaError_t status = cudaGetLastError();
   QUENCH_REQUIRE(status == cudaSuccess, "rms_norm launch failed: ", cudaGetErrorString(status));
 }
