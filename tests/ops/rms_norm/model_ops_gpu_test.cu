@@ -101,16 +101,19 @@ TEST(ModelOpsGpu, SwigluAndEmbedding) {
   for (size_t i = 0; i < want.size(); ++i)
     ASSERT_TRUE(bf16_close(got[i], want[i], 1)) << i;
 
-  const int32_t vocab = 50, width = 24;
-  const auto table = random_bf16(vocab * width, 0.0f, 1.0f, 5);
-  const std::vector<int32_t> ids = {3, 49, 0, 3};
-  DeviceBuffer t = upload(table), d_ids = upload(ids), rows_out(ids.size() * width * 2);
-  embedding_lookup_cuda(4, width, d_ids.as<int32_t>(), t.as<uint16_t>(), rows_out.as<uint16_t>(),
-                        nullptr);
-  const auto gathered = download<uint16_t>(rows_out, ids.size() * width);
-  for (size_t r = 0; r < ids.size(); ++r)
-    for (int32_t i = 0; i < width; ++i)
-      EXPECT_EQ(gathered[r * width + i], table[ids[r] * width + i]);
+  // Rows of whole 16-byte vectors (24, 4096) and of single elements (26).
+  for (const int32_t width : {24, 26, 4096}) {
+    const int32_t vocab = 50;
+    const auto table = random_bf16(vocab * width, 0.0f, 1.0f, 5);
+    const std::vector<int32_t> ids = {3, 49, 0, 3};
+    DeviceBuffer t = upload(table), d_ids = upload(ids), rows_out(ids.size() * width * 2);
+    embedding_lookup_cuda(4, width, d_ids.as<int32_t>(), t.as<uint16_t>(), rows_out.as<uint16_t>(),
+                          nullptr);
+    const auto gathered = download<uint16_t>(rows_out, ids.size() * width);
+    for (size_t r = 0; r < ids.size(); ++r)
+      for (int32_t i = 0; i < width; ++i)
+        ASSERT_EQ(gathered[r * width + i], table[ids[r] * width + i]) << width << " " << r;
+  }
 }
 
 // The bias added to every row (Qwen2's q/k/v) equals its reference bit for bit.
