@@ -14,6 +14,7 @@
 #include "quench/core/dependent_launch.cuh"
 #include "quench/core/env_switch.h"
 #include "quench/numerics/bf16.h"
+#include "quench/numerics/half_pair.cuh"
 
 namespace quench::skinny {
 
@@ -38,27 +39,16 @@ struct KernelArgs {
   uint32_t prefetch_bytes = 0;       // of each warp's first weight row(s), into L2; 0: none
 };
 
-__device__ __forceinline__ float bf16_lo(uint32_t pair) {
-  return __uint_as_float(pair << 16);
-}
-__device__ __forceinline__ float bf16_hi(uint32_t pair) {
-  return __uint_as_float(pair & 0xffff0000u);
-}
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  return static_cast<uint32_t>(float_to_bf16_bits(lo)) |
-         (static_cast<uint32_t>(float_to_bf16_bits(hi)) << 16);
-}
-
 // acc += dot(w, x) over one vector of 8 bf16 each.
 __device__ __forceinline__ float dot8(const uint4& w, const uint4& x, float acc) {
-  acc = fmaf(bf16_lo(w.x), bf16_lo(x.x), acc);
-  acc = fmaf(bf16_hi(w.x), bf16_hi(x.x), acc);
-  acc = fmaf(bf16_lo(w.y), bf16_lo(x.y), acc);
-  acc = fmaf(bf16_hi(w.y), bf16_hi(x.y), acc);
-  acc = fmaf(bf16_lo(w.z), bf16_lo(x.z), acc);
-  acc = fmaf(bf16_hi(w.z), bf16_hi(x.z), acc);
-  acc = fmaf(bf16_lo(w.w), bf16_lo(x.w), acc);
-  acc = fmaf(bf16_hi(w.w), bf16_hi(x.w), acc);
+  acc = fmaf(bf16_pair_lo(w.x), bf16_pair_lo(x.x), acc);
+  acc = fmaf(bf16_pair_hi(w.x), bf16_pair_hi(x.x), acc);
+  acc = fmaf(bf16_pair_lo(w.y), bf16_pair_lo(x.y), acc);
+  acc = fmaf(bf16_pair_hi(w.y), bf16_pair_hi(x.y), acc);
+  acc = fmaf(bf16_pair_lo(w.z), bf16_pair_lo(x.z), acc);
+  acc = fmaf(bf16_pair_hi(w.z), bf16_pair_hi(x.z), acc);
+  acc = fmaf(bf16_pair_lo(w.w), bf16_pair_lo(x.w), acc);
+  acc = fmaf(bf16_pair_hi(w.w), bf16_pair_hi(x.w), acc);
   return acc;
 }
 
@@ -94,17 +84,21 @@ __device__ __forceinline__ void stage_normed_rows(const KernelArgs& a, uint4* xs
       uint4 r = __ldg(residual + at);
       if (delta != nullptr) {
         const uint4 d = __ldg(delta + at);
-        r.x = pack_bf16(bf16_lo(r.x) + bf16_lo(d.x), bf16_hi(r.x) + bf16_hi(d.x));
-        r.y = pack_bf16(bf16_lo(r.y) + bf16_lo(d.y), bf16_hi(r.y) + bf16_hi(d.y));
-        r.z = pack_bf16(bf16_lo(r.z) + bf16_lo(d.z), bf16_hi(r.z) + bf16_hi(d.z));
-        r.w = pack_bf16(bf16_lo(r.w) + bf16_lo(d.w), bf16_hi(r.w) + bf16_hi(d.w));
+        r.x = pack_half_pair<true>(bf16_pair_lo(r.x) + bf16_pair_lo(d.x),
+                                   bf16_pair_hi(r.x) + bf16_pair_hi(d.x));
+        r.y = pack_half_pair<true>(bf16_pair_lo(r.y) + bf16_pair_lo(d.y),
+                                   bf16_pair_hi(r.y) + bf16_pair_hi(d.y));
+        r.z = pack_half_pair<true>(bf16_pair_lo(r.z) + bf16_pair_lo(d.z),
+                                   bf16_pair_hi(r.z) + bf16_pair_hi(d.z));
+        r.w = pack_half_pair<true>(bf16_pair_lo(r.w) + bf16_pair_lo(d.w),
+                                   bf16_pair_hi(r.w) + bf16_pair_hi(d.w));
         if (writes_residual) residual_out[at] = r;
       }
       const uint32_t words[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        sum_squares[m] = fmaf(bf16_lo(words[i]), bf16_lo(words[i]), sum_squares[m]);
-        sum_squares[m] = fmaf(bf16_hi(words[i]), bf16_hi(words[i]), sum_squares[m]);
+        sum_squares[m] = fmaf(bf16_pair_lo(words[i]), bf16_pair_lo(words[i]), sum_squares[m]);
+        sum_squares[m] = fmaf(bf16_pair_hi(words[i]), bf16_pair_hi(words[i]), sum_squares[m]);
       }
       xs[at] = r;
     }
@@ -134,14 +128,14 @@ __device__ __forceinline__ void stage_normed_rows(const KernelArgs& a, uint4* xs
       const uint4 r = xs[at];
       const uint4 g = __ldg(norm_weight + v);
       uint4 h;
-      h.x = pack_bf16(bf16_lo(r.x) / denominator * bf16_lo(g.x),
-                      bf16_hi(r.x) / denominator * bf16_hi(g.x));
-      h.y = pack_bf16(bf16_lo(r.y) / denominator * bf16_lo(g.y),
-                      bf16_hi(r.y) / denominator * bf16_hi(g.y));
-      h.z = pack_bf16(bf16_lo(r.z) / denominator * bf16_lo(g.z),
-                      bf16_hi(r.z) / denominator * bf16_hi(g.z));
-      h.w = pack_bf16(bf16_lo(r.w) / denominator * bf16_lo(g.w),
-                      bf16_hi(r.w) / denominator * bf16_hi(g.w));
+      h.x = pack_half_pair<true>(bf16_pair_lo(r.x) / denominator * bf16_pair_lo(g.x),
+                                 bf16_pair_hi(r.x) / denominator * bf16_pair_hi(g.x));
+      h.y = pack_half_pair<true>(bf16_pair_lo(r.y) / denominator * bf16_pair_lo(g.y),
+                                 bf16_pair_hi(r.y) / denominator * bf16_pair_hi(g.y));
+      h.z = pack_half_pair<true>(bf16_pair_lo(r.z) / denominator * bf16_pair_lo(g.z),
+                                 bf16_pair_hi(r.z) / denominator * bf16_pair_hi(g.z));
+      h.w = pack_half_pair<true>(bf16_pair_lo(r.w) / denominator * bf16_pair_lo(g.w),
+                                 bf16_pair_hi(r.w) / denominator * bf16_pair_hi(g.w));
       xs[at] = h;
     }
   }

@@ -2,6 +2,7 @@
 
 #include "quench/core/error.h"
 #include "quench/numerics/bf16.h"
+#include "quench/numerics/half_pair.cuh"
 
 namespace quench {
 namespace {
@@ -28,17 +29,6 @@ __device__ __forceinline__ float block_sum(float value) {
 // bench/LOG.md, twenty-sixth session).
 constexpr int kMaxVectors = 4;  // width <= 8192
 
-__device__ __forceinline__ float lo(uint32_t pair) {
-  return __uint_as_float(pair << 16);
-}
-__device__ __forceinline__ float hi(uint32_t pair) {
-  return __uint_as_float(pair & 0xffff0000u);
-}
-__device__ __forceinline__ uint32_t pack(float low, float high) {
-  return static_cast<uint32_t>(float_to_bf16_bits(low)) |
-         (static_cast<uint32_t>(float_to_bf16_bits(high)) << 16);
-}
-
 __global__ void __launch_bounds__(kThreads) rms_norm_vector_kernel(RmsNormParams p) {
   const int64_t row = blockIdx.x;
   const int vectors = p.width / 8;
@@ -64,9 +54,11 @@ __global__ void __launch_bounds__(kThreads) rms_norm_vector_kernel(RmsNormParams
     const uint32_t* add = &d[k].x;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      if (delta != nullptr) words[j] = pack(lo(words[j]) + lo(add[j]), hi(words[j]) + hi(add[j]));
-      sum_squares += lo(words[j]) * lo(words[j]);
-      sum_squares += hi(words[j]) * hi(words[j]);
+      if (delta != nullptr)
+        words[j] = pack_half_pair<true>(bf16_pair_lo(words[j]) + bf16_pair_lo(add[j]),
+                                        bf16_pair_hi(words[j]) + bf16_pair_hi(add[j]));
+      sum_squares += bf16_pair_lo(words[j]) * bf16_pair_lo(words[j]);
+      sum_squares += bf16_pair_hi(words[j]) * bf16_pair_hi(words[j]);
     }
     if (delta != nullptr) residual[v] = r[k];
   }
@@ -82,7 +74,8 @@ __global__ void __launch_bounds__(kThreads) rms_norm_vector_kernel(RmsNormParams
     uint32_t* o = &h.x;
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      o[j] = pack(lo(x[j]) / denominator * lo(g[j]), hi(x[j]) / denominator * hi(g[j]));
+      o[j] = pack_half_pair<true>(bf16_pair_lo(x[j]) / denominator * bf16_pair_lo(g[j]),
+                                  bf16_pair_hi(x[j]) / denominator * bf16_pair_hi(g[j]));
     out[v] = h;
   }
 }
