@@ -70,6 +70,18 @@ struct LayerShape {
   bool f32_out;
 };
 
+// Enough copies of a weight of `bytes` to exceed the 50 MB L2 twice over (at most 16), filled with
+// a small bf16 value: the calls cycle through them so that every call reads its weight from HBM.
+std::vector<std::unique_ptr<DeviceBuffer>> weight_copies(size_t bytes, cudaStream_t stream) {
+  const size_t sets = std::min<size_t>(16, std::max<size_t>(1, (size_t{100} << 20) / bytes + 1));
+  std::vector<std::unique_ptr<DeviceBuffer>> weights;
+  for (size_t i = 0; i < sets; ++i) {
+    weights.push_back(std::make_unique<DeviceBuffer>(bytes));
+    cuda_check(cudaMemsetAsync(weights.back()->as<void>(), 0x3c, bytes, stream), "memset");
+  }
+  return weights;
+}
+
 // The fused layers of a one-token step beside the separate kernels they replace.
 void run_fused_cases(const BenchOptions& options, BenchReporter& reporter, cudaStream_t stream,
                      double ceiling) {
@@ -87,14 +99,9 @@ void run_fused_cases(const BenchOptions& options, BenchReporter& reporter, cudaS
                                        s.hidden, "->", rows, " T=1");
       if (!options.wants_case(name)) continue;
       const size_t weight_bytes = static_cast<size_t>(s.hidden) * rows * 2;
-      const auto sets = static_cast<int32_t>(
-          std::min<size_t>(16, std::max<size_t>(1, (size_t{100} << 20) / weight_bytes + 1)));
-      std::vector<std::unique_ptr<DeviceBuffer>> weights;
-      for (int32_t i = 0; i < sets; ++i) {
-        weights.push_back(std::make_unique<DeviceBuffer>(weight_bytes));
-        cuda_check(cudaMemsetAsync(weights.back()->as<void>(), 0x3c, weight_bytes, stream),
-                   "memset");
-      }
+      const std::vector<std::unique_ptr<DeviceBuffer>> weights =
+          weight_copies(weight_bytes, stream);
+      const auto sets = static_cast<int32_t>(weights.size());
       const size_t row_bytes = static_cast<size_t>(s.hidden) * 2;
       DeviceBuffer residual(row_bytes), residual2(row_bytes), delta(row_bytes), norm_w(row_bytes),
           h(row_bytes), gate_up(static_cast<size_t>(rows) * 2), y(static_cast<size_t>(out) * 2);
@@ -160,15 +167,9 @@ void run_linear_bench(const BenchOptions& options, BenchReporter& reporter) {
           str_cat(s.model, " ", s.layer, " ", s.in, "->", s.out, " T=", tokens);
       if (!options.wants_case(name)) continue;
       const size_t weight_bytes = static_cast<size_t>(s.in) * s.out * 2;
-      // Enough copies of the weight to exceed the L2 twice over.
-      const auto sets = static_cast<int32_t>(
-          std::min<size_t>(16, std::max<size_t>(1, (size_t{100} << 20) / weight_bytes + 1)));
-      std::vector<std::unique_ptr<DeviceBuffer>> weights;
-      for (int32_t i = 0; i < sets; ++i) {
-        weights.push_back(std::make_unique<DeviceBuffer>(weight_bytes));
-        cuda_check(cudaMemsetAsync(weights.back()->as<void>(), 0x3c, weight_bytes, stream),
-                   "memset");
-      }
+      const std::vector<std::unique_ptr<DeviceBuffer>> weights =
+          weight_copies(weight_bytes, stream);
+      const auto sets = static_cast<int32_t>(weights.size());
       DeviceBuffer x(static_cast<size_t>(tokens) * s.in * 2);
       DeviceBuffer y(static_cast<size_t>(tokens) * s.out * 4);
       cuda_check(cudaMemsetAsync(x.as<void>(), 0x3c, x.bytes(), stream), "memset");
