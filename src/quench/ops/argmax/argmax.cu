@@ -60,7 +60,7 @@ __global__ void argmax_rows_kernel(const float* values, int32_t cols, int32_t* o
   if (threadIdx.x == 0) out[blockIdx.x] = r.finite ? r.column : -1;
 }
 
-// A cluster of kClusterCtas CTAs per row (sm_90+), each over its own part of the columns, and
+// A cluster of kClusterCtas CTAs per row (sm_90), each over its own part of the columns, and
 // the parts' bests joined by CTA 0 through distributed shared memory. One CTA per row spent 32 us
 // on a 128256-column row on the H100 (a decode step's greedy token; ~250 dependent loads per
 // thread), most of it load latency that more CTAs in flight hide.
@@ -87,7 +87,7 @@ __global__ void argmax_rows_cluster_kernel(const float* values, int32_t cols, in
   // The other CTAs' shared memory must outlive CTA 0's reads of it.
   cluster.sync();
 #else
-  __trap();  // launched only on sm_90+ (argmax_rows_cuda)
+  __trap();  // launched only on sm_90 (argmax_rows_cuda)
 #endif
 }
 
@@ -102,9 +102,11 @@ void argmax_rows_cuda(const float* values, int32_t rows, int32_t cols, int32_t* 
   QUENCH_REQUIRE(rows == 0 || (values != nullptr && out != nullptr),
                  "argmax values and out must not be null");
   if (rows == 0) return;
-  const bool clusters =
-      cols >= kClusterMinCols &&
-      require_current_cuda_device_properties("argmax").compute_capability_major >= 9;
+  // sm_90 only: the build's Hopper code is sm_90a machine code; any other GPU runs the Ampere PTX,
+  // where the cluster kernel's body is a trap.
+  const CudaDeviceProperties gpu = require_current_cuda_device_properties("argmax");
+  const bool clusters = cols >= kClusterMinCols && gpu.compute_capability_major == 9 &&
+                        gpu.compute_capability_minor == 0;
   if (clusters) {
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(static_cast<unsigned>(rows) * kClusterCtas);
