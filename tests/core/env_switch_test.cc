@@ -1,4 +1,5 @@
-// env_switch: an allowed value comes back as is, unset and empty mean the caller's default, and
+// env_switch: an allowed value comes back as is, unset and empty give the first allowed value (the
+// default), and
 // anything else is an error that names the switch, the value and the allowed values.
 #include "quench/core/env_switch.h"
 
@@ -14,11 +15,12 @@ namespace {
 
 constexpr const char* kSwitch = "QUENCH_TEST_ENV_SWITCH";
 
-TEST(EnvSwitch, UnsetAndEmptyAreTheDefault) {
+TEST(EnvSwitch, UnsetAndEmptyAreTheFirstAllowedValue) {
   unsetenv(kSwitch);
-  EXPECT_EQ(env_switch(kSwitch, {"a", "b"}), "");
+  EXPECT_EQ(env_switch(kSwitch, {"a", "b"}), "a");
+  EXPECT_EQ(env_switch(kSwitch, {"b", "a"}), "b");
   setenv(kSwitch, "", 1);
-  EXPECT_EQ(env_switch(kSwitch, {"a", "b"}), "");
+  EXPECT_EQ(env_switch(kSwitch, {"a", "b"}), "a");
   unsetenv(kSwitch);
 }
 

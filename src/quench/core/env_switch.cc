@@ -10,8 +10,9 @@
 namespace quench {
 
 std::string env_switch(const char* name, std::initializer_list<const char*> allowed) {
+  QUENCH_REQUIRE(allowed.size() > 0, "env_switch ", name, ": no allowed values");
   const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return "";
+  if (value == nullptr || *value == '\0') return *allowed.begin();
   std::string options;
   for (const char* option : allowed) {
     if (std::string(value) == option) return value;

@@ -1,6 +1,6 @@
 // Which kernel linear_cuda gives a layer (linear_prefers_skinny): with QUENCH_LINEAR unset, the
 // default must be "auto" (one-token layers stream their weights, wider ones go to cuBLAS). The
-// switch once compared its unset value ("") with "auto", so the default silently ran cuBLAS.
+// switch once compared its unset value (then "") with "auto", so the default silently ran cuBLAS.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

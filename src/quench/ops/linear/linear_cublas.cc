@@ -71,10 +71,8 @@ bool linear_prefers_skinny(int32_t tokens) {
   // At 4 and 8 tokens cuBLAS stays ahead (bench/LOG.md, twenty-fourth session). QUENCH_LINEAR
   // forces one path: cublas, or skinny up to kSkinnyLinearMaxTokens tokens.
   static const std::string mode = env_switch("QUENCH_LINEAR", {"auto", "cublas", "skinny"});
-  // Unset (""), the switch is auto.
-  const bool automatic = mode.empty() || mode == "auto";
   return tokens >= 1 && tokens <= kSkinnyLinearMaxTokens &&
-         (mode == "skinny" || (automatic && tokens == 1));
+         (mode == "skinny" || (mode == "auto" && tokens == 1));
 }
 
 void linear_cuda(const CublasHandle& cublas, int32_t tokens, int32_t in_features,

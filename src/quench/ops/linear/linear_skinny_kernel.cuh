@@ -193,7 +193,7 @@ __device__ __forceinline__ void dot_rows(const uint4* const (&wrow)[kRows], cons
 // H200's 50 MB L2, so that the lines it brings are still there when the warps read them.
 // QUENCH_LINEAR_PREFETCH=0: none (an A/B switch).
 inline uint32_t first_rows_prefetch_bytes(int64_t first_rows, int32_t in_features) {
-  static const bool prefetch = env_switch("QUENCH_LINEAR_PREFETCH", {"0", "1"}) != "0";
+  static const bool prefetch = env_switch("QUENCH_LINEAR_PREFETCH", {"1", "0"}) != "0";
   constexpr int64_t kBudgetBytes = int64_t{12} << 20;
   if (!prefetch || first_rows <= 0) return 0;
   return static_cast<uint32_t>(std::min(int64_t{in_features} * 2, kBudgetBytes / first_rows) / 16 *

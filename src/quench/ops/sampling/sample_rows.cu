@@ -224,7 +224,7 @@ void sample_rows_cuda(const float* logits, int32_t vocab, const int32_t* rows,
   // The cutoffs' radix passes spread over the row's CTAs too (the default: 2-9x faster than one
   // CTA per row on the H100, bench/LOG.md twenty-fifth session); QUENCH_SAMPLING_CUTOFFS=block
   // keeps them in one CTA per row, for comparison.
-  static const bool split = env_switch("QUENCH_SAMPLING_CUTOFFS", {"block", "split"}) != "block";
+  static const bool split = env_switch("QUENCH_SAMPLING_CUTOFFS", {"split", "block"}) != "block";
   if (split) {
     enqueue_split_cutoffs(logits, vocab, rows, samplers, n, states, scratch, stretches, stretch,
                           cutoffs.top_k, cutoffs.top_p, stream);

@@ -91,7 +91,7 @@ void note_wgmma_qk_not_taken(const AttentionParams& p, bool swapped) {
 
 // QUENCH_DECODE_SWAPPED=0: the row-major loop where the swapped-operand loop would run.
 bool swapped_loop_allowed() {
-  static const bool allowed = env_switch("QUENCH_DECODE_SWAPPED", {"0", "1"}) != "0";
+  static const bool allowed = env_switch("QUENCH_DECODE_SWAPPED", {"1", "0"}) != "0";
   return allowed;
 }
 
@@ -121,7 +121,7 @@ int32_t split_ctas_per_sm_from_env() {
   static const int32_t ctas = [] {
     const std::string value =
         env_switch("QUENCH_DECODE_SPLIT_CTAS", {"auto", "1", "2", "3", "4", "fill"});
-    if (value.empty() || value == "auto") return -1;
+    if (value == "auto") return -1;
     return value == "fill" ? 0 : std::stoi(value);
   }();
   return ctas;

@@ -39,10 +39,11 @@ std::string device_unsupported_reason() {
 using prefill_hopper::HopperKind;
 
 // The schedule QUENCH_PREFILL_PERSISTENT forces (an A/B switch for benchmarks and tests, read
-// once, not on every launch): 0 kPerTile, 1 kPersistent, items kOneItemPerCta; kDefault if unset.
+// once, not on every launch): 0 kPerTile, 1 kPersistent, items kOneItemPerCta; auto (or unset)
+// kDefault.
 HopperSchedule schedule_from_env() {
   static const HopperSchedule forced = [] {
-    const std::string value = env_switch("QUENCH_PREFILL_PERSISTENT", {"0", "1", "items"});
+    const std::string value = env_switch("QUENCH_PREFILL_PERSISTENT", {"auto", "0", "1", "items"});
     if (value == "0") return HopperSchedule::kPerTile;
     if (value == "1") return HopperSchedule::kPersistent;
     if (value == "items") return HopperSchedule::kOneItemPerCta;
@@ -63,12 +64,12 @@ bool l2_groups_from_env() {
 // How the persistent schedule deals a group's items to the CTAs over a bf16 cache
 // (prefill_hopper_schedule.h; the FP8-KV kernels always take round robin, see ws_next_item):
 // QUENCH_PREFILL_ITEM_ORDER=snake (alternating directions) or round_robin (CTA b takes items b,
-// b + ctas, ...) for every launch, the A/B switch (read once); unset, default_item_order by
-// chunk length. H200, bf16 hd128 (bench/LOG.md, eleventh session), snake / round robin TFLOP/s:
+// b + ctas, ...) for every launch, the A/B switch (read once); auto (or unset), default_item_order
+// by chunk length. H200, bf16 hd128 (bench/LOG.md, eleventh session), snake / round robin TFLOP/s:
 // page 16 4k 530 / 521, 8k 591 / 577, 16k page 64 626 / 617, 2k page 64 456 / 449, 1k 340 / 343.
 prefill_hopper::WsItemOrder item_order(int max_q_len) {
   static const std::string forced =
-      env_switch("QUENCH_PREFILL_ITEM_ORDER", {"snake", "round_robin"});
+      env_switch("QUENCH_PREFILL_ITEM_ORDER", {"auto", "snake", "round_robin"});
   if (forced == "snake") return prefill_hopper::WsItemOrder::kSnake;
   if (forced == "round_robin") return prefill_hopper::WsItemOrder::kRoundRobin;
   return prefill_hopper::default_item_order(max_q_len);
