@@ -82,6 +82,22 @@ std::vector<std::unique_ptr<DeviceBuffer>> weight_copies(size_t bytes, cudaStrea
   return weights;
 }
 
+// A case's record: TB/s of weight bytes for it and its peer, the times in the note.
+BenchRecord weight_stream_record(const std::string& name, size_t weight_bytes, double seconds,
+                                 double ceiling, const char* peer, double peer_seconds,
+                                 const std::string& times) {
+  BenchRecord record;
+  record.bench = "linear";
+  record.case_name = name;
+  record.metric = "TB/s";
+  record.value = static_cast<double>(weight_bytes) / seconds / 1e12;
+  record.ceiling = ceiling;
+  record.peer = peer;
+  record.peer_value = static_cast<double>(weight_bytes) / peer_seconds / 1e12;
+  record.note = str_cat(times, " weight_mb=", static_cast<double>(weight_bytes) / 1e6);
+  return record;
+}
+
 // The fused layers of a one-token step beside the separate kernels they replace.
 void run_fused_cases(const BenchOptions& options, BenchReporter& reporter, cudaStream_t stream,
                      double ceiling) {
@@ -128,17 +144,10 @@ void run_fused_cases(const BenchOptions& options, BenchReporter& reporter, cudaS
                            swiglu ? gate_up.as<void>() : y.as<void>(), DType::kBF16, stream);
         if (swiglu) swiglu_cuda(1, s.ff, gate_up.as<uint16_t>(), y.as<uint16_t>(), stream);
       });
-      BenchRecord record;
-      record.bench = "linear";
-      record.case_name = name;
-      record.metric = "TB/s";
-      record.value = static_cast<double>(weight_bytes) / fused_s / 1e12;
-      record.ceiling = ceiling;
-      record.peer = swiglu ? "rms_norm+linear_skinny+swiglu" : "rms_norm+linear_skinny";
-      record.peer_value = static_cast<double>(weight_bytes) / chain_s / 1e12;
-      record.note = str_cat("fused_us=", fused_s * 1e6, " chain_us=", chain_s * 1e6,
-                            " weight_mb=", static_cast<double>(weight_bytes) / 1e6);
-      reporter.record(record);
+      reporter.record(weight_stream_record(
+          name, weight_bytes, fused_s, ceiling,
+          swiglu ? "rms_norm+linear_skinny+swiglu" : "rms_norm+linear_skinny", chain_s,
+          str_cat("fused_us=", fused_s * 1e6, " chain_us=", chain_s * 1e6)));
     }
   }
 }
@@ -186,17 +195,9 @@ void run_linear_bench(const BenchOptions& options, BenchReporter& reporter) {
                     weights[static_cast<size_t>(r % sets)]->as<uint16_t>(), y.as<void>(), out,
                     stream);
       });
-      BenchRecord record;
-      record.bench = "linear";
-      record.case_name = name;
-      record.metric = "TB/s";
-      record.value = static_cast<double>(weight_bytes) / skinny_s / 1e12;
-      record.ceiling = ceiling;
-      record.peer = "cublas_gemm";
-      record.peer_value = static_cast<double>(weight_bytes) / cublas_s / 1e12;
-      record.note = str_cat("skinny_us=", skinny_s * 1e6, " cublas_us=", cublas_s * 1e6,
-                            " weight_mb=", static_cast<double>(weight_bytes) / 1e6);
-      reporter.record(record);
+      reporter.record(weight_stream_record(
+          name, weight_bytes, skinny_s, ceiling, "cublas_gemm", cublas_s,
+          str_cat("skinny_us=", skinny_s * 1e6, " cublas_us=", cublas_s * 1e6)));
     }
   }
   run_fused_cases(options, reporter, stream, ceiling);

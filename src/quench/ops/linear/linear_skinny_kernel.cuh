@@ -15,6 +15,7 @@
 #include "quench/core/env_switch.h"
 #include "quench/numerics/bf16.h"
 #include "quench/numerics/half_pair.cuh"
+#include "quench/ops/rms_norm/rms_norm_vector.cuh"
 
 namespace quench::skinny {
 
@@ -83,60 +84,23 @@ __device__ __forceinline__ void stage_normed_rows(const KernelArgs& a, uint4* xs
       const int64_t at = static_cast<int64_t>(m) * vectors + v;
       uint4 r = __ldg(residual + at);
       if (delta != nullptr) {
-        const uint4 d = __ldg(delta + at);
-        r.x = pack_half_pair<true>(bf16_pair_lo(r.x) + bf16_pair_lo(d.x),
-                                   bf16_pair_hi(r.x) + bf16_pair_hi(d.x));
-        r.y = pack_half_pair<true>(bf16_pair_lo(r.y) + bf16_pair_lo(d.y),
-                                   bf16_pair_hi(r.y) + bf16_pair_hi(d.y));
-        r.z = pack_half_pair<true>(bf16_pair_lo(r.z) + bf16_pair_lo(d.z),
-                                   bf16_pair_hi(r.z) + bf16_pair_hi(d.z));
-        r.w = pack_half_pair<true>(bf16_pair_lo(r.w) + bf16_pair_lo(d.w),
-                                   bf16_pair_hi(r.w) + bf16_pair_hi(d.w));
+        r = rms_norm_device::add_residual(r, __ldg(delta + at));
         if (writes_residual) residual_out[at] = r;
       }
-      const uint32_t words[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        sum_squares[m] = fmaf(bf16_pair_lo(words[i]), bf16_pair_lo(words[i]), sum_squares[m]);
-        sum_squares[m] = fmaf(bf16_pair_hi(words[i]), bf16_pair_hi(words[i]), sum_squares[m]);
-      }
+      sum_squares[m] = rms_norm_device::add_squares(r, sum_squares[m]);
       xs[at] = r;
     }
   }
-  // One sum per token over the CTA: the warps' sums through shared memory.
-  __shared__ float warp_sums[kTokens][kThreads / 32];
-#pragma unroll
-  for (int m = 0; m < kTokens; ++m) {
-    float s = sum_squares[m];
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2)
-      s += __shfl_xor_sync(0xffffffffu, s, offset);
-    if (tid % 32 == 0) warp_sums[m][tid / 32] = s;
-  }
-  __syncthreads();
   const auto* norm_weight = reinterpret_cast<const uint4*>(a.norm_weight);
 #pragma unroll
   for (int m = 0; m < kTokens; ++m) {
-    float total = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kThreads / 32; ++w)
-      total += warp_sums[m][w];
-    const float denominator = sqrtf(total / static_cast<float>(a.in_features) + a.eps);
+    const float denominator = sqrtf(rms_norm_device::block_sum<kThreads>(sum_squares[m]) /
+                                        static_cast<float>(a.in_features) +
+                                    a.eps);
     // Each thread rescales the vectors it wrote above: no barrier between the two passes.
     for (int v = tid; v < vectors; v += kThreads) {
       const int64_t at = static_cast<int64_t>(m) * vectors + v;
-      const uint4 r = xs[at];
-      const uint4 g = __ldg(norm_weight + v);
-      uint4 h;
-      h.x = pack_half_pair<true>(bf16_pair_lo(r.x) / denominator * bf16_pair_lo(g.x),
-                                 bf16_pair_hi(r.x) / denominator * bf16_pair_hi(g.x));
-      h.y = pack_half_pair<true>(bf16_pair_lo(r.y) / denominator * bf16_pair_lo(g.y),
-                                 bf16_pair_hi(r.y) / denominator * bf16_pair_hi(g.y));
-      h.z = pack_half_pair<true>(bf16_pair_lo(r.z) / denominator * bf16_pair_lo(g.z),
-                                 bf16_pair_hi(r.z) / denominator * bf16_pair_hi(g.z));
-      h.w = pack_half_pair<true>(bf16_pair_lo(r.w) / denominator * bf16_pair_lo(g.w),
-                                 bf16_pair_hi(r.w) / denominator * bf16_pair_hi(g.w));
-      xs[at] = h;
+      xs[at] = rms_norm_device::normalise(xs[at], __ldg(norm_weight + v), denominator);
     }
   }
   __syncthreads();

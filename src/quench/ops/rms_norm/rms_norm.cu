@@ -2,25 +2,14 @@
 
 #include "quench/core/error.h"
 #include "quench/numerics/bf16.h"
-#include "quench/numerics/half_pair.cuh"
+#include "quench/ops/rms_norm/rms_norm_vector.cuh"
 
 namespace quench {
 namespace {
 
-constexpr int kThreads = 256;
+using rms_norm_device::block_sum;
 
-// The CTA's sum of `value` over all threads (every thread gets it).
-__device__ __forceinline__ float block_sum(float value) {
-  for (int offset = 16; offset > 0; offset /= 2)
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
-  __shared__ float warp_sums[kThreads / 32];
-  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = value;
-  __syncthreads();
-  float total = 0.0f;
-  for (int w = 0; w < kThreads / 32; ++w)
-    total += warp_sums[w];
-  return total;
-}
+constexpr int kThreads = 256;
 
 // Rows whose width is a multiple of 8: each thread owns up to kMaxVectors 16-byte vectors of the
 // row, and issues every load it needs (residual, delta, weight) before it waits on any, so the
@@ -50,33 +39,20 @@ __global__ void __launch_bounds__(kThreads) rms_norm_vector_kernel(RmsNormParams
   for (int k = 0; k < kMaxVectors; ++k) {
     const int v = static_cast<int>(threadIdx.x) + k * kThreads;
     if (v >= vectors) break;
-    uint32_t* words = &r[k].x;
-    const uint32_t* add = &d[k].x;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      if (delta != nullptr)
-        words[j] = pack_half_pair<true>(bf16_pair_lo(words[j]) + bf16_pair_lo(add[j]),
-                                        bf16_pair_hi(words[j]) + bf16_pair_hi(add[j]));
-      sum_squares += bf16_pair_lo(words[j]) * bf16_pair_lo(words[j]);
-      sum_squares += bf16_pair_hi(words[j]) * bf16_pair_hi(words[j]);
+    if (delta != nullptr) {
+      r[k] = rms_norm_device::add_residual(r[k], d[k]);
+      residual[v] = r[k];
     }
-    if (delta != nullptr) residual[v] = r[k];
+    sum_squares = rms_norm_device::add_squares(r[k], sum_squares);
   }
-  const float denominator = sqrtf(block_sum(sum_squares) / static_cast<float>(p.width) + p.eps);
+  const float denominator =
+      sqrtf(block_sum<kThreads>(sum_squares) / static_cast<float>(p.width) + p.eps);
   auto* out = reinterpret_cast<uint4*>(p.out + row * p.width);
 #pragma unroll
   for (int k = 0; k < kMaxVectors; ++k) {
     const int v = static_cast<int>(threadIdx.x) + k * kThreads;
     if (v >= vectors) break;
-    const uint32_t* x = &r[k].x;
-    const uint32_t* g = &w[k].x;
-    uint4 h;
-    uint32_t* o = &h.x;
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      o[j] = pack_half_pair<true>(bf16_pair_lo(x[j]) / denominator * bf16_pair_lo(g[j]),
-                                  bf16_pair_hi(x[j]) / denominator * bf16_pair_hi(g[j]));
-    out[v] = h;
+    out[v] = rms_norm_device::normalise(r[k], w[k], denominator);
   }
 }
 
@@ -104,7 +80,8 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
     x[n] = v;
     sum_squares += v * v;
   }
-  const float denominator = sqrtf(block_sum(sum_squares) / static_cast<float>(p.width) + p.eps);
+  const float denominator =
+      sqrtf(block_sum<kThreads>(sum_squares) / static_cast<float>(p.width) + p.eps);
   uint16_t* out = p.out + row * p.width;
 #pragma unroll
   for (int n = 0; n < kMaxPerThread; ++n) {
