@@ -443,6 +443,17 @@ TEST(OpenAiServer, ChatTokenizeAndBadRequests) {
   auto missing = s.client().Get("/v2/anything");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
+  // A long JSON body labelled as a form (curl -d's default) is refused by the HTTP layer; the
+  // answer says why and what to send instead.
+  const std::string long_body =
+      json{{"prompt", std::string(CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH, 'a')}}.dump();
+  auto as_form = s.client().Post("/v1/completions", long_body, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(as_form);
+  EXPECT_EQ(as_form->status, 413);
+  const json refusal = json::parse(as_form->body, nullptr, false);
+  ASSERT_TRUE(refusal.is_object()) << as_form->body;
+  EXPECT_NE(refusal["message"].get<std::string>().find("application/json"), std::string::npos)
+      << refusal.dump();
   // The server is still up and answering after all of that.
   EXPECT_EQ(s.post("/v1/completions",
                    {{"prompt", "ok"}, {"max_tokens", 1}})["usage"]["completion_tokens"],

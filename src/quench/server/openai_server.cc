@@ -503,9 +503,29 @@ void OpenAiServer::State::routes() {
         }
         send_error(res, 500, message, "InternalServerError");
       });
+  // Errors that the HTTP layer answers before any handler runs come without a body: give each
+  // one the JSON error a client can show.
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.status == 404 && res.body.empty())
+    if (!res.body.empty()) return;
+    if (res.status == 404) {
       send_error(res, 404, str_cat("no route ", req.method, " ", req.path), "NotFoundError");
+    } else if (res.status == 413) {
+      // The HTTP library caps form-encoded bodies at CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH
+      // bytes, and `curl -d` sends JSON labelled as a form unless told otherwise.
+      send_error(res, 413,
+                 str_cat("the request body is ", req.get_header_value("Content-Length"),
+                         " bytes sent as '", req.get_header_value("Content-Type"),
+                         "'; bodies of that type are capped at ",
+                         CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH,
+                         " bytes; send the request as 'Content-Type: application/json' (curl: -H "
+                         "'Content-Type: application/json')"),
+                 "RequestEntityTooLargeError");
+    } else if (res.status >= 400) {
+      send_error(res, res.status,
+                 str_cat("the HTTP layer rejected ", req.method, " ", req.path, " with status ",
+                         res.status),
+                 res.status >= 500 ? "InternalServerError" : "BadRequestError");
+    }
   });
 }
 
