@@ -40,7 +40,7 @@ for lib in libcpp-httplib.so.0.11 libbrotlicommon.so.1 libbrotlidec.so.1 libbrot
   cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$staging/lib/"
 done
 tar -C "$staging" -cJf "$kit/engine_bin.tar.xz" quench quench_gpu_tests quench_bench lib
-cp tools/step_kernel_times.py "$kit/"
+cp tools/step_kernel_times.py tools/bench_ab.sh "$kit/"
 cat > "$kit/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs on the GPU machine; see tools/engine_gpu_kit.sh.
@@ -54,19 +54,68 @@ torch_cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvi
 export LD_LIBRARY_PATH="$here/bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}${torch_cublas:+:$torch_cublas}"
 ldd ./quench ./quench_gpu_tests | grep "not found" && echo "run.sh: shared libraries missing (above)"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv
-# ENGINE_KIT_STEP_AB=VAR (an A/B switch of docs/kernel_switches.md taking 0 and 1, e.g.
-# QUENCH_LINEAR_FUSION): the linear and runner tests, then the one-token step with VAR=0 and
-# VAR=1, two interleaved rounds (each quench generate takes ~25 s: it writes and loads the 1B
-# model), and the linear benchmark's one-token cases; then stop (~200 s).
+# ENGINE_KIT_DECODE_MERGE=1 (~400 s): decode attention's split merge in clusters
+# (QUENCH_DECODE_MERGE=cluster, twenty-seventh session): the decode GPU tests (every workspace
+# mode, ClusterMergeMatchesReference), compute-sanitizer racecheck and memcheck on the cluster
+# merge, the decode benchmark's B1 x 1k / B1 x 32k / B2 x 32k A/B of the merge kernel against the
+# cluster (three rounds), the 16-split forms of the 32k cases (shallow and deep rings), and the
+# one-token step of the 1B shape with each merge; then stop.
+if [ -n "${ENGINE_KIT_DECODE_MERGE:-}" ]; then
+  echo "== decode GPU tests"
+  timeout 240 ./quench_gpu_tests --gtest_filter='*Decode*' > "$out/decode_tests.log" 2>&1
+  grep -E "^\[  (FAILED|PASSED) |Failure|Which|Expected|tests ran" "$out/decode_tests.log" | tail -30
+  for tool in racecheck memcheck; do
+    echo "-- compute-sanitizer $tool: ClusterMergeMatchesReference"
+    timeout 120 compute-sanitizer --tool $tool ./quench_gpu_tests --gtest_filter='*ClusterMerge*' 2>&1 | tail -3
+  done
+  # Each A/B arm is a wrapper that sets the switches and runs this quench_bench.
+  mkdir -p ab
+  arm() { printf '#!/usr/bin/env bash\n%s exec %s/quench_bench "$@"\n' "$2" "$PWD" > "ab/$1"; chmod +x "ab/$1"; }
+  arm grid ""
+  arm cluster "QUENCH_DECODE_MERGE=cluster"
+  arm grid16 "QUENCH_DECODE_SPLITS=16"
+  arm cluster16 "QUENCH_DECODE_MERGE=cluster QUENCH_DECODE_SPLITS=16"
+  arm grid16deep "QUENCH_DECODE_SPLITS=16 QUENCH_DECODE_DEEP_RING=1"
+  arm cluster16deep "QUENCH_DECODE_MERGE=cluster QUENCH_DECODE_SPLITS=16 QUENCH_DECODE_DEEP_RING=1"
+  tail=" kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128\$"
+  echo "== decode A/B: the merge kernel (grid) against the cluster merge, us"
+  OUT=$out/ab_merge timeout 200 bash "$here/bench_ab.sh" --bench decode --metric us --rounds 3 \
+    --case "B1xL1024$tail" --case "B1xL32768$tail" --case "B2xL32768$tail" \
+    --case "B1xL1024 kv=fp8_e4m3 page=16 out=nvfp4 hq32/hkv8 hd128\$" ab/grid ab/cluster 2>&1 | tail -8
+  echo "== decode A/B: 16 splits per work item (one cluster), shallow and deep rings, us"
+  OUT=$out/ab_splits timeout 150 bash "$here/bench_ab.sh" --bench decode --metric us --rounds 2 \
+    --case "B1xL32768$tail" --case "B2xL32768$tail" \
+    ab/grid ab/grid16 ab/cluster16 ab/grid16deep ab/cluster16deep 2>&1 | tail -6
+  echo "== the 1B one-token step, QUENCH_DECODE_MERGE=grid / cluster, interleaved"
+  for round in 1 2; do
+    for merge in grid cluster; do
+      echo "-- QUENCH_DECODE_MERGE=$merge (round $round)"
+      QUENCH_DECODE_MERGE=$merge timeout 50 ./quench generate --device gpu --builtin llama3.2-1b \
+        --max-model-len 2048 --max-num-seqs 64 --num-prompts 1 --input-len 1024 --max-tokens 256 \
+        --ignore-eos --no-compare 2>&1 | grep -E "^(steps .*decode|error)"
+    done
+  done
+  exit 0
+fi
+# The values that ENGINE_KIT_STEP_AB and ENGINE_KIT_NCU give their switch (default "0 1"; e.g.
+# ENGINE_KIT_VALUES="grid cluster" for QUENCH_DECODE_MERGE).
+read -r -a values <<< "${ENGINE_KIT_VALUES:-0 1}"
+# ENGINE_KIT_STEP_AB=VAR (an A/B switch of docs/kernel_switches.md, e.g. QUENCH_LINEAR_FUSION):
+# the linear and runner tests, the runner's again under each value, then the one-token step
+# with each value, two interleaved rounds (each quench generate takes ~25 s: it writes and loads
+# the 1B model), and the linear benchmark's one-token cases; then stop (~200 s).
 if [ -n "${ENGINE_KIT_STEP_AB:-}" ]; then
   var=$ENGINE_KIT_STEP_AB
-  echo "== tests (default switches), then the runner's with $var=0"
+  echo "== tests (default switches), then the runner's with $var=${values[*]}"
   timeout 150 ./quench_gpu_tests --gtest_filter='LinearSkinny*:ModelOpsGpu*:*DeviceDecoderModel*:DeviceEngine*' 2>&1 | \
     tee "$out/tests.log" | grep -E "^\[  (FAILED|PASSED) |Failure|Expected|Which is|error" | tail -20
-  env "$var=0" timeout 100 ./quench_gpu_tests --gtest_filter='*DeviceDecoderModel*:DeviceEngine*' 2>&1 | \
-    grep -E "^\[  (FAILED|PASSED) |Failure|Expected|Which is|error" | tail -8
+  for value in "${values[@]}"; do
+    echo "-- $var=$value"
+    env "$var=$value" timeout 100 ./quench_gpu_tests --gtest_filter='*DeviceDecoderModel*:DeviceEngine*' 2>&1 | \
+      grep -E "^\[  (FAILED|PASSED) |Failure|Expected|Which is|error" | tail -8
+  done
   for round in 1 2; do
-    for value in 0 1; do
+    for value in "${values[@]}"; do
       echo "-- $var=$value (round $round)"
       env "$var=$value" timeout 50 ./quench generate --device gpu \
         --builtin llama3.2-1b --max-model-len 2048 --max-num-seqs 64 --num-prompts 1 \
@@ -77,14 +126,16 @@ if [ -n "${ENGINE_KIT_STEP_AB:-}" ]; then
   timeout 90 ./quench_bench --filter linear --jsonl "$out/bench.jsonl" 2>&1 | grep "T=1 "
   exit 0
 fi
-# ENGINE_KIT_NCU=VAR (an A/B switch taking 0 and 1): the kernels of one one-token decode step of
-# the 1B shape under Nsight Compute, VAR=0 and VAR=1 (tools/step_kernel_times.py: kernel time by
-# name), and the step's wall time without the profiler beside each.
+# ENGINE_KIT_NCU=VAR (an A/B switch): the kernels of one decode step of the 1B shape under
+# Nsight Compute with each value of VAR (tools/step_kernel_times.py: kernel time by name), and
+# the step's wall time without the profiler beside each; ENGINE_KIT_PROMPTS=N (default 1) prompts
+# of 1024 tokens decode together (32: a batched step).
 if [ -n "${ENGINE_KIT_NCU:-}" ]; then
   var=$ENGINE_KIT_NCU
+  prompts=${ENGINE_KIT_PROMPTS:-1}
   generate=(./quench generate --device gpu --builtin llama3.2-1b --max-model-len 2048
-            --max-num-seqs 1 --num-prompts 1 --input-len 1024 --ignore-eos --no-compare)
-  for value in 0 1; do
+            --max-num-seqs "$prompts" --num-prompts "$prompts" --input-len 1024 --ignore-eos --no-compare)
+  for value in "${values[@]}"; do
     echo "-- $var=$value"
     env "$var=$value" timeout 60 "${generate[@]}" --max-tokens 256 2>&1 | grep -E "^(steps .*decode|error)"
     env "$var=$value" timeout 200 ncu --graph-profiling node --clock-control none --cache-control none \
@@ -102,7 +153,7 @@ timeout 150 ./quench_gpu_tests --gtest_filter='ModelOpsGpu*:ArgmaxGpu*:LinearSki
 # concurrency 1 and 32.
 if [ -z "${ENGINE_KIT_QUICK:-}" ]; then
 # The graphs again under the merges that wait on split arrivals: padding rows must not be waited on.
-for merge in kernel auto; do
+for merge in kernel auto cluster; do
   echo "-- graphs with QUENCH_DECODE_MERGE=$merge"
   QUENCH_DECODE_MERGE=$merge timeout 60 ./quench_gpu_tests --gtest_filter='DeviceDecoderModelGraphs*' 2>&1 | \
     grep -E "^\[  (FAILED|PASSED|  OK) |Failure|error" | tail -4
