@@ -339,12 +339,15 @@ dim3 split_cluster_dims(const DecodeKernelArgs& args) {
   return args.heads_fastest ? dim3(1, splits, 1) : dim3(splits, 1, 1);
 }
 
-// Whether the GPU can place at least one cluster of `shape`'s split CTAs at its shared memory
+// Whether the launch may merge in clusters: the TMA kernel (sm_90, head_dim 64/128; the others
+// are built without the cluster merge), 2-16 splits, and the GPU can place at least one cluster
+// of `shape`'s split CTAs at its shared memory
 // (cudaOccupancyMaxActiveClusters; a cluster of more than 8 CTAs is a non-portable size, which
 // the kernel must admit first). Computed once per (kernel, device, shared memory, cluster size).
 bool cluster_fits(const LaunchShape& shape) {
   const int splits = shape.args.num_splits;
-  if (!shape.clusters || splits < 2 || splits > decode::kMaxClusterSplits) return false;
+  if (!shape.clusters || !shape.info.tma || splits < 2 || splits > decode::kMaxClusterSplits)
+    return false;
   static std::mutex mutex;
   static std::map<std::tuple<const void*, int, int, int>, bool> cache;
   const std::lock_guard<std::mutex> lock(mutex);
@@ -390,6 +393,9 @@ bool cluster_fits(const LaunchShape& shape) {
 // hd128: B4 x 32k and larger batches), the merge kernel elsewhere. The merge kernel's CTAs start
 // on their rows' arrival counts where a (token, KV head) counter fits the counter block and a
 // token's rows lie in one CTA, else after the main grid completes.
+// kCluster (twenty-seventh session, not yet measured): each work item's split CTAs as one
+// cluster, merging through distributed shared memory (decode_cluster_merge.cuh), where
+// cluster_fits; else the merge kernel as for kMergeKernel.
 MergePlace merge_place(const LaunchShape& shape, DecodeSplitMerge merge) {
   const AttentionParams& p = shape.args.p;
   const bool item_counters = shape.work_items <= decode::kMaxMergeWorkItems;

@@ -70,8 +70,8 @@ inline constexpr size_t kDecodeWorkspaceCounterBytes = 16384;
 // CTA of each work item (launches with more work items than the counter block holds use the
 // merge kernel). kAuto: per launch, the last split CTA where a work item has few rows x splits,
 // else the merge kernel. kCluster: each work item's split CTAs as one thread-block cluster that
-// merges through distributed shared memory (sm_90, at most 16 splits, where the GPU can place
-// such a cluster; elsewhere the merge kernel).
+// merges through distributed shared memory (sm_90 at head_dim 64/128, at most 16 splits, where
+// the GPU can place such a cluster; elsewhere the merge kernel).
 enum class DecodeSplitMerge {
   kDefault,
   kMergeKernelAfterGrid,

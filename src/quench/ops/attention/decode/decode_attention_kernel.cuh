@@ -349,12 +349,16 @@ __global__ void __launch_bounds__(
   };
   // args.cluster_merge: the cluster's CTAs merge the item's rows from each other's shared
   // memory, where write_rows left this CTA's partials (in the combine buffer at `scratch`).
+  // Only the TMA kernel has it: the call costs the cp.async kernels at head_dim 256, which sit at
+  // the register limit, a spill (ptxas).
   auto finish_split = [&](uint8_t* scratch) {
-    if (args.cluster_merge) {
-      merge_rows_in_cluster<kHeadDim, T::kCombineStride>(p, reinterpret_cast<float*>(scratch),
-                                                         args.num_splits, split, q_begin, row0,
-                                                         group, kv_head * group, num_rows, tid);
-      return;
+    if constexpr (kTma) {
+      if (args.cluster_merge) {
+        merge_rows_in_cluster<kHeadDim, T::kCombineStride>(p, reinterpret_cast<float*>(scratch),
+                                                           args.num_splits, split, q_begin, row0,
+                                                           group, kv_head * group, num_rows, tid);
+        return;
+      }
     }
     if (args.merge_counters == nullptr) return;
     if (args.last_split_merges) {
@@ -366,7 +370,7 @@ __global__ void __launch_bounds__(
 
   if (num_tiles <= 0) {           // an empty split: the merge skips it
     if (tid >= kThreads) return;  // the TMA kernel's producer warp: nothing to load
-    if (args.cluster_merge) {
+    if (kTma && args.cluster_merge) {
       if (tid < num_rows) {
         *ClusterPartials<T::kCombineStride>::lse(reinterpret_cast<float*>(pipe), tid) = -INFINITY;
       }
@@ -589,7 +593,7 @@ __global__ void __launch_bounds__(
           p.lse[static_cast<int64_t>(token) * p.num_q_heads + head] =
               (total_max + __log2f(denom)) * kLn2;
         }
-      } else if (active && args.cluster_merge) {
+      } else if (active && kTma && args.cluster_merge) {
         // In place: this thread alone read these floats (warp 0's O and warp 1's first column of
         // row r, above). See decode_cluster_merge.cuh.
         using Partials = ClusterPartials<T::kCombineStride>;
