@@ -4,7 +4,7 @@
 
 #include "quench/core/error.h"
 #include "quench/numerics/bf16.h"
-#include "quench/ops/linear/linear_reference.h"
+#include "quench/ops/linear/linear_cpu.h"
 #include "quench/ops/qk_norm/qk_norm_reference.h"
 #include "quench/ops/rope/rope_reference.h"
 #include "quench/ops/rope_quant_append/rope_quant_append_reference.h"
@@ -32,12 +32,13 @@ void add_residual(std::vector<float>& x, const std::vector<float>& y) {
     x[i] = bf16_bits_to_float(float_to_bf16_bits(x[i] + y[i]));
 }
 
-// x · wᵀ in fp32, plus the bias where given (in fp32, before the caller's bf16 rounding: one
-// rounding, as a GEMM with a bias epilogue gives).
+// x · wᵀ in fp32 (linear_cpu: the reference's sums in another order), plus the bias where given
+// (in fp32, before the caller's bf16 rounding: one rounding, as a GEMM with a bias epilogue
+// gives).
 std::vector<float> linear(int32_t tokens, int32_t in, int32_t out, const std::vector<float>& x,
                           const Bf16Weight& w, const Bf16Weight* bias = nullptr) {
   std::vector<float> y(static_cast<size_t>(tokens) * static_cast<size_t>(out));
-  linear_reference(tokens, in, out, x.data(), w.data(), y.data());
+  linear_cpu(tokens, in, out, x.data(), w.data(), y.data());
   if (bias != nullptr && bias->size() > 0) {
     for (size_t t = 0; t < static_cast<size_t>(tokens); ++t)
       for (size_t n = 0; n < static_cast<size_t>(out); ++n)

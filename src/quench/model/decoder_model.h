@@ -3,8 +3,10 @@
 //   attention (the attention op, kernels chosen per phase); x += attn Wo;
 //   h = RMSNorm(x); x += (silu(h Wgate) * h Wup) Wdown
 // then the final RMSNorm and lm_head on the rows whose logits are asked for.
-// Every op is its CPU reference (fp32 math); every tensor between ops is rounded to bf16, the
-// activation dtype the GPU path will keep, the residual stream included (as HF runs in bf16).
+// Every op is its CPU reference (fp32 math) but the linear layers, which take linear_cpu (the
+// reference's fp32 sums in another order, fast enough to serve a 1B model on two cores); every
+// tensor between ops is rounded to bf16, the activation dtype the GPU path will keep, the
+// residual stream included (as HF runs in bf16).
 // The model owns one paged K and V cache per layer (layout, dtype and page count from the
 // options); which pages a sequence uses is the caller's business (AttentionMetadata).
 #pragma once
