@@ -253,6 +253,42 @@ TEST(OpenAiProtocol, UnsupportedFieldsAreRefusedByName) {
             400);
 }
 
+// max_model_len 100: a prompt of 10 ids leaves room for 90 tokens; asking 91 is refused in vLLM's
+// words (not cut short), exactly 90 is fine, and so are the chat default and a prompt that does
+// not fit at all (the engine's own error names that one).
+TEST(OpenAiProtocol, MaxTokensPastTheContextIsRefused) {
+  const Fixture fx;
+  const json prompt = std::vector<int32_t>(10, 5);
+  EXPECT_EQ(parse_completion_request(json{{"prompt", prompt}, {"max_tokens", 90}}, fx.model())
+                .params.max_tokens,
+            90);
+  const auto [status, message] = api_error([&] {
+    parse_completion_request(json{{"prompt", prompt}, {"max_tokens", 91}}, fx.model());
+  });
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(message.find("maximum context length is 100 tokens. However, you requested 101 tokens "
+                         "(10 in the prompt, 91 in the completion)"),
+            std::string::npos)
+      << message;
+  // Several prompts: the longest decides.
+  EXPECT_EQ(api_error([&] {
+              parse_completion_request(
+                  json{{"prompt", {std::vector<int32_t>(5, 5), std::vector<int32_t>(95, 5)}},
+                       {"max_tokens", 6}},
+                  fx.model());
+            }).first,
+            400);
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 1000}};
+  const auto [chat_status, chat_message] = api_error([&] { parse_chat_request(chat, fx.model()); });
+  EXPECT_EQ(chat_status, 400);
+  EXPECT_NE(chat_message.find("in the messages, 1000 in the completion"), std::string::npos)
+      << chat_message;
+  EXPECT_EQ(parse_completion_request(json{{"prompt", std::vector<int32_t>(100, 5)}}, fx.model())
+                .prompts.front()
+                .size(),
+            100u);  // left to the engine's check, which names the prompt's length
+}
+
 TEST(OpenAiProtocol, ChatRendersTheTemplateAndDefaultsToTheRoomLeft) {
   const Fixture fx;
   const json body = {{"messages",

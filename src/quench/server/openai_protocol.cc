@@ -85,6 +85,23 @@ void parse_logit_adjustments(const json& body, SamplingParams& params) {
   }
 }
 
+// A prompt that fits but leaves less room than max_tokens asks for is refused, as vLLM's server
+// refuses it (and with its words), not cut short at max_model_len. A prompt that does not fit at
+// all is the engine's error (LlmEngine::check_request).
+void check_context_room(const ApiRequest& r, const ServedModel& model, const char* prompt_word) {
+  for (const std::vector<int32_t>& prompt : r.prompts) {
+    const auto prompt_tokens = static_cast<int64_t>(prompt.size());
+    if (prompt_tokens >= model.max_model_len) continue;
+    if (prompt_tokens + r.params.max_tokens > model.max_model_len) {
+      bad_request(str_cat("This model's maximum context length is ", model.max_model_len,
+                          " tokens. However, you requested ", prompt_tokens + r.params.max_tokens,
+                          " tokens (", prompt_tokens, " in the ", prompt_word, ", ",
+                          r.params.max_tokens, " in the completion). Please reduce the length of ",
+                          "the ", prompt_word, " or completion."));
+    }
+  }
+}
+
 void parse_sampling(const json& body, int64_t default_max_tokens, bool chat, ApiRequest& r) {
   const int64_t max_tokens =
       integer(body, "max_tokens", integer(body, "max_completion_tokens", default_max_tokens));
@@ -251,6 +268,7 @@ ApiRequest parse_completion_request(const json& body, const ServedModel& model) 
   r.echo = boolean(body, "echo", false);
   r.n = choices_per_prompt(body, r.prompts.size());
   parse_sampling(body, 16, false, r);
+  check_context_room(r, model, "prompt");
   if (r.echo && r.stream) bad_request("'echo' with \"stream\": true is not supported yet");
   if (r.echo) r.params.prompt_logprobs = r.params.logprobs;
   return r;
@@ -296,6 +314,7 @@ ApiRequest parse_chat_request(const nlohmann::ordered_json& ordered, const Serve
   const int64_t room =
       static_cast<int64_t>(model.max_model_len) - static_cast<int64_t>(r.prompts[0].size());
   parse_sampling(body, std::max<int64_t>(room, 1), true, r);
+  check_context_room(r, model, "messages");
   return r;
 }
 
