@@ -57,9 +57,10 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv
 # ENGINE_KIT_DECODE_MERGE=1 (~400 s): decode attention's split merge in clusters
 # (QUENCH_DECODE_MERGE=cluster, twenty-seventh session): the decode GPU tests (every workspace
 # mode, ClusterMergeMatchesReference), compute-sanitizer racecheck and memcheck on the cluster
-# merge, the decode benchmark's B1 x 1k / B1 x 32k / B2 x 32k A/B of the merge kernel against the
-# cluster (three rounds), the 16-split forms of the 32k cases (shallow and deep rings), and the
-# one-token step of the 1B shape with each merge; then stop.
+# merge and the runner's decode graphs under it, the decode benchmark's B1 x 1k / B1 x 32k / B2 x
+# 32k A/B of the merge kernel against the cluster (two rounds), the 16-split forms of the 32k
+# cases (shallow and deep rings), and the one-token step of the 1B shape with each merge; then
+# stop.
 if [ -n "${ENGINE_KIT_DECODE_MERGE:-}" ]; then
   echo "== decode GPU tests"
   timeout 240 ./quench_gpu_tests --gtest_filter='*Decode*' > "$out/decode_tests.log" 2>&1
@@ -68,6 +69,9 @@ if [ -n "${ENGINE_KIT_DECODE_MERGE:-}" ]; then
     echo "-- compute-sanitizer $tool: ClusterMergeMatchesReference"
     timeout 120 compute-sanitizer --tool $tool ./quench_gpu_tests --gtest_filter='*ClusterMerge*' 2>&1 | tail -3
   done
+  echo "-- the runner's decode graphs with QUENCH_DECODE_MERGE=cluster"
+  QUENCH_DECODE_MERGE=cluster timeout 60 ./quench_gpu_tests --gtest_filter='DeviceDecoderModelGraphs*' 2>&1 | \
+    grep -E "^\[  (FAILED|PASSED) |Failure|error" | tail -4
   # Each A/B arm is a wrapper that sets the switches and runs this quench_bench.
   mkdir -p ab
   arm() { printf '#!/usr/bin/env bash\n%s exec %s/quench_bench "$@"\n' "$2" "$PWD" > "ab/$1"; chmod +x "ab/$1"; }
@@ -79,7 +83,7 @@ if [ -n "${ENGINE_KIT_DECODE_MERGE:-}" ]; then
   arm cluster16deep "QUENCH_DECODE_MERGE=cluster QUENCH_DECODE_SPLITS=16 QUENCH_DECODE_DEEP_RING=1"
   tail=" kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128\$"
   echo "== decode A/B: the merge kernel (grid) against the cluster merge, us"
-  OUT=$out/ab_merge timeout 200 bash "$here/bench_ab.sh" --bench decode --metric us --rounds 3 \
+  OUT=$out/ab_merge timeout 200 bash "$here/bench_ab.sh" --bench decode --metric us --rounds 2 \
     --case "B1xL1024$tail" --case "B1xL32768$tail" --case "B2xL32768$tail" \
     --case "B1xL1024 kv=fp8_e4m3 page=16 out=nvfp4 hq32/hkv8 hd128\$" ab/grid ab/cluster 2>&1 | tail -8
   echo "== decode A/B: 16 splits per work item (one cluster), shallow and deep rings, us"
