@@ -68,6 +68,8 @@ template <int R, int T>
   }
 }
 
+// out[t * out_features + r] for R widened weight rows (w, `in` floats apart) and `tokens` rows of
+// x, kTokenTile tokens at a time.
 template <int R>
 [[gnu::always_inline]] inline void rows_times_tokens(const float* w, const float* x, int64_t in,
                                                      int64_t tokens, int64_t out_features,
