@@ -4,9 +4,9 @@
 #include <cstring>
 #include <vector>
 
-#include "quench/core/error.h"
 #include "quench/core/parallel_for.h"
 #include "quench/numerics/bf16.h"
+#include "quench/ops/linear/linear_reference.h"
 
 // x86-64: one clone of the block loop for AVX2 + FMA machines, one for the baseline, chosen at
 // load time (the build targets the baseline; the GPU hosts and CI run either).
@@ -125,11 +125,7 @@ QUENCH_CPU_CLONES void linear_rows(int64_t row_begin, int64_t row_end, int64_t i
 
 void linear_cpu(int32_t num_tokens, int32_t in_features, int32_t out_features, const float* x,
                 const uint16_t* weight, float* out) {
-  QUENCH_REQUIRE(num_tokens >= 0, "linear num_tokens ", num_tokens, " must be >= 0");
-  QUENCH_REQUIRE(in_features >= 1 && out_features >= 1, "linear features ", in_features, " -> ",
-                 out_features, " must both be >= 1");
-  QUENCH_REQUIRE(x != nullptr && weight != nullptr && out != nullptr,
-                 "linear x, weight and out must not be null");
+  check_linear_args(num_tokens, in_features, out_features, x, weight, out);
   if (num_tokens == 0) return;
   const int64_t blocks = (out_features + kRowsPerBlock - 1) / kRowsPerBlock;
   parallel_for(blocks, [&](int64_t block) {

@@ -9,13 +9,18 @@
 
 namespace quench {
 
-void linear_reference(int32_t num_tokens, int32_t in_features, int32_t out_features, const float* x,
-                      const uint16_t* weight, float* out) {
+void check_linear_args(int32_t num_tokens, int32_t in_features, int32_t out_features,
+                       const float* x, const uint16_t* weight, const float* out) {
   QUENCH_REQUIRE(num_tokens >= 0, "linear num_tokens ", num_tokens, " must be >= 0");
   QUENCH_REQUIRE(in_features >= 1 && out_features >= 1, "linear features ", in_features, " -> ",
                  out_features, " must both be >= 1");
   QUENCH_REQUIRE(x != nullptr && weight != nullptr && out != nullptr,
                  "linear x, weight and out must not be null");
+}
+
+void linear_reference(int32_t num_tokens, int32_t in_features, int32_t out_features, const float* x,
+                      const uint16_t* weight, float* out) {
+  check_linear_args(num_tokens, in_features, out_features, x, weight, out);
   if (num_tokens == 0) return;
   // Blocks of weight rows: each row is widened once and used by every token, which is what
   // makes a decode step (few tokens) read the weights once.

@@ -15,4 +15,9 @@ namespace quench {
 void linear_reference(int32_t num_tokens, int32_t in_features, int32_t out_features, const float* x,
                       const uint16_t* weight, float* out);
 
+// The argument checks of linear_reference, shared by every CPU implementation of its contract
+// (linear_cpu.h): throws quench::Error naming the bad size or the null pointer.
+void check_linear_args(int32_t num_tokens, int32_t in_features, int32_t out_features,
+                       const float* x, const uint16_t* weight, const float* out);
+
 }  // namespace quench
