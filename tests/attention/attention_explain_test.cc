@@ -127,11 +127,11 @@ TEST(AttentionDecisionTable, Llama3_8BOnCpu) {
   EXPECT_EQ(format_attention_decision_table(s),
             "Attention backend for cpu, 32 q heads, 8 KV heads, head_dim 128, KV fp8_e4m3 page 16 "
             "NHD, model bf16, out bf16\n"
-            "phase    kernel     q dtype  KV dtype  out dtype  reason\n"
-            "prefill  reference  bf16     fp8_e4m3  bf16       CPU reference: any configuration, "
-            "fp32 math, slowest.\n"
-            "decode   reference  bf16     fp8_e4m3  bf16       CPU reference: any configuration, "
-            "fp32 math, slowest.\n");
+            "phase    kernel  q dtype  KV dtype  out dtype  reason\n"
+            "prefill  cpu     bf16     fp8_e4m3  bf16       CPU backend: any configuration, fp32 "
+            "vector math. Preferred over reference.\n"
+            "decode   cpu     bf16     fp8_e4m3  bf16       CPU backend: any configuration, fp32 "
+            "vector math. Preferred over reference.\n");
 }
 
 TEST(AttentionDecisionTable, Qwen3_32BOnSm90WithGpuStandIns) {
@@ -175,23 +175,28 @@ TEST(ExplainCommand, PrintsTableFromConfigJson) {
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("cpu, 64 q heads, 8 KV heads, head_dim 128, KV bf16"), std::string::npos)
       << out;
-  EXPECT_NE(out.find("prefill  reference  bf16"), std::string::npos) << out;
+  EXPECT_NE(out.find("prefill  cpu     bf16"), std::string::npos) << out;
   EXPECT_EQ(out.find("INFO"), std::string::npos) << out;  // the table replaces the info lines
 }
 
 TEST(ExplainCommand, FlagsOverrideAndWarn) {
   const auto [code, out] = run_quench(
       "explain --num-q-heads 32 --num-kv-heads 8 --head-dim 128 --gpu-arch cpu "
-      "--kv-cache-dtype fp8 --out-dtype nvfp4 --decode-kernel !reference");
+      "--kv-cache-dtype fp8 --out-dtype nvfp4 --prefill-kernel !cpu --decode-kernel decode_gqa");
   if (code == -1) GTEST_SKIP() << "the quench program is not built next to quench_tests";
   EXPECT_EQ(code, 0) << out;
-  EXPECT_NE(out.find("WARNING quench: Attention decode kernel: reference"), std::string::npos)
-      << out;
-  EXPECT_NE(out.find("Cannot avoid attention kernel 'reference' for decode: no other kernel can "
-                     "serve it."),
+  // An exclusion another kernel can honour, without a warning.
+  EXPECT_NE(out.find("prefill  reference  bf16     fp8_e4m3  nvfp4      Override excludes 'cpu'."),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("decode   reference  bf16     fp8_e4m3  nvfp4"), std::string::npos) << out;
+  // A GPU kernel asked for on the CPU: warned, and the default stands in.
+  EXPECT_NE(out.find("WARNING quench: Attention decode kernel: cpu"), std::string::npos) << out;
+  EXPECT_NE(out.find("Cannot use attention kernel 'decode_gqa' for decode: mma.sync bf16 needs "
+                     "sm_80 or newer; got cpu. Using 'cpu'"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("decode   cpu        bf16     fp8_e4m3  nvfp4"), std::string::npos) << out;
+  EXPECT_EQ(out.find("WARNING quench: Attention prefill kernel"), std::string::npos) << out;
 }
 
 TEST(ExplainCommand, BadFlagsExitWithCode2AndAllowedValues) {

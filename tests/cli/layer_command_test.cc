@@ -36,9 +36,9 @@ const std::vector<std::string> kTinyCpu = {
 TEST(LayerCommand, TinyCpuRunReportsKernelsAndSmallFp8Error) {
   const CommandRun run = run_layer(kTinyCpu);
   ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
-  EXPECT_NE(run.out.find("prefill  reference"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("decode   reference"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("prefill=reference decode=reference"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("prefill  cpu"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("decode   cpu"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("prefill=cpu decode=cpu"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("kv=fp8_e4m3"), std::string::npos) << run.out;
   // 3 decode rows + 2 chunks of 9.
   EXPECT_NE(run.out.find("rows=21"), std::string::npos) << run.out;

@@ -38,7 +38,7 @@ TEST(GenerateCommand, BuiltInModelReportsStartupRequestsAndSummary) {
   EXPECT_NE(run.out.find("model      LlamaForCausalLM, 2 layers"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("KV cache   fp8_e4m3"), std::string::npos);
   EXPECT_NE(run.out.find("max concurrency"), std::string::npos);
-  EXPECT_NE(run.out.find("prefill  reference"), std::string::npos);
+  EXPECT_NE(run.out.find("prefill  cpu"), std::string::npos);
   EXPECT_EQ(count(run.out, "finish length  output: \""), 3u);
   EXPECT_NE(run.out.find("summary: device=cpu kv=fp8_e4m3 requests=3 prompt_tokens=60 "
                          "output_tokens=15"),
