@@ -1,11 +1,13 @@
 #include "quench/model/tiny_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "quench/core/error.h"
+#include "quench/core/parallel_for.h"
 #include "quench/model/safetensors_file.h"
 #include "quench/numerics/bf16.h"
 #include "quench/tokenizer/tiny_tokenizer.h"
@@ -14,18 +16,26 @@ namespace quench {
 namespace {
 
 // A fast deterministic generator (SplitMix64): billions of weights for the real-shape presets
-// in seconds, where std::normal_distribution would take minutes.
+// in seconds, where std::normal_distribution would take minutes. Draw i after a state s is a hash
+// of s + (i + 1) * kGamma alone, so that a tensor's draws can be made on every core at once and
+// still come out as one sequence.
 struct WeightRng {
+  static constexpr uint64_t kGamma = 0x9E3779B97F4A7C15ull;
   uint64_t state;
-  // Uniform in [-1, 1).
-  float next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+
+  // Uniform in [-1, 1): draw i (from 0) after the current state, which it leaves alone.
+  float at(uint64_t i) const {
+    uint64_t z = state + (i + 1) * kGamma;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;
     return static_cast<float>(z >> 40) * 0x1.0p-23f - 1.0f;
   }
+  void skip(uint64_t n) { state += n * kGamma; }
 };
+
+// Elements per parallel_for item when drawing a tensor.
+constexpr int64_t kDrawsPerItem = int64_t{1} << 20;
 
 // Uniform values with the given mean and standard deviation (half-width sqrt(3) * stddev).
 SafetensorsTensorToWrite random_bf16(const std::string& name, std::vector<int64_t> shape,
@@ -36,11 +46,17 @@ SafetensorsTensorToWrite random_bf16(const std::string& name, std::vector<int64_
   const float half_width = std::sqrt(3.0f) * stddev;
   SafetensorsTensorToWrite t{name, DType::kBF16, std::move(shape), {}};
   t.bytes.resize(static_cast<size_t>(2 * n));
-  for (int64_t i = 0; i < n; ++i) {
-    const uint16_t b = float_to_bf16_bits(mean + half_width * rng.next());
-    t.bytes[static_cast<size_t>(2 * i)] = static_cast<uint8_t>(b & 0xff);
-    t.bytes[static_cast<size_t>(2 * i + 1)] = static_cast<uint8_t>(b >> 8);
-  }
+  const WeightRng start = rng;
+  uint8_t* const bytes = t.bytes.data();  // little-endian bf16, as safetensors stores it
+  parallel_for((n + kDrawsPerItem - 1) / kDrawsPerItem, [=](int64_t item) {
+    const int64_t end = std::min(n, (item + 1) * kDrawsPerItem);
+    for (int64_t i = item * kDrawsPerItem; i < end; ++i) {
+      const uint16_t b = float_to_bf16_bits(mean + half_width * start.at(static_cast<uint64_t>(i)));
+      bytes[2 * i] = static_cast<uint8_t>(b & 0xff);
+      bytes[2 * i + 1] = static_cast<uint8_t>(b >> 8);
+    }
+  });
+  rng.skip(static_cast<uint64_t>(n));
   return t;
 }
 
