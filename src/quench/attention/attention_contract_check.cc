@@ -56,4 +56,15 @@ SupportCheck check_attention_contract(const AttentionConfig& config) {
   return SupportCheck::may("");
 }
 
+SupportCheck check_host_attention_kernel(const AttentionConfig& config, const char* who,
+                                         const char* may_reason) {
+  if (config.compute_capability != 0) {
+    return SupportCheck::must_not(str_cat(who, " reads host memory; it cannot serve ",
+                                          gpu_arch_name(config.compute_capability), "."));
+  }
+  const SupportCheck contract = check_attention_contract(config);
+  if (contract.level == SupportLevel::kMustNot) return contract;
+  return SupportCheck::may(may_reason);
+}
+
 }  // namespace quench

@@ -11,4 +11,10 @@ namespace quench {
 // reason.
 SupportCheck check_attention_contract(const AttentionConfig& config);
 
+// The support check of a kernel that reads host memory and serves the whole contract (the CPU
+// kernels): kMustNot on a GPU arch ("<who> reads host memory; it cannot serve sm_90."), the
+// contract's kMustNot, else kMay with may_reason.
+SupportCheck check_host_attention_kernel(const AttentionConfig& config, const char* who,
+                                         const char* may_reason);
+
 }  // namespace quench

@@ -3,7 +3,6 @@
 #include <memory>
 
 #include "quench/attention/attention_contract_check.h"
-#include "quench/core/error.h"
 #include "quench/ops/attention/attention_cpu.h"
 
 namespace quench {
@@ -23,13 +22,8 @@ class CpuAttentionKernel final : public AttentionKernel {
   }
 
   SupportCheck check(const AttentionConfig& config, AttentionPhase) const override {
-    if (config.compute_capability != 0) {
-      return SupportCheck::must_not(str_cat("The CPU kernel reads host memory; it cannot serve ",
-                                            gpu_arch_name(config.compute_capability), "."));
-    }
-    const SupportCheck contract = check_attention_contract(config);
-    if (contract.level == SupportLevel::kMustNot) return contract;
-    return SupportCheck::may("CPU backend: any configuration, fp32 vector math.");
+    return check_host_attention_kernel(config, "The CPU kernel",
+                                       "CPU backend: any configuration, fp32 vector math.");
   }
 
   void run(const AttentionParams& params, const KernelWorkspace&, void*) const override {
