@@ -61,11 +61,16 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv
 # 32k A/B of the merge kernel against the cluster (two rounds), the 16-split forms of the 32k
 # cases (shallow and deep rings), and the one-token step of the 1B shape with each merge; then
 # stop.
+# ENGINE_KIT_DECODE_MERGE=short (~250 s, for a call with little device time left): racecheck
+# only, one A/B round, one step per merge.
 if [ -n "${ENGINE_KIT_DECODE_MERGE:-}" ]; then
+  rounds=2 tools="racecheck memcheck"
+  [ "$ENGINE_KIT_DECODE_MERGE" = short ] && rounds=1 tools=racecheck
   echo "== decode GPU tests"
   timeout 240 ./quench_gpu_tests --gtest_filter='*Decode*' > "$out/decode_tests.log" 2>&1
   grep -E "^\[  (FAILED|PASSED) |Failure|Which|Expected|tests ran" "$out/decode_tests.log" | tail -30
-  for tool in racecheck memcheck; do
+  echo "($SECONDS s)"
+  for tool in $tools; do
     echo "-- compute-sanitizer $tool: ClusterMergeMatchesReference"
     timeout 120 compute-sanitizer --tool $tool ./quench_gpu_tests --gtest_filter='*ClusterMerge*' 2>&1 | tail -3
   done
@@ -83,15 +88,18 @@ if [ -n "${ENGINE_KIT_DECODE_MERGE:-}" ]; then
   arm cluster16deep "QUENCH_DECODE_MERGE=cluster QUENCH_DECODE_SPLITS=16 QUENCH_DECODE_DEEP_RING=1"
   tail=" kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128\$"
   echo "== decode A/B: the merge kernel (grid) against the cluster merge, us"
-  OUT=$out/ab_merge timeout 200 bash "$here/bench_ab.sh" --bench decode --metric us --rounds 2 \
+  echo "($SECONDS s)"
+  OUT=$out/ab_merge timeout 200 bash "$here/bench_ab.sh" --bench decode --metric us --rounds $rounds \
     --case "B1xL1024$tail" --case "B1xL32768$tail" --case "B2xL32768$tail" \
     --case "B1xL1024 kv=fp8_e4m3 page=16 out=nvfp4 hq32/hkv8 hd128\$" ab/grid ab/cluster 2>&1 | tail -8
   echo "== decode A/B: 16 splits per work item (one cluster), shallow and deep rings, us"
-  OUT=$out/ab_splits timeout 150 bash "$here/bench_ab.sh" --bench decode --metric us --rounds 2 \
+  echo "($SECONDS s)"
+  OUT=$out/ab_splits timeout 150 bash "$here/bench_ab.sh" --bench decode --metric us --rounds $rounds \
     --case "B1xL32768$tail" --case "B2xL32768$tail" \
     ab/grid ab/grid16 ab/cluster16 ab/grid16deep ab/cluster16deep 2>&1 | tail -6
+  echo "($SECONDS s)"
   echo "== the 1B one-token step, QUENCH_DECODE_MERGE=grid / cluster, interleaved"
-  for round in 1 2; do
+  for round in $(seq "$rounds"); do
     for merge in grid cluster; do
       echo "-- QUENCH_DECODE_MERGE=$merge (round $round)"
       QUENCH_DECODE_MERGE=$merge timeout 50 ./quench generate --device gpu --builtin llama3.2-1b \
