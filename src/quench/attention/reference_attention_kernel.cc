@@ -26,8 +26,7 @@ class ReferenceAttentionKernel final : public AttentionKernel {
   }
 
   void run(const AttentionParams& params, const KernelWorkspace&, void*) const override {
-    validate_attention_params(params);
-    attention_reference(params);
+    attention_reference(params);  // validates params first
   }
 };
 

@@ -332,11 +332,16 @@ LaunchShape launch_shape(const AttentionParams& p) {
 // Where a launch's split partials are merged (DecodeKernelArgs::merge_counters, cluster_merge).
 enum class MergePlace { kKernelAfterGrid, kKernelOnArrival, kLastSplitCta, kCluster };
 
-// The cluster of a launch whose work items' splits form one cluster each: the split axis of the
+// The launch attribute that makes each work item's splits one cluster: the split axis of the
 // grid (blockIdx.y with heads_fastest, else x).
-dim3 split_cluster_dims(const DecodeKernelArgs& args) {
+cudaLaunchAttribute split_cluster_attribute(const DecodeKernelArgs& args) {
   const auto splits = static_cast<unsigned>(args.num_splits);
-  return args.heads_fastest ? dim3(1, splits, 1) : dim3(splits, 1, 1);
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = args.heads_fastest ? 1 : splits;
+  attribute.val.clusterDim.y = args.heads_fastest ? splits : 1;
+  attribute.val.clusterDim.z = 1;
+  return attribute;
 }
 
 // Whether the launch may merge in clusters: the TMA kernel (sm_90, head_dim 64/128; the others
@@ -362,12 +367,7 @@ bool cluster_fits(const LaunchShape& shape) {
   config.gridDim = shape.grid;
   config.blockDim = dim3(static_cast<unsigned>(shape.info.threads));
   config.dynamicSmemBytes = static_cast<size_t>(shape.smem_bytes);
-  cudaLaunchAttribute attribute = {};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  const dim3 cluster = split_cluster_dims(shape.args);
-  attribute.val.clusterDim.x = cluster.x;
-  attribute.val.clusterDim.y = cluster.y;
-  attribute.val.clusterDim.z = cluster.z;
+  cudaLaunchAttribute attribute = split_cluster_attribute(shape.args);
   config.attrs = &attribute;
   config.numAttrs = 1;
   int active_clusters = 0;
@@ -556,14 +556,7 @@ void decode_attention(const AttentionParams& params, void* workspace, size_t wor
     pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     pdl.val.programmaticStreamSerializationAllowed = 1;
   }
-  if (args.cluster_merge) {
-    cudaLaunchAttribute& cluster = attributes[config.numAttrs++];
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    const dim3 dims = split_cluster_dims(args);
-    cluster.val.clusterDim.x = dims.x;
-    cluster.val.clusterDim.y = dims.y;
-    cluster.val.clusterDim.z = dims.z;
-  }
+  if (args.cluster_merge) attributes[config.numAttrs++] = split_cluster_attribute(args);
   check_cuda(cudaLaunchKernelExC(&config, shape.info.fn, kernel_args), "decode kernel launch");
   if (args.num_splits > 1 && !args.last_split_merges && !args.cluster_merge) {
     decode::launch_decode_merge(args, shape.dependent_launch, stream);
