@@ -271,6 +271,68 @@ TEST(DeviceDecoderModelGraphs, DecodeStepsMatchEagerAndCpu) {
   }
 }
 
+// A prefill step whose logit rows outnumber one lm_head pass (prompt logprobs ask for every prompt
+// row) runs the lm_head in passes over one buffer: its logits match the CPU decoder's, and the
+// same step with rows picked by argmax, by draws and as logits in both passes returns the picks
+// of those logits and the logits rows whole.
+TEST(DeviceDecoderModelLogitPasses, PromptRowsPastOnePassMatchTheCpu) {
+  TinyModelSpec spec;
+  const std::string dir = testing_support::scratch_dir("quench_device_model_test", "logit_passes");
+  write_tiny_model(dir, spec);
+  const Checkpoint checkpoint(dir);
+  const ModelConfig config = read_model_config(checkpoint.config_path());
+  const ModelWeights weights = ModelWeights::load(config, checkpoint);
+  DecoderModelOptions o;
+  o.kv_dtype = DType::kBF16;
+  o.page_size = 16;
+  o.num_pages = 80;
+  o.max_model_len = 1024;
+  DecoderModel cpu(config, weights, o);
+  DeviceDecoderModel gpu(config, weights, o);
+  const int32_t per_pass = DeviceDecoderModel::logit_rows_per_pass(o.max_num_seqs);
+  const int32_t n = per_pass + per_pass / 2 + 3;  // two passes, the second not full
+  ASSERT_LE(n, o.max_model_len);
+  std::vector<int32_t> ids, pages;
+  for (int32_t i = 0; i < n; ++i)
+    ids.push_back(6 + (i * 37) % 500);
+  for (int32_t p = 0; p * 16 < n; ++p)
+    pages.push_back(1 + (p * 7) % 79);  // a permutation of 1..79: 7 and 79 are coprime
+  const std::vector<ScheduledSequence> prefill = {{pages, 0, n}};
+  const AttentionMetadata m = build_attention_metadata({}, prefill, 16, 80);
+  const std::vector<int32_t> rows = iota_rows_for_test(n);
+  const std::vector<float> got = gpu.forward(ids, m, rows);
+  const std::vector<float> want = cpu.forward(ids, m, rows);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_LT(rel_l2<float>(got, want), 1e-2);
+  // Each pass on its own: a pass computed from the wrong hidden rows would still pass the
+  // whole-step norm above if it were the short one.
+  const auto vocab = static_cast<size_t>(config.vocab_size);
+  const auto split = static_cast<size_t>(per_pass) * vocab;
+  EXPECT_LT(rel_l2<float>(std::span<const float>(got).subspan(split),
+                          std::span<const float>(want).subspan(split)),
+            1e-2);
+
+  std::vector<RowPick> picks(rows.size());
+  std::vector<int32_t> expect_ids(rows.size(), -1);
+  std::vector<float> expect_logits;
+  for (size_t i = 0; i < picks.size(); ++i) {
+    const std::span<const float> row(got.data() + i * vocab, vocab);
+    if (i % 3 == 0) {
+      picks[i].kind = RowPick::Kind::kArgmax;
+      argmax_rows_reference(row.data(), 1, config.vocab_size, &expect_ids[i]);
+    } else if (i % 3 == 1) {
+      picks[i].kind = RowPick::Kind::kDraw;
+      picks[i].sampler = RowSampler{0.9f, i % 2 == 0 ? 40 : 0, 0.95f, 0.0f, 7000u + i};
+      expect_ids[i] = sample_row_reference(row, picks[i].sampler);
+    } else {
+      expect_logits.insert(expect_logits.end(), row.begin(), row.end());
+    }
+  }
+  const StepLogits picked = gpu.forward_for_sampling(ids, m, rows, picks);
+  EXPECT_EQ(picked.picked, expect_ids);
+  EXPECT_EQ(picked.logits, expect_logits);
+}
+
 // The engine on the GPU over the tiny model written to `dir` (256-token requests, 64-token steps).
 EngineOptions tiny_gpu_engine(const std::string& dir) {
   EngineOptions o;

@@ -73,7 +73,7 @@ LlmEngine::LlmEngine(const EngineOptions& options) : options_(options) {
     // The runner sizes its buffers for max(max_num_batched_tokens, max_num_seqs) rows (a decode
     // graph holds max_num_seqs), each a logit row at most (prompt logprobs).
     const int32_t rows = std::max(sc.max_num_batched_tokens, sc.max_num_seqs);
-    budget.step_bytes = DeviceDecoderModel::step_bytes(config_, rows, rows);
+    budget.step_bytes = DeviceDecoderModel::step_bytes(config_, rows, sc.max_num_seqs);
     KvCacheLayout page;
     page.num_pages = 1;
     page.page_size = options.block_size;

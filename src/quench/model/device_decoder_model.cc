@@ -55,8 +55,9 @@ struct LayerBuffers {
 // The device addresses and host values of one step.
 struct StepBuffers {
   StepInputsLayout layout;
-  int32_t t = 0;     // query rows
-  int32_t rows = 0;  // logit rows
+  int32_t t = 0;          // query rows
+  int32_t rows = 0;       // logit rows
+  int32_t pass_rows = 0;  // logit rows per lm_head pass (the logits buffer's rows)
   int32_t* ids = nullptr;
   int32_t* positions = nullptr;
   int64_t* slots = nullptr;
@@ -88,6 +89,7 @@ struct DeviceDecoderModel::State {
   DecoderModelOptions options;
   KvCacheLayout kv;
   int32_t max_pages = 0;  // the block-table stride of max_model_len (graphs read this one)
+  int32_t logit_rows_per_pass = 0;     // the logits buffer's rows (logit_rows_per_pass())
   std::vector<AttentionOp> attention;  // per layer (their scales differ)
   // Per layer, the k/v scales the append kernel divides by: values, or device arrays in
   // head_scales for per-KV-head checkpoint scales.
@@ -147,6 +149,7 @@ struct DeviceDecoderModel::State {
     StepBuffers b;
     b.t = host.num_tokens;
     b.rows = num_logit_rows;
+    b.pass_rows = std::min(num_logit_rows, logit_rows_per_pass);
     b.layout = StepInputsLayout(host, num_logit_rows);
     auto* base = inputs.get<uint8_t>(b.layout.bytes);
     b.ids = reinterpret_cast<int32_t*>(base + b.layout.ids);
@@ -169,7 +172,8 @@ struct DeviceDecoderModel::State {
     b.gate_up = gate_up.get<uint16_t>(T * 2 * ff);
     b.act = act.get<uint16_t>(T * ff);
     b.picked = row_hidden.get<uint16_t>(std::max<size_t>(R, 1) * d);
-    b.logits = logits.get<float>(std::max<size_t>(R, 1) * static_cast<size_t>(c.vocab_size));
+    b.logits = logits.get<float>(std::max<size_t>(static_cast<size_t>(b.pass_rows), 1) *
+                                 static_cast<size_t>(c.vocab_size));
     return b;
   }
 
@@ -365,8 +369,17 @@ struct DeviceDecoderModel::State {
     mark("rms_norm (final)");
     embedding_lookup_cuda(b.rows, d, b.gather, b.h, b.picked, stream);
     mark("gather rows");
-    linear_cuda(*cublas, b.rows, d, c.vocab_size, b.picked, lm_head, b.logits, DType::kF32, stream);
+    enqueue_lm_head(b, 0);
     mark("lm_head");
+  }
+
+  // The lm_head over the pass of logit rows that starts at `first` (b.pass_rows of them, fewer
+  // in the last pass), into the logits buffer's first rows.
+  void enqueue_lm_head(const StepBuffers& b, int32_t first) {
+    const int32_t d = config.hidden_size;
+    linear_cuda(*cublas, std::min(b.pass_rows, b.rows - first), d, config.vocab_size,
+                b.picked + static_cast<size_t>(first) * static_cast<size_t>(d), lm_head, b.logits,
+                DType::kF32, stream);
   }
 
   // Captures one graph per size of the ladder. Each size first runs once eagerly on a step that
@@ -469,6 +482,7 @@ DeviceDecoderModel::DeviceDecoderModel(const ModelConfig& config, const ModelWei
                  options.max_model_len, " and num_pages ", options.num_pages,
                  " must be >= 1 and >= 2");
   s.kv.num_pages = options.num_pages;
+  s.logit_rows_per_pass = logit_rows_per_pass(options.max_num_seqs);
   s.kv.page_size = options.page_size;
   s.kv.num_kv_heads = config.num_kv_heads();
   s.kv.head_dim = config.head_dim();
@@ -513,7 +527,8 @@ DeviceDecoderModel::DeviceDecoderModel(const ModelConfig& config, const ModelWei
   s.max_pages = static_cast<int32_t>(pages_for_tokens(options.max_model_len, options.page_size));
   if (options.max_num_batched_tokens > 0 && options.max_num_seqs > 0) {
     // Every buffer at the engine's largest step now, so steps do not move them (and graphs stay
-    // valid): max_num_batched_tokens rows, each a logit row at most (prompt logprobs).
+    // valid): max_num_batched_tokens rows, each a logit row at most (prompt logprobs), whose
+    // logits take one pass of the buffer at a time.
     AttentionMetadata largest;
     largest.num_tokens = std::max(options.max_num_batched_tokens, options.max_num_seqs);
     largest.num_seqs = largest.num_prefill_seqs = options.max_num_seqs;
@@ -552,19 +567,30 @@ int64_t DeviceDecoderModel::weight_bytes(const ModelWeights& weights) {
   return static_cast<int64_t>(elements * sizeof(uint16_t));
 }
 
+int32_t DeviceDecoderModel::logit_rows_per_pass(int32_t max_num_seqs) {
+  // 512 rows: the lm_head GEMM of a pass is then large enough to run near cuBLAS's peak (for a
+  // 2048-wide model, 512 x 2048 x vocab), and its fp32 logits stay at 256 MiB for a 128k vocab.
+  constexpr int32_t kRowsPerPass = 512;
+  return std::max(max_num_seqs, kRowsPerPass);
+}
+
 int64_t DeviceDecoderModel::step_bytes(const ModelConfig& c, int32_t max_tokens,
-                                       int32_t max_logit_rows) {
+                                       int32_t max_num_seqs) {
   // Mirrors forward()'s GrowingBuffers, per token row: ids, positions, slots and offsets (at most
   // 32 bytes); residual, hidden and proj (3 x d bf16); qkv; q after RoPE as bf16 and FP8; the
   // attention output; gate/up and the SwiGLU output.
   const int64_t d = c.hidden_size, qd = int64_t{c.num_q_heads()} * c.head_dim(),
                 kvd = int64_t{c.num_kv_heads()} * c.head_dim(), ff = c.intermediate_size;
   const int64_t per_token = 32 + 2 * (3 * d + (qd + 2 * kvd) + qd + qd + 2 * ff + ff) + qd;
-  const int64_t per_logit_row = 4 + 2 * d + 4 * int64_t{c.vocab_size};
+  // Every row may be a logit row (prompt logprobs): its index and gathered hidden state; the
+  // logits buffer holds one lm_head pass.
+  const int64_t per_logit_row = 4 + 2 * d;
+  const int64_t logits_bytes =
+      4 * int64_t{c.vocab_size} * std::min(max_tokens, logit_rows_per_pass(max_num_seqs));
   // The attention workspace (decode's split-KV partials: bounded by the CTAs of one wave),
   // cuBLAS's workspace, the rope cos/sin cache's neighbours and allocator rounding.
   constexpr int64_t kReserve = int64_t{512} << 20;
-  return per_token * max_tokens + per_logit_row * max_logit_rows + kReserve;
+  return (per_token + per_logit_row) * max_tokens + logits_bytes + kReserve;
 }
 
 const AttentionBackendSelection& DeviceDecoderModel::attention_selection() const {
@@ -595,9 +621,10 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
     QUENCH_REQUIRE(rows == 0, "forward: logit rows without query rows");
     if (m.num_tokens == 0) return {};
   }
-  // Row i's logits on the device: logits + device_rows[i] * vocab.
+  // Row i's logits on the device: the logits buffer's row device_rows[i] - first, where first is
+  // the first row of i's lm_head pass (the graph's rows are one pass, from 0).
   std::vector<int32_t> device_rows;
-  const float* logits = nullptr;
+  StepBuffers b;
   int32_t batch = s.graph_sizes.empty() || rows == 0
                       ? 0
                       : decode_graph_batch_for(m, s.graph_sizes, s.max_pages);
@@ -613,97 +640,141 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
     const AttentionMetadata padded = decode_graph_step_metadata(m, batch, s.max_pages);
     std::vector<int32_t> ids(token_ids.begin(), token_ids.end());
     ids.resize(static_cast<size_t>(batch), 0);
-    const StepBuffers b = s.step_buffers(padded, batch);
+    b = s.step_buffers(padded, batch);
     QUENCH_REQUIRE(s.generation == s.graphs_generation, "decode graph buffers moved");
+    QUENCH_REQUIRE(b.pass_rows == batch, "a decode graph's ", batch,
+                   " rows exceed one lm_head pass of ", b.pass_rows);
     s.upload_step(b, ids, padded, iota_rows(batch));
     check_cuda(cudaGraphLaunch(s.graphs.at(batch).get(), s.stream), "cudaGraphLaunch");
     device_rows.assign(logit_rows.begin(), logit_rows.end());
-    logits = b.logits;
   } else {
-    const StepBuffers b = s.step_buffers(m, rows);
+    b = s.step_buffers(m, rows);
     s.ensure_attention_workspace(b);
     s.upload_step(b, token_ids, m, logit_rows);
     // Only decode-only steps are profiled (what TPOT is made of).
     if (m.num_prefill_seqs == 0) s.profiler.begin(s.stream);
     s.enqueue_forward(b, m.num_decode_tokens);
     device_rows = iota_rows(rows);  // gathered in order
-    logits = b.logits;
   }
 
   const auto vocab = static_cast<size_t>(c.vocab_size);
   const auto is = [&](size_t i, RowPick::Kind kind) { return picks[i].kind == kind; };
+  // The passes: logit rows [first, first + per_pass) each. The first pass's lm_head ran with the
+  // forward; each later one runs after the picks of the pass before it (one stream), into the
+  // same buffer.
+  const int32_t per_pass = std::max(b.pass_rows, 1);
+  const int32_t passes = (rows + per_pass - 1) / per_pass;
+  const auto pass_first = [&](int32_t pass) { return static_cast<size_t>(pass) * per_pass; };
+  const auto pass_end = [&](int32_t pass) {
+    return std::min(static_cast<size_t>(rows), pass_first(pass) + static_cast<size_t>(per_pass));
+  };
+  const auto buffer_row = [&](size_t i, int32_t pass) {
+    return device_rows[i] - static_cast<int32_t>(pass_first(pass));
+  };
+  // Each pass's argmax rows (the buffer rows up to its last argmax row) and draws; the device
+  // scratch is sized for the largest pass before the first (a buffer that grows frees the old
+  // one, which the pass before may still be reading).
+  std::vector<int32_t> argmax_count(static_cast<size_t>(passes), 0);
+  std::vector<std::vector<int32_t>> draw_rows(static_cast<size_t>(passes));
+  std::vector<std::vector<RowSampler>> draw_samplers(static_cast<size_t>(passes));
+  for (int32_t pass = 0; pass < passes; ++pass) {
+    for (size_t i = pass_first(pass); i < pass_end(pass); ++i) {
+      if (is(i, RowPick::Kind::kArgmax)) {
+        argmax_count[static_cast<size_t>(pass)] =
+            std::max(argmax_count[static_cast<size_t>(pass)], buffer_row(i, pass) + 1);
+      } else if (is(i, RowPick::Kind::kDraw)) {
+        draw_rows[static_cast<size_t>(pass)].push_back(buffer_row(i, pass));
+        draw_samplers[static_cast<size_t>(pass)].push_back(picks[i].sampler);
+      }
+    }
+  }
+  size_t most_draws = 0;
+  for (const auto& d : draw_rows)
+    most_draws = std::max(most_draws, d.size());
+  const int32_t most_argmax =
+      passes == 0 ? 0 : *std::max_element(argmax_count.begin(), argmax_count.end());
+  int32_t* d_argmax =
+      most_argmax > 0 ? s.argmax_ids.get<int32_t>(static_cast<size_t>(most_argmax)) : nullptr;
+  int32_t* d_rows = nullptr;
+  RowSampler* d_samplers = nullptr;
+  int32_t* d_ids = nullptr;
+  void* workspace = nullptr;
+  if (most_draws > 0) {
+    d_rows = s.draw_rows.get<int32_t>(most_draws);
+    d_samplers = s.draw_samplers.get<RowSampler>(most_draws);
+    d_ids = s.draw_ids.get<int32_t>(most_draws);
+    workspace = s.draw_workspace.get<uint8_t>(
+        sample_rows_workspace_bytes(static_cast<int32_t>(most_draws)));
+  }
+
   StepLogits out;
   out.picked.assign(static_cast<size_t>(rows), -1);
-  std::vector<int32_t> device_argmax;
-  if (std::any_of(picks.begin(), picks.end(),
-                  [](const RowPick& p) { return p.kind == RowPick::Kind::kArgmax; })) {
-    const int32_t n = *std::max_element(device_rows.begin(), device_rows.end()) + 1;
-    int32_t* ids = s.argmax_ids.get<int32_t>(static_cast<size_t>(n));
-    argmax_rows_cuda(logits, n, c.vocab_size, ids, s.stream);
-    device_argmax.resize(static_cast<size_t>(n));
-    check_cuda(cudaMemcpyAsync(device_argmax.data(), ids, device_argmax.size() * sizeof(int32_t),
-                               cudaMemcpyDeviceToHost, s.stream),
-               "cudaMemcpyAsync argmax to host");
-  }
-  // The draws: each sampled row's logits row and sampler up, its token back.
-  std::vector<int32_t> draw_rows, drawn;
-  std::vector<RowSampler> draw_samplers;
-  for (size_t i = 0; i < device_rows.size(); ++i) {
-    if (!is(i, RowPick::Kind::kDraw)) continue;
-    draw_rows.push_back(device_rows[i]);
-    draw_samplers.push_back(picks[i].sampler);
-  }
-  if (!draw_rows.empty()) {
-    const size_t n = draw_rows.size();
-    int32_t* d_rows = s.draw_rows.get<int32_t>(n);
-    auto* d_samplers = s.draw_samplers.get<RowSampler>(n);
-    int32_t* d_ids = s.draw_ids.get<int32_t>(n);
-    check_cuda(cudaMemcpyAsync(d_rows, draw_rows.data(), n * sizeof(int32_t),
-                               cudaMemcpyHostToDevice, s.stream),
-               "cudaMemcpyAsync draw rows to device");
-    check_cuda(cudaMemcpyAsync(d_samplers, draw_samplers.data(), n * sizeof(RowSampler),
-                               cudaMemcpyHostToDevice, s.stream),
-               "cudaMemcpyAsync samplers to device");
-    void* workspace =
-        s.draw_workspace.get<uint8_t>(sample_rows_workspace_bytes(static_cast<int32_t>(n)));
-    sample_rows_cuda(logits, c.vocab_size, d_rows, d_samplers, static_cast<int32_t>(n), workspace,
-                     d_ids, s.stream, sample_rows_cutoffs(draw_samplers, c.vocab_size));
-    drawn.resize(n);
-    check_cuda(
-        cudaMemcpyAsync(drawn.data(), d_ids, n * sizeof(int32_t), cudaMemcpyDeviceToHost, s.stream),
-        "cudaMemcpyAsync draws to host");
-  }
-  // The full rows, one copy per run of consecutive device rows.
   size_t full_rows = 0;
   for (size_t i = 0; i < picks.size(); ++i)
     full_rows += is(i, RowPick::Kind::kLogits) ? 1 : 0;
   out.logits.resize(full_rows * vocab);
+  // Host copies of each pass's argmax ids and draws, read after the step's synchronize.
+  std::vector<std::vector<int32_t>> argmax_ids(static_cast<size_t>(passes)),
+      drawn(static_cast<size_t>(passes));
   size_t written = 0;
-  for (size_t i = 0; i < device_rows.size();) {
-    if (!is(i, RowPick::Kind::kLogits)) {
-      ++i;
-      continue;
+  for (int32_t pass = 0; pass < passes; ++pass) {
+    const auto p = static_cast<size_t>(pass);
+    if (pass > 0) s.enqueue_lm_head(b, static_cast<int32_t>(pass_first(pass)));
+    if (argmax_count[p] > 0) {
+      argmax_rows_cuda(b.logits, argmax_count[p], c.vocab_size, d_argmax, s.stream);
+      argmax_ids[p].resize(static_cast<size_t>(argmax_count[p]));
+      check_cuda(
+          cudaMemcpyAsync(argmax_ids[p].data(), d_argmax, argmax_ids[p].size() * sizeof(int32_t),
+                          cudaMemcpyDeviceToHost, s.stream),
+          "cudaMemcpyAsync argmax to host");
     }
-    size_t run = 1;
-    while (i + run < device_rows.size() && is(i + run, RowPick::Kind::kLogits) &&
-           device_rows[i + run] == device_rows[i] + static_cast<int32_t>(run))
-      ++run;
-    check_cuda(cudaMemcpyAsync(out.logits.data() + written * vocab,
-                               logits + static_cast<size_t>(device_rows[i]) * vocab,
-                               run * vocab * sizeof(float), cudaMemcpyDeviceToHost, s.stream),
-               "cudaMemcpyAsync logits to host");
-    written += run;
-    i += run;
+    // The draws: each sampled row's logits row and sampler up, its token back.
+    if (const size_t n = draw_rows[p].size(); n > 0) {
+      check_cuda(cudaMemcpyAsync(d_rows, draw_rows[p].data(), n * sizeof(int32_t),
+                                 cudaMemcpyHostToDevice, s.stream),
+                 "cudaMemcpyAsync draw rows to device");
+      check_cuda(cudaMemcpyAsync(d_samplers, draw_samplers[p].data(), n * sizeof(RowSampler),
+                                 cudaMemcpyHostToDevice, s.stream),
+                 "cudaMemcpyAsync samplers to device");
+      sample_rows_cuda(b.logits, c.vocab_size, d_rows, d_samplers, static_cast<int32_t>(n),
+                       workspace, d_ids, s.stream,
+                       sample_rows_cutoffs(draw_samplers[p], c.vocab_size));
+      drawn[p].resize(n);
+      check_cuda(cudaMemcpyAsync(drawn[p].data(), d_ids, n * sizeof(int32_t),
+                                 cudaMemcpyDeviceToHost, s.stream),
+                 "cudaMemcpyAsync draws to host");
+    }
+    // The full rows, one copy per run of consecutive buffer rows.
+    for (size_t i = pass_first(pass); i < pass_end(pass);) {
+      if (!is(i, RowPick::Kind::kLogits)) {
+        ++i;
+        continue;
+      }
+      size_t run = 1;
+      while (i + run < pass_end(pass) && is(i + run, RowPick::Kind::kLogits) &&
+             device_rows[i + run] == device_rows[i] + static_cast<int32_t>(run))
+        ++run;
+      check_cuda(cudaMemcpyAsync(out.logits.data() + written * vocab,
+                                 b.logits + static_cast<size_t>(buffer_row(i, pass)) * vocab,
+                                 run * vocab * sizeof(float), cudaMemcpyDeviceToHost, s.stream),
+                 "cudaMemcpyAsync logits to host");
+      written += run;
+      i += run;
+    }
   }
   s.step_events.stop(s.stream);
   check_cuda(cudaStreamSynchronize(s.stream), "the model step");
   out.device_ms = s.step_events.elapsed_ms();
   s.profiler.end();
-  for (size_t i = 0, draw = 0; i < device_rows.size(); ++i) {
-    if (is(i, RowPick::Kind::kArgmax)) {
-      out.picked[i] = device_argmax[static_cast<size_t>(device_rows[i])];
-    } else if (is(i, RowPick::Kind::kDraw)) {
-      out.picked[i] = drawn[draw++];
+  for (int32_t pass = 0; pass < passes; ++pass) {
+    const auto p = static_cast<size_t>(pass);
+    size_t draw = 0;
+    for (size_t i = pass_first(pass); i < pass_end(pass); ++i) {
+      if (is(i, RowPick::Kind::kArgmax)) {
+        out.picked[i] = argmax_ids[p][static_cast<size_t>(buffer_row(i, pass))];
+      } else if (is(i, RowPick::Kind::kDraw)) {
+        out.picked[i] = drawn[p][draw++];
+      }
     }
   }
   return out;

@@ -4,7 +4,8 @@
 //   fused RoPE + quantize + paged KV append (q/k RMSNorm for Qwen3) -> attention op (kernels
 //   chosen for this GPU) -> o GEMM -> rms_norm with the residual add -> fused gate/up GEMM ->
 //   SwiGLU -> down GEMM] -> the last residual add and final norm -> the logit rows gathered ->
-//   lm_head GEMM in fp32 -> logits copied to the host.
+//   lm_head GEMM in fp32 (in passes of logit_rows_per_pass rows) -> argmax, draws or logits
+//   copied to the host.
 // Weights are uploaded once (q/k/v and gate/up concatenated so each is one GEMM); per-step
 // buffers are sized for the engine's largest step at start. Decode steps of up to max_num_seqs
 // sequences run as CUDA graphs captured at start for a ladder of batch sizes (decode_graph_plan.h),
@@ -42,12 +43,18 @@ class DeviceDecoderModel : public ModelRunner {
   // per-step buffer or the attention workspace (a stall of every size's capture).
   int32_t cuda_graph_captures() const;
 
+  // The lm_head's logits buffer holds this many rows: a step with more logit rows (prompt
+  // logprobs ask for every prompt row) runs the lm_head and the picks in passes over it, so the
+  // buffer does not grow to max_num_batched_tokens x vocab fp32 (4 GiB for a 128k vocabulary at
+  // 8192 tokens). Every decode graph's rows fit one pass (at least max_num_seqs).
+  static int32_t logit_rows_per_pass(int32_t max_num_seqs);
+
   // Device bytes of the weights the runner uploads (bf16; a tied lm_head once), and of its
-  // per-step buffers at the largest step (max_tokens rows, max_logit_rows logit rows) plus a
-  // reserve for the attention workspace, cuBLAS and allocator slack: what --gpu-memory-utilization
-  // sets aside before the KV cache.
+  // per-step buffers at the largest step (max_tokens rows, each a logit row at most, for an
+  // engine of max_num_seqs sequences) plus a reserve for the attention workspace, cuBLAS and
+  // allocator slack: what --gpu-memory-utilization sets aside before the KV cache.
   static int64_t weight_bytes(const ModelWeights& weights);
-  static int64_t step_bytes(const ModelConfig& config, int32_t max_tokens, int32_t max_logit_rows);
+  static int64_t step_bytes(const ModelConfig& config, int32_t max_tokens, int32_t max_num_seqs);
 
  private:
   struct State;
