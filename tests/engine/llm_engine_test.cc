@@ -15,6 +15,7 @@
 #include "harness/tiny_engine.h"
 #include "quench/model/decoder_model.h"
 #include "quench/model/tiny_model.h"
+#include "quench/ops/logprobs/row_logprobs_reference.h"
 
 namespace quench {
 namespace {
@@ -248,13 +249,13 @@ TEST(LlmEngine, PromptLogprobsScoreEveryPromptTokenUnderTheOnesBefore) {
   const auto vocab = static_cast<size_t>(config.vocab_size);
   for (size_t j = 1; j < 70; ++j) {
     ASSERT_TRUE(out.prompt_logprobs[j].has_value()) << j;
-    const TokenLogprobs want = token_logprobs(
+    const TokenLogprobs want = row_logprobs_reference(
         std::span<const float>(logits.data() + (j - 1) * vocab, vocab), prompt[j], 2);
     EXPECT_FLOAT_EQ(out.prompt_logprobs[j]->logprob, want.logprob) << "token " << j;
     EXPECT_EQ(out.prompt_logprobs[j]->top, want.top) << "token " << j;
   }
-  const TokenLogprobs first =
-      token_logprobs(std::span<const float>(logits.data() + 69 * vocab, vocab), out.output[0], 0);
+  const TokenLogprobs first = row_logprobs_reference(
+      std::span<const float>(logits.data() + 69 * vocab, vocab), out.output[0], 0);
   EXPECT_FLOAT_EQ(out.output_logprobs[0].logprob, first.logprob);
 }
 

@@ -90,20 +90,13 @@ TEST(Sampler, MinPDropsTheUnlikelyBeforeTopKAndTopP) {
   EXPECT_QUENCH_ERROR(bad.validate(), {"min_p 1.5", "[0, 1]"});
 }
 
-TEST(Sampler, LogprobsAreTheLogSoftmaxAndTheTopInOrder) {
-  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f};
-  const double z = std::log(std::exp(1.0) + 2 * std::exp(3.0) + std::exp(2.0));
-  const TokenLogprobs lp = token_logprobs(logits, 2, 3);
-  EXPECT_NEAR(lp.logprob, 2.0 - z, 1e-6);
-  ASSERT_EQ(lp.top.size(), 3u);
-  EXPECT_EQ(lp.top[0].first, 1);  // ties to the lower id
-  EXPECT_EQ(lp.top[1].first, 3);
-  EXPECT_EQ(lp.top[2].first, 2);
-  EXPECT_NEAR(lp.top[0].second, 3.0 - z, 1e-6);
-  EXPECT_TRUE(token_logprobs(logits, 0, 0).top.empty());
+TEST(Sampler, LogprobsAskForAtMostTwentyTopEntries) {
   SamplingParams p;
   p.logprobs = 21;
   EXPECT_QUENCH_ERROR(p.validate(), {"logprobs 21", "[0, 20]"});
+  p.logprobs = 20;
+  p.prompt_logprobs = 21;
+  EXPECT_QUENCH_ERROR(p.validate(), {"prompt_logprobs 21", "[0, 20]"});
 }
 
 // Which rows the runner may pick where the logits are: the argmax of greedy rows, the draw of

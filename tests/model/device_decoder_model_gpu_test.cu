@@ -19,6 +19,7 @@
 #include "quench/model/device_decoder_model.h"
 #include "quench/model/tiny_model.h"
 #include "quench/ops/argmax/argmax_reference.h"
+#include "quench/ops/logprobs/row_logprobs_reference.h"
 #include "quench/ops/sampling/sample_rows_reference.h"
 
 namespace quench {
@@ -273,8 +274,9 @@ TEST(DeviceDecoderModelGraphs, DecodeStepsMatchEagerAndCpu) {
 
 // A prefill step whose logit rows outnumber one lm_head pass (prompt logprobs ask for every prompt
 // row) runs the lm_head in passes over one buffer: its logits match the CPU decoder's, and the
-// same step with rows picked by argmax, by draws and as logits in both passes returns the picks
-// of those logits and the logits rows whole.
+// same step with rows picked by argmax, by draws, as logits and as logprobs in both passes returns
+// the picks of those logits (logprobs as row_logprobs_reference gives them) and the logits rows
+// whole.
 TEST(DeviceDecoderModelLogitPasses, PromptRowsPastOnePassMatchTheCpu) {
   TinyModelSpec spec;
   const std::string dir = testing_support::scratch_dir("quench_device_model_test", "logit_passes");
@@ -315,22 +317,41 @@ TEST(DeviceDecoderModelLogitPasses, PromptRowsPastOnePassMatchTheCpu) {
   std::vector<RowPick> picks(rows.size());
   std::vector<int32_t> expect_ids(rows.size(), -1);
   std::vector<float> expect_logits;
+  std::vector<TokenLogprobs> expect_logprobs;
   for (size_t i = 0; i < picks.size(); ++i) {
     const std::span<const float> row(got.data() + i * vocab, vocab);
-    if (i % 3 == 0) {
+    if (i % 4 == 0) {
       picks[i].kind = RowPick::Kind::kArgmax;
       argmax_rows_reference(row.data(), 1, config.vocab_size, &expect_ids[i]);
-    } else if (i % 3 == 1) {
+    } else if (i % 4 == 1) {
       picks[i].kind = RowPick::Kind::kDraw;
       picks[i].sampler = RowSampler{0.9f, i % 2 == 0 ? 40 : 0, 0.95f, 0.0f, 7000u + i};
       expect_ids[i] = sample_row_reference(row, picks[i].sampler);
-    } else {
+    } else if (i % 4 == 2) {
       expect_logits.insert(expect_logits.end(), row.begin(), row.end());
+    } else {
+      // A prompt row's logprobs: a known token and 0 to 20 top entries.
+      picks[i].kind = RowPick::Kind::kLogprobs;
+      picks[i].token = static_cast<int32_t>((i * 13) % vocab);
+      picks[i].top = static_cast<int32_t>(i % 21);
+      expect_logprobs.push_back(row_logprobs_reference(row, picks[i].token, picks[i].top));
     }
   }
   const StepLogits picked = gpu.forward_for_sampling(ids, m, rows, picks);
   EXPECT_EQ(picked.picked, expect_ids);
   EXPECT_EQ(picked.logits, expect_logits);
+  // Logprobs to fp32 rounding of the device's sum of exponentials; the same top ids.
+  ASSERT_EQ(picked.logprobs.size(), expect_logprobs.size());
+  for (size_t j = 0; j < expect_logprobs.size(); ++j) {
+    const TokenLogprobs& g = picked.logprobs[j];
+    const TokenLogprobs& w = expect_logprobs[j];
+    EXPECT_NEAR(g.logprob, w.logprob, 5e-5 + 1e-6 * std::fabs(w.logprob)) << "logprobs row " << j;
+    ASSERT_EQ(g.top.size(), w.top.size()) << "logprobs row " << j;
+    for (size_t k = 0; k < w.top.size(); ++k) {
+      EXPECT_EQ(g.top[k].first, w.top[k].first) << "logprobs row " << j << " entry " << k;
+      EXPECT_NEAR(g.top[k].second, w.top[k].second, 5e-5 + 1e-6 * std::fabs(w.top[k].second));
+    }
+  }
 }
 
 // The engine on the GPU over the tiny model written to `dir` (256-token requests, 64-token steps).

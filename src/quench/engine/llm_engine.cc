@@ -15,6 +15,7 @@
 #include "quench/engine/sampler.h"
 #include "quench/kv_cache/block_table.h"
 #include "quench/model/device_decoder_model.h"
+#include "quench/ops/logprobs/row_logprobs_reference.h"
 
 namespace quench {
 namespace {
@@ -185,8 +186,9 @@ void LlmEngine::append_token(Sequence& s, int32_t token, const std::vector<float
   if (s.params.logprobs >= 0) {
     QUENCH_REQUIRE(full_logits != nullptr, "logprobs asked without the row's logits");
     const auto vocab = static_cast<size_t>(config_.vocab_size);
-    lp = token_logprobs(std::span<const float>(full_logits->data() + full_row * vocab, vocab),
-                        token, s.params.logprobs);
+    lp = row_logprobs_reference(
+        std::span<const float>(full_logits->data() + full_row * vocab, vocab), token,
+        s.params.logprobs);
     s.output_logprobs.push_back(lp);
   }
   if (sampled_tokens != nullptr) sampled_tokens->push_back({s.id, token, std::move(lp)});
@@ -290,6 +292,16 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
       }
     }
   }
+  // Prompt rows need one token's log-probability and the top entries: the runner computes them
+  // where the logits are (a prompt of thousands of rows would otherwise send thousands of
+  // vocabularies of floats to the host).
+  for (size_t i = 0; i < prompt_rows.size(); ++i) {
+    const Sequence& s = *prompt_rows[i].seq;
+    RowPick& pick = picks[sampling_rows + i];
+    pick.kind = RowPick::Kind::kLogprobs;
+    pick.token = s.prompt[static_cast<size_t>(prompt_rows[i].position + 1)];
+    pick.top = s.params.prompt_logprobs;
+  }
   const auto forward_start = std::chrono::steady_clock::now();
   const StepLogits logits = model_->forward_for_sampling(tokens, metadata, logit_rows, picks);
   const auto forward_end = std::chrono::steady_clock::now();
@@ -301,13 +313,14 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
   auto row_logits = [&](size_t i) {
     return std::span<const float>(logits.logits.data() + full_row[i] * vocab, vocab);
   };
+  QUENCH_REQUIRE(logits.logprobs.size() == prompt_rows.size(), "the model returned ",
+                 logits.logprobs.size(), " logprobs rows for ", prompt_rows.size(), " prompt rows");
   for (size_t i = 0; i < prompt_rows.size(); ++i) {
     Sequence& s = *prompt_rows[i].seq;
     const auto next = static_cast<size_t>(prompt_rows[i].position + 1);
     if (s.prompt_logprobs.size() != s.prompt.size())
       s.prompt_logprobs.assign(s.prompt.size(), std::nullopt);
-    s.prompt_logprobs[next] =
-        token_logprobs(row_logits(sampling_rows + i), s.prompt[next], s.params.prompt_logprobs);
+    s.prompt_logprobs[next] = logits.logprobs[i];
   }
 
   std::vector<float> adjusted;  // a row's logits after its request's processors

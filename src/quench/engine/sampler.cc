@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <vector>
 
 #include "quench/core/error.h"
@@ -39,27 +38,6 @@ bool greedy_without_logprobs(const SamplingParams& params) {
 
 bool sampled_without_logprobs(const SamplingParams& params) {
   return params.temperature > 0.0f && params.logprobs < 0 && !adjusts_logits(params);
-}
-
-TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t top) {
-  const double max_logit = *std::max_element(logits.begin(), logits.end());
-  double sum = 0.0;
-  for (float l : logits)
-    sum += std::exp(static_cast<double>(l) - max_logit);
-  const double log_z = max_logit + std::log(sum);
-  TokenLogprobs out;
-  out.logprob = static_cast<float>(logits[static_cast<size_t>(token)] - log_z);
-  std::vector<int32_t> order(logits.size());
-  std::iota(order.begin(), order.end(), 0);
-  const auto k = std::min(static_cast<size_t>(std::max(top, 0)), order.size());
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
-                    [&](int32_t a, int32_t b) {
-                      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-                    });
-  for (size_t i = 0; i < k; ++i)
-    out.top.emplace_back(order[i],
-                         static_cast<float>(logits[static_cast<size_t>(order[i])] - log_z));
-  return out;
 }
 
 }  // namespace quench

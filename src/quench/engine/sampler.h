@@ -10,6 +10,7 @@
 #include <span>
 
 #include "quench/engine/sampling_params.h"
+#include "quench/ops/logprobs/token_logprobs.h"
 #include "quench/ops/sampling/row_sampling.h"
 
 namespace quench {
@@ -29,13 +30,5 @@ bool greedy_without_logprobs(const SamplingParams& params);
 // distribution is asked for (temperature > 0, no logprobs, no logit adjustments): a draw by
 // row_sampler's RowSampler is all the sampler needs, so it can run where the logits are.
 bool sampled_without_logprobs(const SamplingParams& params);
-
-// A generated token's log-probability and the `top` most likely alternatives (descending; ties
-// to the lower id), under softmax(logits).
-struct TokenLogprobs {
-  float logprob = 0.0f;
-  std::vector<std::pair<int32_t, float>> top;
-};
-TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t top);
 
 }  // namespace quench

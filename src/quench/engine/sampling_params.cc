@@ -3,13 +3,13 @@
 #include <cmath>
 
 #include "quench/core/error.h"
+#include "quench/ops/logprobs/token_logprobs.h"
 
 namespace quench {
 
 namespace {
 
 constexpr size_t kMaxStopStrings = 16;
-constexpr int32_t kMaxLogprobs = 20;
 constexpr size_t kMaxStopTokenIds = 64;
 constexpr size_t kMaxLogitBias = 300;  // OpenAI's limit
 
@@ -24,10 +24,10 @@ void SamplingParams::validate() const {
   QUENCH_REQUIRE(std::isfinite(top_p) && top_p > 0.0f && top_p <= 1.0f, "top_p ", top_p,
                  " must be in (0, 1]");
   QUENCH_REQUIRE(max_tokens >= 1, "max_tokens ", max_tokens, " must be >= 1");
-  QUENCH_REQUIRE(logprobs >= -1 && logprobs <= kMaxLogprobs, "logprobs ", logprobs,
-                 " must be in [0, ", kMaxLogprobs, "] (or -1 for none)");
-  QUENCH_REQUIRE(prompt_logprobs >= -1 && prompt_logprobs <= kMaxLogprobs, "prompt_logprobs ",
-                 prompt_logprobs, " must be in [0, ", kMaxLogprobs, "] (or -1 for none)");
+  QUENCH_REQUIRE(logprobs >= -1 && logprobs <= kMaxTopLogprobs, "logprobs ", logprobs,
+                 " must be in [0, ", kMaxTopLogprobs, "] (or -1 for none)");
+  QUENCH_REQUIRE(prompt_logprobs >= -1 && prompt_logprobs <= kMaxTopLogprobs, "prompt_logprobs ",
+                 prompt_logprobs, " must be in [0, ", kMaxTopLogprobs, "] (or -1 for none)");
   QUENCH_REQUIRE(stop.size() <= kMaxStopStrings, "stop has ", stop.size(), " strings; at most ",
                  kMaxStopStrings);
   for (size_t i = 0; i < stop.size(); ++i) {

@@ -21,6 +21,7 @@
 #include "quench/ops/embedding/embedding.h"
 #include "quench/ops/linear/linear_cublas.h"
 #include "quench/ops/linear/linear_skinny_fused.h"
+#include "quench/ops/logprobs/row_logprobs.h"
 #include "quench/ops/rms_norm/rms_norm.h"
 #include "quench/ops/rope/rope_reference.h"
 #include "quench/ops/rope_quant_append/rope_quant_append.h"
@@ -120,7 +121,9 @@ struct DeviceDecoderModel::State {
   int64_t untracked_generation = 0;
   GrowingBuffer argmax_ids{&untracked_generation}, draw_rows{&untracked_generation},
       draw_samplers{&untracked_generation}, draw_workspace{&untracked_generation},
-      draw_ids{&untracked_generation};
+      draw_ids{&untracked_generation}, logprobs_rows{&untracked_generation},
+      logprobs_value{&untracked_generation}, logprobs_top_ids{&untracked_generation},
+      logprobs_top_values{&untracked_generation};
 
   // Decode graphs: the captured sizes, one executable each, and the generation they hold.
   std::vector<int32_t> graph_sizes;
@@ -612,10 +615,7 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
   const ModelConfig& c = s.config;
   check_forward_inputs(c.vocab_size, s.options.max_model_len, s.kv.page_size, token_ids, m,
                        logit_rows);
-  QUENCH_REQUIRE(picks.size() == logit_rows.size(), "forward: ", picks.size(), " picks for ",
-                 logit_rows.size(), " logit rows");
-  for (const RowPick& pick : picks)
-    if (pick.kind == RowPick::Kind::kDraw) check_row_sampler(pick.sampler);
+  check_row_picks(picks, logit_rows.size(), c.vocab_size);
   const auto rows = static_cast<int32_t>(logit_rows.size());
   if (m.num_tokens == 0 || rows == 0) {
     QUENCH_REQUIRE(rows == 0, "forward: logit rows without query rows");
@@ -677,20 +677,32 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
   std::vector<int32_t> argmax_count(static_cast<size_t>(passes), 0);
   std::vector<std::vector<int32_t>> draw_rows(static_cast<size_t>(passes));
   std::vector<std::vector<RowSampler>> draw_samplers(static_cast<size_t>(passes));
+  // Logprobs rows: their buffer rows, then their tokens (one upload), and the pass's most top
+  // entries asked (every row of a launch gets that many; each keeps its own).
+  std::vector<std::vector<int32_t>> logprobs_rows_tokens(static_cast<size_t>(passes));
+  std::vector<int32_t> logprobs_top(static_cast<size_t>(passes), 0);
   for (int32_t pass = 0; pass < passes; ++pass) {
+    const auto p = static_cast<size_t>(pass);
+    std::vector<int32_t> tokens;
     for (size_t i = pass_first(pass); i < pass_end(pass); ++i) {
       if (is(i, RowPick::Kind::kArgmax)) {
-        argmax_count[static_cast<size_t>(pass)] =
-            std::max(argmax_count[static_cast<size_t>(pass)], buffer_row(i, pass) + 1);
+        argmax_count[p] = std::max(argmax_count[p], buffer_row(i, pass) + 1);
       } else if (is(i, RowPick::Kind::kDraw)) {
-        draw_rows[static_cast<size_t>(pass)].push_back(buffer_row(i, pass));
-        draw_samplers[static_cast<size_t>(pass)].push_back(picks[i].sampler);
+        draw_rows[p].push_back(buffer_row(i, pass));
+        draw_samplers[p].push_back(picks[i].sampler);
+      } else if (is(i, RowPick::Kind::kLogprobs)) {
+        logprobs_rows_tokens[p].push_back(buffer_row(i, pass));
+        tokens.push_back(picks[i].token);
+        logprobs_top[p] = std::max(logprobs_top[p], picks[i].top);
       }
     }
+    logprobs_rows_tokens[p].insert(logprobs_rows_tokens[p].end(), tokens.begin(), tokens.end());
   }
-  size_t most_draws = 0;
+  size_t most_draws = 0, most_logprobs = 0;
   for (const auto& d : draw_rows)
     most_draws = std::max(most_draws, d.size());
+  for (const auto& l : logprobs_rows_tokens)
+    most_logprobs = std::max(most_logprobs, l.size() / 2);
   const int32_t most_argmax =
       passes == 0 ? 0 : *std::max_element(argmax_count.begin(), argmax_count.end());
   int32_t* d_argmax =
@@ -707,6 +719,19 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
         sample_rows_workspace_bytes(static_cast<int32_t>(most_draws)));
   }
 
+  RowLogprobsArgs logprobs_args;
+  logprobs_args.logits = b.logits;
+  logprobs_args.vocab = c.vocab_size;
+  int32_t* d_logprobs_rows_tokens = nullptr;  // rows, then tokens at + most_logprobs
+  if (most_logprobs > 0) {
+    d_logprobs_rows_tokens = s.logprobs_rows.get<int32_t>(2 * most_logprobs);
+    logprobs_args.rows = d_logprobs_rows_tokens;
+    logprobs_args.tokens = d_logprobs_rows_tokens + most_logprobs;
+    logprobs_args.logprob = s.logprobs_value.get<float>(most_logprobs);
+    logprobs_args.top_ids = s.logprobs_top_ids.get<int32_t>(most_logprobs * kMaxTopLogprobs);
+    logprobs_args.top_logprobs = s.logprobs_top_values.get<float>(most_logprobs * kMaxTopLogprobs);
+  }
+
   StepLogits out;
   out.picked.assign(static_cast<size_t>(rows), -1);
   size_t full_rows = 0;
@@ -715,7 +740,9 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
   out.logits.resize(full_rows * vocab);
   // Host copies of each pass's argmax ids and draws, read after the step's synchronize.
   std::vector<std::vector<int32_t>> argmax_ids(static_cast<size_t>(passes)),
-      drawn(static_cast<size_t>(passes));
+      drawn(static_cast<size_t>(passes)), logprobs_top_ids(static_cast<size_t>(passes));
+  std::vector<std::vector<float>> logprobs_value(static_cast<size_t>(passes)),
+      logprobs_top_values(static_cast<size_t>(passes));
   size_t written = 0;
   for (int32_t pass = 0; pass < passes; ++pass) {
     const auto p = static_cast<size_t>(pass);
@@ -744,6 +771,36 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
                                  cudaMemcpyDeviceToHost, s.stream),
                  "cudaMemcpyAsync draws to host");
     }
+    // The logprobs rows: their rows and tokens up, a token's log-probability and the top
+    // entries back.
+    if (const size_t n = logprobs_rows_tokens[p].size() / 2; n > 0) {
+      const auto top = static_cast<size_t>(logprobs_top[p]);
+      check_cuda(cudaMemcpyAsync(d_logprobs_rows_tokens, logprobs_rows_tokens[p].data(),
+                                 n * sizeof(int32_t), cudaMemcpyHostToDevice, s.stream),
+                 "cudaMemcpyAsync logprobs rows to device");
+      check_cuda(cudaMemcpyAsync(d_logprobs_rows_tokens + most_logprobs,
+                                 logprobs_rows_tokens[p].data() + n, n * sizeof(int32_t),
+                                 cudaMemcpyHostToDevice, s.stream),
+                 "cudaMemcpyAsync logprobs tokens to device");
+      RowLogprobsArgs launch = logprobs_args;
+      launch.n = static_cast<int32_t>(n);
+      launch.top = logprobs_top[p];
+      row_logprobs_cuda(launch, s.stream);
+      logprobs_value[p].resize(n);
+      logprobs_top_ids[p].resize(n * top);
+      logprobs_top_values[p].resize(n * top);
+      check_cuda(cudaMemcpyAsync(logprobs_value[p].data(), launch.logprob, n * sizeof(float),
+                                 cudaMemcpyDeviceToHost, s.stream),
+                 "cudaMemcpyAsync logprobs to host");
+      if (top > 0) {
+        check_cuda(cudaMemcpyAsync(logprobs_top_ids[p].data(), launch.top_ids,
+                                   n * top * sizeof(int32_t), cudaMemcpyDeviceToHost, s.stream),
+                   "cudaMemcpyAsync top ids to host");
+        check_cuda(cudaMemcpyAsync(logprobs_top_values[p].data(), launch.top_logprobs,
+                                   n * top * sizeof(float), cudaMemcpyDeviceToHost, s.stream),
+                   "cudaMemcpyAsync top logprobs to host");
+      }
+    }
     // The full rows, one copy per run of consecutive buffer rows.
     for (size_t i = pass_first(pass); i < pass_end(pass);) {
       if (!is(i, RowPick::Kind::kLogits)) {
@@ -768,12 +825,24 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
   s.profiler.end();
   for (int32_t pass = 0; pass < passes; ++pass) {
     const auto p = static_cast<size_t>(pass);
-    size_t draw = 0;
+    size_t draw = 0, logprobs = 0;
+    const auto launch_top = static_cast<size_t>(logprobs_top[p]);
     for (size_t i = pass_first(pass); i < pass_end(pass); ++i) {
       if (is(i, RowPick::Kind::kArgmax)) {
         out.picked[i] = argmax_ids[p][static_cast<size_t>(buffer_row(i, pass))];
       } else if (is(i, RowPick::Kind::kDraw)) {
         out.picked[i] = drawn[p][draw++];
+      } else if (is(i, RowPick::Kind::kLogprobs)) {
+        TokenLogprobs lp;
+        lp.logprob = logprobs_value[p][logprobs];
+        // A row without a softmax (ids -1) has no top list, as in the reference.
+        for (size_t k = 0; k < static_cast<size_t>(picks[i].top); ++k) {
+          const size_t o = logprobs * launch_top + k;
+          if (logprobs_top_ids[p][o] < 0) break;
+          lp.top.emplace_back(logprobs_top_ids[p][o], logprobs_top_values[p][o]);
+        }
+        out.logprobs.push_back(std::move(lp));
+        ++logprobs;
       }
     }
   }

@@ -2,6 +2,7 @@
 
 #include "quench/core/error.h"
 #include "quench/ops/argmax/argmax_reference.h"
+#include "quench/ops/logprobs/row_logprobs_reference.h"
 #include "quench/ops/sampling/sample_rows_reference.h"
 
 namespace quench {
@@ -27,12 +28,26 @@ void check_forward_inputs(int32_t vocab_size, int32_t max_model_len, int32_t pag
   }
 }
 
+void check_row_picks(std::span<const RowPick> picks, size_t logit_rows, int32_t vocab_size) {
+  QUENCH_REQUIRE(picks.size() == logit_rows, "forward: ", picks.size(), " picks for ", logit_rows,
+                 " logit rows");
+  for (size_t i = 0; i < picks.size(); ++i) {
+    const RowPick& p = picks[i];
+    if (p.kind == RowPick::Kind::kDraw) check_row_sampler(p.sampler);
+    if (p.kind == RowPick::Kind::kLogprobs) {
+      QUENCH_REQUIRE(p.token >= 0 && p.token < vocab_size, "forward: logprobs row ", i,
+                     " asks for token ", p.token, ", outside the vocabulary [0, ", vocab_size, ")");
+      QUENCH_REQUIRE(p.top >= 0 && p.top <= kMaxTopLogprobs, "forward: logprobs row ", i,
+                     " asks for ", p.top, " top entries; allowed [0, ", kMaxTopLogprobs, "]");
+    }
+  }
+}
+
 StepLogits ModelRunner::forward_for_sampling(std::span<const int32_t> token_ids,
                                              const AttentionMetadata& metadata,
                                              std::span<const int32_t> logit_rows,
                                              std::span<const RowPick> picks) {
-  QUENCH_REQUIRE(picks.size() == logit_rows.size(), "forward: ", picks.size(), " picks for ",
-                 logit_rows.size(), " logit rows");
+  check_row_picks(picks, logit_rows.size(), vocab_size());
   const std::vector<float> all = forward(token_ids, metadata, logit_rows);
   const auto vocab = static_cast<size_t>(vocab_size());
   StepLogits step;
@@ -48,6 +63,10 @@ StepLogits ModelRunner::forward_for_sampling(std::span<const int32_t> token_ids,
         break;
       case RowPick::Kind::kLogits:
         step.logits.insert(step.logits.end(), row, row + vocab);
+        break;
+      case RowPick::Kind::kLogprobs:
+        step.logprobs.push_back(row_logprobs_reference(std::span<const float>(row, vocab),
+                                                       picks[i].token, picks[i].top));
         break;
     }
   }

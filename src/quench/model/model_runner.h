@@ -8,17 +8,21 @@
 
 #include "quench/attention/attention_kernel_selection.h"
 #include "quench/attention/attention_metadata.h"
+#include "quench/ops/logprobs/token_logprobs.h"
 #include "quench/ops/sampling/row_sampling.h"
 
 namespace quench {
 
 // What the engine needs of one logit row: its logits (the host adjusts or samples them), only its
-// largest logit's id (greedy), or a draw (row_sampling.h) made where the logits are. The last two
-// send one int to the host instead of a vocabulary of floats.
+// largest logit's id (greedy), a draw (row_sampling.h) made where the logits are, or a known
+// token's log-probability with the row's top entries (a prompt row's prompt_logprobs). The last
+// three send a few numbers to the host instead of a vocabulary of floats.
 struct RowPick {
-  enum class Kind : uint8_t { kLogits, kArgmax, kDraw };
+  enum class Kind : uint8_t { kLogits, kArgmax, kDraw, kLogprobs };
   Kind kind = Kind::kLogits;
   RowSampler sampler;  // kDraw: the draw's parameters and key
+  int32_t token = 0;   // kLogprobs: the token whose log-probability is asked, in [0, vocab)
+  int32_t top = 0;     // kLogprobs: how many top entries, in [0, kMaxTopLogprobs]
 };
 
 // A step's logits as the engine samples from them.
@@ -26,8 +30,11 @@ struct StepLogits {
   // [kLogits rows, vocab_size] fp32: the full logits of those rows, in logit-row order.
   std::vector<float> logits;
   // [logit rows]: for a kArgmax row the id of its largest logit (the lowest among equals), for a
-  // kDraw row the drawn id; -1 where the row holds a non-finite logit, and for kLogits rows.
+  // kDraw row the drawn id; -1 where the row holds a non-finite logit, and for kLogits and
+  // kLogprobs rows.
   std::vector<int32_t> picked;
+  // [kLogprobs rows], in logit-row order: as row_logprobs_reference gives them.
+  std::vector<TokenLogprobs> logprobs;
   // The step's time on the GPU's stream, from its inputs' upload to the last copy back (ms); 0
   // on the CPU. Beside the step's wall time it says how much of a step the host keeps the GPU
   // waiting.
@@ -43,8 +50,9 @@ class ModelRunner {
                                      const AttentionMetadata& metadata,
                                      std::span<const int32_t> logit_rows) = 0;
   // forward(), except that each logit row comes back as its pick asks (one pick per logit row).
-  // This default picks on the host (argmax_rows_reference, sample_row_reference); the GPU runner
-  // picks on the device, with the same results.
+  // This default picks on the host (argmax_rows_reference, sample_row_reference,
+  // row_logprobs_reference); the GPU runner picks on the device, with the same results (logprobs
+  // to fp32 rounding of their sums).
   virtual StepLogits forward_for_sampling(std::span<const int32_t> token_ids,
                                           const AttentionMetadata& metadata,
                                           std::span<const int32_t> logit_rows,
@@ -61,5 +69,9 @@ class ModelRunner {
 void check_forward_inputs(int32_t vocab_size, int32_t max_model_len, int32_t page_size,
                           std::span<const int32_t> token_ids, const AttentionMetadata& metadata,
                           std::span<const int32_t> logit_rows);
+
+// The picks' own checks: one per logit row, draws' samplers (check_row_sampler), logprobs rows'
+// token inside the vocabulary and top in [0, kMaxTopLogprobs]. Throws quench::Error naming the row.
+void check_row_picks(std::span<const RowPick> picks, size_t logit_rows, int32_t vocab_size);
 
 }  // namespace quench

@@ -1,0 +1,33 @@
+// GPU log-probabilities per logit row, as row_logprobs_reference: a token's log-softmax and the
+// row's top entries, so that a prompt-logprobs row sends 1 + 2 x top numbers to the host instead
+// of a vocabulary of floats (and the host no longer sums a vocabulary of exponentials per row).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace quench {
+
+// The device arrays of one launch over n rows: logits fp32 [*, vocab]; rows int32 [n], each row's
+// logits row; tokens int32 [n], each in [0, vocab) (not checked on the device); top in
+// [0, min(kMaxTopLogprobs, vocab)], the same for every row of the launch (a caller trims shorter
+// asks). Out: logprob fp32 [n]; top_ids int32 [n, top] and top_logprobs fp32 [n, top], larger
+// first, equal logits by lower id. A row with a NaN or an infinity gets a NaN logprob and top ids
+// of -1 (the reference's empty top list).
+struct RowLogprobsArgs {
+  const float* logits = nullptr;
+  int32_t vocab = 0;
+  const int32_t* rows = nullptr;
+  const int32_t* tokens = nullptr;
+  int32_t n = 0;
+  int32_t top = 0;
+  float* logprob = nullptr;
+  int32_t* top_ids = nullptr;
+  float* top_logprobs = nullptr;
+};
+
+// Launches on `stream`; throws quench::Error for bad sizes or a failed launch.
+void row_logprobs_cuda(const RowLogprobsArgs& args, cudaStream_t stream);
+
+}  // namespace quench
