@@ -274,9 +274,9 @@ TEST(DeviceDecoderModelGraphs, DecodeStepsMatchEagerAndCpu) {
 
 // A prefill step whose logit rows outnumber one lm_head pass (prompt logprobs ask for every prompt
 // row) runs the lm_head in passes over one buffer: its logits match the CPU decoder's, and the
-// same step with rows picked by argmax, by draws, as logits and as logprobs in both passes returns
-// the picks of those logits (logprobs as row_logprobs_reference gives them) and the logits rows
-// whole.
+// same step with rows picked by argmax, by draws (each with or without its token's logprobs), as
+// logits and as logprobs in both passes returns the picks of those logits (logprobs as
+// row_logprobs_reference gives them) and the logits rows whole.
 TEST(DeviceDecoderModelLogitPasses, PromptRowsPastOnePassMatchTheCpu) {
   TinyModelSpec spec;
   const std::string dir = testing_support::scratch_dir("quench_device_model_test", "logit_passes");
@@ -327,6 +327,13 @@ TEST(DeviceDecoderModelLogitPasses, PromptRowsPastOnePassMatchTheCpu) {
       picks[i].kind = RowPick::Kind::kDraw;
       picks[i].sampler = RowSampler{0.9f, i % 2 == 0 ? 40 : 0, 0.95f, 0.0f, 7000u + i};
       expect_ids[i] = sample_row_reference(row, picks[i].sampler);
+    }
+    if (i % 4 <= 1) {
+      // An argmax or a draw that also asks for its token's logprobs (a request's `logprobs`), on
+      // two rows of three.
+      picks[i].top = (i / 4) % 3 == 0 ? -1 : static_cast<int32_t>(i % 21);
+      if (picks[i].top >= 0)
+        expect_logprobs.push_back(row_logprobs_reference(row, expect_ids[i], picks[i].top));
     } else if (i % 4 == 2) {
       expect_logits.insert(expect_logits.end(), row.begin(), row.end());
     } else {
@@ -426,6 +433,62 @@ TEST(DeviceEngine, DrawsOnTheGpuGiveTheHostSamplersTokens) {
     for (size_t i = 0; i < drawn.size(); ++i) {
       EXPECT_EQ(drawn[i].output, hosted[i].output)
           << "request " << i << " top_k " << top_k << " top_p " << top_p;
+    }
+  }
+}
+
+// Logprobs computed on the GPU (generated tokens' `logprobs` beside their argmax or draw, and
+// prompt_logprobs) give what the host computes from the same logits: the second engine's
+// requests carry a logit bias of 0, which sends their rows to the host whole (prompt rows stay on
+// the device in both, so those are compared with the CPU engine's at bf16 rounding).
+TEST(DeviceEngine, LogprobsOnTheGpuMatchTheHosts) {
+  const std::string dir = testing_support::scratch_dir("quench_device_model_test", "logprobs");
+  write_tiny_model(dir, TinyModelSpec{});
+  EngineOptions o = tiny_gpu_engine(dir);
+  o.num_kv_pages = 96;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int32_t len : {3, 40, 17})
+    prompts.push_back(std::vector<int32_t>(static_cast<size_t>(len), 100 + len));
+  const auto near = [](float a, float b) { return std::fabs(a - b) <= 5e-5 + 1e-6 * std::fabs(b); };
+  for (const float temperature : {0.0f, 0.9f}) {
+    SamplingParams s;
+    s.max_tokens = 12;
+    s.ignore_eos = true;
+    s.temperature = temperature;
+    s.seed = 99;
+    s.logprobs = 4;
+    s.prompt_logprobs = 2;
+    LlmEngine device_logprobs(o);
+    const std::vector<RequestOutput> got = device_logprobs.generate(prompts, s);
+    SamplingParams host = s;
+    host.logit_bias = {{0, 0.0f}};
+    LlmEngine host_logprobs(o);
+    const std::vector<RequestOutput> want = host_logprobs.generate(prompts, host);
+    EngineOptions cpu_options = o;
+    cpu_options.device = EngineDevice::kCpu;
+    LlmEngine cpu(cpu_options);
+    const std::vector<RequestOutput> on_cpu = cpu.generate(prompts, s);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].output, want[i].output) << "request " << i << " T " << temperature;
+      ASSERT_EQ(got[i].output_logprobs.size(), want[i].output_logprobs.size());
+      for (size_t t = 0; t < got[i].output_logprobs.size(); ++t) {
+        const TokenLogprobs& g = got[i].output_logprobs[t];
+        const TokenLogprobs& w = want[i].output_logprobs[t];
+        EXPECT_TRUE(near(g.logprob, w.logprob)) << i << " token " << t;
+        ASSERT_EQ(g.top.size(), 4u);
+        for (size_t k = 0; k < g.top.size(); ++k) {
+          EXPECT_EQ(g.top[k].first, w.top[k].first) << i << " token " << t << " entry " << k;
+          EXPECT_TRUE(near(g.top[k].second, w.top[k].second)) << i << " token " << t;
+        }
+      }
+      // Every prompt token after the first, near the CPU engine's (bf16 activations apart).
+      ASSERT_EQ(got[i].prompt_logprobs.size(), prompts[i].size());
+      for (size_t t = 1; t < prompts[i].size(); ++t) {
+        ASSERT_TRUE(got[i].prompt_logprobs[t].has_value()) << i << " prompt token " << t;
+        EXPECT_EQ(got[i].prompt_logprobs[t]->top.size(), 2u);
+        EXPECT_NEAR(got[i].prompt_logprobs[t]->logprob, on_cpu[i].prompt_logprobs[t]->logprob, 2e-2)
+            << i << " prompt token " << t;
+      }
     }
   }
 }

@@ -178,17 +178,18 @@ std::string output_text(const Tokenizer& tokenizer, const RequestOutput& output)
   return text;
 }
 
-void LlmEngine::append_token(Sequence& s, int32_t token, const std::vector<float>* full_logits,
-                             size_t full_row, std::vector<TokenEvent>* sampled_tokens) {
+void LlmEngine::append_token(Sequence& s, int32_t token, std::optional<TokenLogprobs> logprobs,
+                             std::vector<TokenEvent>* sampled_tokens) {
   const SchedulerConfig& sc = scheduler_->config();
   s.output.push_back(token);
+  QUENCH_REQUIRE(logprobs.has_value() == (s.params.logprobs >= 0), "request ", s.id, ": logprobs ",
+                 logprobs.has_value() ? "given" : "missing",
+                 " for a request with "
+                 "logprobs ",
+                 s.params.logprobs);
   TokenLogprobs lp;
-  if (s.params.logprobs >= 0) {
-    QUENCH_REQUIRE(full_logits != nullptr, "logprobs asked without the row's logits");
-    const auto vocab = static_cast<size_t>(config_.vocab_size);
-    lp = row_logprobs_reference(
-        std::span<const float>(full_logits->data() + full_row * vocab, vocab), token,
-        s.params.logprobs);
+  if (logprobs) {
+    lp = std::move(*logprobs);
     s.output_logprobs.push_back(lp);
   }
   if (sampled_tokens != nullptr) sampled_tokens->push_back({s.id, token, std::move(lp)});
@@ -273,23 +274,26 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
   const size_t sampling_rows = logit_rows.size();
   for (const PromptRow& p : prompt_rows)
     logit_rows.push_back(p.row);  // after the sampling rows
-  // Greedy rows without logprobs need only their largest logit, and sampled rows without logprobs
-  // or logit adjustments only their draw: the runner picks those where the logits are (on the
-  // GPU: one id per row crosses to the host, not a vocabulary of floats). Rows with drafts are
-  // always greedy (the scheduler drafts for no other). A draw's key comes from the request's
-  // generator, one per sampled token as on the host's path, so a seeded request gives the same
-  // tokens whichever side samples it.
+  // Rows without logit adjustments need only their largest logit (greedy) or their draw, and
+  // their token's logprobs where the request asks: the runner picks those where the logits are
+  // (on the GPU: a few numbers per row cross to the host, not a vocabulary of floats). Rows with
+  // adjustments come back whole and the host samples them. Rows with drafts are always greedy
+  // (the scheduler drafts for no other). A draw's key comes from the request's generator, one per
+  // sampled token as on the host's path, so a seeded request gives the same tokens whichever
+  // side samples it.
   std::vector<RowPick> picks(logit_rows.size());
   for (const SampleSite& site : sampled) {
     const SamplingParams& p = site.seq->params;
+    if (adjusts_logits(p)) continue;
     for (size_t j = 0; j <= site.draft->size(); ++j) {
       RowPick& pick = picks[site.first + j];
-      if (greedy_without_logprobs(p)) {
+      if (p.temperature == 0.0f) {
         pick.kind = RowPick::Kind::kArgmax;
-      } else if (sampled_without_logprobs(p)) {
+      } else {
         pick.kind = RowPick::Kind::kDraw;
         pick.sampler = row_sampler(p, site.seq->rng);
       }
+      pick.top = p.logprobs;  // -1: none asked
     }
   }
   // Prompt rows need one token's log-probability and the top entries: the runner computes them
@@ -313,14 +317,19 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
   auto row_logits = [&](size_t i) {
     return std::span<const float>(logits.logits.data() + full_row[i] * vocab, vocab);
   };
-  QUENCH_REQUIRE(logits.logprobs.size() == prompt_rows.size(), "the model returned ",
-                 logits.logprobs.size(), " logprobs rows for ", prompt_rows.size(), " prompt rows");
+  // Each row's place in logits.logprobs (rows that asked for them, in logit-row order).
+  std::vector<size_t> logprobs_row(logit_rows.size(), 0);
+  size_t logprobs_rows = 0;
+  for (size_t i = 0; i < logit_rows.size(); ++i)
+    if (picks[i].wants_logprobs()) logprobs_row[i] = logprobs_rows++;
+  QUENCH_REQUIRE(logits.logprobs.size() == logprobs_rows, "the model returned ",
+                 logits.logprobs.size(), " logprobs rows for ", logprobs_rows);
   for (size_t i = 0; i < prompt_rows.size(); ++i) {
     Sequence& s = *prompt_rows[i].seq;
     const auto next = static_cast<size_t>(prompt_rows[i].position + 1);
     if (s.prompt_logprobs.size() != s.prompt.size())
       s.prompt_logprobs.assign(s.prompt.size(), std::nullopt);
-    s.prompt_logprobs[next] = logits.logprobs[i];
+    s.prompt_logprobs[next] = logits.logprobs[logprobs_row[sampling_rows + i]];
   }
 
   std::vector<float> adjusted;  // a row's logits after its request's processors
@@ -332,11 +341,14 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
     for (size_t j = 0; j <= draft.size() && s.finish_reason == FinishReason::kNone; ++j) {
       const size_t i = site.first + j;
       int32_t token = 0;
+      std::optional<TokenLogprobs> lp;
       if (picked(i)) {
         token = logits.picked[i];
         QUENCH_REQUIRE(token >= 0, "sampling request ", s.id,
                        ": a logit is not finite (the model produced a non-finite value)");
-      } else if (adjusts_logits(s.params)) {
+        if (picks[i].wants_logprobs()) lp = logits.logprobs[logprobs_row[i]];
+      } else {
+        // Logit adjustments: the host applies them and samples; logprobs come from the raw row.
         const std::span<const float> raw = row_logits(i);
         adjusted.assign(raw.begin(), raw.end());
         const std::vector<uint8_t>* allowed = nullptr;
@@ -347,10 +359,9 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
         }
         apply_logits_processors(adjusted, s.params, s.prompt, s.output, eos_ids_, allowed);
         token = sample_token(adjusted, s.params, s.rng);
-      } else {
-        token = sample_token(row_logits(i), s.params, s.rng);
+        if (s.params.logprobs >= 0) lp = row_logprobs_reference(raw, token, s.params.logprobs);
       }
-      append_token(s, token, picked(i) ? nullptr : &logits.logits, full_row[i], sampled_tokens);
+      append_token(s, token, std::move(lp), sampled_tokens);
       if (j < draft.size()) {
         if (token != draft[j]) break;
         ++spec_accepted_tokens_;

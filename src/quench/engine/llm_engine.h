@@ -139,10 +139,10 @@ class LlmEngine {
   std::unique_ptr<Scheduler> scheduler_;
   // True (and the offset recorded) when s's text now contains one of its stop strings.
   bool match_stop(Sequence& s) const;
-  // Appends one generated token to s (its logprobs from full_logits' row full_row when asked)
+  // Appends one generated token to s (with its logprobs, given exactly when the request asks)
   // and decides whether s finishes with it.
-  void append_token(Sequence& s, int32_t token, const std::vector<float>* full_logits,
-                    size_t full_row, std::vector<TokenEvent>* sampled_tokens);
+  void append_token(Sequence& s, int32_t token, std::optional<TokenLogprobs> logprobs,
+                    std::vector<TokenEvent>* sampled_tokens);
 
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<int32_t> eos_ids_;

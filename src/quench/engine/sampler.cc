@@ -36,8 +36,4 @@ bool greedy_without_logprobs(const SamplingParams& params) {
   return params.temperature == 0.0f && params.logprobs < 0 && !adjusts_logits(params);
 }
 
-bool sampled_without_logprobs(const SamplingParams& params) {
-  return params.temperature > 0.0f && params.logprobs < 0 && !adjusts_logits(params);
-}
-
 }  // namespace quench

@@ -23,12 +23,8 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& params
 RowSampler row_sampler(const SamplingParams& params, std::mt19937_64& rng);
 
 // True when the token is the largest logit and nothing else of the distribution is asked for
-// (temperature 0, no logprobs, no logit adjustments): the row's argmax is all the sampler needs.
+// (temperature 0, no logprobs, no logit adjustments): the row's argmax is all the sampler needs,
+// so drafted tokens can be verified by argmax alone (the scheduler drafts for no other request).
 bool greedy_without_logprobs(const SamplingParams& params);
-
-// True when the token is a random draw from the unadjusted logits and nothing else of the
-// distribution is asked for (temperature > 0, no logprobs, no logit adjustments): a draw by
-// row_sampler's RowSampler is all the sampler needs, so it can run where the logits are.
-bool sampled_without_logprobs(const SamplingParams& params);
 
 }  // namespace quench

@@ -13,20 +13,17 @@
 #include "quench/core/log.h"
 #include "quench/kv_cache/block_table.h"
 #include "quench/model/decode_graph_plan.h"
+#include "quench/model/device_row_picks.h"
 #include "quench/model/device_step_memory.h"
 #include "quench/model/step_profiler.h"
-#include "quench/ops/argmax/argmax.h"
 #include "quench/ops/attention/decode/decode_attention.h"
 #include "quench/ops/bias_add/bias_add.h"
 #include "quench/ops/embedding/embedding.h"
 #include "quench/ops/linear/linear_cublas.h"
 #include "quench/ops/linear/linear_skinny_fused.h"
-#include "quench/ops/logprobs/row_logprobs.h"
 #include "quench/ops/rms_norm/rms_norm.h"
 #include "quench/ops/rope/rope_reference.h"
 #include "quench/ops/rope_quant_append/rope_quant_append.h"
-#include "quench/ops/sampling/sample_rows.h"
-#include "quench/ops/sampling/sample_rows_reference.h"
 #include "quench/ops/swiglu/swiglu.h"
 
 namespace quench {
@@ -116,14 +113,9 @@ struct DeviceDecoderModel::State {
   PinnedBuffer staged_inputs;
   StepEvents step_events;  // a forward's span on the stream (StepLogits::device_ms)
   StepProfiler profiler;   // QUENCH_PROFILE_STEPS=1: eager steps timed op by op
-  // Greedy rows' ids and sampled rows' draws (their logits rows, samplers and ids): written
-  // after a graph's replay, never inside one, so their growth does not concern the graphs.
-  int64_t untracked_generation = 0;
-  GrowingBuffer argmax_ids{&untracked_generation}, draw_rows{&untracked_generation},
-      draw_samplers{&untracked_generation}, draw_workspace{&untracked_generation},
-      draw_ids{&untracked_generation}, logprobs_rows{&untracked_generation},
-      logprobs_value{&untracked_generation}, logprobs_top_ids{&untracked_generation},
-      logprobs_top_values{&untracked_generation};
+  // The picks of each step's logit rows (argmax, draws, logprobs, kLogits rows to the host):
+  // run after a graph's replay, never inside one, so their buffers' growth concerns no graph.
+  DeviceRowPicks picks;
 
   // Decode graphs: the captured sizes, one executable each, and the generation they hold.
   std::vector<int32_t> graph_sizes;
@@ -657,195 +649,18 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
     device_rows = iota_rows(rows);  // gathered in order
   }
 
-  const auto vocab = static_cast<size_t>(c.vocab_size);
-  const auto is = [&](size_t i, RowPick::Kind kind) { return picks[i].kind == kind; };
-  // The passes: logit rows [first, first + per_pass) each. The first pass's lm_head ran with the
-  // forward; each later one runs after the picks of the pass before it (one stream), into the
-  // same buffer.
-  const int32_t per_pass = std::max(b.pass_rows, 1);
-  const int32_t passes = (rows + per_pass - 1) / per_pass;
-  const auto pass_first = [&](int32_t pass) { return static_cast<size_t>(pass) * per_pass; };
-  const auto pass_end = [&](int32_t pass) {
-    return std::min(static_cast<size_t>(rows), pass_first(pass) + static_cast<size_t>(per_pass));
-  };
-  const auto buffer_row = [&](size_t i, int32_t pass) {
-    return device_rows[i] - static_cast<int32_t>(pass_first(pass));
-  };
-  // Each pass's argmax rows (the buffer rows up to its last argmax row) and draws; the device
-  // scratch is sized for the largest pass before the first (a buffer that grows frees the old
-  // one, which the pass before may still be reading).
-  std::vector<int32_t> argmax_count(static_cast<size_t>(passes), 0);
-  std::vector<std::vector<int32_t>> draw_rows(static_cast<size_t>(passes));
-  std::vector<std::vector<RowSampler>> draw_samplers(static_cast<size_t>(passes));
-  // Logprobs rows: their buffer rows, then their tokens (one upload), and the pass's most top
-  // entries asked (every row of a launch gets that many; each keeps its own).
-  std::vector<std::vector<int32_t>> logprobs_rows_tokens(static_cast<size_t>(passes));
-  std::vector<int32_t> logprobs_top(static_cast<size_t>(passes), 0);
-  for (int32_t pass = 0; pass < passes; ++pass) {
-    const auto p = static_cast<size_t>(pass);
-    std::vector<int32_t> tokens;
-    for (size_t i = pass_first(pass); i < pass_end(pass); ++i) {
-      if (is(i, RowPick::Kind::kArgmax)) {
-        argmax_count[p] = std::max(argmax_count[p], buffer_row(i, pass) + 1);
-      } else if (is(i, RowPick::Kind::kDraw)) {
-        draw_rows[p].push_back(buffer_row(i, pass));
-        draw_samplers[p].push_back(picks[i].sampler);
-      } else if (is(i, RowPick::Kind::kLogprobs)) {
-        logprobs_rows_tokens[p].push_back(buffer_row(i, pass));
-        tokens.push_back(picks[i].token);
-        logprobs_top[p] = std::max(logprobs_top[p], picks[i].top);
-      }
-    }
-    logprobs_rows_tokens[p].insert(logprobs_rows_tokens[p].end(), tokens.begin(), tokens.end());
-  }
-  size_t most_draws = 0, most_logprobs = 0;
-  for (const auto& d : draw_rows)
-    most_draws = std::max(most_draws, d.size());
-  for (const auto& l : logprobs_rows_tokens)
-    most_logprobs = std::max(most_logprobs, l.size() / 2);
-  const int32_t most_argmax =
-      passes == 0 ? 0 : *std::max_element(argmax_count.begin(), argmax_count.end());
-  int32_t* d_argmax =
-      most_argmax > 0 ? s.argmax_ids.get<int32_t>(static_cast<size_t>(most_argmax)) : nullptr;
-  int32_t* d_rows = nullptr;
-  RowSampler* d_samplers = nullptr;
-  int32_t* d_ids = nullptr;
-  void* workspace = nullptr;
-  if (most_draws > 0) {
-    d_rows = s.draw_rows.get<int32_t>(most_draws);
-    d_samplers = s.draw_samplers.get<RowSampler>(most_draws);
-    d_ids = s.draw_ids.get<int32_t>(most_draws);
-    workspace = s.draw_workspace.get<uint8_t>(
-        sample_rows_workspace_bytes(static_cast<int32_t>(most_draws)));
-  }
-
-  RowLogprobsArgs logprobs_args;
-  logprobs_args.logits = b.logits;
-  logprobs_args.vocab = c.vocab_size;
-  int32_t* d_logprobs_rows_tokens = nullptr;  // rows, then tokens at + most_logprobs
-  if (most_logprobs > 0) {
-    d_logprobs_rows_tokens = s.logprobs_rows.get<int32_t>(2 * most_logprobs);
-    logprobs_args.rows = d_logprobs_rows_tokens;
-    logprobs_args.tokens = d_logprobs_rows_tokens + most_logprobs;
-    logprobs_args.logprob = s.logprobs_value.get<float>(most_logprobs);
-    logprobs_args.top_ids = s.logprobs_top_ids.get<int32_t>(most_logprobs * kMaxTopLogprobs);
-    logprobs_args.top_logprobs = s.logprobs_top_values.get<float>(most_logprobs * kMaxTopLogprobs);
-  }
-
-  StepLogits out;
-  out.picked.assign(static_cast<size_t>(rows), -1);
-  size_t full_rows = 0;
-  for (size_t i = 0; i < picks.size(); ++i)
-    full_rows += is(i, RowPick::Kind::kLogits) ? 1 : 0;
-  out.logits.resize(full_rows * vocab);
-  // Host copies of each pass's argmax ids and draws, read after the step's synchronize.
-  std::vector<std::vector<int32_t>> argmax_ids(static_cast<size_t>(passes)),
-      drawn(static_cast<size_t>(passes)), logprobs_top_ids(static_cast<size_t>(passes));
-  std::vector<std::vector<float>> logprobs_value(static_cast<size_t>(passes)),
-      logprobs_top_values(static_cast<size_t>(passes));
-  size_t written = 0;
-  for (int32_t pass = 0; pass < passes; ++pass) {
-    const auto p = static_cast<size_t>(pass);
-    if (pass > 0) s.enqueue_lm_head(b, static_cast<int32_t>(pass_first(pass)));
-    if (argmax_count[p] > 0) {
-      argmax_rows_cuda(b.logits, argmax_count[p], c.vocab_size, d_argmax, s.stream);
-      argmax_ids[p].resize(static_cast<size_t>(argmax_count[p]));
-      check_cuda(
-          cudaMemcpyAsync(argmax_ids[p].data(), d_argmax, argmax_ids[p].size() * sizeof(int32_t),
-                          cudaMemcpyDeviceToHost, s.stream),
-          "cudaMemcpyAsync argmax to host");
-    }
-    // The draws: each sampled row's logits row and sampler up, its token back.
-    if (const size_t n = draw_rows[p].size(); n > 0) {
-      check_cuda(cudaMemcpyAsync(d_rows, draw_rows[p].data(), n * sizeof(int32_t),
-                                 cudaMemcpyHostToDevice, s.stream),
-                 "cudaMemcpyAsync draw rows to device");
-      check_cuda(cudaMemcpyAsync(d_samplers, draw_samplers[p].data(), n * sizeof(RowSampler),
-                                 cudaMemcpyHostToDevice, s.stream),
-                 "cudaMemcpyAsync samplers to device");
-      sample_rows_cuda(b.logits, c.vocab_size, d_rows, d_samplers, static_cast<int32_t>(n),
-                       workspace, d_ids, s.stream,
-                       sample_rows_cutoffs(draw_samplers[p], c.vocab_size));
-      drawn[p].resize(n);
-      check_cuda(cudaMemcpyAsync(drawn[p].data(), d_ids, n * sizeof(int32_t),
-                                 cudaMemcpyDeviceToHost, s.stream),
-                 "cudaMemcpyAsync draws to host");
-    }
-    // The logprobs rows: their rows and tokens up, a token's log-probability and the top
-    // entries back.
-    if (const size_t n = logprobs_rows_tokens[p].size() / 2; n > 0) {
-      const auto top = static_cast<size_t>(logprobs_top[p]);
-      check_cuda(cudaMemcpyAsync(d_logprobs_rows_tokens, logprobs_rows_tokens[p].data(),
-                                 n * sizeof(int32_t), cudaMemcpyHostToDevice, s.stream),
-                 "cudaMemcpyAsync logprobs rows to device");
-      check_cuda(cudaMemcpyAsync(d_logprobs_rows_tokens + most_logprobs,
-                                 logprobs_rows_tokens[p].data() + n, n * sizeof(int32_t),
-                                 cudaMemcpyHostToDevice, s.stream),
-                 "cudaMemcpyAsync logprobs tokens to device");
-      RowLogprobsArgs launch = logprobs_args;
-      launch.n = static_cast<int32_t>(n);
-      launch.top = logprobs_top[p];
-      row_logprobs_cuda(launch, s.stream);
-      logprobs_value[p].resize(n);
-      logprobs_top_ids[p].resize(n * top);
-      logprobs_top_values[p].resize(n * top);
-      check_cuda(cudaMemcpyAsync(logprobs_value[p].data(), launch.logprob, n * sizeof(float),
-                                 cudaMemcpyDeviceToHost, s.stream),
-                 "cudaMemcpyAsync logprobs to host");
-      if (top > 0) {
-        check_cuda(cudaMemcpyAsync(logprobs_top_ids[p].data(), launch.top_ids,
-                                   n * top * sizeof(int32_t), cudaMemcpyDeviceToHost, s.stream),
-                   "cudaMemcpyAsync top ids to host");
-        check_cuda(cudaMemcpyAsync(logprobs_top_values[p].data(), launch.top_logprobs,
-                                   n * top * sizeof(float), cudaMemcpyDeviceToHost, s.stream),
-                   "cudaMemcpyAsync top logprobs to host");
-      }
-    }
-    // The full rows, one copy per run of consecutive buffer rows.
-    for (size_t i = pass_first(pass); i < pass_end(pass);) {
-      if (!is(i, RowPick::Kind::kLogits)) {
-        ++i;
-        continue;
-      }
-      size_t run = 1;
-      while (i + run < pass_end(pass) && is(i + run, RowPick::Kind::kLogits) &&
-             device_rows[i + run] == device_rows[i] + static_cast<int32_t>(run))
-        ++run;
-      check_cuda(cudaMemcpyAsync(out.logits.data() + written * vocab,
-                                 b.logits + static_cast<size_t>(buffer_row(i, pass)) * vocab,
-                                 run * vocab * sizeof(float), cudaMemcpyDeviceToHost, s.stream),
-                 "cudaMemcpyAsync logits to host");
-      written += run;
-      i += run;
-    }
+  // The picks, pass by pass: the first pass's lm_head ran with the forward; each later one runs
+  // after the picks of the pass before it (one stream), into the same buffer.
+  s.picks.begin_step(picks, device_rows, b.pass_rows, c.vocab_size);
+  for (int32_t pass = 0; pass < s.picks.passes(); ++pass) {
+    if (pass > 0) s.enqueue_lm_head(b, pass * b.pass_rows);
+    s.picks.enqueue_pass(pass, b.logits, s.stream);
   }
   s.step_events.stop(s.stream);
   check_cuda(cudaStreamSynchronize(s.stream), "the model step");
+  StepLogits out = s.picks.finish();
   out.device_ms = s.step_events.elapsed_ms();
   s.profiler.end();
-  for (int32_t pass = 0; pass < passes; ++pass) {
-    const auto p = static_cast<size_t>(pass);
-    size_t draw = 0, logprobs = 0;
-    const auto launch_top = static_cast<size_t>(logprobs_top[p]);
-    for (size_t i = pass_first(pass); i < pass_end(pass); ++i) {
-      if (is(i, RowPick::Kind::kArgmax)) {
-        out.picked[i] = argmax_ids[p][static_cast<size_t>(buffer_row(i, pass))];
-      } else if (is(i, RowPick::Kind::kDraw)) {
-        out.picked[i] = drawn[p][draw++];
-      } else if (is(i, RowPick::Kind::kLogprobs)) {
-        TokenLogprobs lp;
-        lp.logprob = logprobs_value[p][logprobs];
-        // A row without a softmax (ids -1) has no top list, as in the reference.
-        for (size_t k = 0; k < static_cast<size_t>(picks[i].top); ++k) {
-          const size_t o = logprobs * launch_top + k;
-          if (logprobs_top_ids[p][o] < 0) break;
-          lp.top.emplace_back(logprobs_top_ids[p][o], logprobs_top_values[p][o]);
-        }
-        out.logprobs.push_back(std::move(lp));
-        ++logprobs;
-      }
-    }
-  }
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "quench/model/model_runner.h"
 
+#include <cmath>
+
 #include "quench/core/error.h"
 #include "quench/ops/argmax/argmax_reference.h"
 #include "quench/ops/logprobs/row_logprobs_reference.h"
@@ -39,6 +41,9 @@ void check_row_picks(std::span<const RowPick> picks, size_t logit_rows, int32_t 
                      " asks for token ", p.token, ", outside the vocabulary [0, ", vocab_size, ")");
       QUENCH_REQUIRE(p.top >= 0 && p.top <= kMaxTopLogprobs, "forward: logprobs row ", i,
                      " asks for ", p.top, " top entries; allowed [0, ", kMaxTopLogprobs, "]");
+    } else if (p.kind != RowPick::Kind::kLogits) {
+      QUENCH_REQUIRE(p.top >= -1 && p.top <= kMaxTopLogprobs, "forward: row ", i, " asks for ",
+                     p.top, " top entries; allowed [0, ", kMaxTopLogprobs, "], or -1 for none");
     }
   }
 }
@@ -56,11 +61,21 @@ StepLogits ModelRunner::forward_for_sampling(std::span<const int32_t> token_ids,
     const float* row = all.data() + i * vocab;
     switch (picks[i].kind) {
       case RowPick::Kind::kArgmax:
-        argmax_rows_reference(row, 1, static_cast<int32_t>(vocab), &step.picked[i]);
+      case RowPick::Kind::kDraw: {
+        const std::span<const float> logits(row, vocab);
+        if (picks[i].kind == RowPick::Kind::kArgmax) {
+          argmax_rows_reference(row, 1, static_cast<int32_t>(vocab), &step.picked[i]);
+        } else {
+          step.picked[i] = sample_row_reference(logits, picks[i].sampler);
+        }
+        if (picks[i].top >= 0) {
+          // -1: a non-finite logit, where the reference's row has no softmax either.
+          step.logprobs.push_back(
+              step.picked[i] < 0 ? TokenLogprobs{std::nanf(""), {}}
+                                 : row_logprobs_reference(logits, step.picked[i], picks[i].top));
+        }
         break;
-      case RowPick::Kind::kDraw:
-        step.picked[i] = sample_row_reference(std::span<const float>(row, vocab), picks[i].sampler);
-        break;
+      }
       case RowPick::Kind::kLogits:
         step.logits.insert(step.logits.end(), row, row + vocab);
         break;

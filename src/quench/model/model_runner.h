@@ -15,14 +15,21 @@ namespace quench {
 
 // What the engine needs of one logit row: its logits (the host adjusts or samples them), only its
 // largest logit's id (greedy), a draw (row_sampling.h) made where the logits are, or a known
-// token's log-probability with the row's top entries (a prompt row's prompt_logprobs). The last
-// three send a few numbers to the host instead of a vocabulary of floats.
+// token's log-probability with the row's top entries (a prompt row's prompt_logprobs). An argmax
+// or a draw may ask for its token's log-probability and top entries too (a request's
+// `logprobs`). All but the first send a few numbers to the host instead of a vocabulary of
+// floats.
 struct RowPick {
   enum class Kind : uint8_t { kLogits, kArgmax, kDraw, kLogprobs };
   Kind kind = Kind::kLogits;
   RowSampler sampler;  // kDraw: the draw's parameters and key
   int32_t token = 0;   // kLogprobs: the token whose log-probability is asked, in [0, vocab)
-  int32_t top = 0;     // kLogprobs: how many top entries, in [0, kMaxTopLogprobs]
+  // kLogprobs (>= 0), kArgmax and kDraw (-1: no logprobs): the top entries wanted, in
+  // [0, kMaxTopLogprobs]. Ignored for kLogits.
+  int32_t top = -1;
+  bool wants_logprobs() const {
+    return kind == Kind::kLogprobs || (kind != Kind::kLogits && top >= 0);
+  }
 };
 
 // A step's logits as the engine samples from them.
@@ -33,7 +40,9 @@ struct StepLogits {
   // kDraw row the drawn id; -1 where the row holds a non-finite logit, and for kLogits and
   // kLogprobs rows.
   std::vector<int32_t> picked;
-  // [kLogprobs rows], in logit-row order: as row_logprobs_reference gives them.
+  // [rows that want logprobs (RowPick::wants_logprobs)], in logit-row order: as
+  // row_logprobs_reference gives them for the row's token (a kArgmax or kDraw row's picked one;
+  // a NaN logprob and no top entries where the row holds a non-finite logit).
   std::vector<TokenLogprobs> logprobs;
   // The step's time on the GPU's stream, from its inputs' upload to the last copy back (ms); 0
   // on the CPU. Beside the step's wall time it says how much of a step the host keeps the GPU
@@ -71,7 +80,8 @@ void check_forward_inputs(int32_t vocab_size, int32_t max_model_len, int32_t pag
                           std::span<const int32_t> logit_rows);
 
 // The picks' own checks: one per logit row, draws' samplers (check_row_sampler), logprobs rows'
-// token inside the vocabulary and top in [0, kMaxTopLogprobs]. Throws quench::Error naming the row.
+// token inside the vocabulary and top in [0, kMaxTopLogprobs] (argmax and draw rows: -1 too).
+// Throws quench::Error naming the row.
 void check_row_picks(std::span<const RowPick> picks, size_t logit_rows, int32_t vocab_size);
 
 }  // namespace quench

@@ -121,6 +121,54 @@ TEST(RowLogprobsGpu, OneHugeLogitAndAFlatRow) {
   expect_matches_reference(logits, vocab, 2, {0, 1}, {12345, 777}, 20, "peaked/flat");
 }
 
+// Tokens picked on the device reach the kernel through an index into a pool of ids (argmax ids,
+// draws, known tokens); a -1 there (a pick over a non-finite row) gives a NaN logprob.
+TEST(RowLogprobsGpu, TokensThroughAnIndex) {
+  const int32_t vocab = 3000, num_rows = 4;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> logit(-2.0f, 3.0f);
+  std::vector<float> logits(static_cast<size_t>(num_rows) * vocab);
+  for (float& x : logits)
+    x = logit(rng);
+  const std::vector<int32_t> pool = {17, -1, 2999, 0, 1234};
+  const std::vector<int32_t> rows = {3, 1, 0, 2}, index = {4, 0, 2, 1};
+  const DeviceBuffer d_logits = upload(logits), d_pool = upload(pool), d_rows = upload(rows),
+                     d_index = upload(index);
+  const int32_t top = 3;
+  DeviceBuffer d_logprob(rows.size() * sizeof(float)), d_ids(rows.size() * top * sizeof(int32_t)),
+      d_top(rows.size() * top * sizeof(float));
+  RowLogprobsArgs a;
+  a.logits = d_logits.as<float>();
+  a.vocab = vocab;
+  a.rows = d_rows.as<int32_t>();
+  a.tokens = d_pool.as<int32_t>();
+  a.token_index = d_index.as<int32_t>();
+  a.n = static_cast<int32_t>(rows.size());
+  a.top = top;
+  a.logprob = d_logprob.as<float>();
+  a.top_ids = d_ids.as<int32_t>();
+  a.top_logprobs = d_top.as<float>();
+  row_logprobs_cuda(a, nullptr);
+  check_cuda(cudaDeviceSynchronize(), "row_logprobs");
+  const std::vector<float> logprob = download<float>(d_logprob, rows.size());
+  const std::vector<int32_t> ids = download<int32_t>(d_ids, rows.size() * top);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::span<const float> row(logits.data() + static_cast<size_t>(rows[i]) * vocab,
+                                     static_cast<size_t>(vocab));
+    const int32_t token = pool[static_cast<size_t>(index[i])];
+    // The top list does not depend on the token: the reference's, with any valid one.
+    const TokenLogprobs want = row_logprobs_reference(row, std::max(token, 0), top);
+    if (token < 0) {
+      EXPECT_TRUE(std::isnan(logprob[i])) << i;
+    } else {
+      EXPECT_TRUE(within_tolerance(logprob[i], want.logprob)) << i;
+    }
+    for (int32_t k = 0; k < top; ++k)
+      EXPECT_EQ(ids[i * top + static_cast<size_t>(k)], want.top[static_cast<size_t>(k)].first)
+          << i << " " << k;
+  }
+}
+
 TEST(RowLogprobsGpu, RefusesBadArguments) {
   RowLogprobsArgs a;
   a.vocab = 10;

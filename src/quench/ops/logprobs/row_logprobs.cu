@@ -134,7 +134,9 @@ __global__ void __launch_bounds__(kThreads) row_logprobs_kernel(RowLogprobsArgs 
     }
     row_finite = all_finite;
     log_z = static_cast<double>(bm) + log(static_cast<double>(bs));
-    a.logprob[r] = all_finite ? static_cast<float>(row[a.tokens[r]] - log_z) : NAN;
+    const int32_t token = a.tokens[a.token_index != nullptr ? a.token_index[r] : r];
+    a.logprob[r] =
+        all_finite && token >= 0 && token < a.vocab ? static_cast<float>(row[token] - log_z) : NAN;
   }
   __syncthreads();
   if (warp != 0) return;

@@ -10,7 +10,9 @@
 namespace quench {
 
 // The device arrays of one launch over n rows: logits fp32 [*, vocab]; rows int32 [n], each row's
-// logits row; tokens int32 [n], each in [0, vocab) (not checked on the device); top in
+// logits row; row i's token is tokens[i], or tokens[token_index[i]] where token_index is set (a
+// token picked on the device this step: an argmax or a draw, -1 for a row without a softmax);
+// a token outside [0, vocab) gives a NaN logprob; top in
 // [0, min(kMaxTopLogprobs, vocab)], the same for every row of the launch (a caller trims shorter
 // asks). Out: logprob fp32 [n]; top_ids int32 [n, top] and top_logprobs fp32 [n, top], larger
 // first, equal logits by lower id. A row with a NaN or an infinity gets a NaN logprob and top ids
@@ -20,6 +22,7 @@ struct RowLogprobsArgs {
   int32_t vocab = 0;
   const int32_t* rows = nullptr;
   const int32_t* tokens = nullptr;
+  const int32_t* token_index = nullptr;  // optional
   int32_t n = 0;
   int32_t top = 0;
   float* logprob = nullptr;
