@@ -108,6 +108,9 @@ if [ -n "${ENGINE_KIT_DECODE_MERGE:-}" ]; then
         --ignore-eos --no-compare 2>&1 | grep -E "^(steps .*decode|error)"
     done
   done
+  echo "== logprobs on the GPU beside the host path (quench_bench --filter logprobs)"
+  timeout 60 ./quench_bench --filter logprobs --jsonl "$out/bench.jsonl" 2>&1 | tail -10
+  echo "($SECONDS s)"
   exit 0
 fi
 # The values that ENGINE_KIT_STEP_AB and ENGINE_KIT_NCU give their switch (default "0 1"; e.g.
