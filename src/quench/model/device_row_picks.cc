@@ -140,12 +140,12 @@ void DeviceRowPicks::enqueue_pass(int32_t pass, const float* logits, cudaStream_
     a.tokens = pool;
     a.token_index = upload + n;
     a.n = static_cast<int32_t>(n);
-    a.top = plan.logprobs_top;
+    a.top = launch_top(plan);
     a.logprob = logprob_.buffer().as<float>();
     a.top_ids = top_ids_.buffer().as<int32_t>();
     a.top_logprobs = top_logprobs_.buffer().as<float>();
     row_logprobs_cuda(a, stream);
-    const size_t top = n * static_cast<size_t>(plan.logprobs_top);
+    const size_t top = n * static_cast<size_t>(a.top);
     to_host(plan.logprob, a.logprob, n, stream, "cudaMemcpyAsync logprobs to host");
     to_host(plan.top_ids, a.top_ids, top, stream, "cudaMemcpyAsync top ids to host");
     to_host(plan.top_logprobs, a.top_logprobs, top, stream, "cudaMemcpyAsync top logprobs to host");
@@ -174,7 +174,7 @@ void DeviceRowPicks::enqueue_pass(int32_t pass, const float* logits, cudaStream_
 StepLogits DeviceRowPicks::finish() {
   for (const Plan& plan : plans_) {
     size_t draw = 0, logprobs = 0;
-    const auto launch_top = static_cast<size_t>(plan.logprobs_top);
+    const auto top_per_row = static_cast<size_t>(launch_top(plan));
     for (size_t i = plan.first; i < plan.end; ++i) {
       const RowPick& pick = picks_[i];
       if (pick.kind == RowPick::Kind::kArgmax) {
@@ -186,8 +186,8 @@ StepLogits DeviceRowPicks::finish() {
       TokenLogprobs lp;
       lp.logprob = plan.logprob[logprobs];
       // A row without a softmax (ids -1) has no top list, as in the reference.
-      for (size_t k = 0; k < static_cast<size_t>(pick.top); ++k) {
-        const size_t o = logprobs * launch_top + k;
+      for (size_t k = 0; k < std::min(static_cast<size_t>(pick.top), top_per_row); ++k) {
+        const size_t o = logprobs * top_per_row + k;
         if (plan.top_ids[o] < 0) break;
         lp.top.emplace_back(plan.top_ids[o], plan.top_logprobs[o]);
       }

@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -51,6 +52,8 @@ class DeviceRowPicks {
     std::vector<int32_t> argmax_ids, drawn, top_ids;
     std::vector<float> logprob, top_logprobs;
   };
+  // A vocabulary smaller than the top entries asked has only that many (as in the reference).
+  int32_t launch_top(const Plan& plan) const { return std::min(plan.logprobs_top, vocab_); }
   int32_t buffer_row(size_t i, const Plan& plan) const {
     return device_rows_[i] - static_cast<int32_t>(plan.first);
   }
