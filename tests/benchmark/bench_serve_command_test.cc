@@ -62,6 +62,28 @@ TEST(BenchServeCommand, SampledRequestsRunAndAreRecorded) {
   EXPECT_EQ(r["top_k"], 20);
 }
 
+// Requests that ask for logprobs (streamed) and for the prompt's too (echo, not streamed, as
+// loglikelihood evaluations send them): each answer is checked to hold them, and the result names
+// the options.
+TEST(BenchServeCommand, LogprobsAndEchoRequestsAreCheckedAndRecorded) {
+  const std::string dir = testing_support::scratch_dir("quench_bench_serve_test", "logprobs");
+  for (const bool echo : {false, true}) {
+    const std::string json_path = dir + (echo ? "/echo.json" : "/logprobs.json");
+    std::vector<std::string> args = {
+        "--launch", "--num-prompts", "3", "--random-input-len", "12",     "--random-output-len",
+        "2",        "--logprobs",    "3", "--result-json",      json_path};
+    if (echo) args.push_back("--echo");
+    std::string out, err;
+    ASSERT_EQ(run(args, &out, &err), 0) << out << err;
+    const nlohmann::json r = nlohmann::json::parse(std::ifstream(json_path));
+    EXPECT_EQ(r["completed"], 3) << out << err;
+    EXPECT_EQ(r["failed"], 0) << out << err;
+    EXPECT_EQ(r["total_output_tokens"], 6);
+    EXPECT_EQ(r["logprobs"], 3);
+    EXPECT_EQ(r["echo"], echo);
+  }
+}
+
 TEST(BenchServeCommand, BadFlagsExit2) {
   std::string out, err;
   EXPECT_EQ(run({"--model", "/some/model"}, &out, &err), 2);
@@ -73,6 +95,10 @@ TEST(BenchServeCommand, BadFlagsExit2) {
   EXPECT_NE(err.find("--top-p"), std::string::npos) << err;
   EXPECT_EQ(run({"--temperature", "-0.5"}, &out, &err), 2);
   EXPECT_EQ(run({"--top-k", "x"}, &out, &err), 2);
+  EXPECT_EQ(run({"--logprobs", "21"}, &out, &err), 2);
+  EXPECT_NE(err.find("--logprobs"), std::string::npos) << err;
+  EXPECT_EQ(run({"--echo"}, &out, &err), 2);
+  EXPECT_NE(err.find("--logprobs K"), std::string::npos) << err;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "quench/benchmark/serving_benchmark.h"
 #include "quench/core/error.h"
 #include "quench/engine/engine_flags.h"
+#include "quench/ops/logprobs/token_logprobs.h"
 #include "quench/server/openai_server.h"
 
 namespace quench {
@@ -22,6 +23,9 @@ const char* bench_usage() {
           "[--random-range-ratio R]\n"
           "  [--request-rate R|inf] [--max-concurrency N] [--vocab-size N] [--seed S]\n"
           "  [--temperature T] [--top-p P] [--top-k K]   (sampling; default greedy)\n"
+          "  [--logprobs K]   (each request asks for its tokens' logprobs, K top entries, 0-20)\n"
+          "  [--echo]   (with --logprobs: the prompt's logprobs too, as loglikelihood evaluations\n"
+          "              ask; not streamed, so TTFT is the whole request)\n"
           "  [--result-json FILE]\n"
           "  [--launch]   start quench serve in this process (on a free port) with the engine "
           "flags:\n") +
@@ -33,8 +37,8 @@ const FlagTable& known_flags() {
   static const FlagTable flags = command_flag_table(
       {"--host", "--port", "--served-model-name", "--num-prompts", "--random-input-len",
        "--random-output-len", "--random-range-ratio", "--request-rate", "--max-concurrency",
-       "--vocab-size", "--result-json", "--temperature", "--top-p", "--top-k"},
-      {"--launch"});
+       "--vocab-size", "--result-json", "--temperature", "--top-p", "--top-k", "--logprobs"},
+      {"--launch", "--echo"});
   return flags;
 }
 
@@ -66,6 +70,8 @@ nlohmann::json summary_json(const ServingBenchmarkResult& r, const ServingBenchm
           {"temperature", o.temperature},
           {"top_p", o.top_p},
           {"top_k", o.top_k},
+          {"logprobs", o.logprobs},
+          {"echo", o.echo},
           {"completed", s.completed},
           {"failed", s.failed},
           {"duration_s", s.duration_s},
@@ -137,6 +143,11 @@ int run_bench_serve_command(int argc, char** argv, std::ostream& out, std::ostre
       if (!(o.top_p > 0.0 && o.top_p <= 1.0)) throw UsageError("--top-p must be in (0, 1]");
     }
     if (const auto* v = get("--top-k")) o.top_k = parse_int_flag<int32_t>("--top-k", *v, 0);
+    if (const auto* v = get("--logprobs"))
+      o.logprobs = parse_int_flag<int32_t>("--logprobs", *v, 0, kMaxTopLogprobs);
+    o.echo = get("--echo") != nullptr;
+    if (o.echo && o.logprobs < 0)
+      throw UsageError("--echo asks for the prompt's logprobs: give --logprobs K too");
   } catch (const Error& e) {
     err << "error: " << e.what() << "\n";
     return 2;

@@ -21,6 +21,41 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+// One echo completion (not streamed): the answer must hold a logprob for every prompt token but
+// the first (null) and for every generated one.
+void send_echo_request(const ServingBenchmarkOptions& o, const json& body, RequestRecord& record) {
+  httplib::Client client(o.host, o.port);
+  client.set_read_timeout(3600, 0);
+  const Clock::time_point start = Clock::now();
+  const auto res = client.Post("/v1/completions", body.dump(), "application/json");
+  const Clock::time_point end = Clock::now();
+  if (!res) {
+    record.error = str_cat("request failed: ", httplib::to_string(res.error()));
+    return;
+  }
+  if (res->status != 200) {
+    record.error = str_cat("HTTP ", res->status, ": ", res->body);
+    return;
+  }
+  const json answer = json::parse(res->body, nullptr, false);
+  if (answer.is_discarded() || !answer.contains("usage") || !answer.contains("choices") ||
+      answer["choices"].empty()) {
+    record.error = "the answer is not a completion";
+    return;
+  }
+  record.output_tokens = answer["usage"].value("completion_tokens", 0);
+  const json logprobs = answer["choices"][0].value("logprobs", json());
+  const size_t expected = static_cast<size_t>(record.prompt_tokens + record.output_tokens);
+  if (!logprobs.is_object() || !logprobs.contains("token_logprobs") ||
+      logprobs["token_logprobs"].size() != expected) {
+    record.error = str_cat("the answer holds no logprob for each of the ", expected,
+                           " prompt and generated tokens");
+    return;
+  }
+  record.ttft_s = record.latency_s = seconds_between(start, end);
+  record.success = true;
+}
+
 // One streamed completion; fills its record.
 void send_request(const ServingBenchmarkOptions& o, const std::string& model,
                   const std::vector<int32_t>& prompt, int32_t max_tokens, RequestRecord& record) {
@@ -34,9 +69,18 @@ void send_request(const ServingBenchmarkOptions& o, const std::string& model,
                {"stream_options", {{"include_usage", true}}}};
   if (o.top_p < 1.0) body["top_p"] = o.top_p;
   if (o.top_k > 0) body["top_k"] = o.top_k;
+  if (o.logprobs >= 0) body["logprobs"] = o.logprobs;
+  if (o.echo) {
+    body["echo"] = true;
+    body["stream"] = false;
+    body.erase("stream_options");
+    send_echo_request(o, body, record);
+    return;
+  }
   httplib::Client client(o.host, o.port);
   client.set_read_timeout(3600, 0);
   std::string buffer;
+  size_t logprob_entries = 0;  // streamed tokens' logprobs
   bool first = true;
   Clock::time_point last;
   const Clock::time_point start = Clock::now();
@@ -58,6 +102,9 @@ void send_request(const ServingBenchmarkOptions& o, const std::string& model,
       const json chunk = json::parse(payload, nullptr, false);
       if (chunk.is_discarded()) continue;
       if (chunk.contains("choices") && !chunk["choices"].empty()) {
+        const json logprobs = chunk["choices"][0].value("logprobs", json());
+        if (logprobs.is_object() && logprobs.contains("token_logprobs"))
+          logprob_entries += logprobs["token_logprobs"].size();
         if (first) {
           record.ttft_s = seconds_between(start, now);
           first = false;
@@ -84,6 +131,11 @@ void send_request(const ServingBenchmarkOptions& o, const std::string& model,
     return;
   }
   record.latency_s = first ? seconds_between(start, Clock::now()) : seconds_between(start, last);
+  if (o.logprobs >= 0 && record.error.empty() &&
+      logprob_entries != static_cast<size_t>(record.output_tokens)) {
+    record.error = str_cat("the stream held ", logprob_entries, " logprobs for ",
+                           record.output_tokens, " generated tokens");
+  }
   record.success = record.error.empty() && !first;
 }
 

@@ -31,6 +31,11 @@ struct ServingBenchmarkOptions {
   double temperature = 0.0;
   double top_p = 1.0;
   int32_t top_k = 0;
+  // >= 0: every request asks for its tokens' logprobs with this many top entries (checked in the
+  // answers). echo (with logprobs): the prompt's tokens' logprobs too, as loglikelihood
+  // evaluations ask; such requests cannot stream, so their TTFT is the whole request.
+  int32_t logprobs = -1;
+  bool echo = false;
 };
 
 struct ServingBenchmarkResult {
