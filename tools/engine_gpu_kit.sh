@@ -110,6 +110,10 @@ if [ -n "${ENGINE_KIT_DECODE_MERGE:-}" ]; then
   done
   echo "== logprobs on the GPU beside the host path (quench_bench --filter logprobs)"
   timeout 60 ./quench_bench --filter logprobs --jsonl "$out/bench.jsonl" 2>&1 | tail -10
+  echo "== a loglikelihood workload on the 1B shape: 64 echo requests of 2048 tokens, logprobs 1"
+  timeout 120 ./quench bench-serve --launch --device gpu --builtin llama3.2-1b --max-model-len 4096 \
+    --num-prompts 64 --random-input-len 2048 --random-output-len 1 --logprobs 1 --echo \
+    --result-json "$out/serve_echo.json" 2>&1 | grep -E "Successful|Failed|duration|Total Token|error"
   echo "($SECONDS s)"
   exit 0
 fi
