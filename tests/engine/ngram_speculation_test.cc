@@ -103,6 +103,14 @@ void expect_same_tokens(EngineOptions o, const SamplingParams& s, int64_t* accep
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].output, want[i].output) << "prompt " << i;
     EXPECT_EQ(got[i].finish_reason, want[i].finish_reason) << "prompt " << i;
+    // Logprobs, where asked, come from each verified row: those of the plain engine's rows.
+    ASSERT_EQ(got[i].output_logprobs.size(), want[i].output_logprobs.size()) << "prompt " << i;
+    for (size_t t = 0; t < got[i].output_logprobs.size(); ++t) {
+      EXPECT_EQ(got[i].output_logprobs[t].logprob, want[i].output_logprobs[t].logprob)
+          << "prompt " << i << " token " << t;
+      EXPECT_EQ(got[i].output_logprobs[t].top, want[i].output_logprobs[t].top)
+          << "prompt " << i << " token " << t;
+    }
   }
   if (expect_drafts) {
     EXPECT_GT(spec.spec_drafted_tokens(), 0);
@@ -137,16 +145,24 @@ TEST(NgramSpeculation, PreemptionAndAnOddBudgetChangeNothing) {
   expect_same_tokens(o, greedy(50));
 }
 
-TEST(NgramSpeculation, SampledRequestsAndLogprobsAreNotDrafted) {
+TEST(NgramSpeculation, GreedyRequestsWithLogprobsAreDraftedAndScoredRowByRow) {
+  SamplingParams s = greedy(40);
+  s.logprobs = 3;
+  int64_t accepted = 0;
+  expect_same_tokens(tiny_options("logprobs"), s, &accepted);
+  EXPECT_GT(accepted, 10);
+}
+
+TEST(NgramSpeculation, SampledAndAdjustedRequestsAreNotDrafted) {
   EngineOptions o = tiny_options("sampled");
   o.speculation = lookup(4, 1, 3);
   LlmEngine engine(o);
   SamplingParams s = greedy(20);
-  s.logprobs = 1;
-  engine.generate(prompts(), s);
-  s.logprobs = -1;
   s.temperature = 0.8f;
   s.seed = 3;
+  engine.generate(prompts(), s);
+  s = greedy(20);
+  s.logit_bias = {{7, 0.5f}};
   engine.generate(prompts(), s);
   EXPECT_EQ(engine.spec_drafted_tokens(), 0);
 }

@@ -99,21 +99,21 @@ TEST(Sampler, LogprobsAskForAtMostTwentyTopEntries) {
   EXPECT_QUENCH_ERROR(p.validate(), {"prompt_logprobs 21", "[0, 20]"});
 }
 
-// Which requests a draft can be verified for by argmax alone: greedy ones that ask nothing else of
-// the distribution.
-TEST(Sampler, GreedyWithoutLogprobsAsksOnlyForTheArgmax) {
+// Which requests a draft can be verified for by argmax alone: greedy ones without logit
+// adjustments (logprobs or not).
+TEST(Sampler, GreedyByArgmaxIsTemperatureZeroWithoutAdjustments) {
   SamplingParams greedy;
   greedy.temperature = 0.0f;
   SamplingParams sampled;
   sampled.temperature = 0.8f;
-  EXPECT_TRUE(greedy_without_logprobs(greedy));
-  EXPECT_FALSE(greedy_without_logprobs(sampled));
+  EXPECT_TRUE(greedy_by_argmax(greedy));
+  EXPECT_FALSE(greedy_by_argmax(sampled));
   SamplingParams with_logprobs = greedy;
   with_logprobs.logprobs = 2;
   SamplingParams biased = greedy;
   biased.logit_bias.push_back({7, 1.5f});
-  EXPECT_FALSE(greedy_without_logprobs(with_logprobs));
-  EXPECT_FALSE(greedy_without_logprobs(biased));
+  EXPECT_TRUE(greedy_by_argmax(with_logprobs));
+  EXPECT_FALSE(greedy_by_argmax(biased));
 }
 
 TEST(Sampler, BadParametersAndLogitsAreErrors) {

@@ -32,8 +32,8 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& params
   return token;
 }
 
-bool greedy_without_logprobs(const SamplingParams& params) {
-  return params.temperature == 0.0f && params.logprobs < 0 && !adjusts_logits(params);
+bool greedy_by_argmax(const SamplingParams& params) {
+  return params.temperature == 0.0f && !adjusts_logits(params);
 }
 
 }  // namespace quench

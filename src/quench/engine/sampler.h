@@ -22,9 +22,9 @@ int32_t sample_token(std::span<const float> logits, const SamplingParams& params
 // The draw of a request's next token: its parameters and a key from its generator.
 RowSampler row_sampler(const SamplingParams& params, std::mt19937_64& rng);
 
-// True when the token is the largest logit and nothing else of the distribution is asked for
-// (temperature 0, no logprobs, no logit adjustments): the row's argmax is all the sampler needs,
-// so drafted tokens can be verified by argmax alone (the scheduler drafts for no other request).
-bool greedy_without_logprobs(const SamplingParams& params);
+// True when the token is the row's largest logit (temperature 0, no logit adjustments): drafted
+// tokens can then be verified by each row's argmax, and logprobs, where asked, come from each
+// verified row as from any other (the scheduler drafts for no other request).
+bool greedy_by_argmax(const SamplingParams& params);
 
 }  // namespace quench

@@ -101,7 +101,7 @@ void Scheduler::index_full_pages(Sequence& seq) {
 
 std::vector<int32_t> Scheduler::drafts_for(const Sequence& s, int32_t budget) const {
   const NgramSpeculation& spec = config_.speculation;
-  if (spec.num_speculative_tokens == 0 || !greedy_without_logprobs(s.params)) return {};
+  if (spec.num_speculative_tokens == 0 || !greedy_by_argmax(s.params)) return {};
   // Drafts stay inside the step's budget, max_model_len and the request's max_tokens (the last
   // verified row still samples one token after them).
   const int32_t room =
