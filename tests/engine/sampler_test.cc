@@ -1,6 +1,7 @@
-// Sampling: greedy is argmax with ties to the lowest id; top_k = 1 and a tiny top_p are greedy at
-// any temperature; draws follow softmax(logits / T) restricted to the kept set; bad parameters
-// and non-finite logits are errors that name the field.
+// Sampling as a request's parameters ask it (the runner's argmax or keyed draw): greedy is argmax
+// with ties to the lowest id; top_k = 1 and a tiny top_p are greedy at any temperature; draws
+// follow softmax(logits / T) restricted to the kept set; bad parameters are errors that name the
+// field, and a non-finite row has no pick.
 #include "quench/engine/sampler.h"
 
 #include <gtest/gtest.h>
@@ -9,9 +10,23 @@
 #include <vector>
 
 #include "harness/expect_error.h"
+#include "quench/ops/argmax/argmax_reference.h"
+#include "quench/ops/sampling/sample_rows_reference.h"
 
 namespace quench {
 namespace {
+
+// A request's token from one row as the engine has the runner pick it: the argmax at temperature
+// 0 (no key taken), else a draw keyed by the request's generator.
+int32_t sample_token(std::span<const float> logits, const SamplingParams& params,
+                     std::mt19937_64& rng) {
+  if (params.temperature == 0.0f) {
+    int32_t token = -1;
+    argmax_rows_reference(logits.data(), 1, static_cast<int32_t>(logits.size()), &token);
+    return token;
+  }
+  return sample_row_reference(logits, row_sampler(params, rng));
+}
 
 TEST(Sampler, GreedyTakesTheLargestLogitAndTheLowestIdOnTies) {
   std::mt19937_64 rng(1);
@@ -129,10 +144,13 @@ TEST(Sampler, BadParametersAndLogitsAreErrors) {
   p = {};
   p.max_tokens = 0;
   EXPECT_QUENCH_ERROR(p.validate(), {"max_tokens 0", ">= 1"});
+  // A row with a non-finite logit has no pick (-1: the engine names it the model's fault).
   std::mt19937_64 rng(4);
-  EXPECT_QUENCH_ERROR(sample_token(std::vector<float>{1.0f, NAN}, SamplingParams{}, rng),
-                      {"token 1", "non-finite"});
-  EXPECT_QUENCH_ERROR(sample_token(std::vector<float>{}, SamplingParams{}, rng), {"empty"});
+  const std::vector<float> broken = {1.0f, NAN};
+  EXPECT_EQ(sample_token(broken, SamplingParams{}, rng), -1);
+  SamplingParams warm;
+  warm.temperature = 0.7f;
+  EXPECT_EQ(sample_token(broken, warm, rng), -1);
 }
 
 }  // namespace

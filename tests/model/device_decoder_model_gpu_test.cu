@@ -7,7 +7,9 @@
 // guesses, not yet run on a GPU. Then the engine runs on the GPU end to end.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <deque>
 
 #include "harness/expect_error.h"
 #include "harness/model_with_scales.h"
@@ -20,6 +22,7 @@
 #include "quench/model/tiny_model.h"
 #include "quench/ops/argmax/argmax_reference.h"
 #include "quench/ops/logprobs/row_logprobs_reference.h"
+#include "quench/ops/sampling/logit_edits.h"
 #include "quench/ops/sampling/sample_rows_reference.h"
 
 namespace quench {
@@ -274,7 +277,8 @@ TEST(DeviceDecoderModelGraphs, DecodeStepsMatchEagerAndCpu) {
 
 // A prefill step whose logit rows outnumber one lm_head pass (prompt logprobs ask for every prompt
 // row) runs the lm_head in passes over one buffer: its logits match the CPU decoder's, and the
-// same step with rows picked by argmax, by draws (each with or without its token's logprobs), as
+// same step with rows picked by argmax, by draws (each with or without its token's logprobs and
+// logit edits), as
 // logits and as logprobs in both passes returns the picks of those logits (logprobs as
 // row_logprobs_reference gives them) and the logits rows whole.
 TEST(DeviceDecoderModelLogitPasses, PromptRowsPastOnePassMatchTheCpu) {
@@ -318,15 +322,43 @@ TEST(DeviceDecoderModelLogitPasses, PromptRowsPastOnePassMatchTheCpu) {
   std::vector<int32_t> expect_ids(rows.size(), -1);
   std::vector<float> expect_logits;
   std::vector<TokenLogprobs> expect_logprobs;
+  std::deque<RowLogitEdits> edits;  // addresses stay put as it grows
+  std::deque<std::vector<float>> edited_rows;
   for (size_t i = 0; i < picks.size(); ++i) {
     const std::span<const float> row(got.data() + i * vocab, vocab);
+    // Every other argmax or draw after a request's logit edits (its pick from the edited row,
+    // its logprobs from the model's): the row's argmax masked, a bias, a repetition penalty,
+    // and on some a JSON-like mask allowing only the ids below 300.
+    std::span<const float> pick_row = row;
+    if (i % 4 <= 1 && (i / 4) % 2 == 1) {
+      RowLogitEdits& e = edits.emplace_back();
+      int32_t best = 0;
+      argmax_rows_reference(row.data(), 1, config.vocab_size, &best);
+      e.edits.push_back(LogitEdit{best, 0.0f, 1.0f, 0.0f, 1u});
+      for (int32_t t : {3, 77, 250, 400}) {
+        if (t == best) continue;
+        e.edits.push_back(LogitEdit{t, t == 77 ? 2.5f : 0.0f, 1.4f, t == 400 ? 0.6f : 0.0f, 0u});
+      }
+      std::sort(e.edits.begin(), e.edits.end(),
+                [](const LogitEdit& a, const LogitEdit& b) { return a.token < b.token; });
+      if (i % 3 == 0) {
+        e.has_allowed = true;
+        e.allowed_bits.assign((300 + 31) / 32, 0u);
+        for (int32_t t = 0; t < 300; ++t)
+          e.allowed_bits[static_cast<size_t>(t / 32)] |= 1u << (t % 32);
+      }
+      edited_rows.emplace_back(row.begin(), row.end());
+      apply_logit_edits_reference(edited_rows.back(), e);
+      pick_row = edited_rows.back();
+      picks[i].edits = &e;
+    }
     if (i % 4 == 0) {
       picks[i].kind = RowPick::Kind::kArgmax;
-      argmax_rows_reference(row.data(), 1, config.vocab_size, &expect_ids[i]);
+      argmax_rows_reference(pick_row.data(), 1, config.vocab_size, &expect_ids[i]);
     } else if (i % 4 == 1) {
       picks[i].kind = RowPick::Kind::kDraw;
       picks[i].sampler = RowSampler{0.9f, i % 2 == 0 ? 40 : 0, 0.95f, 0.0f, 7000u + i};
-      expect_ids[i] = sample_row_reference(row, picks[i].sampler);
+      expect_ids[i] = sample_row_reference(pick_row, picks[i].sampler);
     }
     if (i % 4 <= 1) {
       // An argmax or a draw that also asks for its token's logprobs (a request's `logprobs`), on

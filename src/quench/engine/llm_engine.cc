@@ -15,7 +15,6 @@
 #include "quench/engine/sampler.h"
 #include "quench/kv_cache/block_table.h"
 #include "quench/model/device_decoder_model.h"
-#include "quench/ops/logprobs/row_logprobs_reference.h"
 
 namespace quench {
 namespace {
@@ -282,11 +281,27 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
   // sampled token as on the host's path, so a seeded request gives the same tokens whichever
   // side samples it.
   std::vector<RowPick> picks(logit_rows.size());
+  // A request's logit adjustments as edits of its row, applied by the runner before the pick
+  // (adjusted requests are never drafted: one row each). Their addresses stay put: reserved.
+  std::vector<RowLogitEdits> edits;
+  edits.reserve(sampled.size());
   for (const SampleSite& site : sampled) {
-    const SamplingParams& p = site.seq->params;
-    if (adjusts_logits(p)) continue;
+    Sequence& s = *site.seq;
+    const SamplingParams& p = s.params;
+    const RowLogitEdits* row_edits = nullptr;
+    if (adjusts_logits(p)) {
+      const std::vector<uint8_t>* allowed = nullptr;
+      if (p.json_object) {
+        if (!json_masks_) json_masks_ = std::make_unique<JsonTokenMasks>(*tokenizer_);
+        if (!s.json_prefix) s.json_prefix = std::make_shared<JsonObjectPrefix>();
+        allowed = &json_masks_->allowed(*s.json_prefix);
+      }
+      edits.push_back(logit_edits(p, s.prompt, s.output, eos_ids_, allowed));
+      row_edits = &edits.back();
+    }
     for (size_t j = 0; j <= site.draft->size(); ++j) {
       RowPick& pick = picks[site.first + j];
+      pick.edits = row_edits;
       if (p.temperature == 0.0f) {
         pick.kind = RowPick::Kind::kArgmax;
       } else {
@@ -309,14 +324,6 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
   const auto forward_start = std::chrono::steady_clock::now();
   const StepLogits logits = model_->forward_for_sampling(tokens, metadata, logit_rows, picks);
   const auto forward_end = std::chrono::steady_clock::now();
-  const auto vocab = static_cast<size_t>(config_.vocab_size);
-  const auto picked = [&](size_t i) { return picks[i].kind != RowPick::Kind::kLogits; };
-  std::vector<size_t> full_row(logit_rows.size(), 0);  // index into logits.logits
-  for (size_t i = 0, next = 0; i < logit_rows.size(); ++i)
-    if (!picked(i)) full_row[i] = next++;
-  auto row_logits = [&](size_t i) {
-    return std::span<const float>(logits.logits.data() + full_row[i] * vocab, vocab);
-  };
   // Each row's place in logits.logprobs (rows that asked for them, in logit-row order).
   std::vector<size_t> logprobs_row(logit_rows.size(), 0);
   size_t logprobs_rows = 0;
@@ -332,7 +339,6 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
     s.prompt_logprobs[next] = logits.logprobs[logprobs_row[sampling_rows + i]];
   }
 
-  std::vector<float> adjusted;  // a row's logits after its request's processors
   for (const SampleSite& site : sampled) {
     Sequence& s = *site.seq;
     const std::vector<int32_t>& draft = *site.draft;
@@ -340,27 +346,11 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
     // Row j's token; while it equals draft j, row j + 1 saw the right context and is used too.
     for (size_t j = 0; j <= draft.size() && s.finish_reason == FinishReason::kNone; ++j) {
       const size_t i = site.first + j;
-      int32_t token = 0;
+      const int32_t token = logits.picked[i];
+      QUENCH_REQUIRE(token >= 0, "sampling request ", s.id,
+                     ": a logit is not finite (the model produced a non-finite value)");
       std::optional<TokenLogprobs> lp;
-      if (picked(i)) {
-        token = logits.picked[i];
-        QUENCH_REQUIRE(token >= 0, "sampling request ", s.id,
-                       ": a logit is not finite (the model produced a non-finite value)");
-        if (picks[i].wants_logprobs()) lp = logits.logprobs[logprobs_row[i]];
-      } else {
-        // Logit adjustments: the host applies them and samples; logprobs come from the raw row.
-        const std::span<const float> raw = row_logits(i);
-        adjusted.assign(raw.begin(), raw.end());
-        const std::vector<uint8_t>* allowed = nullptr;
-        if (s.params.json_object) {
-          if (!json_masks_) json_masks_ = std::make_unique<JsonTokenMasks>(*tokenizer_);
-          if (!s.json_prefix) s.json_prefix = std::make_shared<JsonObjectPrefix>();
-          allowed = &json_masks_->allowed(*s.json_prefix);
-        }
-        apply_logits_processors(adjusted, s.params, s.prompt, s.output, eos_ids_, allowed);
-        token = sample_token(adjusted, s.params, s.rng);
-        if (s.params.logprobs >= 0) lp = row_logprobs_reference(raw, token, s.params.logprobs);
-      }
+      if (picks[i].wants_logprobs()) lp = logits.logprobs[logprobs_row[i]];
       append_token(s, token, std::move(lp), sampled_tokens);
       if (j < draft.size()) {
         if (token != draft[j]) break;

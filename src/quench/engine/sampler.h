@@ -1,8 +1,9 @@
-// Picks the next token from one row of logits: greedy at temperature 0, else a draw from
-// softmax(logits / temperature) without the tokens under min_p times the largest probability,
-// restricted to the top_k largest and then to the top_p nucleus (ops/sampling/row_sampling.h).
-// Each draw takes one key from the request's own generator, so a seeded request repeats whatever
-// it is batched with, and whether the host or the GPU draws.
+// How a request's next token is picked from its row of logits: greedy at temperature 0 (the
+// row's argmax), else a draw from softmax(logits / temperature) without the tokens under min_p
+// times the largest probability, restricted to the top_k largest and then to the top_p nucleus
+// (ops/sampling/row_sampling.h), which the model runner makes where the logits are. Each draw
+// takes one key from the request's own generator, so a seeded request repeats whatever it is
+// batched with, and whether the CPU or the GPU draws.
 #pragma once
 
 #include <cstdint>
@@ -10,14 +11,9 @@
 #include <span>
 
 #include "quench/engine/sampling_params.h"
-#include "quench/ops/logprobs/token_logprobs.h"
 #include "quench/ops/sampling/row_sampling.h"
 
 namespace quench {
-
-// logits: fp32 [vocab]. Throws quench::Error for an empty row or non-finite logits.
-int32_t sample_token(std::span<const float> logits, const SamplingParams& params,
-                     std::mt19937_64& rng);
 
 // The draw of a request's next token: its parameters and a key from its generator.
 RowSampler row_sampler(const SamplingParams& params, std::mt19937_64& rng);

@@ -13,6 +13,7 @@
 #include "quench/engine/json_prefix.h"
 #include "quench/engine/sampler.h"
 #include "quench/engine/sampling_params.h"
+#include "quench/ops/logprobs/token_logprobs.h"
 #include "quench/tokenizer/incremental_detokenizer.h"
 
 namespace quench {

@@ -5,6 +5,7 @@
 #include "quench/core/cuda_device.h"
 #include "quench/ops/argmax/argmax.h"
 #include "quench/ops/logprobs/row_logprobs.h"
+#include "quench/ops/sampling/apply_logit_edits.h"
 #include "quench/ops/sampling/sample_rows.h"
 
 namespace quench {
@@ -64,10 +65,32 @@ void DeviceRowPicks::begin_step(std::span<const RowPick> picks,
     most_known = std::max(most_known, known);
     most_logprobs_ = std::max(most_logprobs_, logprobs);
   }
+  most_saved_ = 0;
+  size_t most_edit_ints = 0, most_edits = 0, most_words = 0;
   for (Plan& plan : plans_) {
     std::vector<int32_t> token_places;
+    // Edited rows: their buffer rows, then edit offsets, then mask offsets (joined below).
+    std::vector<int32_t> edit_rows, edit_offsets = {0}, allowed_offsets;
     for (size_t i = plan.first; i < plan.end; ++i) {
       const RowPick& pick = picks[i];
+      int32_t saved = -1;
+      if (pick.edits != nullptr) {
+        const RowLogitEdits& e = *pick.edits;
+        edit_rows.push_back(buffer_row(i, plan));
+        plan.edits.insert(plan.edits.end(), e.edits.begin(), e.edits.end());
+        edit_offsets.push_back(static_cast<int32_t>(plan.edits.size()));
+        allowed_offsets.push_back(e.has_allowed ? static_cast<int32_t>(plan.allowed_bits.size())
+                                                : -1);
+        if (e.has_allowed) {
+          // Every mask of a launch has the same words: the longest, zero-padded (masked).
+          plan.allowed_words =
+              std::max(plan.allowed_words, static_cast<int32_t>(e.allowed_bits.size()));
+        }
+        if (pick.wants_logprobs()) {
+          saved = static_cast<int32_t>(plan.saved_rows.size());
+          plan.saved_rows.push_back(buffer_row(i, plan));
+        }
+      }
       size_t place = 0;  // in the pool
       if (pick.kind == RowPick::Kind::kArgmax) {
         place = static_cast<size_t>(buffer_row(i, plan));
@@ -81,12 +104,39 @@ void DeviceRowPicks::begin_step(std::span<const RowPick> picks,
       }
       if (!pick.wants_logprobs()) continue;
       plan.logprobs_rows_and_tokens.push_back(buffer_row(i, plan));
+      plan.logprobs_saved.push_back(saved);
       token_places.push_back(static_cast<int32_t>(place));
       plan.logprobs_top = std::max(plan.logprobs_top, pick.top);
     }
     plan.logprobs_rows_and_tokens.insert(plan.logprobs_rows_and_tokens.end(), token_places.begin(),
                                          token_places.end());
+    // The masks, each padded to the launch's words.
+    for (size_t k = 0, i = plan.first; i < plan.end; ++i) {
+      const RowLogitEdits* e = picks[i].edits;
+      if (e == nullptr) continue;
+      if (e->has_allowed) {
+        allowed_offsets[k] = static_cast<int32_t>(plan.allowed_bits.size());
+        plan.allowed_bits.insert(plan.allowed_bits.end(), e->allowed_bits.begin(),
+                                 e->allowed_bits.end());
+        plan.allowed_bits.resize(
+            plan.allowed_bits.size() +
+            (static_cast<size_t>(plan.allowed_words) - e->allowed_bits.size()));
+      }
+      ++k;
+    }
+    plan.edit_rows = static_cast<int32_t>(edit_rows.size());
+    plan.edit_ints = std::move(edit_rows);
+    plan.edit_ints.insert(plan.edit_ints.end(), edit_offsets.begin(), edit_offsets.end());
+    plan.edit_ints.insert(plan.edit_ints.end(), allowed_offsets.begin(), allowed_offsets.end());
+    most_saved_ = std::max(most_saved_, plan.saved_rows.size());
+    most_edit_ints = std::max(most_edit_ints, plan.edit_ints.size());
+    most_edits = std::max(most_edits, plan.edits.size());
+    most_words = std::max(most_words, plan.allowed_bits.size());
   }
+  if (most_edit_ints > 0) edit_ints_.get<int32_t>(most_edit_ints);
+  if (most_edits > 0) edits_.get<LogitEdit>(most_edits);
+  if (most_words > 0) allowed_bits_.get<uint32_t>(most_words);
+  if (most_saved_ > 0) saved_.get<float>(most_saved_ * static_cast<size_t>(vocab));
   const size_t pool = most_argmax_ + most_draws_ + most_known;
   if (pool > 0) pool_.get<int32_t>(pool);
   if (most_draws_ > 0) {
@@ -96,6 +146,7 @@ void DeviceRowPicks::begin_step(std::span<const RowPick> picks,
   }
   if (most_logprobs_ > 0) {
     logprobs_upload_.get<int32_t>(2 * most_logprobs_);
+    row_logits_.get<const float*>(most_logprobs_);
     logprob_.get<float>(most_logprobs_);
     top_ids_.get<int32_t>(most_logprobs_ * kMaxTopLogprobs);
     top_logprobs_.get<float>(most_logprobs_ * kMaxTopLogprobs);
@@ -106,9 +157,37 @@ void DeviceRowPicks::begin_step(std::span<const RowPick> picks,
   logits_written_ = 0;
 }
 
-void DeviceRowPicks::enqueue_pass(int32_t pass, const float* logits, cudaStream_t stream) {
+void DeviceRowPicks::enqueue_pass(int32_t pass, float* logits, cudaStream_t stream) {
   Plan& plan = plans_.at(static_cast<size_t>(pass));
   int32_t* pool = pool_.buffer().as<int32_t>();
+  const auto vocab = static_cast<size_t>(vocab_);
+  // Edited rows whose logprobs are asked: the model's logits kept aside, then the edits in place.
+  float* saved = saved_.buffer().as<float>();
+  for (size_t k = 0; k < plan.saved_rows.size(); ++k) {
+    check_cuda(
+        cudaMemcpyAsync(saved + k * vocab, logits + static_cast<size_t>(plan.saved_rows[k]) * vocab,
+                        vocab * sizeof(float), cudaMemcpyDeviceToDevice, stream),
+        "cudaMemcpyAsync a row kept aside before its edits");
+  }
+  if (plan.edit_rows > 0) {
+    auto* ints = edit_ints_.buffer().as<int32_t>();
+    to_device(ints, plan.edit_ints, stream, "cudaMemcpyAsync edited rows to device");
+    to_device(edits_.buffer().as<LogitEdit>(), plan.edits, stream,
+              "cudaMemcpyAsync logit edits to device");
+    to_device(allowed_bits_.buffer().as<uint32_t>(), plan.allowed_bits, stream,
+              "cudaMemcpyAsync allowed masks to device");
+    LogitEditsArgs e;
+    e.logits = logits;
+    e.vocab = vocab_;
+    e.rows = ints;
+    e.n = plan.edit_rows;
+    e.edit_offsets = ints + plan.edit_rows;
+    e.edits = edits_.buffer().as<LogitEdit>();
+    e.allowed_offsets = ints + 2 * plan.edit_rows + 1;
+    e.allowed_bits = allowed_bits_.buffer().as<uint32_t>();
+    e.allowed_words = plan.allowed_words;
+    apply_logit_edits_cuda(e, stream);
+  }
   if (plan.argmax_rows > 0) {
     argmax_rows_cuda(logits, plan.argmax_rows, vocab_, pool, stream);
     to_host(plan.argmax_ids, pool, static_cast<size_t>(plan.argmax_rows), stream,
@@ -133,10 +212,21 @@ void DeviceRowPicks::enqueue_pass(int32_t pass, const float* logits, cudaStream_
     auto* upload = logprobs_upload_.buffer().as<int32_t>();
     to_device(upload, plan.logprobs_rows_and_tokens, stream,
               "cudaMemcpyAsync logprobs rows to device");
+    // Each row's logits: the buffer's row, or its copy kept aside before the edits.
+    std::vector<const float*>& row_logits = plan.logprobs_row_logits;
+    row_logits.resize(n);
+    for (size_t k = 0; k < n; ++k) {
+      row_logits[k] = plan.logprobs_saved[k] >= 0
+                          ? saved + static_cast<size_t>(plan.logprobs_saved[k]) * vocab
+                          : logits + static_cast<size_t>(plan.logprobs_rows_and_tokens[k]) * vocab;
+    }
+    auto* d_row_logits = row_logits_.buffer().as<const float*>();
+    to_device(d_row_logits, row_logits, stream, "cudaMemcpyAsync logprobs rows' logits to device");
     RowLogprobsArgs a;
     a.logits = logits;
     a.vocab = vocab_;
     a.rows = upload;
+    a.row_logits = d_row_logits;
     a.tokens = pool;
     a.token_index = upload + n;
     a.n = static_cast<int32_t>(n);
@@ -151,7 +241,6 @@ void DeviceRowPicks::enqueue_pass(int32_t pass, const float* logits, cudaStream_
     to_host(plan.top_logprobs, a.top_logprobs, top, stream, "cudaMemcpyAsync top logprobs to host");
   }
   // The full rows, one copy per run of consecutive buffer rows.
-  const auto vocab = static_cast<size_t>(vocab_);
   const auto is_logits = [&](size_t i) { return picks_[i].kind == RowPick::Kind::kLogits; };
   for (size_t i = plan.first; i < plan.end;) {
     if (!is_logits(i)) {

@@ -1,7 +1,8 @@
-// The picks of one step's logit rows on the GPU (RowPick): argmax rows, draws, and log-probability
-// rows (prompt rows' known tokens, and argmax or draw rows that ask for their picked token's),
-// computed from the lm_head's logits where they are, pass by pass: a step with more logit rows
-// than the logits buffer holds runs the lm_head in passes of per_pass rows over it
+// The picks of one step's logit rows on the GPU (RowPick): argmax rows, draws (each after its
+// request's logit edits, with the model's logits kept aside first where its logprobs are asked),
+// and log-probability rows (prompt rows' known tokens, and argmax or draw rows that ask for their
+// picked token's), computed from the lm_head's logits where they are, pass by pass: a step with
+// more logit rows than the logits buffer holds runs the lm_head in passes of per_pass rows over it
 // (DeviceDecoderModel::logit_rows_per_pass). Only the results cross to the host, and kLogits rows'
 // logits. Internal to the GPU model runner (device_decoder_model.cc).
 #pragma once
@@ -33,7 +34,8 @@ class DeviceRowPicks {
   int32_t passes() const { return static_cast<int32_t>(plans_.size()); }
   // Enqueues pass p's picks over its logits (after its lm_head, on the same stream) and the copies
   // of their results to the host.
-  void enqueue_pass(int32_t pass, const float* logits, cudaStream_t stream);
+  // The edits change the buffer's rows in place.
+  void enqueue_pass(int32_t pass, float* logits, cudaStream_t stream);
   // After the stream's synchronize: the step's picks, logprobs and kLogits rows.
   StepLogits finish();
 
@@ -48,6 +50,16 @@ class DeviceRowPicks {
     std::vector<int32_t> logprobs_rows_and_tokens;
     std::vector<int32_t> known_tokens;
     int32_t logprobs_top = 0;
+    // Edited rows: [their buffer rows | edit offsets (n + 1) | allowed-mask offsets (-1: none)],
+    // the edits and the masks' words, and for each logprobs row its saved copy (-1: none: the
+    // buffer row is read).
+    std::vector<int32_t> edit_ints;
+    std::vector<LogitEdit> edits;
+    std::vector<uint32_t> allowed_bits;
+    int32_t edit_rows = 0, allowed_words = 0;
+    std::vector<int32_t> saved_rows;  // buffer rows kept aside, in logprobs-row order of use
+    std::vector<int32_t> logprobs_saved;
+    std::vector<const float*> logprobs_row_logits;  // uploaded at enqueue time
     // Results, filled by the copies back.
     std::vector<int32_t> argmax_ids, drawn, top_ids;
     std::vector<float> logprob, top_logprobs;
@@ -67,10 +79,13 @@ class DeviceRowPicks {
   // The pool of tokens a logprobs launch reads: argmax ids [most_argmax_], draws [most_draws_],
   // prompt rows' known tokens.
   size_t most_argmax_ = 0, most_draws_ = 0, most_logprobs_ = 0;
+  size_t most_saved_ = 0;   // rows kept aside before their edits (saved_)
   int64_t generation_ = 0;  // growth here concerns no graph: picks run after a replay
   GrowingBuffer pool_{&generation_}, draw_rows_{&generation_}, draw_samplers_{&generation_},
       draw_workspace_{&generation_}, logprobs_upload_{&generation_}, logprob_{&generation_},
-      top_ids_{&generation_}, top_logprobs_{&generation_};
+      top_ids_{&generation_}, top_logprobs_{&generation_}, row_logits_{&generation_},
+      edit_ints_{&generation_}, edits_{&generation_}, allowed_bits_{&generation_},
+      saved_{&generation_};
 };
 
 }  // namespace quench

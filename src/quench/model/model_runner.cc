@@ -5,6 +5,7 @@
 #include "quench/core/error.h"
 #include "quench/ops/argmax/argmax_reference.h"
 #include "quench/ops/logprobs/row_logprobs_reference.h"
+#include "quench/ops/sampling/logit_edits.h"
 #include "quench/ops/sampling/sample_rows_reference.h"
 
 namespace quench {
@@ -45,6 +46,13 @@ void check_row_picks(std::span<const RowPick> picks, size_t logit_rows, int32_t 
       QUENCH_REQUIRE(p.top >= -1 && p.top <= kMaxTopLogprobs, "forward: row ", i, " asks for ",
                      p.top, " top entries; allowed [0, ", kMaxTopLogprobs, "], or -1 for none");
     }
+    if (p.edits == nullptr) continue;
+    QUENCH_REQUIRE(p.kind == RowPick::Kind::kArgmax || p.kind == RowPick::Kind::kDraw,
+                   "forward: row ", i, " has logit edits but is not an argmax or a draw");
+    for (const LogitEdit& e : p.edits->edits)
+      QUENCH_REQUIRE(e.token >= 0 && e.token < vocab_size, "forward: row ", i,
+                     " edits the logit of token ", e.token, ", outside the vocabulary [0, ",
+                     vocab_size, ")");
   }
 }
 
@@ -57,16 +65,24 @@ StepLogits ModelRunner::forward_for_sampling(std::span<const int32_t> token_ids,
   const auto vocab = static_cast<size_t>(vocab_size());
   StepLogits step;
   step.picked.assign(logit_rows.size(), -1);
+  std::vector<float> edited;  // an edited row's logits
   for (size_t i = 0; i < logit_rows.size(); ++i) {
     const float* row = all.data() + i * vocab;
     switch (picks[i].kind) {
       case RowPick::Kind::kArgmax:
       case RowPick::Kind::kDraw: {
         const std::span<const float> logits(row, vocab);
+        // The pick from the edited row, the logprobs from the model's.
+        std::span<const float> pick_from = logits;
+        if (picks[i].edits != nullptr) {
+          edited.assign(row, row + vocab);
+          apply_logit_edits_reference(edited, *picks[i].edits);
+          pick_from = edited;
+        }
         if (picks[i].kind == RowPick::Kind::kArgmax) {
-          argmax_rows_reference(row, 1, static_cast<int32_t>(vocab), &step.picked[i]);
+          argmax_rows_reference(pick_from.data(), 1, static_cast<int32_t>(vocab), &step.picked[i]);
         } else {
-          step.picked[i] = sample_row_reference(logits, picks[i].sampler);
+          step.picked[i] = sample_row_reference(pick_from, picks[i].sampler);
         }
         if (picks[i].top >= 0) {
           // -1: a non-finite logit, where the reference's row has no softmax either.

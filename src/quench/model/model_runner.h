@@ -9,6 +9,7 @@
 #include "quench/attention/attention_kernel_selection.h"
 #include "quench/attention/attention_metadata.h"
 #include "quench/ops/logprobs/token_logprobs.h"
+#include "quench/ops/sampling/logit_edits.h"
 #include "quench/ops/sampling/row_sampling.h"
 
 namespace quench {
@@ -27,6 +28,9 @@ struct RowPick {
   // kLogprobs (>= 0), kArgmax and kDraw (-1: no logprobs): the top entries wanted, in
   // [0, kMaxTopLogprobs]. Ignored for kLogits.
   int32_t top = -1;
+  // kArgmax and kDraw: the request's logit adjustments, applied before the pick (the logprobs
+  // stay those of the model's logits); null for none. Must outlive the forward.
+  const RowLogitEdits* edits = nullptr;
   bool wants_logprobs() const {
     return kind == Kind::kLogprobs || (kind != Kind::kLogits && top >= 0);
   }
@@ -80,7 +84,8 @@ void check_forward_inputs(int32_t vocab_size, int32_t max_model_len, int32_t pag
                           std::span<const int32_t> logit_rows);
 
 // The picks' own checks: one per logit row, draws' samplers (check_row_sampler), logprobs rows'
-// token inside the vocabulary and top in [0, kMaxTopLogprobs] (argmax and draw rows: -1 too).
+// token inside the vocabulary and top in [0, kMaxTopLogprobs] (argmax and draw rows: -1 too),
+// edits only on argmax and draw rows, their tokens inside the vocabulary.
 // Throws quench::Error naming the row.
 void check_row_picks(std::span<const RowPick> picks, size_t logit_rows, int32_t vocab_size);
 

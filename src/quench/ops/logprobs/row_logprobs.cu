@@ -43,7 +43,8 @@ __device__ __forceinline__ void warp_best(float& v, int32_t& id) {
 // heads, and warp 0 merges the warps' lists the same way.
 __global__ void __launch_bounds__(kThreads) row_logprobs_kernel(RowLogprobsArgs a) {
   const int r = blockIdx.x;
-  const float* row = a.logits + static_cast<int64_t>(a.rows[r]) * a.vocab;
+  const float* row = a.row_logits != nullptr ? a.row_logits[r]
+                                             : a.logits + static_cast<int64_t>(a.rows[r]) * a.vocab;
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
   float m = -INFINITY, s = 0.0f;
   bool finite = true;
@@ -164,8 +165,8 @@ void row_logprobs_cuda(const RowLogprobsArgs& a, cudaStream_t stream) {
   QUENCH_REQUIRE(a.top >= 0 && a.top <= kMaxTopLogprobs && a.top <= a.vocab, "row logprobs: top ",
                  a.top, " must be in [0, min(", kMaxTopLogprobs, ", vocab ", a.vocab, ")]");
   if (a.n == 0) return;
-  QUENCH_REQUIRE(a.logits != nullptr && a.rows != nullptr && a.tokens != nullptr &&
-                     a.logprob != nullptr &&
+  QUENCH_REQUIRE((a.row_logits != nullptr || (a.logits != nullptr && a.rows != nullptr)) &&
+                     a.tokens != nullptr && a.logprob != nullptr &&
                      (a.top == 0 || (a.top_ids != nullptr && a.top_logprobs != nullptr)),
                  "row logprobs: a device array is null");
   row_logprobs_kernel<<<static_cast<unsigned>(a.n), kThreads, 0, stream>>>(a);

@@ -23,6 +23,9 @@ struct RowLogprobsArgs {
   const int32_t* rows = nullptr;
   const int32_t* tokens = nullptr;
   const int32_t* token_index = nullptr;  // optional
+  // Optional: row i's logits at row_logits[i] instead of logits + rows[i] x vocab (a row kept
+  // aside before its logit edits, say).
+  const float* const* row_logits = nullptr;
   int32_t n = 0;
   int32_t top = 0;
   float* logprob = nullptr;
