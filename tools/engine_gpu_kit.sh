@@ -68,7 +68,7 @@ if [ -n "${ENGINE_KIT_DECODE_MERGE:-}" ]; then
   [ "$ENGINE_KIT_DECODE_MERGE" = short ] && rounds=1 tools=racecheck
   echo "== decode GPU tests"
   # (with the runner's tests: the lm_head passes and logprobs picks, RowLogprobsGpu)
-  timeout 240 ./quench_gpu_tests --gtest_filter='*Decode*:RowLogprobsGpu*:DeviceEngine.Logprobs*' > "$out/decode_tests.log" 2>&1
+  timeout 240 ./quench_gpu_tests --gtest_filter='*Decode*:RowLogprobsGpu*:ApplyLogitEditsGpu*:DeviceEngine.Logprobs*:DeviceEngine.Draws*' > "$out/decode_tests.log" 2>&1
   grep -E "^\[  (FAILED|PASSED) |Failure|Which|Expected|tests ran" "$out/decode_tests.log" | tail -30
   echo "($SECONDS s)"
   for tool in $tools; do
@@ -168,7 +168,7 @@ fi
 # sampling both ways), one JSON per serving run (5) and one file for the servers' logs; everything
 # else (memcheck's summary too) goes to stdout.
 echo "== 1. GPU model runner tests"
-timeout 150 ./quench_gpu_tests --gtest_filter='ModelOpsGpu*:ArgmaxGpu*:RowLogprobsGpu*:LinearSkinny*:*DeviceDecoderModel*:DeviceEngine*' 2>&1 | tee "$out/tests.log" | grep -E "^\[  (FAILED|PASSED|  OK) |Failure|Expected|Which is|rel_l2|error" | tail -40
+timeout 150 ./quench_gpu_tests --gtest_filter='ModelOpsGpu*:ArgmaxGpu*:RowLogprobsGpu*:ApplyLogitEditsGpu*:LinearSkinny*:*DeviceDecoderModel*:DeviceEngine*' 2>&1 | tee "$out/tests.log" | grep -E "^\[  (FAILED|PASSED|  OK) |Failure|Expected|Which is|rel_l2|error" | tail -40
 # ENGINE_KIT_QUICK=1 (~200 s): after these tests, only the step split (2b) and greedy serving at
 # concurrency 1 and 32.
 if [ -z "${ENGINE_KIT_QUICK:-}" ]; then
