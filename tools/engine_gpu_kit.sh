@@ -16,7 +16,8 @@
 #   3. measures the serving stack on the GPU: quench bench-serve --launch --device gpu on random
 #      weights in Llama-3.2-1B's shape, FP8 KV (ENGINE_KIT_KV="fp8 bf16" for both), 1024 -> 128
 #      tokens, concurrency 1 (decode CUDA graphs, then --enforce-eager, then sampled at
-#      temperature 0.8, top-p 0.95) and 32 (greedy, then sampled).
+#      temperature 0.8, top-p 0.95) and 32 (greedy, then sampled, then with a repetition
+#      penalty and logprobs: logit edits and logprobs picked on the device).
 # Each step has a timeout, so that the call stays inside the device tool's 600 s (the whole kit
 # took ~260 s on the H200 before section 1c; ENGINE_KIT_SHORT=1 for less).
 # Everything it prints and the result JSONs land under $OUT.
@@ -217,8 +218,9 @@ echo "== 3. serving: Llama-3.2-1B shape, random weights, 1024 -> 128 tokens"
 # The third word onwards: extra flags (the eager run; the sampled runs, whose rows the GPU draws
 # instead of taking their argmax).
 runs=("fp8 1" "fp8 1 --enforce-eager" "fp8 1 --temperature 0.8 --top-p 0.95" "fp8 32"
-  "fp8 32 --temperature 0.8 --top-p 0.95")
-[ -n "${ENGINE_KIT_SHORT:-}${ENGINE_KIT_QUICK:-}" ] && runs=("fp8 1" "fp8 32")
+  "fp8 32 --temperature 0.8 --top-p 0.95" "fp8 32 --repetition-penalty 1.1 --logprobs 2")
+[ -n "${ENGINE_KIT_SHORT:-}${ENGINE_KIT_QUICK:-}" ] &&
+  runs=("fp8 1" "fp8 32" "fp8 32 --repetition-penalty 1.1 --logprobs 2")
 for run in "${runs[@]}"; do
   set -- $run
   kv=$1 c=$2
@@ -228,6 +230,7 @@ for run in "${runs[@]}"; do
   case "$extra" in
     *--enforce-eager*) suffix=_eager ;;
     *--temperature*) suffix=_sampled ;;
+    *--repetition-penalty*) suffix=_penalized_logprobs ;;
   esac
   name="serve_1b_${kv}_c${c}${suffix}"
   echo "-- $name"

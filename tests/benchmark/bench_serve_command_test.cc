@@ -60,6 +60,16 @@ TEST(BenchServeCommand, SampledRequestsRunAndAreRecorded) {
   EXPECT_DOUBLE_EQ(r["temperature"].get<double>(), 0.8);
   EXPECT_DOUBLE_EQ(r["top_p"].get<double>(), 0.9);
   EXPECT_EQ(r["top_k"], 20);
+  // A logit adjustment on every request (the runner applies it before the pick).
+  ASSERT_EQ(
+      run({"--launch", "--num-prompts", "3", "--random-input-len", "12", "--random-output-len", "4",
+           "--repetition-penalty", "1.2", "--result-json", json_path},
+          &out, &err),
+      0)
+      << out << err;
+  const nlohmann::json penalized = nlohmann::json::parse(std::ifstream(json_path));
+  EXPECT_EQ(penalized["completed"], 3);
+  EXPECT_DOUBLE_EQ(penalized["repetition_penalty"].get<double>(), 1.2);
 }
 
 // Requests that ask for logprobs (streamed) and for the prompt's too (echo, not streamed, as
@@ -97,6 +107,8 @@ TEST(BenchServeCommand, BadFlagsExit2) {
   EXPECT_EQ(run({"--top-k", "x"}, &out, &err), 2);
   EXPECT_EQ(run({"--logprobs", "21"}, &out, &err), 2);
   EXPECT_NE(err.find("--logprobs"), std::string::npos) << err;
+  EXPECT_EQ(run({"--repetition-penalty", "0"}, &out, &err), 2);
+  EXPECT_NE(err.find("--repetition-penalty"), std::string::npos) << err;
   EXPECT_EQ(run({"--echo"}, &out, &err), 2);
   EXPECT_NE(err.find("--logprobs K"), std::string::npos) << err;
 }

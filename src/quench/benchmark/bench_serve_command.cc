@@ -23,6 +23,7 @@ const char* bench_usage() {
           "[--random-range-ratio R]\n"
           "  [--request-rate R|inf] [--max-concurrency N] [--vocab-size N] [--seed S]\n"
           "  [--temperature T] [--top-p P] [--top-k K]   (sampling; default greedy)\n"
+          "  [--repetition-penalty R]   (each request asks for it: a logit adjustment; > 0)\n"
           "  [--logprobs K]   (each request asks for its tokens' logprobs, K top entries, 0-20)\n"
           "  [--echo]   (with --logprobs: the prompt's logprobs too, as loglikelihood evaluations\n"
           "              ask; not streamed, so TTFT is the whole request)\n"
@@ -37,7 +38,8 @@ const FlagTable& known_flags() {
   static const FlagTable flags = command_flag_table(
       {"--host", "--port", "--served-model-name", "--num-prompts", "--random-input-len",
        "--random-output-len", "--random-range-ratio", "--request-rate", "--max-concurrency",
-       "--vocab-size", "--result-json", "--temperature", "--top-p", "--top-k", "--logprobs"},
+       "--vocab-size", "--result-json", "--temperature", "--top-p", "--top-k", "--logprobs",
+       "--repetition-penalty"},
       {"--launch", "--echo"});
   return flags;
 }
@@ -71,6 +73,7 @@ nlohmann::json summary_json(const ServingBenchmarkResult& r, const ServingBenchm
           {"top_p", o.top_p},
           {"top_k", o.top_k},
           {"logprobs", o.logprobs},
+          {"repetition_penalty", o.repetition_penalty},
           {"echo", o.echo},
           {"completed", s.completed},
           {"failed", s.failed},
@@ -146,6 +149,11 @@ int run_bench_serve_command(int argc, char** argv, std::ostream& out, std::ostre
     if (const auto* v = get("--logprobs"))
       o.logprobs = parse_int_flag<int32_t>("--logprobs", *v, 0, kMaxTopLogprobs);
     o.echo = get("--echo") != nullptr;
+    if (const auto* v = get("--repetition-penalty")) {
+      o.repetition_penalty = parse_number("--repetition-penalty", *v, 0.0);
+      if (!(o.repetition_penalty > 0.0) || std::isinf(o.repetition_penalty))
+        throw UsageError("--repetition-penalty must be a finite number > 0");
+    }
     if (o.echo && o.logprobs < 0)
       throw UsageError("--echo asks for the prompt's logprobs: give --logprobs K too");
   } catch (const Error& e) {

@@ -70,6 +70,7 @@ void send_request(const ServingBenchmarkOptions& o, const std::string& model,
   if (o.top_p < 1.0) body["top_p"] = o.top_p;
   if (o.top_k > 0) body["top_k"] = o.top_k;
   if (o.logprobs >= 0) body["logprobs"] = o.logprobs;
+  if (o.repetition_penalty != 1.0) body["repetition_penalty"] = o.repetition_penalty;
   if (o.echo) {
     body["echo"] = true;
     body["stream"] = false;

@@ -36,6 +36,8 @@ struct ServingBenchmarkOptions {
   // evaluations ask; such requests cannot stream, so their TTFT is the whole request.
   int32_t logprobs = -1;
   bool echo = false;
+  // Not 1: every request asks for this repetition penalty (a logit adjustment; not sent at 1).
+  double repetition_penalty = 1.0;
 };
 
 struct ServingBenchmarkResult {
