@@ -18,6 +18,14 @@
 namespace quench {
 namespace {
 
+// A request's adjustments applied to one row as the runner applies them: compiled to edits, then
+// the reference's arithmetic.
+void apply_logits_processors(std::span<float> logits, const SamplingParams& params,
+                             std::span<const int32_t> prompt, std::span<const int32_t> output,
+                             std::span<const int32_t> end_ids) {
+  apply_logit_edits_reference(logits, logit_edits(params, prompt, output, end_ids));
+}
+
 TEST(LogitsProcessors, NothingAskedLeavesTheLogits) {
   SamplingParams p;
   EXPECT_FALSE(adjusts_logits(p));

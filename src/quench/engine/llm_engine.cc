@@ -181,11 +181,8 @@ void LlmEngine::append_token(Sequence& s, int32_t token, std::optional<TokenLogp
                              std::vector<TokenEvent>* sampled_tokens) {
   const SchedulerConfig& sc = scheduler_->config();
   s.output.push_back(token);
-  QUENCH_REQUIRE(logprobs.has_value() == (s.params.logprobs >= 0), "request ", s.id, ": logprobs ",
-                 logprobs.has_value() ? "given" : "missing",
-                 " for a request with "
-                 "logprobs ",
-                 s.params.logprobs);
+  QUENCH_REQUIRE(logprobs.has_value() == (s.params.logprobs >= 0), "request ", s.id,
+                 ": the runner's logprobs do not match the request's logprobs ", s.params.logprobs);
   TokenLogprobs lp;
   if (logprobs) {
     lp = std::move(*logprobs);
@@ -273,13 +270,12 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
   const size_t sampling_rows = logit_rows.size();
   for (const PromptRow& p : prompt_rows)
     logit_rows.push_back(p.row);  // after the sampling rows
-  // Rows without logit adjustments need only their largest logit (greedy) or their draw, and
-  // their token's logprobs where the request asks: the runner picks those where the logits are
-  // (on the GPU: a few numbers per row cross to the host, not a vocabulary of floats). Rows with
-  // adjustments come back whole and the host samples them. Rows with drafts are always greedy
-  // (the scheduler drafts for no other). A draw's key comes from the request's generator, one per
-  // sampled token as on the host's path, so a seeded request gives the same tokens whichever
-  // side samples it.
+  // Each sampled row needs only its largest logit (greedy) or its draw, after its request's
+  // logit adjustments, and its token's logprobs where the request asks: the runner picks them
+  // where the logits are (on the GPU: a few numbers per row cross to the host, not a vocabulary
+  // of floats). Rows with drafts are always greedy (the scheduler drafts for no other). A draw's
+  // key comes from the request's generator, one per sampled token, so a seeded request gives the
+  // same tokens whichever backend draws it.
   std::vector<RowPick> picks(logit_rows.size());
   // A request's logit adjustments as edits of its row, applied by the runner before the pick
   // (adjusted requests are never drafted: one row each). Their addresses stay put: reserved.

@@ -55,11 +55,4 @@ RowLogitEdits logit_edits(const SamplingParams& params, std::span<const int32_t>
   return e;
 }
 
-void apply_logits_processors(std::span<float> logits, const SamplingParams& params,
-                             std::span<const int32_t> prompt, std::span<const int32_t> output,
-                             std::span<const int32_t> end_ids,
-                             const std::vector<uint8_t>* allowed) {
-  apply_logit_edits_reference(logits, logit_edits(params, prompt, output, end_ids, allowed));
-}
-
 }  // namespace quench

@@ -17,21 +17,15 @@ namespace quench {
 // True when the request's logits change before sampling (its argmax may not be the model's).
 bool adjusts_logits(const SamplingParams& params);
 
-// The adjustments for a request with `prompt` and `output` tokens so far, as edits of a row of
-// `vocab` logits (the arguments as apply_logits_processors takes them).
+// The adjustments for a request with `prompt` and `output` tokens so far, as edits of its row of
+// logits (apply_logit_edits_reference / apply_logit_edits_cuda apply them). end_ids are the
+// model's end-of-sequence ids (masked with the stop ids while output is shorter than
+// min_tokens); a masked token's logit becomes the lowest float: never the argmax, probability 0.
+// Ids outside the vocabulary are the caller's to reject (LlmEngine::add_request does). `allowed`
+// ([tokenizer vocab] 1 = allowed, JSON mode's JsonTokenMasks) masks every other token, ids past
+// its end included.
 RowLogitEdits logit_edits(const SamplingParams& params, std::span<const int32_t> prompt,
                           std::span<const int32_t> output, std::span<const int32_t> end_ids,
                           const std::vector<uint8_t>* allowed = nullptr);
-
-// Applies the adjustments to `logits` ([vocab] fp32) for a request with `prompt` and `output`
-// tokens so far (logit_edits, then apply_logit_edits_reference); end_ids are the model's
-// end-of-sequence ids (masked with the stop ids while output is shorter than min_tokens). A masked
-// token's logit becomes the lowest float: never the argmax, probability 0. Ids outside the
-// vocabulary are the caller's to reject (LlmEngine::add_request does). `allowed` ([tokenizer vocab]
-// 1 = allowed, JSON mode's JsonTokenMasks) masks every other token, ids past its end included.
-void apply_logits_processors(std::span<float> logits, const SamplingParams& params,
-                             std::span<const int32_t> prompt, std::span<const int32_t> output,
-                             std::span<const int32_t> end_ids,
-                             const std::vector<uint8_t>* allowed = nullptr);
 
 }  // namespace quench
