@@ -437,10 +437,11 @@ TEST(DeviceEngine, GeneratesEveryRequestInFullOnTheGpu) {
   EXPECT_GE(agreeing, 60) << "of 80 greedy tokens before the first difference";
 }
 
-// Sampled requests drawn on the GPU (sample_rows_cuda) give the tokens the host's sampler gives
-// for the same logits and seeds: the second engine's requests carry a logit bias of 0, which
-// leaves their logits as they are but sends every row to the host.
-TEST(DeviceEngine, DrawsOnTheGpuGiveTheHostSamplersTokens) {
+// Sampled requests whose rows go through the logit-edits path on the GPU (a logit bias of 0 on
+// every request: an edit that changes no logit) draw the tokens of the plain path for the same
+// seeds: apply_logit_edits_cuda and the draws over edited rows leave such rows as they are.
+// (sample_rows_cuda against the host's sampler is SampleRowsGpu's.)
+TEST(DeviceEngine, DrawsThroughZeroEditsAreThePlainDraws) {
   const std::string dir = testing_support::scratch_dir("quench_device_model_test", "draws");
   write_tiny_model(dir, TinyModelSpec{});
   EngineOptions o = tiny_gpu_engine(dir);
@@ -459,21 +460,20 @@ TEST(DeviceEngine, DrawsOnTheGpuGiveTheHostSamplersTokens) {
     LlmEngine device_draws(o);
     const std::vector<RequestOutput> drawn = device_draws.generate(prompts, s);
     s.logit_bias = {{0, 0.0f}};
-    LlmEngine host_draws(o);
-    const std::vector<RequestOutput> hosted = host_draws.generate(prompts, s);
-    ASSERT_EQ(drawn.size(), hosted.size());
+    LlmEngine edited_draws(o);
+    const std::vector<RequestOutput> edited = edited_draws.generate(prompts, s);
+    ASSERT_EQ(drawn.size(), edited.size());
     for (size_t i = 0; i < drawn.size(); ++i) {
-      EXPECT_EQ(drawn[i].output, hosted[i].output)
+      EXPECT_EQ(drawn[i].output, edited[i].output)
           << "request " << i << " top_k " << top_k << " top_p " << top_p;
     }
   }
 }
 
 // Logprobs computed on the GPU (generated tokens' `logprobs` beside their argmax or draw, and
-// prompt_logprobs) give what the host computes from the same logits: the second engine's
-// requests carry a logit bias of 0, which sends their rows to the host whole (prompt rows stay on
-// the device in both, so those are compared with the CPU engine's at bf16 rounding).
-TEST(DeviceEngine, LogprobsOnTheGpuMatchTheHosts) {
+// prompt_logprobs): rows with edits (a logit bias of 0: each row kept aside, then edited) give
+// the logprobs of rows without, and the prompt rows' are the CPU engine's at bf16 rounding.
+TEST(DeviceEngine, LogprobsThroughZeroEditsAreThePlainOnes) {
   const std::string dir = testing_support::scratch_dir("quench_device_model_test", "logprobs");
   write_tiny_model(dir, TinyModelSpec{});
   EngineOptions o = tiny_gpu_engine(dir);
@@ -492,10 +492,10 @@ TEST(DeviceEngine, LogprobsOnTheGpuMatchTheHosts) {
     s.prompt_logprobs = 2;
     LlmEngine device_logprobs(o);
     const std::vector<RequestOutput> got = device_logprobs.generate(prompts, s);
-    SamplingParams host = s;
-    host.logit_bias = {{0, 0.0f}};
-    LlmEngine host_logprobs(o);
-    const std::vector<RequestOutput> want = host_logprobs.generate(prompts, host);
+    SamplingParams zero_bias = s;
+    zero_bias.logit_bias = {{0, 0.0f}};
+    LlmEngine edited_logprobs(o);
+    const std::vector<RequestOutput> want = edited_logprobs.generate(prompts, zero_bias);
     EngineOptions cpu_options = o;
     cpu_options.device = EngineDevice::kCpu;
     LlmEngine cpu(cpu_options);
