@@ -142,10 +142,14 @@ TEST(OpenAiProtocol, LogprobsInBothShapes) {
             400);
   const std::vector<int32_t> tokens = fx.tokenizer.encode("the cache", false);
   std::vector<TokenLogprobs> lps(tokens.size(), TokenLogprobs{-0.5f, {{tokens[0], -0.5f}}});
-  const json c = completion_logprobs_json(fx.tokenizer, tokens, lps, 7);
+  const json c = completion_logprobs_json(&fx.tokenizer, tokens, lps, 7);
   EXPECT_EQ(c["tokens"].size(), tokens.size());
   EXPECT_EQ(c["text_offset"][0], 7);
   EXPECT_EQ(c["top_logprobs"][0].begin().value(), -0.5f);
+  // A model without a tokenizer names its tokens by id (vLLM's return_tokens_as_token_ids).
+  const json by_id = completion_logprobs_json(nullptr, tokens, lps, 0);
+  EXPECT_EQ(by_id["tokens"][0], "token_id:" + std::to_string(tokens[0]));
+  EXPECT_EQ(by_id["top_logprobs"][0].begin().key(), "token_id:" + std::to_string(tokens[0]));
   const json chat = chat_logprobs_json(fx.tokenizer, tokens, lps);
   EXPECT_EQ(chat["content"][0]["top_logprobs"][0]["token"],
             fx.tokenizer.decode(std::vector<int32_t>{tokens[0]}));

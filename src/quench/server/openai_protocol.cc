@@ -393,17 +393,23 @@ json chat_delta_chunk_json(const ResponseIds& ids, json delta, json finish_reaso
   return envelope(ids, "chat.completion.chunk", json::array({std::move(c)}));
 }
 
-json completion_logprobs_json(const Tokenizer& tokenizer, const std::vector<int32_t>& tokens,
+// A token's string in completions logprobs: its text, or "token_id:<id>" without a tokenizer.
+std::string logprob_token_string(const Tokenizer* tokenizer, int32_t id) {
+  return tokenizer != nullptr ? tokenizer->decode(std::vector<int32_t>{id}, false, true)
+                              : str_cat("token_id:", id);
+}
+
+json completion_logprobs_json(const Tokenizer* tokenizer, const std::vector<int32_t>& tokens,
                               const std::vector<TokenLogprobs>& logprobs, int64_t text_offset) {
   json strings = json::array(), values = json::array(), tops = json::array(),
        offsets = json::array();
   for (size_t i = 0; i < tokens.size() && i < logprobs.size(); ++i) {
-    const std::string text = tokenizer.decode(std::vector<int32_t>{tokens[i]}, false, true);
+    const std::string text = logprob_token_string(tokenizer, tokens[i]);
     strings.push_back(text);
     values.push_back(logprobs[i].logprob);
     json top = json::object();
     for (const auto& [id, lp] : logprobs[i].top)
-      top[tokenizer.decode(std::vector<int32_t>{id}, false, true)] = lp;
+      top[logprob_token_string(tokenizer, id)] = lp;
     tops.push_back(std::move(top));
     offsets.push_back(text_offset);
     text_offset += static_cast<int64_t>(text.size());
@@ -414,7 +420,7 @@ json completion_logprobs_json(const Tokenizer& tokenizer, const std::vector<int3
           {"text_offset", offsets}};
 }
 
-json echo_logprobs_json(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt,
+json echo_logprobs_json(const Tokenizer* tokenizer, const std::vector<int32_t>& prompt,
                         const std::vector<std::optional<TokenLogprobs>>& prompt_logprobs,
                         const std::vector<int32_t>& tokens,
                         const std::vector<TokenLogprobs>& logprobs) {
@@ -422,7 +428,7 @@ json echo_logprobs_json(const Tokenizer& tokenizer, const std::vector<int32_t>& 
        offsets = json::array();
   int64_t offset = 0;
   for (size_t i = 0; i < prompt.size(); ++i) {
-    const std::string text = tokenizer.decode(std::vector<int32_t>{prompt[i]}, false, true);
+    const std::string text = logprob_token_string(tokenizer, prompt[i]);
     strings.push_back(text);
     offsets.push_back(offset);
     offset += static_cast<int64_t>(text.size());
@@ -434,7 +440,7 @@ json echo_logprobs_json(const Tokenizer& tokenizer, const std::vector<int32_t>& 
     values.push_back(prompt_logprobs[i]->logprob);
     json top = json::object();
     for (const auto& [id, lp] : prompt_logprobs[i]->top)
-      top[tokenizer.decode(std::vector<int32_t>{id}, false, true)] = lp;
+      top[logprob_token_string(tokenizer, id)] = lp;
     tops.push_back(std::move(top));
   }
   const json generated = completion_logprobs_json(tokenizer, tokens, logprobs, offset);

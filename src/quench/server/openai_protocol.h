@@ -89,14 +89,15 @@ struct ChoiceResult {
 // The logprobs of generated tokens in OpenAI's two shapes. Completions (legacy): {"tokens",
 // "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"} with offsets counted from
 // `text_offset`; chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}.
-// Token strings are each token's own text (a partial character shows as U+FFFD).
-nlohmann::json completion_logprobs_json(const Tokenizer& tokenizer,
+// Token strings are each token's own text (a partial character shows as U+FFFD); a model without
+// a tokenizer (null) names them "token_id:<id>", as vLLM's return_tokens_as_token_ids does.
+nlohmann::json completion_logprobs_json(const Tokenizer* tokenizer,
                                         const std::vector<int32_t>& tokens,
                                         const std::vector<TokenLogprobs>& logprobs,
                                         int64_t text_offset);
 // Completions logprobs with echo: the prompt's tokens first (the first without a logprob:
 // nothing comes before it), then the generated ones, offsets running over both.
-nlohmann::json echo_logprobs_json(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt,
+nlohmann::json echo_logprobs_json(const Tokenizer* tokenizer, const std::vector<int32_t>& prompt,
                                   const std::vector<std::optional<TokenLogprobs>>& prompt_logprobs,
                                   const std::vector<int32_t>& tokens,
                                   const std::vector<TokenLogprobs>& logprobs);

@@ -243,14 +243,16 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
         result.text = std::move(out.content);
         result.tool_calls = std::move(out.calls);
       }
-      if (request.params.logprobs >= 0 && served.tokenizer != nullptr) {
+      // (Chat needs a tokenizer for its template; completions name tokens by id without one.)
+      if (request.params.logprobs >= 0) {
         if (chat) {
-          result.logprobs = chat_logprobs_json(*served.tokenizer, tokens, logprobs);
+          if (served.tokenizer != nullptr)
+            result.logprobs = chat_logprobs_json(*served.tokenizer, tokens, logprobs);
         } else if (request.echo) {
-          result.logprobs = echo_logprobs_json(*served.tokenizer, c.prompt,
+          result.logprobs = echo_logprobs_json(served.tokenizer, c.prompt,
                                                c.stream->prompt_logprobs(), tokens, logprobs);
         } else {
-          result.logprobs = completion_logprobs_json(*served.tokenizer, tokens, logprobs, 0);
+          result.logprobs = completion_logprobs_json(served.tokenizer, tokens, logprobs, 0);
         }
       }
       results.push_back(std::move(result));
@@ -318,11 +320,12 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
                 tool_calls = std::move(d.tool_calls);
               }
               json lp = nullptr;
-              if (request.params.logprobs >= 0 && served.tokenizer != nullptr) {
+              if (request.params.logprobs >= 0) {
                 if (chat) {
-                  lp = chat_logprobs_json(*served.tokenizer, tokens, logprobs);
+                  if (served.tokenizer != nullptr)
+                    lp = chat_logprobs_json(*served.tokenizer, tokens, logprobs);
                 } else {
-                  lp = completion_logprobs_json(*served.tokenizer, tokens, logprobs,
+                  lp = completion_logprobs_json(served.tokenizer, tokens, logprobs,
                                                 c.logprob_text_offset);
                   for (const auto& t : lp["tokens"])
                     c.logprob_text_offset += static_cast<int64_t>(t.get<std::string>().size());
