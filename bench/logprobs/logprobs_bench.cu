@@ -9,7 +9,6 @@
 // replays (8 calls each), the host path's the median of 3 wall-clock runs.
 #include <cuda_runtime.h>
 
-#include <chrono>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -22,32 +21,10 @@
 #include "quench/ops/logprobs/row_logprobs_reference.h"
 #include "support/bench_registry.h"
 #include "support/graph_timing.h"
+#include "support/host_path_timing.h"
 
 namespace quench::bench {
 namespace {
-
-double host_path_us(const DeviceBuffer& logits, int32_t rows, int32_t vocab,
-                    const std::vector<int32_t>& tokens, int32_t top) {
-  std::vector<double> runs;
-  std::vector<float> host(static_cast<size_t>(rows) * vocab);
-  for (int run = 0; run < 3; ++run) {
-    const auto start = std::chrono::steady_clock::now();
-    cuda_check(cudaMemcpy(host.data(), logits.as<void>(), host.size() * sizeof(float),
-                          cudaMemcpyDeviceToHost),
-               "logits to host");
-    double sum = 0.0;
-    for (int32_t r = 0; r < rows; ++r) {
-      const std::span<const float> row(host.data() + static_cast<size_t>(r) * vocab,
-                                       static_cast<size_t>(vocab));
-      sum += row_logprobs_reference(row, tokens[static_cast<size_t>(r)], top).logprob;
-    }
-    runs.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-            .count());
-    if (!(sum <= 0.0)) fail("the host path's logprobs are not <= 0");
-  }
-  return median(runs);
-}
 
 void run_logprobs_bench(const BenchOptions& options, BenchReporter& reporter) {
   cudaStream_t stream = nullptr;
@@ -94,7 +71,11 @@ void run_logprobs_bench(const BenchOptions& options, BenchReporter& reporter) {
       a.top_logprobs = top_logprobs.as<float>();
       const double gpu_s =
           time_graph(stream, 8, 11, [&](int32_t) { row_logprobs_cuda(a, stream); });
-      const double host_us = host_path_us(logits, shape.rows, shape.vocab, tokens, top);
+      const double host_us =
+          host_path_us(logits, shape.rows, shape.vocab, 3, [&](int32_t r, auto row) {
+            if (!(row_logprobs_reference(row, tokens[static_cast<size_t>(r)], top).logprob <= 0.0f))
+              fail("the host path's logprob is not <= 0");
+          });
       BenchRecord record;
       record.bench = "logprobs";
       record.case_name = name;

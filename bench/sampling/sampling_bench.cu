@@ -11,7 +11,6 @@
 // row's).
 #include <cuda_runtime.h>
 
-#include <chrono>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -24,6 +23,7 @@
 #include "quench/ops/sampling/sample_rows_reference.h"
 #include "support/bench_registry.h"
 #include "support/graph_timing.h"
+#include "support/host_path_timing.h"
 
 namespace quench::bench {
 namespace {
@@ -32,29 +32,6 @@ struct SamplerCase {
   const char* name;
   RowSampler sampler;
 };
-
-double host_path_us(const DeviceBuffer& logits, int32_t rows, int32_t vocab,
-                    const std::vector<RowSampler>& samplers) {
-  std::vector<double> runs;
-  std::vector<float> host(static_cast<size_t>(rows) * vocab);
-  for (int run = 0; run < 5; ++run) {
-    const auto start = std::chrono::steady_clock::now();
-    cuda_check(cudaMemcpy(host.data(), logits.as<void>(), host.size() * sizeof(float),
-                          cudaMemcpyDeviceToHost),
-               "logits to host");
-    int32_t sum = 0;
-    for (int32_t r = 0; r < rows; ++r) {
-      const std::span<const float> row(host.data() + static_cast<size_t>(r) * vocab,
-                                       static_cast<size_t>(vocab));
-      sum += sample_row_reference(row, samplers[static_cast<size_t>(r)]);
-    }
-    runs.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-            .count());
-    if (sum < 0) fail("the host path drew from a non-finite row");
-  }
-  return median(runs);
-}
 
 void run_sampling_bench(const BenchOptions& options, BenchReporter& reporter) {
   cudaStream_t stream = nullptr;
@@ -100,7 +77,11 @@ void run_sampling_bench(const BenchOptions& options, BenchReporter& reporter) {
                          d_samplers.as<RowSampler>(), shape.rows, workspace.as<void>(),
                          out.as<int32_t>(), stream, sample_rows_cutoffs(per_row, shape.vocab));
       });
-      const double host_us = host_path_us(logits, shape.rows, shape.vocab, per_row);
+      const double host_us =
+          host_path_us(logits, shape.rows, shape.vocab, 5, [&](int32_t r, auto row) {
+            if (sample_row_reference(row, per_row[static_cast<size_t>(r)]) < 0)
+              fail("the host path drew from a non-finite row");
+          });
       BenchRecord record;
       record.bench = "sampling";
       record.case_name = name;

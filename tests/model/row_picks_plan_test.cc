@@ -60,9 +60,10 @@ RowPicksPassResults execute(const RowPicksPlan& plan, const RowPicksPass& pass,
   const int32_t n_edit = pass.edit_rows;
   for (int32_t k = 0; k < n_edit; ++k) {
     RowLogitEdits e;
-    e.edits.assign(pass.edits.begin() + pass.edit_ints[static_cast<size_t>(n_edit + k)],
-                   pass.edits.begin() + pass.edit_ints[static_cast<size_t>(n_edit + k + 1)]);
-    const int32_t mask = pass.edit_ints[static_cast<size_t>(2 * n_edit + 1 + k)];
+    e.edits.assign(
+        pass.edits.begin() + pass.edit_ints[pass.edit_offsets_at() + static_cast<size_t>(k)],
+        pass.edits.begin() + pass.edit_ints[pass.edit_offsets_at() + static_cast<size_t>(k) + 1]);
+    const int32_t mask = pass.edit_ints[pass.allowed_offsets_at() + static_cast<size_t>(k)];
     if (mask >= 0) {
       e.has_allowed = true;
       e.allowed_bits.assign(pass.allowed_bits.begin() + mask,

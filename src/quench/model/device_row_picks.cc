@@ -87,9 +87,9 @@ void DeviceRowPicks::enqueue_pass(int32_t pass_index, float* logits, cudaStream_
     e.vocab = plan_.vocab;
     e.rows = ints;
     e.n = pass.edit_rows;
-    e.edit_offsets = ints + pass.edit_rows;
+    e.edit_offsets = ints + pass.edit_offsets_at();
     e.edits = edits_.buffer().as<LogitEdit>();
-    e.allowed_offsets = ints + 2 * pass.edit_rows + 1;
+    e.allowed_offsets = ints + pass.allowed_offsets_at();
     e.allowed_bits = allowed_bits_.buffer().as<uint32_t>();
     e.allowed_words = pass.allowed_words;
     apply_logit_edits_cuda(e, stream);

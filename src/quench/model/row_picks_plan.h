@@ -32,6 +32,8 @@ struct RowPicksPass {
   std::vector<LogitEdit> edits;
   std::vector<uint32_t> allowed_bits;
   int32_t edit_rows = 0, allowed_words = 0;
+  size_t edit_offsets_at() const { return static_cast<size_t>(edit_rows); }
+  size_t allowed_offsets_at() const { return 2 * static_cast<size_t>(edit_rows) + 1; }
   // Buffer rows copied aside before the edits (edited rows whose logprobs are asked).
   std::vector<int32_t> saved_rows;
   // Rows wanting logprobs, in logit-row order: [their buffer rows | their tokens' places in the

@@ -35,12 +35,16 @@ bool within_tolerance(float got, float want) {
   return std::fabs(static_cast<double>(got) - want) <= 5e-5 + 1e-6 * std::fabs(want);
 }
 
-void expect_matches_reference(const std::vector<float>& logits, int32_t vocab, int32_t num_rows,
-                              const std::vector<int32_t>& rows, const std::vector<int32_t>& tokens,
-                              int32_t top, const char* what) {
-  const auto n = static_cast<int32_t>(rows.size());
+// One launch over host arrays: row i reads tokens[i], or tokens[index[i]] where index is given.
+struct Launched {
+  std::vector<float> logprob, top_logprobs;
+  std::vector<int32_t> top_ids;
+};
+Launched launch_row_logprobs(const std::vector<float>& logits, int32_t vocab,
+                             const std::vector<int32_t>& rows, const std::vector<int32_t>& tokens,
+                             const std::vector<int32_t>& index, int32_t top) {
   const DeviceBuffer d_logits = upload(logits);
-  const DeviceBuffer d_rows = upload(rows), d_tokens = upload(tokens);
+  const DeviceBuffer d_rows = upload(rows), d_tokens = upload(tokens), d_index = upload(index);
   DeviceBuffer d_logprob(std::max<size_t>(rows.size(), 1) * sizeof(float));
   const size_t top_entries = rows.size() * static_cast<size_t>(top);
   DeviceBuffer d_ids(std::max<size_t>(top_entries, 1) * sizeof(int32_t));
@@ -50,16 +54,26 @@ void expect_matches_reference(const std::vector<float>& logits, int32_t vocab, i
   a.vocab = vocab;
   a.rows = d_rows.as<int32_t>();
   a.tokens = d_tokens.as<int32_t>();
-  a.n = n;
+  a.token_index = index.empty() ? nullptr : d_index.as<int32_t>();
+  a.n = static_cast<int32_t>(rows.size());
   a.top = top;
   a.logprob = d_logprob.as<float>();
   a.top_ids = d_ids.as<int32_t>();
   a.top_logprobs = d_top.as<float>();
   row_logprobs_cuda(a, nullptr);
   check_cuda(cudaDeviceSynchronize(), "row_logprobs");
-  const std::vector<float> logprob = download<float>(d_logprob, rows.size());
-  const std::vector<int32_t> ids = download<int32_t>(d_ids, top_entries);
-  const std::vector<float> top_lp = download<float>(d_top, top_entries);
+  return {download<float>(d_logprob, rows.size()), download<float>(d_top, top_entries),
+          download<int32_t>(d_ids, top_entries)};
+}
+
+void expect_matches_reference(const std::vector<float>& logits, int32_t vocab, int32_t num_rows,
+                              const std::vector<int32_t>& rows, const std::vector<int32_t>& tokens,
+                              int32_t top, const char* what) {
+  const auto n = static_cast<int32_t>(rows.size());
+  const Launched got = launch_row_logprobs(logits, vocab, rows, tokens, {}, top);
+  const std::vector<float>& logprob = got.logprob;
+  const std::vector<int32_t>& ids = got.top_ids;
+  const std::vector<float>& top_lp = got.top_logprobs;
   ASSERT_LE(*std::max_element(rows.begin(), rows.end()), num_rows - 1);
   for (int32_t i = 0; i < n; ++i) {
     const std::span<const float> row(logits.data() + static_cast<size_t>(rows[i]) * vocab,
@@ -132,26 +146,10 @@ TEST(RowLogprobsGpu, TokensThroughAnIndex) {
     x = logit(rng);
   const std::vector<int32_t> pool = {17, -1, 2999, 0, 1234};
   const std::vector<int32_t> rows = {3, 1, 0, 2}, index = {4, 0, 2, 1};
-  const DeviceBuffer d_logits = upload(logits), d_pool = upload(pool), d_rows = upload(rows),
-                     d_index = upload(index);
   const int32_t top = 3;
-  DeviceBuffer d_logprob(rows.size() * sizeof(float)), d_ids(rows.size() * top * sizeof(int32_t)),
-      d_top(rows.size() * top * sizeof(float));
-  RowLogprobsArgs a;
-  a.logits = d_logits.as<float>();
-  a.vocab = vocab;
-  a.rows = d_rows.as<int32_t>();
-  a.tokens = d_pool.as<int32_t>();
-  a.token_index = d_index.as<int32_t>();
-  a.n = static_cast<int32_t>(rows.size());
-  a.top = top;
-  a.logprob = d_logprob.as<float>();
-  a.top_ids = d_ids.as<int32_t>();
-  a.top_logprobs = d_top.as<float>();
-  row_logprobs_cuda(a, nullptr);
-  check_cuda(cudaDeviceSynchronize(), "row_logprobs");
-  const std::vector<float> logprob = download<float>(d_logprob, rows.size());
-  const std::vector<int32_t> ids = download<int32_t>(d_ids, rows.size() * top);
+  const Launched got = launch_row_logprobs(logits, vocab, rows, pool, index, top);
+  const std::vector<float>& logprob = got.logprob;
+  const std::vector<int32_t>& ids = got.top_ids;
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::span<const float> row(logits.data() + static_cast<size_t>(rows[i]) * vocab,
                                      static_cast<size_t>(vocab));

@@ -19,7 +19,7 @@ __global__ void apply_logit_edits_kernel(LogitEditsArgs a) {
   __syncthreads();  // the mask wins over an edit of the same token
   const uint32_t* bits = a.allowed_bits + mask;
   for (int32_t t = static_cast<int32_t>(threadIdx.x); t < a.vocab; t += kThreads)
-    if (!logit_allowed(bits, a.allowed_words, t)) row[t] = -3.402823466e+38f;
+    if (!logit_allowed(bits, a.allowed_words, t)) row[t] = kMaskedLogit;
 }
 
 }  // namespace

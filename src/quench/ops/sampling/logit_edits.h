@@ -14,6 +14,9 @@
 
 namespace quench {
 
+// A masked token's logit: the lowest float (FLT_MAX's negative; never the argmax, probability 0).
+inline constexpr float kMaskedLogit = -3.402823466e+38f;
+
 // One token's adjustment, in vLLM's order: l += bias; then, unless repetition is 1,
 // l = l > 0 ? l / repetition : l * repetition; then l -= subtract; and a masked token's logit
 // becomes the lowest float whatever came before (never the argmax, probability 0).
@@ -37,7 +40,7 @@ QUENCH_HD float edited_logit(float l, const LogitEdit& e) {
   if (e.repetition != 1.0f) l = l > 0.0f ? l / e.repetition : l * e.repetition;
   l = l - e.subtract;
 #endif
-  return e.masked != 0 ? -3.402823466e+38f : l;
+  return e.masked != 0 ? kMaskedLogit : l;
 }
 
 // A row's edits: tokens unique and inside the vocabulary; where has_allowed, token t stays only

@@ -15,7 +15,7 @@ void apply_logit_edits_reference(std::span<float> row, const RowLogitEdits& e) {
   const auto words = static_cast<int32_t>(e.allowed_bits.size());
   for (size_t t = 0; t < row.size(); ++t)
     if (!logit_allowed(e.allowed_bits.data(), words, static_cast<int32_t>(t)))
-      row[t] = -3.402823466e+38f;
+      row[t] = kMaskedLogit;
 }
 
 }  // namespace quench
