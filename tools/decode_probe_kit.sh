@@ -29,31 +29,45 @@ kit=$(cd "$kit" && pwd)
 scratch=$(mktemp -d /tmp/quench_decode_probe.XXXXXX)
 trap 'git -C "$repo" worktree remove --force "$scratch/src" >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
 
-git worktree add --detach "$scratch/src" HEAD >/dev/null
 export CUDACXX=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-cmake -S "$scratch/src" -B "$scratch/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 jobs=${QUENCH_JOBS:-$(nproc)}
+# QUENCH_PROBE_BUILD=DIR (a built build folder of HEAD, e.g. build): take base's binaries from it
+# and rebuild only the probed translation unit per variant, relinking quench_bench against a copy
+# of DIR's library with that object replaced (minutes instead of a whole second build).
+tu_rel=src/quench/ops/attention/decode/decode_attention_kv_e4m3.cu
+if [ -n "${QUENCH_PROBE_BUILD:-}" ]; then
+  built=$(cd "$QUENCH_PROBE_BUILD" && pwd)
+  for binary in quench_bench quench_gpu_tests; do
+    [ -x "$built/$binary" ] || { echo "decode_probe_kit: $built/$binary is missing" >&2; exit 1; }
+  done
+  cp "$built/quench_bench" "$scratch/qb_base"
+  cp "$built/quench_gpu_tests" "$scratch/quench_gpu_tests"
+  mkdir -p "$scratch/src"
+  cp -r src "$scratch/src/src"
+  (cd "$scratch/src" && patch -s -p1 < "$repo/tools/decode_probe.patch")
+  cuda_flags=$(sed -n 's/^CUDA_FLAGS = //p' "$built/CMakeFiles/quench_lib.dir/flags.make")
+  object=$(basename "$tu_rel").o
+  for variant in 1 2 3 4; do
+    # shellcheck disable=SC2086  # the flags are words
+    "$CUDACXX" -forward-unknown-to-host-compiler -I"$scratch/src/src" -isystem=/usr/local/cuda/include \
+      $cuda_flags -DQUENCH_DECODE_PROBE=$variant -x cu -c "$scratch/src/$tu_rel" -o "$scratch/$object"
+    mkdir -p "$scratch/link$variant"
+    cp "$built/libquench_lib.a" "$scratch/link$variant/libquench_lib.a"
+    ar r "$scratch/link$variant/libquench_lib.a" "$scratch/$object"
+    link=$(sed -e "s| libquench_lib.a | $scratch/link$variant/libquench_lib.a |" \
+      -e "s| -o quench_bench | -o $scratch/qb_p$variant |" "$built/CMakeFiles/quench_bench.dir/link.txt")
+    (cd "$built" && eval "$link")
+  done
+else
+git worktree add --detach "$scratch/src" HEAD >/dev/null
+cmake -S "$scratch/src" -B "$scratch/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$scratch/build" --target quench_bench quench_gpu_tests -j "$jobs" >/dev/null
 cp "$scratch/build/quench_bench" "$scratch/qb_base"
 cp "$scratch/build/quench_gpu_tests" "$scratch/quench_gpu_tests"
-cat > "$scratch/qb_wgmma" <<'EOF'
-#!/usr/bin/env bash
-QUENCH_DECODE_QK=wgmma exec "$(dirname "$0")/qb_base" "$@"
-EOF
-# Small grids (B1 / B2 x 32k) run 2 stages per CTA (SmallGridRing::kShallow, measured when a
-# stage was held through the whole tile's compute); the wgmma variant releases it earlier, so
-# its 3-stage ring is timed beside it.
-cat > "$scratch/qb_wgmma_ring3" <<'EOF'
-#!/usr/bin/env bash
-QUENCH_DECODE_QK=wgmma QUENCH_DECODE_DEEP_RING=1 QUENCH_DECODE_STAGES=3 \
-  exec "$(dirname "$0")/qb_base" "$@"
-EOF
-chmod +x "$scratch/qb_wgmma" "$scratch/qb_wgmma_ring3"
-
 # The probes switch on a macro read by the FP8 decode instantiations only: one translation unit
 # is rebuilt per variant (the define goes at its top), the rest of the build is shared.
 git -C "$scratch/src" apply "$repo/tools/decode_probe.patch"
-tu="$scratch/src/src/quench/ops/attention/decode/decode_attention_kv_e4m3.cu"
+tu="$scratch/src/$tu_rel"
 cp "$tu" "$scratch/tu.orig"
 for variant in 1 2 3 4; do
   cp "$scratch/tu.orig" "$tu"
@@ -61,6 +75,21 @@ for variant in 1 2 3 4; do
   cmake --build "$scratch/build" --target quench_bench -j "$jobs" >/dev/null
   cp "$scratch/build/quench_bench" "$scratch/qb_p$variant"
 done
+fi
+cat > "$scratch/qb_wgmma" <<'EOF2'
+#!/usr/bin/env bash
+QUENCH_DECODE_QK=wgmma exec "$(dirname "$0")/qb_base" "$@"
+EOF2
+# Small grids (B1 / B2 x 32k) run 2 stages per CTA (SmallGridRing::kShallow, measured when a
+# stage was held through the whole tile's compute); the wgmma variant releases it earlier, so
+# its 3-stage ring is timed beside it.
+cat > "$scratch/qb_wgmma_ring3" <<'EOF2'
+#!/usr/bin/env bash
+QUENCH_DECODE_QK=wgmma QUENCH_DECODE_DEEP_RING=1 QUENCH_DECODE_STAGES=3 \
+  exec "$(dirname "$0")/qb_base" "$@"
+EOF2
+chmod +x "$scratch/qb_wgmma" "$scratch/qb_wgmma_ring3"
+strip "$scratch"/qb_base "$scratch"/qb_p? "$scratch/quench_gpu_tests" 2>/dev/null || true
 tar -C "$scratch" -cJf "$kit/probe.tar.xz" qb_base qb_wgmma qb_wgmma_ring3 qb_p1 qb_p2 qb_p3 qb_p4 quench_gpu_tests
 cp tools/bench_ab.sh "$kit/bench_ab.sh"
 

@@ -170,8 +170,8 @@ fi
 # else (memcheck's summary too) goes to stdout.
 echo "== 1. GPU model runner tests"
 timeout 150 ./quench_gpu_tests --gtest_filter='ModelOpsGpu*:ArgmaxGpu*:RowLogprobsGpu*:ApplyLogitEditsGpu*:LinearSkinny*:*DeviceDecoderModel*:DeviceEngine*' 2>&1 | tee "$out/tests.log" | grep -E "^\[  (FAILED|PASSED|  OK) |Failure|Expected|Which is|rel_l2|error" | tail -40
-# ENGINE_KIT_QUICK=1 (~200 s): after these tests, only the step split (2b) and greedy serving at
-# concurrency 1 and 32.
+# ENGINE_KIT_QUICK=1 (~300 s): after these tests, only the logprobs benchmark and an echo
+# workload, the step split (2b) and serving at concurrency 1 and 32 (greedy; penalized + logprobs).
 if [ -z "${ENGINE_KIT_QUICK:-}" ]; then
 # The graphs again under the merges that wait on split arrivals: padding rows must not be waited on.
 for merge in kernel auto cluster; do
@@ -208,6 +208,16 @@ for cutoffs in block split; do
     --filter sampling --jsonl "$out/bench.jsonl" 2>&1 | tail -26
 done
 fi  # ENGINE_KIT_QUICK
+if [ -n "${ENGINE_KIT_QUICK:-}" ]; then
+  # The pick kernels the quick run's serving relies on: logprobs beside the argmax and the host
+  # path, then a loglikelihood workload (every prompt row's logprob, nothing generated).
+  echo "== logprobs on the GPU beside the host path (quench_bench --filter logprobs)"
+  timeout 60 ./quench_bench --filter logprobs --jsonl "$out/bench.jsonl" 2>&1 | tail -10
+  echo "== a loglikelihood workload on the 1B shape: 64 echo requests of 2048 tokens, logprobs 1"
+  timeout 120 ./quench bench-serve --launch --device gpu --builtin llama3.2-1b --max-model-len 4096 \
+    --num-prompts 64 --random-input-len 2048 --random-output-len 1 --logprobs 1 --echo \
+    --result-json "$out/serve_echo.json" 2>&1 | grep -E "Successful|Failed|duration|Total Token|error"
+fi
 echo "== 2b. where a step's time goes: quench generate on the Llama-3.2-1B shape, 1024 -> 128"
 for n in 1 32; do
   echo "-- $n prompts"
