@@ -55,71 +55,21 @@ torch_cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvi
 export LD_LIBRARY_PATH="$here/bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}${torch_cublas:+:$torch_cublas}"
 ldd ./quench ./quench_gpu_tests | grep "not found" && echo "run.sh: shared libraries missing (above)"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv
-# ENGINE_KIT_DECODE_MERGE=1 (~400 s): decode attention's split merge in clusters
-# (QUENCH_DECODE_MERGE=cluster, twenty-seventh session): the decode GPU tests (every workspace
-# mode, ClusterMergeMatchesReference), compute-sanitizer racecheck and memcheck on the cluster
-# merge and the runner's decode graphs under it, the decode benchmark's B1 x 1k / B1 x 32k / B2 x
-# 32k A/B of the merge kernel against the cluster (two rounds), the 16-split forms of the 32k
-# cases (shallow and deep rings), and the one-token step of the 1B shape with each merge; then
-# stop.
-# ENGINE_KIT_DECODE_MERGE=short (~250 s, for a call with little device time left): racecheck
-# only, one A/B round, one step per merge.
-if [ -n "${ENGINE_KIT_DECODE_MERGE:-}" ]; then
-  rounds=2 tools="racecheck memcheck"
-  [ "$ENGINE_KIT_DECODE_MERGE" = short ] && rounds=1 tools=racecheck
+# ENGINE_KIT_DECODE=1 (~120 s): the decode attention GPU tests (every workspace mode: the merge
+# kernel after the grid and on arrival counts, the last split CTA, one split) with the runner's
+# pick tests, and compute-sanitizer racecheck on the split merges; then stop.
+if [ -n "${ENGINE_KIT_DECODE:-}" ]; then
   echo "== decode GPU tests"
-  # (with the runner's tests: the lm_head passes and logprobs picks, RowLogprobsGpu)
   timeout 240 ./quench_gpu_tests --gtest_filter='*Decode*:RowLogprobsGpu*:ApplyLogitEditsGpu*:DeviceEngine.Logprobs*:DeviceEngine.Draws*' > "$out/decode_tests.log" 2>&1
   grep -E "^\[  (FAILED|PASSED) |Failure|Which|Expected|tests ran" "$out/decode_tests.log" | tail -30
-  echo "($SECONDS s)"
-  for tool in $tools; do
-    echo "-- compute-sanitizer $tool: ClusterMergeMatchesReference"
-    timeout 120 compute-sanitizer --tool $tool ./quench_gpu_tests --gtest_filter='*ClusterMerge*' 2>&1 | tail -3
-  done
-  echo "-- the runner's decode graphs with QUENCH_DECODE_MERGE=cluster"
-  QUENCH_DECODE_MERGE=cluster timeout 60 ./quench_gpu_tests --gtest_filter='DeviceDecoderModelGraphs*' 2>&1 | \
-    grep -E "^\[  (FAILED|PASSED) |Failure|error" | tail -4
-  # Each A/B arm is a wrapper that sets the switches and runs this quench_bench.
-  mkdir -p ab
-  arm() { printf '#!/usr/bin/env bash\n%s exec %s/quench_bench "$@"\n' "$2" "$PWD" > "ab/$1"; chmod +x "ab/$1"; }
-  arm grid ""
-  arm cluster "QUENCH_DECODE_MERGE=cluster"
-  arm grid16 "QUENCH_DECODE_SPLITS=16"
-  arm cluster16 "QUENCH_DECODE_MERGE=cluster QUENCH_DECODE_SPLITS=16"
-  arm grid16deep "QUENCH_DECODE_SPLITS=16 QUENCH_DECODE_DEEP_RING=1"
-  arm cluster16deep "QUENCH_DECODE_MERGE=cluster QUENCH_DECODE_SPLITS=16 QUENCH_DECODE_DEEP_RING=1"
-  tail=" kv=fp8_e4m3 page=16 out=bf16 hq32/hkv8 hd128\$"
-  echo "== decode A/B: the merge kernel (grid) against the cluster merge, us"
-  echo "($SECONDS s)"
-  OUT=$out/ab_merge timeout 200 bash "$here/bench_ab.sh" --bench decode --metric us --rounds $rounds \
-    --case "B1xL1024$tail" --case "B1xL32768$tail" --case "B2xL32768$tail" \
-    --case "B1xL1024 kv=fp8_e4m3 page=16 out=nvfp4 hq32/hkv8 hd128\$" ab/grid ab/cluster 2>&1 | tail -8
-  echo "== decode A/B: 16 splits per work item (one cluster), shallow and deep rings, us"
-  echo "($SECONDS s)"
-  OUT=$out/ab_splits timeout 150 bash "$here/bench_ab.sh" --bench decode --metric us --rounds $rounds \
-    --case "B1xL32768$tail" --case "B2xL32768$tail" \
-    ab/grid ab/grid16 ab/cluster16 ab/grid16deep ab/cluster16deep 2>&1 | tail -6
-  echo "($SECONDS s)"
-  echo "== the 1B one-token step, QUENCH_DECODE_MERGE=grid / cluster, interleaved"
-  for round in $(seq "$rounds"); do
-    for merge in grid cluster; do
-      echo "-- QUENCH_DECODE_MERGE=$merge (round $round)"
-      QUENCH_DECODE_MERGE=$merge timeout 50 ./quench generate --device gpu --builtin llama3.2-1b \
-        --max-model-len 2048 --max-num-seqs 64 --num-prompts 1 --input-len 1024 --max-tokens 256 \
-        --ignore-eos --no-compare 2>&1 | grep -E "^(steps .*decode|error)"
-    done
-  done
-  echo "== logprobs on the GPU beside the host path (quench_bench --filter logprobs)"
-  timeout 60 ./quench_bench --filter logprobs --jsonl "$out/bench.jsonl" 2>&1 | tail -10
-  echo "== a loglikelihood workload on the 1B shape: 64 echo requests of 2048 tokens, logprobs 1"
-  timeout 120 ./quench bench-serve --launch --device gpu --builtin llama3.2-1b --max-model-len 4096 \
-    --num-prompts 64 --random-input-len 2048 --random-output-len 1 --logprobs 1 --echo \
-    --result-json "$out/serve_echo.json" 2>&1 | grep -E "Successful|Failed|duration|Total Token|error"
+  echo "-- compute-sanitizer racecheck: the split merges"
+  timeout 120 compute-sanitizer --tool racecheck ./quench_gpu_tests \
+    --gtest_filter='DecodeAttentionGpuSplitMerge*' 2>&1 | tail -3
   echo "($SECONDS s)"
   exit 0
 fi
 # The values that ENGINE_KIT_STEP_AB and ENGINE_KIT_NCU give their switch (default "0 1"; e.g.
-# ENGINE_KIT_VALUES="grid cluster" for QUENCH_DECODE_MERGE).
+# ENGINE_KIT_VALUES="grid kernel" for QUENCH_DECODE_MERGE).
 read -r -a values <<< "${ENGINE_KIT_VALUES:-0 1}"
 # ENGINE_KIT_STEP_AB=VAR (an A/B switch of docs/kernel_switches.md, e.g. QUENCH_LINEAR_FUSION):
 # the linear and runner tests, the runner's again under each value, then the one-token step
@@ -174,7 +124,7 @@ timeout 150 ./quench_gpu_tests --gtest_filter='ModelOpsGpu*:ArgmaxGpu*:RowLogpro
 # workload, the step split (2b) and serving at concurrency 1 and 32 (greedy; penalized + logprobs).
 if [ -z "${ENGINE_KIT_QUICK:-}" ]; then
 # The graphs again under the merges that wait on split arrivals: padding rows must not be waited on.
-for merge in kernel auto cluster; do
+for merge in kernel auto; do
   echo "-- graphs with QUENCH_DECODE_MERGE=$merge"
   QUENCH_DECODE_MERGE=$merge timeout 60 ./quench_gpu_tests --gtest_filter='DeviceDecoderModelGraphs*' 2>&1 | \
     grep -E "^\[  (FAILED|PASSED|  OK) |Failure|error" | tail -4

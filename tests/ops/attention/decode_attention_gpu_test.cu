@@ -20,7 +20,6 @@
 #include "harness/compare.h"
 #include "harness/decode_test_cases.h"
 #include "harness/device_buffer.h"
-#include "quench/core/cuda_device.h"
 #include "quench/core/error.h"
 #include "quench/ops/attention/attention_reference.h"
 #include "quench/ops/attention/decode/decode_attention.h"
@@ -145,8 +144,7 @@ TEST_F(DecodeAttentionGpuSplitMerge, OutputDtypesThroughEveryMergeMatchReference
 }
 
 // A CUDA graph of back-to-back calls on one workspace (merged by the last split CTAs, by the
-// merge kernel on arrival, after the main grid, in clusters, and by the last split CTAs again),
-// replayed:
+// merge kernel on arrival, after the main grid, and by the last split CTAs again), replayed:
 // every call starts from the counters the previous one left (and, on sm_90, each kernel is a
 // programmatic dependent of the one before it).
 TEST_F(DecodeAttentionGpuSplitMerge, GraphReplaysReuseTheWorkspace) {
@@ -157,9 +155,9 @@ TEST_F(DecodeAttentionGpuSplitMerge, GraphReplaysReuseTheWorkspace) {
   ASSERT_GT(decode_attention_num_splits(params), 1) << "the test needs KV splits";
   const DeviceBuffer workspace = zeroed_decode_workspace(params);
   CapturedDecodeGraph graph([&](cudaStream_t stream) {
-    for (DecodeSplitMerge merge : {DecodeSplitMerge::kLastSplitCta, DecodeSplitMerge::kMergeKernel,
-                                   DecodeSplitMerge::kMergeKernelAfterGrid,
-                                   DecodeSplitMerge::kCluster, DecodeSplitMerge::kLastSplitCta}) {
+    for (DecodeSplitMerge merge :
+         {DecodeSplitMerge::kLastSplitCta, DecodeSplitMerge::kMergeKernel,
+          DecodeSplitMerge::kMergeKernelAfterGrid, DecodeSplitMerge::kLastSplitCta}) {
       decode_attention(params, workspace.get(), workspace.bytes(), stream, merge);
     }
   });
@@ -265,77 +263,6 @@ TEST(DecodeAttentionGpuValidation, RejectsFp8QueryAndNamesAllowedDtypes) {
     FAIL() << "an FP8 query must be rejected";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("allowed: bf16, f16"), std::string::npos) << e.what();
-  }
-}
-
-// The split CTAs of each work item as one thread-block cluster, merging through distributed
-// shared memory (sm_90): 2 to 16 splits (one request of 256 to 3000 tokens over 2 KV heads),
-// 3 to 16 query rows per CTA (group 8 x 2 query tokens) and two row groups (group 16 x 2), every
-// head dim, bf16, FP8 and NVFP4 output, a second short request whose later splits are empty, a
-// window, sinks and per-head scales; eagerly and in a CUDA graph. Each case asserts that the
-// cluster merge is what ran (head_dim 64/128), or that the merge kernel stood in (256).
-TEST_F(DecodeAttentionGpuSplitMerge, ClusterMergeMatchesReference) {
-  const CudaDeviceProperties gpu = require_current_cuda_device_properties("the cluster merge test");
-  if (gpu.compute_capability_major != 9) GTEST_SKIP() << "thread-block cluster merges need sm_90";
-  // short_seq: a second request of that many keys, whose later splits have no tile.
-  struct Case {
-    int32_t group, head_dim, tokens, seq_len, short_seq, window;
-    DType out;
-  };
-  const Case cases[] = {
-      {4, 128, 1, 1024, 0, -1, DType::kBF16},   {4, 64, 1, 2048, 40, -1, DType::kBF16},
-      {3, 64, 1, 300, 0, -1, DType::kFP8E4M3},  {4, 128, 1, 1500, 100, -1, DType::kNVFP4},
-      {8, 256, 2, 700, 0, -1, DType::kBF16},    {8, 128, 2, 700, 0, -1, DType::kFP8E4M3},
-      {16, 128, 2, 1024, 70, -1, DType::kBF16}, {4, 128, 1, 3000, 0, 300, DType::kBF16},
-      {4, 64, 1, 256, 0, -1, DType::kBF16}};
-  for (const Case& k : cases) {
-    AttentionProblemConfig c = split_config(k.group, 60 + k.group + k.head_dim + k.seq_len);
-    c.head_dim = k.head_dim;
-    c.seqs = {{k.tokens, k.seq_len}};
-    if (k.short_seq > 0) c.seqs.push_back({k.tokens, k.short_seq});
-    c.q_magnitude = peaked_q_magnitude(k.seq_len);
-    c.window_left = k.window;
-    c.nan_before_window = k.window >= 0;
-    c.out_dtype = k.out;
-    c.o_scale = 0.02f;
-    c.out_scale_row_offset = 3;
-    AttentionProblem problem(c);
-    problem.compute_reference();
-    AttentionDeviceProblem device(problem);
-    const AttentionParams& params = device.params();
-    const int splits = decode_attention_num_splits(params);
-    const std::string what =
-        "group " + std::to_string(k.group) + ", hd " + std::to_string(k.head_dim) + ", " +
-        std::to_string(k.tokens) + " token(s) x " + std::to_string(k.seq_len) + " and " +
-        std::to_string(k.short_seq) + ", window " + std::to_string(k.window) + ", out " +
-        dtype_name(k.out) + ", " + std::to_string(splits) + " splits";
-    ASSERT_TRUE(splits >= 2 && splits <= 16) << what << ": the case needs 2-16 KV splits";
-    // head_dim 256 runs the cp.async kernel, built without the cluster merge: the merge kernel.
-    ASSERT_EQ(decode_attention_merges_in_clusters(params, DecodeSplitMerge::kCluster),
-              k.head_dim != 256)
-        << what << ": the cluster merge should apply at head_dim 64/128 only";
-    const DeviceBuffer workspace = zeroed_decode_workspace(params);
-    const auto check = [&](const std::string& run) {
-      const CompareResult out =
-          device.compare_output(attention_tolerance(true, c.q_dtype, c.kv_dtype, k.out));
-      EXPECT_TRUE(out.ok) << what << ", " << run << ": output: " << out.summary();
-      if (k.out == DType::kBF16) {
-        const CompareResult lse = device.compare_lse(Tolerance{2e-3, 5e-3});
-        EXPECT_TRUE(lse.ok) << what << ", " << run << ": lse: " << lse.summary();
-      }
-    };
-    device.poison_outputs();
-    decode_attention(params, workspace.get(), workspace.bytes(), nullptr,
-                     DecodeSplitMerge::kCluster);
-    QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
-    check("eager");
-    CapturedDecodeGraph graph([&](cudaStream_t stream) {
-      decode_attention(params, workspace.get(), workspace.bytes(), stream,
-                       DecodeSplitMerge::kCluster);
-    });
-    device.poison_outputs();
-    graph.replay();
-    check("graph replay");
   }
 }
 

@@ -78,9 +78,8 @@ inline void expect_merge_counters_zero(const DeviceBuffer& workspace) {
 // Runs decode_attention on `device` over poisoned outputs in every workspace mode, calling
 // check() after each run under a trace that names the mode: with one workspace (the KV splits
 // the launcher chooses) merged by the last split CTAs twice (the second run finds the counters
-// the first left), by the merge kernel on the splits' arrival counts, by the merge kernel after
-// the main grid, and by the split CTAs as clusters (where they fit one); and without a workspace
-// (one split).
+// the first left), by the merge kernel on the splits' arrival counts, and by the merge kernel
+// after the main grid; and without a workspace (one split).
 template <class Check>
 void run_decode_in_all_workspace_modes(AttentionDeviceProblem& device, const Check& check) {
   const AttentionParams& params = device.params();
@@ -98,8 +97,6 @@ void run_decode_in_all_workspace_modes(AttentionDeviceProblem& device, const Che
       {"merged by the merge kernel on arrival", true, DecodeSplitMerge::kMergeKernel},
       {"merged by the merge kernel after the main grid", true,
        DecodeSplitMerge::kMergeKernelAfterGrid},
-      {"merged in clusters (sm_90, <= 16 splits; else the merge kernel)", true,
-       DecodeSplitMerge::kCluster},
       {"without workspace: 1 KV split", false, DecodeSplitMerge::kDefault}};
   for (const Mode& mode : modes) {
     SCOPED_TRACE(mode.use_workspace

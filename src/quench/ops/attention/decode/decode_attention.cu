@@ -9,7 +9,6 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <tuple>
 #include <utility>
 
 #include "quench/core/cuda_device.h"
@@ -96,14 +95,12 @@ bool swapped_loop_allowed() {
   return allowed;
 }
 
-// QUENCH_DECODE_MERGE=grid|kernel|cta|auto|cluster: where split partials are merged (default:
-// grid, the merge kernel after the main grid; auto: merge_place's per-launch rule).
+// QUENCH_DECODE_MERGE=grid|kernel|cta|auto: where split partials are merged (default: grid,
+// the merge kernel after the main grid; auto: merge_place's per-launch rule).
 DecodeSplitMerge merge_from_env() {
   static const DecodeSplitMerge merge = [] {
-    const std::string value =
-        env_switch("QUENCH_DECODE_MERGE", {"grid", "kernel", "cta", "auto", "cluster"});
+    const std::string value = env_switch("QUENCH_DECODE_MERGE", {"grid", "kernel", "cta", "auto"});
     if (value == "cta") return DecodeSplitMerge::kLastSplitCta;
-    if (value == "cluster") return DecodeSplitMerge::kCluster;
     if (value == "kernel") return DecodeSplitMerge::kMergeKernel;
     if (value == "auto") return DecodeSplitMerge::kAuto;
     return DecodeSplitMerge::kMergeKernelAfterGrid;
@@ -258,8 +255,6 @@ struct LaunchShape {
   DecodeKernelArgs args;
   int32_t smem_bytes = 0;
   bool dependent_launch = false;  // sm_90+: both kernels as programmatic dependent launches
-  bool clusters = false;          // sm_90 (the build's sm_90a code runs): cluster merges possible
-  int32_t device = 0;
   int32_t sm_count = 0;
   int64_t slots = 0;          // CTAs the GPU holds at once (SMs x CTAs per SM)
   int64_t work_items = 0;     // (request, KV head, row group)
@@ -286,8 +281,6 @@ LaunchShape launch_shape(const AttentionParams& p) {
   args.num_stages = config.num_stages;
   shape.smem_bytes = config.smem_bytes;
   shape.dependent_launch = major >= 9;
-  shape.clusters = major == 9 && gpu.compute_capability_minor == 0;
-  shape.device = device;
   shape.sm_count = config.sm_count;
   const int64_t slots = static_cast<int64_t>(config.sm_count) * std::max(config.ctas_per_sm, 1);
   const int64_t base = static_cast<int64_t>(p.num_seqs) * p.kv.num_kv_heads * args.row_groups;
@@ -329,55 +322,8 @@ LaunchShape launch_shape(const AttentionParams& p) {
   return shape;
 }
 
-// Where a launch's split partials are merged (DecodeKernelArgs::merge_counters, cluster_merge).
-enum class MergePlace { kKernelAfterGrid, kKernelOnArrival, kLastSplitCta, kCluster };
-
-// The launch attribute that makes each work item's splits one cluster: the split axis of the
-// grid (blockIdx.y with heads_fastest, else x).
-cudaLaunchAttribute split_cluster_attribute(const DecodeKernelArgs& args) {
-  const auto splits = static_cast<unsigned>(args.num_splits);
-  cudaLaunchAttribute attribute = {};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = args.heads_fastest ? 1 : splits;
-  attribute.val.clusterDim.y = args.heads_fastest ? splits : 1;
-  attribute.val.clusterDim.z = 1;
-  return attribute;
-}
-
-// Whether the launch may merge in clusters: the TMA kernel (sm_90, head_dim 64/128; the others
-// are built without the cluster merge), 2-16 splits, and the GPU can place at least one cluster
-// of `shape`'s split CTAs at its shared memory
-// (cudaOccupancyMaxActiveClusters; a cluster of more than 8 CTAs is a non-portable size, which
-// the kernel must admit first). Computed once per (kernel, device, shared memory, cluster size).
-bool cluster_fits(const LaunchShape& shape) {
-  const int splits = shape.args.num_splits;
-  if (!shape.clusters || !shape.info.tma || splits < 2 || splits > decode::kMaxClusterSplits)
-    return false;
-  static std::mutex mutex;
-  static std::map<std::tuple<const void*, int, int, int>, bool> cache;
-  const std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(shape.info.fn, shape.device, shape.smem_bytes, splits);
-  if (const auto it = cache.find(key); it != cache.end()) return it->second;
-  if (splits > 8) {
-    check_cuda(
-        cudaFuncSetAttribute(shape.info.fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
-        "cudaFuncSetAttribute(non-portable cluster size)");
-  }
-  cudaLaunchConfig_t config = {};
-  config.gridDim = shape.grid;
-  config.blockDim = dim3(static_cast<unsigned>(shape.info.threads));
-  config.dynamicSmemBytes = static_cast<size_t>(shape.smem_bytes);
-  cudaLaunchAttribute attribute = split_cluster_attribute(shape.args);
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  int active_clusters = 0;
-  const cudaError_t status =
-      cudaOccupancyMaxActiveClusters(&active_clusters, shape.info.fn, &config);
-  if (status != cudaSuccess) (void)cudaGetLastError();  // an unplaceable size: no cluster merge
-  const bool fits = status == cudaSuccess && active_clusters >= 1;
-  cache.emplace(key, fits);
-  return fits;
-}
+// Where a launch's split partials are merged (DecodeKernelArgs::merge_counters).
+enum class MergePlace { kKernelAfterGrid, kKernelOnArrival, kLastSplitCta };
 
 // Default (kDefault, QUENCH_DECODE_MERGE unset): the merge kernel after the main grid, as
 // before the counters existed. The other places are opt-in until measured again: on the H200
@@ -393,9 +339,6 @@ bool cluster_fits(const LaunchShape& shape) {
 // hd128: B4 x 32k and larger batches), the merge kernel elsewhere. The merge kernel's CTAs start
 // on their rows' arrival counts where a (token, KV head) counter fits the counter block and a
 // token's rows lie in one CTA, else after the main grid completes.
-// kCluster (twenty-seventh session, not yet measured): each work item's split CTAs as one
-// cluster, merging through distributed shared memory (decode_cluster_merge.cuh), where
-// cluster_fits; else the merge kernel as for kMergeKernel.
 MergePlace merge_place(const LaunchShape& shape, DecodeSplitMerge merge) {
   const AttentionParams& p = shape.args.p;
   const bool item_counters = shape.work_items <= decode::kMaxMergeWorkItems;
@@ -406,8 +349,6 @@ MergePlace merge_place(const LaunchShape& shape, DecodeSplitMerge merge) {
       token_counters ? MergePlace::kKernelOnArrival : MergePlace::kKernelAfterGrid;
   if (merge == DecodeSplitMerge::kDefault) merge = merge_from_env();
   switch (merge) {
-    case DecodeSplitMerge::kCluster:
-      return cluster_fits(shape) ? MergePlace::kCluster : kernel;
     case DecodeSplitMerge::kLastSplitCta:
       return item_counters ? MergePlace::kLastSplitCta : kernel;
     case DecodeSplitMerge::kMergeKernel:
@@ -484,13 +425,6 @@ int decode_attention_num_splits(const AttentionParams& params) {
   return launch_shape(params).args.num_splits;
 }
 
-bool decode_attention_merges_in_clusters(const AttentionParams& params, DecodeSplitMerge merge) {
-  validate_decode_attention_params(params);
-  if (params.num_seqs == 0 || params.num_tokens == 0) return false;
-  const LaunchShape shape = launch_shape(params);
-  return shape.args.num_splits > 1 && merge_place(shape, merge) == MergePlace::kCluster;
-}
-
 size_t decode_attention_workspace_bytes(const AttentionParams& params) {
   return workspace_bytes_for(params, decode_attention_num_splits(params));
 }
@@ -517,15 +451,14 @@ void decode_attention(const AttentionParams& params, void* workspace, size_t wor
     QUENCH_REQUIRE(aligned16(workspace), "decode attention: workspace must be 16-byte aligned");
     auto* base = static_cast<uint8_t*>(workspace);
     const MergePlace place = merge_place(shape, merge);
-    args.cluster_merge = place == MergePlace::kCluster;
-    if (place != MergePlace::kKernelAfterGrid && place != MergePlace::kCluster) {
+    if (place != MergePlace::kKernelAfterGrid) {
       args.merge_counters = reinterpret_cast<uint32_t*>(base);
       args.last_split_merges = place == MergePlace::kLastSplitCta;
     }
     // The merge launched early where its warm-up can overlap the main grid (see
     // early_merge_launch_pays).
     args.early_merge_launch =
-        shape.dependent_launch && args.merge_counters == nullptr && !args.cluster_merge &&
+        shape.dependent_launch && args.merge_counters == nullptr &&
         early_merge_launch_pays(
             static_cast<int64_t>(shape.grid.x) * shape.grid.y * shape.grid.z, shape.slots,
             static_cast<int64_t>(params.num_tokens) * params.num_q_heads, shape.sm_count) &&
@@ -549,16 +482,13 @@ void decode_attention(const AttentionParams& params, void* workspace, size_t wor
   config.blockDim = dim3(static_cast<unsigned>(shape.info.threads));
   config.dynamicSmemBytes = static_cast<size_t>(shape.smem_bytes);
   config.stream = stream;
-  cudaLaunchAttribute attributes[2] = {};
-  config.attrs = attributes;
-  if (shape.dependent_launch && main_kernel_pdl_enabled()) {
-    cudaLaunchAttribute& pdl = attributes[config.numAttrs++];
-    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    pdl.val.programmaticStreamSerializationAllowed = 1;
-  }
-  if (args.cluster_merge) attributes[config.numAttrs++] = split_cluster_attribute(args);
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = shape.dependent_launch && main_kernel_pdl_enabled() ? 1 : 0;
   check_cuda(cudaLaunchKernelExC(&config, shape.info.fn, kernel_args), "decode kernel launch");
-  if (args.num_splits > 1 && !args.last_split_merges && !args.cluster_merge) {
+  if (args.num_splits > 1 && !args.last_split_merges) {
     decode::launch_decode_merge(args, shape.dependent_launch, stream);
   }
 }

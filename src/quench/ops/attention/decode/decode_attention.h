@@ -15,14 +15,12 @@
 //
 // Split-KV partials are merged by a separate merge kernel after the main grid (the default), or
 // (opt-in) by the last split CTA of each (request, KV head, row group) inside the main kernel,
-// by the merge kernel whose CTAs start on their rows' split arrival counts, or (sm_90) by the
-// split CTAs of each (request, KV head, row group) as one cluster, through distributed shared
-// memory; decode_attention.cu says why and when.
+// or by the merge kernel whose CTAs start on their rows' split arrival counts; decode_attention.cu
+// says why and when.
 //
 // Benchmark A/B switches (environment, read once per process; a bad value throws):
 //   QUENCH_DECODE_SWAPPED=0          the row-major tile loop where the swapped one would run
-//   QUENCH_DECODE_MERGE=grid|kernel|cta|auto|cluster  where split partials are merged
-//                                    (default: grid)
+//   QUENCH_DECODE_MERGE=grid|kernel|cta|auto  where split partials are merged (default: grid)
 //   QUENCH_DECODE_SPLITS=1..64       the split count of every launch with KV tiles
 //   QUENCH_DECODE_SPLIT_CTAS=auto|1|2|3|4|fill  CTAs per SM that small batches split up to
 //                                    (default auto: 2, or every slot where that leaves splits
@@ -69,22 +67,8 @@ inline constexpr size_t kDecodeWorkspaceCounterBytes = 16384;
 // counted in (where the counters fit, else after the main grid). kLastSplitCta: the last split
 // CTA of each work item (launches with more work items than the counter block holds use the
 // merge kernel). kAuto: per launch, the last split CTA where a work item has few rows x splits,
-// else the merge kernel. kCluster: each work item's split CTAs as one thread-block cluster that
-// merges through distributed shared memory (sm_90 at head_dim 64/128, at most 16 splits, where
-// the GPU can place such a cluster; elsewhere the merge kernel).
-enum class DecodeSplitMerge {
-  kDefault,
-  kMergeKernelAfterGrid,
-  kMergeKernel,
-  kLastSplitCta,
-  kAuto,
-  kCluster
-};
-
-// Whether decode_attention with a workspace and `merge` merges its splits in clusters (kCluster,
-// or kDefault under QUENCH_DECODE_MERGE=cluster, where the GPU and the split count allow it):
-// for tests and benchmarks that must know which merge ran.
-bool decode_attention_merges_in_clusters(const AttentionParams& params, DecodeSplitMerge merge);
+// else the merge kernel.
+enum class DecodeSplitMerge { kDefault, kMergeKernelAfterGrid, kMergeKernel, kLastSplitCta, kAuto };
 
 // Runs decode attention on `stream`. All pointers in params are device memory.
 // workspace: device memory of at least decode_attention_workspace_bytes(params) bytes whose

@@ -18,8 +18,7 @@
 //   epilogue. With one split the epilogue writes bf16/FP8/NVFP4 output (and lse); with several
 //   it writes fp32 partials that the work item's last split CTA (args.merge_counters: ItemMerge,
 //   decode_item_merge.cuh, all rows at once) or decode_merge_kernel (RowMerge,
-//   decode_row_merge.cuh) combines; or (args.cluster_merge, sm_90) keeps them in shared memory,
-//   where the item's split CTAs, one cluster, merge them (decode_cluster_merge.cuh).
+//   decode_row_merge.cuh) combines.
 // - sm_90 variant (kTma, head_dim 64/128): a fifth warp streams the tiles in by tensor TMA, one
 //   box per page, KV head and 128-byte column block (decode_kv_tma_producer.cuh); the compute
 //   warps wait on a full mbarrier per stage and release it on an empty one, with no CTA-wide
@@ -36,7 +35,6 @@
 #include "quench/core/sm90_async.cuh"
 #include "quench/numerics/bf16.h"
 #include "quench/numerics/fast_math.cuh"
-#include "quench/ops/attention/decode/decode_cluster_merge.cuh"
 #include "quench/ops/attention/decode/decode_fragments.cuh"
 #include "quench/ops/attention/decode/decode_item_merge.cuh"
 #include "quench/ops/attention/decode/decode_kernel_args.h"
@@ -347,19 +345,7 @@ __global__ void __launch_bounds__(
                 1u);
     }
   };
-  // args.cluster_merge: the cluster's CTAs merge the item's rows from each other's shared
-  // memory, where write_rows left this CTA's partials (in the combine buffer at `scratch`).
-  // Only the TMA kernel has it: the call costs the cp.async kernels at head_dim 256, which sit at
-  // the register limit, a spill (ptxas).
   auto finish_split = [&](uint8_t* scratch) {
-    if constexpr (kTma) {
-      if (args.cluster_merge) {
-        merge_rows_in_cluster<kHeadDim, T::kCombineStride>(p, reinterpret_cast<float*>(scratch),
-                                                           args.num_splits, split, q_begin, row0,
-                                                           group, kv_head * group, num_rows, tid);
-        return;
-      }
-    }
     if (args.merge_counters == nullptr) return;
     if (args.last_split_merges) {
       merge_if_last_split(scratch);
@@ -370,11 +356,7 @@ __global__ void __launch_bounds__(
 
   if (num_tiles <= 0) {           // an empty split: the merge skips it
     if (tid >= kThreads) return;  // the TMA kernel's producer warp: nothing to load
-    if (kTma && args.cluster_merge) {
-      if (tid < num_rows) {
-        *ClusterPartials<T::kCombineStride>::lse(reinterpret_cast<float*>(pipe), tid) = -INFINITY;
-      }
-    } else if (tid < num_rows) {
+    if (tid < num_rows) {
       args.partial_lse[(static_cast<int64_t>(split) * p.num_tokens + row_token(tid)) *
                            p.num_q_heads +
                        row_head(tid)] = -INFINITY;
@@ -541,16 +523,12 @@ __global__ void __launch_bounds__(
   // (write_output_quad), in whole warps; a row's quads are a multiple of 16, so the four lanes
   // of an NVFP4 block are active together.
   auto write_rows = [&]() {
-    float* combine = reinterpret_cast<float*>(pipe);
+    const float* combine = reinterpret_cast<const float*>(pipe);
     constexpr int kQuadsPerRow = kHeadDim / kOutputQuad;
     const float v_factor = p.v_scale.at(kv_head);
     const int quads = num_rows * kQuadsPerRow;
     for (int warp_quad = tid - lane; warp_quad < quads; warp_quad += kThreads) {
       const bool active = warp_quad + lane < quads;
-      // Only the unsplit output needs whole warps (write_output_quad's shuffles): a split's lanes
-      // past the last quad stop here, before reading what the cluster merge's in-place writes of
-      // the last quad may already have changed.
-      if (!active && args.num_splits > 1) break;
       const int quad = active ? warp_quad + lane : quads - 1;
       const int r = quad / kQuadsPerRow;
       const int d0 = quad % kQuadsPerRow * kOutputQuad;
@@ -592,16 +570,6 @@ __global__ void __launch_bounds__(
         if (active && d0 == 0 && p.lse != nullptr) {
           p.lse[static_cast<int64_t>(token) * p.num_q_heads + head] =
               (total_max + __log2f(denom)) * kLn2;
-        }
-      } else if (active && kTma && args.cluster_merge) {
-        // In place: this thread alone read these floats (warp 0's O and warp 1's first column of
-        // row r, above). See decode_cluster_merge.cuh.
-        using Partials = ClusterPartials<T::kCombineStride>;
-        if (d0 == 0) *Partials::lse(combine, r) = sum > 0.0f ? m + __log2f(sum) : -INFINITY;
-        if (sum > 0.0f) {
-          const float scale = v_factor / sum;
-          *reinterpret_cast<float4*>(Partials::o_row(combine, r) + d0) =
-              make_float4(v[0] * scale, v[1] * scale, v[2] * scale, v[3] * scale);
         }
       } else if (active) {
         const int64_t row_index =

@@ -30,10 +30,6 @@ inline constexpr int kMaxSplits = 64;
 // its splits in the main kernel: one uint32 arrival counter per item, at the start of the
 // workspace (kDecodeWorkspaceCounterBytes, decode_attention.h).
 inline constexpr int kMaxMergeWorkItems = 4096;
-// Most KV splits whose CTAs may form one thread-block cluster and merge through distributed
-// shared memory (DecodeKernelArgs::cluster_merge): 8 is the portable cluster size, 16 the
-// largest an H100/H200 launches (a non-portable size, which the launcher checks it can place).
-inline constexpr int kMaxClusterSplits = 16;
 
 struct DecodeKernelArgs {
   AttentionParams p;       // device pointers
@@ -58,11 +54,6 @@ struct DecodeKernelArgs {
   //   the counter back to 0. (The host picks this only where a token's rows lie in one CTA.)
   uint32_t* merge_counters = nullptr;
   bool last_split_merges = false;
-  // The num_splits CTAs of each work item are one thread-block cluster (sm_90; num_splits <=
-  // kMaxClusterSplits): each keeps its partials in shared memory and the cluster merges them
-  // through distributed shared memory (decode_cluster_merge.cuh); partial_* and merge_counters
-  // are not used and no merge kernel follows.
-  bool cluster_merge = false;
   // The merge kernel after the grid (no counters) may launch as soon as every CTA of this grid
   // is resident (true: from the start, after the grid-dependency wait) instead of from the end
   // of each CTA's tile loop (false): its CTAs then run their warm-up pass (decode_merge.cu)
