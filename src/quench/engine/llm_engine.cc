@@ -292,7 +292,8 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
         if (!s.json_prefix) s.json_prefix = std::make_shared<JsonObjectPrefix>();
         allowed = &json_masks_->allowed(*s.json_prefix);
       }
-      edits.push_back(logit_edits(p, s.prompt, s.output, eos_ids_, allowed));
+      s.penalty_tokens.sync(s.prompt, s.output);
+      edits.push_back(logit_edits(p, s.penalty_tokens, eos_ids_, allowed));
       row_edits = &edits.back();
     }
     for (size_t j = 0; j <= site.draft->size(); ++j) {

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "quench/engine/penalty_token_sets.h"
 #include "quench/engine/sampling_params.h"
 #include "quench/ops/sampling/logit_edits.h"
 
@@ -24,6 +25,14 @@ bool adjusts_logits(const SamplingParams& params);
 // Ids outside the vocabulary are the caller's to reject (LlmEngine::add_request does). `allowed`
 // ([tokenizer vocab] 1 = allowed, JSON mode's JsonTokenMasks) masks every other token, ids past
 // its end included.
+// Edits come in token order. `tokens` are the request's prompt and output so far
+// (PenaltyTokenSets::sync), which the engine keeps per sequence: the edits are one merge of their
+// sorted sets, linear in the edits made.
+RowLogitEdits logit_edits(const SamplingParams& params, const PenaltyTokenSets& tokens,
+                          std::span<const int32_t> end_ids,
+                          const std::vector<uint8_t>* allowed = nullptr);
+
+// The same from the tokens themselves (the sets built afresh, for a one-off row).
 RowLogitEdits logit_edits(const SamplingParams& params, std::span<const int32_t> prompt,
                           std::span<const int32_t> output, std::span<const int32_t> end_ids,
                           const std::vector<uint8_t>* allowed = nullptr);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "quench/engine/json_prefix.h"
+#include "quench/engine/penalty_token_sets.h"
 #include "quench/engine/sampler.h"
 #include "quench/engine/sampling_params.h"
 #include "quench/ops/logprobs/token_logprobs.h"
@@ -49,6 +50,9 @@ struct Sequence {
   std::shared_ptr<IncrementalDetokenizer> output_text;
   // JSON mode: the output so far as a prefix of a JSON object (created with the first token).
   std::shared_ptr<JsonObjectPrefix> json_prefix;
+  // Penalized requests: the prompt's and output's tokens as the penalties read them (kept up to
+  // date by the engine each step, instead of rebuilt: logits_processors.h).
+  PenaltyTokenSets penalty_tokens;
   size_t stop_search_from = 0;
 
   int32_t num_tokens() const { return static_cast<int32_t>(prompt.size() + output.size()); }
