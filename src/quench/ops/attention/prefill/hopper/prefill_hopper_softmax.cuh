@@ -45,7 +45,12 @@ __device__ __forceinline__ bool tile_needs_mask(const ScoreTransform& t, int kv0
 // template parameter, and the mask is a separate pass behind one uniform branch. Runtime
 // switches inside the fully unrolled element loop made the compiler keep a copy of the whole
 // unrolled body per combination.
-template <int kBlockN, bool kSoftCap, int kPScaleLog2 = 0>
+// kStaleMaxSixteenths > 0 (the warp-specialized consumers): a row keeps its running max until a
+// tile's max exceeds it by more than kStaleMaxSixteenths / 16 (log2 units), so P may reach
+// 2^(kPScaleLog2 + that) and `correction` is exactly 1 on most tiles of a long row; the sum and O
+// stay relative to the same max, so the result is the same up to rounding. The consumers skip
+// their O (or T) rescale where every row of a warp has correction 1.
+template <int kBlockN, bool kSoftCap, int kPScaleLog2 = 0, int kStaleMaxSixteenths = 0>
 __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int kv0,
                                                     float (&s)[kBlockN / 2], float (&row_max)[2],
                                                     float (&row_sum)[2], float (&correction)[2]) {
@@ -94,7 +99,15 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
     float tile_max = fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-    const float new_max = fmaxf(row_max[r], tile_max * to_log2);
+    float new_max;
+    if constexpr (kStaleMaxSixteenths == 0) {
+      new_max = fmaxf(row_max[r], tile_max * to_log2);
+    } else {
+      // -inf + margin stays -inf: a row's first unmasked tile always sets its max.
+      constexpr float kMargin = static_cast<float>(kStaleMaxSixteenths) / 16.0f;
+      const float candidate = tile_max * to_log2;
+      new_max = candidate > row_max[r] + kMargin ? candidate : row_max[r];
+    }
     // A row that has seen only masked keys keeps max -inf; subtract 0 to avoid inf - inf.
     const float offset = new_max == -INFINITY ? 0.0f : new_max;
     correction[r] = fast_exp2(row_max[r] - offset);
