@@ -3,8 +3,8 @@
 # the translation units that hold them (the library's prefill_attention_hopper.cu and the GPU
 # tests that instantiate the kernels directly) are compiled from SRC_DIR once per variant, with
 # that variant's -D flags, into copies of BUILD_DIR's libraries and objects, and quench_bench (and,
-# for the first variant, quench_gpu_tests) are relinked. BUILD_DIR is a built build folder of the
-# A side (its quench_bench is `base`).
+# for the variants named in PREFILL_KIT_TESTS, default the first, quench_gpu_tests) are relinked.
+# BUILD_DIR is a built build folder of the A side (its quench_bench is `base`).
 #   tools/prefill_variant_kit.sh BUILD_DIR SRC_DIR KIT_DIR NAME="DEFINES" [NAME="DEFINES" ...]
 #   e.g. tools/prefill_variant_kit.sh build ../wt .gpu_bin/prefill lazy2="" lazy4="-DX=4"
 # then, on the device (the `run` tool carrying KIT_DIR):
@@ -28,7 +28,7 @@ test_tus=(tests/ops/attention/prefill_hopper_ws_gpu_test.cu
           tests/ops/attention/prefill_hopper_persistent_gpu_test.cu)
 cp "$build/quench_bench" "$scratch/qb_base"
 names=()
-first=1
+read -r -a test_variants <<< "${PREFILL_KIT_TESTS:-${1%%=*}}"
 for spec in "$@"; do
   name=${spec%%=*}
   defines=${spec#*=}
@@ -44,10 +44,10 @@ for spec in "$@"; do
   link=$(sed -e "s| libquench_lib.a | $out/libquench_lib.a |" -e "s| -o quench_bench | -o $scratch/qb_$name |" \
     "$build/CMakeFiles/quench_bench.dir/link.txt")
   (cd "$build" && eval "$link")
-  if [ $first = 1 ]; then
-    # The tests binary of the first variant: its own test objects in place of the build's.
+  if [[ " ${test_variants[*]} " == *" $name "* ]]; then
+    # This variant's tests binary: its own test objects in place of the build's.
     link=$(sed -e "s| libquench_lib.a | $out/libquench_lib.a |" \
-      -e "s| -o quench_gpu_tests | -o $scratch/quench_gpu_tests |" \
+      -e "s| -o quench_gpu_tests | -o $scratch/tests_$name |" \
       "$build/CMakeFiles/quench_gpu_tests.dir/link.txt")
     for tu in "${test_tus[@]}"; do
       object="$out/$(basename "$tu").o"
@@ -57,17 +57,18 @@ for spec in "$@"; do
       link=${link//" CMakeFiles/quench_gpu_tests.dir/$tu.o "/" $object "}
     done
     (cd "$build" && eval "$link")
-    first=0
   fi
 done
-strip "$scratch"/qb_* "$scratch/quench_gpu_tests"
-(cd "$scratch" && tar -cJf "$kit/prefill_kit.tar.xz" qb_base "${names[@]/#/qb_}" quench_gpu_tests)
+strip "$scratch"/qb_* "$scratch"/tests_*
+# xz -9e: its 64 MiB window shares the binaries' common bytes (46 MB -> 9 MB).
+(cd "$scratch" && tar -cf - qb_base "${names[@]/#/qb_}" "${test_variants[@]/#/tests_}" | xz -9e -T2 > "$kit/prefill_kit.tar.xz")
 cp "$repo/tools/bench_ab.sh" "$kit/"
 cat > "$kit/run.sh" <<EOF
 #!/usr/bin/env bash
-# The prefill A/B kit (tools/prefill_variant_kit.sh): quench_gpu_tests is variant ${names[0]}'s.
-#   bash run.sh tests|ab|both   (tests: the prefill and attention-op GPU tests, racecheck on two
-#   warp-specialized cases; ab: base against ${names[*]}, two rounds, TFLOP/s)
+# The prefill A/B kit (tools/prefill_variant_kit.sh).
+#   bash run.sh tests|ab|both   (tests: ${test_variants[0]}'s prefill and attention-op GPU tests and
+#   racecheck on the persistent kernel, then the Hopper and needle tests of ${test_variants[*]:1};
+#   ab: base against ${names[*]}, two rounds, TFLOP/s)
 set -uo pipefail
 cd "\$(dirname "\$0")"
 part=\${1:-both}
@@ -78,13 +79,18 @@ torch_cublas=\$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nv
 [ -n "\$torch_cublas" ] && export LD_LIBRARY_PATH="\${LD_LIBRARY_PATH:+\$LD_LIBRARY_PATH:}\$torch_cublas"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw --format=csv
 if [ "\$part" != ab ]; then
-  echo "== prefill and attention-op GPU tests (${names[0]})"
-  timeout 330 ./quench_gpu_tests --gtest_filter='*Prefill*:AttentionOp*' --gtest_brief=1 >"\$out/tests.log" 2>&1
+  echo "== prefill and attention-op GPU tests (${test_variants[0]})"
+  timeout 330 ./tests_${test_variants[0]} --gtest_filter='*Prefill*:AttentionOp*' --gtest_brief=1 >"\$out/tests.log" 2>&1
   echo "rc=\$?"
-  grep -E "^\[  (FAILED|PASSED) |^\[==========\]|Failure|rel_l2|max_abs|Expected|Which" "\$out/tests.log" | tail -n 40
-  echo "== compute-sanitizer racecheck (${names[0]})"
-  timeout 120 compute-sanitizer --tool racecheck ./quench_gpu_tests \\
+  grep -E "^\[  (FAILED|PASSED) |^\[==========\]|Failure|needle n=|Expected|Which" "\$out/tests.log" | tail -n 40
+  echo "== compute-sanitizer racecheck (${test_variants[0]})"
+  timeout 120 compute-sanitizer --tool racecheck ./tests_${test_variants[0]} \\
     --gtest_filter='PrefillHopperPersistent.ManyItemsPerCtaMatchReference' --gtest_brief=1 2>&1 | tail -n 3
+  for variant in ${test_variants[*]:1}; do
+    echo "== the Hopper prefill and needle tests (\$variant)"
+    timeout 200 ./tests_\$variant --gtest_filter='PrefillAttentionHopper.*:PrefillAttentionNeedle.Hopper*' \\
+      --gtest_brief=1 2>&1 | grep -E "^\[  (FAILED|PASSED) |Failure|needle n=|Expected|Which" | tail -n 20
+  done
 fi
 [ "\$part" = tests ] && exit 0
 echo "== A/B"
