@@ -98,9 +98,8 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     float row_max[2] = {-INFINITY, -INFINITY};
     float row_sum[2] = {0.0f, 0.0f};
 
-    const auto finish_deferred_pv = [&](bool join = true) {
-      return ws_finish_deferred_pv<Tile>(o_acc, t_acc, pv_acc, p_frag, correction, o_correction,
-                                         join);
+    const auto finish_deferred_pv = [&]() {
+      ws_finish_deferred_pv<Tile>(o_acc, t_acc, pv_acc, p_frag, correction, o_correction);
     };
 
     // ws_consumer's iteration: finish P V of tile t - 2, S = Q K^T of tile t, P V of tile t - 1
@@ -108,7 +107,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     for (int tile = 0; tile < n_tiles; ++tile) {
       const int g = g0 + tile;
       sm90::wgmma_wait_group<0>();
-      const bool accumulate_pv = finish_deferred_pv(tile % kFp8PvJoinTiles == 0);
+      finish_deferred_pv();
       if (tile > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(g - 2) % kStages]);
       pack_p<Tile, true>(s, p_frag);
       if constexpr (Tile::kFp8Pv && kTwoTermPrev) {
@@ -135,9 +134,9 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
       sm90::wgmma_fence();
       issue_qk<Tile>(s, q, slot_address(g));
       sm90::wgmma_commit_group();
-      ws_issue_pv<Cfg>(pv_acc, p_frag,
-                       slot_address(tile > 0 ? g - 1 : g) + static_cast<uint32_t>(Cfg::kSlotKBytes),
-                       accumulate_pv);
+      ws_issue_pv<Cfg>(
+          pv_acc, p_frag,
+          slot_address(tile > 0 ? g - 1 : g) + static_cast<uint32_t>(Cfg::kSlotKBytes));
       sm90::wgmma_commit_group();
       // Consumer 1's last turn of the CTA would open a barrier that consumer 0 never waits on.
       if (Cfg::kPingPong && (consumer == 0 || tile + 1 < n_tiles || next_item >= 0)) {

@@ -45,11 +45,11 @@ __device__ __forceinline__ bool tile_needs_mask(const ScoreTransform& t, int kv0
 // template parameter, and the mask is a separate pass behind one uniform branch. Runtime
 // switches inside the fully unrolled element loop made the compiler keep a copy of the whole
 // unrolled body per combination.
-// kStaleMaxSixteenths > 0 (the warp-specialized consumers): a row keeps its running max until a
-// tile's max exceeds it by more than kStaleMaxSixteenths / 16 (log2 units), so P may reach
-// 2^(kPScaleLog2 + that) and `correction` is exactly 1 on most tiles of a long row; the sum and O
-// stay relative to the same max, so the result is the same up to rounding. The consumers skip
-// their O (or T) rescale where every row of a warp has correction 1.
+// kStaleMaxSixteenths > 0 (the warp-specialized consumers' 16-bit P): a row keeps its running
+// max until a tile's max exceeds it by more than kStaleMaxSixteenths / 16 (log2 units), so P may
+// reach 2^(kPScaleLog2 + that) and `correction` is exactly 1 on most tiles of a long row; the sum
+// and O stay relative to the same max, so the result is the same up to rounding. The consumers
+// skip their O rescale where every row of a warp has correction 1.
 template <int kBlockN, bool kSoftCap, int kPScaleLog2 = 0, int kStaleMaxSixteenths = 0>
 __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int kv0,
                                                     float (&s)[kBlockN / 2], float (&row_max)[2],

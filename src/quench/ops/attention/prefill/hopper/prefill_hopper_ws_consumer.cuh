@@ -22,16 +22,14 @@ namespace quench::prefill_hopper {
 #ifdef QUENCH_SM90A_ENABLED
 
 // Issues acc (+)= P V from the slot's V operand at `v_address` (V^T, or MN-major V as cached).
-// FP8 P V overwrites the tile accumulator T unless `accumulate` (16-bit P V always accumulates
-// into O).
 template <class Cfg>
 __device__ __forceinline__ void ws_issue_pv(float (&acc)[Cfg::Tile::kHeadDim / 2],
                                             const uint32_t (&p_frag)[Cfg::Tile::kPvSteps][4],
-                                            uint32_t v_address, bool accumulate = false) {
+                                            uint32_t v_address) {
   if constexpr (Cfg::kVMnMajor) {
     issue_pv_v_mn_major<typename Cfg::Tile>(acc, p_frag, v_address);
   } else {
-    issue_pv<typename Cfg::Tile>(acc, p_frag, v_address, accumulate);
+    issue_pv<typename Cfg::Tile>(acc, p_frag, v_address);
   }
 }
 
@@ -95,69 +93,38 @@ __device__ __forceinline__ ScoreTransform ws_score_transform(const AttentionPara
                         lane_in_group};
 }
 
-// FP8 P V (two-level): T, the tile accumulator on the tensor cores (whose FP8 sums are not full
-// fp32), joins O in fp32 every kFp8PvJoinTiles tiles, so that long rows keep their accuracy; in
-// between, P V accumulates into T. A join every tile cost 64 FFMA per thread and tile, ~13% of
-// the FP8 loop's issue slots (bench/LOG.md, thirteenth session: the loop is issue-bound).
-#ifndef QUENCH_PREFILL_PV_JOIN_TILES
-#define QUENCH_PREFILL_PV_JOIN_TILES 2
-#endif
-inline constexpr int kFp8PvJoinTiles = QUENCH_PREFILL_PV_JOIN_TILES;
-// The running max's margin (online_softmax_tile's kStaleMaxSixteenths) in the consumers: FP8 P
-// (times kPScale = 2^8) stays under e4m3's 448 = 2^8.807 at 2^8.75; 16-bit P up to 2^8.
-#ifndef QUENCH_PREFILL_STALE_MAX_FP8
-#define QUENCH_PREFILL_STALE_MAX_FP8 12
-#endif
-#ifndef QUENCH_PREFILL_STALE_MAX_16BIT
-#define QUENCH_PREFILL_STALE_MAX_16BIT 128
-#endif
+// The margin by which a row's running max may lag its true max in the consumers
+// (online_softmax_tile's kStaleMaxSixteenths). 16-bit P: 8 in log2 units (P up to 2^8, exact in
+// f16 and bf16 alike), so that most tiles of a row leave its max, and so O, alone: H100, against
+// the exact max (bench/LOG.md, thirtieth session): bf16 +1.4% at 1k, +1.5% at 4k-8k, bf16 q over
+// FP8 KV +2% at 8k. FP8 P (P * 256 in e4m3, whose largest is 448 = 2^8.8) keeps the exact max: a
+// 0.75 margin with T joining O only every 2-8 tiles gave nothing (-1.5% at 1k).
 template <class Tile>
-inline constexpr int kStaleMaxSixteenths =
-    Tile::kFp8Pv ? QUENCH_PREFILL_STALE_MAX_FP8 : QUENCH_PREFILL_STALE_MAX_16BIT;
+inline constexpr int kStaleMaxSixteenths = Tile::kFp8Pv ? 0 : 8 * 16;
 
-// Once the deferred P V is done (tile t - 2's), before tile t - 1's is issued; `correction` is
-// tile t - 1's softmax correction. FP8 P V: where `join`, O = O * o_correction + T and
-// o_correction becomes `correction` (T then restarts with tile t - 1: the caller issues its P V
-// without accumulating); else T (and O's pending factor) take `correction`, skipped where no row
-// of the warp changed its max, and the caller accumulates tile t - 1 into T. 16-bit P V: O
-// takes `correction`, skipped likewise; `join` does not matter. pv_acc is t_acc for FP8 P V,
-// else o_acc. Returns whether the next P V accumulates into T.
+// Once the deferred P V is done: O takes it (FP8: O = O * o_correction + T, then o_correction
+// becomes the last softmax's correction) and, for bf16, the last softmax's correction, skipped
+// where no row of the warp changed its max (most tiles of a long row). pv_acc is t_acc for FP8
+// P V, else o_acc.
 template <class Tile>
-__device__ __forceinline__ bool ws_finish_deferred_pv(float (&o_acc)[Tile::kHeadDim / 2],
-                                                      float (&t_acc)[Tile::kHeadDim / 2],
+__device__ __forceinline__ void ws_finish_deferred_pv(float (&o_acc)[Tile::kHeadDim / 2],
+                                                      const float (&t_acc)[Tile::kHeadDim / 2],
                                                       float (&pv_acc)[Tile::kHeadDim / 2],
                                                       uint32_t (&p_frag)[Tile::kPvSteps][4],
                                                       const float (&correction)[2],
-                                                      float (&o_correction)[2], bool join = true) {
+                                                      float (&o_correction)[2]) {
   sm90::fence_registers(p_frag);
   sm90::fence_registers(pv_acc);
-  const auto rescale = [&]() {
-    return __any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f);
-  };
   if constexpr (Tile::kFp8Pv) {
-    if (join) {
 #pragma unroll
-      for (int i = 0; i < Tile::kHeadDim / 2; ++i)
-        o_acc[i] = fmaf(o_acc[i], o_correction[i % 4 / 2], t_acc[i]);
-      o_correction[0] = correction[0];
-      o_correction[1] = correction[1];
-      return false;
-    }
-    if (rescale()) {
+    for (int i = 0; i < Tile::kHeadDim / 2; ++i)
+      o_acc[i] = fmaf(o_acc[i], o_correction[i % 4 / 2], t_acc[i]);
+    o_correction[0] = correction[0];
+    o_correction[1] = correction[1];
+  } else if (__any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f)) {
 #pragma unroll
-      for (int i = 0; i < Tile::kHeadDim / 2; ++i)
-        t_acc[i] *= correction[i % 4 / 2];
-      o_correction[0] *= correction[0];
-      o_correction[1] *= correction[1];
-    }
-    return true;
-  } else {
-    if (rescale()) {
-#pragma unroll
-      for (int i = 0; i < Tile::kHeadDim / 2; ++i)
-        o_acc[i] *= correction[i % 4 / 2];
-    }
-    return true;
+    for (int i = 0; i < Tile::kHeadDim / 2; ++i)
+      o_acc[i] *= correction[i % 4 / 2];
   }
 }
 
@@ -304,9 +271,8 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   constexpr int kPScaleLog2 = Tile::kFp8Pv ? 8 : 0;
   static_assert(Tile::kPScale == static_cast<float>(1 << kPScaleLog2), "kPScale is 2^kPScaleLog2");
 
-  const auto finish_deferred_pv = [&](bool join = true) {
-    return ws_finish_deferred_pv<Tile>(o_acc, t_acc, pv_acc, p_frag, correction, o_correction,
-                                       join);
+  const auto finish_deferred_pv = [&]() {
+    ws_finish_deferred_pv<Tile>(o_acc, t_acc, pv_acc, p_frag, correction, o_correction);
   };
   const auto vt_address_of = [&](int tile) {
     return sm90::smem_address(smem + Cfg::kSlotOffset + tile % kStages * Cfg::kSlotBytes) +
@@ -326,7 +292,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   // t's `full` (with two ring slots that wait needs it).
   for (int tile = 0; tile < n_tiles; ++tile) {
     sm90::wgmma_wait_group<0>();
-    const bool accumulate_pv = finish_deferred_pv(tile % kFp8PvJoinTiles == 0);
+    finish_deferred_pv();
     if (tile > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(tile - 2) % kStages]);
     pack_p<Tile, true>(s, p_frag);
     // FP8 P V: tile n - 2's second P term, for the tail (ws_two_term_tail).
@@ -357,7 +323,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     sm90::wgmma_fence();
     issue_qk<Tile>(s, q, k_address);
     sm90::wgmma_commit_group();
-    ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(max(tile - 1, 0)), accumulate_pv);
+    ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(max(tile - 1, 0)));
     sm90::wgmma_commit_group();
     // Consumer 1's last turn would open a barrier that consumer 0 never waits on again.
     if (Cfg::kPingPong && (consumer == 0 || tile + 1 < n_tiles)) {
