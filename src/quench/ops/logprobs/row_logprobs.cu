@@ -9,8 +9,9 @@
 namespace quench {
 namespace {
 
-constexpr int kThreads = 512;
+constexpr int kThreads = 1024;  // 32 warps: one row is the whole c = 1 step's work
 constexpr int kWarps = kThreads / 32;
+static_assert(kWarps <= 32, "warp 0 merges the warps' lists, one per lane");
 constexpr int kTop = kMaxTopLogprobs;
 
 // (value, id) order of the top list: the larger value first, equal values by the lower id. An
@@ -36,67 +37,101 @@ __device__ __forceinline__ void warp_best(float& v, int32_t& id) {
   }
 }
 
-// One CTA per row. Each thread reads its strided columns once: a running max and exp-sum (the
-// sum rescaled when the max rises) and its own top list of kTop in registers (a column enters
-// only when it beats the list's last, rare after the first few). The CTA then joins the sums
-// (warps, then thread 0), takes each warp's top by `top` rounds of a warp argmax over the lists'
-// heads, and warp 0 merges the warps' lists the same way.
+// One CTA per row. Each warp reads its columns 32 at a time (coalesced), eight loads in flight
+// per lane: a running max and exp-sum per lane (the max raised once per batch of eight, the sum
+// rescaled then), and the warp's top list of `top` entries spread over its lanes (lane k holds
+// the k-th best), which a column enters only when it beats the list's last. The warp votes on
+// the batch's candidates and inserts them one at a time by shuffles, so the common column costs
+// a compare and a vote. (A top list per thread, 20 slots in registers, made some lane of every
+// warp insert on almost every column, and the warp with it: 164 us for one 128256-column row on
+// the H100, bench/LOG.md thirtieth session.) The CTA then joins the sums (warps, then thread 0)
+// and warp 0 merges the warps' lists by rounds of a warp argmax over their heads.
 __global__ void __launch_bounds__(kThreads) row_logprobs_kernel(RowLogprobsArgs a) {
   const int r = blockIdx.x;
   const float* row = a.row_logits != nullptr ? a.row_logits[r]
                                              : a.logits + static_cast<int64_t>(a.rows[r]) * a.vocab;
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const int top = a.top;
   float m = -INFINITY, s = 0.0f;
   bool finite = true;
-  float list_v[kTop];
-  int32_t list_i[kTop];
-#pragma unroll
-  for (int k = 0; k < kTop; ++k) {
-    list_v[k] = -INFINITY;
-    list_i[k] = INT_MAX;
-  }
-  const bool keep_top = a.top > 0;
-  // A column's share: the running max and exp-sum, and the top list where it beats the last.
-  const auto take = [&](float v, int32_t c) {
-    finite = finite && isfinite(v);
-    if (v > m) {
-      s = rescaled(s, m, v) + 1.0f;
-      m = v;
-    } else {
-      s += expf(v - m);
+  // The warp's list: lane k < top holds entry k; (tv, ti) is entry top - 1 in every lane.
+  float list_v = -INFINITY, tv = -INFINITY;
+  int32_t list_i = INT_MAX, ti = INT_MAX;
+  // A column offered to the warp's list by each lane (a lane without one offers (-inf, INT_MAX),
+  // which is never before anything).
+  const auto offer = [&](float v, int32_t c) {
+    unsigned want = __ballot_sync(0xffffffffu, before(v, c, tv, ti));
+    while (want != 0u) {
+      const int src = __ffs(static_cast<int>(want)) - 1;
+      want &= want - 1u;
+      const float nv = __shfl_sync(0xffffffffu, v, src);
+      const int32_t nc = __shfl_sync(0xffffffffu, c, src);
+      if (!before(nv, nc, tv, ti)) continue;  // an earlier insert raised the bar
+      const int pos =
+          __popc(__ballot_sync(0xffffffffu, lane < top && before(list_v, list_i, nv, nc)));
+      const float up_v = __shfl_up_sync(0xffffffffu, list_v, 1);
+      const int32_t up_i = __shfl_up_sync(0xffffffffu, list_i, 1);
+      if (lane == pos) {
+        list_v = nv;
+        list_i = nc;
+      } else if (lane > pos && lane < top) {
+        list_v = up_v;
+        list_i = up_i;
+      }
+      tv = __shfl_sync(0xffffffffu, list_v, top - 1);
+      ti = __shfl_sync(0xffffffffu, list_i, top - 1);
     }
-    if (keep_top && before(v, c, list_v[kTop - 1], list_i[kTop - 1])) {
-      float cv = v;
-      int32_t ci = c;
+  };
+  // A batch of kBatch columns per lane (`valid` false past the row's end): the max once, then
+  // the sum, then the offers.
+  constexpr int kBatch = 8;
+  const auto take = [&](const float(&v)[kBatch], int32_t c0, int32_t stride, bool tail) {
+    float bm = -INFINITY;
 #pragma unroll
-      for (int k = 0; k < kTop; ++k) {
-        if (before(cv, ci, list_v[k], list_i[k])) {
-          const float tv = list_v[k];
-          const int32_t ti = list_i[k];
-          list_v[k] = cv;
-          list_i[k] = ci;
-          cv = tv;
-          ci = ti;
-        }
+    for (int j = 0; j < kBatch; ++j) {
+      const bool valid = !tail || c0 + j * stride < a.vocab;
+      if (valid) {
+        finite = finite && isfinite(v[j]);
+        bm = fmaxf(bm, v[j]);
+      }
+    }
+    if (bm > m) {
+      s = rescaled(s, m, bm);
+      m = bm;
+    }
+    if (m != -INFINITY) {
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j)
+        if (!tail || c0 + j * stride < a.vocab) s += expf(v[j] - m);
+    }
+    if (top > 0) {
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int32_t c = c0 + j * stride;
+        const bool valid = !tail || c < a.vocab;
+        offer(valid ? v[j] : -INFINITY, valid ? c : INT_MAX);
       }
     }
   };
-  // kBatch loads in flight per thread before any of them is used: the work per column is a
-  // dependent chain with branches, behind which the compiler would not hoist the next loads
-  // (one load in flight per thread took 170 us for one 128256-column row on the H200).
-  constexpr int kBatch = 8;
+  // Whole batches while the warp's last lane has one (the loop stays warp-uniform: the offers
+  // vote across the warp); then at most one batch, partly past the row's end.
   int32_t c0 = tid;
-  for (; c0 + (kBatch - 1) * kThreads < a.vocab; c0 += kBatch * kThreads) {
+  for (; c0 - lane + 31 + (kBatch - 1) * kThreads < a.vocab; c0 += kBatch * kThreads) {
     float v[kBatch];
 #pragma unroll
     for (int j = 0; j < kBatch; ++j)
       v[j] = row[c0 + j * kThreads];
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j)
-      take(v[j], c0 + j * kThreads);
+    take(v, c0, kThreads, false);
   }
-  for (int32_t c = c0; c < a.vocab; c += kThreads)
-    take(row[c], c);
+  if (c0 - lane < a.vocab) {
+    float v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int32_t c = c0 + j * kThreads;
+      v[j] = c < a.vocab ? row[c] : -INFINITY;
+    }
+    take(v, c0, kThreads, true);
+  }
   // The softmax's normaliser.
   for (int offset = 16; offset > 0; offset >>= 1) {
     const float om = __shfl_xor_sync(0xffffffffu, m, offset);
@@ -115,28 +150,12 @@ __global__ void __launch_bounds__(kThreads) row_logprobs_kernel(RowLogprobsArgs 
     warp_s[warp] = s;
     warp_finite[warp] = finite ? 1 : 0;
   }
-  // Each warp's top `top`, in order (lane 0 writes them).
+  // Each warp's top `top`, in order.
   __shared__ float top_v[kWarps][kTop];
   __shared__ int32_t top_i[kWarps][kTop];
-  for (int k = 0; k < a.top; ++k) {
-    float v = list_v[0];
-    int32_t id = list_i[0];
-    warp_best(v, id);
-    if (lane == 0) {
-      top_v[warp][k] = v;
-      top_i[warp][k] = id;
-    }
-    // The winner's list moves up one (every lane's, where only empty slots are left: harmless).
-    const bool pop = list_i[0] == id && list_v[0] == v;
-#pragma unroll
-    for (int j = 0; j + 1 < kTop; ++j) {
-      list_v[j] = pop ? list_v[j + 1] : list_v[j];
-      list_i[j] = pop ? list_i[j + 1] : list_i[j];
-    }
-    if (pop) {
-      list_v[kTop - 1] = -INFINITY;
-      list_i[kTop - 1] = INT_MAX;
-    }
+  if (lane < top) {
+    top_v[warp][lane] = list_v;
+    top_i[warp][lane] = list_i;
   }
   __syncthreads();
   if (tid == 0) {
