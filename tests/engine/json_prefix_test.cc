@@ -12,6 +12,7 @@
 
 #include "harness/tiny_engine.h"
 #include "quench/engine/llm_engine.h"
+#include "quench/ops/sampling/logit_edits.h"
 
 namespace quench {
 namespace {
@@ -79,6 +80,8 @@ TEST(JsonTokenMasks, AllowExactlyTheTokensThePrefixAccepts) {
   JsonObjectPrefix prefix;
   ASSERT_TRUE(prefix.feed("{\"a\": [1, "));
   const std::vector<uint8_t>& allowed = masks.allowed(prefix);
+  const std::vector<uint32_t>& bits = masks.allowed_bits(prefix);
+  ASSERT_EQ(bits.size(), (static_cast<size_t>(tokenizer.vocab_size()) + 31) / 32);
   int32_t count = 0;
   for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
     JsonObjectPrefix next = prefix;
@@ -86,6 +89,8 @@ TEST(JsonTokenMasks, AllowExactlyTheTokensThePrefixAccepts) {
                          next.feed(tokenizer.token_bytes(id, true, true)) &&
                          !tokenizer.token_bytes(id, true, true).empty();
     EXPECT_EQ(allowed[static_cast<size_t>(id)] != 0, accepts) << "token " << id;
+    EXPECT_EQ(logit_allowed(bits.data(), static_cast<int32_t>(bits.size()), id), accepts)
+        << "token " << id;
     count += accepts ? 1 : 0;
   }
   EXPECT_GT(count, 0);

@@ -214,18 +214,31 @@ JsonTokenMasks::JsonTokenMasks(const Tokenizer& tokenizer) {
   }
 }
 
-const std::vector<uint8_t>& JsonTokenMasks::allowed(const JsonObjectPrefix& prefix) {
+const JsonTokenMasks::Mask& JsonTokenMasks::mask(const JsonObjectPrefix& prefix) {
   const std::string key = prefix.key();
   auto it = cache_.find(key);
   if (it != cache_.end()) return *it->second;
-  auto mask = std::make_shared<std::vector<uint8_t>>(bytes_.size(), 0);
+  auto mask = std::make_shared<Mask>();
+  mask->allowed.assign(bytes_.size(), 0);
+  mask->bits.assign((bytes_.size() + 31) / 32, 0u);
   for (size_t id = 0; id < bytes_.size(); ++id) {
     if (bytes_[id].empty()) continue;
     JsonObjectPrefix next = prefix;
-    (*mask)[id] = next.feed(bytes_[id]) ? 1 : 0;
+    if (next.feed(bytes_[id])) {
+      mask->allowed[id] = 1;
+      mask->bits[id / 32] |= 1u << (id % 32);
+    }
   }
   if (cache_.size() >= kMaxCached) cache_.clear();
   return *cache_.emplace(key, std::move(mask)).first->second;
+}
+
+const std::vector<uint8_t>& JsonTokenMasks::allowed(const JsonObjectPrefix& prefix) {
+  return mask(prefix).allowed;
+}
+
+const std::vector<uint32_t>& JsonTokenMasks::allowed_bits(const JsonObjectPrefix& prefix) {
+  return mask(prefix).bits;
 }
 
 }  // namespace quench

@@ -74,11 +74,20 @@ class JsonTokenMasks {
   explicit JsonTokenMasks(const Tokenizer& tokenizer);
   // [vocab_size] 1 = allowed. Special tokens and ids without bytes are never allowed.
   const std::vector<uint8_t>& allowed(const JsonObjectPrefix& prefix);
+  // The same mask packed as logit edits take it (RowLogitEdits::allowed_bits: bit t % 32 of word
+  // t / 32), cached beside it: a JSON-mode row packed its 128k-entry mask every step.
+  const std::vector<uint32_t>& allowed_bits(const JsonObjectPrefix& prefix);
 
  private:
+  struct Mask {
+    std::vector<uint8_t> allowed;
+    std::vector<uint32_t> bits;
+  };
+  const Mask& mask(const JsonObjectPrefix& prefix);
+
   static constexpr size_t kMaxCached = 4096;
   std::vector<std::string> bytes_;  // per token id; empty = never allowed
-  std::unordered_map<std::string, std::shared_ptr<const std::vector<uint8_t>>> cache_;
+  std::unordered_map<std::string, std::shared_ptr<const Mask>> cache_;
 };
 
 }  // namespace quench

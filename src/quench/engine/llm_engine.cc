@@ -286,11 +286,11 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
     const SamplingParams& p = s.params;
     const RowLogitEdits* row_edits = nullptr;
     if (adjusts_logits(p)) {
-      const std::vector<uint8_t>* allowed = nullptr;
+      const std::vector<uint32_t>* allowed = nullptr;
       if (p.json_object) {
         if (!json_masks_) json_masks_ = std::make_unique<JsonTokenMasks>(*tokenizer_);
         if (!s.json_prefix) s.json_prefix = std::make_shared<JsonObjectPrefix>();
-        allowed = &json_masks_->allowed(*s.json_prefix);
+        allowed = &json_masks_->allowed_bits(*s.json_prefix);
       }
       s.penalty_tokens.sync(s.prompt, s.output);
       edits.push_back(logit_edits(p, s.penalty_tokens, eos_ids_, allowed));

@@ -12,7 +12,8 @@ bool adjusts_logits(const SamplingParams& params) {
 }
 
 RowLogitEdits logit_edits(const SamplingParams& params, const PenaltyTokenSets& tokens,
-                          std::span<const int32_t> end_ids, const std::vector<uint8_t>* allowed) {
+                          std::span<const int32_t> end_ids,
+                          const std::vector<uint32_t>* allowed_bits) {
   // Four sorted sources, merged by token: the biases (stable-sorted, so that a token's repeated
   // biases add in the order given), the prompt's tokens and the output's counts (where a penalty
   // reads them), and the masked ids.
@@ -78,21 +79,19 @@ RowLogitEdits logit_edits(const SamplingParams& params, const PenaltyTokenSets& 
     }
     e.edits.push_back(edit);
   }
-  if (allowed != nullptr) {
+  if (allowed_bits != nullptr) {
     e.has_allowed = true;
-    e.allowed_bits.assign((allowed->size() + 31) / 32, 0u);
-    for (size_t t = 0; t < allowed->size(); ++t)
-      if ((*allowed)[t] != 0) e.allowed_bits[t / 32] |= 1u << (t % 32);
+    e.allowed_bits = *allowed_bits;
   }
   return e;
 }
 
 RowLogitEdits logit_edits(const SamplingParams& params, std::span<const int32_t> prompt,
                           std::span<const int32_t> output, std::span<const int32_t> end_ids,
-                          const std::vector<uint8_t>* allowed) {
+                          const std::vector<uint32_t>* allowed_bits) {
   PenaltyTokenSets tokens;
   tokens.sync(prompt, output);
-  return logit_edits(params, tokens, end_ids, allowed);
+  return logit_edits(params, tokens, end_ids, allowed_bits);
 }
 
 }  // namespace quench

@@ -22,19 +22,19 @@ bool adjusts_logits(const SamplingParams& params);
 // logits (apply_logit_edits_reference / apply_logit_edits_cuda apply them). end_ids are the
 // model's end-of-sequence ids (masked with the stop ids while output is shorter than
 // min_tokens); a masked token's logit becomes the lowest float: never the argmax, probability 0.
-// Ids outside the vocabulary are the caller's to reject (LlmEngine::add_request does). `allowed`
-// ([tokenizer vocab] 1 = allowed, JSON mode's JsonTokenMasks) masks every other token, ids past
-// its end included.
+// Ids outside the vocabulary are the caller's to reject (LlmEngine::add_request does).
+// `allowed_bits` (packed as RowLogitEdits::allowed_bits, JSON mode's
+// JsonTokenMasks::allowed_bits) masks every other token, ids past its words included.
 // Edits come in token order. `tokens` are the request's prompt and output so far
 // (PenaltyTokenSets::sync), which the engine keeps per sequence: the edits are one merge of their
 // sorted sets, linear in the edits made.
 RowLogitEdits logit_edits(const SamplingParams& params, const PenaltyTokenSets& tokens,
                           std::span<const int32_t> end_ids,
-                          const std::vector<uint8_t>* allowed = nullptr);
+                          const std::vector<uint32_t>* allowed_bits = nullptr);
 
 // The same from the tokens themselves (the sets built afresh, for a one-off row).
 RowLogitEdits logit_edits(const SamplingParams& params, std::span<const int32_t> prompt,
                           std::span<const int32_t> output, std::span<const int32_t> end_ids,
-                          const std::vector<uint8_t>* allowed = nullptr);
+                          const std::vector<uint32_t>* allowed_bits = nullptr);
 
 }  // namespace quench
