@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the decode probe binaries (tools/decode_probe.patch) here, in a scratch worktree of HEAD,
-# and packs them with the script that runs them on the GPU machine, so that one device call
-# answers: how much of a full-grid FP8 decode's time is the compute warps' work per tile, and
+# Builds the decode probe binaries (tools/decode_probe.patch) here, from a built build folder and
+# a patched copy of src/, and packs them with the script that runs them on the GPU machine, so
+# that one device call answers: how much of a full-grid FP8 decode's time is the compute warps' work per tile, and
 # what does the swapped loop's Q·Kᵀ on FP8 wgmma (QUENCH_DECODE_QK=wgmma) give?
 #   base   HEAD as built
 #   wgmma  the same binary with QUENCH_DECODE_QK=wgmma (a wrapper script)
@@ -17,7 +17,8 @@
 # carries HEAD's GPU tests, which run.sh runs over the decode cases with QUENCH_DECODE_QK=wgmma
 # before timing it.
 #
-#   tools/decode_probe_kit.sh [KIT_DIR]     # default .gpu_bin/decode_probe
+#   tools/decode_probe_kit.sh [KIT_DIR]     # default .gpu_bin/decode_probe; build first
+#                                           # (QUENCH_PROBE_BUILD, default build)
 # then, on the device (the `run` tool, carrying KIT_DIR's three files):
 #   bash KIT_DIR/run.sh                     # prints the tests and the A/B; OUT/ab.jsonl keeps all
 set -euo pipefail
@@ -27,55 +28,29 @@ kit=${1:-.gpu_bin/decode_probe}
 mkdir -p "$kit"
 kit=$(cd "$kit" && pwd)
 scratch=$(mktemp -d /tmp/quench_decode_probe.XXXXXX)
-trap 'git -C "$repo" worktree remove --force "$scratch/src" >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
+trap 'rm -rf "$scratch"' EXIT
 
 export CUDACXX=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-jobs=${QUENCH_JOBS:-$(nproc)}
-# QUENCH_PROBE_BUILD=DIR (a built build folder of HEAD, e.g. build): take base's binaries from it
-# and rebuild only the probed translation unit per variant, relinking quench_bench against a copy
-# of DIR's library with that object replaced (minutes instead of a whole second build).
-tu_rel=src/quench/ops/attention/decode/decode_attention_kv_e4m3.cu
-if [ -n "${QUENCH_PROBE_BUILD:-}" ]; then
-  built=$(cd "$QUENCH_PROBE_BUILD" && pwd)
-  for binary in quench_bench quench_gpu_tests; do
-    [ -x "$built/$binary" ] || { echo "decode_probe_kit: $built/$binary is missing" >&2; exit 1; }
-  done
-  cp "$built/quench_bench" "$scratch/qb_base"
-  cp "$built/quench_gpu_tests" "$scratch/quench_gpu_tests"
-  mkdir -p "$scratch/src"
-  cp -r src "$scratch/src/src"
-  (cd "$scratch/src" && patch -s -p1 < "$repo/tools/decode_probe.patch")
-  cuda_flags=$(sed -n 's/^CUDA_FLAGS = //p' "$built/CMakeFiles/quench_lib.dir/flags.make")
-  object=$(basename "$tu_rel").o
-  for variant in 1 2 3 4; do
-    # shellcheck disable=SC2086  # the flags are words
-    "$CUDACXX" -forward-unknown-to-host-compiler -I"$scratch/src/src" -isystem=/usr/local/cuda/include \
-      $cuda_flags -DQUENCH_DECODE_PROBE=$variant -x cu -c "$scratch/src/$tu_rel" -o "$scratch/$object"
-    mkdir -p "$scratch/link$variant"
-    cp "$built/libquench_lib.a" "$scratch/link$variant/libquench_lib.a"
-    ar r "$scratch/link$variant/libquench_lib.a" "$scratch/$object"
-    link=$(sed -e "s| libquench_lib.a | $scratch/link$variant/libquench_lib.a |" \
-      -e "s| -o quench_bench | -o $scratch/qb_p$variant |" "$built/CMakeFiles/quench_bench.dir/link.txt")
-    (cd "$built" && eval "$link")
-  done
-else
-git worktree add --detach "$scratch/src" HEAD >/dev/null
-cmake -S "$scratch/src" -B "$scratch/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$scratch/build" --target quench_bench quench_gpu_tests -j "$jobs" >/dev/null
-cp "$scratch/build/quench_bench" "$scratch/qb_base"
-cp "$scratch/build/quench_gpu_tests" "$scratch/quench_gpu_tests"
-# The probes switch on a macro read by the FP8 decode instantiations only: one translation unit
-# is rebuilt per variant (the define goes at its top), the rest of the build is shared.
-git -C "$scratch/src" apply "$repo/tools/decode_probe.patch"
-tu="$scratch/src/$tu_rel"
-cp "$tu" "$scratch/tu.orig"
-for variant in 1 2 3 4; do
-  cp "$scratch/tu.orig" "$tu"
-  sed -i "1i #define QUENCH_DECODE_PROBE $variant" "$tu"
-  cmake --build "$scratch/build" --target quench_bench -j "$jobs" >/dev/null
-  cp "$scratch/build/quench_bench" "$scratch/qb_p$variant"
+# Base is QUENCH_PROBE_BUILD's binaries (default build: a built build folder of HEAD). The probes
+# switch on a macro read by the FP8 decode instantiations only, so each variant rebuilds that one
+# translation unit from a patched copy of src/ and relinks quench_bench (tools/lib/
+# variant_relink.sh): 2 minutes, no second build.
+built=$(cd "${QUENCH_PROBE_BUILD:-build}" && pwd)
+for binary in quench_bench quench_gpu_tests; do
+  [ -x "$built/$binary" ] || { echo "decode_probe_kit: $built/$binary is missing; build first" >&2; exit 1; }
 done
-fi
+cp "$built/quench_bench" "$scratch/qb_base"
+cp "$built/quench_gpu_tests" "$scratch/quench_gpu_tests"
+mkdir -p "$scratch/src"
+cp -r src "$scratch/src/src"
+(cd "$scratch/src" && patch -s -p1 < "$repo/tools/decode_probe.patch")
+# shellcheck source=tools/lib/variant_relink.sh
+source "$repo/tools/lib/variant_relink.sh"
+for variant in 1 2 3 4; do
+  variant_relink "$built" quench_bench "$scratch/qb_p$variant" "$scratch/parts/p$variant" \
+    "$scratch/src" "-DQUENCH_DECODE_PROBE=$variant" \
+    src/quench/ops/attention/decode/decode_attention_kv_e4m3.cu
+done
 cat > "$scratch/qb_wgmma" <<'EOF2'
 #!/usr/bin/env bash
 QUENCH_DECODE_QK=wgmma exec "$(dirname "$0")/qb_base" "$@"

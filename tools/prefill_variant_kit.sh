@@ -20,9 +20,9 @@ mkdir -p "$kit"
 kit=$(cd "$kit" && pwd)
 scratch=$(mktemp -d /tmp/quench_prefill_kit.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
-nvcc=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-lib_flags=$(sed -n 's/^CUDA_FLAGS = //p' "$build/CMakeFiles/quench_lib.dir/flags.make")
-test_flags=$(sed -n 's/^CUDA_FLAGS = //p' "$build/CMakeFiles/quench_gpu_tests.dir/flags.make")
+export CUDACXX=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+# shellcheck source=tools/lib/variant_relink.sh
+source "$repo/tools/lib/variant_relink.sh"
 lib_tu=src/quench/ops/attention/prefill/hopper/prefill_attention_hopper.cu
 test_tus=(tests/ops/attention/prefill_hopper_ws_gpu_test.cu
           tests/ops/attention/prefill_hopper_persistent_gpu_test.cu)
@@ -33,30 +33,13 @@ for spec in "$@"; do
   name=${spec%%=*}
   defines=${spec#*=}
   names+=("$name")
-  out="$scratch/$name"
-  mkdir -p "$out"
   echo "prefill_variant_kit: $name ($defines)"
-  # shellcheck disable=SC2086  # flag lists are words
-  "$nvcc" -forward-unknown-to-host-compiler -I"$src/src" -isystem=/usr/local/cuda/include \
-    $lib_flags $defines -x cu -c "$src/$lib_tu" -o "$out/$(basename "$lib_tu").o"
-  cp "$build/libquench_lib.a" "$out/libquench_lib.a"
-  ar r "$out/libquench_lib.a" "$out/$(basename "$lib_tu").o"
-  link=$(sed -e "s| libquench_lib.a | $out/libquench_lib.a |" -e "s| -o quench_bench | -o $scratch/qb_$name |" \
-    "$build/CMakeFiles/quench_bench.dir/link.txt")
-  (cd "$build" && eval "$link")
+  parts="$scratch/parts/$name"
+  variant_relink "$build" quench_bench "$scratch/qb_$name" "$parts" "$src" "$defines" "$lib_tu"
   if [[ " ${test_variants[*]} " == *" $name "* ]]; then
     # This variant's tests binary: its own test objects in place of the build's.
-    link=$(sed -e "s| libquench_lib.a | $out/libquench_lib.a |" \
-      -e "s| -o quench_gpu_tests | -o $scratch/tests_$name |" \
-      "$build/CMakeFiles/quench_gpu_tests.dir/link.txt")
-    for tu in "${test_tus[@]}"; do
-      object="$out/$(basename "$tu").o"
-      # shellcheck disable=SC2086
-      "$nvcc" -forward-unknown-to-host-compiler -I"$src/tests" -I"$src/src" \
-        -isystem=/usr/local/cuda/include $test_flags $defines -x cu -c "$src/$tu" -o "$object"
-      link=${link//" CMakeFiles/quench_gpu_tests.dir/$tu.o "/" $object "}
-    done
-    (cd "$build" && eval "$link")
+    variant_relink "$build" quench_gpu_tests "$scratch/tests_$name" "$parts" "$src" "$defines" \
+      "$lib_tu" "${test_tus[@]}"
   fi
 done
 strip "$scratch"/qb_* "$scratch"/tests_*

@@ -78,14 +78,18 @@ void expect_sets_of(const PenaltyTokenSets& sets, std::span<const int32_t> promp
   std::map<int32_t, int32_t> counts;
   for (int32_t token : output)
     ++counts[token];
+  ASSERT_EQ(sets.output_tokens().size(), counts.size());
   ASSERT_EQ(sets.output_counts().size(), counts.size());
   size_t i = 0;
   for (const auto& [token, count] : counts) {
-    EXPECT_EQ(sets.output_counts()[i].token, token);
-    EXPECT_EQ(sets.output_counts()[i].count, count);
+    EXPECT_EQ(sets.output_tokens()[i], token);
+    EXPECT_EQ(sets.output_counts()[i], count);
     ++i;
   }
   EXPECT_EQ(sets.output_size(), output.size());
+  // The merge reads one past each list.
+  EXPECT_EQ(sets.prompt_tokens().data()[sets.prompt_tokens().size()], PenaltyTokenSets::kEnd);
+  EXPECT_EQ(sets.output_tokens().data()[sets.output_tokens().size()], PenaltyTokenSets::kEnd);
 }
 
 TEST(PenaltyTokenSets, FollowOutputsThatGrowShrinkAndChange) {

@@ -13,6 +13,7 @@ void PenaltyTokenSets::sync(std::span<const int32_t> prompt, std::span<const int
     std::ranges::sort(prompt_tokens_);
     prompt_tokens_.erase(std::unique(prompt_tokens_.begin(), prompt_tokens_.end()),
                          prompt_tokens_.end());
+    prompt_tokens_.push_back(kEnd);
   }
   const size_t same =
       static_cast<size_t>(std::ranges::mismatch(counted_, output).in1 - counted_.begin());
@@ -26,14 +27,20 @@ void PenaltyTokenSets::sync(std::span<const int32_t> prompt, std::span<const int
 }
 
 void PenaltyTokenSets::count(int32_t token, int32_t delta) {
-  const auto at = std::ranges::lower_bound(output_counts_, token, {}, &TokenCount::token);
-  if (at != output_counts_.end() && at->token == token) {
-    at->count += delta;
-    if (at->count == 0) output_counts_.erase(at);
+  // kEnd stays last: every token id is below it.
+  const auto at = std::lower_bound(output_tokens_.begin(), output_tokens_.end() - 1, token);
+  const auto i = at - output_tokens_.begin();
+  if (*at == token) {
+    output_counts_[static_cast<size_t>(i)] += delta;
+    if (output_counts_[static_cast<size_t>(i)] == 0) {
+      output_tokens_.erase(at);
+      output_counts_.erase(output_counts_.begin() + i);
+    }
     return;
   }
   QUENCH_REQUIRE(delta > 0, "PenaltyTokenSets: uncounting token ", token, ", which is not counted");
-  output_counts_.insert(at, TokenCount{token, delta});
+  output_tokens_.insert(at, token);
+  output_counts_.insert(output_counts_.begin() + i, delta);
 }
 
 }  // namespace quench

@@ -85,11 +85,11 @@ __global__ void __launch_bounds__(kThreads) row_logprobs_kernel(RowLogprobsArgs 
   // A batch of kBatch columns per lane (`valid` false past the row's end): the max once, then
   // the sum, then the offers.
   constexpr int kBatch = 8;
-  const auto take = [&](const float(&v)[kBatch], int32_t c0, int32_t stride, bool tail) {
+  const auto take = [&](const float(&v)[kBatch], int32_t c0, bool tail) {
     float bm = -INFINITY;
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
-      const bool valid = !tail || c0 + j * stride < a.vocab;
+      const bool valid = !tail || c0 + j * kThreads < a.vocab;
       if (valid) {
         finite = finite && isfinite(v[j]);
         bm = fmaxf(bm, v[j]);
@@ -102,12 +102,12 @@ __global__ void __launch_bounds__(kThreads) row_logprobs_kernel(RowLogprobsArgs 
     if (m != -INFINITY) {
 #pragma unroll
       for (int j = 0; j < kBatch; ++j)
-        if (!tail || c0 + j * stride < a.vocab) s += expf(v[j] - m);
+        if (!tail || c0 + j * kThreads < a.vocab) s += expf(v[j] - m);
     }
     if (top > 0) {
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
-        const int32_t c = c0 + j * stride;
+        const int32_t c = c0 + j * kThreads;
         const bool valid = !tail || c < a.vocab;
         offer(valid ? v[j] : -INFINITY, valid ? c : INT_MAX);
       }
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kThreads) row_logprobs_kernel(RowLogprobsArgs 
 #pragma unroll
     for (int j = 0; j < kBatch; ++j)
       v[j] = row[c0 + j * kThreads];
-    take(v, c0, kThreads, false);
+    take(v, c0, false);
   }
   if (c0 - lane < a.vocab) {
     float v[kBatch];
@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(kThreads) row_logprobs_kernel(RowLogprobsArgs 
       const int32_t c = c0 + j * kThreads;
       v[j] = c < a.vocab ? row[c] : -INFINITY;
     }
-    take(v, c0, kThreads, true);
+    take(v, c0, true);
   }
   // The softmax's normaliser.
   for (int offset = 16; offset > 0; offset >>= 1) {
