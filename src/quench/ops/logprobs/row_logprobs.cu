@@ -13,6 +13,11 @@ constexpr int kThreads = 1024;  // 32 warps: one row is the whole c = 1 step's w
 constexpr int kWarps = kThreads / 32;
 static_assert(kWarps <= 32, "warp 0 merges the warps' lists, one per lane");
 constexpr int kTop = kMaxTopLogprobs;
+// Launches of at most this many rows take the two-pass kernel (kThreshold): with fewer rows than
+// SMs a row's latency is the launch's; with many, its second read of the row would come from
+// DRAM again (hundreds of rows of 0.5 MB do not stay in L2), and the one pass is as fast as the
+// argmax over the same rows (512 rows x 128256 top 5: 123 us against 124, H100).
+constexpr int32_t kThresholdMaxRows = 128;
 
 // (value, id) order of the top list: the larger value first, equal values by the lower id. An
 // empty slot is (-inf, INT_MAX); a NaN is never before anything, so it never enters a list.
@@ -37,6 +42,19 @@ __device__ __forceinline__ void warp_best(float& v, int32_t& id) {
   }
 }
 
+// The top-th largest of the warp's values (top in [1, 32]), in every lane: a bitonic sort of the
+// 32 lanes' values, largest first.
+__device__ __forceinline__ float warp_kth_largest(float x, int lane, int top) {
+  for (int k = 2; k <= 32; k <<= 1) {
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      const float other = __shfl_xor_sync(0xffffffffu, x, j);
+      const bool keep_larger = ((lane & k) == 0) == ((lane & j) == 0);
+      x = keep_larger ? fmaxf(x, other) : fminf(x, other);
+    }
+  }
+  return __shfl_sync(0xffffffffu, x, top - 1);
+}
+
 // One CTA per row. Each warp reads its columns 32 at a time (coalesced), eight loads in flight
 // per lane: a running max and exp-sum per lane (the max raised once per batch of eight, the sum
 // rescaled then), and the warp's top list of `top` entries spread over its lanes (lane k holds
@@ -46,7 +64,19 @@ __device__ __forceinline__ void warp_best(float& v, int32_t& id) {
 // warp insert on almost every column, and the warp with it: 164 us for one 128256-column row on
 // the H100, bench/LOG.md thirtieth session.) The CTA then joins the sums (warps, then thread 0)
 // and warp 0 merges the warps' lists by rounds of a warp argmax over their heads.
-__global__ void __launch_bounds__(kThreads) row_logprobs_kernel(RowLogprobsArgs a) {
+// kThreshold (launches of few rows, where a row's time is its latency): the sums first, then a
+// second pass over the row (from L2) that offers only columns at or above a bar no top entry is
+// under: the largest, over warps, of the top-th largest of a warp's lane maxima (each is a
+// column, so at least `top` columns reach it). A single pass spends most of a lone row's time in
+// its first batches, where every column beats a list not yet full, one warp-serial insert each
+// (1 row x 128256 top 20: 54 us against 6 for the argmax, H100).
+// Launch bounds: the one-pass kernel keeps two CTAs per SM (32 registers; ptxas spills 16-76
+// bytes), which many rows need to stream at the argmax's speed (512 rows x 128256 top 5: 123 us
+// with two CTAs per SM, 160 us with one, H100); the two-pass kernel, for few rows, takes the
+// registers it wants instead (41-44, no spills).
+template <bool kThreshold>
+__global__ void __launch_bounds__(kThreads, kThreshold ? 1 : 2)
+    row_logprobs_kernel(RowLogprobsArgs a) {
   const int r = blockIdx.x;
   const float* row = a.row_logits != nullptr ? a.row_logits[r]
                                              : a.logits + static_cast<int64_t>(a.rows[r]) * a.vocab;
@@ -82,55 +112,75 @@ __global__ void __launch_bounds__(kThreads) row_logprobs_kernel(RowLogprobsArgs 
       ti = __shfl_sync(0xffffffffu, list_i, top - 1);
     }
   };
-  // A batch of kBatch columns per lane (`valid` false past the row's end): the max once, then
-  // the sum, then the offers.
+  // A batch of kBatch columns per lane (past the row's end where `tail`): with `sums`, the max
+  // once, then the sum; with `offers`, the offers of the columns at or above `bar`.
   constexpr int kBatch = 8;
-  const auto take = [&](const float(&v)[kBatch], int32_t c0, bool tail) {
-    float bm = -INFINITY;
+  const auto take = [&](const float(&v)[kBatch], int32_t c0, bool tail, bool sums, bool offers,
+                        float bar) {
+    if (sums) {
+      float bm = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const bool valid = !tail || c0 + j * kThreads < a.vocab;
-      if (valid) {
-        finite = finite && isfinite(v[j]);
-        bm = fmaxf(bm, v[j]);
+      for (int j = 0; j < kBatch; ++j) {
+        if (!tail || c0 + j * kThreads < a.vocab) {
+          finite = finite && isfinite(v[j]);
+          bm = fmaxf(bm, v[j]);
+        }
+      }
+      if (bm > m) {
+        s = rescaled(s, m, bm);
+        m = bm;
+      }
+      if (m != -INFINITY) {
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j)
+          if (!tail || c0 + j * kThreads < a.vocab) s += expf(v[j] - m);
       }
     }
-    if (bm > m) {
-      s = rescaled(s, m, bm);
-      m = bm;
-    }
-    if (m != -INFINITY) {
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j)
-        if (!tail || c0 + j * kThreads < a.vocab) s += expf(v[j] - m);
-    }
-    if (top > 0) {
+    if (offers) {
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         const int32_t c = c0 + j * kThreads;
-        const bool valid = !tail || c < a.vocab;
+        const bool valid = (!tail || c < a.vocab) && v[j] >= bar;
         offer(valid ? v[j] : -INFINITY, valid ? c : INT_MAX);
       }
     }
   };
-  // Whole batches while the warp's last lane has one (the loop stays warp-uniform: the offers
-  // vote across the warp); then at most one batch, partly past the row's end.
-  int32_t c0 = tid;
-  for (; c0 - lane + 31 + (kBatch - 1) * kThreads < a.vocab; c0 += kBatch * kThreads) {
-    float v[kBatch];
+  // One pass over the row: whole batches while the warp's last lane has one (the loop stays
+  // warp-uniform: the offers vote across the warp), then at most one batch, partly past the end.
+  const auto scan = [&](bool sums, bool offers, float bar) {
+    int32_t c0 = tid;
+    for (; c0 - lane + 31 + (kBatch - 1) * kThreads < a.vocab; c0 += kBatch * kThreads) {
+      float v[kBatch];
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j)
-      v[j] = row[c0 + j * kThreads];
-    take(v, c0, false);
-  }
-  if (c0 - lane < a.vocab) {
-    float v[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int32_t c = c0 + j * kThreads;
-      v[j] = c < a.vocab ? row[c] : -INFINITY;
+      for (int j = 0; j < kBatch; ++j)
+        v[j] = row[c0 + j * kThreads];
+      take(v, c0, false, sums, offers, bar);
     }
-    take(v, c0, true);
+    if (c0 - lane < a.vocab) {
+      float v[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int32_t c = c0 + j * kThreads;
+        v[j] = c < a.vocab ? row[c] : -INFINITY;
+      }
+      take(v, c0, true, sums, offers, bar);
+    }
+  };
+  if constexpr (kThreshold) {
+    scan(true, false, 0.0f);
+    if (top > 0) {
+      __shared__ float warp_bar[kWarps];
+      // m is this lane's max (-inf for a lane without columns, which only lowers the bar).
+      const float bar = warp_kth_largest(m, lane, top);
+      if (lane == 0) warp_bar[warp] = bar;
+      __syncthreads();
+      float row_bar = warp_bar[0];
+      for (int w = 1; w < kWarps; ++w)
+        row_bar = fmaxf(row_bar, warp_bar[w]);
+      scan(false, true, row_bar);
+    }
+  } else {
+    scan(true, top > 0, -INFINITY);
   }
   // The softmax's normaliser.
   for (int offset = 16; offset > 0; offset >>= 1) {
@@ -203,7 +253,11 @@ void row_logprobs_cuda(const RowLogprobsArgs& a, cudaStream_t stream) {
                      a.tokens != nullptr && a.logprob != nullptr &&
                      (a.top == 0 || (a.top_ids != nullptr && a.top_logprobs != nullptr)),
                  "row logprobs: a device array is null");
-  row_logprobs_kernel<<<static_cast<unsigned>(a.n), kThreads, 0, stream>>>(a);
+  if (a.top > 0 && a.n <= kThresholdMaxRows) {
+    row_logprobs_kernel<true><<<static_cast<unsigned>(a.n), kThreads, 0, stream>>>(a);
+  } else {
+    row_logprobs_kernel<false><<<static_cast<unsigned>(a.n), kThreads, 0, stream>>>(a);
+  }
   const cudaError_t status = cudaGetLastError();
   QUENCH_REQUIRE(status == cudaSuccess, "row logprobs launch failed: ", cudaGetErrorString(status));
 }
