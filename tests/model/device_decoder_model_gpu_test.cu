@@ -16,6 +16,7 @@
 #include "harness/rel_l2.h"
 #include "harness/scratch_dir.h"
 #include "quench/core/cuda_device.h"
+#include "quench/core/error.h"
 #include "quench/engine/llm_engine.h"
 #include "quench/model/decoder_model.h"
 #include "quench/model/device_decoder_model.h"
@@ -391,6 +392,23 @@ TEST(DeviceDecoderModelLogitPasses, PromptRowsPastOnePassMatchTheCpu) {
       EXPECT_NEAR(g.top[k].second, w.top[k].second, 5e-5 + 1e-6 * std::fabs(w.top[k].second));
     }
   }
+  // The same step with its edits written by fill_edits while the forward runs (as the engine
+  // builds them): the same picks; then a fill that throws leaves the runner able to run the step.
+  std::deque<RowLogitEdits> late(edits.size());
+  std::vector<RowPick> late_picks = picks;
+  size_t filled = 0;
+  for (RowPick& p : late_picks)
+    if (p.edits != nullptr) p.edits = &late[filled++];
+  ASSERT_EQ(filled, late.size());
+  ASSERT_GT(filled, 0u);
+  const auto fill = [&] { std::copy(edits.begin(), edits.end(), late.begin()); };
+  const StepLogits again = gpu.forward_for_sampling(ids, m, rows, late_picks, fill);
+  EXPECT_EQ(again.picked, expect_ids);
+  EXPECT_EQ(again.logits, expect_logits);
+  EXPECT_THROW(gpu.forward_for_sampling(ids, m, rows, late_picks, [] { fail("the fill failed"); }),
+               Error);
+  const StepLogits after = gpu.forward_for_sampling(ids, m, rows, late_picks, fill);
+  EXPECT_EQ(after.picked, expect_ids);
 }
 
 // The engine on the GPU over the tiny model written to `dir` (256-token requests, 64-token steps).

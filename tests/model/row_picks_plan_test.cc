@@ -9,9 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "quench/core/error.h"
@@ -200,6 +202,60 @@ TEST(RowPicksPlan, AGraphsPassPicksRowsOutOfOrder) {
   StepLogits got;
   collect_row_picks(plan, step.picks, results, got);
   expect_same(got, want);
+}
+
+// Edits written by fill_edits while the forward runs (as the engine builds them) are the ones the
+// picks use: the same results as edits written before the call; the fill runs once, its edits'
+// tokens are checked after it, and what it throws reaches the caller.
+TEST(ModelRunnerPicks, EditsFilledDuringTheForwardAreTheOnesApplied) {
+  std::mt19937 rng(31);
+  std::normal_distribution<float> logit(0.0f, 2.0f);
+  const size_t rows = 24;
+  std::vector<float> table(rows * kVocab);
+  for (float& x : table)
+    x = logit(rng);
+  std::vector<int32_t> logit_rows(rows);
+  for (size_t i = 0; i < rows; ++i)
+    logit_rows[i] = static_cast<int32_t>(i);
+  Step step;
+  random_picks(step, rows, rng);
+  ASSERT_FALSE(step.edits.empty());
+  TableRunner runner(table);
+  const StepLogits want =
+      runner.forward_for_sampling({}, AttentionMetadata{}, logit_rows, step.picks);
+
+  // The same picks pointing at empty edits until the fill.
+  std::deque<RowLogitEdits> late(step.edits.size());
+  std::vector<RowPick> late_picks = step.picks;
+  size_t k = 0;
+  for (RowPick& p : late_picks)
+    if (p.edits != nullptr) p.edits = &late[k++];
+  ASSERT_EQ(k, late.size());
+  int fills = 0;
+  const StepLogits got =
+      runner.forward_for_sampling({}, AttentionMetadata{}, logit_rows, late_picks, [&] {
+        ++fills;
+        std::copy(step.edits.begin(), step.edits.end(), late.begin());
+      });
+  EXPECT_EQ(fills, 1);
+  expect_same(got, want);
+  // Without the fill the empty edits change nothing: the test's power (some edit moved a pick).
+  for (RowLogitEdits& e : late)
+    e = RowLogitEdits{};
+  const StepLogits unedited =
+      runner.forward_for_sampling({}, AttentionMetadata{}, logit_rows, late_picks);
+  EXPECT_NE(unedited.picked, want.picked);
+
+  const auto bad_token = [&] { late[0].edits = {LogitEdit{kVocab, 1.0f, 1.0f, 0.0f, 0u}}; };
+  try {
+    runner.forward_for_sampling({}, AttentionMetadata{}, logit_rows, late_picks, bad_token);
+    ADD_FAILURE() << "an edit of token " << kVocab << " was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the vocabulary"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(runner.forward_for_sampling({}, AttentionMetadata{}, logit_rows, late_picks,
+                                           [] { fail("the fill failed"); }),
+               Error);
 }
 
 }  // namespace

@@ -279,21 +279,17 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
   std::vector<RowPick> picks(logit_rows.size());
   // A request's logit adjustments as edits of its row, applied by the runner before the pick
   // (adjusted requests are never drafted: one row each). Their addresses stay put: reserved.
+  // fill_edits builds them while the runner's forward is under way (forward_for_sampling).
   std::vector<RowLogitEdits> edits;
+  std::vector<Sequence*> edited;  // edits[i] is edited[i]'s
   edits.reserve(sampled.size());
   for (const SampleSite& site : sampled) {
     Sequence& s = *site.seq;
     const SamplingParams& p = s.params;
     const RowLogitEdits* row_edits = nullptr;
     if (adjusts_logits(p)) {
-      const std::vector<uint32_t>* allowed = nullptr;
-      if (p.json_object) {
-        if (!json_masks_) json_masks_ = std::make_unique<JsonTokenMasks>(*tokenizer_);
-        if (!s.json_prefix) s.json_prefix = std::make_shared<JsonObjectPrefix>();
-        allowed = &json_masks_->allowed_bits(*s.json_prefix);
-      }
-      s.penalty_tokens.sync(s.prompt, s.output);
-      edits.push_back(logit_edits(p, s.penalty_tokens, eos_ids_, allowed));
+      edits.emplace_back();
+      edited.push_back(&s);
       row_edits = &edits.back();
     }
     for (size_t j = 0; j <= site.draft->size(); ++j) {
@@ -319,7 +315,21 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
     pick.top = s.params.prompt_logprobs;
   }
   const auto forward_start = std::chrono::steady_clock::now();
-  const StepLogits logits = model_->forward_for_sampling(tokens, metadata, logit_rows, picks);
+  const auto fill_edits = [&] {
+    for (size_t i = 0; i < edited.size(); ++i) {
+      Sequence& s = *edited[i];
+      const std::vector<uint32_t>* allowed = nullptr;
+      if (s.params.json_object) {
+        if (!json_masks_) json_masks_ = std::make_unique<JsonTokenMasks>(*tokenizer_);
+        if (!s.json_prefix) s.json_prefix = std::make_shared<JsonObjectPrefix>();
+        allowed = &json_masks_->allowed_bits(*s.json_prefix);
+      }
+      s.penalty_tokens.sync(s.prompt, s.output);
+      edits[i] = logit_edits(s.params, s.penalty_tokens, eos_ids_, allowed);
+    }
+  };
+  const StepLogits logits =
+      model_->forward_for_sampling(tokens, metadata, logit_rows, picks, fill_edits);
   const auto forward_end = std::chrono::steady_clock::now();
   // Each row's place in logits.logprobs (rows that asked for them, in logit-row order).
   std::vector<size_t> logprobs_row(logit_rows.size(), 0);

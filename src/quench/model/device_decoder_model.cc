@@ -602,7 +602,8 @@ std::vector<float> DeviceDecoderModel::forward(std::span<const int32_t> token_id
 StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> token_ids,
                                                     const AttentionMetadata& m,
                                                     std::span<const int32_t> logit_rows,
-                                                    std::span<const RowPick> picks) {
+                                                    std::span<const RowPick> picks,
+                                                    const std::function<void()>& fill_edits) {
   State& s = *state_;
   const ModelConfig& c = s.config;
   check_forward_inputs(c.vocab_size, s.options.max_model_len, s.kv.page_size, token_ids, m,
@@ -647,6 +648,16 @@ StepLogits DeviceDecoderModel::forward_for_sampling(std::span<const int32_t> tok
     if (m.num_prefill_seqs == 0) s.profiler.begin(s.stream);
     s.enqueue_forward(b, m.num_decode_tokens);
     device_rows = iota_rows(rows);  // gathered in order
+  }
+  // The host's part of the picks while the device runs the forward just enqueued.
+  try {
+    if (fill_edits) fill_edits();
+    check_row_edits(picks, c.vocab_size);
+  } catch (...) {
+    // The step stops here: its forward finishes on the stream before the next step's work.
+    cudaStreamSynchronize(s.stream);
+    s.profiler.end();
+    throw;
   }
 
   // The picks, pass by pass: the first pass's lm_head ran with the forward; each later one runs

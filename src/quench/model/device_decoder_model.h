@@ -12,6 +12,7 @@
 // unless options.enforce_eager; a capture that fails leaves decode eager, with a warning.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "quench/model/decoder_model.h"
@@ -37,7 +38,8 @@ class DeviceDecoderModel : public ModelRunner {
   StepLogits forward_for_sampling(std::span<const int32_t> token_ids,
                                   const AttentionMetadata& metadata,
                                   std::span<const int32_t> logit_rows,
-                                  std::span<const RowPick> picks) override;
+                                  std::span<const RowPick> picks,
+                                  const std::function<void()>& fill_edits = {}) override;
   bool cuda_graphs_captured() const;  // decode steps run as graphs
   // How many times the decode graphs were captured: 1 after start, more when a step moved a
   // per-step buffer or the attention workspace (a stall of every size's capture).

@@ -46,9 +46,16 @@ void check_row_picks(std::span<const RowPick> picks, size_t logit_rows, int32_t 
       QUENCH_REQUIRE(p.top >= -1 && p.top <= kMaxTopLogprobs, "forward: row ", i, " asks for ",
                      p.top, " top entries; allowed [0, ", kMaxTopLogprobs, "], or -1 for none");
     }
+    QUENCH_REQUIRE(
+        p.edits == nullptr || p.kind == RowPick::Kind::kArgmax || p.kind == RowPick::Kind::kDraw,
+        "forward: row ", i, " has logit edits but is not an argmax or a draw");
+  }
+}
+
+void check_row_edits(std::span<const RowPick> picks, int32_t vocab_size) {
+  for (size_t i = 0; i < picks.size(); ++i) {
+    const RowPick& p = picks[i];
     if (p.edits == nullptr) continue;
-    QUENCH_REQUIRE(p.kind == RowPick::Kind::kArgmax || p.kind == RowPick::Kind::kDraw,
-                   "forward: row ", i, " has logit edits but is not an argmax or a draw");
     for (const LogitEdit& e : p.edits->edits)
       QUENCH_REQUIRE(e.token >= 0 && e.token < vocab_size, "forward: row ", i,
                      " edits the logit of token ", e.token, ", outside the vocabulary [0, ",
@@ -59,9 +66,12 @@ void check_row_picks(std::span<const RowPick> picks, size_t logit_rows, int32_t 
 StepLogits ModelRunner::forward_for_sampling(std::span<const int32_t> token_ids,
                                              const AttentionMetadata& metadata,
                                              std::span<const int32_t> logit_rows,
-                                             std::span<const RowPick> picks) {
+                                             std::span<const RowPick> picks,
+                                             const std::function<void()>& fill_edits) {
   check_row_picks(picks, logit_rows.size(), vocab_size());
   const std::vector<float> all = forward(token_ids, metadata, logit_rows);
+  if (fill_edits) fill_edits();
+  check_row_edits(picks, vocab_size());
   const auto vocab = static_cast<size_t>(vocab_size());
   StepLogits step;
   step.picked.assign(logit_rows.size(), -1);

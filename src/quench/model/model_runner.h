@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -66,10 +67,15 @@ class ModelRunner {
   // This default picks on the host (argmax_rows_reference, sample_row_reference,
   // row_logprobs_reference); the GPU runner picks on the device, with the same results (logprobs
   // to fp32 rounding of their sums).
+  // `fill_edits`, where given, writes the picks' logit edits (what their `edits` point to): the
+  // runner calls it once the forward is under way and reads the edits only after it returns, so
+  // that on the GPU the host builds a batch's edits (a penalized row's thousand prompt tokens,
+  // JSON mode's masks) while the device runs the layers, not before it starts them.
   virtual StepLogits forward_for_sampling(std::span<const int32_t> token_ids,
                                           const AttentionMetadata& metadata,
                                           std::span<const int32_t> logit_rows,
-                                          std::span<const RowPick> picks);
+                                          std::span<const RowPick> picks,
+                                          const std::function<void()>& fill_edits = {});
   virtual int64_t kv_cache_bytes() const = 0;  // K and V of every layer
   virtual const AttentionBackendSelection& attention_selection() const = 0;
   virtual const char* device_name() const = 0;  // "cpu" or "gpu"
@@ -85,8 +91,11 @@ void check_forward_inputs(int32_t vocab_size, int32_t max_model_len, int32_t pag
 
 // The picks' own checks: one per logit row, draws' samplers (check_row_sampler), logprobs rows'
 // token inside the vocabulary and top in [0, kMaxTopLogprobs] (argmax and draw rows: -1 too),
-// edits only on argmax and draw rows, their tokens inside the vocabulary.
-// Throws quench::Error naming the row.
+// edits only on argmax and draw rows. Throws quench::Error naming the row.
 void check_row_picks(std::span<const RowPick> picks, size_t logit_rows, int32_t vocab_size);
+
+// The edits' tokens inside the vocabulary (once they are filled). Throws quench::Error naming
+// the row and the token.
+void check_row_edits(std::span<const RowPick> picks, int32_t vocab_size);
 
 }  // namespace quench
