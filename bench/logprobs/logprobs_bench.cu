@@ -3,10 +3,13 @@
 // host memory, then row_logprobs_reference per row on one core) and beside argmax_rows_cuda over
 // the same rows (one read of them: the floor a one-pass kernel can approach).
 //
-// Cases: 1, 32 and 512 rows (a decode step's logprobs, a batch's, one lm_head pass of a prompt's
-// echo logprobs) of a 128256-token vocabulary (Llama 3) and 512 of 151936 (Qwen), logits
-// N(0, 3^2), top 5 and 20. Metric: us per launch (all rows); GPU figures are medians of CUDA graph
-// replays (8 calls each), the host path's the median of 3 wall-clock runs.
+// Cases: 1, 8, 32, 128 and 512 rows (a decode step's logprobs, the most rows a launch splits
+// over clusters, a batch's, the most rows read twice, one lm_head pass of a prompt's echo
+// logprobs) of a 128256-token vocabulary (Llama 3) and 512 of 151936 (Qwen), logits N(0, 3^2),
+// top 5 and 20. Metric: us per launch (all rows), the launcher's kernel; the note gives one CTA
+// per row's time on the same rows (RowLogprobsKernel::kOneCtaPerRow: the A/B of the cluster
+// kernel where it is chosen). GPU figures are medians of CUDA graph replays (8 calls each), the
+// host path's the median of 3 wall-clock runs.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -32,7 +35,8 @@ void run_logprobs_bench(const BenchOptions& options, BenchReporter& reporter) {
   struct Shape {
     int32_t rows, vocab;
   };
-  const std::vector<Shape> shapes = {{1, 128256}, {32, 128256}, {512, 128256}, {512, 151936}};
+  const std::vector<Shape> shapes = {{1, 128256},   {8, 128256},   {32, 128256},
+                                     {128, 128256}, {512, 128256}, {512, 151936}};
   std::mt19937_64 rng(31);
   for (const Shape& shape : shapes) {
     if (options.quick && shape.rows != 32) continue;
@@ -71,6 +75,10 @@ void run_logprobs_bench(const BenchOptions& options, BenchReporter& reporter) {
       a.top_logprobs = top_logprobs.as<float>();
       const double gpu_s =
           time_graph(stream, 8, 11, [&](int32_t) { row_logprobs_cuda(a, stream); });
+      RowLogprobsArgs one_cta = a;
+      one_cta.kernel = RowLogprobsKernel::kOneCtaPerRow;
+      const double one_cta_s =
+          time_graph(stream, 8, 11, [&](int32_t) { row_logprobs_cuda(one_cta, stream); });
       const double host_us =
           host_path_us(logits, shape.rows, shape.vocab, 3, [&](int32_t r, auto row) {
             if (!(row_logprobs_reference(row, tokens[static_cast<size_t>(r)], top).logprob <= 0.0f))
@@ -84,7 +92,8 @@ void run_logprobs_bench(const BenchOptions& options, BenchReporter& reporter) {
       record.ceiling = argmax_s * 1e6;
       record.peer = "host path (copy + row_logprobs_reference)";
       record.peer_value = host_us;
-      record.note = "ceiling = argmax_rows_cuda over the same rows";
+      record.note = str_cat("ceiling = argmax_rows_cuda over the same rows; one_cta_per_row_us=",
+                            one_cta_s * 1e6);
       reporter.record(record);
     }
   }

@@ -1,7 +1,9 @@
-// The GPU logprobs against row_logprobs_reference: random rows at non-unit scales and offsets
-// (logits around 30, spread 4), rows with ties everywhere (the lower id must win across threads
-// and warps), vocabularies from 1 to Qwen's 151936, every top from 0 to 20 that the row allows,
-// rows picked out of order, and rows with a NaN or an infinity. Top ids must match exactly;
+// The GPU logprobs against row_logprobs_reference, through each kernel (one CTA per row, one or
+// two passes; a cluster of CTAs per row on sm_90; the launcher's own choice): random rows at
+// non-unit scales and offsets (logits around 30, spread 4), rows with ties everywhere (the lower
+// id must win across threads, warps and a cluster's parts), vocabularies from 1 to Qwen's 151936
+// (the small ones leave parts of a cluster without columns), every top from 0 to 20 that the row
+// allows, rows picked out of order, and rows with a NaN or an infinity. Top ids must match exactly;
 // log-probabilities within 5e-5 + 1e-6 x |value| (the device sums its exponentials in fp32, the
 // reference in double: ~1e-6 relative on a 150k-term sum).
 #include <cuda_runtime.h>
@@ -13,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "quench/core/cuda_device.h"
 #include "quench/core/device_buffer.h"
 #include "quench/core/error.h"
 #include "quench/ops/logprobs/row_logprobs.h"
@@ -42,7 +45,8 @@ struct Launched {
 };
 Launched launch_row_logprobs(const std::vector<float>& logits, int32_t vocab,
                              const std::vector<int32_t>& rows, const std::vector<int32_t>& tokens,
-                             const std::vector<int32_t>& index, int32_t top) {
+                             const std::vector<int32_t>& index, int32_t top,
+                             RowLogprobsKernel kernel) {
   const DeviceBuffer d_logits = upload(logits);
   const DeviceBuffer d_rows = upload(rows), d_tokens = upload(tokens), d_index = upload(index);
   DeviceBuffer d_logprob(std::max<size_t>(rows.size(), 1) * sizeof(float));
@@ -60,17 +64,40 @@ Launched launch_row_logprobs(const std::vector<float>& logits, int32_t vocab,
   a.logprob = d_logprob.as<float>();
   a.top_ids = d_ids.as<int32_t>();
   a.top_logprobs = d_top.as<float>();
+  a.kernel = kernel;
   row_logprobs_cuda(a, nullptr);
   check_cuda(cudaDeviceSynchronize(), "row_logprobs");
   return {download<float>(d_logprob, rows.size()), download<float>(d_top, top_entries),
           download<int32_t>(d_ids, top_entries)};
 }
 
+// The kernels to test on this GPU: the cluster kernel where it runs (sm_90).
+std::vector<RowLogprobsKernel> kernels_here() {
+  const CudaDeviceProperties gpu = require_current_cuda_device_properties("test");
+  std::vector<RowLogprobsKernel> k = {RowLogprobsKernel::kAuto, RowLogprobsKernel::kOneCtaPerRow};
+  if (gpu.compute_capability_major == 9 && gpu.compute_capability_minor == 0)
+    k.push_back(RowLogprobsKernel::kClusterPerRow);
+  return k;
+}
+
+const char* kernel_name(RowLogprobsKernel k) {
+  switch (k) {
+    case RowLogprobsKernel::kAuto:
+      return "auto";
+    case RowLogprobsKernel::kOneCtaPerRow:
+      return "one CTA per row";
+    case RowLogprobsKernel::kClusterPerRow:
+      return "cluster per row";
+  }
+  return "?";
+}
+
 void expect_matches_reference(const std::vector<float>& logits, int32_t vocab, int32_t num_rows,
                               const std::vector<int32_t>& rows, const std::vector<int32_t>& tokens,
-                              int32_t top, const char* what) {
+                              int32_t top, const char* what, RowLogprobsKernel kernel) {
+  SCOPED_TRACE(kernel_name(kernel));
   const auto n = static_cast<int32_t>(rows.size());
-  const Launched got = launch_row_logprobs(logits, vocab, rows, tokens, {}, top);
+  const Launched got = launch_row_logprobs(logits, vocab, rows, tokens, {}, top, kernel);
   const std::vector<float>& logprob = got.logprob;
   const std::vector<int32_t>& ids = got.top_ids;
   const std::vector<float>& top_lp = got.top_logprobs;
@@ -121,7 +148,8 @@ TEST(RowLogprobsGpu, MatchesTheReference) {
       tokens.push_back(column(rng));
     for (const int32_t top : {0, 1, 5, 20}) {
       if (top > vocab) continue;
-      expect_matches_reference(logits, vocab, num_rows, rows, tokens, top, "random");
+      for (const RowLogprobsKernel kernel : kernels_here())
+        expect_matches_reference(logits, vocab, num_rows, rows, tokens, top, "random", kernel);
     }
   }
 }
@@ -132,7 +160,27 @@ TEST(RowLogprobsGpu, OneHugeLogitAndAFlatRow) {
   const int32_t vocab = 50000;
   std::vector<float> logits(2 * static_cast<size_t>(vocab), -3.0f);
   logits[12345] = 2000.0f;
-  expect_matches_reference(logits, vocab, 2, {0, 1}, {12345, 777}, 20, "peaked/flat");
+  for (const RowLogprobsKernel kernel : kernels_here())
+    expect_matches_reference(logits, vocab, 2, {0, 1}, {12345, 777}, 20, "peaked/flat", kernel);
+}
+
+// More rows than kRowLogprobsFewRows: the launcher's one pass per row (and the other kernels on
+// the same rows), rows in reverse order.
+TEST(RowLogprobsGpu, ManyRowsMatchTheReference) {
+  const int32_t vocab = 4099, num_rows = kRowLogprobsFewRows + 9;
+  std::mt19937 rng(41);
+  std::normal_distribution<float> logit(-7.0f, 2.5f);
+  std::vector<float> logits(static_cast<size_t>(num_rows) * vocab);
+  for (float& x : logits)
+    x = logit(rng);
+  std::vector<int32_t> rows, tokens;
+  for (int32_t r = num_rows - 1; r >= 0; --r) {
+    rows.push_back(r);
+    tokens.push_back((r * 131) % vocab);
+  }
+  for (const int32_t top : {0, 20})
+    for (const RowLogprobsKernel kernel : kernels_here())
+      expect_matches_reference(logits, vocab, num_rows, rows, tokens, top, "many rows", kernel);
 }
 
 // Tokens picked on the device reach the kernel through an index into a pool of ids (argmax ids,
@@ -147,23 +195,26 @@ TEST(RowLogprobsGpu, TokensThroughAnIndex) {
   const std::vector<int32_t> pool = {17, -1, 2999, 0, 1234};
   const std::vector<int32_t> rows = {3, 1, 0, 2}, index = {4, 0, 2, 1};
   const int32_t top = 3;
-  const Launched got = launch_row_logprobs(logits, vocab, rows, pool, index, top);
-  const std::vector<float>& logprob = got.logprob;
-  const std::vector<int32_t>& ids = got.top_ids;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const std::span<const float> row(logits.data() + static_cast<size_t>(rows[i]) * vocab,
-                                     static_cast<size_t>(vocab));
-    const int32_t token = pool[static_cast<size_t>(index[i])];
-    // The top list does not depend on the token: the reference's, with any valid one.
-    const TokenLogprobs want = row_logprobs_reference(row, std::max(token, 0), top);
-    if (token < 0) {
-      EXPECT_TRUE(std::isnan(logprob[i])) << i;
-    } else {
-      EXPECT_TRUE(within_tolerance(logprob[i], want.logprob)) << i;
+  for (const RowLogprobsKernel kernel : kernels_here()) {
+    SCOPED_TRACE(kernel_name(kernel));
+    const Launched got = launch_row_logprobs(logits, vocab, rows, pool, index, top, kernel);
+    const std::vector<float>& logprob = got.logprob;
+    const std::vector<int32_t>& ids = got.top_ids;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const std::span<const float> row(logits.data() + static_cast<size_t>(rows[i]) * vocab,
+                                       static_cast<size_t>(vocab));
+      const int32_t token = pool[static_cast<size_t>(index[i])];
+      // The top list does not depend on the token: the reference's, with any valid one.
+      const TokenLogprobs want = row_logprobs_reference(row, std::max(token, 0), top);
+      if (token < 0) {
+        EXPECT_TRUE(std::isnan(logprob[i])) << i;
+      } else {
+        EXPECT_TRUE(within_tolerance(logprob[i], want.logprob)) << i;
+      }
+      for (int32_t k = 0; k < top; ++k)
+        EXPECT_EQ(ids[i * top + static_cast<size_t>(k)], want.top[static_cast<size_t>(k)].first)
+            << i << " " << k;
     }
-    for (int32_t k = 0; k < top; ++k)
-      EXPECT_EQ(ids[i * top + static_cast<size_t>(k)], want.top[static_cast<size_t>(k)].first)
-          << i << " " << k;
   }
 }
 
@@ -177,6 +228,16 @@ TEST(RowLogprobsGpu, RefusesBadArguments) {
   EXPECT_THROW(row_logprobs_cuda(a, nullptr), Error);
   a.top = 1;  // null arrays
   EXPECT_THROW(row_logprobs_cuda(a, nullptr), Error);
+}
+
+// The cluster kernel pinned on a GPU without clusters is refused, not trapped.
+TEST(RowLogprobsGpu, ClusterKernelOnlyOnSm90) {
+  const CudaDeviceProperties gpu = require_current_cuda_device_properties("test");
+  if (gpu.compute_capability_major == 9 && gpu.compute_capability_minor == 0)
+    GTEST_SKIP() << "this GPU runs the cluster kernel";
+  const std::vector<float> logits(64, 0.0f);
+  EXPECT_THROW(launch_row_logprobs(logits, 64, {0}, {0}, {}, 1, RowLogprobsKernel::kClusterPerRow),
+               Error);
 }
 
 }  // namespace

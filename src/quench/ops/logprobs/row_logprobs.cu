@@ -1,244 +1,162 @@
 #include "quench/ops/logprobs/row_logprobs.h"
 
+#include <cooperative_groups.h>
+
 #include <climits>
 #include <cmath>
 
+#include "quench/core/cuda_device.h"
 #include "quench/core/error.h"
-#include "quench/ops/logprobs/token_logprobs.h"
+#include "quench/ops/logprobs/row_logprobs_scan.cuh"
 
 namespace quench {
 namespace {
 
-constexpr int kThreads = 1024;  // 32 warps: one row is the whole c = 1 step's work
-constexpr int kWarps = kThreads / 32;
-static_assert(kWarps <= 32, "warp 0 merges the warps' lists, one per lane");
-constexpr int kTop = kMaxTopLogprobs;
-// Launches of at most this many rows take the two-pass kernel (kThreshold): with fewer rows than
-// SMs a row's latency is the launch's; with many, its second read of the row would come from
-// DRAM again (hundreds of rows of 0.5 MB do not stay in L2), and the one pass is as fast as the
-// argmax over the same rows (512 rows x 128256 top 5: 123 us against 124, H100).
-constexpr int32_t kThresholdMaxRows = 128;
+using namespace row_logprobs_detail;
 
-// (value, id) order of the top list: the larger value first, equal values by the lower id. An
-// empty slot is (-inf, INT_MAX); a NaN is never before anything, so it never enters a list.
-__device__ __forceinline__ bool before(float av, int32_t ai, float bv, int32_t bi) {
-  return av > bv || (av == bv && ai < bi);
+__device__ __forceinline__ const float* row_of(const RowLogprobsArgs& a, int64_t r) {
+  return a.row_logits != nullptr ? a.row_logits[r]
+                                 : a.logits + static_cast<int64_t>(a.rows[r]) * a.vocab;
 }
 
-// exp-sum s relative to max m, joined with another: a part with no columns (m = -inf) adds 0.
-__device__ __forceinline__ float rescaled(float s, float m, float to) {
-  return m == -INFINITY ? 0.0f : s * expf(m - to);
+// Row r's token's log-probability from the row's softmax sum (NaN without a softmax or for a
+// token outside the vocabulary); returns log Z.
+__device__ __forceinline__ double write_token_logprob(const RowLogprobsArgs& a, int64_t r,
+                                                      const float* row, SoftmaxSum z) {
+  const double log_z = static_cast<double>(z.m) + log(static_cast<double>(z.s));
+  const int32_t token = a.tokens[a.token_index != nullptr ? a.token_index[r] : r];
+  a.logprob[r] =
+      z.finite && token >= 0 && token < a.vocab ? static_cast<float>(row[token] - log_z) : NAN;
+  return log_z;
 }
 
-// The best (value, id) over the warp's lanes, in every lane (a butterfly).
-__device__ __forceinline__ void warp_best(float& v, int32_t& id) {
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, v, offset);
-    const int32_t oi = __shfl_xor_sync(0xffffffffu, id, offset);
-    if (before(ov, oi, v, id)) {
-      v = ov;
-      id = oi;
-    }
-  }
-}
-
-// The top-th largest of the warp's values (top in [1, 32]), in every lane: a bitonic sort of the
-// 32 lanes' values, largest first.
-__device__ __forceinline__ float warp_kth_largest(float x, int lane, int top) {
-  for (int k = 2; k <= 32; k <<= 1) {
-    for (int j = k >> 1; j > 0; j >>= 1) {
-      const float other = __shfl_xor_sync(0xffffffffu, x, j);
-      const bool keep_larger = ((lane & k) == 0) == ((lane & j) == 0);
-      x = keep_larger ? fmaxf(x, other) : fminf(x, other);
-    }
-  }
-  return __shfl_sync(0xffffffffu, x, top - 1);
-}
-
-// One CTA per row. Each warp reads its columns 32 at a time (coalesced), eight loads in flight
-// per lane: a running max and exp-sum per lane (the max raised once per batch of eight, the sum
-// rescaled then), and the warp's top list of `top` entries spread over its lanes (lane k holds
-// the k-th best), which a column enters only when it beats the list's last. The warp votes on
-// the batch's candidates and inserts them one at a time by shuffles, so the common column costs
-// a compare and a vote. (A top list per thread, 20 slots in registers, made some lane of every
-// warp insert on almost every column, and the warp with it: 164 us for one 128256-column row on
-// the H100, bench/LOG.md thirtieth session.) The CTA then joins the sums (warps, then thread 0)
-// and warp 0 merges the warps' lists by rounds of a warp argmax over their heads.
-// kThreshold (launches of few rows, where a row's time is its latency): the sums first, then a
-// second pass over the row (from L2) that offers only columns at or above a bar no top entry is
-// under: the largest, over warps, of the top-th largest of a warp's lane maxima (each is a
-// column, so at least `top` columns reach it). A single pass spends most of a lone row's time in
-// its first batches, where every column beats a list not yet full, one warp-serial insert each
-// (1 row x 128256 top 20: 54 us against 6 for the argmax, H100).
-// Launch bounds: the one-pass kernel keeps two CTAs per SM (32 registers; ptxas spills 16-76
-// bytes), which many rows need to stream at the argmax's speed (512 rows x 128256 top 5: 123 us
-// with two CTAs per SM, 160 us with one, H100); the two-pass kernel, for few rows, takes the
-// registers it wants instead (41-44, no spills).
-template <bool kThreshold>
-__global__ void __launch_bounds__(kThreads, kThreshold ? 1 : 2)
+// One CTA per row (ColumnScan over the whole row); the CTA joins the warps' sums (thread 0) and
+// warp 0 merges the warps' lists by rounds of a warp argmax over their heads. kTwoPasses for
+// launches of few rows (ColumnScan::two_passes). Launch bounds: the one-pass kernel keeps two
+// CTAs per SM (32 registers), which many rows need to stream at the argmax's speed (512 rows x
+// 128256 top 5: 123-128 us with two CTAs per SM, 160 us with one, H100); the two-pass kernel,
+// for few rows, takes the registers it wants instead (41-44, no spills).
+template <bool kTwoPasses>
+__global__ void __launch_bounds__(kThreads, kTwoPasses ? 1 : 2)
     row_logprobs_kernel(RowLogprobsArgs a) {
   const int r = blockIdx.x;
-  const float* row = a.row_logits != nullptr ? a.row_logits[r]
-                                             : a.logits + static_cast<int64_t>(a.rows[r]) * a.vocab;
-  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
-  const int top = a.top;
-  float m = -INFINITY, s = 0.0f;
-  bool finite = true;
-  // The warp's list: lane k < top holds entry k; (tv, ti) is entry top - 1 in every lane.
-  float list_v = -INFINITY, tv = -INFINITY;
-  int32_t list_i = INT_MAX, ti = INT_MAX;
-  // A column offered to the warp's list by each lane (a lane without one offers (-inf, INT_MAX),
-  // which is never before anything).
-  const auto offer = [&](float v, int32_t c) {
-    unsigned want = __ballot_sync(0xffffffffu, before(v, c, tv, ti));
-    while (want != 0u) {
-      const int src = __ffs(static_cast<int>(want)) - 1;
-      want &= want - 1u;
-      const float nv = __shfl_sync(0xffffffffu, v, src);
-      const int32_t nc = __shfl_sync(0xffffffffu, c, src);
-      if (!before(nv, nc, tv, ti)) continue;  // an earlier insert raised the bar
-      const int pos =
-          __popc(__ballot_sync(0xffffffffu, lane < top && before(list_v, list_i, nv, nc)));
-      const float up_v = __shfl_up_sync(0xffffffffu, list_v, 1);
-      const int32_t up_i = __shfl_up_sync(0xffffffffu, list_i, 1);
-      if (lane == pos) {
-        list_v = nv;
-        list_i = nc;
-      } else if (lane > pos && lane < top) {
-        list_v = up_v;
-        list_i = up_i;
-      }
-      tv = __shfl_sync(0xffffffffu, list_v, top - 1);
-      ti = __shfl_sync(0xffffffffu, list_i, top - 1);
-    }
-  };
-  // A batch of kBatch columns per lane (past the row's end where `tail`): with `sums`, the max
-  // once, then the sum; with `offers`, the offers of the columns at or above `bar`.
-  constexpr int kBatch = 8;
-  const auto take = [&](const float(&v)[kBatch], int32_t c0, bool tail, bool sums, bool offers,
-                        float bar) {
-    if (sums) {
-      float bm = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        if (!tail || c0 + j * kThreads < a.vocab) {
-          finite = finite && isfinite(v[j]);
-          bm = fmaxf(bm, v[j]);
-        }
-      }
-      if (bm > m) {
-        s = rescaled(s, m, bm);
-        m = bm;
-      }
-      if (m != -INFINITY) {
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j)
-          if (!tail || c0 + j * kThreads < a.vocab) s += expf(v[j] - m);
-      }
-    }
-    if (offers) {
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const int32_t c = c0 + j * kThreads;
-        const bool valid = (!tail || c < a.vocab) && v[j] >= bar;
-        offer(valid ? v[j] : -INFINITY, valid ? c : INT_MAX);
-      }
-    }
-  };
-  // One pass over the row: whole batches while the warp's last lane has one (the loop stays
-  // warp-uniform: the offers vote across the warp), then at most one batch, partly past the end.
-  const auto scan = [&](bool sums, bool offers, float bar) {
-    int32_t c0 = tid;
-    for (; c0 - lane + 31 + (kBatch - 1) * kThreads < a.vocab; c0 += kBatch * kThreads) {
-      float v[kBatch];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j)
-        v[j] = row[c0 + j * kThreads];
-      take(v, c0, false, sums, offers, bar);
-    }
-    if (c0 - lane < a.vocab) {
-      float v[kBatch];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const int32_t c = c0 + j * kThreads;
-        v[j] = c < a.vocab ? row[c] : -INFINITY;
-      }
-      take(v, c0, true, sums, offers, bar);
-    }
-  };
-  if constexpr (kThreshold) {
-    scan(true, false, 0.0f);
-    if (top > 0) {
-      __shared__ float warp_bar[kWarps];
-      // m is this lane's max (-inf for a lane without columns, which only lowers the bar).
-      const float bar = warp_kth_largest(m, lane, top);
-      if (lane == 0) warp_bar[warp] = bar;
-      __syncthreads();
-      float row_bar = warp_bar[0];
-      for (int w = 1; w < kWarps; ++w)
-        row_bar = fmaxf(row_bar, warp_bar[w]);
-      scan(false, true, row_bar);
-    }
+  const float* row = row_of(a, r);
+  ColumnScan scan(row, 0, a.vocab, a.top);
+  if constexpr (kTwoPasses) {
+    scan.two_passes();
   } else {
-    scan(true, top > 0, -INFINITY);
+    scan.pass(true, a.top > 0, -INFINITY);
   }
-  // The softmax's normaliser.
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    const float om = __shfl_xor_sync(0xffffffffu, m, offset);
-    const float os = __shfl_xor_sync(0xffffffffu, s, offset);
-    const float to = fmaxf(m, om);
-    s = rescaled(s, m, to) + rescaled(os, om, to);
-    m = to;
-  }
-  finite = __all_sync(0xffffffffu, finite);
-  __shared__ float warp_m[kWarps], warp_s[kWarps];
-  __shared__ int warp_finite[kWarps];
+  __shared__ WarpParts parts;
+  write_warp_parts(scan, parts);
   __shared__ double log_z;
   __shared__ int row_finite;
-  if (lane == 0) {
-    warp_m[warp] = m;
-    warp_s[warp] = s;
-    warp_finite[warp] = finite ? 1 : 0;
-  }
-  // Each warp's top `top`, in order.
-  __shared__ float top_v[kWarps][kTop];
-  __shared__ int32_t top_i[kWarps][kTop];
-  if (lane < top) {
-    top_v[warp][lane] = list_v;
-    top_i[warp][lane] = list_i;
-  }
   __syncthreads();
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
   if (tid == 0) {
-    float bm = warp_m[0], bs = warp_s[0];
-    int all_finite = warp_finite[0];
-    for (int w = 1; w < kWarps; ++w) {
-      const float to = fmaxf(bm, warp_m[w]);
-      bs = rescaled(bs, bm, to) + rescaled(warp_s[w], warp_m[w], to);
-      bm = to;
-      all_finite &= warp_finite[w];
-    }
-    row_finite = all_finite;
-    log_z = static_cast<double>(bm) + log(static_cast<double>(bs));
-    const int32_t token = a.tokens[a.token_index != nullptr ? a.token_index[r] : r];
-    a.logprob[r] =
-        all_finite && token >= 0 && token < a.vocab ? static_cast<float>(row[token] - log_z) : NAN;
+    const SoftmaxSum z = join_sums(parts.m, parts.s, parts.finite, kWarps);
+    row_finite = z.finite;
+    log_z = write_token_logprob(a, r, row, z);
   }
   __syncthreads();
-  if (warp != 0) return;
+  if (tid >= 32) return;
   // The warps' lists merged: lane w < kWarps holds list w's next entry.
   int next = 0;
   for (int k = 0; k < a.top; ++k) {
     const bool has = lane < kWarps && next < a.top;
-    float v = has ? top_v[lane][next] : -INFINITY;
-    int32_t id = has ? top_i[lane][next] : INT_MAX;
+    float v = has ? parts.top_v[lane][next] : -INFINITY;
+    int32_t id = has ? parts.top_i[lane][next] : INT_MAX;
     warp_best(v, id);
-    if (has && top_i[lane][next] == id && top_v[lane][next] == v) ++next;
+    if (has && parts.top_i[lane][next] == id && parts.top_v[lane][next] == v) ++next;
     if (lane == 0) {
       const int64_t o = static_cast<int64_t>(r) * a.top + k;
       a.top_ids[o] = row_finite ? id : -1;
       a.top_logprobs[o] = row_finite ? static_cast<float>(v - log_z) : NAN;
     }
   }
+}
+
+// A cluster of kClusterCtas CTAs per row (sm_90), each scanning its own part of the columns in two
+// passes (its bar its own: a part's top entries all reach it); each CTA merges its warps' lists
+// into one (merge_sorted_lists), and CTA 0 gathers the parts' sums and lists through distributed
+// shared memory and merges them the same way. One CTA per row is one SM's compute: a lone
+// 128256-column row took 30-37 us there (two passes, H100), most of it the exponentials and the
+// vote of 125 columns per thread.
+constexpr int kClusterCtas = 8;
+
+__global__ void __launch_bounds__(kThreads, 1) row_logprobs_cluster_kernel(RowLogprobsArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  const auto part = static_cast<int32_t>(cluster.block_rank());
+  const int64_t r = blockIdx.x / kClusterCtas;
+  const float* row = row_of(a, r);
+  // Parts in whole 32-column groups, so that each warp's loads stay aligned.
+  const int32_t span = ((a.vocab + kClusterCtas - 1) / kClusterCtas + 31) / 32 * 32;
+  const int32_t begin = min(a.vocab, part * span), end = min(a.vocab, begin + span);
+  ColumnScan scan(row, begin, end, a.top);
+  scan.two_passes();
+  __shared__ WarpParts parts;
+  write_warp_parts(scan, parts);
+  // This part's sums and merged list, which CTA 0 reads.
+  __shared__ float part_m, part_s;
+  __shared__ int part_finite;
+  __shared__ float part_v[kTop];
+  __shared__ int32_t part_i[kTop];
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid < kTop) {
+    part_v[tid] = -INFINITY;
+    part_i[tid] = INT_MAX;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    const SoftmaxSum z = join_sums(parts.m, parts.s, parts.finite, kWarps);
+    part_m = z.m;
+    part_s = z.s;
+    part_finite = z.finite;
+  }
+  merge_sorted_lists(&parts.top_v[0][0], &parts.top_i[0][0], kWarps, a.top, part_v, part_i);
+  cluster.sync();  // every part's results written and visible to CTA 0
+  if (part == 0) {
+    __shared__ float all_m[kClusterCtas], all_s[kClusterCtas];
+    __shared__ int all_finite[kClusterCtas];
+    __shared__ float all_v[kClusterCtas][kTop], row_v[kTop];
+    __shared__ int32_t all_i[kClusterCtas][kTop], row_i[kTop];
+    __shared__ double log_z;
+    __shared__ int row_finite;
+    for (int t = tid; t < kClusterCtas * kTop; t += kThreads) {
+      const int q = t / kTop, j = t % kTop;
+      all_v[q][j] = *cluster.map_shared_rank(&part_v[j], q);
+      all_i[q][j] = *cluster.map_shared_rank(&part_i[j], q);
+    }
+    if (tid < kClusterCtas) {
+      all_m[tid] = *cluster.map_shared_rank(&part_m, tid);
+      all_s[tid] = *cluster.map_shared_rank(&part_s, tid);
+      all_finite[tid] = *cluster.map_shared_rank(&part_finite, tid);
+    }
+    if (tid < kTop) {
+      row_v[tid] = -INFINITY;
+      row_i[tid] = INT_MAX;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      const SoftmaxSum z = join_sums(all_m, all_s, all_finite, kClusterCtas);
+      row_finite = z.finite;
+      log_z = write_token_logprob(a, r, row, z);
+    }
+    merge_sorted_lists(&all_v[0][0], &all_i[0][0], kClusterCtas, a.top, row_v, row_i);
+    __syncthreads();
+    if (tid < a.top) {
+      const int64_t o = r * a.top + tid;
+      a.top_ids[o] = row_finite ? row_i[tid] : -1;
+      a.top_logprobs[o] = row_finite ? static_cast<float>(row_v[tid] - log_z) : NAN;
+    }
+  }
+  // The other CTAs' shared memory must outlive CTA 0's reads of it.
+  cluster.sync();
+#else
+  __trap();  // launched only on sm_90 (row_logprobs_cuda)
+#endif
 }
 
 }  // namespace
@@ -253,7 +171,33 @@ void row_logprobs_cuda(const RowLogprobsArgs& a, cudaStream_t stream) {
                      a.tokens != nullptr && a.logprob != nullptr &&
                      (a.top == 0 || (a.top_ids != nullptr && a.top_logprobs != nullptr)),
                  "row logprobs: a device array is null");
-  if (a.top > 0 && a.n <= kThresholdMaxRows) {
+  // sm_90 only: the build's Hopper code is sm_90a machine code; any other GPU runs the Ampere PTX,
+  // where the cluster kernel's body is a trap.
+  const CudaDeviceProperties gpu = require_current_cuda_device_properties("row logprobs");
+  const bool hopper = gpu.compute_capability_major == 9 && gpu.compute_capability_minor == 0;
+  const bool few = a.n <= kRowLogprobsFewRows;
+  QUENCH_REQUIRE(a.kernel != RowLogprobsKernel::kClusterPerRow || hopper,
+                 "row logprobs: the cluster kernel needs an sm_90 GPU; this one is sm_",
+                 gpu.compute_capability_major, gpu.compute_capability_minor);
+  const bool cluster =
+      a.kernel == RowLogprobsKernel::kClusterPerRow ||
+      (a.kernel == RowLogprobsKernel::kAuto && hopper && a.n <= kRowLogprobsClusterRows);
+  if (cluster) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(a.n) * kClusterCtas);
+    config.blockDim = dim3(kThreads);
+    config.stream = stream;
+    cudaLaunchAttribute attribute;
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = kClusterCtas;
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    const cudaError_t launched = cudaLaunchKernelEx(&config, row_logprobs_cluster_kernel, a);
+    QUENCH_REQUIRE(launched == cudaSuccess,
+                   "row logprobs launch failed: ", cudaGetErrorString(launched));
+  } else if (few && a.top > 0) {
     row_logprobs_kernel<true><<<static_cast<unsigned>(a.n), kThreads, 0, stream>>>(a);
   } else {
     row_logprobs_kernel<false><<<static_cast<unsigned>(a.n), kThreads, 0, stream>>>(a);

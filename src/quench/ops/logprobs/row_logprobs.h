@@ -17,6 +17,17 @@ namespace quench {
 // asks). Out: logprob fp32 [n]; top_ids int32 [n, top] and top_logprobs fp32 [n, top], larger
 // first, equal logits by lower id. A row with a NaN or an infinity gets a NaN logprob and top ids
 // of -1 (the reference's empty top list).
+// Which kernel a launch takes. kAuto: launches of at most kRowLogprobsClusterRows rows split each
+// row over a cluster of CTAs on sm_90 (a lone row's time is its latency); up to
+// kRowLogprobsFewRows rows read each row twice in one CTA (top > 0); more rows take one CTA and
+// one pass per row (they stream at the argmax's speed). Tests and the benchmark pin the others.
+enum class RowLogprobsKernel : uint8_t { kAuto, kOneCtaPerRow, kClusterPerRow };
+inline constexpr int32_t kRowLogprobsFewRows = 128;
+// A cluster takes 8 whole SMs, so that an H100 or H200 runs ~14-16 rows' clusters at once; past
+// one such wave the CTA per row wins (H100, 128256 columns, top 5: 1 row 18.1 us against 29.5,
+// 32 rows 51.1 against 29.9).
+inline constexpr int32_t kRowLogprobsClusterRows = 8;
+
 struct RowLogprobsArgs {
   const float* logits = nullptr;
   int32_t vocab = 0;
@@ -31,6 +42,9 @@ struct RowLogprobsArgs {
   float* logprob = nullptr;
   int32_t* top_ids = nullptr;
   float* top_logprobs = nullptr;
+  // kClusterPerRow needs an sm_90 GPU (Error elsewhere); kOneCtaPerRow reads a row twice where
+  // n <= kRowLogprobsFewRows and top > 0, once otherwise.
+  RowLogprobsKernel kernel = RowLogprobsKernel::kAuto;
 };
 
 // Launches on `stream`; throws quench::Error for bad sizes or a failed launch.
