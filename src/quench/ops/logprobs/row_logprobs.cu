@@ -30,58 +30,96 @@ __device__ __forceinline__ double write_token_logprob(const RowLogprobsArgs& a, 
   return log_z;
 }
 
-// One CTA per row (ColumnScan over the whole row); the CTA joins the warps' sums (thread 0) and
-// warp 0 merges the warps' lists by rounds of a warp argmax over their heads. kTwoPasses for
-// launches of few rows (ColumnScan::two_passes). Launch bounds: the one-pass kernel keeps two
-// CTAs per SM (32 registers), which many rows need to stream at the argmax's speed (512 rows x
-// 128256 top 5: 123-128 us with two CTAs per SM, 160 us with one, H100); the two-pass kernel,
-// for few rows, takes the registers it wants instead (41-44, no spills).
+// Row r's top entries (best first) out of `best_v` / `best_i`, by threads k < top.
+__device__ __forceinline__ void write_top(const RowLogprobsArgs& a, int64_t r, const float* best_v,
+                                          const int32_t* best_i, bool row_finite, double log_z) {
+  const int k = static_cast<int>(threadIdx.x);
+  if (k < a.top) {
+    const int64_t o = r * a.top + k;
+    a.top_ids[o] = row_finite ? best_i[k] : -1;
+    a.top_logprobs[o] = row_finite ? static_cast<float>(best_v[k] - log_z) : NAN;
+  }
+}
+
+// One CTA per row (ColumnScan over the whole row); thread 0 joins the warps' sums. One pass (many
+// rows): warp 0 merges the warps' full lists by rounds of a warp argmax over their heads. Two
+// passes (few rows, ColumnScan::two_passes): the few real entries of the warps' lists are ranked
+// (rank_select). Launch bounds: the one-pass kernel keeps two CTAs per SM (32 registers), which
+// many rows need to stream at the argmax's speed (512 rows x 128256 top 5: 123-128 us with two
+// CTAs per SM, 160 us with one, H100); the two-pass kernel, for few rows, takes the registers it
+// wants instead (no spills).
 template <bool kTwoPasses>
 __global__ void __launch_bounds__(kThreads, kTwoPasses ? 1 : 2)
     row_logprobs_kernel(RowLogprobsArgs a) {
   const int r = blockIdx.x;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
   const float* row = row_of(a, r);
-  ColumnScan scan(row, 0, a.vocab, a.top);
-  if constexpr (kTwoPasses) {
-    scan.two_passes();
-  } else {
-    scan.pass(true, a.top > 0, -INFINITY);
-  }
-  __shared__ WarpParts parts;
-  write_warp_parts(scan, parts);
+  __shared__ WarpSums sums;
   __shared__ double log_z;
   __shared__ int row_finite;
-  __syncthreads();
-  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
-  if (tid == 0) {
-    const SoftmaxSum z = join_sums(parts.m, parts.s, parts.finite, kWarps);
-    row_finite = z.finite;
-    log_z = write_token_logprob(a, r, row, z);
-  }
-  __syncthreads();
-  if (tid >= 32) return;
-  // The warps' lists merged: lane w < kWarps holds list w's next entry.
-  int next = 0;
-  for (int k = 0; k < a.top; ++k) {
-    const bool has = lane < kWarps && next < a.top;
-    float v = has ? parts.top_v[lane][next] : -INFINITY;
-    int32_t id = has ? parts.top_i[lane][next] : INT_MAX;
-    warp_best(v, id);
-    if (has && parts.top_i[lane][next] == id && parts.top_v[lane][next] == v) ++next;
-    if (lane == 0) {
-      const int64_t o = static_cast<int64_t>(r) * a.top + k;
-      a.top_ids[o] = row_finite ? id : -1;
-      a.top_logprobs[o] = row_finite ? static_cast<float>(v - log_z) : NAN;
+  ColumnScan scan(row, 0, a.vocab, a.top);
+  if constexpr (kTwoPasses) {
+    __shared__ Candidates candidates;
+    __shared__ float best_v[kTop];
+    __shared__ int32_t best_i[kTop];
+    if (tid == 0) candidates.count = 0;
+    if (tid < kTop) {
+      best_v[tid] = -INFINITY;
+      best_i[tid] = INT_MAX;
+    }
+    scan.two_passes();                // its barrier orders the initialisation above before any use
+    if (a.top == 0) __syncthreads();  // (two_passes returns before its barrier then)
+    write_warp_sums(scan, sums);
+    gather_warp_list(scan, candidates);
+    __syncthreads();
+    if (tid == 0) {
+      const SoftmaxSum z = join_sums(sums.m, sums.s, sums.finite, kWarps);
+      row_finite = z.finite;
+      log_z = write_token_logprob(a, r, row, z);
+    }
+    rank_select(candidates.v, candidates.id, candidates.count, a.top, best_v, best_i);
+    __syncthreads();
+    write_top(a, r, best_v, best_i, row_finite != 0, log_z);
+  } else {
+    scan.pass(true, a.top > 0, -INFINITY);
+    __shared__ float top_v[kWarps][kTop];
+    __shared__ int32_t top_i[kWarps][kTop];
+    write_warp_sums(scan, sums);
+    if (lane < a.top) {
+      top_v[tid / 32][lane] = scan.list_v;
+      top_i[tid / 32][lane] = scan.list_i;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      const SoftmaxSum z = join_sums(sums.m, sums.s, sums.finite, kWarps);
+      row_finite = z.finite;
+      log_z = write_token_logprob(a, r, row, z);
+    }
+    __syncthreads();
+    if (tid >= 32) return;
+    // The warps' lists merged: lane w < kWarps holds list w's next entry.
+    int next = 0;
+    for (int k = 0; k < a.top; ++k) {
+      const bool has = lane < kWarps && next < a.top;
+      float v = has ? top_v[lane][next] : -INFINITY;
+      int32_t id = has ? top_i[lane][next] : INT_MAX;
+      warp_best(v, id);
+      if (has && top_i[lane][next] == id && top_v[lane][next] == v) ++next;
+      if (lane == 0) {
+        const int64_t o = static_cast<int64_t>(r) * a.top + k;
+        a.top_ids[o] = row_finite ? id : -1;
+        a.top_logprobs[o] = row_finite ? static_cast<float>(v - log_z) : NAN;
+      }
     }
   }
 }
 
 // A cluster of kClusterCtas CTAs per row (sm_90), each scanning its own part of the columns in two
-// passes (its bar its own: a part's top entries all reach it); each CTA merges its warps' lists
-// into one (merge_sorted_lists), and CTA 0 gathers the parts' sums and lists through distributed
-// shared memory and merges them the same way. One CTA per row is one SM's compute: a lone
-// 128256-column row took 30-37 us there (two passes, H100), most of it the exponentials and the
-// vote of 125 columns per thread.
+// passes (its bar its own: a part's top entries all reach it) and ranking its warps' candidates
+// into one list (rank_select); CTA 0 gathers the parts' sums and lists through distributed shared
+// memory and merges the sorted lists (merge_sorted_lists). One CTA per row is one SM's compute: a
+// lone 128256-column row took 30-37 us there (two passes, H100), most of it the exponentials and
+// the vote of 125 columns per thread.
 constexpr int kClusterCtas = 8;
 
 __global__ void __launch_bounds__(kThreads, 1) row_logprobs_cluster_kernel(RowLogprobsArgs a) {
@@ -90,32 +128,36 @@ __global__ void __launch_bounds__(kThreads, 1) row_logprobs_cluster_kernel(RowLo
   cg::cluster_group cluster = cg::this_cluster();
   const auto part = static_cast<int32_t>(cluster.block_rank());
   const int64_t r = blockIdx.x / kClusterCtas;
+  const int tid = static_cast<int>(threadIdx.x);
   const float* row = row_of(a, r);
   // Parts in whole 32-column groups, so that each warp's loads stay aligned.
   const int32_t span = ((a.vocab + kClusterCtas - 1) / kClusterCtas + 31) / 32 * 32;
   const int32_t begin = min(a.vocab, part * span), end = min(a.vocab, begin + span);
-  ColumnScan scan(row, begin, end, a.top);
-  scan.two_passes();
-  __shared__ WarpParts parts;
-  write_warp_parts(scan, parts);
-  // This part's sums and merged list, which CTA 0 reads.
+  __shared__ WarpSums sums;
+  __shared__ Candidates candidates;
+  // This part's sums and ranked list, which CTA 0 reads.
   __shared__ float part_m, part_s;
   __shared__ int part_finite;
   __shared__ float part_v[kTop];
   __shared__ int32_t part_i[kTop];
-  const int tid = static_cast<int>(threadIdx.x);
+  if (tid == 0) candidates.count = 0;
   if (tid < kTop) {
     part_v[tid] = -INFINITY;
     part_i[tid] = INT_MAX;
   }
+  ColumnScan scan(row, begin, end, a.top);
+  scan.two_passes();                // its barrier orders the initialisation above before any use
+  if (a.top == 0) __syncthreads();  // (two_passes returns before its barrier then)
+  write_warp_sums(scan, sums);
+  gather_warp_list(scan, candidates);
   __syncthreads();
   if (tid == 0) {
-    const SoftmaxSum z = join_sums(parts.m, parts.s, parts.finite, kWarps);
+    const SoftmaxSum z = join_sums(sums.m, sums.s, sums.finite, kWarps);
     part_m = z.m;
     part_s = z.s;
     part_finite = z.finite;
   }
-  merge_sorted_lists(&parts.top_v[0][0], &parts.top_i[0][0], kWarps, a.top, part_v, part_i);
+  rank_select(candidates.v, candidates.id, candidates.count, a.top, part_v, part_i);
   cluster.sync();  // every part's results written and visible to CTA 0
   if (part == 0) {
     __shared__ float all_m[kClusterCtas], all_s[kClusterCtas];
@@ -146,11 +188,7 @@ __global__ void __launch_bounds__(kThreads, 1) row_logprobs_cluster_kernel(RowLo
     }
     merge_sorted_lists(&all_v[0][0], &all_i[0][0], kClusterCtas, a.top, row_v, row_i);
     __syncthreads();
-    if (tid < a.top) {
-      const int64_t o = r * a.top + tid;
-      a.top_ids[o] = row_finite ? row_i[tid] : -1;
-      a.top_logprobs[o] = row_finite ? static_cast<float>(row_v[tid] - log_z) : NAN;
-    }
+    write_top(a, r, row_v, row_i, row_finite != 0, log_z);
   }
   // The other CTAs' shared memory must outlive CTA 0's reads of it.
   cluster.sync();

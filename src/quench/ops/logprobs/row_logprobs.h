@@ -24,8 +24,8 @@ namespace quench {
 enum class RowLogprobsKernel : uint8_t { kAuto, kOneCtaPerRow, kClusterPerRow };
 inline constexpr int32_t kRowLogprobsFewRows = 128;
 // A cluster takes 8 whole SMs, so that an H100 or H200 runs ~14-16 rows' clusters at once; past
-// one such wave the CTA per row wins (H100, 128256 columns, top 5: 1 row 18.1 us against 29.5,
-// 32 rows 51.1 against 29.9).
+// one such wave the CTA per row wins (H100, 128256 columns: 1 and 8 rows 14.3 us top 5, 17.2-17.5
+// top 20, against 28.6-30.1 for a CTA per row; 32 rows 51.1 against 29.9 in the first version).
 inline constexpr int32_t kRowLogprobsClusterRows = 8;
 
 struct RowLogprobsArgs {

@@ -161,37 +161,39 @@ struct ColumnScan {
   }
 
   // The sums first, then a second pass over the range (from L2) that offers only columns at or
-  // above a bar no top entry of the range is under: the largest, over the CTA's warps, of the
-  // top-th largest of a warp's lane maxima (each is a column, so at least `top` columns reach
-  // it; a lane without columns has -inf, which only lowers the bar). For launches of few rows,
-  // whose time is their latency: a single pass spends most of a lone row's time in its first
-  // batches, where every column beats a list not yet full, one warp-serial insert each. Every
-  // thread of the CTA calls it (a barrier).
+  // above a bar no top entry of the range is under: the top-th largest of the CTA's warp maxima
+  // (each is a column, so at least `top` columns reach it; top <= kWarps; a warp without columns
+  // has -inf, which only lowers the bar). For launches of few rows, whose time is their latency:
+  // a single pass spends most of a lone row's time in its first batches, where every column
+  // beats a list not yet full, one warp-serial insert each. The warps' maxima leave a few dozen
+  // candidates in a cluster part's 16k normal columns; the bar before (the top-th of the lanes'
+  // maxima in the best warp) let hundreds in, and their inserts and ranking took a third of the
+  // part's instructions (1 row top 20: 26.1 -> 17.2 us on the H100, bench/LOG.md thirty-first
+  // session). Every thread of the CTA calls it (a barrier).
   __device__ void two_passes() {
+    static_assert(kTop <= kWarps, "the bar is the top-th of the warps' maxima");
     pass(true, false, 0.0f);
     if (top == 0) return;
-    __shared__ float warp_bar[kWarps];
-    const float bar = warp_kth_largest(m, lane, top);
-    if (lane == 0) warp_bar[tid / 32] = bar;
+    __shared__ float warp_max[kWarps];
+    float x = m;
+    for (int offset = 16; offset > 0; offset >>= 1)
+      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+    if (lane == 0) warp_max[tid / 32] = x;
     __syncthreads();
-    float cta_bar = warp_bar[0];
-    for (int w = 1; w < kWarps; ++w)
-      cta_bar = fmaxf(cta_bar, warp_bar[w]);
-    pass(false, true, cta_bar);
+    const float bar = warp_kth_largest(warp_max[lane], lane, top);
+    pass(false, true, bar);
   }
 };
 
-// A CTA's scan results, per warp, in shared memory.
-struct WarpParts {
+// A CTA's scan results per warp in shared memory: each warp's max, sum and finiteness.
+struct WarpSums {
   float m[kWarps], s[kWarps];
   int finite[kWarps];
-  float top_v[kWarps][kTop];
-  int32_t top_i[kWarps][kTop];
 };
 
-// Each warp's max, sum and finiteness (a butterfly over its lanes) and its top list into `parts`.
-// The caller synchronizes the CTA before reading them.
-__device__ __forceinline__ void write_warp_parts(ColumnScan& scan, WarpParts& parts) {
+// Each warp's max, sum and finiteness (a butterfly over its lanes) into `sums`. The caller
+// synchronizes the CTA before reading them.
+__device__ __forceinline__ void write_warp_sums(const ColumnScan& scan, WarpSums& sums) {
   float m = scan.m, s = scan.s;
   for (int offset = 16; offset > 0; offset >>= 1) {
     const float om = __shfl_xor_sync(0xffffffffu, m, offset);
@@ -201,15 +203,11 @@ __device__ __forceinline__ void write_warp_parts(ColumnScan& scan, WarpParts& pa
     m = to;
   }
   const bool finite = __all_sync(0xffffffffu, scan.finite);
-  const int warp = scan.tid / 32;
   if (scan.lane == 0) {
-    parts.m[warp] = m;
-    parts.s[warp] = s;
-    parts.finite[warp] = finite ? 1 : 0;
-  }
-  if (scan.lane < scan.top) {
-    parts.top_v[warp][scan.lane] = scan.list_v;
-    parts.top_i[warp][scan.lane] = scan.list_i;
+    const int warp = scan.tid / 32;
+    sums.m[warp] = m;
+    sums.s[warp] = s;
+    sums.finite[warp] = finite ? 1 : 0;
   }
 }
 
@@ -230,13 +228,47 @@ __device__ __forceinline__ SoftmaxSum join_sums(const float* m, const float* s, 
   return r;
 }
 
+// The real entries of a CTA's warp lists, in no order (a slot each, taken by an atomic add).
+struct Candidates {
+  float v[kWarps * kTop];
+  int32_t id[kWarps * kTop];
+  int count;  // zeroed by the caller before the scan's barrier
+};
+
+__device__ __forceinline__ void gather_warp_list(const ColumnScan& scan, Candidates& c) {
+  if (scan.lane < scan.top && scan.list_i != INT_MAX) {
+    const int k = atomicAdd(&c.count, 1);
+    c.v[k] = scan.list_v;
+    c.id[k] = scan.list_i;
+  }
+}
+
+// The best `top` of `count` entries (distinct ids, so every entry has its own rank: the entries
+// before it) into out_v / out_i [top], which the caller filled with empty slots beforehand (a
+// shortfall stays empty) and synchronizes the CTA after. Thread e takes entry e and counts until
+// its rank reaches top: after two passes a CTA holds a few dozen candidates, so this is a few
+// dozen reads of shared memory (a row of equal values fills every warp's list: 640).
+__device__ __forceinline__ void rank_select(const float* v, const int32_t* id, int count, int top,
+                                            float* out_v, int32_t* out_i) {
+  for (int e = static_cast<int>(threadIdx.x); e < count; e += static_cast<int>(blockDim.x)) {
+    const float ev = v[e];
+    const int32_t ei = id[e];
+    int rank = 0;
+    for (int f = 0; f < count && rank < top; ++f)
+      rank += before(v[f], id[f], ev, ei) ? 1 : 0;
+    if (rank < top) {
+      out_v[rank] = ev;
+      out_i[rank] = ei;
+    }
+  }
+}
+
 // The best `top` of `lists` sorted lists (list w at v[w * kTop ...], its end at the first empty
 // slot, id INT_MAX, or at `top` entries) into out_v / out_i [top], which the caller filled with
-// empty slots beforehand (a shortfall stays empty) and synchronizes the CTA after. Ids are
-// distinct across lists (each column is in at most one), so every entry has its own rank: the
-// entries before it in its list plus those before it in the others (each a prefix of its list),
-// counted until the rank reaches top. All threads of the CTA call it; thread t takes entry
-// t % top of list t / top: at most top + lists reads of shared memory each.
+// empty slots beforehand and synchronizes the CTA after. Ids are distinct across lists, so every
+// entry has its own rank: the entries before it in its list plus those before it in the others
+// (each a prefix of its list), counted until the rank reaches top. All threads of the CTA call
+// it; thread t takes entry t % top of list t / top: at most top + lists reads each.
 __device__ __forceinline__ void merge_sorted_lists(const float* v, const int32_t* id, int lists,
                                                    int top, float* out_v, int32_t* out_i) {
   for (int t = static_cast<int>(threadIdx.x); t < lists * top; t += static_cast<int>(blockDim.x)) {
