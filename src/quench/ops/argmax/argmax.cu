@@ -2,6 +2,7 @@
 
 #include <cooperative_groups.h>
 
+#include "quench/core/cluster_launch.cuh"
 #include "quench/core/cuda_device.h"
 #include "quench/core/error.h"
 
@@ -108,20 +109,9 @@ void argmax_rows_cuda(const float* values, int32_t rows, int32_t cols, int32_t* 
   const bool clusters = cols >= kClusterMinCols && gpu.compute_capability_major == 9 &&
                         gpu.compute_capability_minor == 0;
   if (clusters) {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(static_cast<unsigned>(rows) * kClusterCtas);
-    config.blockDim = dim3(kThreads);
-    config.stream = stream;
-    cudaLaunchAttribute cluster;
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = kClusterCtas;
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    const cudaError_t launched =
-        cudaLaunchKernelEx(&config, argmax_rows_cluster_kernel, values, cols, out);
-    QUENCH_REQUIRE(launched == cudaSuccess, "argmax launch failed: ", cudaGetErrorString(launched));
+    launch_in_clusters("argmax", argmax_rows_cluster_kernel,
+                       static_cast<unsigned>(rows) * kClusterCtas, kThreads, kClusterCtas, stream,
+                       values, cols, out);
   } else {
     argmax_rows_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(values, cols, out);
   }

@@ -5,6 +5,7 @@
 #include <climits>
 #include <cmath>
 
+#include "quench/core/cluster_launch.cuh"
 #include "quench/core/cuda_device.h"
 #include "quench/core/error.h"
 #include "quench/ops/logprobs/row_logprobs_scan.cuh"
@@ -62,16 +63,7 @@ __global__ void __launch_bounds__(kThreads, kTwoPasses ? 1 : 2)
     __shared__ Candidates candidates;
     __shared__ float best_v[kTop];
     __shared__ int32_t best_i[kTop];
-    if (tid == 0) candidates.count = 0;
-    if (tid < kTop) {
-      best_v[tid] = -INFINITY;
-      best_i[tid] = INT_MAX;
-    }
-    scan.two_passes();                // its barrier orders the initialisation above before any use
-    if (a.top == 0) __syncthreads();  // (two_passes returns before its barrier then)
-    write_warp_sums(scan, sums);
-    gather_warp_list(scan, candidates);
-    __syncthreads();
+    two_pass_scan(scan, sums, candidates, best_v, best_i);
     if (tid == 0) {
       const SoftmaxSum z = join_sums(sums.m, sums.s, sums.finite, kWarps);
       row_finite = z.finite;
@@ -140,17 +132,8 @@ __global__ void __launch_bounds__(kThreads, 1) row_logprobs_cluster_kernel(RowLo
   __shared__ int part_finite;
   __shared__ float part_v[kTop];
   __shared__ int32_t part_i[kTop];
-  if (tid == 0) candidates.count = 0;
-  if (tid < kTop) {
-    part_v[tid] = -INFINITY;
-    part_i[tid] = INT_MAX;
-  }
   ColumnScan scan(row, begin, end, a.top);
-  scan.two_passes();                // its barrier orders the initialisation above before any use
-  if (a.top == 0) __syncthreads();  // (two_passes returns before its barrier then)
-  write_warp_sums(scan, sums);
-  gather_warp_list(scan, candidates);
-  __syncthreads();
+  two_pass_scan(scan, sums, candidates, part_v, part_i);
   if (tid == 0) {
     const SoftmaxSum z = join_sums(sums.m, sums.s, sums.finite, kWarps);
     part_m = z.m;
@@ -221,20 +204,9 @@ void row_logprobs_cuda(const RowLogprobsArgs& a, cudaStream_t stream) {
       a.kernel == RowLogprobsKernel::kClusterPerRow ||
       (a.kernel == RowLogprobsKernel::kAuto && hopper && a.n <= kRowLogprobsClusterRows);
   if (cluster) {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(static_cast<unsigned>(a.n) * kClusterCtas);
-    config.blockDim = dim3(kThreads);
-    config.stream = stream;
-    cudaLaunchAttribute attribute;
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = kClusterCtas;
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    const cudaError_t launched = cudaLaunchKernelEx(&config, row_logprobs_cluster_kernel, a);
-    QUENCH_REQUIRE(launched == cudaSuccess,
-                   "row logprobs launch failed: ", cudaGetErrorString(launched));
+    launch_in_clusters("row logprobs", row_logprobs_cluster_kernel,
+                       static_cast<unsigned>(a.n) * kClusterCtas, kThreads, kClusterCtas, stream,
+                       a);
   } else if (few && a.top > 0) {
     row_logprobs_kernel<true><<<static_cast<unsigned>(a.n), kThreads, 0, stream>>>(a);
   } else {

@@ -243,6 +243,25 @@ __device__ __forceinline__ void gather_warp_list(const ColumnScan& scan, Candida
   }
 }
 
+// A CTA's two-pass scan (ColumnScan::two_passes) up to what it ranks: every thread calls it; on
+// return (after a barrier) `sums` holds the warps' sums, `candidates` the warps' real list
+// entries, and best_v / best_i [kTop] empty slots for rank_select to fill.
+__device__ __forceinline__ void two_pass_scan(ColumnScan& scan, WarpSums& sums,
+                                              Candidates& candidates, float* best_v,
+                                              int32_t* best_i) {
+  const int tid = scan.tid;
+  if (tid == 0) candidates.count = 0;
+  if (tid < kTop) {
+    best_v[tid] = -INFINITY;
+    best_i[tid] = INT_MAX;
+  }
+  scan.two_passes();                   // its barrier orders the initialisation above before any use
+  if (scan.top == 0) __syncthreads();  // (two_passes returns before its barrier then)
+  write_warp_sums(scan, sums);
+  gather_warp_list(scan, candidates);
+  __syncthreads();
+}
+
 // The best `top` of `count` entries (distinct ids, so every entry has its own rank: the entries
 // before it) into out_v / out_i [top], which the caller filled with empty slots beforehand (a
 // shortfall stays empty) and synchronizes the CTA after. Thread e takes entry e and counts until
