@@ -200,9 +200,9 @@ void row_logprobs_cuda(const RowLogprobsArgs& a, cudaStream_t stream) {
   QUENCH_REQUIRE(a.kernel != RowLogprobsKernel::kClusterPerRow || hopper,
                  "row logprobs: the cluster kernel needs an sm_90 GPU; this one is sm_",
                  gpu.compute_capability_major, gpu.compute_capability_minor);
-  const bool cluster =
-      a.kernel == RowLogprobsKernel::kClusterPerRow ||
-      (a.kernel == RowLogprobsKernel::kAuto && hopper && a.n <= kRowLogprobsClusterRows);
+  const bool cluster = a.kernel == RowLogprobsKernel::kClusterPerRow ||
+                       (a.kernel == RowLogprobsKernel::kAuto && hopper &&
+                        a.n <= kRowLogprobsClusterRows && a.vocab >= kRowLogprobsClusterMinColumns);
   if (cluster) {
     launch_in_clusters("row logprobs", row_logprobs_cluster_kernel,
                        static_cast<unsigned>(a.n) * kClusterCtas, kThreads, kClusterCtas, stream,

@@ -9,6 +9,21 @@
 
 namespace quench {
 
+// Which kernel a launch takes. kAuto: launches of at most kRowLogprobsClusterRows rows of at least
+// kRowLogprobsClusterMinColumns columns split each row over a cluster of CTAs on sm_90 (a lone
+// row's time is its latency); launches of up to kRowLogprobsFewRows rows read each row twice in
+// one CTA (top > 0); more rows take one CTA and one pass per row (they stream at the argmax's
+// speed). Tests and the benchmark pin the others.
+enum class RowLogprobsKernel : uint8_t { kAuto, kOneCtaPerRow, kClusterPerRow };
+inline constexpr int32_t kRowLogprobsFewRows = 128;
+// A cluster takes 8 whole SMs, so that an H100 or H200 runs ~14-16 rows' clusters at once; past
+// one such wave the CTA per row wins (H100, 128256 columns: 1 and 8 rows 14.3 us top 5, 17.2-17.5
+// top 20, against 28.6-30.1 for a CTA per row; 32 rows 51.1 against 29.9 in the first version).
+inline constexpr int32_t kRowLogprobsClusterRows = 8;
+// Rows narrower than this keep one CTA (as argmax_rows_cuda's clusters): a part of a few hundred
+// columns is all barriers and merges.
+inline constexpr int32_t kRowLogprobsClusterMinColumns = 4096;
+
 // The device arrays of one launch over n rows: logits fp32 [*, vocab]; rows int32 [n], each row's
 // logits row; row i's token is tokens[i], or tokens[token_index[i]] where token_index is set (a
 // token picked on the device this step: an argmax or a draw, -1 for a row without a softmax);
@@ -17,17 +32,6 @@ namespace quench {
 // asks). Out: logprob fp32 [n]; top_ids int32 [n, top] and top_logprobs fp32 [n, top], larger
 // first, equal logits by lower id. A row with a NaN or an infinity gets a NaN logprob and top ids
 // of -1 (the reference's empty top list).
-// Which kernel a launch takes. kAuto: launches of at most kRowLogprobsClusterRows rows split each
-// row over a cluster of CTAs on sm_90 (a lone row's time is its latency); up to
-// kRowLogprobsFewRows rows read each row twice in one CTA (top > 0); more rows take one CTA and
-// one pass per row (they stream at the argmax's speed). Tests and the benchmark pin the others.
-enum class RowLogprobsKernel : uint8_t { kAuto, kOneCtaPerRow, kClusterPerRow };
-inline constexpr int32_t kRowLogprobsFewRows = 128;
-// A cluster takes 8 whole SMs, so that an H100 or H200 runs ~14-16 rows' clusters at once; past
-// one such wave the CTA per row wins (H100, 128256 columns: 1 and 8 rows 14.3 us top 5, 17.2-17.5
-// top 20, against 28.6-30.1 for a CTA per row; 32 rows 51.1 against 29.9 in the first version).
-inline constexpr int32_t kRowLogprobsClusterRows = 8;
-
 struct RowLogprobsArgs {
   const float* logits = nullptr;
   int32_t vocab = 0;
