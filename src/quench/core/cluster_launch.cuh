@@ -7,9 +7,16 @@
 
 #include <utility>
 
+#include "quench/core/cuda_device.h"
 #include "quench/core/error.h"
 
 namespace quench {
+
+// Whether `gpu` runs this build's cluster kernels: they are sm_90a machine code; any other GPU
+// runs the Ampere PTX, where their bodies are traps.
+inline bool runs_cluster_kernels(const CudaDeviceProperties& gpu) {
+  return gpu.compute_capability_major == 9 && gpu.compute_capability_minor == 0;
+}
 
 // Launches kernel<<<grid_ctas, threads, 0, stream>>>(args...) in clusters of cluster_ctas CTAs
 // (grid_ctas a multiple of it). Throws quench::Error naming `who` when the launch fails.

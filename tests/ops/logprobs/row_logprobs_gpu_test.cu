@@ -15,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "quench/core/cluster_launch.cuh"
 #include "quench/core/cuda_device.h"
 #include "quench/core/device_buffer.h"
 #include "quench/core/error.h"
@@ -75,8 +76,7 @@ Launched launch_row_logprobs(const std::vector<float>& logits, int32_t vocab,
 std::vector<RowLogprobsKernel> kernels_here() {
   const CudaDeviceProperties gpu = require_current_cuda_device_properties("test");
   std::vector<RowLogprobsKernel> k = {RowLogprobsKernel::kAuto, RowLogprobsKernel::kOneCtaPerRow};
-  if (gpu.compute_capability_major == 9 && gpu.compute_capability_minor == 0)
-    k.push_back(RowLogprobsKernel::kClusterPerRow);
+  if (runs_cluster_kernels(gpu)) k.push_back(RowLogprobsKernel::kClusterPerRow);
   return k;
 }
 
@@ -233,8 +233,7 @@ TEST(RowLogprobsGpu, RefusesBadArguments) {
 // The cluster kernel pinned on a GPU without clusters is refused, not trapped.
 TEST(RowLogprobsGpu, ClusterKernelOnlyOnSm90) {
   const CudaDeviceProperties gpu = require_current_cuda_device_properties("test");
-  if (gpu.compute_capability_major == 9 && gpu.compute_capability_minor == 0)
-    GTEST_SKIP() << "this GPU runs the cluster kernel";
+  if (runs_cluster_kernels(gpu)) GTEST_SKIP() << "this GPU runs the cluster kernel";
   const std::vector<float> logits(64, 0.0f);
   EXPECT_THROW(launch_row_logprobs(logits, 64, {0}, {0}, {}, 1, RowLogprobsKernel::kClusterPerRow),
                Error);

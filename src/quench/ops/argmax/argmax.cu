@@ -103,11 +103,8 @@ void argmax_rows_cuda(const float* values, int32_t rows, int32_t cols, int32_t* 
   QUENCH_REQUIRE(rows == 0 || (values != nullptr && out != nullptr),
                  "argmax values and out must not be null");
   if (rows == 0) return;
-  // sm_90 only: the build's Hopper code is sm_90a machine code; any other GPU runs the Ampere PTX,
-  // where the cluster kernel's body is a trap.
   const CudaDeviceProperties gpu = require_current_cuda_device_properties("argmax");
-  const bool clusters = cols >= kClusterMinCols && gpu.compute_capability_major == 9 &&
-                        gpu.compute_capability_minor == 0;
+  const bool clusters = cols >= kClusterMinCols && runs_cluster_kernels(gpu);
   if (clusters) {
     launch_in_clusters("argmax", argmax_rows_cluster_kernel,
                        static_cast<unsigned>(rows) * kClusterCtas, kThreads, kClusterCtas, stream,

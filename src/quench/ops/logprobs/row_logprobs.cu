@@ -192,10 +192,8 @@ void row_logprobs_cuda(const RowLogprobsArgs& a, cudaStream_t stream) {
                      a.tokens != nullptr && a.logprob != nullptr &&
                      (a.top == 0 || (a.top_ids != nullptr && a.top_logprobs != nullptr)),
                  "row logprobs: a device array is null");
-  // sm_90 only: the build's Hopper code is sm_90a machine code; any other GPU runs the Ampere PTX,
-  // where the cluster kernel's body is a trap.
   const CudaDeviceProperties gpu = require_current_cuda_device_properties("row logprobs");
-  const bool hopper = gpu.compute_capability_major == 9 && gpu.compute_capability_minor == 0;
+  const bool hopper = runs_cluster_kernels(gpu);
   const bool few = a.n <= kRowLogprobsFewRows;
   QUENCH_REQUIRE(a.kernel != RowLogprobsKernel::kClusterPerRow || hopper,
                  "row logprobs: the cluster kernel needs an sm_90 GPU; this one is sm_",
