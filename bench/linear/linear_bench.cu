@@ -2,6 +2,10 @@
 // (ops/linear/linear_skinny.h) beside cuBLAS's GEMM on the same shapes, against the HBM read
 // ceiling measured in the same run; 16, 32 and 64 tokens (batched decode) through cuBLAS alone.
 //
+// FP8 weights (the FP8-checkpoint layers, per-channel scales) through the same streaming kernel at
+// 1-8 tokens beside its bf16 form ("... fp8 ..." cases), and through the FP8 GEMM (activations
+// quantized per token, cuBLASLt) at 4-2048 tokens beside cuBLAS's bf16 GEMM ("... fp8 gemm ...").
+//
 // Cases: the layers of Llama-3.2-1B (hidden 2048, 32/8 heads x 64, MLP 8192, vocab 128256) and
 // Llama-3-8B (4096, 32/8 x 128, 14336, 128256): qkv, o, gate_up, down, lm_head (fp32 logits).
 // Metric: TB/s of the weight bytes (the x and out bytes are ~0.1% of them), i.e. how close a
@@ -16,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,8 +28,10 @@
 #include "quench/core/device_buffer.h"
 #include "quench/core/error.h"
 #include "quench/ops/linear/linear_cublas.h"
+#include "quench/ops/linear/linear_fp8_cublaslt.h"
 #include "quench/ops/linear/linear_skinny.h"
 #include "quench/ops/linear/linear_skinny_fused.h"
+#include "quench/ops/quantize/quantize_fp8_dynamic.h"
 #include "quench/ops/rms_norm/rms_norm.h"
 #include "quench/ops/swiglu/swiglu.h"
 #include "support/bench_registry.h"
@@ -152,6 +159,118 @@ void run_fused_cases(const BenchOptions& options, BenchReporter& reporter, cudaS
   }
 }
 
+// FP8 e4m3 weights (per-channel scales) through the weight-streaming kernel, 1 to 8 tokens, beside
+// the same kernel over the bf16 weight of the shape: value = FP8 bytes / time against the read
+// ceiling; the peer is the bf16 kernel's own TB/s; the note gives both times and the speedup.
+void run_fp8_weight_cases(const BenchOptions& options, BenchReporter& reporter, cudaStream_t stream,
+                          double ceiling) {
+  const std::vector<LayerShape> shapes = {
+      {"Llama-3.2-1B", "qkv", 2048, 3072, false},      {"Llama-3.2-1B", "o", 2048, 2048, false},
+      {"Llama-3.2-1B", "gate_up", 2048, 16384, false}, {"Llama-3.2-1B", "down", 8192, 2048, false},
+      {"Llama-3-8B", "qkv", 4096, 6144, false},        {"Llama-3-8B", "o", 4096, 4096, false},
+      {"Llama-3-8B", "gate_up", 4096, 28672, false},   {"Llama-3-8B", "down", 14336, 4096, false},
+  };
+  const CublasHandle cublas;
+  const Fp8Gemm fp8_gemm;
+  for (const LayerShape& s : shapes) {
+    // The FP8 GEMM (W8A8: the activations quantized per token, then cuBLASLt) beside cuBLAS's bf16
+    // GEMM, both timed as a layer: the quantization kernel counts.
+    for (int32_t tokens : {4, 8, 16, 32, 64, 2048}) {
+      if (options.quick) continue;
+      const std::string name =
+          str_cat(s.model, " ", s.layer, " fp8 gemm ", s.in, "->", s.out, " T=", tokens);
+      if (!options.wants_case(name)) continue;
+      const size_t fp8_bytes = static_cast<size_t>(s.in) * s.out;
+      const auto fp8_weights = weight_copies(fp8_bytes, stream);
+      const auto bf16_weights = weight_copies(2 * fp8_bytes, stream);
+      DeviceBuffer scales(static_cast<size_t>(s.out) * 4),
+          x(static_cast<size_t>(tokens) * s.in * 2), xq(static_cast<size_t>(tokens) * s.in),
+          sx(static_cast<size_t>(tokens) * 4), y(static_cast<size_t>(tokens) * s.out * 2);
+      cuda_check(cudaMemsetAsync(scales.as<void>(), 0x3c, scales.bytes(), stream), "memset");
+      cuda_check(cudaMemsetAsync(x.as<void>(), 0x3c, x.bytes(), stream), "memset");
+      LinearWeight w;
+      w.dtype = DType::kFP8E4M3;
+      w.scales = scales.as<float>();
+      w.scaling = WeightScaling::kChannel;
+      w.data = fp8_weights[0]->as<void>();
+      if (!fp8_gemm.supports(tokens, s.in, s.out, w, DType::kBF16)) {
+        std::printf("%s: cuBLASLt has no FP8 algorithm here; skipped\n", name.c_str());
+        continue;
+      }
+      const auto fp8_sets = static_cast<int32_t>(fp8_weights.size());
+      const auto bf16_sets = static_cast<int32_t>(bf16_weights.size());
+      const int32_t reps = std::max({fp8_sets, bf16_sets, 8});
+      const double fp8_s = time_graph(stream, reps, 11, [&](int32_t r) {
+        w.data = fp8_weights[static_cast<size_t>(r % fp8_sets)]->as<void>();
+        quantize_fp8_dynamic_rows_cuda(tokens, s.in, s.in, x.as<uint16_t>(), xq.as<uint8_t>(),
+                                       sx.as<float>(), stream);
+        fp8_gemm.run(tokens, s.in, s.out, xq.as<uint8_t>(), sx.as<float>(), w, y.as<void>(),
+                     DType::kBF16, stream);
+      });
+      const double bf16_s = time_graph(stream, reps, 11, [&](int32_t r) {
+        cublas_gemm(cublas, tokens, s.in, s.out, x.as<uint16_t>(),
+                    bf16_weights[static_cast<size_t>(r % bf16_sets)]->as<uint16_t>(), y.as<void>(),
+                    DType::kBF16, stream);
+      });
+      const double flops = 2.0 * tokens * static_cast<double>(s.in) * s.out;
+      BenchRecord record;
+      record.bench = "linear";
+      record.case_name = name;
+      record.metric = "TB/s";
+      record.value = static_cast<double>(fp8_bytes) / fp8_s / 1e12;
+      record.ceiling = ceiling;
+      record.peer = "cublas_gemm_bf16";
+      record.peer_value = static_cast<double>(2 * fp8_bytes) / bf16_s / 1e12;
+      record.note =
+          str_cat("fp8_us=", fp8_s * 1e6, " bf16_us=", bf16_s * 1e6, " speedup=", bf16_s / fp8_s,
+                  " fp8_tflops=", flops / fp8_s / 1e12, " bf16_tflops=", flops / bf16_s / 1e12);
+      reporter.record(record);
+    }
+    for (int32_t tokens : {1, 2, 4, 8}) {
+      if (options.quick && tokens != 1) continue;
+      const std::string name =
+          str_cat(s.model, " ", s.layer, " fp8 ", s.in, "->", s.out, " T=", tokens);
+      if (!options.wants_case(name)) continue;
+      const size_t fp8_bytes = static_cast<size_t>(s.in) * s.out;
+      const auto fp8_weights = weight_copies(fp8_bytes, stream);
+      const auto bf16_weights = weight_copies(2 * fp8_bytes, stream);
+      DeviceBuffer scales(static_cast<size_t>(s.out) * 4),
+          x(static_cast<size_t>(tokens) * s.in * 2), y(static_cast<size_t>(tokens) * s.out * 2);
+      cuda_check(cudaMemsetAsync(scales.as<void>(), 0x3c, scales.bytes(), stream), "memset");
+      cuda_check(cudaMemsetAsync(x.as<void>(), 0x3c, x.bytes(), stream), "memset");
+      const auto fp8_sets = static_cast<int32_t>(fp8_weights.size());
+      const auto bf16_sets = static_cast<int32_t>(bf16_weights.size());
+      const int32_t reps = std::max({fp8_sets, bf16_sets, 8});
+      const double fp8_s = time_graph(stream, reps, 11, [&](int32_t r) {
+        LinearWeight w;
+        w.dtype = DType::kFP8E4M3;
+        w.data = fp8_weights[static_cast<size_t>(r % fp8_sets)]->as<void>();
+        w.scales = scales.as<float>();
+        w.scaling = WeightScaling::kChannel;
+        linear_skinny_cuda(tokens, s.in, s.out, x.as<uint16_t>(), w, y.as<void>(), DType::kBF16,
+                           stream);
+      });
+      const double bf16_s = time_graph(stream, reps, 11, [&](int32_t r) {
+        linear_skinny_cuda(tokens, s.in, s.out, x.as<uint16_t>(),
+                           bf16_weights[static_cast<size_t>(r % bf16_sets)]->as<uint16_t>(),
+                           y.as<void>(), DType::kBF16, stream);
+      });
+      BenchRecord record;
+      record.bench = "linear";
+      record.case_name = name;
+      record.metric = "TB/s";
+      record.value = static_cast<double>(fp8_bytes) / fp8_s / 1e12;
+      record.ceiling = ceiling;
+      record.peer = "linear_skinny_bf16";
+      record.peer_value = static_cast<double>(2 * fp8_bytes) / bf16_s / 1e12;
+      record.note =
+          str_cat("fp8_us=", fp8_s * 1e6, " bf16_us=", bf16_s * 1e6, " speedup=", bf16_s / fp8_s,
+                  " fp8_weight_mb=", static_cast<double>(fp8_bytes) / 1e6);
+      reporter.record(record);
+    }
+  }
+}
+
 void run_linear_bench(const BenchOptions& options, BenchReporter& reporter) {
   cudaStream_t stream = nullptr;
   cuda_check(cudaStreamCreate(&stream), "stream");
@@ -212,6 +331,7 @@ void run_linear_bench(const BenchOptions& options, BenchReporter& reporter) {
     }
   }
   run_fused_cases(options, reporter, stream, ceiling);
+  run_fp8_weight_cases(options, reporter, stream, ceiling);
   cudaStreamDestroy(stream);
 }
 

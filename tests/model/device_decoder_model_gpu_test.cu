@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <tuple>
 
 #include "harness/expect_error.h"
 #include "harness/model_with_scales.h"
@@ -97,6 +98,59 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"llama_hd128_e5m2", ModelArchitecture::kLlama, 128, 8, 2, 512, DType::kFP8E5M2, 8e-2},
         Case{"qwen2_hd64_fp8", ModelArchitecture::kQwen2, 64, 4, 2, 256, DType::kFP8E4M3, 3e-2}),
     [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
+
+// An FP8 checkpoint's linear weights kept FP8 on the GPU (per-channel scales) against the CPU
+// decoder over the same checkpoint dequantized to bf16: the GPU computes fp8 x scale exactly
+// where the CPU rounds it to bf16, and its prefill (76 rows) quantizes the activations to e4m3
+// per token for the FP8 GEMM, a few percent on the logits; the one-token decode streams the FP8
+// weights against bf16 activations, within bf16 rounding. The kept weights take half the bytes.
+TEST(DeviceDecoderModelFp8Weights, KeptFp8WeightsMatchTheDequantizedCpuDecoder) {
+  for (const auto& [name, arch, head_dim, q_heads, hidden] :
+       std::vector<std::tuple<const char*, ModelArchitecture, int32_t, int32_t, int32_t>>{
+           {"llama_hd64", ModelArchitecture::kLlama, 64, 4, 256},
+           {"qwen3_hd128", ModelArchitecture::kQwen3, 128, 8, 512}}) {
+    SCOPED_TRACE(name);
+    TinyModelSpec spec;
+    spec.architecture = arch;
+    spec.head_dim = head_dim;
+    spec.num_q_heads = q_heads;
+    spec.num_kv_heads = 2;
+    spec.hidden_size = hidden;
+    spec.fp8_weights = true;
+    const std::string dir =
+        testing_support::scratch_dir("quench_device_model_test", std::string("fp8w_") + name);
+    write_tiny_model(dir, spec);
+    const Checkpoint checkpoint(dir);
+    const ModelConfig config = read_model_config(checkpoint.config_path());
+    const ModelWeights dequantized = ModelWeights::load(config, checkpoint);
+    const ModelWeights kept = ModelWeights::load(config, checkpoint, /*keep_fp8=*/true);
+    ASSERT_TRUE(kept.has_fp8_linears());
+    ASSERT_FALSE(dequantized.has_fp8_linears());
+    EXPECT_LT(DeviceDecoderModel::weight_bytes(kept),
+              DeviceDecoderModel::weight_bytes(dequantized));
+    DecoderModelOptions o;
+    o.kv_dtype = DType::kBF16;
+    o.page_size = 16;
+    o.num_pages = 64;
+    o.max_model_len = 512;
+    DecoderModel cpu(config, dequantized, o);
+    DeviceDecoderModel gpu(config, kept, o);
+    std::vector<int32_t> ids;
+    for (int32_t i = 0; i < 77; ++i)
+      ids.push_back(6 + (i * 37) % 500);
+    const std::vector<int32_t> pages = {3, 1, 7, 2, 9, 4};
+    const std::vector<ScheduledSequence> prefill = {{pages, 0, 76}};
+    const AttentionMetadata pm = build_attention_metadata({}, prefill, 16, 64);
+    const std::vector<int32_t> rows = {0, 40, 75};
+    const std::span<const int32_t> prompt(ids.data(), 76);
+    EXPECT_LT(rel_l2<float>(gpu.forward(prompt, pm, rows), cpu.forward(prompt, pm, rows)), 8e-2);
+    const std::vector<ScheduledSequence> decode = {{pages, 76, 1}};
+    const AttentionMetadata dm = build_attention_metadata(decode, {}, 16, 64);
+    const std::vector<int32_t> last = {ids[76]};
+    const std::vector<int32_t> row0 = {0};
+    EXPECT_LT(rel_l2<float>(gpu.forward(last, dm, row0), cpu.forward(last, dm, row0)), 8e-2);
+  }
+}
 
 // Per-KV-head checkpoint scales reach the GPU kernels: head 0's k/v scales are so small that
 // its FP8 cache saturates (the logits move far from unit scales), head 1's are ordinary; the GPU

@@ -4,7 +4,9 @@
 // percent, not zero); unsupported quantization methods and missing scales are named.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -159,6 +161,53 @@ INSTANTIATE_TEST_SUITE_P(
         Scheme{"fp8_blocks", json{{"quant_method", "fp8"}, {"weight_block_size", {32, 64}}}, 32, 64,
                "_scale_inv"}),
     [](const ::testing::TestParamInfo<Scheme>& p) { return std::string(p.param.name); });
+
+// keep_fp8 (the GPU runner's load): a per-channel FP8 checkpoint's linear weights stay e4m3 with
+// their row scales, the bf16 fields of those stay empty, and the bytes are the checkpoint's; block
+// checkpoints dequantize as before. The built-in "-fp8" models are such per-channel checkpoints.
+TEST(Fp8Checkpoint, KeepFp8HoldsTheCheckpointBytesAndRowScales) {
+  const std::string dir = testing_support::scratch_dir("quench_fp8_checkpoint_test", "keep");
+  write_tiny_model(dir, builtin_model_spec("tiny-fp8"));
+  const Checkpoint checkpoint(dir);
+  const ModelConfig config = read_model_config(checkpoint.config_path());
+  ASSERT_TRUE(config.quantization.fp8);
+  const ModelWeights kept = ModelWeights::load(config, checkpoint, /*keep_fp8=*/true);
+  const ModelWeights dequantized = ModelWeights::load(config, checkpoint);
+  EXPECT_TRUE(kept.has_fp8_linears());
+  EXPECT_FALSE(dequantized.has_fp8_linears());
+  const DecoderLayerWeights& l = kept.layers[1];
+  EXPECT_EQ(l.q_proj.size(), 0u);
+  EXPECT_EQ(l.down_proj.size(), 0u);
+  const char* name = "model.layers.1.mlp.down_proj.weight";
+  const SafetensorsTensor& q = *checkpoint.find(name);
+  const SafetensorsTensor& s = *checkpoint.find(std::string(name) + "_scale");
+  ASSERT_EQ(l.fp8.down_proj.bytes().size(), q.bytes.size());
+  EXPECT_TRUE(std::equal(q.bytes.begin(), q.bytes.end(), l.fp8.down_proj.bytes().begin()));
+  const int64_t rows = q.shape[0], cols = q.shape[1];
+  ASSERT_EQ(static_cast<int64_t>(l.fp8.down_proj.row_scales().size()), rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    float scale;
+    std::memcpy(&scale, s.bytes.data() + 4 * r, 4);
+    ASSERT_EQ(l.fp8.down_proj.row_scales()[static_cast<size_t>(r)], scale);
+    // The dequantized load holds the same values rounded to bf16.
+    for (int64_t c = 0; c < cols; c += 97)
+      ASSERT_EQ(dequantized.layers[1].down_proj.data()[r * cols + c],
+                float_to_bf16_bits(fp8_e4m3_to_float(q.bytes[static_cast<size_t>(r * cols + c)]) *
+                                   scale));
+  }
+  // Block scales are not kept.
+  const std::string src = testing_support::scratch_dir("quench_fp8_checkpoint_test", "keep_src");
+  const std::string blocks = testing_support::scratch_dir("quench_fp8_checkpoint_test", "keep_blk");
+  write_tiny_model(src, TinyModelSpec{});
+  write_fp8_checkpoint(src, blocks,
+                       Scheme{"b", json{{"quant_method", "fp8"}, {"weight_block_size", {32, 64}}},
+                              32, 64, "_scale_inv"});
+  const Checkpoint block_checkpoint(blocks);
+  const ModelWeights block_load = ModelWeights::load(
+      read_model_config(block_checkpoint.config_path()), block_checkpoint, /*keep_fp8=*/true);
+  EXPECT_FALSE(block_load.has_fp8_linears());
+  EXPECT_GT(block_load.layers[0].q_proj.size(), 0u);
+}
 
 TEST(Fp8CheckpointErrors, UnsupportedMethodsAndMissingScales) {
   const std::string tiny = tiny_model_config_json(TinyModelSpec{});

@@ -53,7 +53,7 @@ const char* engine_flags_usage() {
          "  [--speculative-config JSON]   n-gram speculation of greedy requests, e.g.\n"
          "      '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, \"prompt_lookup_max\": "
          "4}'\n"
-         "  [--builtin tiny|llama3.2-1b|qwen2.5-0.5b|qwen3-0.6b|llama3-8b]\n"
+         "  [--builtin tiny|llama3.2-1b|qwen2.5-0.5b|qwen3-0.6b|llama3-8b, each also NAME-fp8]\n"
          "Without --model, quench writes a built-in model with random weights to a temporary\n"
          "directory and loads it: tiny (2 layers, hidden 256, a 512-token BPE vocabulary; the\n"
          "default) or a real architecture's shape, for speed figures (token-id prompts only).\n"

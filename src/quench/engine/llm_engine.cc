@@ -8,8 +8,10 @@
 #include <sstream>
 
 #include "quench/core/cuda_device.h"
+#include "quench/core/env_switch.h"
 #include "quench/core/error.h"
 #include "quench/core/json_file.h"
+#include "quench/core/log.h"
 #include "quench/engine/kv_cache_sizing.h"
 #include "quench/engine/logits_processors.h"
 #include "quench/engine/sampler.h"
@@ -45,7 +47,16 @@ LlmEngine::LlmEngine(const EngineOptions& options) : options_(options) {
                    tokenizer_->vocab_size(), " ids, more than the model's vocab_size ",
                    config_.vocab_size);
   }
-  weights_ = std::make_unique<ModelWeights>(ModelWeights::load(config_, *checkpoint_));
+  const bool gpu = options.device == EngineDevice::kGpu ||
+                   (options.device == EngineDevice::kAuto && cuda_device_available());
+  // The GPU runner computes with an FP8 checkpoint's per-tensor / per-channel weights as FP8
+  // (QUENCH_FP8_WEIGHTS=dequant: bf16 at load, as the CPU runner always does).
+  const bool keep_fp8 = gpu && env_switch("QUENCH_FP8_WEIGHTS", {"keep", "dequant"}) == "keep";
+  weights_ = std::make_unique<ModelWeights>(ModelWeights::load(config_, *checkpoint_, keep_fp8));
+  if (weights_->has_fp8_linears())
+    log_info(
+        "FP8 checkpoint: linear weights stay FP8 on the GPU (QUENCH_FP8_WEIGHTS=dequant for "
+        "bf16)");
 
   SchedulerConfig sc;
   sc.max_num_seqs = options.max_num_seqs;
@@ -59,8 +70,6 @@ LlmEngine::LlmEngine(const EngineOptions& options) : options_(options) {
   QUENCH_REQUIRE(sc.max_model_len <= config_.max_position_embeddings, "max_model_len ",
                  sc.max_model_len, " exceeds the model's max_position_embeddings ",
                  config_.max_position_embeddings);
-  const bool gpu = options.device == EngineDevice::kGpu ||
-                   (options.device == EngineDevice::kAuto && cuda_device_available());
   if (options.num_kv_pages > 0) {
     sc.num_pages = options.num_kv_pages;
   } else if (gpu) {

@@ -20,6 +20,7 @@
 #include "quench/ops/bias_add/bias_add.h"
 #include "quench/ops/embedding/embedding.h"
 #include "quench/ops/linear/linear_cublas.h"
+#include "quench/ops/linear/linear_fp8_weight.h"
 #include "quench/ops/linear/linear_skinny_fused.h"
 #include "quench/ops/rms_norm/rms_norm.h"
 #include "quench/ops/rope/rope_reference.h"
@@ -46,8 +47,41 @@ DeviceBuffer upload_weight(const Bf16Weight& w) {
   return upload(w.data(), w.size());
 }
 
+// One linear layer's weight on the device: bf16, or FP8 with one scale per output row (a
+// checkpoint's per-tensor scale repeated), and the descriptor the kernels take.
+struct DeviceLinear {
+  DeviceBuffer data, scales;
+  LinearWeight weight;
+};
+
+// The concatenation of `parts` (rows of the same width): FP8 where the checkpoint's weights were
+// kept FP8 (ModelWeights::load's keep_fp8), else bf16.
+DeviceLinear upload_linear(std::initializer_list<const Bf16Weight*> bf16,
+                           std::initializer_list<const Fp8Weight*> fp8) {
+  DeviceLinear l;
+  if ((*fp8.begin())->empty()) {
+    l.data = upload_rows(bf16);
+    l.weight = LinearWeight::bf16(l.data.as<uint16_t>());
+    return l;
+  }
+  std::vector<uint8_t> bytes;
+  std::vector<float> scales;
+  for (const Fp8Weight* w : fp8) {
+    bytes.insert(bytes.end(), w->bytes().begin(), w->bytes().end());
+    scales.insert(scales.end(), w->row_scales().begin(), w->row_scales().end());
+  }
+  l.data = upload(bytes);
+  l.scales = upload(scales);
+  l.weight.dtype = DType::kFP8E4M3;
+  l.weight.data = l.data.as<void>();
+  l.weight.scales = l.scales.as<float>();
+  l.weight.scaling = WeightScaling::kChannel;
+  return l;
+}
+
 struct LayerBuffers {
-  DeviceBuffer input_norm, qkv, qkv_bias, q_norm, k_norm, o, post_norm, gate_up, down;
+  DeviceBuffer input_norm, qkv_bias, q_norm, k_norm, post_norm;
+  DeviceLinear qkv, o, gate_up, down;
 };
 
 // The device addresses and host values of one step.
@@ -58,6 +92,7 @@ struct StepBuffers {
   int32_t pass_rows = 0;  // logit rows per lm_head pass (the logits buffer's rows)
   int32_t* ids = nullptr;
   int32_t* positions = nullptr;
+  Fp8ActivationScratch fp8_scratch;  // FP8 linear weights only
   int64_t* slots = nullptr;
   int32_t* gather = nullptr;  // the logit rows
   AttentionMetadataView view;
@@ -95,6 +130,8 @@ struct DeviceDecoderModel::State {
   std::vector<DeviceBuffer> head_scales;
   cudaStream_t stream = nullptr;
   std::unique_ptr<CublasHandle> cublas;  // created once a device is known to be there
+  std::unique_ptr<Fp8Gemm> fp8_gemm;     // where the checkpoint's linear weights stay FP8
+  int32_t max_linear_in = 0;             // the widest input of a layer's linear weights
 
   DeviceBuffer embed, final_norm, lm_head_own;
   const uint16_t* lm_head = nullptr;
@@ -106,7 +143,8 @@ struct DeviceDecoderModel::State {
   GrowingBuffer residual{&generation}, next_residual{&generation}, hidden{&generation},
       qkv{&generation}, q_rot{&generation}, q_fp8{&generation}, attn{&generation},
       proj{&generation}, gate_up{&generation}, act{&generation}, row_hidden{&generation},
-      logits{&generation}, attention_workspace{&generation};
+      logits{&generation}, attention_workspace{&generation}, fp8_x{&generation},
+      fp8_x_scales{&generation};
   // A step's host inputs (token ids, metadata arrays, logit rows) packed into one pinned buffer
   // and copied to `inputs` in one transfer; StepInputsLayout places them.
   GrowingBuffer inputs{&generation};
@@ -127,6 +165,7 @@ struct DeviceDecoderModel::State {
     // Graphs, then cuBLAS (which holds the stream), then the stream.
     graphs.clear();
     cublas.reset();
+    fp8_gemm.reset();
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
 
@@ -166,6 +205,12 @@ struct DeviceDecoderModel::State {
     b.proj = proj.get<uint16_t>(T * d);  // o, then down: the delta of the next residual add
     b.gate_up = gate_up.get<uint16_t>(T * 2 * ff);
     b.act = act.get<uint16_t>(T * ff);
+    if (fp8_gemm) {  // the activations' e4m3 copy for the FP8 GEMMs, one scale per token
+      b.fp8_scratch.xq_bytes = static_cast<int64_t>(T) * max_linear_in;
+      b.fp8_scratch.scale_count = static_cast<int64_t>(T);
+      b.fp8_scratch.xq = fp8_x.get<uint8_t>(static_cast<size_t>(b.fp8_scratch.xq_bytes));
+      b.fp8_scratch.scales = fp8_x_scales.get<float>(T);
+    }
     b.picked = row_hidden.get<uint16_t>(std::max<size_t>(R, 1) * d);
     b.logits = logits.get<float>(std::max<size_t>(static_cast<size_t>(b.pass_rows), 1) *
                                  static_cast<size_t>(c.vocab_size));
@@ -283,15 +328,14 @@ struct DeviceDecoderModel::State {
       // The MLP output of the layer before joins the residual here.
       const uint16_t* mlp_delta = layer == 0 ? nullptr : b.proj;
       if (fused) {
-        linear_skinny_norm_cuda(t, d, qkv_width, fused_norm(mlp_delta, l.input_norm),
-                                l.qkv.as<uint16_t>(), /*swiglu=*/false, b.qkv, stream);
+        linear_skinny_norm_cuda(t, d, qkv_width, fused_norm(mlp_delta, l.input_norm), l.qkv.weight,
+                                /*swiglu=*/false, b.qkv, stream);
         mark("rms_norm (input) + linear qkv");
       } else {
         rms_norm_cuda({t, d, x, mlp_delta, l.input_norm.as<uint16_t>(), c.rms_norm_eps, b.h},
                       stream);
         mark("rms_norm (input)");
-        linear_cuda(*cublas, t, d, qkv_width, b.h, l.qkv.as<uint16_t>(), b.qkv, DType::kBF16,
-                    stream);
+        enqueue_linear(b, t, d, qkv_width, b.h, l.qkv, b.qkv);
         mark("linear qkv");
       }
       if (c.qkv_bias) {  // Qwen2
@@ -340,22 +384,21 @@ struct DeviceDecoderModel::State {
       op.run(args, stream);
       mark("attention");
 
-      linear_cuda(*cublas, t, qd, d, b.attn, l.o.as<uint16_t>(), b.proj, DType::kBF16, stream);
+      enqueue_linear(b, t, qd, d, b.attn, l.o, b.proj);
       mark("linear o");
       if (fused) {
-        linear_skinny_norm_cuda(t, d, ff, fused_norm(b.proj, l.post_norm), l.gate_up.as<uint16_t>(),
+        linear_skinny_norm_cuda(t, d, ff, fused_norm(b.proj, l.post_norm), l.gate_up.weight,
                                 /*swiglu=*/true, b.act, stream);
         mark("rms_norm (post) + linear gate_up + swiglu");
       } else {
         rms_norm_cuda({t, d, x, b.proj, l.post_norm.as<uint16_t>(), c.rms_norm_eps, b.h}, stream);
         mark("rms_norm (post)");
-        linear_cuda(*cublas, t, d, 2 * ff, b.h, l.gate_up.as<uint16_t>(), b.gate_up, DType::kBF16,
-                    stream);
+        enqueue_linear(b, t, d, 2 * ff, b.h, l.gate_up, b.gate_up);
         mark("linear gate_up");
         swiglu_cuda(t, ff, b.gate_up, b.act, stream);
         mark("swiglu");
       }
-      linear_cuda(*cublas, t, ff, d, b.act, l.down.as<uint16_t>(), b.proj, DType::kBF16, stream);
+      enqueue_linear(b, t, ff, d, b.act, l.down, b.proj);
       mark("linear down");
     }
     // The last MLP output joins the residual; the final norm of every row (the rows asked for are
@@ -366,6 +409,19 @@ struct DeviceDecoderModel::State {
     mark("gather rows");
     enqueue_lm_head(b, 0);
     mark("lm_head");
+  }
+
+  // One linear layer of the decoder, bf16 activations in and out: cuBLAS (or the streaming kernel)
+  // over a bf16 weight, the FP8 kernels over an FP8 one (linear_fp8_weight.h).
+  void enqueue_linear(const StepBuffers& b, int32_t t, int32_t in, int32_t out, const uint16_t* x,
+                      const DeviceLinear& w, uint16_t* y) {
+    if (w.weight.fp8()) {
+      linear_fp8_weight_cuda(*fp8_gemm, t, in, out, x, w.weight, b.fp8_scratch, y, DType::kBF16,
+                             stream);
+    } else {
+      linear_cuda(*cublas, t, in, out, x, static_cast<const uint16_t*>(w.weight.data), y,
+                  DType::kBF16, stream);
+    }
   }
 
   // The lm_head over the pass of logit rows that starts at `first` (b.pass_rows of them, fewer
@@ -486,6 +542,11 @@ DeviceDecoderModel::DeviceDecoderModel(const ModelConfig& config, const ModelWei
   s.kv.validate();
   check_cuda(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
   s.cublas = std::make_unique<CublasHandle>();
+  if (weights.has_fp8_linears()) {
+    s.fp8_gemm = std::make_unique<Fp8Gemm>();
+    s.max_linear_in = std::max(
+        {config.hidden_size, config.num_q_heads() * config.head_dim(), config.intermediate_size});
+  }
 
   s.embed = upload_weight(weights.embed_tokens);
   s.final_norm = upload_weight(weights.final_norm);
@@ -498,16 +559,17 @@ DeviceDecoderModel::DeviceDecoderModel(const ModelConfig& config, const ModelWei
   for (const DecoderLayerWeights& w : weights.layers) {
     LayerBuffers l;
     l.input_norm = upload_weight(w.input_norm);
-    l.qkv = upload_rows({&w.q_proj, &w.k_proj, &w.v_proj});
+    l.qkv = upload_linear({&w.q_proj, &w.k_proj, &w.v_proj},
+                          {&w.fp8.q_proj, &w.fp8.k_proj, &w.fp8.v_proj});
     if (config.qkv_bias) l.qkv_bias = upload_rows({&w.q_bias, &w.k_bias, &w.v_bias});
     if (config.qk_norm) {
       l.q_norm = upload_weight(w.q_norm);
       l.k_norm = upload_weight(w.k_norm);
     }
-    l.o = upload_weight(w.o_proj);
+    l.o = upload_linear({&w.o_proj}, {&w.fp8.o_proj});
     l.post_norm = upload_weight(w.post_attention_norm);
-    l.gate_up = upload_rows({&w.gate_proj, &w.up_proj});
-    l.down = upload_weight(w.down_proj);
+    l.gate_up = upload_linear({&w.gate_proj, &w.up_proj}, {&w.fp8.gate_proj, &w.fp8.up_proj});
+    l.down = upload_linear({&w.down_proj}, {&w.fp8.down_proj});
     s.layers.push_back(std::move(l));
   }
   s.cos_sin = upload(build_rope_cos_sin_cache(config.rope, options.max_model_len));
@@ -553,13 +615,17 @@ int64_t DeviceDecoderModel::kv_cache_bytes() const {
 int64_t DeviceDecoderModel::weight_bytes(const ModelWeights& weights) {
   size_t elements = weights.embed_tokens.size() + weights.final_norm.size();
   if (weights.lm_head.data() != weights.embed_tokens.data()) elements += weights.lm_head.size();
+  size_t fp8_bytes = 0;  // FP8 linear weights: a byte each, and a 4-byte scale per row
   for (const DecoderLayerWeights& w : weights.layers) {
     for (const Bf16Weight* part : {&w.input_norm, &w.q_proj, &w.k_proj, &w.v_proj, &w.o_proj,
                                    &w.q_norm, &w.k_norm, &w.q_bias, &w.k_bias, &w.v_bias,
                                    &w.post_attention_norm, &w.gate_proj, &w.up_proj, &w.down_proj})
       elements += part->size();
+    for (const Fp8Weight* part : {&w.fp8.q_proj, &w.fp8.k_proj, &w.fp8.v_proj, &w.fp8.o_proj,
+                                  &w.fp8.gate_proj, &w.fp8.up_proj, &w.fp8.down_proj})
+      fp8_bytes += part->bytes().size() + 4 * part->row_scales().size();
   }
-  return static_cast<int64_t>(elements * sizeof(uint16_t));
+  return static_cast<int64_t>(elements * sizeof(uint16_t) + fp8_bytes);
 }
 
 int32_t DeviceDecoderModel::logit_rows_per_pass(int32_t max_num_seqs) {
@@ -576,7 +642,9 @@ int64_t DeviceDecoderModel::step_bytes(const ModelConfig& c, int32_t max_tokens,
   // attention output; gate/up and the SwiGLU output.
   const int64_t d = c.hidden_size, qd = int64_t{c.num_q_heads()} * c.head_dim(),
                 kvd = int64_t{c.num_kv_heads()} * c.head_dim(), ff = c.intermediate_size;
-  const int64_t per_token = 32 + 2 * (3 * d + (qd + 2 * kvd) + qd + qd + 2 * ff + ff) + qd;
+  int64_t per_token = 32 + 2 * (3 * d + (qd + 2 * kvd) + qd + qd + 2 * ff + ff) + qd;
+  // FP8 checkpoints: the activations' e4m3 copy for the FP8 GEMMs and its scale.
+  if (c.quantization.fp8) per_token += std::max({d, qd, ff}) + 4;
   // Every row may be a logit row (prompt logprobs): its index and gathered hidden state; the
   // logits buffer holds one lm_head pass.
   const int64_t per_logit_row = 4 + 2 * d;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <optional>
+#include <tuple>
 
 #include "quench/core/error.h"
 #include "quench/numerics/bf16.h"
@@ -119,7 +120,33 @@ Bf16Weight Bf16Weight::load(const Checkpoint& checkpoint, const std::string& nam
   return w;
 }
 
-ModelWeights ModelWeights::load(const ModelConfig& c, const Checkpoint& checkpoint) {
+Fp8Weight Fp8Weight::load(const Checkpoint& checkpoint, const std::string& name,
+                          const std::vector<int64_t>& shape,
+                          const WeightQuantization& quantization) {
+  const SafetensorsTensor& t = checkpoint.require(name, shape);
+  Fp8Weight w;
+  if (t.dtype != DType::kFP8E4M3 || shape.size() != 2 || quantization.block_out > 0) return w;
+  std::string scale_name;
+  const std::vector<float> scales = fp8_scales(checkpoint, name, &scale_name);
+  const int64_t out = shape[0];
+  const auto count = static_cast<int64_t>(scales.size());
+  if (count != 1 && count != out) return w;  // blocks: dequantized by Bf16Weight::load
+  w.bytes_ = {reinterpret_cast<const uint8_t*>(t.bytes.data()), t.bytes.size()};
+  w.row_scales_.resize(static_cast<size_t>(out));
+  for (int64_t r = 0; r < out; ++r)
+    w.row_scales_[static_cast<size_t>(r)] = scales[static_cast<size_t>(count == 1 ? 0 : r)];
+  return w;
+}
+
+bool ModelWeights::has_fp8_linears() const {
+  for (const DecoderLayerWeights& l : layers) {
+    for (const Fp8Weight* w : {&l.fp8.q_proj, &l.fp8.o_proj, &l.fp8.gate_proj, &l.fp8.down_proj})
+      if (!w->empty()) return true;
+  }
+  return false;
+}
+
+ModelWeights ModelWeights::load(const ModelConfig& c, const Checkpoint& checkpoint, bool keep_fp8) {
   const int64_t d = c.hidden_size;
   const int64_t qd = static_cast<int64_t>(c.num_q_heads()) * c.head_dim();
   const int64_t kvd = static_cast<int64_t>(c.num_kv_heads()) * c.head_dim();
@@ -132,10 +159,30 @@ ModelWeights ModelWeights::load(const ModelConfig& c, const Checkpoint& checkpoi
     const std::string p = str_cat("model.layers.", i, ".");
     DecoderLayerWeights& l = w.layers[static_cast<size_t>(i)];
     l.input_norm = Bf16Weight::load(checkpoint, p + "input_layernorm.weight", {d});
-    l.q_proj = Bf16Weight::load(checkpoint, p + "self_attn.q_proj.weight", {qd, d}, q);
-    l.k_proj = Bf16Weight::load(checkpoint, p + "self_attn.k_proj.weight", {kvd, d}, q);
-    l.v_proj = Bf16Weight::load(checkpoint, p + "self_attn.v_proj.weight", {kvd, d}, q);
-    l.o_proj = Bf16Weight::load(checkpoint, p + "self_attn.o_proj.weight", {d, qd}, q);
+    // Each group of projections the runner fuses into one GEMM stays FP8 only as a whole.
+    const auto load_group = [&](std::initializer_list<
+                                std::tuple<const char*, Bf16Weight*, Fp8Weight*, int64_t, int64_t>>
+                                    group) {
+      bool all_fp8 = keep_fp8 && q.fp8;
+      std::vector<Fp8Weight> kept;
+      for (const auto& [name, bf16, fp8, rows, cols] : group) {
+        if (!all_fp8) break;
+        kept.push_back(Fp8Weight::load(checkpoint, p + name, {rows, cols}, q));
+        all_fp8 = !kept.back().empty();
+      }
+      size_t next = 0;
+      for (const auto& [name, bf16, fp8, rows, cols] : group) {
+        if (all_fp8) {
+          *fp8 = std::move(kept[next++]);
+        } else {
+          *bf16 = Bf16Weight::load(checkpoint, p + name, {rows, cols}, q);
+        }
+      }
+    };
+    load_group({{"self_attn.q_proj.weight", &l.q_proj, &l.fp8.q_proj, qd, d},
+                {"self_attn.k_proj.weight", &l.k_proj, &l.fp8.k_proj, kvd, d},
+                {"self_attn.v_proj.weight", &l.v_proj, &l.fp8.v_proj, kvd, d}});
+    load_group({{"self_attn.o_proj.weight", &l.o_proj, &l.fp8.o_proj, d, qd}});
     if (c.qkv_bias) {
       l.q_bias = Bf16Weight::load(checkpoint, p + "self_attn.q_proj.bias", {qd});
       l.k_bias = Bf16Weight::load(checkpoint, p + "self_attn.k_proj.bias", {kvd});
@@ -147,9 +194,9 @@ ModelWeights ModelWeights::load(const ModelConfig& c, const Checkpoint& checkpoi
     }
     l.post_attention_norm =
         Bf16Weight::load(checkpoint, p + "post_attention_layernorm.weight", {d});
-    l.gate_proj = Bf16Weight::load(checkpoint, p + "mlp.gate_proj.weight", {ff, d}, q);
-    l.up_proj = Bf16Weight::load(checkpoint, p + "mlp.up_proj.weight", {ff, d}, q);
-    l.down_proj = Bf16Weight::load(checkpoint, p + "mlp.down_proj.weight", {d, ff}, q);
+    load_group({{"mlp.gate_proj.weight", &l.gate_proj, &l.fp8.gate_proj, ff, d},
+                {"mlp.up_proj.weight", &l.up_proj, &l.fp8.up_proj, ff, d}});
+    load_group({{"mlp.down_proj.weight", &l.down_proj, &l.fp8.down_proj, d, ff}});
   }
   w.final_norm = Bf16Weight::load(checkpoint, "model.norm.weight", {d});
   for (int32_t i = 0; i < c.num_layers; ++i) {

@@ -14,12 +14,15 @@
 // WeightQuantization) store the linear weights as F8_E4M3 with "<name>_scale" (or
 // "<name>_scale_inv", block-wise) beside them: per tensor ([] or [1]), per output channel ([out]
 // or [out, 1]) or per block ([ceil(out/bo), ceil(in/bi)]), multiplying; they are dequantized to
-// bf16 at load (FP8 GEMMs on the GPU are not built yet). Other dtypes fail with the tensor name.
+// bf16 at load, or, for the GPU runner (keep_fp8), those with per-tensor or per-channel scales
+// stay FP8 (Fp8Weight) and run on FP8 kernels (linear_fp8_cublaslt.h, linear_skinny.h). Other
+// dtypes fail with the tensor name.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "quench/attention/attention_scales.h"
@@ -44,6 +47,32 @@ class Bf16Weight {
   std::span<const uint16_t> view_;
 };
 
+// The e4m3 bytes of one FP8 linear weight [out, in] as the checkpoint stores them (a view into the
+// mapped file) and one fp32 scale per output row (a per-tensor scale repeated): what the GPU
+// runner uploads to compute with FP8 weights. Empty unless ModelWeights::load kept it.
+class Fp8Weight {
+ public:
+  Fp8Weight() = default;
+  bool empty() const { return bytes_.empty(); }
+  std::span<const uint8_t> bytes() const { return bytes_; }
+  const std::vector<float>& row_scales() const { return row_scales_; }
+  // The weight kept FP8, or an empty one where `name` is not an F8_E4M3 tensor of a
+  // per-tensor or per-channel checkpoint (block scales are dequantized to bf16 instead).
+  static Fp8Weight load(const Checkpoint& checkpoint, const std::string& name,
+                        const std::vector<int64_t>& shape, const WeightQuantization& quantization);
+
+ private:
+  std::span<const uint8_t> bytes_;
+  std::vector<float> row_scales_;
+};
+
+// A layer's linear weights kept FP8 (each group of fused projections all or none: q/k/v,
+// gate/up; o; down); the Bf16Weight fields of those are then empty.
+struct Fp8LayerWeights {
+  Fp8Weight q_proj, k_proj, v_proj, o_proj;
+  Fp8Weight gate_proj, up_proj, down_proj;
+};
+
 struct DecoderLayerWeights {
   Bf16Weight input_norm;
   Bf16Weight q_proj, k_proj, v_proj, o_proj;
@@ -51,6 +80,7 @@ struct DecoderLayerWeights {
   Bf16Weight q_bias, k_bias, v_bias;  // Qwen2; empty otherwise
   Bf16Weight post_attention_norm;
   Bf16Weight gate_proj, up_proj, down_proj;
+  Fp8LayerWeights fp8;  // keep_fp8 loads of per-tensor / per-channel FP8 checkpoints
 };
 
 struct ModelWeights {
@@ -64,7 +94,12 @@ struct ModelWeights {
   Bf16Weight lm_head;  // embed_tokens' storage when tied
 
   // Loads and shape-checks every weight; the checkpoint must outlive the result (views).
-  static ModelWeights load(const ModelConfig& config, const Checkpoint& checkpoint);
+  // keep_fp8: FP8 linear weights with per-tensor or per-channel scales stay FP8 (the layers'
+  // `fp8` fields) instead of being dequantized; only the GPU runner computes with them.
+  static ModelWeights load(const ModelConfig& config, const Checkpoint& checkpoint,
+                           bool keep_fp8 = false);
+  // Whether any linear weight was kept FP8.
+  bool has_fp8_linears() const;
 };
 
 }  // namespace quench

@@ -2,14 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <utility>
 
 #include "quench/core/error.h"
 #include "quench/core/parallel_for.h"
 #include "quench/model/safetensors_file.h"
 #include "quench/numerics/bf16.h"
+#include "quench/numerics/fp8.h"
 #include "quench/tokenizer/tiny_tokenizer.h"
 
 namespace quench {
@@ -60,9 +64,45 @@ SafetensorsTensorToWrite random_bf16(const std::string& name, std::vector<int64_
   return t;
 }
 
+// A bf16 [out, in] weight as e4m3 with one scale per row (amax / 448, 1 for a zero row; stored =
+// fp8(value / scale)) and that scale tensor ("<name>_scale", [out, 1], F32).
+std::pair<SafetensorsTensorToWrite, SafetensorsTensorToWrite> fp8_per_channel(
+    const SafetensorsTensorToWrite& w) {
+  const int64_t rows = w.shape[0], cols = w.shape[1];
+  SafetensorsTensorToWrite q{w.name, DType::kFP8E4M3, w.shape, {}};
+  q.bytes.resize(static_cast<size_t>(rows * cols));
+  std::vector<float> scales(static_cast<size_t>(rows));
+  const uint8_t* in = w.bytes.data();
+  uint8_t* out = q.bytes.data();
+  float* row_scales = scales.data();
+  parallel_for(rows, [=](int64_t r) {
+    const auto value = [&](int64_t c) {
+      const int64_t i = r * cols + c;
+      return bf16_bits_to_float(static_cast<uint16_t>(in[2 * i] | (in[2 * i + 1] << 8)));
+    };
+    float amax = 0.0f;
+    for (int64_t c = 0; c < cols; ++c)
+      amax = std::max(amax, std::fabs(value(c)));
+    const float scale = amax > 0.0f ? amax / kFp8E4M3Max : 1.0f;
+    row_scales[r] = scale;
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = float_to_fp8_e4m3(value(c) / scale);
+  });
+  SafetensorsTensorToWrite s{w.name + "_scale", DType::kF32, {rows, 1}, {}};
+  s.bytes.resize(scales.size() * 4);
+  std::memcpy(s.bytes.data(), scales.data(), s.bytes.size());
+  return {std::move(q), std::move(s)};
+}
+
 }  // namespace
 
 TinyModelSpec builtin_model_spec(const std::string& name) {
+  constexpr std::string_view kFp8Suffix = "-fp8";
+  if (name.size() > kFp8Suffix.size() && name.ends_with(kFp8Suffix)) {
+    TinyModelSpec s = builtin_model_spec(name.substr(0, name.size() - kFp8Suffix.size()));
+    s.fp8_weights = true;
+    return s;
+  }
   TinyModelSpec s;
   if (name == "tiny") return s;
   // Real architectures' shapes (random weights): for speed and memory figures without a download.
@@ -96,7 +136,7 @@ TinyModelSpec builtin_model_spec(const std::string& name) {
 }
 
 const char* builtin_model_names() {
-  return "tiny, llama3.2-1b, qwen2.5-0.5b, qwen3-0.6b, llama3-8b";
+  return "tiny, llama3.2-1b, qwen2.5-0.5b, qwen3-0.6b, llama3-8b (each also as NAME-fp8)";
 }
 
 std::string tiny_model_config_json(const TinyModelSpec& s) {
@@ -128,6 +168,15 @@ std::string tiny_model_config_json(const TinyModelSpec& s) {
   if (s.architecture != ModelArchitecture::kQwen2) j["attention_bias"] = false;  // Qwen2's: none
   j["tie_word_embeddings"] = s.tie_word_embeddings;
   j["torch_dtype"] = "bfloat16";
+  if (s.fp8_weights) {
+    j["quantization_config"] = {
+        {"quant_method", "compressed-tensors"},
+        {"config_groups",
+         {{"group_0",
+           {{"targets", {"Linear"}},
+            {"weights", {{"type", "float"}, {"num_bits", 8}, {"strategy", "channel"}}}}}}},
+        {"ignore", {"lm_head"}}};
+  }
   j["bos_token_id"] = 1;
   j["eos_token_id"] = 2;
   return j.dump(2) + "\n";
@@ -165,21 +214,30 @@ void write_tiny_model(const std::string& dir, const TinyModelSpec& s) {
   WeightRng rng{s.seed};
   const int64_t d = s.hidden_size, qd = int64_t{s.num_q_heads} * s.head_dim,
                 kvd = int64_t{s.num_kv_heads} * s.head_dim, ff = s.intermediate_size;
-  auto proj = [&](const std::string& name, int64_t out, int64_t in) {
-    return random_bf16(name, {out, in}, 0.0f, 1.0f / std::sqrt(static_cast<float>(in)), rng);
+  std::vector<SafetensorsTensorToWrite> tensors;
+  // A projection's weight: bf16, or (fp8_weights) e4m3 followed by its scale tensor.
+  auto add_proj = [&](const std::string& name, int64_t out, int64_t in) {
+    SafetensorsTensorToWrite w =
+        random_bf16(name, {out, in}, 0.0f, 1.0f / std::sqrt(static_cast<float>(in)), rng);
+    if (!s.fp8_weights) {
+      tensors.push_back(std::move(w));
+      return;
+    }
+    auto [q, scale] = fp8_per_channel(w);
+    tensors.push_back(std::move(q));
+    tensors.push_back(std::move(scale));
   };
   auto norm = [&](const std::string& name, int64_t n) {
     return random_bf16(name, {n}, 1.0f, 0.1f, rng);
   };
-  std::vector<SafetensorsTensorToWrite> tensors;
   tensors.push_back(random_bf16("model.embed_tokens.weight", {s.vocab_size, d}, 0.0f, 1.0f, rng));
   for (int32_t i = 0; i < s.num_layers; ++i) {
     const std::string p = str_cat("model.layers.", i, ".");
     tensors.push_back(norm(p + "input_layernorm.weight", d));
-    tensors.push_back(proj(p + "self_attn.q_proj.weight", qd, d));
-    tensors.push_back(proj(p + "self_attn.k_proj.weight", kvd, d));
-    tensors.push_back(proj(p + "self_attn.v_proj.weight", kvd, d));
-    tensors.push_back(proj(p + "self_attn.o_proj.weight", d, qd));
+    add_proj(p + "self_attn.q_proj.weight", qd, d);
+    add_proj(p + "self_attn.k_proj.weight", kvd, d);
+    add_proj(p + "self_attn.v_proj.weight", kvd, d);
+    add_proj(p + "self_attn.o_proj.weight", d, qd);
     if (s.architecture == ModelArchitecture::kQwen2) {  // biases of a size that matters
       tensors.push_back(random_bf16(p + "self_attn.q_proj.bias", {qd}, 0.0f, 0.5f, rng));
       tensors.push_back(random_bf16(p + "self_attn.k_proj.bias", {kvd}, 0.0f, 0.5f, rng));
@@ -190,12 +248,15 @@ void write_tiny_model(const std::string& dir, const TinyModelSpec& s) {
       tensors.push_back(norm(p + "self_attn.k_norm.weight", s.head_dim));
     }
     tensors.push_back(norm(p + "post_attention_layernorm.weight", d));
-    tensors.push_back(proj(p + "mlp.gate_proj.weight", ff, d));
-    tensors.push_back(proj(p + "mlp.up_proj.weight", ff, d));
-    tensors.push_back(proj(p + "mlp.down_proj.weight", d, ff));
+    add_proj(p + "mlp.gate_proj.weight", ff, d);
+    add_proj(p + "mlp.up_proj.weight", ff, d);
+    add_proj(p + "mlp.down_proj.weight", d, ff);
   }
   tensors.push_back(norm("model.norm.weight", d));
-  if (!s.tie_word_embeddings) tensors.push_back(proj("lm_head.weight", s.vocab_size, d));
+  // lm_head stays bf16 (FP8 checkpoints leave it out of the quantization: "ignore").
+  if (!s.tie_word_embeddings)
+    tensors.push_back(random_bf16("lm_head.weight", {s.vocab_size, d}, 0.0f,
+                                  1.0f / std::sqrt(static_cast<float>(d)), rng));
 
   if (s.num_shards == 1) {
     write_safetensors(dir + "/model.safetensors", tensors);

@@ -26,6 +26,9 @@ struct TinyModelSpec {
   bool tie_word_embeddings = false;
   uint64_t seed = 1;
   int32_t num_shards = 2;  // 1: one model.safetensors; more: shards plus the index
+  // The linear (..._proj) weights as an FP8 checkpoint stores them: e4m3 with one fp32 scale per
+  // output row ("<name>_scale" [out, 1], amax / 448; compressed-tensors' channel strategy).
+  bool fp8_weights = false;
   // tokenizer.json (tiny_tokenizer.h, vocab_size ids), tokenizer_config.json with a Llama-3 chat
   // template, generation_config.json with the end-of-turn token as a second eos id.
   bool write_tokenizer = true;
@@ -34,7 +37,8 @@ struct TinyModelSpec {
 // A spec by name: "tiny" (the default above), or random weights in a real architecture's shape
 // for speed figures without a download: "llama3.2-1b" (1.2 B parameters), "qwen2.5-0.5b" (q/k/v
 // biases), "qwen3-0.6b", "llama3-8b" (8 B, 16 GB to write); these have no tokenizer (prompts are
-// token ids). Throws quench::Error listing the names for another.
+// token ids). Each name with "-fp8" appended is the same model as an FP8 checkpoint (per-channel
+// e4m3 linear weights, fp8_weights). Throws quench::Error listing the names for another.
 TinyModelSpec builtin_model_spec(const std::string& name);
 const char* builtin_model_names();
 

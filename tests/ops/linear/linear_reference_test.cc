@@ -10,6 +10,7 @@
 
 #include "harness/expect_error.h"
 #include "quench/numerics/bf16.h"
+#include "quench/numerics/fp8.h"
 
 namespace quench {
 namespace {
@@ -27,6 +28,34 @@ TEST(LinearReference, HandExampleUsesTheOutByInLayout) {
   std::vector<float> out(4);
   linear_reference(2, 3, 2, x.data(), w.data(), out.data());
   EXPECT_EQ(out, (std::vector<float>{-2.0f, 3.75f, -3.5f, 1.5f}));
+}
+
+// FP8 weights: each element is fp8 x its scale, the scale chosen per tensor, per output row or per
+// block (row / block_out, col / block_in), blocks that do not divide the shape included.
+TEST(LinearReference, Fp8WeightsTakeTheirScalesByRowAndBlock) {
+  const std::vector<float> x = {1, 2, 3, 0.5f, -1, 4};  // [2 tokens, 3 in]
+  std::vector<uint8_t> w;                               // [2 out, 3 in]: 1 0 -1 / 2 0.5 0.25
+  for (float v : {1.0f, 0.0f, -1.0f, 2.0f, 0.5f, 0.25f})
+    w.push_back(float_to_fp8_e4m3(v));
+  std::vector<float> out(4);
+  const float tensor[] = {2.0f};
+  linear_fp8_weight_reference(2, 3, 2, x.data(), w.data(), tensor, WeightScaling::kTensor, 0, 0,
+                              out.data());
+  EXPECT_EQ(out, (std::vector<float>{-4.0f, 7.5f, -7.0f, 3.0f}));
+  const float channel[] = {2.0f, 0.5f};
+  linear_fp8_weight_reference(2, 3, 2, x.data(), w.data(), channel, WeightScaling::kChannel, 0, 0,
+                              out.data());
+  EXPECT_EQ(out, (std::vector<float>{-4.0f, 1.875f, -7.0f, 0.75f}));
+  // Blocks of 1 x 2: columns {0, 1} and {2} of each row take their own scale.
+  const float blocks[] = {2.0f, 4.0f, 0.5f, 8.0f};
+  linear_fp8_weight_reference(2, 3, 2, x.data(), w.data(), blocks, WeightScaling::kBlock, 1, 2,
+                              out.data());
+  // Row 0: 1*2*x0 + 0 - 1*4*x2; row 1: 2*0.5*x0 + 0.5*0.5*x1 + 0.25*8*x2.
+  EXPECT_EQ(out, (std::vector<float>{2.0f - 12.0f, 1.0f + 0.5f + 6.0f, 1.0f - 16.0f,
+                                     0.5f - 0.25f + 8.0f}));
+  EXPECT_QUENCH_ERROR(linear_fp8_weight_reference(2, 3, 2, x.data(), w.data(), nullptr,
+                                                  WeightScaling::kTensor, 0, 0, out.data()),
+                      {"scales", "must not be null"});
 }
 
 TEST(LinearReference, RandomRowsMatchADoubleSum) {

@@ -3,7 +3,8 @@
 // references on random inputs with non-unit norm weights: the bf16 residual add, then
 // qk_rms_norm_reference over the row and one bf16 rounding, then linear_reference, then (SwiGLU)
 // one bf16 rounding of the gate and up sums and swiglu_reference. The summed residual must be
-// written exactly, and left alone where there is no delta.
+// written exactly, and left alone where there is no delta. Over FP8 weights (per-channel and
+// block scales) the reference's linear is linear_fp8_weight_reference.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 
 #include "harness/device_buffer.h"
 #include "harness/expect_error.h"
+#include "harness/linear_expectations.h"
 #include "harness/random_inputs.h"
 #include "quench/numerics/bf16.h"
 #include "quench/ops/linear/linear_reference.h"
@@ -40,17 +42,29 @@ float round_bf16(float f) {
 struct Case {
   int32_t tokens, in, out;
   bool delta, swiglu;
+  // FP8 weights: kTensor means bf16 weights here; kChannel or kBlock (128 x 128) FP8.
+  WeightScaling fp8 = WeightScaling::kTensor;
 };
 
 void expect_matches_reference(const Case& c, uint64_t seed) {
-  SCOPED_TRACE(::testing::Message() << c.tokens << " x " << c.in << " -> " << c.out
-                                    << (c.delta ? " delta" : "") << (c.swiglu ? " swiglu" : ""));
+  const bool fp8 = c.fp8 != WeightScaling::kTensor;
+  SCOPED_TRACE(::testing::Message()
+               << c.tokens << " x " << c.in << " -> " << c.out << (c.delta ? " delta" : "")
+               << (c.swiglu ? " swiglu" : "") << (fp8 ? " fp8 " : "")
+               << (fp8 ? weight_scaling_name(c.fp8) : ""));
   const size_t n_x = static_cast<size_t>(c.tokens) * c.in;
   const int32_t rows = c.swiglu ? 2 * c.out : c.out;
   const auto residual = random_bf16(n_x, 0.1f, 1.0f, seed);
   const auto delta = random_bf16(n_x, 0.0f, 0.5f, seed + 1);
   const auto norm_weight = random_bf16(static_cast<size_t>(c.in), 1.0f, 0.3f, seed + 2);
   const auto w = random_bf16(static_cast<size_t>(rows) * c.in, 0.0f, 0.05f, seed + 3);
+  const testing_support::Fp8TestWeight w8(
+      fp8 ? rows : 1, fp8 ? c.in : 16, fp8 ? c.fp8 : WeightScaling::kChannel, 128, 128, seed + 4);
+  // The weights' values, as the reference multiplies them.
+  const auto weight_value = [&](int32_t row, int32_t k) {
+    const size_t i = static_cast<size_t>(row) * c.in + k;
+    return fp8 ? w8.values[i] : bf16_bits_to_float(w[i]);
+  };
   const float eps = 1e-5f;
 
   // The reference: residual add, norm, bf16 rounding, linear.
@@ -64,7 +78,11 @@ void expect_matches_reference(const Case& c, uint64_t seed) {
   for (float& v : h)
     v = round_bf16(v);
   std::vector<float> sums(static_cast<size_t>(c.tokens) * rows);
-  linear_reference(c.tokens, c.in, rows, h.data(), w.data(), sums.data());
+  if (fp8) {
+    sums = w8.reference(c.tokens, h);
+  } else {
+    linear_reference(c.tokens, c.in, rows, h.data(), w.data(), sums.data());
+  }
 
   const DeviceBuffer d_residual = DeviceBuffer::from_host(residual);
   const DeviceBuffer d_delta = DeviceBuffer::from_host(delta);
@@ -79,7 +97,8 @@ void expect_matches_reference(const Case& c, uint64_t seed) {
   norm.residual_out = d_residual_out.as<uint16_t>();
   norm.weight = d_norm.as<uint16_t>();
   norm.eps = eps;
-  linear_skinny_norm_cuda(c.tokens, c.in, c.out, norm, d_w.as<uint16_t>(), c.swiglu,
+  linear_skinny_norm_cuda(c.tokens, c.in, c.out, norm,
+                          fp8 ? w8.device() : LinearWeight::bf16(d_w.as<uint16_t>()), c.swiglu,
                           d_out.as<uint16_t>(), nullptr);
   QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<uint16_t> got = d_out.to_host<uint16_t>();
@@ -96,7 +115,7 @@ void expect_matches_reference(const Case& c, uint64_t seed) {
     double magnitude = 0.0, largest = 0.0;
     for (int32_t k = 0; k < c.in; ++k) {
       const double term = std::abs(static_cast<double>(h[static_cast<size_t>(t) * c.in + k]) *
-                                   bf16_bits_to_float(w[static_cast<size_t>(row) * c.in + k]));
+                                   weight_value(row, k));
       magnitude += term;
       largest = std::max(largest, term);
     }
@@ -144,6 +163,20 @@ TEST(LinearSkinnyFusedGpu, NormAndSwigluMatchTheReference) {
          std::vector<std::pair<int32_t, int32_t>>{{8, 5}, {512, 300}, {2048, 1024}}) {
       for (bool delta : {false, true})
         expect_matches_reference({tokens, in, out, delta, true}, seed += 4);
+    }
+  }
+}
+
+// FP8 weights with per-channel and block scales, plain and SwiGLU, with and without the add.
+TEST(LinearSkinnyFusedGpu, Fp8WeightsMatchTheReference) {
+  uint64_t seed = 400;
+  for (WeightScaling scaling : {WeightScaling::kChannel, WeightScaling::kBlock}) {
+    for (int32_t tokens : {1, 4, 8}) {
+      for (bool swiglu : {false, true}) {
+        for (const auto& [in, out] :
+             std::vector<std::pair<int32_t, int32_t>>{{16, 5}, {2048, 400}, {1024, 1536}})
+          expect_matches_reference({tokens, in, out, tokens != 4, swiglu, scaling}, seed += 8);
+      }
     }
   }
 }

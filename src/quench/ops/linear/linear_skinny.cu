@@ -14,7 +14,7 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
 template <int kTokens>
-void launch(int32_t in, int32_t out_features, const uint16_t* x, const uint16_t* weight, void* out,
+void launch(int32_t in, int32_t out_features, const uint16_t* x, const LinearWeight& w, void* out,
             DType out_dtype, cudaStream_t stream) {
   const int32_t sms = require_current_cuda_device_properties("linear_skinny").sm_count;
   // One feature per warp where the features are few; at most 8 CTAs per SM (2048 threads), each
@@ -26,14 +26,27 @@ void launch(int32_t in, int32_t out_features, const uint16_t* x, const uint16_t*
   args.in_features = in;
   args.out_features = out_features;
   args.x = x;
-  args.weight = weight;
   args.out = out;
-  args.prefetch_bytes = skinny::first_rows_prefetch_bytes(first_rows, in);
+  if (w.fp8()) {
+    args.weight_fp8 = static_cast<const uint8_t*>(w.data);
+    args.weight_scales = w.scales;
+    args.scaling = w.scaling;
+    args.block_out = w.block_out;
+    args.block_in = w.block_in;
+  } else {
+    args.weight = static_cast<const uint16_t*>(w.data);
+  }
+  args.prefetch_bytes = skinny::first_rows_prefetch_bytes(first_rows, in, w.fp8() ? 1 : 2);
   using skinny::Input, skinny::Output;
-  const auto kernel =
-      out_dtype == DType::kF32
-          ? skinny::linear_skinny_kernel<kTokens, true, Input::kGlobal, Output::kPlain, kThreads>
-          : skinny::linear_skinny_kernel<kTokens, false, Input::kGlobal, Output::kPlain, kThreads>;
+  const bool f32 = out_dtype == DType::kF32;
+  const auto kernel = w.fp8() ? (f32 ? skinny::linear_skinny_kernel<kTokens, true, Input::kGlobal,
+                                                                    Output::kPlain, kThreads, true>
+                                     : skinny::linear_skinny_kernel<kTokens, false, Input::kGlobal,
+                                                                    Output::kPlain, kThreads, true>)
+                              : (f32 ? skinny::linear_skinny_kernel<kTokens, true, Input::kGlobal,
+                                                                    Output::kPlain, kThreads>
+                                     : skinny::linear_skinny_kernel<kTokens, false, Input::kGlobal,
+                                                                    Output::kPlain, kThreads>);
   kernel<<<blocks, kThreads, 0, stream>>>(args);
   check_cuda(cudaGetLastError(), "linear_skinny launch");
 }
@@ -47,20 +60,34 @@ bool linear_skinny_supported(int32_t tokens, int32_t in_features, const void* x,
          reinterpret_cast<uintptr_t>(weight) % 16 == 0;
 }
 
+bool linear_skinny_supported(int32_t tokens, int32_t in_features, const void* x,
+                             const LinearWeight& weight) {
+  return linear_skinny_supported(tokens, in_features, x, weight.data) &&
+         (!weight.fp8() || in_features % 16 == 0);
+}
+
 void linear_skinny_cuda(int32_t tokens, int32_t in_features, int32_t out_features,
                         const uint16_t* x, const uint16_t* weight, void* out, DType out_dtype,
                         cudaStream_t stream) {
-  QUENCH_REQUIRE(linear_skinny_supported(tokens, in_features, x, weight), "linear_skinny: ", tokens,
-                 " tokens x ", in_features, " inputs is not supported; allowed: 1 to ",
-                 kSkinnyLinearMaxTokens,
-                 " tokens, inputs a multiple of 8, x and weight 16-byte aligned");
+  linear_skinny_cuda(tokens, in_features, out_features, x, LinearWeight::bf16(weight), out,
+                     out_dtype, stream);
+}
+
+void linear_skinny_cuda(int32_t tokens, int32_t in_features, int32_t out_features,
+                        const uint16_t* x, const LinearWeight& weight, void* out, DType out_dtype,
+                        cudaStream_t stream) {
   QUENCH_REQUIRE(out_features >= 1, "linear_skinny: out_features ", out_features,
                  " is invalid; allowed: >= 1");
+  check_linear_weight("linear_skinny", weight, out_features, in_features);
+  QUENCH_REQUIRE(linear_skinny_supported(tokens, in_features, x, weight), "linear_skinny: ", tokens,
+                 " tokens x ", in_features, " inputs is not supported; allowed: 1 to ",
+                 kSkinnyLinearMaxTokens, " tokens, inputs a multiple of 8 (16 for FP8 weights), ",
+                 "x and weight 16-byte aligned");
   QUENCH_REQUIRE(out_dtype == DType::kBF16 || out_dtype == DType::kF32,
                  "linear_skinny output dtype ", dtype_name(out_dtype),
                  " is not supported; allowed: bf16, f32");
   using Launch =
-      void (*)(int32_t, int32_t, const uint16_t*, const uint16_t*, void*, DType, cudaStream_t);
+      void (*)(int32_t, int32_t, const uint16_t*, const LinearWeight&, void*, DType, cudaStream_t);
   static constexpr Launch kLaunch[kSkinnyLinearMaxTokens] = {
       launch<1>, launch<2>, launch<3>, launch<4>, launch<5>, launch<6>, launch<7>, launch<8>};
   kLaunch[tokens - 1](in_features, out_features, x, weight, out, out_dtype, stream);

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "quench/core/dtype.h"
+#include "quench/ops/linear/linear_weight.h"
 
 namespace quench {
 
@@ -28,6 +29,14 @@ bool linear_skinny_supported(int32_t tokens, int32_t in_features, const void* x,
 // Throws quench::Error when the shape is not supported (see above).
 void linear_skinny_cuda(int32_t tokens, int32_t in_features, int32_t out_features,
                         const uint16_t* x, const uint16_t* weight, void* out, DType out_dtype,
+                        cudaStream_t stream);
+
+// The same over a bf16 or FP8 weight (linear_weight.h); FP8 needs in_features a multiple of 16.
+// Its results are linear_fp8_weight_reference's, summed in another order.
+bool linear_skinny_supported(int32_t tokens, int32_t in_features, const void* x,
+                             const LinearWeight& weight);
+void linear_skinny_cuda(int32_t tokens, int32_t in_features, int32_t out_features,
+                        const uint16_t* x, const LinearWeight& weight, void* out, DType out_dtype,
                         cudaStream_t stream);
 
 }  // namespace quench

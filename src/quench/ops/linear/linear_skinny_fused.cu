@@ -46,11 +46,11 @@ int ctas_per_sm(int32_t device, const void* kernel, size_t smem) {
   return known[key] = std::max(per_sm, 1);
 }
 
-template <int kTokens, skinny::Output kOutput>
+template <int kTokens, skinny::Output kOutput, bool kFp8>
 void launch(int32_t in, int32_t out_features, const SkinnyResidualNorm& norm,
-            const uint16_t* weight, uint16_t* out, cudaStream_t stream) {
-  const auto kernel =
-      skinny::linear_skinny_kernel<kTokens, false, skinny::Input::kResidualNorm, kOutput, kThreads>;
+            const LinearWeight& weight, uint16_t* out, cudaStream_t stream) {
+  const auto kernel = skinny::linear_skinny_kernel<kTokens, false, skinny::Input::kResidualNorm,
+                                                   kOutput, kThreads, kFp8>;
   const size_t smem = static_cast<size_t>(kTokens) * static_cast<size_t>(in) * 2;
   const CudaDeviceProperties device = require_current_cuda_device_properties("linear_skinny_norm");
   const int per_sm = ctas_per_sm(device.device, reinterpret_cast<const void*>(kernel), smem);
@@ -66,22 +66,37 @@ void launch(int32_t in, int32_t out_features, const SkinnyResidualNorm& norm,
   args.residual_out = norm.residual_out;
   args.norm_weight = norm.weight;
   args.eps = norm.eps;
-  args.weight = weight;
+  if constexpr (kFp8) {
+    args.weight_fp8 = static_cast<const uint8_t*>(weight.data);
+    args.weight_scales = weight.scales;
+    args.scaling = weight.scaling;
+    args.block_out = weight.block_out;
+    args.block_in = weight.block_in;
+  } else {
+    args.weight = static_cast<const uint16_t*>(weight.data);
+  }
   args.out = out;
   const int64_t first_rows = std::min<int64_t>(out_features, int64_t{blocks} * kWarps);
   args.prefetch_bytes = skinny::first_rows_prefetch_bytes(
-      kOutput == skinny::Output::kSwiglu ? 2 * first_rows : first_rows, in);
+      kOutput == skinny::Output::kSwiglu ? 2 * first_rows : first_rows, in, kFp8 ? 1 : 2);
   kernel<<<blocks, kThreads, smem, stream>>>(args);
   check_cuda(cudaGetLastError(), "linear_skinny_norm launch");
 }
 
 template <int kTokens>
 void launch_output(int32_t in, int32_t out_features, const SkinnyResidualNorm& norm,
-                   const uint16_t* weight, bool swiglu, uint16_t* out, cudaStream_t stream) {
-  if (swiglu) {
-    launch<kTokens, skinny::Output::kSwiglu>(in, out_features, norm, weight, out, stream);
+                   const LinearWeight& weight, bool swiglu, uint16_t* out, cudaStream_t stream) {
+  using skinny::Output;
+  if (weight.fp8()) {
+    if (swiglu) {
+      launch<kTokens, Output::kSwiglu, true>(in, out_features, norm, weight, out, stream);
+    } else {
+      launch<kTokens, Output::kPlain, true>(in, out_features, norm, weight, out, stream);
+    }
+  } else if (swiglu) {
+    launch<kTokens, Output::kSwiglu, false>(in, out_features, norm, weight, out, stream);
   } else {
-    launch<kTokens, skinny::Output::kPlain>(in, out_features, norm, weight, out, stream);
+    launch<kTokens, Output::kPlain, false>(in, out_features, norm, weight, out, stream);
   }
 }
 
@@ -100,15 +115,25 @@ bool linear_norm_fusion_applies(int32_t tokens, int32_t hidden) {
 void linear_skinny_norm_cuda(int32_t tokens, int32_t in_features, int32_t out_features,
                              const SkinnyResidualNorm& norm, const uint16_t* weight, bool swiglu,
                              uint16_t* out, cudaStream_t stream) {
+  linear_skinny_norm_cuda(tokens, in_features, out_features, norm, LinearWeight::bf16(weight),
+                          swiglu, out, stream);
+}
+
+void linear_skinny_norm_cuda(int32_t tokens, int32_t in_features, int32_t out_features,
+                             const SkinnyResidualNorm& norm, const LinearWeight& weight,
+                             bool swiglu, uint16_t* out, cudaStream_t stream) {
   QUENCH_REQUIRE(linear_skinny_norm_supported(tokens, in_features), "linear_skinny_norm: ", tokens,
                  " tokens x ", in_features, " inputs is not supported; allowed: 1 to ",
                  kSkinnyLinearMaxTokens, " tokens, inputs a positive multiple of 8, tokens x ",
                  "inputs x 2 bytes <= ", kSkinnyNormMaxStagedBytes);
   QUENCH_REQUIRE(out_features >= 1, "linear_skinny_norm: out_features ", out_features,
                  " is invalid; allowed: >= 1");
-  QUENCH_REQUIRE(
-      norm.residual != nullptr && norm.weight != nullptr && weight != nullptr && out != nullptr,
-      "linear_skinny_norm: residual, norm weight, weight and out must not be null");
+  QUENCH_REQUIRE(norm.residual != nullptr && norm.weight != nullptr && out != nullptr,
+                 "linear_skinny_norm: residual, norm weight and out must not be null");
+  check_linear_weight("linear_skinny_norm", weight,
+                      swiglu ? 2 * int64_t{out_features} : out_features, in_features);
+  QUENCH_REQUIRE(!weight.fp8() || in_features % 16 == 0, "linear_skinny_norm: ", in_features,
+                 " inputs over an FP8 weight are not supported; allowed: a multiple of 16");
   QUENCH_REQUIRE(
       norm.delta == nullptr || norm.residual_out != nullptr,
       "linear_skinny_norm: a delta needs residual_out (the sum is written out of place)");
@@ -117,12 +142,13 @@ void linear_skinny_norm_cuda(int32_t tokens, int32_t in_features, int32_t out_fe
                  "linear_skinny_norm: residual_out must alias neither residual nor delta (other "
                  "CTAs still read them while CTA 0 writes it)");
   QUENCH_REQUIRE(aligned16(norm.residual) && aligned16(norm.delta) &&
-                     aligned16(norm.residual_out) && aligned16(norm.weight) && aligned16(weight),
+                     aligned16(norm.residual_out) && aligned16(norm.weight) &&
+                     aligned16(weight.data),
                  "linear_skinny_norm: residual, delta, residual_out, norm weight and weight must "
                  "be 16-byte aligned");
   QUENCH_REQUIRE(norm.eps > 0.0f, "linear_skinny_norm: eps ", norm.eps,
                  " is invalid; allowed: > 0");
-  using Launch = void (*)(int32_t, int32_t, const SkinnyResidualNorm&, const uint16_t*, bool,
+  using Launch = void (*)(int32_t, int32_t, const SkinnyResidualNorm&, const LinearWeight&, bool,
                           uint16_t*, cudaStream_t);
   static constexpr Launch kLaunch[kSkinnyLinearMaxTokens] = {
       launch_output<1>, launch_output<2>, launch_output<3>, launch_output<4>,

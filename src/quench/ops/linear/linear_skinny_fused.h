@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "quench/ops/linear/linear_weight.h"
+
 namespace quench {
 
 // The residual add and RMSNorm in front of a linear layer:
@@ -47,5 +49,9 @@ bool linear_norm_fusion_applies(int32_t tokens, int32_t hidden);
 void linear_skinny_norm_cuda(int32_t tokens, int32_t in_features, int32_t out_features,
                              const SkinnyResidualNorm& norm, const uint16_t* weight, bool swiglu,
                              uint16_t* out, cudaStream_t stream);
+// The same over a bf16 or FP8 weight (linear_weight.h; FP8 needs in_features a multiple of 16).
+void linear_skinny_norm_cuda(int32_t tokens, int32_t in_features, int32_t out_features,
+                             const SkinnyResidualNorm& norm, const LinearWeight& weight,
+                             bool swiglu, uint16_t* out, cudaStream_t stream);
 
 }  // namespace quench

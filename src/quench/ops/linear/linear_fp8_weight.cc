@@ -1,0 +1,38 @@
+#include "quench/ops/linear/linear_fp8_weight.h"
+
+#include "quench/core/error.h"
+#include "quench/ops/linear/linear_skinny.h"
+#include "quench/ops/quantize/quantize_fp8_dynamic.h"
+
+namespace quench {
+
+bool linear_fp8_streams(int32_t tokens, int32_t in_features, int32_t out_features) {
+  return tokens <= 2 || (tokens <= 4 && int64_t{out_features} < 4 * int64_t{in_features});
+}
+
+void linear_fp8_weight_cuda(const Fp8Gemm& gemm, int32_t tokens, int32_t in_features,
+                            int32_t out_features, const uint16_t* x, const LinearWeight& w,
+                            const Fp8ActivationScratch& scratch, void* out, DType out_dtype,
+                            cudaStream_t stream) {
+  QUENCH_REQUIRE(w.fp8(), "linear_fp8_weight: the weight is ", dtype_name(w.dtype),
+                 "; allowed: fp8_e4m3");
+  QUENCH_REQUIRE(tokens >= 0, "linear_fp8_weight: tokens ", tokens, " must be >= 0");
+  if (tokens == 0) return;
+  if (linear_fp8_streams(tokens, in_features, out_features) &&
+      linear_skinny_supported(tokens, in_features, x, w)) {
+    linear_skinny_cuda(tokens, in_features, out_features, x, w, out, out_dtype, stream);
+    return;
+  }
+  const int32_t group = fp8_activation_group(w, in_features);
+  const int64_t xq_bytes = int64_t{tokens} * in_features;
+  const int64_t scale_count = int64_t{tokens} * (in_features / group);
+  QUENCH_REQUIRE(xq_bytes <= scratch.xq_bytes && scale_count <= scratch.scale_count,
+                 "linear_fp8_weight: the activation scratch holds ", scratch.xq_bytes,
+                 " bytes and ", scratch.scale_count, " scales; ", tokens, " tokens x ", in_features,
+                 " inputs need ", xq_bytes, " and ", scale_count);
+  quantize_fp8_dynamic_rows_cuda(tokens, in_features, group, x, scratch.xq, scratch.scales, stream);
+  gemm.run(tokens, in_features, out_features, scratch.xq, scratch.scales, w, out, out_dtype,
+           stream);
+}
+
+}  // namespace quench

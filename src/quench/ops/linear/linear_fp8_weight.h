@@ -1,0 +1,41 @@
+// A linear layer over an FP8 weight (linear_weight.h), bf16 activations in and out, on whichever
+// kernel suits the token count (bench/LOG.md, thirty-second session, H100, 1B and 8B layers):
+//  - few tokens stream the FP8 weight (linear_skinny.h: x stays bf16, exact fp32 products): the
+//    layer is bound by its bytes, which FP8 halves (1.5-1.9x the bf16 kernel at one token);
+//  - more tokens quantize x per token to e4m3 and run the FP8 GEMM (linear_fp8_cublaslt.h).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "quench/core/dtype.h"
+#include "quench/ops/linear/linear_fp8_cublaslt.h"
+#include "quench/ops/linear/linear_weight.h"
+
+namespace quench {
+
+// Device scratch for the activations' e4m3 copy and scales: tokens x in bytes and tokens x
+// (in / fp8_activation_group) floats at the most.
+struct Fp8ActivationScratch {
+  uint8_t* xq = nullptr;
+  float* scales = nullptr;
+  int64_t xq_bytes = 0;
+  int64_t scale_count = 0;
+};
+
+// Whether a layer of `tokens` rows streams its FP8 weight: up to 2 tokens, or 4 where the layer
+// is not much wider than deep (out < 4 in): there the streaming kernel still beat the GEMM,
+// whose quantization and small-batch tiles cost ~10 us.
+bool linear_fp8_streams(int32_t tokens, int32_t in_features, int32_t out_features);
+
+//   x: bf16 [tokens, in]; w: FP8 [out, in] (per-tensor or per-channel scales on the GEMM path);
+//   out: [tokens, out] in out_dtype (bf16 or f32).
+// Throws quench::Error naming what is not supported (shape, scratch too small, or a weight the
+// GEMM cannot take for this many tokens).
+void linear_fp8_weight_cuda(const Fp8Gemm& gemm, int32_t tokens, int32_t in_features,
+                            int32_t out_features, const uint16_t* x, const LinearWeight& w,
+                            const Fp8ActivationScratch& scratch, void* out, DType out_dtype,
+                            cudaStream_t stream);
+
+}  // namespace quench

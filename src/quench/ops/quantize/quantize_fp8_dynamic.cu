@@ -1,0 +1,111 @@
+// One CTA per row, one thread per 8 consecutive elements (a 16-byte load, an 8-byte store).
+// group 128: a half warp's 16 threads hold one group per pass, its amax one 16-lane shuffle
+// reduction, so each pass quantizes what it loaded. group == cols: the row's amax first (a CTA
+// reduction), then a second pass quantizes (the row is L1/L2-hot by then).
+#include "quench/ops/quantize/quantize_fp8_dynamic.h"
+
+#include <cmath>
+
+#include "quench/core/device_buffer.h"
+#include "quench/core/error.h"
+#include "quench/ops/quantize/vec8_convert.cuh"
+
+namespace quench {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr float kE4m3Max = 448.0f;
+
+__device__ __forceinline__ float amax8(const float (&v)[8]) {
+  float m = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    m = fmaxf(m, fabsf(v[i]));
+  return m;
+}
+
+// fp8_scale_from_amax: amax / 448, 1 for an all-zero group.
+__device__ __forceinline__ float scale_from_amax(float amax) {
+  return amax == 0.0f ? 1.0f : amax / kE4m3Max;
+}
+
+template <bool kGroup128>
+__global__ void __launch_bounds__(kThreads)
+    quantize_dynamic_kernel(int32_t cols, const uint16_t* x, uint8_t* out, float* scales) {
+  const int64_t row = blockIdx.x;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int vectors = cols / 8;
+  const auto* in = reinterpret_cast<const uint4*>(x + row * cols);
+  auto* dst = reinterpret_cast<uint2*>(out + row * cols);
+  if constexpr (kGroup128) {
+    const int groups = cols / 128;
+    // Every thread runs every pass (the shuffles need whole warps); a half warp past the row's
+    // end has no group and stores nothing.
+    for (int base = 0; base < vectors; base += kThreads) {
+      const int v = base + tid;
+      const bool active = v < vectors;
+      float values[8] = {};
+      if (active) unpack_bf16x8(__ldg(in + v), values);
+      float amax = amax8(values);
+#pragma unroll
+      for (int offset = 8; offset > 0; offset /= 2)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+      if (!active) continue;
+      const float scale = scale_from_amax(amax);
+      dst[v] = pack_fp8x8(values, scale, 1.0f / scale, Fp8Format::kE4M3);
+      if (v % 16 == 0) scales[row * groups + v / 16] = scale;
+    }
+  } else {
+    float amax = 0.0f;
+    for (int v = tid; v < vectors; v += kThreads) {
+      float values[8];
+      unpack_bf16x8(__ldg(in + v), values);
+      amax = fmaxf(amax, amax8(values));
+    }
+    __shared__ float warp_amax[kThreads / 32];
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2)
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+    if (tid % 32 == 0) warp_amax[tid / 32] = amax;
+    __syncthreads();
+    amax = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; ++w)
+      amax = fmaxf(amax, warp_amax[w]);
+    const float scale = scale_from_amax(amax);
+    const float inv_scale = 1.0f / scale;
+    for (int v = tid; v < vectors; v += kThreads) {
+      float values[8];
+      unpack_bf16x8(__ldg(in + v), values);
+      dst[v] = pack_fp8x8(values, scale, inv_scale, Fp8Format::kE4M3);
+    }
+    if (tid == 0) scales[row] = scale;
+  }
+}
+
+}  // namespace
+
+void quantize_fp8_dynamic_rows_cuda(int32_t rows, int32_t cols, int32_t group, const uint16_t* x,
+                                    uint8_t* out, float* scales, cudaStream_t stream) {
+  QUENCH_REQUIRE(
+      rows >= 0 && cols >= 8 && cols % 8 == 0, "quantize_fp8_dynamic_rows: ", rows, " rows x ",
+      cols, " columns are not supported; allowed: rows >= 0, columns a positive multiple of 8");
+  QUENCH_REQUIRE(group == cols || (group == 128 && cols % 128 == 0),
+                 "quantize_fp8_dynamic_rows: group ", group, " over ", cols,
+                 " columns is not supported; allowed: the whole row (", cols,
+                 "), or 128 where the columns are a multiple of 128");
+  QUENCH_REQUIRE(x != nullptr && out != nullptr && scales != nullptr,
+                 "quantize_fp8_dynamic_rows: x, out and scales must not be null");
+  QUENCH_REQUIRE(
+      reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0,
+      "quantize_fp8_dynamic_rows: x must be 16-byte aligned and out 8-byte aligned");
+  if (rows == 0) return;
+  if (group == cols) {
+    quantize_dynamic_kernel<false><<<rows, kThreads, 0, stream>>>(cols, x, out, scales);
+  } else {
+    quantize_dynamic_kernel<true><<<rows, kThreads, 0, stream>>>(cols, x, out, scales);
+  }
+  check_cuda(cudaGetLastError(), "quantize_fp8_dynamic_rows launch");
+}
+
+}  // namespace quench

@@ -1,0 +1,118 @@
+// The FP8 GEMM over FP8 weights (linear_fp8_cublaslt.h): activations quantized on the GPU per
+// token (quantize_fp8_dynamic.h), multiplied by cuBLASLt, against linear_fp8_weight_reference
+// over the dequantized activations, per-channel weight scales, token counts of decode batches
+// and a prefill chunk, both output dtypes; per-tensor and block scales are refused. The FP8 tensor
+// cores sum 32 products at a time before their fp32 accumulation, so the bound is looser than the
+// fp32 kernels': 2^-10 of the sum of the terms' magnitudes (a wrong scale index or layout is off by
+// the terms themselves).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "harness/device_buffer.h"
+#include "harness/expect_error.h"
+#include "harness/linear_expectations.h"
+#include "quench/numerics/fp8.h"
+#include "quench/ops/linear/linear_fp8_cublaslt.h"
+#include "quench/ops/quantize/fp8_quantize_reference.h"
+#include "quench/ops/quantize/quantize_fp8_dynamic.h"
+
+namespace quench {
+namespace {
+
+using testing_support::DeviceBuffer;
+using testing_support::Fp8TestWeight;
+using testing_support::random_linear_bf16;
+
+void expect_matches_reference(const Fp8Gemm& gemm, int32_t tokens, const Fp8TestWeight& w,
+                              uint64_t seed) {
+  SCOPED_TRACE(::testing::Message() << tokens << " x " << w.in << " -> " << w.out << " "
+                                    << weight_scaling_name(w.scaling));
+  const LinearWeight weight = w.device();
+  ASSERT_TRUE(gemm.supports(tokens, w.in, w.out, weight, DType::kBF16));
+  const auto x = random_linear_bf16(static_cast<size_t>(tokens) * w.in, 1.0f, seed);
+  std::vector<float> xf(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    xf[i] = bf16_bits_to_float(x[i]);
+  const int32_t group = fp8_activation_group(weight, w.in);
+  std::vector<uint8_t> xq(x.size());
+  std::vector<float> sx(static_cast<size_t>(tokens) * (w.in / group));
+  quantize_fp8_dynamic_rows_reference(xf.data(), tokens, w.in, group, xq.data(), sx.data());
+  std::vector<float> xd(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    xd[i] =
+        fp8_e4m3_to_float(xq[i]) *
+        sx[i / static_cast<size_t>(w.in) * (w.in / group) + i % static_cast<size_t>(w.in) / group];
+  const std::vector<float> want = w.reference(tokens, xd);
+
+  const DeviceBuffer dx = DeviceBuffer::from_host(x);
+  const DeviceBuffer dxq(x.size()), dsx(sx.size() * 4);
+  quantize_fp8_dynamic_rows_cuda(tokens, w.in, group, dx.as<uint16_t>(), dxq.as<uint8_t>(),
+                                 dsx.as<float>(), nullptr);
+  const DeviceBuffer y16(want.size() * 2), y32(want.size() * 4);
+  gemm.run(tokens, w.in, w.out, dxq.as<uint8_t>(), dsx.as<float>(), weight, y16.as<void>(),
+           DType::kBF16, nullptr);
+  gemm.run(tokens, w.in, w.out, dxq.as<uint8_t>(), dsx.as<float>(), weight, y32.as<void>(),
+           DType::kF32, nullptr);
+  QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  ASSERT_EQ(dxq.to_host<uint8_t>(), xq);
+  const std::vector<uint16_t> got16 = y16.to_host<uint16_t>();
+  const std::vector<float> got32 = y32.to_host<float>();
+  for (int32_t t = 0; t < tokens; ++t) {
+    for (int32_t o = 0; o < w.out; ++o) {
+      double magnitude = 0.0;
+      for (int32_t k = 0; k < w.in; ++k)
+        magnitude += std::abs(static_cast<double>(xd[static_cast<size_t>(t) * w.in + k]) *
+                              w.values[static_cast<size_t>(o) * w.in + k]);
+      const size_t i = static_cast<size_t>(t) * w.out + o;
+      const double tol = magnitude / 1024.0 + 1e-6;
+      ASSERT_NEAR(got32[i], want[i], tol) << "at token " << t << ", output " << o;
+      ASSERT_NEAR(bf16_bits_to_float(got16[i]), want[i], std::abs(want[i]) * 0.0039 + tol)
+          << "at token " << t << ", output " << o << " (bf16)";
+    }
+  }
+}
+
+TEST(LinearFp8CublasltGpu, PerChannelWeightsMatchTheReference) {
+  const Fp8Gemm gemm;
+  uint64_t seed = 21;
+  for (const auto& [in, out] :
+       std::vector<std::pair<int32_t, int32_t>>{{256, 384}, {2048, 3072}, {1024, 200}}) {
+    const Fp8TestWeight w(out, in, WeightScaling::kChannel, 0, 0, seed += 2);
+    for (int32_t tokens : {3, 16, 32, 200})
+      expect_matches_reference(gemm, tokens, w, seed += 2);
+  }
+}
+
+TEST(LinearFp8CublasltGpu, RejectsWhatItDoesNotTake) {
+  const Fp8Gemm gemm;
+  DeviceBuffer x(1 << 14), s(1 << 10), w(1 << 14), y(1 << 14);
+  LinearWeight fp8;
+  fp8.dtype = DType::kFP8E4M3;
+  fp8.data = w.as<void>();
+  fp8.scales = s.as<float>();
+  LinearWeight channel = fp8;
+  channel.scaling = WeightScaling::kChannel;
+  const auto run = [&](int32_t in, const LinearWeight& weight, DType out) {
+    gemm.run(4, in, 16, x.as<uint8_t>(), s.as<float>(), weight, y.as<void>(), out, nullptr);
+  };
+  EXPECT_QUENCH_ERROR(run(40, channel, DType::kBF16), {"40 inputs", "a multiple of 16"});
+  EXPECT_QUENCH_ERROR(run(64, channel, DType::kFP8E4M3), {"output dtype fp8_e4m3", "bf16, f32"});
+  LinearWeight bf16 = channel;
+  bf16.dtype = DType::kBF16;
+  EXPECT_QUENCH_ERROR(run(64, bf16, DType::kBF16), {"the weight is bf16", "fp8_e4m3"});
+  EXPECT_TRUE(gemm.supports(4, 64, 16, channel, DType::kBF16));
+  EXPECT_QUENCH_ERROR(run(64, fp8, DType::kBF16), {"per tensor weight scales", "per channel"});
+  EXPECT_FALSE(gemm.supports(4, 64, 16, fp8, DType::kBF16));
+  LinearWeight blocks = fp8;
+  blocks.scaling = WeightScaling::kBlock;
+  blocks.block_out = 128;
+  blocks.block_in = 128;
+  EXPECT_QUENCH_ERROR(run(128, blocks, DType::kBF16), {"per block weight scales", "per channel"});
+  EXPECT_FALSE(gemm.supports(4, 128, 16, blocks, DType::kBF16));
+}
+
+}  // namespace
+}  // namespace quench
