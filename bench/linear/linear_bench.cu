@@ -4,7 +4,8 @@
 //
 // FP8 weights (the FP8-checkpoint layers, per-channel scales) through the same streaming kernel at
 // 1-8 tokens beside its bf16 form ("... fp8 ..." cases), and through the FP8 GEMM (activations
-// quantized per token, cuBLASLt) at 4-2048 tokens beside cuBLAS's bf16 GEMM ("... fp8 gemm ...").
+// quantized per token, cuBLASLt) at 4-2048 tokens beside cuBLAS's bf16 GEMM ("... fp8 gemm ...",
+// and "... fp8 block gemm ..." over 128 x 128 block scales).
 //
 // Cases: the layers of Llama-3.2-1B (hidden 2048, 32/8 heads x 64, MLP 8192, vocab 128256) and
 // Llama-3-8B (4096, 32/8 x 128, 14336, 128256): qkv, o, gate_up, down, lm_head (fp32 logits).
@@ -29,6 +30,7 @@
 #include "quench/core/error.h"
 #include "quench/ops/linear/linear_cublas.h"
 #include "quench/ops/linear/linear_fp8_cublaslt.h"
+#include "quench/ops/linear/linear_fp8_weight.h"
 #include "quench/ops/linear/linear_skinny.h"
 #include "quench/ops/linear/linear_skinny_fused.h"
 #include "quench/ops/quantize/quantize_fp8_dynamic.h"
@@ -159,6 +161,72 @@ void run_fused_cases(const BenchOptions& options, BenchReporter& reporter, cudaS
   }
 }
 
+// One "fp8 gemm" case: quantize + cuBLASLt's FP8 GEMM over an FP8 weight with per-channel scales
+// (or 128 x 128 blocks: the rows padded to 8 as linear_fp8_weight does) beside cuBLAS's bf16 GEMM,
+// both timed as a layer: the quantization kernel counts.
+void run_fp8_gemm_case(BenchReporter& reporter, cudaStream_t stream, double ceiling,
+                       const CublasHandle& cublas, const Fp8Gemm& fp8_gemm, const LayerShape& s,
+                       int32_t tokens, bool blocks, const std::string& name) {
+  const size_t fp8_bytes = static_cast<size_t>(s.in) * s.out;
+  const auto fp8_weights = weight_copies(fp8_bytes, stream);
+  const auto bf16_weights = weight_copies(2 * fp8_bytes, stream);
+  LinearWeight w;
+  w.dtype = DType::kFP8E4M3;
+  w.scaling = blocks ? WeightScaling::kBlock : WeightScaling::kChannel;
+  w.block_out = w.block_in = blocks ? 128 : 0;
+  w.data = fp8_weights[0]->as<void>();
+  const int32_t rows = fp8_gemm_rows(tokens, w);
+  const size_t scale_count =
+      blocks ? static_cast<size_t>((s.out + 127) / 128) * (s.in / 128) : static_cast<size_t>(s.out);
+  const size_t x_scale_count = blocks ? static_cast<size_t>(rows) * (s.in / 128) : rows;
+  DeviceBuffer scales(scale_count * 4), x(static_cast<size_t>(tokens) * s.in * 2),
+      xq(static_cast<size_t>(rows) * s.in), sx(x_scale_count * 4),
+      y(static_cast<size_t>(rows) * s.out * 2);
+  cuda_check(cudaMemsetAsync(scales.as<void>(), 0x3c, scales.bytes(), stream), "memset");
+  cuda_check(cudaMemsetAsync(x.as<void>(), 0x3c, x.bytes(), stream), "memset");
+  w.scales = scales.as<float>();
+  if (!fp8_gemm.supports(rows, s.in, s.out, w, DType::kBF16)) {
+    std::printf("%s: cuBLASLt has no FP8 algorithm here; skipped\n", name.c_str());
+    return;
+  }
+  const Fp8ActivationScratch scratch{xq.as<uint8_t>(), sx.as<float>(),
+                                     static_cast<int64_t>(xq.bytes()),
+                                     static_cast<int64_t>(x_scale_count)};
+  const auto fp8_sets = static_cast<int32_t>(fp8_weights.size());
+  const auto bf16_sets = static_cast<int32_t>(bf16_weights.size());
+  const int32_t reps = std::max({fp8_sets, bf16_sets, 8});
+  // The GEMM path of linear_fp8_weight_cuda (quantize, then the GEMM) at every token count, even
+  // where it would stream the weight instead (4 tokens on the narrower layers).
+  const double fp8_s = time_graph(stream, reps, 11, [&](int32_t r) {
+    w.data = fp8_weights[static_cast<size_t>(r % fp8_sets)]->as<void>();
+    Fp8DynamicLayout layout;
+    layout.padded_rows = rows;
+    layout.scales_by_group = blocks;
+    quantize_fp8_dynamic_rows_cuda(tokens, s.in, fp8_activation_group(w, s.in), x.as<uint16_t>(),
+                                   scratch.xq, scratch.scales, layout, stream);
+    fp8_gemm.run(rows, s.in, s.out, scratch.xq, scratch.scales, w, y.as<void>(), DType::kBF16,
+                 stream);
+  });
+  const double bf16_s = time_graph(stream, reps, 11, [&](int32_t r) {
+    cublas_gemm(cublas, tokens, s.in, s.out, x.as<uint16_t>(),
+                bf16_weights[static_cast<size_t>(r % bf16_sets)]->as<uint16_t>(), y.as<void>(),
+                DType::kBF16, stream);
+  });
+  const double flops = 2.0 * tokens * static_cast<double>(s.in) * s.out;
+  BenchRecord record;
+  record.bench = "linear";
+  record.case_name = name;
+  record.metric = "TB/s";
+  record.value = static_cast<double>(fp8_bytes) / fp8_s / 1e12;
+  record.ceiling = ceiling;
+  record.peer = "cublas_gemm_bf16";
+  record.peer_value = static_cast<double>(2 * fp8_bytes) / bf16_s / 1e12;
+  record.note =
+      str_cat("fp8_us=", fp8_s * 1e6, " bf16_us=", bf16_s * 1e6, " speedup=", bf16_s / fp8_s,
+              " fp8_tflops=", flops / fp8_s / 1e12, " bf16_tflops=", flops / bf16_s / 1e12);
+  reporter.record(record);
+}
+
 // FP8 e4m3 weights (per-channel scales) through the weight-streaming kernel, 1 to 8 tokens, beside
 // the same kernel over the bf16 weight of the shape: value = FP8 bytes / time against the read
 // ceiling; the peer is the bf16 kernel's own TB/s; the note gives both times and the speedup.
@@ -173,58 +241,16 @@ void run_fp8_weight_cases(const BenchOptions& options, BenchReporter& reporter, 
   const CublasHandle cublas;
   const Fp8Gemm fp8_gemm;
   for (const LayerShape& s : shapes) {
-    // The FP8 GEMM (W8A8: the activations quantized per token, then cuBLASLt) beside cuBLAS's bf16
-    // GEMM, both timed as a layer: the quantization kernel counts.
-    for (int32_t tokens : {4, 8, 16, 32, 64, 2048}) {
-      if (options.quick) continue;
-      const std::string name =
-          str_cat(s.model, " ", s.layer, " fp8 gemm ", s.in, "->", s.out, " T=", tokens);
-      if (!options.wants_case(name)) continue;
-      const size_t fp8_bytes = static_cast<size_t>(s.in) * s.out;
-      const auto fp8_weights = weight_copies(fp8_bytes, stream);
-      const auto bf16_weights = weight_copies(2 * fp8_bytes, stream);
-      DeviceBuffer scales(static_cast<size_t>(s.out) * 4),
-          x(static_cast<size_t>(tokens) * s.in * 2), xq(static_cast<size_t>(tokens) * s.in),
-          sx(static_cast<size_t>(tokens) * 4), y(static_cast<size_t>(tokens) * s.out * 2);
-      cuda_check(cudaMemsetAsync(scales.as<void>(), 0x3c, scales.bytes(), stream), "memset");
-      cuda_check(cudaMemsetAsync(x.as<void>(), 0x3c, x.bytes(), stream), "memset");
-      LinearWeight w;
-      w.dtype = DType::kFP8E4M3;
-      w.scales = scales.as<float>();
-      w.scaling = WeightScaling::kChannel;
-      w.data = fp8_weights[0]->as<void>();
-      if (!fp8_gemm.supports(tokens, s.in, s.out, w, DType::kBF16)) {
-        std::printf("%s: cuBLASLt has no FP8 algorithm here; skipped\n", name.c_str());
-        continue;
+    // The FP8 GEMM (W8A8) beside cuBLAS's bf16 GEMM (run_fp8_gemm_case).
+    for (const bool blocks : {false, true}) {
+      for (int32_t tokens : {4, 8, 16, 32, 64, 2048}) {
+        if (options.quick) continue;
+        const std::string name =
+            str_cat(s.model, " ", s.layer, blocks ? " fp8 block gemm " : " fp8 gemm ", s.in, "->",
+                    s.out, " T=", tokens);
+        if (!options.wants_case(name)) continue;
+        run_fp8_gemm_case(reporter, stream, ceiling, cublas, fp8_gemm, s, tokens, blocks, name);
       }
-      const auto fp8_sets = static_cast<int32_t>(fp8_weights.size());
-      const auto bf16_sets = static_cast<int32_t>(bf16_weights.size());
-      const int32_t reps = std::max({fp8_sets, bf16_sets, 8});
-      const double fp8_s = time_graph(stream, reps, 11, [&](int32_t r) {
-        w.data = fp8_weights[static_cast<size_t>(r % fp8_sets)]->as<void>();
-        quantize_fp8_dynamic_rows_cuda(tokens, s.in, s.in, x.as<uint16_t>(), xq.as<uint8_t>(),
-                                       sx.as<float>(), stream);
-        fp8_gemm.run(tokens, s.in, s.out, xq.as<uint8_t>(), sx.as<float>(), w, y.as<void>(),
-                     DType::kBF16, stream);
-      });
-      const double bf16_s = time_graph(stream, reps, 11, [&](int32_t r) {
-        cublas_gemm(cublas, tokens, s.in, s.out, x.as<uint16_t>(),
-                    bf16_weights[static_cast<size_t>(r % bf16_sets)]->as<uint16_t>(), y.as<void>(),
-                    DType::kBF16, stream);
-      });
-      const double flops = 2.0 * tokens * static_cast<double>(s.in) * s.out;
-      BenchRecord record;
-      record.bench = "linear";
-      record.case_name = name;
-      record.metric = "TB/s";
-      record.value = static_cast<double>(fp8_bytes) / fp8_s / 1e12;
-      record.ceiling = ceiling;
-      record.peer = "cublas_gemm_bf16";
-      record.peer_value = static_cast<double>(2 * fp8_bytes) / bf16_s / 1e12;
-      record.note =
-          str_cat("fp8_us=", fp8_s * 1e6, " bf16_us=", bf16_s * 1e6, " speedup=", bf16_s / fp8_s,
-                  " fp8_tflops=", flops / fp8_s / 1e12, " bf16_tflops=", flops / bf16_s / 1e12);
-      reporter.record(record);
     }
     for (int32_t tokens : {1, 2, 4, 8}) {
       if (options.quick && tokens != 1) continue;

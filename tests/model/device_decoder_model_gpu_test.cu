@@ -99,16 +99,19 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"qwen2_hd64_fp8", ModelArchitecture::kQwen2, 64, 4, 2, 256, DType::kFP8E4M3, 3e-2}),
     [](const ::testing::TestParamInfo<Case>& p) { return std::string(p.param.name); });
 
-// An FP8 checkpoint's linear weights kept FP8 on the GPU (per-channel scales) against the CPU
-// decoder over the same checkpoint dequantized to bf16: the GPU computes fp8 x scale exactly
-// where the CPU rounds it to bf16, and its prefill (76 rows) quantizes the activations to e4m3
-// per token for the FP8 GEMM, a few percent on the logits; the one-token decode streams the FP8
-// weights against bf16 activations, within bf16 rounding. The kept weights take half the bytes.
+// An FP8 checkpoint's linear weights kept FP8 on the GPU (per-channel scales, and 128 x 128
+// blocks) against the CPU decoder over the same checkpoint dequantized to bf16: the GPU computes
+// fp8 x scale exactly where the CPU rounds it to bf16, and its prefill (76 rows, padded to 80 for
+// the block GEMM) quantizes the activations to e4m3 per token (per 128 columns for blocks), a few
+// percent on the logits; the one-token decode streams the FP8 weights against bf16 activations,
+// within bf16 rounding. The kept weights take half the bytes.
 TEST(DeviceDecoderModelFp8Weights, KeptFp8WeightsMatchTheDequantizedCpuDecoder) {
-  for (const auto& [name, arch, head_dim, q_heads, hidden] :
-       std::vector<std::tuple<const char*, ModelArchitecture, int32_t, int32_t, int32_t>>{
-           {"llama_hd64", ModelArchitecture::kLlama, 64, 4, 256},
-           {"qwen3_hd128", ModelArchitecture::kQwen3, 128, 8, 512}}) {
+  for (const auto& [name, arch, head_dim, q_heads, hidden, block] :
+       std::vector<std::tuple<const char*, ModelArchitecture, int32_t, int32_t, int32_t, int32_t>>{
+           {"llama_hd64", ModelArchitecture::kLlama, 64, 4, 256, 0},
+           {"qwen3_hd128", ModelArchitecture::kQwen3, 128, 8, 512, 0},
+           {"llama_hd64_blocks", ModelArchitecture::kLlama, 64, 8, 512, 128},
+           {"qwen3_hd128_blocks", ModelArchitecture::kQwen3, 128, 4, 512, 128}}) {
     SCOPED_TRACE(name);
     TinyModelSpec spec;
     spec.architecture = arch;
@@ -116,12 +119,15 @@ TEST(DeviceDecoderModelFp8Weights, KeptFp8WeightsMatchTheDequantizedCpuDecoder) 
     spec.num_q_heads = q_heads;
     spec.num_kv_heads = 2;
     spec.hidden_size = hidden;
+    spec.intermediate_size = block > 0 ? 1024 : spec.intermediate_size;
     spec.fp8_weights = true;
+    spec.fp8_block = block;
     const std::string dir =
         testing_support::scratch_dir("quench_device_model_test", std::string("fp8w_") + name);
     write_tiny_model(dir, spec);
     const Checkpoint checkpoint(dir);
     const ModelConfig config = read_model_config(checkpoint.config_path());
+    ASSERT_TRUE(DeviceDecoderModel::keeps_fp8_weights(config));
     const ModelWeights dequantized = ModelWeights::load(config, checkpoint);
     const ModelWeights kept = ModelWeights::load(config, checkpoint, /*keep_fp8=*/true);
     ASSERT_TRUE(kept.has_fp8_linears());

@@ -13,6 +13,7 @@
 #include "harness/expect_error.h"
 #include "harness/scratch_dir.h"
 #include "quench/model/decoder_model.h"
+#include "quench/model/device_decoder_model.h"
 #include "quench/model/tiny_model.h"
 #include "quench/numerics/bf16.h"
 #include "quench/numerics/fp8.h"
@@ -164,7 +165,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // keep_fp8 (the GPU runner's load): a per-channel FP8 checkpoint's linear weights stay e4m3 with
 // their row scales, the bf16 fields of those stay empty, and the bytes are the checkpoint's; block
-// checkpoints dequantize as before. The built-in "-fp8" models are such per-channel checkpoints.
+// checkpoints keep their block scales. The built-in "-fp8" models are per-channel checkpoints.
 TEST(Fp8Checkpoint, KeepFp8HoldsTheCheckpointBytesAndRowScales) {
   const std::string dir = testing_support::scratch_dir("quench_fp8_checkpoint_test", "keep");
   write_tiny_model(dir, builtin_model_spec("tiny-fp8"));
@@ -184,18 +185,19 @@ TEST(Fp8Checkpoint, KeepFp8HoldsTheCheckpointBytesAndRowScales) {
   ASSERT_EQ(l.fp8.down_proj.bytes().size(), q.bytes.size());
   EXPECT_TRUE(std::equal(q.bytes.begin(), q.bytes.end(), l.fp8.down_proj.bytes().begin()));
   const int64_t rows = q.shape[0], cols = q.shape[1];
-  ASSERT_EQ(static_cast<int64_t>(l.fp8.down_proj.row_scales().size()), rows);
+  ASSERT_EQ(static_cast<int64_t>(l.fp8.down_proj.scales().size()), rows);
   for (int64_t r = 0; r < rows; ++r) {
     float scale;
     std::memcpy(&scale, s.bytes.data() + 4 * r, 4);
-    ASSERT_EQ(l.fp8.down_proj.row_scales()[static_cast<size_t>(r)], scale);
+    ASSERT_EQ(l.fp8.down_proj.scales()[static_cast<size_t>(r)], scale);
     // The dequantized load holds the same values rounded to bf16.
     for (int64_t c = 0; c < cols; c += 97)
       ASSERT_EQ(dequantized.layers[1].down_proj.data()[r * cols + c],
                 float_to_bf16_bits(fp8_e4m3_to_float(q.bytes[static_cast<size_t>(r * cols + c)]) *
                                    scale));
   }
-  // Block scales are not kept.
+  // Block scales are kept as the checkpoint stores them (the runner decides which it computes
+  // with: DeviceDecoderModel::keeps_fp8_weights).
   const std::string src = testing_support::scratch_dir("quench_fp8_checkpoint_test", "keep_src");
   const std::string blocks = testing_support::scratch_dir("quench_fp8_checkpoint_test", "keep_blk");
   write_tiny_model(src, TinyModelSpec{});
@@ -205,8 +207,32 @@ TEST(Fp8Checkpoint, KeepFp8HoldsTheCheckpointBytesAndRowScales) {
   const Checkpoint block_checkpoint(blocks);
   const ModelWeights block_load = ModelWeights::load(
       read_model_config(block_checkpoint.config_path()), block_checkpoint, /*keep_fp8=*/true);
-  EXPECT_FALSE(block_load.has_fp8_linears());
-  EXPECT_GT(block_load.layers[0].q_proj.size(), 0u);
+  EXPECT_TRUE(block_load.has_fp8_linears());
+  const Fp8Weight& kept_q = block_load.layers[0].fp8.q_proj;
+  EXPECT_TRUE(kept_q.blocks());
+  EXPECT_EQ(kept_q.block_out(), 32);
+  EXPECT_EQ(kept_q.block_in(), 64);
+  const SafetensorsTensor& q_scale =
+      *block_checkpoint.find("model.layers.0.self_attn.q_proj.weight_scale_inv");
+  EXPECT_EQ(static_cast<int64_t>(kept_q.scales().size()), q_scale.num_elements());
+}
+
+// Which FP8 checkpoints the GPU runner computes with as FP8: per-tensor and per-channel ones
+// always; 128 x 128 blocks where every linear input is a multiple of 512 and q / k / v are whole
+// 128-row blocks (Llama-3-8B's and Qwen3-8B's shapes); nothing else.
+TEST(Fp8Checkpoint, TheGpuRunnerKeepsChannelsAndWholeBlocks) {
+  ModelConfig c =
+      parse_model_config(tiny_model_config_json(builtin_model_spec("llama3-8b")), "config.json");
+  EXPECT_FALSE(DeviceDecoderModel::keeps_fp8_weights(c));  // bf16
+  c.quantization.fp8 = true;
+  EXPECT_TRUE(DeviceDecoderModel::keeps_fp8_weights(c));  // per channel / per tensor
+  c.quantization.block_out = c.quantization.block_in = 128;
+  EXPECT_TRUE(DeviceDecoderModel::keeps_fp8_weights(c));
+  c.quantization.block_out = c.quantization.block_in = 64;
+  EXPECT_FALSE(DeviceDecoderModel::keeps_fp8_weights(c));
+  c.quantization.block_out = c.quantization.block_in = 128;
+  c.intermediate_size = 14336 + 128;  // not a multiple of 512
+  EXPECT_FALSE(DeviceDecoderModel::keeps_fp8_weights(c));
 }
 
 TEST(Fp8CheckpointErrors, UnsupportedMethodsAndMissingScales) {

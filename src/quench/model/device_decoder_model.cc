@@ -55,11 +55,13 @@ struct DeviceLinear {
 };
 
 // The concatenation of `parts` (rows of the same width): FP8 where the checkpoint's weights were
-// kept FP8 (ModelWeights::load's keep_fp8), else bf16.
+// kept FP8 (ModelWeights::load's keep_fp8; block scales concatenate by whole 128-row blocks,
+// which keeps_fp8_weights ensures), else bf16.
 DeviceLinear upload_linear(std::initializer_list<const Bf16Weight*> bf16,
                            std::initializer_list<const Fp8Weight*> fp8) {
   DeviceLinear l;
-  if ((*fp8.begin())->empty()) {
+  const Fp8Weight& first = **fp8.begin();
+  if (first.empty()) {
     l.data = upload_rows(bf16);
     l.weight = LinearWeight::bf16(l.data.as<uint16_t>());
     return l;
@@ -68,14 +70,16 @@ DeviceLinear upload_linear(std::initializer_list<const Bf16Weight*> bf16,
   std::vector<float> scales;
   for (const Fp8Weight* w : fp8) {
     bytes.insert(bytes.end(), w->bytes().begin(), w->bytes().end());
-    scales.insert(scales.end(), w->row_scales().begin(), w->row_scales().end());
+    scales.insert(scales.end(), w->scales().begin(), w->scales().end());
   }
   l.data = upload(bytes);
   l.scales = upload(scales);
   l.weight.dtype = DType::kFP8E4M3;
   l.weight.data = l.data.as<void>();
   l.weight.scales = l.scales.as<float>();
-  l.weight.scaling = WeightScaling::kChannel;
+  l.weight.scaling = first.blocks() ? WeightScaling::kBlock : WeightScaling::kChannel;
+  l.weight.block_out = first.block_out();
+  l.weight.block_in = first.block_in();
   return l;
 }
 
@@ -93,6 +97,7 @@ struct StepBuffers {
   int32_t* ids = nullptr;
   int32_t* positions = nullptr;
   Fp8ActivationScratch fp8_scratch;  // FP8 linear weights only
+  int32_t linear_out_rows = 0;       // rows the linear layers' outputs hold (>= t)
   int64_t* slots = nullptr;
   int32_t* gather = nullptr;  // the logit rows
   AttentionMetadataView view;
@@ -198,18 +203,24 @@ struct DeviceDecoderModel::State {
     b.x = residual.get<uint16_t>(T * d);
     b.x_next = next_residual.get<uint16_t>(T * d);
     b.h = hidden.get<uint16_t>(T * d);
-    b.qkv = qkv.get<uint16_t>(T * (qd + 2 * kvd));
+    // FP8 GEMMs over block weights compute rows in multiples of 8 (linear_fp8_weight.h): the
+    // linear layers' outputs have room for them.
+    const size_t T_out = fp8_gemm ? (T + 7) / 8 * 8 : T;
+    b.linear_out_rows = static_cast<int32_t>(T_out);
+    b.qkv = qkv.get<uint16_t>(T_out * (qd + 2 * kvd));
     b.q_rot = q_rot.get<uint16_t>(T * qd);
     b.q_fp8 = q_fp8.get<uint8_t>(T * qd);
     b.attn = attn.get<uint16_t>(T * qd);
-    b.proj = proj.get<uint16_t>(T * d);  // o, then down: the delta of the next residual add
-    b.gate_up = gate_up.get<uint16_t>(T * 2 * ff);
+    b.proj = proj.get<uint16_t>(T_out * d);  // o, then down: the delta of the next residual add
+    b.gate_up = gate_up.get<uint16_t>(T_out * 2 * ff);
     b.act = act.get<uint16_t>(T * ff);
-    if (fp8_gemm) {  // the activations' e4m3 copy for the FP8 GEMMs, one scale per token
-      b.fp8_scratch.xq_bytes = static_cast<int64_t>(T) * max_linear_in;
-      b.fp8_scratch.scale_count = static_cast<int64_t>(T);
+    if (fp8_gemm) {  // the activations' e4m3 copy for the FP8 GEMMs and its scales (per token,
+                     // or per 128 columns)
+      b.fp8_scratch.xq_bytes = static_cast<int64_t>(T_out) * max_linear_in;
+      b.fp8_scratch.scale_count = static_cast<int64_t>(T_out) * max_linear_in / 128 + T_out;
       b.fp8_scratch.xq = fp8_x.get<uint8_t>(static_cast<size_t>(b.fp8_scratch.xq_bytes));
-      b.fp8_scratch.scales = fp8_x_scales.get<float>(T);
+      b.fp8_scratch.scales =
+          fp8_x_scales.get<float>(static_cast<size_t>(b.fp8_scratch.scale_count));
     }
     b.picked = row_hidden.get<uint16_t>(std::max<size_t>(R, 1) * d);
     b.logits = logits.get<float>(std::max<size_t>(static_cast<size_t>(b.pass_rows), 1) *
@@ -416,8 +427,8 @@ struct DeviceDecoderModel::State {
   void enqueue_linear(const StepBuffers& b, int32_t t, int32_t in, int32_t out, const uint16_t* x,
                       const DeviceLinear& w, uint16_t* y) {
     if (w.weight.fp8()) {
-      linear_fp8_weight_cuda(*fp8_gemm, t, in, out, x, w.weight, b.fp8_scratch, y, DType::kBF16,
-                             stream);
+      linear_fp8_weight_cuda(*fp8_gemm, t, in, out, x, w.weight, b.fp8_scratch, y,
+                             b.linear_out_rows, DType::kBF16, stream);
     } else {
       linear_cuda(*cublas, t, in, out, x, static_cast<const uint16_t*>(w.weight.data), y,
                   DType::kBF16, stream);
@@ -543,6 +554,13 @@ DeviceDecoderModel::DeviceDecoderModel(const ModelConfig& config, const ModelWei
   check_cuda(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
   s.cublas = std::make_unique<CublasHandle>();
   if (weights.has_fp8_linears()) {
+    QUENCH_REQUIRE(keeps_fp8_weights(config),
+                   "the GPU runner cannot compute with this "
+                   "checkpoint's FP8 weights as FP8 (",
+                   config.quantization.block_out, " x ", config.quantization.block_in,
+                   " blocks over hidden ", config.hidden_size, ", intermediate ",
+                   config.intermediate_size,
+                   "); load them dequantized (ModelWeights::load without keep_fp8)");
     s.fp8_gemm = std::make_unique<Fp8Gemm>();
     s.max_linear_in = std::max(
         {config.hidden_size, config.num_q_heads() * config.head_dim(), config.intermediate_size});
@@ -612,6 +630,20 @@ int64_t DeviceDecoderModel::kv_cache_bytes() const {
   return 2 * static_cast<int64_t>(state_->config.num_layers) * state_->kv.tensor_bytes();
 }
 
+bool DeviceDecoderModel::keeps_fp8_weights(const ModelConfig& c) {
+  const WeightQuantization& q = c.quantization;
+  if (!q.fp8) return false;
+  if (q.block_out == 0) return true;  // per tensor or per channel
+  // Blocks: 128 x 128 (the FP8 GEMM's), every linear layer's input a multiple of the GEMM's
+  // (linear_fp8_cublaslt.h), and every fused projection whole blocks of rows.
+  const int64_t qd = int64_t{c.num_q_heads()} * c.head_dim();
+  const int64_t kvd = int64_t{c.num_kv_heads()} * c.head_dim();
+  const auto whole = [](int64_t n, int64_t m) { return n % m == 0; };
+  return q.block_out == 128 && q.block_in == 128 && whole(c.hidden_size, kBlockGemmInputMultiple) &&
+         whole(qd, kBlockGemmInputMultiple) &&
+         whole(c.intermediate_size, kBlockGemmInputMultiple) && whole(qd, 128) && whole(kvd, 128);
+}
+
 int64_t DeviceDecoderModel::weight_bytes(const ModelWeights& weights) {
   size_t elements = weights.embed_tokens.size() + weights.final_norm.size();
   if (weights.lm_head.data() != weights.embed_tokens.data()) elements += weights.lm_head.size();
@@ -623,7 +655,7 @@ int64_t DeviceDecoderModel::weight_bytes(const ModelWeights& weights) {
       elements += part->size();
     for (const Fp8Weight* part : {&w.fp8.q_proj, &w.fp8.k_proj, &w.fp8.v_proj, &w.fp8.o_proj,
                                   &w.fp8.gate_proj, &w.fp8.up_proj, &w.fp8.down_proj})
-      fp8_bytes += part->bytes().size() + 4 * part->row_scales().size();
+      fp8_bytes += part->bytes().size() + 4 * part->scales().size();
   }
   return static_cast<int64_t>(elements * sizeof(uint16_t) + fp8_bytes);
 }
@@ -643,8 +675,12 @@ int64_t DeviceDecoderModel::step_bytes(const ModelConfig& c, int32_t max_tokens,
   const int64_t d = c.hidden_size, qd = int64_t{c.num_q_heads()} * c.head_dim(),
                 kvd = int64_t{c.num_kv_heads()} * c.head_dim(), ff = c.intermediate_size;
   int64_t per_token = 32 + 2 * (3 * d + (qd + 2 * kvd) + qd + qd + 2 * ff + ff) + qd;
-  // FP8 checkpoints: the activations' e4m3 copy for the FP8 GEMMs and its scale.
-  if (c.quantization.fp8) per_token += std::max({d, qd, ff}) + 4;
+  // FP8 checkpoints: the activations' e4m3 copy for the FP8 GEMMs and its scales (one per token,
+  // or one per 128 columns); the block GEMMs' 8 rows of output padding fit in kReserve.
+  if (c.quantization.fp8) {
+    const int64_t max_in = std::max({d, qd, ff});
+    per_token += max_in + max_in / 32 + 4;
+  }
   // Every row may be a logit row (prompt logprobs): its index and gathered hidden state; the
   // logits buffer holds one lm_head pass.
   const int64_t per_logit_row = 4 + 2 * d;

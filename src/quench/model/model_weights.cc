@@ -125,16 +125,25 @@ Fp8Weight Fp8Weight::load(const Checkpoint& checkpoint, const std::string& name,
                           const WeightQuantization& quantization) {
   const SafetensorsTensor& t = checkpoint.require(name, shape);
   Fp8Weight w;
-  if (t.dtype != DType::kFP8E4M3 || shape.size() != 2 || quantization.block_out > 0) return w;
+  if (t.dtype != DType::kFP8E4M3 || shape.size() != 2) return w;
   std::string scale_name;
   const std::vector<float> scales = fp8_scales(checkpoint, name, &scale_name);
-  const int64_t out = shape[0];
+  const int64_t out = shape[0], in = shape[1];
   const auto count = static_cast<int64_t>(scales.size());
-  if (count != 1 && count != out) return w;  // blocks: dequantized by Bf16Weight::load
+  if (quantization.block_out > 0) {
+    const int64_t bo = quantization.block_out, bi = quantization.block_in;
+    if (count != ((out + bo - 1) / bo) * ((in + bi - 1) / bi)) return w;
+    w.scales_ = scales;
+    w.block_out_ = quantization.block_out;
+    w.block_in_ = quantization.block_in;
+  } else if (count == 1 || count == out) {
+    w.scales_.resize(static_cast<size_t>(out));
+    for (int64_t r = 0; r < out; ++r)
+      w.scales_[static_cast<size_t>(r)] = scales[static_cast<size_t>(count == 1 ? 0 : r)];
+  } else {
+    return w;
+  }
   w.bytes_ = {reinterpret_cast<const uint8_t*>(t.bytes.data()), t.bytes.size()};
-  w.row_scales_.resize(static_cast<size_t>(out));
-  for (int64_t r = 0; r < out; ++r)
-    w.row_scales_[static_cast<size_t>(r)] = scales[static_cast<size_t>(count == 1 ? 0 : r)];
   return w;
 }
 

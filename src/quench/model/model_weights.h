@@ -14,9 +14,8 @@
 // WeightQuantization) store the linear weights as F8_E4M3 with "<name>_scale" (or
 // "<name>_scale_inv", block-wise) beside them: per tensor ([] or [1]), per output channel ([out]
 // or [out, 1]) or per block ([ceil(out/bo), ceil(in/bi)]), multiplying; they are dequantized to
-// bf16 at load, or, for the GPU runner (keep_fp8), those with per-tensor or per-channel scales
-// stay FP8 (Fp8Weight) and run on FP8 kernels (linear_fp8_cublaslt.h, linear_skinny.h). Other
-// dtypes fail with the tensor name.
+// bf16 at load, or, for the GPU runner (keep_fp8), stay FP8 (Fp8Weight) and run on FP8 kernels
+// (linear_fp8_cublaslt.h, linear_skinny.h). Other dtypes fail with the tensor name.
 #pragma once
 
 #include <cstdint>
@@ -48,22 +47,27 @@ class Bf16Weight {
 };
 
 // The e4m3 bytes of one FP8 linear weight [out, in] as the checkpoint stores them (a view into the
-// mapped file) and one fp32 scale per output row (a per-tensor scale repeated): what the GPU
-// runner uploads to compute with FP8 weights. Empty unless ModelWeights::load kept it.
+// mapped file) and its fp32 scales: one per output row (per channel; a per-tensor scale is
+// repeated per row), or the checkpoint's block scales [ceil(out / bo), ceil(in / bi)]. What the
+// GPU runner uploads to compute with FP8 weights. Empty unless ModelWeights::load kept it.
 class Fp8Weight {
  public:
   Fp8Weight() = default;
   bool empty() const { return bytes_.empty(); }
   std::span<const uint8_t> bytes() const { return bytes_; }
-  const std::vector<float>& row_scales() const { return row_scales_; }
-  // The weight kept FP8, or an empty one where `name` is not an F8_E4M3 tensor of a
-  // per-tensor or per-channel checkpoint (block scales are dequantized to bf16 instead).
+  const std::vector<float>& scales() const { return scales_; }
+  bool blocks() const { return block_out_ > 0; }
+  int32_t block_out() const { return block_out_; }  // blocks only
+  int32_t block_in() const { return block_in_; }
+  // The weight kept FP8, or an empty one where `name` is not an F8_E4M3 tensor with per-tensor,
+  // per-channel or (quantization's block size) block scales.
   static Fp8Weight load(const Checkpoint& checkpoint, const std::string& name,
                         const std::vector<int64_t>& shape, const WeightQuantization& quantization);
 
  private:
   std::span<const uint8_t> bytes_;
-  std::vector<float> row_scales_;
+  std::vector<float> scales_;
+  int32_t block_out_ = 0, block_in_ = 0;
 };
 
 // A layer's linear weights kept FP8 (each group of fused projections all or none: q/k/v,
@@ -80,7 +84,7 @@ struct DecoderLayerWeights {
   Bf16Weight q_bias, k_bias, v_bias;  // Qwen2; empty otherwise
   Bf16Weight post_attention_norm;
   Bf16Weight gate_proj, up_proj, down_proj;
-  Fp8LayerWeights fp8;  // keep_fp8 loads of per-tensor / per-channel FP8 checkpoints
+  Fp8LayerWeights fp8;  // keep_fp8 loads of FP8 checkpoints
 };
 
 struct ModelWeights {
@@ -94,8 +98,9 @@ struct ModelWeights {
   Bf16Weight lm_head;  // embed_tokens' storage when tied
 
   // Loads and shape-checks every weight; the checkpoint must outlive the result (views).
-  // keep_fp8: FP8 linear weights with per-tensor or per-channel scales stay FP8 (the layers'
-  // `fp8` fields) instead of being dequantized; only the GPU runner computes with them.
+  // keep_fp8: FP8 linear weights stay FP8 (the layers' `fp8` fields) instead of being
+  // dequantized; only the GPU runner computes with them (DeviceDecoderModel::keeps_fp8_weights
+  // says for which checkpoints).
   static ModelWeights load(const ModelConfig& config, const Checkpoint& checkpoint,
                            bool keep_fp8 = false);
   // Whether any linear weight was kept FP8.

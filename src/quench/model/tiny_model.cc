@@ -64,31 +64,44 @@ SafetensorsTensorToWrite random_bf16(const std::string& name, std::vector<int64_
   return t;
 }
 
-// A bf16 [out, in] weight as e4m3 with one scale per row (amax / 448, 1 for a zero row; stored =
-// fp8(value / scale)) and that scale tensor ("<name>_scale", [out, 1], F32).
-std::pair<SafetensorsTensorToWrite, SafetensorsTensorToWrite> fp8_per_channel(
-    const SafetensorsTensorToWrite& w) {
+// A bf16 [out, in] weight as e4m3 with one scale per row (block 0: "<name>_scale" [out, 1]) or
+// per block x block tile ("<name>_scale_inv" [ceil(out / block), ceil(in / block)]): amax / 448,
+// 1 for an all-zero group; stored = fp8(value / scale).
+std::pair<SafetensorsTensorToWrite, SafetensorsTensorToWrite> quantize_fp8_weight(
+    const SafetensorsTensorToWrite& w, int32_t block) {
   const int64_t rows = w.shape[0], cols = w.shape[1];
+  const int64_t bo = block > 0 ? block : 1, bi = block > 0 ? block : cols;
+  const int64_t block_rows = (rows + bo - 1) / bo, block_cols = (cols + bi - 1) / bi;
   SafetensorsTensorToWrite q{w.name, DType::kFP8E4M3, w.shape, {}};
   q.bytes.resize(static_cast<size_t>(rows * cols));
-  std::vector<float> scales(static_cast<size_t>(rows));
+  std::vector<float> scales(static_cast<size_t>(block_rows * block_cols));
   const uint8_t* in = w.bytes.data();
   uint8_t* out = q.bytes.data();
-  float* row_scales = scales.data();
-  parallel_for(rows, [=](int64_t r) {
-    const auto value = [&](int64_t c) {
+  float* group_scales = scales.data();
+  parallel_for(block_rows, [=](int64_t br) {
+    const auto value = [&](int64_t r, int64_t c) {
       const int64_t i = r * cols + c;
       return bf16_bits_to_float(static_cast<uint16_t>(in[2 * i] | (in[2 * i + 1] << 8)));
     };
-    float amax = 0.0f;
-    for (int64_t c = 0; c < cols; ++c)
-      amax = std::max(amax, std::fabs(value(c)));
-    const float scale = amax > 0.0f ? amax / kFp8E4M3Max : 1.0f;
-    row_scales[r] = scale;
-    for (int64_t c = 0; c < cols; ++c)
-      out[r * cols + c] = float_to_fp8_e4m3(value(c) / scale);
+    const int64_t r_end = std::min(rows, (br + 1) * bo);
+    for (int64_t bc = 0; bc < block_cols; ++bc) {
+      const int64_t c_end = std::min(cols, (bc + 1) * bi);
+      float amax = 0.0f;
+      for (int64_t r = br * bo; r < r_end; ++r)
+        for (int64_t c = bc * bi; c < c_end; ++c)
+          amax = std::max(amax, std::fabs(value(r, c)));
+      const float scale = amax > 0.0f ? amax / kFp8E4M3Max : 1.0f;
+      group_scales[br * block_cols + bc] = scale;
+      for (int64_t r = br * bo; r < r_end; ++r)
+        for (int64_t c = bc * bi; c < c_end; ++c)
+          out[r * cols + c] = float_to_fp8_e4m3(value(r, c) / scale);
+    }
   });
-  SafetensorsTensorToWrite s{w.name + "_scale", DType::kF32, {rows, 1}, {}};
+  SafetensorsTensorToWrite s{
+      w.name + (block > 0 ? "_scale_inv" : "_scale"),
+      DType::kF32,
+      block > 0 ? std::vector<int64_t>{block_rows, block_cols} : std::vector<int64_t>{rows, 1},
+      {}};
   s.bytes.resize(scales.size() * 4);
   std::memcpy(s.bytes.data(), scales.data(), s.bytes.size());
   return {std::move(q), std::move(s)};
@@ -97,6 +110,13 @@ std::pair<SafetensorsTensorToWrite, SafetensorsTensorToWrite> fp8_per_channel(
 }  // namespace
 
 TinyModelSpec builtin_model_spec(const std::string& name) {
+  constexpr std::string_view kFp8BlockSuffix = "-fp8-block";
+  if (name.size() > kFp8BlockSuffix.size() && name.ends_with(kFp8BlockSuffix)) {
+    TinyModelSpec s = builtin_model_spec(name.substr(0, name.size() - kFp8BlockSuffix.size()));
+    s.fp8_weights = true;
+    s.fp8_block = 128;
+    return s;
+  }
   constexpr std::string_view kFp8Suffix = "-fp8";
   if (name.size() > kFp8Suffix.size() && name.ends_with(kFp8Suffix)) {
     TinyModelSpec s = builtin_model_spec(name.substr(0, name.size() - kFp8Suffix.size()));
@@ -136,7 +156,8 @@ TinyModelSpec builtin_model_spec(const std::string& name) {
 }
 
 const char* builtin_model_names() {
-  return "tiny, llama3.2-1b, qwen2.5-0.5b, qwen3-0.6b, llama3-8b (each also as NAME-fp8)";
+  return "tiny, llama3.2-1b, qwen2.5-0.5b, qwen3-0.6b, llama3-8b (each also as NAME-fp8 and "
+         "NAME-fp8-block)";
 }
 
 std::string tiny_model_config_json(const TinyModelSpec& s) {
@@ -168,7 +189,11 @@ std::string tiny_model_config_json(const TinyModelSpec& s) {
   if (s.architecture != ModelArchitecture::kQwen2) j["attention_bias"] = false;  // Qwen2's: none
   j["tie_word_embeddings"] = s.tie_word_embeddings;
   j["torch_dtype"] = "bfloat16";
-  if (s.fp8_weights) {
+  if (s.fp8_weights && s.fp8_block > 0) {
+    j["quantization_config"] = {{"quant_method", "fp8"},
+                                {"activation_scheme", "dynamic"},
+                                {"weight_block_size", {s.fp8_block, s.fp8_block}}};
+  } else if (s.fp8_weights) {
     j["quantization_config"] = {
         {"quant_method", "compressed-tensors"},
         {"config_groups",
@@ -223,7 +248,7 @@ void write_tiny_model(const std::string& dir, const TinyModelSpec& s) {
       tensors.push_back(std::move(w));
       return;
     }
-    auto [q, scale] = fp8_per_channel(w);
+    auto [q, scale] = quantize_fp8_weight(w, s.fp8_block);
     tensors.push_back(std::move(q));
     tensors.push_back(std::move(scale));
   };

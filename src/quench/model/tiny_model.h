@@ -29,6 +29,9 @@ struct TinyModelSpec {
   // The linear (..._proj) weights as an FP8 checkpoint stores them: e4m3 with one fp32 scale per
   // output row ("<name>_scale" [out, 1], amax / 448; compressed-tensors' channel strategy).
   bool fp8_weights = false;
+  // With fp8_weights: > 0 stores scales per block of fp8_block x fp8_block instead
+  // ("<name>_scale_inv" [ceil(out / b), ceil(in / b)]; the "fp8" method's weight_block_size).
+  int32_t fp8_block = 0;
   // tokenizer.json (tiny_tokenizer.h, vocab_size ids), tokenizer_config.json with a Llama-3 chat
   // template, generation_config.json with the end-of-turn token as a second eos id.
   bool write_tokenizer = true;
@@ -38,7 +41,8 @@ struct TinyModelSpec {
 // for speed figures without a download: "llama3.2-1b" (1.2 B parameters), "qwen2.5-0.5b" (q/k/v
 // biases), "qwen3-0.6b", "llama3-8b" (8 B, 16 GB to write); these have no tokenizer (prompts are
 // token ids). Each name with "-fp8" appended is the same model as an FP8 checkpoint (per-channel
-// e4m3 linear weights, fp8_weights). Throws quench::Error listing the names for another.
+// e4m3 linear weights, fp8_weights), with "-fp8-block" as one with 128 x 128 block scales.
+// Throws quench::Error listing the names for another.
 TinyModelSpec builtin_model_spec(const std::string& name);
 const char* builtin_model_names();
 

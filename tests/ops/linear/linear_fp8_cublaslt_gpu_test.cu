@@ -1,7 +1,9 @@
 // The FP8 GEMM over FP8 weights (linear_fp8_cublaslt.h): activations quantized on the GPU per
 // token (quantize_fp8_dynamic.h), multiplied by cuBLASLt, against linear_fp8_weight_reference
-// over the dequantized activations, per-channel weight scales, token counts of decode batches
-// and a prefill chunk, both output dtypes; per-tensor and block scales are refused. The FP8 tensor
+// over the dequantized activations, per-channel and 128 x 128 block weight scales (activation
+// scales per 128 columns, group-major, token counts padded to 8 with zero rows), token counts of
+// decode batches and a prefill chunk, both output dtypes; per-tensor scales, other blocks and
+// ragged block token counts are refused. The FP8 tensor
 // cores sum 32 products at a time before their fp32 accumulation, so the bound is looser than the
 // fp32 kernels': 2^-10 of the sum of the terms' magnitudes (a wrong scale index or layout is off by
 // the terms themselves).
@@ -31,7 +33,8 @@ void expect_matches_reference(const Fp8Gemm& gemm, int32_t tokens, const Fp8Test
   SCOPED_TRACE(::testing::Message() << tokens << " x " << w.in << " -> " << w.out << " "
                                     << weight_scaling_name(w.scaling));
   const LinearWeight weight = w.device();
-  ASSERT_TRUE(gemm.supports(tokens, w.in, w.out, weight, DType::kBF16));
+  const int32_t padded = w.scaling == WeightScaling::kBlock ? (tokens + 7) / 8 * 8 : tokens;
+  ASSERT_TRUE(gemm.supports(padded, w.in, w.out, weight, DType::kBF16));
   const auto x = random_linear_bf16(static_cast<size_t>(tokens) * w.in, 1.0f, seed);
   std::vector<float> xf(x.size());
   for (size_t i = 0; i < x.size(); ++i)
@@ -47,17 +50,26 @@ void expect_matches_reference(const Fp8Gemm& gemm, int32_t tokens, const Fp8Test
         sx[i / static_cast<size_t>(w.in) * (w.in / group) + i % static_cast<size_t>(w.in) / group];
   const std::vector<float> want = w.reference(tokens, xd);
 
+  // Block weights: the rows padded to 8 (zeros, scale 1) and the scales group-major.
+  const bool blocks = w.scaling == WeightScaling::kBlock;
   const DeviceBuffer dx = DeviceBuffer::from_host(x);
-  const DeviceBuffer dxq(x.size()), dsx(sx.size() * 4);
+  const DeviceBuffer dxq(static_cast<size_t>(padded) * w.in),
+      dsx(static_cast<size_t>(padded) * (w.in / group) * 4);
+  Fp8DynamicLayout layout;
+  layout.padded_rows = padded;
+  layout.scales_by_group = blocks;
   quantize_fp8_dynamic_rows_cuda(tokens, w.in, group, dx.as<uint16_t>(), dxq.as<uint8_t>(),
-                                 dsx.as<float>(), nullptr);
-  const DeviceBuffer y16(want.size() * 2), y32(want.size() * 4);
-  gemm.run(tokens, w.in, w.out, dxq.as<uint8_t>(), dsx.as<float>(), weight, y16.as<void>(),
+                                 dsx.as<float>(), layout, nullptr);
+  const DeviceBuffer y16(static_cast<size_t>(padded) * w.out * 2),
+      y32(static_cast<size_t>(padded) * w.out * 4);
+  gemm.run(padded, w.in, w.out, dxq.as<uint8_t>(), dsx.as<float>(), weight, y16.as<void>(),
            DType::kBF16, nullptr);
-  gemm.run(tokens, w.in, w.out, dxq.as<uint8_t>(), dsx.as<float>(), weight, y32.as<void>(),
+  gemm.run(padded, w.in, w.out, dxq.as<uint8_t>(), dsx.as<float>(), weight, y32.as<void>(),
            DType::kF32, nullptr);
   QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
-  ASSERT_EQ(dxq.to_host<uint8_t>(), xq);
+  std::vector<uint8_t> got_xq = dxq.to_host<uint8_t>();
+  got_xq.resize(xq.size());
+  ASSERT_EQ(got_xq, xq);
   const std::vector<uint16_t> got16 = y16.to_host<uint16_t>();
   const std::vector<float> got32 = y32.to_host<float>();
   for (int32_t t = 0; t < tokens; ++t) {
@@ -86,6 +98,17 @@ TEST(LinearFp8CublasltGpu, PerChannelWeightsMatchTheReference) {
   }
 }
 
+TEST(LinearFp8CublasltGpu, BlockWeightsMatchTheReference) {
+  const Fp8Gemm gemm;
+  uint64_t seed = 61;
+  for (const auto& [in, out] :
+       std::vector<std::pair<int32_t, int32_t>>{{512, 384}, {2048, 3072}, {1024, 200}}) {
+    const Fp8TestWeight w(out, in, WeightScaling::kBlock, 128, 128, seed += 2);
+    for (int32_t tokens : {3, 8, 17, 32, 200})
+      expect_matches_reference(gemm, tokens, w, seed += 2);
+  }
+}
+
 TEST(LinearFp8CublasltGpu, RejectsWhatItDoesNotTake) {
   const Fp8Gemm gemm;
   DeviceBuffer x(1 << 14), s(1 << 10), w(1 << 14), y(1 << 14);
@@ -110,8 +133,13 @@ TEST(LinearFp8CublasltGpu, RejectsWhatItDoesNotTake) {
   blocks.scaling = WeightScaling::kBlock;
   blocks.block_out = 128;
   blocks.block_in = 128;
-  EXPECT_QUENCH_ERROR(run(128, blocks, DType::kBF16), {"per block weight scales", "per channel"});
-  EXPECT_FALSE(gemm.supports(4, 128, 16, blocks, DType::kBF16));
+  EXPECT_QUENCH_ERROR(run(384, blocks, DType::kBF16), {"per block weight scales", "512"});
+  EXPECT_FALSE(gemm.supports(8, 384, 16, blocks, DType::kBF16));
+  EXPECT_QUENCH_ERROR(run(512, blocks, DType::kBF16), {"4 tokens", "a multiple of 8"});
+  EXPECT_FALSE(gemm.supports(4, 512, 16, blocks, DType::kBF16));
+  LinearWeight small_blocks = blocks;
+  small_blocks.block_out = small_blocks.block_in = 64;
+  EXPECT_FALSE(gemm.supports(8, 512, 16, small_blocks, DType::kBF16));
 }
 
 }  // namespace

@@ -58,6 +58,48 @@ TEST(QuantizeFp8DynamicGpu, RowsAndGroupsMatchTheReferenceBitForBit) {
   }
 }
 
+// cuBLASLt's layout: rows padded (zeros, scale 1) and the scales group-major.
+TEST(QuantizeFp8DynamicGpu, PaddedRowsAndGroupMajorScales) {
+  const int32_t rows = 5, padded = 8, cols = 384, groups = 3;
+  std::vector<uint16_t> x;
+  for (float f :
+       testing_support::RandomInputs(17).normal(static_cast<size_t>(rows) * cols, 0.0f, 3.0f))
+    x.push_back(float_to_bf16_bits(f));
+  std::vector<float> xf(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    xf[i] = bf16_bits_to_float(x[i]);
+  std::vector<uint8_t> want(static_cast<size_t>(padded) * cols, 0);
+  std::vector<float> by_row(static_cast<size_t>(rows) * groups);
+  quantize_fp8_dynamic_rows_reference(xf.data(), rows, cols, 128, want.data(), by_row.data());
+  std::vector<float> want_scales(static_cast<size_t>(padded) * groups, 1.0f);
+  for (int32_t r = 0; r < rows; ++r)
+    for (int32_t g = 0; g < groups; ++g)
+      want_scales[static_cast<size_t>(g * padded + r)] =
+          by_row[static_cast<size_t>(r * groups + g)];
+  const DeviceBuffer dx = DeviceBuffer::from_host(x);
+  // Poisoned outputs: the padding must be written, not left.
+  const DeviceBuffer out = DeviceBuffer::from_host(std::vector<uint8_t>(want.size(), 0x7f));
+  const DeviceBuffer scales =
+      DeviceBuffer::from_host(std::vector<float>(want_scales.size(), -1.0f));
+  Fp8DynamicLayout layout;
+  layout.padded_rows = padded;
+  layout.scales_by_group = true;
+  quantize_fp8_dynamic_rows_cuda(rows, cols, 128, dx.as<uint16_t>(), out.as<uint8_t>(),
+                                 scales.as<float>(), layout, nullptr);
+  QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(out.to_host<uint8_t>(), want);
+  EXPECT_EQ(scales.to_host<float>(), want_scales);
+  // The reference's own group-major order agrees (without padding).
+  std::vector<uint8_t> codes(x.size());
+  std::vector<float> by_group(by_row.size());
+  quantize_fp8_dynamic_rows_reference(xf.data(), rows, cols, 128, codes.data(), by_group.data(),
+                                      /*scales_by_group=*/true);
+  for (int32_t r = 0; r < rows; ++r)
+    for (int32_t g = 0; g < groups; ++g)
+      EXPECT_EQ(by_group[static_cast<size_t>(g * rows + r)],
+                by_row[static_cast<size_t>(r * groups + g)]);
+}
+
 TEST(QuantizeFp8DynamicGpu, RejectsWhatItDoesNotTake) {
   DeviceBuffer x(1 << 14), out(1 << 14), scales(1 << 10);
   const auto run = [&](int32_t cols, int32_t group) {
@@ -67,6 +109,12 @@ TEST(QuantizeFp8DynamicGpu, RejectsWhatItDoesNotTake) {
   EXPECT_QUENCH_ERROR(run(12, 12), {"12 columns", "a positive multiple of 8"});
   EXPECT_QUENCH_ERROR(run(192, 64), {"group 64", "or 128 where"});
   EXPECT_QUENCH_ERROR(run(200, 128), {"group 128 over 200", "a multiple of 128"});
+  Fp8DynamicLayout short_padding;
+  short_padding.padded_rows = 1;
+  EXPECT_QUENCH_ERROR(
+      quantize_fp8_dynamic_rows_cuda(2, 128, 128, x.as<uint16_t>(), out.as<uint8_t>(),
+                                     scales.as<float>(), short_padding, nullptr),
+      {"padded_rows 1", ">= rows"});
 }
 
 }  // namespace

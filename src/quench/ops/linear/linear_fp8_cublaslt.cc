@@ -23,8 +23,15 @@ void set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t att
 
 }  // namespace
 
-int32_t fp8_activation_group(const LinearWeight&, int32_t in_features) {
-  return in_features;
+int32_t fp8_activation_group(const LinearWeight& w, int32_t in_features) {
+  return w.scaling == WeightScaling::kBlock ? 128 : in_features;
+}
+
+bool fp8_gemm_takes_weight(const LinearWeight& w, int32_t in_features) {
+  if (!w.fp8() || in_features < 16 || in_features % 16 != 0) return false;
+  if (w.scaling == WeightScaling::kChannel) return true;
+  return w.scaling == WeightScaling::kBlock && w.block_out == 128 && w.block_in == 128 &&
+         in_features % kBlockGemmInputMultiple == 0;
 }
 
 // The problem as cuBLASLt's column-major D (m x n) = op(A) (m x k) * B (k x n): A is the weight
@@ -63,9 +70,9 @@ Fp8Gemm::~Fp8Gemm() {
 }
 
 const Fp8Gemm::Plan* Fp8Gemm::plan(int32_t tokens, int32_t in_features, int32_t out_features,
-                                   DType out_dtype) const {
+                                   WeightScaling scaling, DType out_dtype) const {
   const std::lock_guard<std::mutex> lock(mutex_);
-  const Key key{tokens, in_features, out_features, out_dtype};
+  const Key key{tokens, in_features, out_features, static_cast<int>(scaling), out_dtype};
   if (const auto it = plans_.find(key); it != plans_.end()) return it->second.get();
   auto p = std::make_unique<Plan>();
   const cudaDataType_t d_type = out_dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -73,9 +80,13 @@ const Fp8Gemm::Plan* Fp8Gemm::plan(int32_t tokens, int32_t in_features, int32_t 
   const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
   set_attribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, transpose, "transa");
   set_attribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, keep, "transb");
-  // Per-channel weight scales and per-token activation scales: an outer vector each.
-  const int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-  const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  // Per-channel weight scales and per-token activation scales: an outer vector each; 128 x 128
+  // weight blocks with per-token 128-column activation scales.
+  const bool blocks = scaling == WeightScaling::kBlock;
+  const int32_t a_mode = blocks ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
+                                : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  const int32_t b_mode =
+      blocks ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
   set_attribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, a_mode, "a scale mode");
   set_attribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, b_mode, "b scale mode");
   // The heuristic sees the pointer kinds; the values are set per call.
@@ -113,11 +124,11 @@ const Fp8Gemm::Plan* Fp8Gemm::plan(int32_t tokens, int32_t in_features, int32_t 
 
 bool Fp8Gemm::supports(int32_t tokens, int32_t in_features, int32_t out_features,
                        const LinearWeight& w, DType out_dtype) const {
-  if (!w.fp8() || w.scaling != WeightScaling::kChannel || tokens < 1 || in_features < 16 ||
-      in_features % 16 != 0 || out_features < 1 ||
-      (out_dtype != DType::kBF16 && out_dtype != DType::kF32))
+  if (!fp8_gemm_takes_weight(w, in_features) || tokens < 1 || out_features < 1 ||
+      (out_dtype != DType::kBF16 && out_dtype != DType::kF32) ||
+      (w.scaling == WeightScaling::kBlock && tokens % kBlockGemmTokenMultiple != 0))
     return false;
-  return plan(tokens, in_features, out_features, out_dtype) != nullptr;
+  return plan(tokens, in_features, out_features, w.scaling, out_dtype) != nullptr;
 }
 
 void Fp8Gemm::run(int32_t tokens, int32_t in_features, int32_t out_features, const uint8_t* xq,
@@ -130,15 +141,20 @@ void Fp8Gemm::run(int32_t tokens, int32_t in_features, int32_t out_features, con
                  "multiple of 16");
   QUENCH_REQUIRE(out_dtype == DType::kBF16 || out_dtype == DType::kF32, "fp8 gemm: output dtype ",
                  dtype_name(out_dtype), " is not supported; allowed: bf16, f32");
-  QUENCH_REQUIRE(w.scaling == WeightScaling::kChannel, "fp8 gemm: ", weight_scaling_name(w.scaling),
-                 " weight scales are not supported; allowed: per channel (a per-tensor scale "
-                 "repeated per row is one)");
+  QUENCH_REQUIRE(fp8_gemm_takes_weight(w, in_features),
+                 "fp8 gemm: ", weight_scaling_name(w.scaling), " weight scales (blocks ",
+                 w.block_out, " x ", w.block_in, ") over ", in_features,
+                 " inputs are not supported; allowed: per channel (a per-tensor scale repeated "
+                 "per row is one), or 128 x 128 blocks with inputs a multiple of ",
+                 kBlockGemmInputMultiple);
+  QUENCH_REQUIRE(w.scaling != WeightScaling::kBlock || tokens % kBlockGemmTokenMultiple == 0,
+                 "fp8 gemm: ", tokens, " tokens over block-scaled weights are not supported; ",
+                 "allowed: a multiple of ", kBlockGemmTokenMultiple, " (pad the rows)");
   if (tokens == 0) return;
-  const Plan* p = plan(tokens, in_features, out_features, out_dtype);
+  const Plan* p = plan(tokens, in_features, out_features, w.scaling, out_dtype);
   QUENCH_REQUIRE(p != nullptr, "fp8 gemm: cuBLASLt has no algorithm for ", tokens, " tokens x ",
-                 in_features, " -> ", out_features,
-                 " with per-channel and per-token scales on "
-                 "this GPU (FP8 GEMMs need sm_89+ and cuBLAS 12.9+)");
+                 in_features, " -> ", out_features, " with ", weight_scaling_name(w.scaling),
+                 " weight scales on this GPU (FP8 GEMMs need sm_89+ and cuBLAS 12.9+)");
   set_attribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w.scales, "a scale");
   set_attribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scales, "b scale");
   const float alpha = 1.0f, beta = 0.0f;

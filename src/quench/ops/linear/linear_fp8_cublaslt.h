@@ -1,14 +1,17 @@
 // Linear layers over FP8 weights on the FP8 tensor cores (W8A8): the activations are quantized
 // to e4m3 per token (quantize_fp8_dynamic.h) and cuBLASLt multiplies the two FP8 operands with
-// their scales as outer vectors, accumulating in fp32:
-//   out[t][n] = sx[t] * sw[n] * sum_k xq[t][k] * wq[n][k]
-// sw per output channel (a per-tensor scale repeated per row is one: cuBLASLt pairs no scalar
-// weight scale with per-token activation scales, H100 with CUDA 13.0). The layers of batched
-// decode steps and prefill whose weights an FP8 checkpoint stores as FP8; steps of a few tokens
-// stream them instead (linear_skinny.h), where bytes, not FLOPs, bound the layer.
-// Not taken: 128 x 128 block weights (cuBLASLt's BLK128x128 / VEC128 modes gave wrong sums with
-// the checkpoint's row-major scale layout, bench/LOG.md thirty-second session); the runner
-// dequantizes those at load.
+// their scales, accumulating in fp32:
+//   per channel: out[t][n] = sx[t] * sw[n] * sum_k xq[t][k] * wq[n][k]
+//   128 x 128 blocks: out[t][n] = sum_b sx[t][b] * sw[n / 128][b] * sum_{k in b} xq[t][k] wq[n][k]
+// A per-tensor weight scale repeated per row is a per-channel one (cuBLASLt pairs no scalar
+// weight scale with per-token activation scales, H100 with CUDA 13.0). Block weights take their
+// scales in the checkpoint's layout ([ceil(out / 128), in / 128] row-major) and the activation
+// scales 128 columns each, group-major ([in / 128, tokens]); cuBLASLt has no algorithm unless the
+// token count is a multiple of 8 and in / 128 a multiple of 4, and another layout of either
+// scale tensor gives wrong sums (a probe over all four on the H100: bench/LOG.md,
+// thirty-second session). The layers of batched decode steps and prefill whose weights an FP8
+// checkpoint stores as FP8; steps of a few tokens stream them instead (linear_skinny.h), where
+// bytes, not FLOPs, bound the layer.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -24,8 +27,18 @@
 
 namespace quench {
 
-// Columns per activation scale that the GEMM pairs with `w`: the whole row (one scale per token).
+// Block-scaled weights: tokens a multiple of kBlockGemmTokenMultiple (callers pad the rows), inputs
+// of kBlockGemmInputMultiple.
+inline constexpr int32_t kBlockGemmTokenMultiple = 8;
+inline constexpr int32_t kBlockGemmInputMultiple = 512;
+
+// Columns per activation scale that the GEMM pairs with `w`: 128 for block weights (scales
+// group-major: quantize_fp8_dynamic's scales_by_group), else the whole row (one per token).
 int32_t fp8_activation_group(const LinearWeight& w, int32_t in_features);
+
+// Whether the GEMM takes `w` over in_features inputs: per channel, or 128 x 128 blocks with
+// in_features a multiple of kBlockGemmInputMultiple.
+bool fp8_gemm_takes_weight(const LinearWeight& w, int32_t in_features);
 
 // A cuBLASLt handle with its own workspace (nothing allocated under graph capture) and the
 // algorithm chosen once per shape.
@@ -36,13 +49,14 @@ class Fp8Gemm {
   Fp8Gemm(const Fp8Gemm&) = delete;
   Fp8Gemm& operator=(const Fp8Gemm&) = delete;
 
-  // Whether the shape is taken: a per-channel FP8 weight, inputs a multiple of 16, and a cuBLASLt
-  // algorithm for it on this GPU (FP8 tensor cores: sm_89+). Asked of cuBLASLt once per shape;
-  // never throws for an unsupported one.
+  // Whether the shape is taken: fp8_gemm_takes_weight, a token count the weight's scaling allows,
+  // and a cuBLASLt algorithm for it on this GPU (FP8 tensor cores: sm_89+). Asked of cuBLASLt once
+  // per shape; never throws for an unsupported one.
   bool supports(int32_t tokens, int32_t in_features, int32_t out_features, const LinearWeight& w,
                 DType out_dtype) const;
 
-  //   xq: e4m3 [tokens, in]; x_scales: fp32 [tokens, in / fp8_activation_group(w, in)];
+  //   xq: e4m3 [tokens, in]; x_scales: fp32, one per token (per channel) or [in / 128, tokens]
+  //   (blocks);
   //   w: FP8 [out, in] with scales; out: [tokens, out] in out_dtype (bf16 or f32).
   // in a multiple of 16; 16-byte aligned pointers. Throws quench::Error naming what is not
   // supported (dtypes, sizes, or no cuBLASLt algorithm for the shape).
@@ -52,9 +66,9 @@ class Fp8Gemm {
 
  private:
   struct Plan;
-  using Key = std::tuple<int32_t, int32_t, int32_t, DType>;
+  using Key = std::tuple<int32_t, int32_t, int32_t, int, DType>;
   // The plan of a shape, made on first use; null where cuBLASLt has no algorithm for it.
-  const Plan* plan(int32_t tokens, int32_t in_features, int32_t out_features,
+  const Plan* plan(int32_t tokens, int32_t in_features, int32_t out_features, WeightScaling scaling,
                    DType out_dtype) const;
 
   void* handle_ = nullptr;  // cublasLtHandle_t

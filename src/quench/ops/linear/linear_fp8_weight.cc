@@ -10,10 +10,15 @@ bool linear_fp8_streams(int32_t tokens, int32_t in_features, int32_t out_feature
   return tokens <= 2 || (tokens <= 4 && int64_t{out_features} < 4 * int64_t{in_features});
 }
 
+int32_t fp8_gemm_rows(int32_t tokens, const LinearWeight& w) {
+  if (w.scaling != WeightScaling::kBlock) return tokens;
+  return (tokens + kBlockGemmTokenMultiple - 1) / kBlockGemmTokenMultiple * kBlockGemmTokenMultiple;
+}
+
 void linear_fp8_weight_cuda(const Fp8Gemm& gemm, int32_t tokens, int32_t in_features,
                             int32_t out_features, const uint16_t* x, const LinearWeight& w,
-                            const Fp8ActivationScratch& scratch, void* out, DType out_dtype,
-                            cudaStream_t stream) {
+                            const Fp8ActivationScratch& scratch, void* out, int32_t out_rows,
+                            DType out_dtype, cudaStream_t stream) {
   QUENCH_REQUIRE(w.fp8(), "linear_fp8_weight: the weight is ", dtype_name(w.dtype),
                  "; allowed: fp8_e4m3");
   QUENCH_REQUIRE(tokens >= 0, "linear_fp8_weight: tokens ", tokens, " must be >= 0");
@@ -24,15 +29,21 @@ void linear_fp8_weight_cuda(const Fp8Gemm& gemm, int32_t tokens, int32_t in_feat
     return;
   }
   const int32_t group = fp8_activation_group(w, in_features);
-  const int64_t xq_bytes = int64_t{tokens} * in_features;
-  const int64_t scale_count = int64_t{tokens} * (in_features / group);
+  const int32_t rows = fp8_gemm_rows(tokens, w);
+  const int64_t xq_bytes = int64_t{rows} * in_features;
+  const int64_t scale_count = int64_t{rows} * (in_features / group);
   QUENCH_REQUIRE(xq_bytes <= scratch.xq_bytes && scale_count <= scratch.scale_count,
                  "linear_fp8_weight: the activation scratch holds ", scratch.xq_bytes,
-                 " bytes and ", scratch.scale_count, " scales; ", tokens, " tokens x ", in_features,
+                 " bytes and ", scratch.scale_count, " scales; ", rows, " rows x ", in_features,
                  " inputs need ", xq_bytes, " and ", scale_count);
-  quantize_fp8_dynamic_rows_cuda(tokens, in_features, group, x, scratch.xq, scratch.scales, stream);
-  gemm.run(tokens, in_features, out_features, scratch.xq, scratch.scales, w, out, out_dtype,
-           stream);
+  QUENCH_REQUIRE(out_rows >= rows, "linear_fp8_weight: the output holds ", out_rows, " rows; ",
+                 tokens, " tokens over ", weight_scaling_name(w.scaling), " weights need ", rows);
+  Fp8DynamicLayout layout;
+  layout.padded_rows = rows;
+  layout.scales_by_group = w.scaling == WeightScaling::kBlock;
+  quantize_fp8_dynamic_rows_cuda(tokens, in_features, group, x, scratch.xq, scratch.scales, layout,
+                                 stream);
+  gemm.run(rows, in_features, out_features, scratch.xq, scratch.scales, w, out, out_dtype, stream);
 }
 
 }  // namespace quench

@@ -15,8 +15,8 @@
 
 namespace quench {
 
-// Device scratch for the activations' e4m3 copy and scales: tokens x in bytes and tokens x
-// (in / fp8_activation_group) floats at the most.
+// Device scratch for the activations' e4m3 copy and scales: padded tokens x in bytes and padded
+// tokens x (in / fp8_activation_group) floats at the most (fp8_gemm_rows).
 struct Fp8ActivationScratch {
   uint8_t* xq = nullptr;
   float* scales = nullptr;
@@ -29,13 +29,18 @@ struct Fp8ActivationScratch {
 // whose quantization and small-batch tiles cost ~10 us.
 bool linear_fp8_streams(int32_t tokens, int32_t in_features, int32_t out_features);
 
-//   x: bf16 [tokens, in]; w: FP8 [out, in] (per-tensor or per-channel scales on the GEMM path);
-//   out: [tokens, out] in out_dtype (bf16 or f32).
-// Throws quench::Error naming what is not supported (shape, scratch too small, or a weight the
-// GEMM cannot take for this many tokens).
+// The rows the GEMM path computes for `tokens`: a multiple of kBlockGemmTokenMultiple for block
+// weights (the padding rows are zeros; their outputs land in `out` past `tokens`), else tokens.
+int32_t fp8_gemm_rows(int32_t tokens, const LinearWeight& w);
+
+//   x: bf16 [tokens, in]; w: FP8 [out, in] (per-channel or 128 x 128 block scales on the GEMM
+//   path); out: [out_rows, out] in out_dtype (bf16 or f32), out_rows >= fp8_gemm_rows(tokens, w):
+//   rows past `tokens` may be overwritten.
+// Throws quench::Error naming what is not supported (shape, scratch or output too small, or a
+// weight the GEMM cannot take for this many tokens).
 void linear_fp8_weight_cuda(const Fp8Gemm& gemm, int32_t tokens, int32_t in_features,
                             int32_t out_features, const uint16_t* x, const LinearWeight& w,
-                            const Fp8ActivationScratch& scratch, void* out, DType out_dtype,
-                            cudaStream_t stream);
+                            const Fp8ActivationScratch& scratch, void* out, int32_t out_rows,
+                            DType out_dtype, cudaStream_t stream);
 
 }  // namespace quench

@@ -80,7 +80,7 @@ float fp8_scale_from_amax(float amax, DType fp8_dtype) {
 }
 
 void quantize_fp8_dynamic_rows_reference(const float* x, int32_t rows, int32_t cols, int32_t group,
-                                         uint8_t* out, float* scales) {
+                                         uint8_t* out, float* scales, bool scales_by_group) {
   QUENCH_REQUIRE(rows >= 0 && cols >= 1 && group >= 1 && cols % group == 0, "rows ", rows,
                  ", cols ", cols, ", group ", group,
                  " are invalid; allowed: rows >= 0, cols >= 1, cols a multiple of group");
@@ -89,7 +89,7 @@ void quantize_fp8_dynamic_rows_reference(const float* x, int32_t rows, int32_t c
     for (int32_t g = 0; g < groups; ++g) {
       const float* in = x + r * cols + static_cast<int64_t>(g) * group;
       const float scale = fp8_per_tensor_scale(in, group, DType::kFP8E4M3);
-      scales[r * groups + g] = scale;
+      scales[scales_by_group ? g * int64_t{rows} + r : r * groups + g] = scale;
       quantize_fp8_per_tensor_reference(in, group, scale, DType::kFP8E4M3,
                                         out + r * cols + static_cast<int64_t>(g) * group);
     }

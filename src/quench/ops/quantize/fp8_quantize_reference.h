@@ -37,8 +37,9 @@ void dequantize_fp8_per_head_reference(const uint8_t* q, int64_t num_rows, int32
 // Dynamic FP8 e4m3 quantization of rows (quantize_fp8_dynamic.h): each group of `group` columns
 // of a row (group == cols: the whole row) takes scales[row * (cols / group) + g] =
 // fp8_scale_from_amax(its amax) and out = fp8(x / scale). x: fp32 [rows, cols]; cols % group == 0.
+// scales_by_group: scales[g * rows + row] instead (cuBLASLt's 128-column activation scales).
 void quantize_fp8_dynamic_rows_reference(const float* x, int32_t rows, int32_t cols, int32_t group,
-                                         uint8_t* out, float* scales);
+                                         uint8_t* out, float* scales, bool scales_by_group = false);
 
 // scale = amax / fp8_max(fp8_dtype), so that amax maps to the largest finite fp8 value.
 // amax == 0 (an all-zero tensor) gives 1, since any scale represents zeros exactly.

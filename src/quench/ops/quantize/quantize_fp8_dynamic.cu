@@ -1,4 +1,5 @@
-// One CTA per row, one thread per 8 consecutive elements (a 16-byte load, an 8-byte store).
+// One CTA per row (and per padding row), one thread per 8 consecutive elements (a 16-byte load,
+// an 8-byte store).
 // group 128: a half warp's 16 threads hold one group per pass, its amax one 16-lane shuffle
 // reduction, so each pass quantizes what it loaded. group == cols: the row's amax first (a CTA
 // reduction), then a second pass quantizes (the row is L1/L2-hot by then).
@@ -29,16 +30,35 @@ __device__ __forceinline__ float scale_from_amax(float amax) {
   return amax == 0.0f ? 1.0f : amax / kE4m3Max;
 }
 
+struct Args {
+  int32_t rows = 0, cols = 0;
+  int32_t padded_rows = 0;  // CTAs; rows past `rows` are written as zeros, scale 1
+  bool scales_by_group = false;
+  const uint16_t* x = nullptr;
+  uint8_t* out = nullptr;
+  float* scales = nullptr;
+};
+
 template <bool kGroup128>
-__global__ void __launch_bounds__(kThreads)
-    quantize_dynamic_kernel(int32_t cols, const uint16_t* x, uint8_t* out, float* scales) {
+__global__ void __launch_bounds__(kThreads) quantize_dynamic_kernel(Args a) {
   const int64_t row = blockIdx.x;
   const int tid = static_cast<int>(threadIdx.x);
+  const int cols = a.cols;
   const int vectors = cols / 8;
-  const auto* in = reinterpret_cast<const uint4*>(x + row * cols);
-  auto* dst = reinterpret_cast<uint2*>(out + row * cols);
+  const int groups = kGroup128 ? cols / 128 : 1;
+  const auto scale_at = [&](int g) -> float& {
+    return a.scales[a.scales_by_group ? int64_t{g} * a.padded_rows + row : row * groups + g];
+  };
+  auto* dst = reinterpret_cast<uint2*>(a.out + row * cols);
+  if (row >= a.rows) {  // padding: zeros, scale 1
+    for (int v = tid; v < vectors; v += kThreads)
+      dst[v] = make_uint2(0u, 0u);
+    for (int g = tid; g < groups; g += kThreads)
+      scale_at(g) = 1.0f;
+    return;
+  }
+  const auto* in = reinterpret_cast<const uint4*>(a.x + row * cols);
   if constexpr (kGroup128) {
-    const int groups = cols / 128;
     // Every thread runs every pass (the shuffles need whole warps); a half warp past the row's
     // end has no group and stores nothing.
     for (int base = 0; base < vectors; base += kThreads) {
@@ -53,7 +73,7 @@ __global__ void __launch_bounds__(kThreads)
       if (!active) continue;
       const float scale = scale_from_amax(amax);
       dst[v] = pack_fp8x8(values, scale, 1.0f / scale, Fp8Format::kE4M3);
-      if (v % 16 == 0) scales[row * groups + v / 16] = scale;
+      if (v % 16 == 0) scale_at(v / 16) = scale;
     }
   } else {
     float amax = 0.0f;
@@ -79,7 +99,7 @@ __global__ void __launch_bounds__(kThreads)
       unpack_bf16x8(__ldg(in + v), values);
       dst[v] = pack_fp8x8(values, scale, inv_scale, Fp8Format::kE4M3);
     }
-    if (tid == 0) scales[row] = scale;
+    if (tid == 0) scale_at(0) = scale;
   }
 }
 
@@ -87,6 +107,12 @@ __global__ void __launch_bounds__(kThreads)
 
 void quantize_fp8_dynamic_rows_cuda(int32_t rows, int32_t cols, int32_t group, const uint16_t* x,
                                     uint8_t* out, float* scales, cudaStream_t stream) {
+  quantize_fp8_dynamic_rows_cuda(rows, cols, group, x, out, scales, Fp8DynamicLayout{}, stream);
+}
+
+void quantize_fp8_dynamic_rows_cuda(int32_t rows, int32_t cols, int32_t group, const uint16_t* x,
+                                    uint8_t* out, float* scales, const Fp8DynamicLayout& layout,
+                                    cudaStream_t stream) {
   QUENCH_REQUIRE(
       rows >= 0 && cols >= 8 && cols % 8 == 0, "quantize_fp8_dynamic_rows: ", rows, " rows x ",
       cols, " columns are not supported; allowed: rows >= 0, columns a positive multiple of 8");
@@ -94,16 +120,28 @@ void quantize_fp8_dynamic_rows_cuda(int32_t rows, int32_t cols, int32_t group, c
                  "quantize_fp8_dynamic_rows: group ", group, " over ", cols,
                  " columns is not supported; allowed: the whole row (", cols,
                  "), or 128 where the columns are a multiple of 128");
+  QUENCH_REQUIRE(layout.padded_rows == 0 || layout.padded_rows >= rows,
+                 "quantize_fp8_dynamic_rows: padded_rows ", layout.padded_rows,
+                 " is fewer than the ", rows, " rows; allowed: 0 (none) or >= rows");
   QUENCH_REQUIRE(x != nullptr && out != nullptr && scales != nullptr,
                  "quantize_fp8_dynamic_rows: x, out and scales must not be null");
   QUENCH_REQUIRE(
       reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0,
       "quantize_fp8_dynamic_rows: x must be 16-byte aligned and out 8-byte aligned");
-  if (rows == 0) return;
+  Args a;
+  a.rows = rows;
+  a.cols = cols;
+  a.padded_rows = layout.padded_rows > 0 ? layout.padded_rows : rows;
+  a.scales_by_group = layout.scales_by_group;
+  a.x = x;
+  a.out = out;
+  a.scales = scales;
+  if (a.padded_rows == 0) return;
+  const auto blocks = static_cast<unsigned>(a.padded_rows);
   if (group == cols) {
-    quantize_dynamic_kernel<false><<<rows, kThreads, 0, stream>>>(cols, x, out, scales);
+    quantize_dynamic_kernel<false><<<blocks, kThreads, 0, stream>>>(a);
   } else {
-    quantize_dynamic_kernel<true><<<rows, kThreads, 0, stream>>>(cols, x, out, scales);
+    quantize_dynamic_kernel<true><<<blocks, kThreads, 0, stream>>>(a);
   }
   check_cuda(cudaGetLastError(), "quantize_fp8_dynamic_rows launch");
 }
