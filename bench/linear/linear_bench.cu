@@ -161,6 +161,24 @@ void run_fused_cases(const BenchOptions& options, BenchReporter& reporter, cudaS
   }
 }
 
+// An FP8-weight case's record: TB/s of its FP8 bytes against the ceiling; the peer, its bf16 form,
+// at the bf16 bytes' TB/s; both times and the speedup in the note (`extra` after them).
+BenchRecord fp8_weight_record(const std::string& name, size_t fp8_bytes, double fp8_s,
+                              double ceiling, const char* peer, double bf16_s,
+                              const std::string& extra) {
+  BenchRecord record;
+  record.bench = "linear";
+  record.case_name = name;
+  record.metric = "TB/s";
+  record.value = static_cast<double>(fp8_bytes) / fp8_s / 1e12;
+  record.ceiling = ceiling;
+  record.peer = peer;
+  record.peer_value = static_cast<double>(2 * fp8_bytes) / bf16_s / 1e12;
+  record.note = str_cat("fp8_us=", fp8_s * 1e6, " bf16_us=", bf16_s * 1e6,
+                        " speedup=", bf16_s / fp8_s, extra);
+  return record;
+}
+
 // One "fp8 gemm" case: quantize + cuBLASLt's FP8 GEMM over an FP8 weight with per-channel scales
 // (or 128 x 128 blocks: the rows padded to 8 as linear_fp8_weight does) beside cuBLAS's bf16 GEMM,
 // both timed as a layer: the quantization kernel counts.
@@ -213,18 +231,9 @@ void run_fp8_gemm_case(BenchReporter& reporter, cudaStream_t stream, double ceil
                 DType::kBF16, stream);
   });
   const double flops = 2.0 * tokens * static_cast<double>(s.in) * s.out;
-  BenchRecord record;
-  record.bench = "linear";
-  record.case_name = name;
-  record.metric = "TB/s";
-  record.value = static_cast<double>(fp8_bytes) / fp8_s / 1e12;
-  record.ceiling = ceiling;
-  record.peer = "cublas_gemm_bf16";
-  record.peer_value = static_cast<double>(2 * fp8_bytes) / bf16_s / 1e12;
-  record.note =
-      str_cat("fp8_us=", fp8_s * 1e6, " bf16_us=", bf16_s * 1e6, " speedup=", bf16_s / fp8_s,
-              " fp8_tflops=", flops / fp8_s / 1e12, " bf16_tflops=", flops / bf16_s / 1e12);
-  reporter.record(record);
+  reporter.record(fp8_weight_record(
+      name, fp8_bytes, fp8_s, ceiling, "cublas_gemm_bf16", bf16_s,
+      str_cat(" fp8_tflops=", flops / fp8_s / 1e12, " bf16_tflops=", flops / bf16_s / 1e12)));
 }
 
 // FP8 e4m3 weights (per-channel scales) through the weight-streaming kernel, 1 to 8 tokens, beside
@@ -281,18 +290,9 @@ void run_fp8_weight_cases(const BenchOptions& options, BenchReporter& reporter, 
                            bf16_weights[static_cast<size_t>(r % bf16_sets)]->as<uint16_t>(),
                            y.as<void>(), DType::kBF16, stream);
       });
-      BenchRecord record;
-      record.bench = "linear";
-      record.case_name = name;
-      record.metric = "TB/s";
-      record.value = static_cast<double>(fp8_bytes) / fp8_s / 1e12;
-      record.ceiling = ceiling;
-      record.peer = "linear_skinny_bf16";
-      record.peer_value = static_cast<double>(2 * fp8_bytes) / bf16_s / 1e12;
-      record.note =
-          str_cat("fp8_us=", fp8_s * 1e6, " bf16_us=", bf16_s * 1e6, " speedup=", bf16_s / fp8_s,
-                  " fp8_weight_mb=", static_cast<double>(fp8_bytes) / 1e6);
-      reporter.record(record);
+      reporter.record(
+          fp8_weight_record(name, fp8_bytes, fp8_s, ceiling, "linear_skinny_bf16", bf16_s,
+                            str_cat(" fp8_weight_mb=", static_cast<double>(fp8_bytes) / 1e6)));
     }
   }
 }

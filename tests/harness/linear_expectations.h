@@ -28,6 +28,32 @@ inline std::vector<uint16_t> random_linear_bf16(size_t n, float stddev, uint64_t
   return v;
 }
 
+// The check both expectations below make: every fp32 output within 4 sqrt(in) fp32 epsilons of
+// the sum of its terms' magnitudes (xf: the inputs, wf: the weights' values as the reference
+// multiplies them, [out, in]) of the reference's sum, and every bf16 output within one more
+// rounding.
+inline void expect_sums_near(int32_t tokens, int32_t in, int32_t out_features,
+                             const std::vector<float>& xf, const std::vector<float>& wf,
+                             const std::vector<float>& want, const std::vector<uint16_t>& got16,
+                             const std::vector<float>& got32, const char* what) {
+  const double eps = 4.0 * std::sqrt(static_cast<double>(in)) * 5.96e-8;
+  for (int32_t t = 0; t < tokens; ++t) {
+    for (int32_t o = 0; o < out_features; ++o) {
+      double magnitude = 0.0;
+      for (int32_t k = 0; k < in; ++k)
+        magnitude += std::abs(static_cast<double>(xf[static_cast<size_t>(t) * in + k]) *
+                              wf[static_cast<size_t>(o) * in + k]);
+      const size_t i = static_cast<size_t>(t) * out_features + o;
+      const double tol = eps * magnitude + 1e-7;
+      ASSERT_NEAR(got32[i], want[i], tol)
+          << tokens << " x " << in << " -> " << out_features << " (" << what << ") at " << i;
+      ASSERT_NEAR(bf16_bits_to_float(got16[i]), want[i], std::abs(want[i]) * 0.0039 + tol)
+          << tokens << " x " << in << " -> " << out_features << " (" << what << ") at " << i
+          << " (bf16)";
+    }
+  }
+}
+
 // Runs `linear` (bf16 and f32 outputs) on tokens x in -> out and checks both against the
 // reference. fp32: the sums differ from the reference's by their order only, so within
 // 4 sqrt(in) fp32 epsilons of the sum of the terms' magnitudes (a dropped or doubled vector of 8
@@ -51,23 +77,8 @@ void expect_linear_matches_reference(int32_t tokens, int32_t in, int32_t out_fea
   linear(tokens, in, out_features, dx.as<uint16_t>(), dw.as<uint16_t>(), y32.as<void>(),
          DType::kF32);
   QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
-  const std::vector<uint16_t> got16 = y16.to_host<uint16_t>();
-  const std::vector<float> got32 = y32.to_host<float>();
-  const double eps = 4.0 * std::sqrt(static_cast<double>(in)) * 5.96e-8;
-  for (int32_t t = 0; t < tokens; ++t) {
-    for (int32_t o = 0; o < out_features; ++o) {
-      double magnitude = 0.0;
-      for (int32_t k = 0; k < in; ++k)
-        magnitude += std::abs(static_cast<double>(xf[static_cast<size_t>(t) * in + k]) *
-                              wf[static_cast<size_t>(o) * in + k]);
-      const size_t i = static_cast<size_t>(t) * out_features + o;
-      const double tol = eps * magnitude + 1e-7;
-      ASSERT_NEAR(got32[i], want[i], tol)
-          << tokens << " x " << in << " -> " << out_features << " at " << i;
-      ASSERT_NEAR(bf16_bits_to_float(got16[i]), want[i], std::abs(want[i]) * 0.0039 + tol)
-          << tokens << " x " << in << " -> " << out_features << " at " << i << " (bf16)";
-    }
-  }
+  expect_sums_near(tokens, in, out_features, xf, wf, want, y16.to_host<uint16_t>(),
+                   y32.to_host<float>(), "bf16 weight");
 }
 
 // A random FP8 e4m3 weight with non-unit scales, on the host and the device: e4m3 values from
@@ -141,23 +152,8 @@ void expect_fp8_linear_matches_reference(int32_t tokens, const Fp8TestWeight& w,
   linear(tokens, in, out_features, dx.as<uint16_t>(), w.device(), y16.as<void>(), DType::kBF16);
   linear(tokens, in, out_features, dx.as<uint16_t>(), w.device(), y32.as<void>(), DType::kF32);
   QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
-  const std::vector<uint16_t> got16 = y16.to_host<uint16_t>();
-  const std::vector<float> got32 = y32.to_host<float>();
-  const double eps = 4.0 * std::sqrt(static_cast<double>(in)) * 5.96e-8;
-  for (int32_t t = 0; t < tokens; ++t) {
-    for (int32_t o = 0; o < out_features; ++o) {
-      double magnitude = 0.0;
-      for (int32_t k = 0; k < in; ++k)
-        magnitude += std::abs(static_cast<double>(xf[static_cast<size_t>(t) * in + k]) *
-                              w.values[static_cast<size_t>(o) * in + k]);
-      const size_t i = static_cast<size_t>(t) * out_features + o;
-      const double tol = eps * magnitude + 1e-7;
-      ASSERT_NEAR(got32[i], want[i], tol) << tokens << " x " << in << " -> " << out_features << " ("
-                                          << weight_scaling_name(w.scaling) << ") at " << i;
-      ASSERT_NEAR(bf16_bits_to_float(got16[i]), want[i], std::abs(want[i]) * 0.0039 + tol)
-          << tokens << " x " << in << " -> " << out_features << " at " << i << " (bf16)";
-    }
-  }
+  expect_sums_near(tokens, in, out_features, xf, w.values, want, y16.to_host<uint16_t>(),
+                   y32.to_host<float>(), weight_scaling_name(w.scaling));
 }
 
 }  // namespace quench::testing_support

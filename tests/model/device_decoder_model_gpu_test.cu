@@ -39,6 +39,27 @@ std::vector<int32_t> iota_rows_for_test(int32_t n) {
   return rows;
 }
 
+// A prefill of 76 tokens (the logits of rows 0, 40 and 75), then the decode step of token 77, on
+// both decoders (pages of 16 tokens out of 64): their logits within `tolerance` (relative l2).
+void expect_prefill_and_decode_agree(DeviceDecoderModel& gpu, DecoderModel& cpu, double tolerance) {
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < 77; ++i)
+    ids.push_back(6 + (i * 37) % 500);
+  const std::vector<int32_t> pages = {3, 1, 7, 2, 9, 4};
+  const std::vector<ScheduledSequence> prefill = {{pages, 0, 76}};
+  const AttentionMetadata pm = build_attention_metadata({}, prefill, 16, 64);
+  const std::vector<int32_t> rows = {0, 40, 75};
+  const std::span<const int32_t> prompt(ids.data(), 76);
+  EXPECT_LT(rel_l2<float>(gpu.forward(prompt, pm, rows), cpu.forward(prompt, pm, rows)), tolerance)
+      << "prefill";
+  const std::vector<ScheduledSequence> decode = {{pages, 76, 1}};
+  const AttentionMetadata dm = build_attention_metadata(decode, {}, 16, 64);
+  const std::vector<int32_t> last = {ids[76]};
+  const std::vector<int32_t> row0 = {0};
+  EXPECT_LT(rel_l2<float>(gpu.forward(last, dm, row0), cpu.forward(last, dm, row0)), tolerance)
+      << "decode";
+}
+
 struct Case {
   const char* name;
   ModelArchitecture arch;
@@ -70,22 +91,7 @@ TEST_P(DeviceDecoderModelVsCpu, PrefillAndDecodeLogitsAgree) {
   DecoderModel cpu(config, weights, o);
   DeviceDecoderModel gpu(config, weights, o);
 
-  std::vector<int32_t> ids;
-  for (int32_t i = 0; i < 77; ++i)
-    ids.push_back(6 + (i * 37) % 500);
-  const std::vector<int32_t> pages = {3, 1, 7, 2, 9, 4};
-  // Prefill of 76 tokens (logits of rows 0, 40 and 75), then the decode step of token 77.
-  const std::vector<ScheduledSequence> prefill = {{pages, 0, 76}};
-  const AttentionMetadata pm = build_attention_metadata({}, prefill, 16, 64);
-  const std::vector<int32_t> rows = {0, 40, 75};
-  const std::span<const int32_t> prompt(ids.data(), 76);
-  EXPECT_LT(rel_l2<float>(gpu.forward(prompt, pm, rows), cpu.forward(prompt, pm, rows)),
-            c.tolerance);
-  const std::vector<ScheduledSequence> decode = {{pages, 76, 1}};
-  const AttentionMetadata dm = build_attention_metadata(decode, {}, 16, 64);
-  const std::vector<int32_t> last = {ids[76]};
-  const std::vector<int32_t> row0 = {0};
-  EXPECT_LT(rel_l2<float>(gpu.forward(last, dm, row0), cpu.forward(last, dm, row0)), c.tolerance);
+  expect_prefill_and_decode_agree(gpu, cpu, c.tolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -141,20 +147,7 @@ TEST(DeviceDecoderModelFp8Weights, KeptFp8WeightsMatchTheDequantizedCpuDecoder) 
     o.max_model_len = 512;
     DecoderModel cpu(config, dequantized, o);
     DeviceDecoderModel gpu(config, kept, o);
-    std::vector<int32_t> ids;
-    for (int32_t i = 0; i < 77; ++i)
-      ids.push_back(6 + (i * 37) % 500);
-    const std::vector<int32_t> pages = {3, 1, 7, 2, 9, 4};
-    const std::vector<ScheduledSequence> prefill = {{pages, 0, 76}};
-    const AttentionMetadata pm = build_attention_metadata({}, prefill, 16, 64);
-    const std::vector<int32_t> rows = {0, 40, 75};
-    const std::span<const int32_t> prompt(ids.data(), 76);
-    EXPECT_LT(rel_l2<float>(gpu.forward(prompt, pm, rows), cpu.forward(prompt, pm, rows)), 8e-2);
-    const std::vector<ScheduledSequence> decode = {{pages, 76, 1}};
-    const AttentionMetadata dm = build_attention_metadata(decode, {}, 16, 64);
-    const std::vector<int32_t> last = {ids[76]};
-    const std::vector<int32_t> row0 = {0};
-    EXPECT_LT(rel_l2<float>(gpu.forward(last, dm, row0), cpu.forward(last, dm, row0)), 8e-2);
+    expect_prefill_and_decode_agree(gpu, cpu, 8e-2);
   }
 }
 

@@ -27,15 +27,7 @@ void launch(int32_t in, int32_t out_features, const uint16_t* x, const LinearWei
   args.out_features = out_features;
   args.x = x;
   args.out = out;
-  if (w.fp8()) {
-    args.weight_fp8 = static_cast<const uint8_t*>(w.data);
-    args.weight_scales = w.scales;
-    args.scaling = w.scaling;
-    args.block_out = w.block_out;
-    args.block_in = w.block_in;
-  } else {
-    args.weight = static_cast<const uint16_t*>(w.data);
-  }
+  skinny::set_weight(args, w);
   args.prefetch_bytes = skinny::first_rows_prefetch_bytes(first_rows, in, w.fp8() ? 1 : 2);
   using skinny::Input, skinny::Output;
   const bool f32 = out_dtype == DType::kF32;

@@ -66,15 +66,7 @@ void launch(int32_t in, int32_t out_features, const SkinnyResidualNorm& norm,
   args.residual_out = norm.residual_out;
   args.norm_weight = norm.weight;
   args.eps = norm.eps;
-  if constexpr (kFp8) {
-    args.weight_fp8 = static_cast<const uint8_t*>(weight.data);
-    args.weight_scales = weight.scales;
-    args.scaling = weight.scaling;
-    args.block_out = weight.block_out;
-    args.block_in = weight.block_in;
-  } else {
-    args.weight = static_cast<const uint16_t*>(weight.data);
-  }
+  skinny::set_weight(args, weight);
   args.out = out;
   const int64_t first_rows = std::min<int64_t>(out_features, int64_t{blocks} * kWarps);
   args.prefetch_bytes = skinny::first_rows_prefetch_bytes(

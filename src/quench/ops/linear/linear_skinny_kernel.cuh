@@ -115,6 +115,19 @@ __device__ __forceinline__ float dot16(const float (&w)[16], const uint4& x0, co
   return acc;
 }
 
+// Points `a` at the weight `w` (bf16, or FP8 with its scales).
+inline void set_weight(KernelArgs& a, const LinearWeight& w) {
+  if (w.fp8()) {
+    a.weight_fp8 = static_cast<const uint8_t*>(w.data);
+    a.weight_scales = w.scales;
+    a.scaling = w.scaling;
+    a.block_out = w.block_out;
+    a.block_in = w.block_in;
+  } else {
+    a.weight = static_cast<const uint16_t*>(w.data);
+  }
+}
+
 // The residual add and RMSNorm of rms_norm.h, computed the same way per element (the sum of
 // squares in fp32 over the bf16-rounded sum, then bf16(v / sqrt(mean + eps) * weight)), for
 // kTokens rows into `xs` (bf16 [kTokens, in], shared memory). CTA 0 writes the summed residual.
@@ -158,6 +171,35 @@ __device__ __forceinline__ void stage_normed_rows(const KernelArgs& a, uint4* xs
   __syncthreads();
 }
 
+// Lane's kUnroll 16-byte vectors v0, v0 + 32, ... of each of kRows weight rows, all loads issued
+// before any is used (zeros past `vectors`).
+template <int kRows>
+__device__ __forceinline__ void load_row_vectors(const uint4* const (&wrow)[kRows], int v0,
+                                                 int vectors, uint4 (&w)[kRows][kUnroll]) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int v = v0 + 32 * u;
+      w[r][u] = v < vectors ? load_streaming(wrow[r] + v) : make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+// Each lane's partial sums summed over the warp (every lane gets the total).
+template <int kRows, int kTokens>
+__device__ __forceinline__ void warp_sum(float (&acc)[kRows][kTokens]) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int m = 0; m < kTokens; ++m) {
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2)
+        acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], offset);
+    }
+  }
+}
+
 // The sums of kRows weight rows (row n, and row n + out_features for SwiGLU) with kTokens rows of
 // x: acc[r][m].
 template <int kTokens, int kRows, bool kSharedX>
@@ -171,14 +213,7 @@ __device__ __forceinline__ void dot_rows(const uint4* const (&wrow)[kRows], cons
   }
   for (int v0 = lane; v0 < vectors; v0 += 32 * kUnroll) {
     uint4 w[kRows][kUnroll];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int v = v0 + 32 * u;
-        w[r][u] = v < vectors ? load_streaming(wrow[r] + v) : make_uint4(0, 0, 0, 0);
-      }
-    }
+    load_row_vectors<kRows>(wrow, v0, vectors, w);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int v = v0 + 32 * u;
@@ -193,15 +228,7 @@ __device__ __forceinline__ void dot_rows(const uint4* const (&wrow)[kRows], cons
       }
     }
   }
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-    for (int m = 0; m < kTokens; ++m) {
-#pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2)
-        acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], offset);
-    }
-  }
+  warp_sum<kRows, kTokens>(acc);
 }
 
 // dot_rows over an FP8 weight: rows[r] is the weight row of acc[r] (its index in the scales).
@@ -233,14 +260,7 @@ __device__ __forceinline__ void dot_rows_fp8(const KernelArgs& a, const int64_t 
   }
   for (int v0 = lane; v0 < vectors; v0 += 32 * kUnroll) {
     uint4 w[kRows][kUnroll];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int v = v0 + 32 * u;
-        w[r][u] = v < vectors ? load_streaming(wrow[r] + v) : make_uint4(0, 0, 0, 0);
-      }
-    }
+    load_row_vectors<kRows>(wrow, v0, vectors, w);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int v = v0 + 32 * u;
@@ -263,18 +283,15 @@ __device__ __forceinline__ void dot_rows_fp8(const KernelArgs& a, const int64_t 
       }
     }
   }
+  warp_sum<kRows, kTokens>(acc);
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     // Tensor and channel scales: once per output (row_scales[r] points at scales[0]).
     const float scale =
         blocks ? 1.0f : __ldg(row_scales[r] + (a.scaling == WeightScaling::kChannel ? rows[r] : 0));
 #pragma unroll
-    for (int m = 0; m < kTokens; ++m) {
-#pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2)
-        acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], offset);
+    for (int m = 0; m < kTokens; ++m)
       acc[r][m] *= scale;
-    }
   }
 }
 
