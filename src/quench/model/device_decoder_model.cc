@@ -48,7 +48,8 @@ DeviceBuffer upload_weight(const Bf16Weight& w) {
 }
 
 // One linear layer's weight on the device: bf16, or FP8 with one scale per output row (a
-// checkpoint's per-tensor scale repeated), and the descriptor the kernels take.
+// checkpoint's per-tensor scale repeated) or per 128 x 128 block, and the descriptor the kernels
+// take.
 struct DeviceLinear {
   DeviceBuffer data, scales;
   LinearWeight weight;
