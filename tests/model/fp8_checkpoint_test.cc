@@ -217,22 +217,23 @@ TEST(Fp8Checkpoint, KeepFp8HoldsTheCheckpointBytesAndRowScales) {
   EXPECT_EQ(static_cast<int64_t>(kept_q.scales().size()), q_scale.num_elements());
 }
 
-// Which FP8 checkpoints the GPU runner computes with as FP8: per-tensor and per-channel ones
-// always; 128 x 128 blocks where every linear input is a multiple of 512 and q / k / v are whole
-// 128-row blocks (Llama-3-8B's and Qwen3-8B's shapes); nothing else.
+// Which FP8 checkpoints the GPU runner computes with as FP8: on Hopper or newer, per-tensor and
+// per-channel ones always; 128 x 128 blocks where every linear input is a multiple of 512 and
+// q / k / v are whole 128-row blocks (Llama-3-8B's and Qwen3-8B's shapes); nothing else.
 TEST(Fp8Checkpoint, TheGpuRunnerKeepsChannelsAndWholeBlocks) {
   ModelConfig c =
       parse_model_config(tiny_model_config_json(builtin_model_spec("llama3-8b")), "config.json");
-  EXPECT_FALSE(DeviceDecoderModel::keeps_fp8_weights(c));  // bf16
+  EXPECT_FALSE(DeviceDecoderModel::keeps_fp8_weights(c, 90));  // bf16
   c.quantization.fp8 = true;
-  EXPECT_TRUE(DeviceDecoderModel::keeps_fp8_weights(c));  // per channel / per tensor
+  EXPECT_TRUE(DeviceDecoderModel::keeps_fp8_weights(c, 90));   // per channel / per tensor
+  EXPECT_FALSE(DeviceDecoderModel::keeps_fp8_weights(c, 89));  // Ada: scalar FP8 scales only
   c.quantization.block_out = c.quantization.block_in = 128;
-  EXPECT_TRUE(DeviceDecoderModel::keeps_fp8_weights(c));
+  EXPECT_TRUE(DeviceDecoderModel::keeps_fp8_weights(c, 90));
   c.quantization.block_out = c.quantization.block_in = 64;
-  EXPECT_FALSE(DeviceDecoderModel::keeps_fp8_weights(c));
+  EXPECT_FALSE(DeviceDecoderModel::keeps_fp8_weights(c, 90));
   c.quantization.block_out = c.quantization.block_in = 128;
   c.intermediate_size = 14336 + 128;  // not a multiple of 512
-  EXPECT_FALSE(DeviceDecoderModel::keeps_fp8_weights(c));
+  EXPECT_FALSE(DeviceDecoderModel::keeps_fp8_weights(c, 90));
 }
 
 TEST(Fp8CheckpointErrors, UnsupportedMethodsAndMissingScales) {

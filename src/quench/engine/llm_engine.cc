@@ -51,7 +51,15 @@ LlmEngine::LlmEngine(const EngineOptions& options) : options_(options) {
                    (options.device == EngineDevice::kAuto && cuda_device_available());
   // The GPU runner computes with an FP8 checkpoint's per-tensor / per-channel weights as FP8
   // (QUENCH_FP8_WEIGHTS=dequant: bf16 at load, as the CPU runner always does).
-  const bool keep_fp8 = gpu && env_switch("QUENCH_FP8_WEIGHTS", {"keep", "dequant"}) == "keep";
+  // Only where the runner computes with them as FP8 (DeviceDecoderModel::keeps_fp8_weights: the
+  // GPU, the scaling, the shapes); other FP8 checkpoints dequantize as on the CPU.
+  bool keep_fp8 = false;
+  if (gpu && config_.quantization.fp8 &&
+      env_switch("QUENCH_FP8_WEIGHTS", {"keep", "dequant"}) == "keep") {
+    const CudaDeviceProperties props = require_current_cuda_device_properties("FP8 weights");
+    keep_fp8 = DeviceDecoderModel::keeps_fp8_weights(
+        config_, props.compute_capability_major * 10 + props.compute_capability_minor);
+  }
   weights_ = std::make_unique<ModelWeights>(ModelWeights::load(config_, *checkpoint_, keep_fp8));
   if (weights_->has_fp8_linears())
     log_info(

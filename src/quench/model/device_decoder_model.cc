@@ -555,7 +555,8 @@ DeviceDecoderModel::DeviceDecoderModel(const ModelConfig& config, const ModelWei
   check_cuda(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
   s.cublas = std::make_unique<CublasHandle>();
   if (weights.has_fp8_linears()) {
-    QUENCH_REQUIRE(keeps_fp8_weights(config),
+    QUENCH_REQUIRE(keeps_fp8_weights(config, props.compute_capability_major * 10 +
+                                                 props.compute_capability_minor),
                    "the GPU runner cannot compute with this "
                    "checkpoint's FP8 weights as FP8 (",
                    config.quantization.block_out, " x ", config.quantization.block_in,
@@ -631,9 +632,9 @@ int64_t DeviceDecoderModel::kv_cache_bytes() const {
   return 2 * static_cast<int64_t>(state_->config.num_layers) * state_->kv.tensor_bytes();
 }
 
-bool DeviceDecoderModel::keeps_fp8_weights(const ModelConfig& c) {
+bool DeviceDecoderModel::keeps_fp8_weights(const ModelConfig& c, int32_t sm) {
   const WeightQuantization& q = c.quantization;
-  if (!q.fp8) return false;
+  if (!q.fp8 || sm < 90) return false;
   if (q.block_out == 0) return true;  // per tensor or per channel
   // Blocks: 128 x 128 (the FP8 GEMM's), every linear layer's input a multiple of the GEMM's
   // (linear_fp8_cublaslt.h), and every fused projection whole blocks of rows.

@@ -57,9 +57,11 @@ class DeviceDecoderModel : public ModelRunner {
   // allocator slack: what --gpu-memory-utilization sets aside before the KV cache.
   static int64_t weight_bytes(const ModelWeights& weights);
   // Whether the runner computes with the checkpoint's FP8 weights as FP8 (ModelWeights::load's
-  // keep_fp8): per-tensor and per-channel always; 128 x 128 blocks where every linear input is a
-  // multiple of 512 and q/k/v are whole 128-row blocks. Otherwise load them dequantized.
-  static bool keeps_fp8_weights(const ModelConfig& config);
+  // keep_fp8) on a GPU of compute capability `sm` (e.g. 90): Hopper or newer (cuBLASLt's
+  // per-channel and block FP8 scalings), then per-tensor and per-channel always, 128 x 128 blocks
+  // where every linear input is a multiple of 512 and q/k/v are whole 128-row blocks. Otherwise
+  // load them dequantized.
+  static bool keeps_fp8_weights(const ModelConfig& config, int32_t sm);
   static int64_t step_bytes(const ModelConfig& config, int32_t max_tokens, int32_t max_num_seqs);
 
  private:
