@@ -177,8 +177,12 @@ int run_generate_command(int argc, char** argv, std::ostream& out, std::ostream&
                model_architecture_name(c.architecture), c.num_layers, c.hidden_size,
                c.num_q_heads(), c.num_kv_heads(), c.head_dim(), c.vocab_size,
                static_cast<double>(c.num_parameters()) / 1e6);
-    out << fmt("weights    %.1f MiB loaded in %.0f ms\n",
-               static_cast<double>(engine->checkpoint_bytes()) / (1 << 20), load_ms);
+    const char* fp8_note = !c.quantization.fp8 ? ""
+                           : engine->fp8_linear_weights()
+                               ? " (FP8 linear weights, computed as FP8)"
+                               : " (FP8 linear weights, dequantized to bf16)";
+    out << fmt("weights    %.1f MiB loaded in %.0f ms%s\n",
+               static_cast<double>(engine->checkpoint_bytes()) / (1 << 20), load_ms, fp8_note);
     const int64_t cache_tokens = static_cast<int64_t>(sc.num_pages - 1) * sc.page_size;
     out << fmt(
         "KV cache   %s, %lld tokens (%d pages of %d), %.1f MiB, max concurrency %.1fx for "

@@ -126,6 +126,10 @@ LlmEngine::LlmEngine(const EngineOptions& options) : options_(options) {
   }
 }
 
+bool LlmEngine::fp8_linear_weights() const {
+  return weights_->has_fp8_linears();
+}
+
 void LlmEngine::check_request(const std::vector<int32_t>& prompt,
                               const SamplingParams& params) const {
   params.validate();

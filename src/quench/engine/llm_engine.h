@@ -89,6 +89,9 @@ class LlmEngine {
   explicit LlmEngine(const EngineOptions& options);
 
   const ModelConfig& config() const { return config_; }
+  // Whether an FP8 checkpoint's linear weights were kept FP8 (the GPU runner computes with them;
+  // false for bf16 checkpoints and for FP8 ones dequantized at load).
+  bool fp8_linear_weights() const;
   const ModelRunner& model() const { return *model_; }
   const SchedulerConfig& scheduler_config() const { return scheduler_->config(); }
   int64_t checkpoint_bytes() const { return checkpoint_->total_bytes(); }
