@@ -33,7 +33,6 @@
 #include "quench/ops/linear/linear_fp8_weight.h"
 #include "quench/ops/linear/linear_skinny.h"
 #include "quench/ops/linear/linear_skinny_fused.h"
-#include "quench/ops/quantize/quantize_fp8_dynamic.h"
 #include "quench/ops/rms_norm/rms_norm.h"
 #include "quench/ops/swiglu/swiglu.h"
 #include "support/bench_registry.h"
@@ -91,10 +90,11 @@ std::vector<std::unique_ptr<DeviceBuffer>> weight_copies(size_t bytes, cudaStrea
   return weights;
 }
 
-// A case's record: TB/s of weight bytes for it and its peer, the times in the note.
+// A case's record: TB/s of weight bytes for it and its peer (peer_weight_bytes where they differ:
+// the bf16 peer of an FP8 case), the times in the note.
 BenchRecord weight_stream_record(const std::string& name, size_t weight_bytes, double seconds,
                                  double ceiling, const char* peer, double peer_seconds,
-                                 const std::string& times) {
+                                 const std::string& times, size_t peer_weight_bytes = 0) {
   BenchRecord record;
   record.bench = "linear";
   record.case_name = name;
@@ -102,7 +102,9 @@ BenchRecord weight_stream_record(const std::string& name, size_t weight_bytes, d
   record.value = static_cast<double>(weight_bytes) / seconds / 1e12;
   record.ceiling = ceiling;
   record.peer = peer;
-  record.peer_value = static_cast<double>(weight_bytes) / peer_seconds / 1e12;
+  record.peer_value =
+      static_cast<double>(peer_weight_bytes > 0 ? peer_weight_bytes : weight_bytes) / peer_seconds /
+      1e12;
   record.note = str_cat(times, " weight_mb=", static_cast<double>(weight_bytes) / 1e6);
   return record;
 }
@@ -161,27 +163,21 @@ void run_fused_cases(const BenchOptions& options, BenchReporter& reporter, cudaS
   }
 }
 
-// An FP8-weight case's record: TB/s of its FP8 bytes against the ceiling; the peer, its bf16 form,
-// at the bf16 bytes' TB/s; both times and the speedup in the note (`extra` after them).
+// An FP8-weight case's record: weight_stream_record over its FP8 bytes, the peer (its bf16 form)
+// over twice as many; both times and the speedup in the note (`extra` after them).
 BenchRecord fp8_weight_record(const std::string& name, size_t fp8_bytes, double fp8_s,
                               double ceiling, const char* peer, double bf16_s,
                               const std::string& extra) {
-  BenchRecord record;
-  record.bench = "linear";
-  record.case_name = name;
-  record.metric = "TB/s";
-  record.value = static_cast<double>(fp8_bytes) / fp8_s / 1e12;
-  record.ceiling = ceiling;
-  record.peer = peer;
-  record.peer_value = static_cast<double>(2 * fp8_bytes) / bf16_s / 1e12;
-  record.note = str_cat("fp8_us=", fp8_s * 1e6, " bf16_us=", bf16_s * 1e6,
-                        " speedup=", bf16_s / fp8_s, extra);
-  return record;
+  return weight_stream_record(name, fp8_bytes, fp8_s, ceiling, peer, bf16_s,
+                              str_cat("fp8_us=", fp8_s * 1e6, " bf16_us=", bf16_s * 1e6,
+                                      " speedup=", bf16_s / fp8_s, extra),
+                              2 * fp8_bytes);
 }
 
-// One "fp8 gemm" case: quantize + cuBLASLt's FP8 GEMM over an FP8 weight with per-channel scales
-// (or 128 x 128 blocks: the rows padded to 8 as linear_fp8_weight does) beside cuBLAS's bf16 GEMM,
-// both timed as a layer: the quantization kernel counts.
+// One "fp8 gemm" case: linear_fp8_gemm_cuda (quantize + cuBLASLt's FP8 GEMM) over an FP8 weight
+// with per-channel scales (or 128 x 128 blocks, the rows padded to 8) beside cuBLAS's bf16 GEMM,
+// both timed as a layer (the quantization kernel counts), at every token count: even where
+// linear_fp8_weight_cuda would stream the weight instead.
 void run_fp8_gemm_case(BenchReporter& reporter, cudaStream_t stream, double ceiling,
                        const CublasHandle& cublas, const Fp8Gemm& fp8_gemm, const LayerShape& s,
                        int32_t tokens, bool blocks, const std::string& name) {
@@ -194,9 +190,9 @@ void run_fp8_gemm_case(BenchReporter& reporter, cudaStream_t stream, double ceil
   w.block_out = w.block_in = blocks ? 128 : 0;
   w.data = fp8_weights[0]->as<void>();
   const int32_t rows = fp8_gemm_rows(tokens, w);
-  const size_t scale_count =
-      blocks ? static_cast<size_t>((s.out + 127) / 128) * (s.in / 128) : static_cast<size_t>(s.out);
-  const size_t x_scale_count = blocks ? static_cast<size_t>(rows) * (s.in / 128) : rows;
+  const auto scale_count = static_cast<size_t>(weight_scale_count(w, s.out, s.in));
+  const size_t x_scale_count =
+      static_cast<size_t>(rows) * static_cast<size_t>(s.in / fp8_activation_group(w, s.in));
   DeviceBuffer scales(scale_count * 4), x(static_cast<size_t>(tokens) * s.in * 2),
       xq(static_cast<size_t>(rows) * s.in), sx(x_scale_count * 4),
       y(static_cast<size_t>(rows) * s.out * 2);
@@ -213,17 +209,10 @@ void run_fp8_gemm_case(BenchReporter& reporter, cudaStream_t stream, double ceil
   const auto fp8_sets = static_cast<int32_t>(fp8_weights.size());
   const auto bf16_sets = static_cast<int32_t>(bf16_weights.size());
   const int32_t reps = std::max({fp8_sets, bf16_sets, 8});
-  // The GEMM path of linear_fp8_weight_cuda (quantize, then the GEMM) at every token count, even
-  // where it would stream the weight instead (4 tokens on the narrower layers).
   const double fp8_s = time_graph(stream, reps, 11, [&](int32_t r) {
     w.data = fp8_weights[static_cast<size_t>(r % fp8_sets)]->as<void>();
-    Fp8DynamicLayout layout;
-    layout.padded_rows = rows;
-    layout.scales_by_group = blocks;
-    quantize_fp8_dynamic_rows_cuda(tokens, s.in, fp8_activation_group(w, s.in), x.as<uint16_t>(),
-                                   scratch.xq, scratch.scales, layout, stream);
-    fp8_gemm.run(rows, s.in, s.out, scratch.xq, scratch.scales, w, y.as<void>(), DType::kBF16,
-                 stream);
+    linear_fp8_gemm_cuda(fp8_gemm, tokens, s.in, s.out, x.as<uint16_t>(), w, scratch, y.as<void>(),
+                         rows, DType::kBF16, stream);
   });
   const double bf16_s = time_graph(stream, reps, 11, [&](int32_t r) {
     cublas_gemm(cublas, tokens, s.in, s.out, x.as<uint16_t>(),
@@ -291,8 +280,7 @@ void run_fp8_weight_cases(const BenchOptions& options, BenchReporter& reporter, 
                            y.as<void>(), DType::kBF16, stream);
       });
       reporter.record(
-          fp8_weight_record(name, fp8_bytes, fp8_s, ceiling, "linear_skinny_bf16", bf16_s,
-                            str_cat(" fp8_weight_mb=", static_cast<double>(fp8_bytes) / 1e6)));
+          fp8_weight_record(name, fp8_bytes, fp8_s, ceiling, "linear_skinny_bf16", bf16_s, ""));
     }
   }
 }

@@ -30,10 +30,6 @@ struct Scheme {
   const char* scale_suffix;
 };
 
-float bf16_at(const SafetensorsTensor& t, int64_t i) {
-  return bf16_bits_to_float(static_cast<uint16_t>(t.bytes[2 * i] | (t.bytes[2 * i + 1] << 8)));
-}
-
 // Rewrites the bf16 checkpoint at `src` into `dst` with FP8 linear weights under `scheme`.
 void write_fp8_checkpoint(const std::string& src, const std::string& dst, const Scheme& scheme) {
   const Checkpoint checkpoint(src);
@@ -51,29 +47,12 @@ void write_fp8_checkpoint(const std::string& src, const std::string& dst, const 
       }
       const int64_t rows = t.shape[0], cols = t.shape[1];
       const bool per_tensor = scheme.block_out == 0 && name.find("o_proj") != std::string::npos;
-      const int64_t bo = scheme.block_out > 0 ? scheme.block_out : 1,
-                    bi = scheme.block_out > 0 ? scheme.block_in : cols;
-      const int64_t br = per_tensor ? 1 : (rows + bo - 1) / bo,
-                    bc = per_tensor ? 1 : (cols + bi - 1) / bi;
-      std::vector<float> scale(static_cast<size_t>(br * bc), 0.0f);
-      auto block_of = [&](int64_t r, int64_t c) { return per_tensor ? 0 : (r / bo) * bc + c / bi; };
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) {
-          float& s = scale[static_cast<size_t>(block_of(r, c))];
-          s = std::max(s, std::abs(bf16_at(t, r * cols + c)) / kFp8E4M3Max);
-        }
-      SafetensorsTensorToWrite q{name, DType::kFP8E4M3, t.shape,
-                                 std::vector<uint8_t>(static_cast<size_t>(rows * cols))};
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c)
-          q.bytes[static_cast<size_t>(r * cols + c)] = float_to_fp8_e4m3(
-              bf16_at(t, r * cols + c) / scale[static_cast<size_t>(block_of(r, c))]);
-      std::vector<int64_t> scale_shape = per_tensor             ? std::vector<int64_t>{1}
-                                         : scheme.block_out > 0 ? std::vector<int64_t>{br, bc}
-                                                                : std::vector<int64_t>{rows, 1};
-      SafetensorsTensorToWrite s{name + scheme.scale_suffix, DType::kF32, scale_shape,
-                                 std::vector<uint8_t>(scale.size() * 4)};
-      std::memcpy(s.bytes.data(), scale.data(), s.bytes.size());
+      const SafetensorsTensorToWrite bf16{name, DType::kBF16, t.shape,
+                                          std::vector<uint8_t>(t.bytes.begin(), t.bytes.end())};
+      auto [q, s] = quantize_weight_to_fp8(
+          bf16, per_tensor ? rows : (scheme.block_out > 0 ? scheme.block_out : 1),
+          per_tensor ? cols : (scheme.block_out > 0 ? scheme.block_in : cols),
+          name + scheme.scale_suffix);
       out.push_back(std::move(q));
       out.push_back(std::move(s));
     }

@@ -49,10 +49,9 @@ LlmEngine::LlmEngine(const EngineOptions& options) : options_(options) {
   }
   const bool gpu = options.device == EngineDevice::kGpu ||
                    (options.device == EngineDevice::kAuto && cuda_device_available());
-  // The GPU runner computes with an FP8 checkpoint's per-tensor / per-channel weights as FP8
-  // (QUENCH_FP8_WEIGHTS=dequant: bf16 at load, as the CPU runner always does).
-  // Only where the runner computes with them as FP8 (DeviceDecoderModel::keeps_fp8_weights: the
-  // GPU, the scaling, the shapes); other FP8 checkpoints dequantize as on the CPU.
+  // An FP8 checkpoint's linear weights stay FP8 where the GPU runner computes with them as FP8
+  // (DeviceDecoderModel::keeps_fp8_weights: the GPU, the scaling, the shapes); elsewhere, and
+  // under QUENCH_FP8_WEIGHTS=dequant, they are dequantized to bf16 at load as on the CPU.
   bool keep_fp8 = false;
   if (gpu && config_.quantization.fp8 &&
       env_switch("QUENCH_FP8_WEIGHTS", {"keep", "dequant"}) == "keep") {

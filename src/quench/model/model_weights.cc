@@ -7,6 +7,7 @@
 #include "quench/core/error.h"
 #include "quench/numerics/bf16.h"
 #include "quench/numerics/fp8.h"
+#include "quench/ops/linear/linear_weight.h"
 
 namespace quench {
 
@@ -36,6 +37,40 @@ std::vector<float> fp8_scales(const Checkpoint& checkpoint, const std::string& n
     }
   }
   return values;
+}
+
+// An FP8 weight's scales with how they map onto its [out, in] elements (docs/checkpoints.md's
+// table; blocks of the config's size, 128 x 128 where it names none): one per tensor, one per
+// output row, or one per block. Throws naming the scale tensor where the count fits none.
+struct Fp8Scales {
+  std::vector<float> values;
+  WeightScaling scaling = WeightScaling::kTensor;
+  int32_t block_out = 0, block_in = 0;  // kBlock
+};
+
+Fp8Scales read_fp8_scales(const Checkpoint& checkpoint, const std::string& name, int64_t out,
+                          int64_t in, const WeightQuantization& quantization) {
+  std::string scale_name;
+  Fp8Scales s;
+  s.values = fp8_scales(checkpoint, name, &scale_name);
+  const auto count = static_cast<int64_t>(s.values.size());
+  const int32_t bo = quantization.block_out > 0 ? quantization.block_out : 128;
+  const int32_t bi = quantization.block_in > 0 ? quantization.block_in : 128;
+  const int64_t blocks = ((out + bo - 1) / bo) * ((in + bi - 1) / bi);
+  QUENCH_REQUIRE(count == 1 || count == out || count == blocks, "checkpoint ", checkpoint.dir(),
+                 ": \"", scale_name, "\" has ", count, " values; for a [", out, ", ", in,
+                 "] weight quench reads 1 (per tensor), ", out, " (per channel) or ", blocks,
+                 " (blocks of ", bo, " x ", bi, ")");
+  if (count == 1) {
+    s.scaling = WeightScaling::kTensor;
+  } else if (count == out && (quantization.block_out == 0 || count != blocks)) {
+    s.scaling = WeightScaling::kChannel;
+  } else {
+    s.scaling = WeightScaling::kBlock;
+    s.block_out = bo;
+    s.block_in = bi;
+  }
+  return s;
 }
 
 // A scale tensor's values (F32 or BF16), if the checkpoint has it.
@@ -87,28 +122,13 @@ Bf16Weight Bf16Weight::load(const Checkpoint& checkpoint, const std::string& nam
     }
   } else if (t.dtype == DType::kFP8E4M3 && shape.size() == 2) {
     const int64_t out = shape[0], in = shape[1];
-    std::string scale_name;
-    const std::vector<float> scales = fp8_scales(checkpoint, name, &scale_name);
-    const auto count = static_cast<int64_t>(scales.size());
-    const int64_t bo = quantization.block_out > 0 ? quantization.block_out : 128;
-    const int64_t bi = quantization.block_in > 0 ? quantization.block_in : 128;
-    const int64_t block_rows = (out + bo - 1) / bo, block_cols = (in + bi - 1) / bi;
-    // Which scale an element (r, c) takes.
-    auto scale_of = [&](int64_t r, int64_t c) -> float {
-      if (count == 1) return scales[0];
-      if (count == out && (quantization.block_out == 0 || count != block_rows * block_cols)) {
-        return scales[static_cast<size_t>(r)];
-      }
-      return scales[static_cast<size_t>((r / bo) * block_cols + c / bi)];
-    };
-    QUENCH_REQUIRE(count == 1 || count == out || count == block_rows * block_cols, "checkpoint ",
-                   checkpoint.dir(), ": \"", scale_name, "\" has ", count, " values; for a [", out,
-                   ", ", in, "] weight quench reads 1 (per tensor), ", out, " (per channel) or ",
-                   block_rows * block_cols, " (blocks of ", bo, " x ", bi, ")");
+    const Fp8Scales scales = read_fp8_scales(checkpoint, name, out, in, quantization);
     for (int64_t r = 0; r < out; ++r)
       for (int64_t c = 0; c < in; ++c) {
         const size_t i = static_cast<size_t>(r * in + c);
-        (*owned)[i] = float_to_bf16_bits(fp8_e4m3_to_float(t.bytes[i]) * scale_of(r, c));
+        const auto k = static_cast<size_t>(
+            weight_scale_index(scales.scaling, r, c, in, scales.block_out, scales.block_in));
+        (*owned)[i] = float_to_bf16_bits(fp8_e4m3_to_float(t.bytes[i]) * scales.values[k]);
       }
   } else {
     fail(str_cat(
@@ -126,22 +146,19 @@ Fp8Weight Fp8Weight::load(const Checkpoint& checkpoint, const std::string& name,
   const SafetensorsTensor& t = checkpoint.require(name, shape);
   Fp8Weight w;
   if (t.dtype != DType::kFP8E4M3 || shape.size() != 2) return w;
-  std::string scale_name;
-  const std::vector<float> scales = fp8_scales(checkpoint, name, &scale_name);
   const int64_t out = shape[0], in = shape[1];
-  const auto count = static_cast<int64_t>(scales.size());
-  if (quantization.block_out > 0) {
-    const int64_t bo = quantization.block_out, bi = quantization.block_in;
-    if (count != ((out + bo - 1) / bo) * ((in + bi - 1) / bi)) return w;
-    w.scales_ = scales;
-    w.block_out_ = quantization.block_out;
-    w.block_in_ = quantization.block_in;
-  } else if (count == 1 || count == out) {
+  Fp8Scales scales = read_fp8_scales(checkpoint, name, out, in, quantization);
+  if (scales.scaling == WeightScaling::kBlock) {
+    // Blocks only of the size the config declares (the runner's rules are about that size).
+    if (quantization.block_out == 0) return w;
+    w.scales_ = std::move(scales.values);
+    w.block_out_ = scales.block_out;
+    w.block_in_ = scales.block_in;
+  } else {  // one scale per row, a per-tensor one repeated
     w.scales_.resize(static_cast<size_t>(out));
     for (int64_t r = 0; r < out; ++r)
-      w.scales_[static_cast<size_t>(r)] = scales[static_cast<size_t>(count == 1 ? 0 : r)];
-  } else {
-    return w;
+      w.scales_[static_cast<size_t>(r)] =
+          scales.values[static_cast<size_t>(scales.scaling == WeightScaling::kTensor ? 0 : r)];
   }
   w.bytes_ = {reinterpret_cast<const uint8_t*>(t.bytes.data()), t.bytes.size()};
   return w;

@@ -64,13 +64,16 @@ SafetensorsTensorToWrite random_bf16(const std::string& name, std::vector<int64_
   return t;
 }
 
-// A bf16 [out, in] weight as e4m3 with one scale per row (block 0: "<name>_scale" [out, 1]) or
-// per block x block tile ("<name>_scale_inv" [ceil(out / block), ceil(in / block)]): amax / 448,
-// 1 for an all-zero group; stored = fp8(value / scale).
-std::pair<SafetensorsTensorToWrite, SafetensorsTensorToWrite> quantize_fp8_weight(
-    const SafetensorsTensorToWrite& w, int32_t block) {
+}  // namespace
+
+std::pair<SafetensorsTensorToWrite, SafetensorsTensorToWrite> quantize_weight_to_fp8(
+    const SafetensorsTensorToWrite& w, int64_t block_out, int64_t block_in,
+    const std::string& scale_name) {
+  QUENCH_REQUIRE(w.dtype == DType::kBF16 && w.shape.size() == 2 && block_out >= 1 && block_in >= 1,
+                 "quantize_weight_to_fp8: \"", w.name, "\" must be a bf16 matrix and the groups ",
+                 block_out, " x ", block_in, " positive");
   const int64_t rows = w.shape[0], cols = w.shape[1];
-  const int64_t bo = block > 0 ? block : 1, bi = block > 0 ? block : cols;
+  const int64_t bo = std::min(block_out, rows), bi = std::min(block_in, cols);
   const int64_t block_rows = (rows + bo - 1) / bo, block_cols = (cols + bi - 1) / bi;
   SafetensorsTensorToWrite q{w.name, DType::kFP8E4M3, w.shape, {}};
   q.bytes.resize(static_cast<size_t>(rows * cols));
@@ -97,17 +100,17 @@ std::pair<SafetensorsTensorToWrite, SafetensorsTensorToWrite> quantize_fp8_weigh
           out[r * cols + c] = float_to_fp8_e4m3(value(r, c) / scale);
     }
   });
-  SafetensorsTensorToWrite s{
-      w.name + (block > 0 ? "_scale_inv" : "_scale"),
-      DType::kF32,
-      block > 0 ? std::vector<int64_t>{block_rows, block_cols} : std::vector<int64_t>{rows, 1},
-      {}};
+  std::vector<int64_t> scale_shape = {block_rows, block_cols};
+  if (block_rows * block_cols == 1) {
+    scale_shape = {1};
+  } else if (bo == 1 && bi == cols) {
+    scale_shape = {rows, 1};
+  }
+  SafetensorsTensorToWrite s{scale_name, DType::kF32, scale_shape, {}};
   s.bytes.resize(scales.size() * 4);
   std::memcpy(s.bytes.data(), scales.data(), s.bytes.size());
   return {std::move(q), std::move(s)};
 }
-
-}  // namespace
 
 TinyModelSpec builtin_model_spec(const std::string& name) {
   constexpr std::string_view kFp8BlockSuffix = "-fp8-block";
@@ -248,7 +251,11 @@ void write_tiny_model(const std::string& dir, const TinyModelSpec& s) {
       tensors.push_back(std::move(w));
       return;
     }
-    auto [q, scale] = quantize_fp8_weight(w, s.fp8_block);
+    // Per channel: groups of one whole row; blocks: fp8_block x fp8_block ("_scale_inv" as the
+    // "fp8" method names them).
+    auto [q, scale] = s.fp8_block > 0
+                          ? quantize_weight_to_fp8(w, s.fp8_block, s.fp8_block, name + "_scale_inv")
+                          : quantize_weight_to_fp8(w, 1, in, name + "_scale");
     tensors.push_back(std::move(q));
     tensors.push_back(std::move(scale));
   };

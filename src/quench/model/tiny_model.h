@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "quench/model/model_config.h"
+#include "quench/model/safetensors_file.h"
 
 namespace quench {
 
@@ -54,5 +56,15 @@ std::string tiny_model_config_json(const TinyModelSpec& spec);
 // (activations keep their scale through the layers), norm weights 1 +- 0.1, embeddings 1. Throws
 // quench::Error when files cannot be written.
 void write_tiny_model(const std::string& dir, const TinyModelSpec& spec);
+
+// A bf16 [out, in] weight as an FP8 checkpoint stores it: e4m3 codes with one fp32 scale per group
+// of block_out x block_in elements (each clamped to the matrix: amax / 448, 1 for an all-zero
+// group; stored = fp8(value / scale)), and the scale tensor `scale_name`, shaped as checkpoints
+// store it: [1] for one group (per tensor), [out, 1] for groups of one whole row (per channel),
+// else [ceil(out / block_out), ceil(in / block_in)]. Throws for a tensor that is not a bf16
+// matrix.
+std::pair<SafetensorsTensorToWrite, SafetensorsTensorToWrite> quantize_weight_to_fp8(
+    const SafetensorsTensorToWrite& w, int64_t block_out, int64_t block_in,
+    const std::string& scale_name);
 
 }  // namespace quench

@@ -33,6 +33,14 @@ bool linear_fp8_streams(int32_t tokens, int32_t in_features, int32_t out_feature
 // weights (the padding rows are zeros; their outputs land in `out` past `tokens`), else tokens.
 int32_t fp8_gemm_rows(int32_t tokens, const LinearWeight& w);
 
+// The GEMM path alone, whatever the token count: x quantized into `scratch` (per token, or per 128
+// columns group-major for block weights, the rows padded to fp8_gemm_rows), then Fp8Gemm::run.
+// Arguments as linear_fp8_weight_cuda's below.
+void linear_fp8_gemm_cuda(const Fp8Gemm& gemm, int32_t tokens, int32_t in_features,
+                          int32_t out_features, const uint16_t* x, const LinearWeight& w,
+                          const Fp8ActivationScratch& scratch, void* out, int32_t out_rows,
+                          DType out_dtype, cudaStream_t stream);
+
 //   x: bf16 [tokens, in]; w: FP8 [out, in] (per-channel or 128 x 128 block scales on the GEMM
 //   path); out: [out_rows, out] in out_dtype (bf16 or f32), out_rows >= fp8_gemm_rows(tokens, w):
 //   rows past `tokens` may be overwritten.
