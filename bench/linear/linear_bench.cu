@@ -177,7 +177,7 @@ BenchRecord fp8_weight_record(const std::string& name, size_t fp8_bytes, double 
 // One "fp8 gemm" case: linear_fp8_gemm_cuda (quantize + cuBLASLt's FP8 GEMM) over an FP8 weight
 // with per-channel scales (or 128 x 128 blocks, the rows padded to 8) beside cuBLAS's bf16 GEMM,
 // both timed as a layer (the quantization kernel counts), at every token count: even where
-// linear_fp8_weight_cuda would stream the weight instead.
+// linear_fp8_weight_cuda would stream the weight instead. The note adds the GEMM alone.
 void run_fp8_gemm_case(BenchReporter& reporter, cudaStream_t stream, double ceiling,
                        const CublasHandle& cublas, const Fp8Gemm& fp8_gemm, const LayerShape& s,
                        int32_t tokens, bool blocks, const std::string& name) {
@@ -214,6 +214,15 @@ void run_fp8_gemm_case(BenchReporter& reporter, cudaStream_t stream, double ceil
     linear_fp8_gemm_cuda(fp8_gemm, tokens, s.in, s.out, x.as<uint16_t>(), w, scratch, y.as<void>(),
                          rows, DType::kBF16, stream);
   });
+  // The GEMM alone, its activations quantized once beforehand: what a layer costs where the
+  // kernel in front writes them (rms_norm's and swiglu's FP8 outputs, fp8_rows_out.h).
+  linear_fp8_gemm_cuda(fp8_gemm, tokens, s.in, s.out, x.as<uint16_t>(), w, scratch, y.as<void>(),
+                       rows, DType::kBF16, stream);
+  const double gemm_only_s = time_graph(stream, reps, 11, [&](int32_t r) {
+    w.data = fp8_weights[static_cast<size_t>(r % fp8_sets)]->as<void>();
+    linear_fp8_gemm_quantized_cuda(fp8_gemm, tokens, s.in, s.out, w, scratch, y.as<void>(), rows,
+                                   DType::kBF16, stream);
+  });
   const double bf16_s = time_graph(stream, reps, 11, [&](int32_t r) {
     cublas_gemm(cublas, tokens, s.in, s.out, x.as<uint16_t>(),
                 bf16_weights[static_cast<size_t>(r % bf16_sets)]->as<uint16_t>(), y.as<void>(),
@@ -222,7 +231,8 @@ void run_fp8_gemm_case(BenchReporter& reporter, cudaStream_t stream, double ceil
   const double flops = 2.0 * tokens * static_cast<double>(s.in) * s.out;
   reporter.record(fp8_weight_record(
       name, fp8_bytes, fp8_s, ceiling, "cublas_gemm_bf16", bf16_s,
-      str_cat(" fp8_tflops=", flops / fp8_s / 1e12, " bf16_tflops=", flops / bf16_s / 1e12)));
+      str_cat(" fp8_gemm_only_us=", gemm_only_s * 1e6, " fp8_tflops=", flops / fp8_s / 1e12,
+              " bf16_tflops=", flops / bf16_s / 1e12)));
 }
 
 // FP8 e4m3 weights (per-channel scales) through the weight-streaming kernel, 1 to 8 tokens, beside

@@ -10,6 +10,7 @@
 #include "quench/attention/query_output_split.h"
 #include "quench/core/cuda_device.h"
 #include "quench/core/device_buffer.h"
+#include "quench/core/env_switch.h"
 #include "quench/core/log.h"
 #include "quench/kv_cache/block_table.h"
 #include "quench/model/decode_graph_plan.h"
@@ -29,6 +30,15 @@
 
 namespace quench {
 namespace {
+
+// QUENCH_FP8_ACTIVATIONS=fused|separate (read once; default fused): whether the rms_norm and
+// swiglu kernels in front of an FP8-weight GEMM write its e4m3 activations themselves, or leave
+// them to the GEMM's own quantization pass (an A/B switch).
+bool fp8_activations_fused() {
+  static const bool fused =
+      env_switch("QUENCH_FP8_ACTIVATIONS", {"fused", "separate"}) != "separate";
+  return fused;
+}
 
 // Uploads the concatenation of bf16 weights (rows of the same width), one GEMM for several
 // projections.
@@ -344,10 +354,12 @@ struct DeviceDecoderModel::State {
                                 /*swiglu=*/false, b.qkv, stream);
         mark("rms_norm (input) + linear qkv");
       } else {
-        rms_norm_cuda({t, d, x, mlp_delta, l.input_norm.as<uint16_t>(), c.rms_norm_eps, b.h},
+        const Fp8RowsOut qkv_input = fused_fp8_input(b, t, d, qkv_width, l.qkv);
+        rms_norm_cuda({t, d, x, mlp_delta, l.input_norm.as<uint16_t>(), c.rms_norm_eps,
+                       qkv_input.requested() ? nullptr : b.h, qkv_input},
                       stream);
         mark("rms_norm (input)");
-        enqueue_linear(b, t, d, qkv_width, b.h, l.qkv, b.qkv);
+        enqueue_linear(b, t, d, qkv_width, b.h, l.qkv, b.qkv, qkv_input);
         mark("linear qkv");
       }
       if (c.qkv_bias) {  // Qwen2
@@ -403,14 +415,22 @@ struct DeviceDecoderModel::State {
                                 /*swiglu=*/true, b.act, stream);
         mark("rms_norm (post) + linear gate_up + swiglu");
       } else {
-        rms_norm_cuda({t, d, x, b.proj, l.post_norm.as<uint16_t>(), c.rms_norm_eps, b.h}, stream);
+        const Fp8RowsOut gate_up_input = fused_fp8_input(b, t, d, 2 * ff, l.gate_up);
+        rms_norm_cuda({t, d, x, b.proj, l.post_norm.as<uint16_t>(), c.rms_norm_eps,
+                       gate_up_input.requested() ? nullptr : b.h, gate_up_input},
+                      stream);
         mark("rms_norm (post)");
-        enqueue_linear(b, t, d, 2 * ff, b.h, l.gate_up, b.gate_up);
+        enqueue_linear(b, t, d, 2 * ff, b.h, l.gate_up, b.gate_up, gate_up_input);
         mark("linear gate_up");
-        swiglu_cuda(t, ff, b.gate_up, b.act, stream);
+      }
+      // The fused one-token path wrote b.act itself; else swiglu writes it (as e4m3 rows only,
+      // where the down projection's FP8 GEMM takes them).
+      const Fp8RowsOut down_input = fused ? Fp8RowsOut{} : fused_fp8_input(b, t, ff, d, l.down);
+      if (!fused) {
+        swiglu_cuda(t, ff, b.gate_up, down_input.requested() ? nullptr : b.act, down_input, stream);
         mark("swiglu");
       }
-      enqueue_linear(b, t, ff, d, b.act, l.down, b.proj);
+      enqueue_linear(b, t, ff, d, b.act, l.down, b.proj, down_input);
       mark("linear down");
     }
     // The last MLP output joins the residual; the final norm of every row (the rows asked for are
@@ -423,11 +443,27 @@ struct DeviceDecoderModel::State {
     mark("lm_head");
   }
 
+  // Where the kernel in front of layer w (rms_norm, swiglu) writes w's input quantized for its
+  // FP8 GEMM this step: nothing (not requested) where w is bf16, streams its FP8 weight at t
+  // tokens, or QUENCH_FP8_ACTIVATIONS=separate. Its x is b.h or b.act (aligned alike).
+  Fp8RowsOut fused_fp8_input(const StepBuffers& b, int32_t t, int32_t in, int32_t out,
+                             const DeviceLinear& w) const {
+    if (!w.weight.fp8() || !fp8_activations_fused() ||
+        !linear_fp8_takes_gemm(t, in, out, b.h, w.weight)) {
+      return {};
+    }
+    return fp8_gemm_input(t, in, w.weight, b.fp8_scratch);
+  }
+
   // One linear layer of the decoder, bf16 activations in and out: cuBLAS (or the streaming kernel)
-  // over a bf16 weight, the FP8 kernels over an FP8 one (linear_fp8_weight.h).
+  // over a bf16 weight, the FP8 kernels over an FP8 one (linear_fp8_weight.h); from
+  // `quantized` where the kernel before wrote x there (fused_fp8_input; x unused then).
   void enqueue_linear(const StepBuffers& b, int32_t t, int32_t in, int32_t out, const uint16_t* x,
-                      const DeviceLinear& w, uint16_t* y) {
-    if (w.weight.fp8()) {
+                      const DeviceLinear& w, uint16_t* y, const Fp8RowsOut& quantized = {}) {
+    if (quantized.requested()) {
+      linear_fp8_gemm_quantized_cuda(*fp8_gemm, t, in, out, w.weight, b.fp8_scratch, y,
+                                     b.linear_out_rows, DType::kBF16, stream);
+    } else if (w.weight.fp8()) {
       linear_fp8_weight_cuda(*fp8_gemm, t, in, out, x, w.weight, b.fp8_scratch, y,
                              b.linear_out_rows, DType::kBF16, stream);
     } else {

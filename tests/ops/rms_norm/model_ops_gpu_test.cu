@@ -85,21 +85,25 @@ TEST(ModelOpsGpu, RmsNormWithAndWithoutTheResidualAdd) {
   }
 }
 
+// SwiGLU rows of single elements (300 features: the element kernel) and of whole 16-byte vectors
+// (2048: the vector kernel).
 TEST(ModelOpsGpu, SwigluAndEmbedding) {
-  const int32_t rows = 5, ff = 300;
-  const auto gate_up = random_bf16(rows * 2 * ff, 0.0f, 2.0f, 4);
-  DeviceBuffer in = upload(gate_up), out(rows * ff * 2);
-  swiglu_cuda(rows, ff, in.as<uint16_t>(), out.as<uint16_t>(), nullptr);
-  std::vector<float> gate(rows * ff), up(rows * ff), want(rows * ff);
-  for (int32_t r = 0; r < rows; ++r)
-    for (int32_t i = 0; i < ff; ++i) {
-      gate[r * ff + i] = bf16_bits_to_float(gate_up[r * 2 * ff + i]);
-      up[r * ff + i] = bf16_bits_to_float(gate_up[r * 2 * ff + ff + i]);
-    }
-  swiglu_reference(rows, ff, gate.data(), up.data(), want.data());
-  const auto got = download<uint16_t>(out, want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    ASSERT_TRUE(bf16_close(got[i], want[i], 1)) << i;
+  for (const int32_t ff : {300, 2048}) {
+    const int32_t rows = 5;
+    const auto gate_up = random_bf16(rows * 2 * ff, 0.0f, 2.0f, 4);
+    DeviceBuffer in = upload(gate_up), out(rows * ff * 2);
+    swiglu_cuda(rows, ff, in.as<uint16_t>(), out.as<uint16_t>(), nullptr);
+    std::vector<float> gate(rows * ff), up(rows * ff), want(rows * ff);
+    for (int32_t r = 0; r < rows; ++r)
+      for (int32_t i = 0; i < ff; ++i) {
+        gate[r * ff + i] = bf16_bits_to_float(gate_up[r * 2 * ff + i]);
+        up[r * ff + i] = bf16_bits_to_float(gate_up[r * 2 * ff + ff + i]);
+      }
+    swiglu_reference(rows, ff, gate.data(), up.data(), want.data());
+    const auto got = download<uint16_t>(out, want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_TRUE(bf16_close(got[i], want[i], 1)) << ff << " features, element " << i;
+  }
 
   // Rows of whole 16-byte vectors (24, 4096) and of single elements (26).
   for (const int32_t width : {24, 26, 4096}) {

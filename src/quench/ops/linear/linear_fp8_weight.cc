@@ -15,12 +15,14 @@ int32_t fp8_gemm_rows(int32_t tokens, const LinearWeight& w) {
   return (tokens + kBlockGemmTokenMultiple - 1) / kBlockGemmTokenMultiple * kBlockGemmTokenMultiple;
 }
 
-void linear_fp8_gemm_cuda(const Fp8Gemm& gemm, int32_t tokens, int32_t in_features,
-                          int32_t out_features, const uint16_t* x, const LinearWeight& w,
-                          const Fp8ActivationScratch& scratch, void* out, int32_t out_rows,
-                          DType out_dtype, cudaStream_t stream) {
-  QUENCH_REQUIRE(tokens >= 0, "linear_fp8_gemm: tokens ", tokens, " must be >= 0");
-  if (tokens == 0) return;
+bool linear_fp8_takes_gemm(int32_t tokens, int32_t in_features, int32_t out_features,
+                           const uint16_t* x, const LinearWeight& w) {
+  return !(linear_fp8_streams(tokens, in_features, out_features) &&
+           linear_skinny_supported(tokens, in_features, x, w));
+}
+
+Fp8RowsOut fp8_gemm_input(int32_t tokens, int32_t in_features, const LinearWeight& w,
+                          const Fp8ActivationScratch& scratch) {
   const int32_t group = fp8_activation_group(w, in_features);
   const int32_t rows = fp8_gemm_rows(tokens, w);
   const int64_t xq_bytes = int64_t{rows} * in_features;
@@ -29,14 +31,38 @@ void linear_fp8_gemm_cuda(const Fp8Gemm& gemm, int32_t tokens, int32_t in_featur
                  "linear_fp8_gemm: the activation scratch holds ", scratch.xq_bytes, " bytes and ",
                  scratch.scale_count, " scales; ", rows, " rows x ", in_features, " inputs need ",
                  xq_bytes, " and ", scale_count);
+  Fp8RowsOut input;
+  input.data = scratch.xq;
+  input.scales = scratch.scales;
+  input.group = group;
+  input.layout.padded_rows = rows;
+  input.layout.scales_by_group = w.scaling == WeightScaling::kBlock;
+  return input;
+}
+
+void linear_fp8_gemm_quantized_cuda(const Fp8Gemm& gemm, int32_t tokens, int32_t in_features,
+                                    int32_t out_features, const LinearWeight& w,
+                                    const Fp8ActivationScratch& scratch, void* out,
+                                    int32_t out_rows, DType out_dtype, cudaStream_t stream) {
+  QUENCH_REQUIRE(tokens >= 0, "linear_fp8_gemm: tokens ", tokens, " must be >= 0");
+  if (tokens == 0) return;
+  const int32_t rows = fp8_gemm_rows(tokens, w);
   QUENCH_REQUIRE(out_rows >= rows, "linear_fp8_gemm: the output holds ", out_rows, " rows; ",
                  tokens, " tokens over ", weight_scaling_name(w.scaling), " weights need ", rows);
-  Fp8DynamicLayout layout;
-  layout.padded_rows = rows;
-  layout.scales_by_group = w.scaling == WeightScaling::kBlock;
-  quantize_fp8_dynamic_rows_cuda(tokens, in_features, group, x, scratch.xq, scratch.scales, layout,
-                                 stream);
   gemm.run(rows, in_features, out_features, scratch.xq, scratch.scales, w, out, out_dtype, stream);
+}
+
+void linear_fp8_gemm_cuda(const Fp8Gemm& gemm, int32_t tokens, int32_t in_features,
+                          int32_t out_features, const uint16_t* x, const LinearWeight& w,
+                          const Fp8ActivationScratch& scratch, void* out, int32_t out_rows,
+                          DType out_dtype, cudaStream_t stream) {
+  QUENCH_REQUIRE(tokens >= 0, "linear_fp8_gemm: tokens ", tokens, " must be >= 0");
+  if (tokens == 0) return;
+  const Fp8RowsOut input = fp8_gemm_input(tokens, in_features, w, scratch);
+  quantize_fp8_dynamic_rows_cuda(tokens, in_features, input.group, x, input.data, input.scales,
+                                 input.layout, stream);
+  linear_fp8_gemm_quantized_cuda(gemm, tokens, in_features, out_features, w, scratch, out, out_rows,
+                                 out_dtype, stream);
 }
 
 void linear_fp8_weight_cuda(const Fp8Gemm& gemm, int32_t tokens, int32_t in_features,
@@ -47,8 +73,7 @@ void linear_fp8_weight_cuda(const Fp8Gemm& gemm, int32_t tokens, int32_t in_feat
                  "; allowed: fp8_e4m3");
   QUENCH_REQUIRE(tokens >= 0, "linear_fp8_weight: tokens ", tokens, " must be >= 0");
   if (tokens == 0) return;
-  if (linear_fp8_streams(tokens, in_features, out_features) &&
-      linear_skinny_supported(tokens, in_features, x, w)) {
+  if (!linear_fp8_takes_gemm(tokens, in_features, out_features, x, w)) {
     linear_skinny_cuda(tokens, in_features, out_features, x, w, out, out_dtype, stream);
     return;
   }

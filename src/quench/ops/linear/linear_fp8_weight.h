@@ -12,6 +12,7 @@
 #include "quench/core/dtype.h"
 #include "quench/ops/linear/linear_fp8_cublaslt.h"
 #include "quench/ops/linear/linear_weight.h"
+#include "quench/ops/quantize/fp8_rows_out.h"
 
 namespace quench {
 
@@ -32,6 +33,26 @@ bool linear_fp8_streams(int32_t tokens, int32_t in_features, int32_t out_feature
 // The rows the GEMM path computes for `tokens`: a multiple of kBlockGemmTokenMultiple for block
 // weights (the padding rows are zeros; their outputs land in `out` past `tokens`), else tokens.
 int32_t fp8_gemm_rows(int32_t tokens, const LinearWeight& w);
+
+// Whether linear_fp8_weight_cuda takes the GEMM path for this layer and input x (else it streams
+// the weight with x as bf16).
+bool linear_fp8_takes_gemm(int32_t tokens, int32_t in_features, int32_t out_features,
+                           const uint16_t* x, const LinearWeight& w);
+
+// Where the GEMM path wants its activations quantized for `tokens` rows of `in_features`: in
+// `scratch`, per token (or per 128 columns, group-major, for block weights), the rows padded to
+// fp8_gemm_rows. Producers of the activations write there directly (rms_norm's and swiglu's FP8
+// outputs) instead of leaving them to linear_fp8_gemm_cuda's quantization pass. Throws
+// quench::Error where the scratch is too small.
+Fp8RowsOut fp8_gemm_input(int32_t tokens, int32_t in_features, const LinearWeight& w,
+                          const Fp8ActivationScratch& scratch);
+
+// The GEMM over activations already quantized into `scratch` as fp8_gemm_input lays them out;
+// other arguments as linear_fp8_weight_cuda's below.
+void linear_fp8_gemm_quantized_cuda(const Fp8Gemm& gemm, int32_t tokens, int32_t in_features,
+                                    int32_t out_features, const LinearWeight& w,
+                                    const Fp8ActivationScratch& scratch, void* out,
+                                    int32_t out_rows, DType out_dtype, cudaStream_t stream);
 
 // The GEMM path alone, whatever the token count: x quantized into `scratch` (per token, or per 128
 // columns group-major for block weights, the rows padded to fp8_gemm_rows), then Fp8Gemm::run.

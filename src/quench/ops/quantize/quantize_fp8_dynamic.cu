@@ -9,26 +9,16 @@
 
 #include "quench/core/device_buffer.h"
 #include "quench/core/error.h"
+#include "quench/ops/quantize/fp8_rows_out.cuh"
 #include "quench/ops/quantize/vec8_convert.cuh"
 
 namespace quench {
 namespace {
 
+using fp8_rows_device::amax8;
+using fp8_rows_device::scale_from_amax;
+
 constexpr int kThreads = 256;
-constexpr float kE4m3Max = 448.0f;
-
-__device__ __forceinline__ float amax8(const float (&v)[8]) {
-  float m = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-    m = fmaxf(m, fabsf(v[i]));
-  return m;
-}
-
-// fp8_scale_from_amax: amax / 448, 1 for an all-zero group.
-__device__ __forceinline__ float scale_from_amax(float amax) {
-  return amax == 0.0f ? 1.0f : amax / kE4m3Max;
-}
 
 struct Args {
   int32_t rows = 0, cols = 0;

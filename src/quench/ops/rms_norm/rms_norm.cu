@@ -2,6 +2,7 @@
 
 #include "quench/core/error.h"
 #include "quench/numerics/bf16.h"
+#include "quench/ops/quantize/fp8_rows_out.cuh"
 #include "quench/ops/rms_norm/rms_norm_vector.cuh"
 
 namespace quench {
@@ -18,8 +19,15 @@ constexpr int kThreads = 256;
 // bench/LOG.md, twenty-sixth session).
 constexpr int kMaxVectors = 4;  // width <= 8192
 
+// With an FP8 output the grid also covers its padding rows (fp8.padded_rows), which write the
+// zeros and scales an FP8 GEMM reads there and nothing else.
 __global__ void __launch_bounds__(kThreads) rms_norm_vector_kernel(RmsNormParams p) {
   const int64_t row = blockIdx.x;
+  const int32_t fp8_rows = p.fp8.padded_rows(p.rows);
+  if (row >= p.rows) {
+    fp8_rows_device::store_padding_row<kThreads>(p.fp8, fp8_rows, row, p.width);
+    return;
+  }
   const int vectors = p.width / 8;
   auto* residual = reinterpret_cast<uint4*>(p.residual + row * p.width);
   const auto* delta = p.delta ? reinterpret_cast<const uint4*>(p.delta + row * p.width) : nullptr;
@@ -47,12 +55,17 @@ __global__ void __launch_bounds__(kThreads) rms_norm_vector_kernel(RmsNormParams
   }
   const float denominator =
       sqrtf(block_sum<kThreads>(sum_squares) / static_cast<float>(p.width) + p.eps);
-  auto* out = reinterpret_cast<uint4*>(p.out + row * p.width);
+  auto* out = p.out != nullptr ? reinterpret_cast<uint4*>(p.out + row * p.width) : nullptr;
+  uint4 normalised[kMaxVectors];
 #pragma unroll
   for (int k = 0; k < kMaxVectors; ++k) {
     const int v = static_cast<int>(threadIdx.x) + k * kThreads;
     if (v >= vectors) break;
-    out[v] = rms_norm_device::normalise(r[k], w[k], denominator);
+    normalised[k] = rms_norm_device::normalise(r[k], w[k], denominator);
+    if (out != nullptr) out[v] = normalised[k];
+  }
+  if (p.fp8.requested()) {
+    fp8_rows_device::store_row<kThreads, kMaxVectors>(p.fp8, fp8_rows, row, p.width, normalised);
   }
 }
 
@@ -101,14 +114,21 @@ void rms_norm_cuda(const RmsNormParams& p, cudaStream_t stream) {
   QUENCH_REQUIRE(p.rows >= 0 && p.width >= 1 && p.width <= kThreads * kMaxPerThread,
                  "rms_norm rows ", p.rows, " width ", p.width, ": width must be in [1, ",
                  kThreads * kMaxPerThread, "]");
-  QUENCH_REQUIRE(p.residual != nullptr && p.weight != nullptr && p.out != nullptr,
-                 "rms_norm residual, weight and out must not be null");
+  QUENCH_REQUIRE(
+      p.residual != nullptr && p.weight != nullptr && (p.out != nullptr || p.fp8.requested()),
+      "rms_norm residual, weight and out (or an FP8 output) must not be null");
   QUENCH_REQUIRE(p.out != p.residual, "rms_norm out must not alias residual");
-  if (p.rows == 0) return;
   const bool vectors = p.width % 8 == 0 && aligned16(p.residual) && aligned16(p.delta) &&
                        aligned16(p.weight) && aligned16(p.out);
+  if (p.fp8.requested()) {
+    QUENCH_REQUIRE(vectors, "rms_norm with an FP8 output needs a width that is a multiple of 8 ",
+                   "(", p.width, ") and 16-byte aligned residual, delta, weight and out");
+    check_fp8_rows_out("rms_norm", p.fp8, p.rows, p.width);
+  }
+  const int32_t grid = p.fp8.requested() ? p.fp8.padded_rows(p.rows) : p.rows;
+  if (grid == 0) return;
   if (vectors) {
-    rms_norm_vector_kernel<<<p.rows, kThreads, 0, stream>>>(p);
+    rms_norm_vector_kernel<<<grid, kThreads, 0, stream>>>(p);
   } else {
     rms_norm_kernel<<<p.rows, kThreads, 0, stream>>>(p);
   }

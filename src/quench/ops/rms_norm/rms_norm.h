@@ -4,11 +4,15 @@
 //   out      = bf16(residual / sqrt(mean(residual^2) + eps) * weight)
 // fp32 math; the reference is qk_rms_norm_reference over one "head" of `width` per row (the
 // kernel reduces in another order, so results agree within an ulp of fp32 before the rounding).
+// Optionally the kernel also writes `out` quantized for an FP8 GEMM (fp8), as
+// quantize_fp8_dynamic_rows_cuda would from `out`, bit for bit; `out` itself may then be null.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "quench/ops/quantize/fp8_rows_out.h"
 
 namespace quench {
 
@@ -19,7 +23,10 @@ struct RmsNormParams {
   const uint16_t* delta = nullptr;   // bf16 [rows, width] or null (no add)
   const uint16_t* weight = nullptr;  // bf16 [width]
   float eps = 1e-6f;
-  uint16_t* out = nullptr;  // bf16 [rows, width]; may not alias residual
+  uint16_t* out = nullptr;  // bf16 [rows, width]; may not alias residual; null with fp8 only
+  // e4m3 rows and scales of `out` (fp8.requested()): width a multiple of 8, the row pointers
+  // 16-byte aligned; rows up to fp8.padded_rows(rows) (zeros, scale 1 past `rows`).
+  Fp8RowsOut fp8;
 };
 
 // Launches on `stream`; throws quench::Error for bad sizes or null pointers. Graph-capturable.
