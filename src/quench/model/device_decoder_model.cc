@@ -356,8 +356,8 @@ struct DeviceDecoderModel::State {
       } else {
         const Fp8RowsOut qkv_input = fused_fp8_input(b, t, d, qkv_width, l.qkv);
         rms_norm_cuda({t, d, x, mlp_delta, l.input_norm.as<uint16_t>(), c.rms_norm_eps,
-                       qkv_input.requested() ? nullptr : b.h, qkv_input},
-                      stream);
+                       qkv_input.requested() ? nullptr : b.h},
+                      qkv_input, stream);
         mark("rms_norm (input)");
         enqueue_linear(b, t, d, qkv_width, b.h, l.qkv, b.qkv, qkv_input);
         mark("linear qkv");
@@ -417,8 +417,8 @@ struct DeviceDecoderModel::State {
       } else {
         const Fp8RowsOut gate_up_input = fused_fp8_input(b, t, d, 2 * ff, l.gate_up);
         rms_norm_cuda({t, d, x, b.proj, l.post_norm.as<uint16_t>(), c.rms_norm_eps,
-                       gate_up_input.requested() ? nullptr : b.h, gate_up_input},
-                      stream);
+                       gate_up_input.requested() ? nullptr : b.h},
+                      gate_up_input, stream);
         mark("rms_norm (post)");
         enqueue_linear(b, t, d, 2 * ff, b.h, l.gate_up, b.gate_up, gate_up_input);
         mark("linear gate_up");

@@ -60,8 +60,8 @@ struct Fp8Rows {
   explicit Fp8Rows(const Case& c)
       : codes(DeviceBuffer::from_host(
             std::vector<uint8_t>(static_cast<size_t>(padded(c)) * c.width, 0x7f))),
-        scales(DeviceBuffer::from_host(std::vector<float>(
-            static_cast<size_t>(padded(c)) * (c.width / c.group), -1.0f))) {
+        scales(DeviceBuffer::from_host(
+            std::vector<float>(static_cast<size_t>(padded(c)) * (c.width / c.group), -1.0f))) {
     out.data = codes.as<uint8_t>();
     out.scales = scales.as<float>();
     out.group = c.group;
@@ -75,8 +75,8 @@ struct Fp8Rows {
 void expect_rows(const Case& c, const Fp8Rows& got, const DeviceBuffer& bf16,
                  const std::vector<float>& reference) {
   Fp8Rows want(c);
-  quantize_fp8_dynamic_rows_cuda(c.rows, c.width, c.group, bf16.as<uint16_t>(),
-                                 want.out.data, want.out.scales, want.out.layout, nullptr);
+  quantize_fp8_dynamic_rows_cuda(c.rows, c.width, c.group, bf16.as<uint16_t>(), want.out.data,
+                                 want.out.scales, want.out.layout, nullptr);
   QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
   const auto codes = got.codes.to_host<uint8_t>();
   const auto scales = got.scales.to_host<float>();
@@ -121,15 +121,13 @@ void expect_rms_norm(const Case& c, bool add, bool with_bf16, uint64_t seed) {
   const DeviceBuffer fused_residual = DeviceBuffer::from_host(residual);
   const DeviceBuffer fused_out = DeviceBuffer::from_host(std::vector<uint16_t>(n, 0x7fc0));
   Fp8Rows got(c);
-  RmsNormParams p{c.rows,      c.width, fused_residual.as<uint16_t>(),
-                  add ? dd.as<uint16_t>() : nullptr, dw.as<uint16_t>(), 1e-5f,
-                  with_bf16 ? fused_out.as<uint16_t>() : nullptr};
-  p.fp8 = got.out;
-  rms_norm_cuda(p, nullptr);
+  rms_norm_cuda({c.rows, c.width, fused_residual.as<uint16_t>(), add ? dd.as<uint16_t>() : nullptr,
+                 dw.as<uint16_t>(), 1e-5f, with_bf16 ? fused_out.as<uint16_t>() : nullptr},
+                got.out, nullptr);
   QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_EQ(fused_residual.to_host<uint16_t>(), chain_residual.to_host<uint16_t>());
-  EXPECT_EQ(fused_out.to_host<uint16_t>(), with_bf16 ? chain_out.to_host<uint16_t>()
-                                                     : std::vector<uint16_t>(n, 0x7fc0));
+  EXPECT_EQ(fused_out.to_host<uint16_t>(),
+            with_bf16 ? chain_out.to_host<uint16_t>() : std::vector<uint16_t>(n, 0x7fc0));
   std::vector<float> reference(n);
   const auto updated = chain_residual.to_host<uint16_t>();
   for (size_t i = 0; i < n; ++i)
@@ -151,8 +149,8 @@ void expect_swiglu(const Case& c, bool with_bf16, uint64_t seed) {
   swiglu_cuda(c.rows, ff, in.as<uint16_t>(), with_bf16 ? fused_out.as<uint16_t>() : nullptr,
               got.out, nullptr);
   QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
-  EXPECT_EQ(fused_out.to_host<uint16_t>(), with_bf16 ? chain_out.to_host<uint16_t>()
-                                                     : std::vector<uint16_t>(n, 0x7fc0));
+  EXPECT_EQ(fused_out.to_host<uint16_t>(),
+            with_bf16 ? chain_out.to_host<uint16_t>() : std::vector<uint16_t>(n, 0x7fc0));
   std::vector<float> gate(n), up(n), reference(n);
   for (int32_t r = 0; r < c.rows; ++r) {
     for (int32_t i = 0; i < ff; ++i) {
@@ -203,9 +201,8 @@ TEST(Fp8RowsOutGpu, RejectsWhatItDoesNotTake) {
   o.data = codes.as<uint8_t>();
   o.scales = scales.as<float>();
   const auto norm = [&](int32_t width, const Fp8RowsOut& fp8) {
-    RmsNormParams p{2, width, x.as<uint16_t>(), nullptr, w.as<uint16_t>(), 1e-5f, nullptr};
-    p.fp8 = fp8;
-    rms_norm_cuda(p, nullptr);
+    rms_norm_cuda({2, width, x.as<uint16_t>(), nullptr, w.as<uint16_t>(), 1e-5f, nullptr}, fp8,
+                  nullptr);
   };
   o.group = 64;
   EXPECT_QUENCH_ERROR(norm(192, o), {"rms_norm", "group 64", "or 128 where"});
@@ -219,9 +216,9 @@ TEST(Fp8RowsOutGpu, RejectsWhatItDoesNotTake) {
   no_scales.scales = nullptr;
   EXPECT_QUENCH_ERROR(norm(256, no_scales), {"scales must not be null"});
   EXPECT_QUENCH_ERROR(norm(256, Fp8RowsOut{}), {"out (or an FP8 output) must not be null"});
-  EXPECT_QUENCH_ERROR(swiglu_cuda(2, kSwigluFp8MaxFeatures + 128, x.as<uint16_t>(), nullptr, o,
-                                  nullptr),
-                      {"swiglu", "32896 features", "up to 32768"});
+  EXPECT_QUENCH_ERROR(
+      swiglu_cuda(2, kSwigluFp8MaxFeatures + 128, x.as<uint16_t>(), nullptr, o, nullptr),
+      {"swiglu", "32896 features", "up to 32768"});
   EXPECT_QUENCH_ERROR(swiglu_cuda(2, 256, x.as<uint16_t>() + 1, nullptr, o, nullptr),
                       {"swiglu", "16-byte aligned"});
   o.group = 256;

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "quench/core/block_reduce.cuh"
 #include "quench/core/dependent_launch.cuh"
 #include "quench/core/env_switch.h"
 #include "quench/numerics/bf16.h"
@@ -159,9 +160,8 @@ __device__ __forceinline__ void stage_normed_rows(const KernelArgs& a, uint4* xs
   const auto* norm_weight = reinterpret_cast<const uint4*>(a.norm_weight);
 #pragma unroll
   for (int m = 0; m < kTokens; ++m) {
-    const float denominator = sqrtf(rms_norm_device::block_sum<kThreads>(sum_squares[m]) /
-                                        static_cast<float>(a.in_features) +
-                                    a.eps);
+    const float denominator =
+        sqrtf(cta::block_sum<kThreads>(sum_squares[m]) / static_cast<float>(a.in_features) + a.eps);
     // Each thread rescales the vectors it wrote above: no barrier between the two passes.
     for (int v = tid; v < vectors; v += kThreads) {
       const int64_t at = static_cast<int64_t>(m) * vectors + v;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "quench/core/block_reduce.cuh"
 #include "quench/ops/quantize/fp8_rows_out.h"
 #include "quench/ops/quantize/vec8_convert.cuh"
 
@@ -31,21 +32,23 @@ __device__ __forceinline__ float& scale_at(float* scales, bool by_group, int32_t
   return scales[by_group ? int64_t{g} * padded_rows + row : row * groups + g];
 }
 
-// The max of `value` over the CTA's kThreads threads, returned to every thread; ends with a
-// barrier so that the shared words may be reused.
-template <int kThreads>
-__device__ __forceinline__ float block_max(float value) {
-  for (int offset = 16; offset > 0; offset /= 2)
-    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  __shared__ float warp_max[kThreads / 32];
-  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = value;
-  __syncthreads();
-  float m = 0.0f;
+// One vector of a per-128-column pass over row `row`: this thread's vector v (active: it has one;
+// the 16 vectors of a group lie in one half warp, all active or none) as floats. The group's amax
+// is a half-warp shuffle reduction, so every lane of the warp must call it.
+__device__ __forceinline__ void store_group_vector(const Fp8RowsOut& o, int32_t padded_rows,
+                                                   int64_t row, int32_t width, int v, bool active,
+                                                   const float (&f)[8]) {
+  float amax = amax8(f);
 #pragma unroll
-  for (int w = 0; w < kThreads / 32; ++w)
-    m = fmaxf(m, warp_max[w]);
-  __syncthreads();
-  return m;
+  for (int offset = 8; offset > 0; offset /= 2)
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+  if (!active) return;
+  const float scale = scale_from_amax(amax);
+  reinterpret_cast<uint2*>(o.data + row * width)[v] =
+      pack_fp8x8(f, scale, 1.0f / scale, Fp8Format::kE4M3);
+  if (v % 16 == 0) {
+    scale_at(o.scales, o.layout.scales_by_group, padded_rows, width / 128, row, v / 16) = scale;
+  }
 }
 
 // Row `row` past the producer's rows: zeros, scale 1 (the padding an FP8 GEMM reads).
@@ -81,7 +84,7 @@ __device__ __forceinline__ void store_row(const Fp8RowsOut& o, int32_t padded_ro
       unpack_bf16x8(values[k], f);
       amax = fmaxf(amax, amax8(f));
     }
-    const float scale = scale_from_amax(block_max<kThreads>(amax));
+    const float scale = scale_from_amax(cta::block_max<kThreads>(amax));
     const float inv_scale = 1.0f / scale;
 #pragma unroll
     for (int k = 0; k < kMaxVectors; ++k) {
@@ -94,22 +97,13 @@ __device__ __forceinline__ void store_row(const Fp8RowsOut& o, int32_t padded_ro
     if (tid == 0) scale_at(o.scales, by_group, padded_rows, 1, row, 0) = scale;
     return;
   }
-  const int32_t groups = width / 128;
 #pragma unroll
   for (int k = 0; k < kMaxVectors; ++k) {
     const int v = tid + k * kThreads;
     if (k * kThreads >= vectors) break;  // uniform: no lane of this pass has a vector
-    const bool active = v < vectors;     // whole half warps (128 divides the width)
     float f[8] = {};
-    if (active) unpack_bf16x8(values[k], f);
-    float amax = amax8(f);
-#pragma unroll
-    for (int offset = 8; offset > 0; offset /= 2)
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-    if (!active) continue;
-    const float scale = scale_from_amax(amax);
-    dst[v] = pack_fp8x8(f, scale, 1.0f / scale, Fp8Format::kE4M3);
-    if (v % 16 == 0) scale_at(o.scales, by_group, padded_rows, groups, row, v / 16) = scale;
+    if (v < vectors) unpack_bf16x8(values[k], f);
+    store_group_vector(o, padded_rows, row, width, v, v < vectors, f);
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "quench/core/block_reduce.cuh"
 #include "quench/core/device_buffer.h"
 #include "quench/core/error.h"
 #include "quench/ops/quantize/fp8_rows_out.cuh"
@@ -23,10 +24,8 @@ constexpr int kThreads = 256;
 struct Args {
   int32_t rows = 0, cols = 0;
   int32_t padded_rows = 0;  // CTAs; rows past `rows` are written as zeros, scale 1
-  bool scales_by_group = false;
   const uint16_t* x = nullptr;
-  uint8_t* out = nullptr;
-  float* scales = nullptr;
+  Fp8RowsOut out;  // codes, scales, group and scale order
 };
 
 template <bool kGroup128>
@@ -35,16 +34,8 @@ __global__ void __launch_bounds__(kThreads) quantize_dynamic_kernel(Args a) {
   const int tid = static_cast<int>(threadIdx.x);
   const int cols = a.cols;
   const int vectors = cols / 8;
-  const int groups = kGroup128 ? cols / 128 : 1;
-  const auto scale_at = [&](int g) -> float& {
-    return a.scales[a.scales_by_group ? int64_t{g} * a.padded_rows + row : row * groups + g];
-  };
-  auto* dst = reinterpret_cast<uint2*>(a.out + row * cols);
-  if (row >= a.rows) {  // padding: zeros, scale 1
-    for (int v = tid; v < vectors; v += kThreads)
-      dst[v] = make_uint2(0u, 0u);
-    for (int g = tid; g < groups; g += kThreads)
-      scale_at(g) = 1.0f;
+  if (row >= a.rows) {
+    fp8_rows_device::store_padding_row<kThreads>(a.out, a.padded_rows, row, cols);
     return;
   }
   const auto* in = reinterpret_cast<const uint4*>(a.x + row * cols);
@@ -53,43 +44,30 @@ __global__ void __launch_bounds__(kThreads) quantize_dynamic_kernel(Args a) {
     // end has no group and stores nothing.
     for (int base = 0; base < vectors; base += kThreads) {
       const int v = base + tid;
-      const bool active = v < vectors;
       float values[8] = {};
-      if (active) unpack_bf16x8(__ldg(in + v), values);
-      float amax = amax8(values);
-#pragma unroll
-      for (int offset = 8; offset > 0; offset /= 2)
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-      if (!active) continue;
-      const float scale = scale_from_amax(amax);
-      dst[v] = pack_fp8x8(values, scale, 1.0f / scale, Fp8Format::kE4M3);
-      if (v % 16 == 0) scale_at(v / 16) = scale;
+      if (v < vectors) unpack_bf16x8(__ldg(in + v), values);
+      fp8_rows_device::store_group_vector(a.out, a.padded_rows, row, cols, v, v < vectors, values);
     }
   } else {
+    // The row's amax first, then a second pass quantizes (the row is L1/L2-hot by then).
     float amax = 0.0f;
     for (int v = tid; v < vectors; v += kThreads) {
       float values[8];
       unpack_bf16x8(__ldg(in + v), values);
       amax = fmaxf(amax, amax8(values));
     }
-    __shared__ float warp_amax[kThreads / 32];
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2)
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-    if (tid % 32 == 0) warp_amax[tid / 32] = amax;
-    __syncthreads();
-    amax = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kThreads / 32; ++w)
-      amax = fmaxf(amax, warp_amax[w]);
-    const float scale = scale_from_amax(amax);
+    const float scale = scale_from_amax(cta::block_max<kThreads>(amax));
     const float inv_scale = 1.0f / scale;
+    auto* dst = reinterpret_cast<uint2*>(a.out.data + row * cols);
     for (int v = tid; v < vectors; v += kThreads) {
       float values[8];
       unpack_bf16x8(__ldg(in + v), values);
       dst[v] = pack_fp8x8(values, scale, inv_scale, Fp8Format::kE4M3);
     }
-    if (tid == 0) scale_at(0) = scale;
+    if (tid == 0) {
+      fp8_rows_device::scale_at(a.out.scales, a.out.layout.scales_by_group, a.padded_rows, 1, row,
+                                0) = scale;
+    }
   }
 }
 
@@ -122,10 +100,11 @@ void quantize_fp8_dynamic_rows_cuda(int32_t rows, int32_t cols, int32_t group, c
   a.rows = rows;
   a.cols = cols;
   a.padded_rows = layout.padded_rows > 0 ? layout.padded_rows : rows;
-  a.scales_by_group = layout.scales_by_group;
   a.x = x;
-  a.out = out;
-  a.scales = scales;
+  a.out.data = out;
+  a.out.scales = scales;
+  a.out.group = group;
+  a.out.layout = layout;
   if (a.padded_rows == 0) return;
   const auto blocks = static_cast<unsigned>(a.padded_rows);
   if (group == cols) {

@@ -1,5 +1,6 @@
 #include "quench/ops/rms_norm/rms_norm.h"
 
+#include "quench/core/block_reduce.cuh"
 #include "quench/core/error.h"
 #include "quench/numerics/bf16.h"
 #include "quench/ops/quantize/fp8_rows_out.cuh"
@@ -8,7 +9,7 @@
 namespace quench {
 namespace {
 
-using rms_norm_device::block_sum;
+using cta::block_sum;
 
 constexpr int kThreads = 256;
 
@@ -21,11 +22,12 @@ constexpr int kMaxVectors = 4;  // width <= 8192
 
 // With an FP8 output the grid also covers its padding rows (fp8.padded_rows), which write the
 // zeros and scales an FP8 GEMM reads there and nothing else.
-__global__ void __launch_bounds__(kThreads) rms_norm_vector_kernel(RmsNormParams p) {
+__global__ void __launch_bounds__(kThreads)
+    rms_norm_vector_kernel(RmsNormParams p, Fp8RowsOut fp8) {
   const int64_t row = blockIdx.x;
-  const int32_t fp8_rows = p.fp8.padded_rows(p.rows);
+  const int32_t fp8_rows = fp8.padded_rows(p.rows);
   if (row >= p.rows) {
-    fp8_rows_device::store_padding_row<kThreads>(p.fp8, fp8_rows, row, p.width);
+    fp8_rows_device::store_padding_row<kThreads>(fp8, fp8_rows, row, p.width);
     return;
   }
   const int vectors = p.width / 8;
@@ -64,8 +66,8 @@ __global__ void __launch_bounds__(kThreads) rms_norm_vector_kernel(RmsNormParams
     normalised[k] = rms_norm_device::normalise(r[k], w[k], denominator);
     if (out != nullptr) out[v] = normalised[k];
   }
-  if (p.fp8.requested()) {
-    fp8_rows_device::store_row<kThreads, kMaxVectors>(p.fp8, fp8_rows, row, p.width, normalised);
+  if (fp8.requested()) {
+    fp8_rows_device::store_row<kThreads, kMaxVectors>(fp8, fp8_rows, row, p.width, normalised);
   }
 }
 
@@ -111,24 +113,28 @@ bool aligned16(const void* p) {
 }  // namespace
 
 void rms_norm_cuda(const RmsNormParams& p, cudaStream_t stream) {
+  rms_norm_cuda(p, Fp8RowsOut{}, stream);
+}
+
+void rms_norm_cuda(const RmsNormParams& p, const Fp8RowsOut& fp8, cudaStream_t stream) {
   QUENCH_REQUIRE(p.rows >= 0 && p.width >= 1 && p.width <= kThreads * kMaxPerThread,
                  "rms_norm rows ", p.rows, " width ", p.width, ": width must be in [1, ",
                  kThreads * kMaxPerThread, "]");
   QUENCH_REQUIRE(
-      p.residual != nullptr && p.weight != nullptr && (p.out != nullptr || p.fp8.requested()),
+      p.residual != nullptr && p.weight != nullptr && (p.out != nullptr || fp8.requested()),
       "rms_norm residual, weight and out (or an FP8 output) must not be null");
   QUENCH_REQUIRE(p.out != p.residual, "rms_norm out must not alias residual");
   const bool vectors = p.width % 8 == 0 && aligned16(p.residual) && aligned16(p.delta) &&
                        aligned16(p.weight) && aligned16(p.out);
-  if (p.fp8.requested()) {
+  if (fp8.requested()) {
     QUENCH_REQUIRE(vectors, "rms_norm with an FP8 output needs a width that is a multiple of 8 ",
                    "(", p.width, ") and 16-byte aligned residual, delta, weight and out");
-    check_fp8_rows_out("rms_norm", p.fp8, p.rows, p.width);
+    check_fp8_rows_out("rms_norm", fp8, p.rows, p.width);
   }
-  const int32_t grid = p.fp8.requested() ? p.fp8.padded_rows(p.rows) : p.rows;
+  const int32_t grid = fp8.requested() ? fp8.padded_rows(p.rows) : p.rows;
   if (grid == 0) return;
   if (vectors) {
-    rms_norm_vector_kernel<<<grid, kThreads, 0, stream>>>(p);
+    rms_norm_vector_kernel<<<grid, kThreads, 0, stream>>>(p, fp8);
   } else {
     rms_norm_kernel<<<p.rows, kThreads, 0, stream>>>(p);
   }

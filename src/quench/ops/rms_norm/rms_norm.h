@@ -4,8 +4,6 @@
 //   out      = bf16(residual / sqrt(mean(residual^2) + eps) * weight)
 // fp32 math; the reference is qk_rms_norm_reference over one "head" of `width` per row (the
 // kernel reduces in another order, so results agree within an ulp of fp32 before the rounding).
-// Optionally the kernel also writes `out` quantized for an FP8 GEMM (fp8), as
-// quantize_fp8_dynamic_rows_cuda would from `out`, bit for bit; `out` itself may then be null.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,13 +21,15 @@ struct RmsNormParams {
   const uint16_t* delta = nullptr;   // bf16 [rows, width] or null (no add)
   const uint16_t* weight = nullptr;  // bf16 [width]
   float eps = 1e-6f;
-  uint16_t* out = nullptr;  // bf16 [rows, width]; may not alias residual; null with fp8 only
-  // e4m3 rows and scales of `out` (fp8.requested()): width a multiple of 8, the row pointers
-  // 16-byte aligned; rows up to fp8.padded_rows(rows) (zeros, scale 1 past `rows`).
-  Fp8RowsOut fp8;
+  uint16_t* out = nullptr;  // bf16 [rows, width]; may not alias residual
 };
 
 // Launches on `stream`; throws quench::Error for bad sizes or null pointers. Graph-capturable.
 void rms_norm_cuda(const RmsNormParams& p, cudaStream_t stream);
+
+// The same rows also (or only: p.out may be null) written quantized for an FP8 GEMM (fp8), as
+// quantize_fp8_dynamic_rows_cuda would from `out`, bit for bit; rows up to fp8.padded_rows(rows)
+// (zeros, scale 1 past `rows`). Width a multiple of 8, the row pointers 16-byte aligned.
+void rms_norm_cuda(const RmsNormParams& p, const Fp8RowsOut& fp8, cudaStream_t stream);
 
 }  // namespace quench

@@ -1,6 +1,6 @@
-// The residual add and RMSNorm of rms_norm.h on 16-byte vectors of 8 bf16, and the CTA-wide sum
-// they need: one definition for rms_norm's vector kernel and for the linear layers that fold the
-// norm in front of their product (ops/linear/linear_skinny_kernel.cuh).
+// The residual add and RMSNorm of rms_norm.h on 16-byte vectors of 8 bf16: one definition for
+// rms_norm's vector kernel and for the linear layers that fold the norm in front of their product
+// (ops/linear/linear_skinny_kernel.cuh). The CTA-wide sum of squares is core/block_reduce.cuh's.
 //   add:       bf16(residual + delta) per element
 //   squares:   the fp32 sum of the (rounded) elements' squares
 //   normalise: bf16(x / denominator * weight), denominator = sqrt(mean(x^2) + eps)
@@ -46,23 +46,6 @@ __device__ __forceinline__ uint4 normalise(const uint4& x, const uint4& weight, 
   return make_uint4(
       normalise_pair(x.x, weight.x, denominator), normalise_pair(x.y, weight.y, denominator),
       normalise_pair(x.z, weight.z, denominator), normalise_pair(x.w, weight.w, denominator));
-}
-
-// The sum of `value` over the CTA's kThreads threads, returned to every thread. It ends with a
-// barrier, so that consecutive calls may reuse its shared words.
-template <int kThreads>
-__device__ __forceinline__ float block_sum(float value) {
-  for (int offset = 16; offset > 0; offset /= 2)
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
-  __shared__ float warp_sums[kThreads / 32];
-  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = value;
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kThreads / 32; ++w)
-    total += warp_sums[w];
-  __syncthreads();
-  return total;
 }
 
 }  // namespace quench::rms_norm_device
