@@ -209,15 +209,17 @@ void run_fp8_gemm_case(BenchReporter& reporter, cudaStream_t stream, double ceil
   const auto fp8_sets = static_cast<int32_t>(fp8_weights.size());
   const auto bf16_sets = static_cast<int32_t>(bf16_weights.size());
   const int32_t reps = std::max({fp8_sets, bf16_sets, 8});
+  // One eager call first, as the runner's warm-up steps make: it quantizes x and lets the GEMM
+  // tune its algorithm (Fp8Gemm), which it cannot do under the timing graph's capture.
+  linear_fp8_gemm_cuda(fp8_gemm, tokens, s.in, s.out, x.as<uint16_t>(), w, scratch, y.as<void>(),
+                       rows, DType::kBF16, stream);
   const double fp8_s = time_graph(stream, reps, 11, [&](int32_t r) {
     w.data = fp8_weights[static_cast<size_t>(r % fp8_sets)]->as<void>();
     linear_fp8_gemm_cuda(fp8_gemm, tokens, s.in, s.out, x.as<uint16_t>(), w, scratch, y.as<void>(),
                          rows, DType::kBF16, stream);
   });
-  // The GEMM alone, its activations quantized once beforehand: what a layer costs where the
-  // kernel in front writes them (rms_norm's and swiglu's FP8 outputs, fp8_rows_out.h).
-  linear_fp8_gemm_cuda(fp8_gemm, tokens, s.in, s.out, x.as<uint16_t>(), w, scratch, y.as<void>(),
-                       rows, DType::kBF16, stream);
+  // The GEMM alone, its activations quantized once beforehand (above): what a layer costs where
+  // the kernel in front writes them (rms_norm's and swiglu's FP8 outputs, fp8_rows_out.h).
   const double gemm_only_s = time_graph(stream, reps, 11, [&](int32_t r) {
     w.data = fp8_weights[static_cast<size_t>(r % fp8_sets)]->as<void>();
     linear_fp8_gemm_quantized_cuda(fp8_gemm, tokens, s.in, s.out, w, scratch, y.as<void>(), rows,

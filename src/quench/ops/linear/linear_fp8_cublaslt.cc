@@ -2,6 +2,11 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
+#include <vector>
+
+#include "quench/core/device_buffer.h"
+#include "quench/core/env_switch.h"
 #include "quench/core/error.h"
 
 namespace quench {
@@ -19,6 +24,58 @@ template <typename T>
 void set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
                    const T& value, const char* what) {
   check_lt(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)), what);
+}
+
+// Block-scaled GEMMs of up to this many tokens time K splits on their first call (Fp8Gemm::tune).
+constexpr int32_t kTuneMaxTokens = 64;
+// The splits tried beside the heuristic's choice, and the gain a split needs to replace it (so
+// that near ties keep the heuristic's algorithm from run to run).
+constexpr int32_t kSplitCandidates[] = {1, 2, 3, 4, 6, 8};
+constexpr double kTuneMinGain = 0.05;
+
+// The time of kTimedCalls calls of `call` replayed from a CUDA graph (eager calls of a ~10 us
+// GEMM are bound by the host's launches, which hid the splits' differences: bench/LOG.md,
+// thirty-third session), after one replay to warm up.
+template <class Call>
+float graph_milliseconds(cudaStream_t stream, const Call& call) {
+  constexpr int kTimedCalls = 10;
+  cudaGraph_t graph = nullptr;
+  check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+             "fp8 gemm tuning: begin capture");
+  try {
+    for (int r = 0; r < kTimedCalls; ++r)
+      call();
+  } catch (...) {
+    cudaStreamEndCapture(stream, &graph);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    throw;
+  }
+  check_cuda(cudaStreamEndCapture(stream, &graph), "fp8 gemm tuning: end capture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  check_cuda(instantiated, "fp8 gemm tuning: instantiate");
+  cudaEvent_t start = nullptr, stop = nullptr;
+  float ms = 0.0f;
+  check_cuda(cudaEventCreate(&start), "fp8 gemm tuning: event");
+  check_cuda(cudaEventCreate(&stop), "fp8 gemm tuning: event");
+  check_cuda(cudaGraphLaunch(exec, stream), "fp8 gemm tuning: launch");
+  check_cuda(cudaEventRecord(start, stream), "fp8 gemm tuning: record");
+  check_cuda(cudaGraphLaunch(exec, stream), "fp8 gemm tuning: launch");
+  check_cuda(cudaEventRecord(stop, stream), "fp8 gemm tuning: record");
+  check_cuda(cudaEventSynchronize(stop), "fp8 gemm tuning: synchronize");
+  check_cuda(cudaEventElapsedTime(&ms, start, stop), "fp8 gemm tuning: elapsed");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaGraphExecDestroy(exec);
+  return ms;
+}
+
+// QUENCH_FP8_GEMM_TUNE=1|0 (read once; default 1): whether block-scaled batched-decode GEMMs time
+// their K splits on first use (an A/B switch).
+bool tuning_enabled() {
+  static const bool enabled = env_switch("QUENCH_FP8_GEMM_TUNE", {"1", "0"}) != "0";
+  return enabled;
 }
 
 }  // namespace
@@ -42,6 +99,8 @@ struct Fp8Gemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  // Whether algo is final: the heuristic's, or the fastest K split that tune() timed.
+  bool tuned = false;
   ~Plan() {
     if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
     if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
@@ -69,8 +128,8 @@ Fp8Gemm::~Fp8Gemm() {
   cudaFree(workspace_);
 }
 
-const Fp8Gemm::Plan* Fp8Gemm::plan(int32_t tokens, int32_t in_features, int32_t out_features,
-                                   WeightScaling scaling, DType out_dtype) const {
+Fp8Gemm::Plan* Fp8Gemm::plan(int32_t tokens, int32_t in_features, int32_t out_features,
+                             WeightScaling scaling, DType out_dtype) const {
   const std::lock_guard<std::mutex> lock(mutex_);
   const Key key{tokens, in_features, out_features, static_cast<int>(scaling), out_dtype};
   if (const auto it = plans_.find(key); it != plans_.end()) return it->second.get();
@@ -117,7 +176,8 @@ const Fp8Gemm::Plan* Fp8Gemm::plan(int32_t tokens, int32_t in_features, int32_t 
     return nullptr;
   }
   p->algo = result.algo;
-  const Plan* made = p.get();
+  p->tuned = scaling != WeightScaling::kBlock || tokens > kTuneMaxTokens || !tuning_enabled();
+  Plan* made = p.get();
   plans_[key] = std::move(p);
   return made;
 }
@@ -151,17 +211,76 @@ void Fp8Gemm::run(int32_t tokens, int32_t in_features, int32_t out_features, con
                  "fp8 gemm: ", tokens, " tokens over block-scaled weights are not supported; ",
                  "allowed: a multiple of ", kBlockGemmTokenMultiple, " (pad the rows)");
   if (tokens == 0) return;
-  const Plan* p = plan(tokens, in_features, out_features, w.scaling, out_dtype);
+  Plan* p = plan(tokens, in_features, out_features, w.scaling, out_dtype);
   QUENCH_REQUIRE(p != nullptr, "fp8 gemm: cuBLASLt has no algorithm for ", tokens, " tokens x ",
                  in_features, " -> ", out_features, " with ", weight_scaling_name(w.scaling),
                  " weight scales on this GPU (FP8 GEMMs need sm_89+ and cuBLAS 12.9+)");
   set_attribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w.scales, "a scale");
   set_attribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scales, "b scale");
+  if (!p->tuned) tune(*p, w.data, xq, out, stream);
+  matmul(*p, &p->algo, w.data, xq, out, stream);
+}
+
+void Fp8Gemm::matmul(const Plan& p, const void* algo, const void* weight, const uint8_t* xq,
+                     void* out, cudaStream_t stream) const {
   const float alpha = 1.0f, beta = 0.0f;
-  check_lt(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p->desc, &alpha, w.data, p->a, xq,
-                          p->b, &beta, out, p->d, out, p->d, &p->algo, workspace_, workspace_bytes_,
-                          stream),
-           "cublasLtMatmul");
+  check_lt(
+      cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p.desc, &alpha, weight, p.a, xq, p.b,
+                     &beta, out, p.d, out, p.d, static_cast<const cublasLtMatmulAlgo_t*>(algo),
+                     workspace_, workspace_bytes_, stream),
+      "cublasLtMatmul");
+}
+
+// cuBLASLt's heuristic splits K for few CTAs only sometimes, and not by the best factor: on the
+// H100 (bench/LOG.md, thirty-third session) Llama-3.2-1B's block-scaled down projection at 32
+// tokens took 14.1 us with its 3 splits and 11.7 with 4, o 8.6 (no split) and 7.4, while 8B's
+// down was fastest with the heuristic's own choice and the gate_up layers unsplit. So each
+// batched-decode shape times the heuristic's algorithm against the same algorithm with K split
+// kSplitCandidates ways, on the call's own operands (the output is written by every candidate
+// and by the call after), each from a CUDA graph of its own, and keeps the fastest if it gains
+// kTuneMinGain. Not under graph capture (nothing can be timed there): the runner's eager warm-up
+// steps tune first.
+void Fp8Gemm::tune(Plan& p, const void* weight, const uint8_t* xq, void* out,
+                   cudaStream_t stream) const {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(stream, &capture), "fp8 gemm tuning: capture status");
+  if (capture != cudaStreamCaptureStatusNone) return;
+  std::vector<cublasLtMatmulAlgo_t> candidates = {p.algo};
+  for (const int32_t split : kSplitCandidates) {
+    cublasLtMatmulAlgo_t algo = p.algo;
+    const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split,
+                                             sizeof(split)) != CUBLAS_STATUS_SUCCESS ||
+        (split > 1 &&
+         cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                              sizeof(scheme)) != CUBLAS_STATUS_SUCCESS)) {
+      continue;
+    }
+    cublasLtMatmulHeuristicResult_t check{};
+    if (cublasLtMatmulAlgoCheck(static_cast<cublasLtHandle_t>(handle_), p.desc, p.a, p.b, p.d, p.d,
+                                &algo, &check) == CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= workspace_bytes_) {
+      candidates.push_back(algo);
+    }
+  }
+  // The legacy default stream cannot be captured: a blocking stream of its own is ordered with
+  // it both ways.
+  cudaStream_t timing = stream;
+  if (stream == nullptr) check_cuda(cudaStreamCreate(&timing), "fp8 gemm tuning: stream");
+  std::vector<float> ms(candidates.size());
+  try {
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      ms[i] =
+          graph_milliseconds(timing, [&] { matmul(p, &candidates[i], weight, xq, out, timing); });
+    }
+  } catch (...) {
+    if (timing != stream) cudaStreamDestroy(timing);
+    throw;
+  }
+  if (timing != stream) cudaStreamDestroy(timing);
+  const size_t best = static_cast<size_t>(std::min_element(ms.begin(), ms.end()) - ms.begin());
+  if (ms[best] < (1.0 - kTuneMinGain) * ms[0]) p.algo = candidates[best];
+  p.tuned = true;
 }
 
 }  // namespace quench

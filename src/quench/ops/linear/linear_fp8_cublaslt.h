@@ -41,7 +41,9 @@ int32_t fp8_activation_group(const LinearWeight& w, int32_t in_features);
 bool fp8_gemm_takes_weight(const LinearWeight& w, int32_t in_features);
 
 // A cuBLASLt handle with its own workspace (nothing allocated under graph capture) and the
-// algorithm chosen once per shape.
+// algorithm chosen once per shape: cuBLASLt's heuristic, or for block-scaled batched-decode
+// shapes the fastest K split timed on the first call outside graph capture
+// (QUENCH_FP8_GEMM_TUNE=0: the heuristic's always).
 class Fp8Gemm {
  public:
   Fp8Gemm();  // throws quench::Error naming cuBLASLt's status when it cannot start
@@ -68,8 +70,13 @@ class Fp8Gemm {
   struct Plan;
   using Key = std::tuple<int32_t, int32_t, int32_t, int, DType>;
   // The plan of a shape, made on first use; null where cuBLASLt has no algorithm for it.
-  const Plan* plan(int32_t tokens, int32_t in_features, int32_t out_features, WeightScaling scaling,
-                   DType out_dtype) const;
+  Plan* plan(int32_t tokens, int32_t in_features, int32_t out_features, WeightScaling scaling,
+             DType out_dtype) const;
+  // One cublasLtMatmul of the plan's problem with `algo` (a cublasLtMatmulAlgo_t).
+  void matmul(const Plan& p, const void* algo, const void* weight, const uint8_t* xq, void* out,
+              cudaStream_t stream) const;
+  // Picks the plan's K split by timing (linear_fp8_cublaslt.cc says when and why).
+  void tune(Plan& p, const void* weight, const uint8_t* xq, void* out, cudaStream_t stream) const;
 
   void* handle_ = nullptr;  // cublasLtHandle_t
   void* workspace_ = nullptr;
