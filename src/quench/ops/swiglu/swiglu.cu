@@ -38,8 +38,10 @@ __global__ void swiglu_kernel(int64_t total, int32_t features, const uint16_t* g
   }
 }
 
-// 8 features per thread (16-byte loads and stores) where the rows are whole vectors: the element
-// kernel above took 5.1 us for 32 rows of 8192 on the H100 (bench/LOG.md, thirty-third session).
+// 8 features per thread (16-byte loads and stores) where the rows are whole vectors: an eighth of
+// the element kernel's memory instructions. At 32 rows of 8192 both take ~5.1 us on the H100
+// (eager, bench/LOG.md thirty-third session: a launch and one round trip bound them); prefill's
+// thousands of rows are where the instruction count matters (not measured apart).
 __global__ void swiglu_vector_kernel(int64_t total_vectors, int32_t row_vectors,
                                      const uint16_t* gate_up, uint16_t* out) {
   const auto* in = reinterpret_cast<const uint4*>(gate_up);
@@ -127,10 +129,11 @@ void swiglu_cuda(int32_t rows, int32_t features, const uint16_t* gate_up, uint16
     swiglu_cuda(rows, features, gate_up, out, stream);
     return;
   }
-  QUENCH_REQUIRE(
-      rows >= 0 && features >= 8 && features % 8 == 0 && features <= kSwigluFp8MaxFeatures,
-      "swiglu with an FP8 output: ", features,
-      " features are not supported; allowed: a multiple of 8 up to ", kSwigluFp8MaxFeatures);
+  QUENCH_REQUIRE(rows >= 0, "swiglu with an FP8 output: rows ", rows, " must be >= 0");
+  QUENCH_REQUIRE(features >= 8 && features % 8 == 0 && features <= kSwigluFp8MaxFeatures,
+                 "swiglu with an FP8 output: ", features,
+                 " features are not supported; allowed: a multiple of 8 up to ",
+                 kSwigluFp8MaxFeatures);
   QUENCH_REQUIRE(gate_up != nullptr && aligned16(gate_up) && aligned16(out),
                  "swiglu with an FP8 output: gate_up must not be null, and gate_up and out must "
                  "be 16-byte aligned");
