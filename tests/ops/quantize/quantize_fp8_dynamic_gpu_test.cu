@@ -106,7 +106,7 @@ TEST(QuantizeFp8DynamicGpu, RejectsWhatItDoesNotTake) {
     quantize_fp8_dynamic_rows_cuda(2, cols, group, x.as<uint16_t>(), out.as<uint8_t>(),
                                    scales.as<float>(), nullptr);
   };
-  EXPECT_QUENCH_ERROR(run(12, 12), {"12 columns", "a positive multiple of 8"});
+  EXPECT_QUENCH_ERROR(run(12, 12), {"width 12", "a positive multiple of 8"});
   EXPECT_QUENCH_ERROR(run(192, 64), {"group 64", "or 128 where"});
   EXPECT_QUENCH_ERROR(run(200, 128), {"group 128 over 200", "a multiple of 128"});
   Fp8DynamicLayout short_padding;

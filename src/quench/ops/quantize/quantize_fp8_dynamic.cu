@@ -23,9 +23,8 @@ constexpr int kThreads = 256;
 
 struct Args {
   int32_t rows = 0, cols = 0;
-  int32_t padded_rows = 0;  // CTAs; rows past `rows` are written as zeros, scale 1
   const uint16_t* x = nullptr;
-  Fp8RowsOut out;  // codes, scales, group and scale order
+  Fp8RowsOut out;  // codes, scales, group, scale order; one CTA per out.padded_rows(rows)
 };
 
 template <bool kGroup128>
@@ -34,8 +33,9 @@ __global__ void __launch_bounds__(kThreads) quantize_dynamic_kernel(Args a) {
   const int tid = static_cast<int>(threadIdx.x);
   const int cols = a.cols;
   const int vectors = cols / 8;
+  const int32_t padded_rows = a.out.padded_rows(a.rows);  // rows past `rows`: zeros, scale 1
   if (row >= a.rows) {
-    fp8_rows_device::store_padding_row<kThreads>(a.out, a.padded_rows, row, cols);
+    fp8_rows_device::store_padding_row<kThreads>(a.out, padded_rows, row, cols);
     return;
   }
   const auto* in = reinterpret_cast<const uint4*>(a.x + row * cols);
@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(kThreads) quantize_dynamic_kernel(Args a) {
       const int v = base + tid;
       float values[8] = {};
       if (v < vectors) unpack_bf16x8(__ldg(in + v), values);
-      fp8_rows_device::store_group_vector(a.out, a.padded_rows, row, cols, v, v < vectors, values);
+      fp8_rows_device::store_group_vector(a.out, padded_rows, row, cols, v, v < vectors, values);
     }
   } else {
     // The row's amax first, then a second pass quantizes (the row is L1/L2-hot by then).
@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(kThreads) quantize_dynamic_kernel(Args a) {
       dst[v] = pack_fp8x8(values, scale, inv_scale, Fp8Format::kE4M3);
     }
     if (tid == 0) {
-      fp8_rows_device::scale_at(a.out.scales, a.out.layout.scales_by_group, a.padded_rows, 1, row,
+      fp8_rows_device::scale_at(a.out.scales, a.out.layout.scales_by_group, padded_rows, 1, row,
                                 0) = scale;
     }
   }
@@ -81,32 +81,24 @@ void quantize_fp8_dynamic_rows_cuda(int32_t rows, int32_t cols, int32_t group, c
 void quantize_fp8_dynamic_rows_cuda(int32_t rows, int32_t cols, int32_t group, const uint16_t* x,
                                     uint8_t* out, float* scales, const Fp8DynamicLayout& layout,
                                     cudaStream_t stream) {
-  QUENCH_REQUIRE(
-      rows >= 0 && cols >= 8 && cols % 8 == 0, "quantize_fp8_dynamic_rows: ", rows, " rows x ",
-      cols, " columns are not supported; allowed: rows >= 0, columns a positive multiple of 8");
-  QUENCH_REQUIRE(group == cols || (group == 128 && cols % 128 == 0),
-                 "quantize_fp8_dynamic_rows: group ", group, " over ", cols,
-                 " columns is not supported; allowed: the whole row (", cols,
-                 "), or 128 where the columns are a multiple of 128");
-  QUENCH_REQUIRE(layout.padded_rows == 0 || layout.padded_rows >= rows,
-                 "quantize_fp8_dynamic_rows: padded_rows ", layout.padded_rows,
-                 " is fewer than the ", rows, " rows; allowed: 0 (none) or >= rows");
-  QUENCH_REQUIRE(x != nullptr && out != nullptr && scales != nullptr,
-                 "quantize_fp8_dynamic_rows: x, out and scales must not be null");
-  QUENCH_REQUIRE(
-      reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0,
-      "quantize_fp8_dynamic_rows: x must be 16-byte aligned and out 8-byte aligned");
+  QUENCH_REQUIRE(rows >= 0, "quantize_fp8_dynamic_rows: rows ", rows, " must be >= 0");
+  QUENCH_REQUIRE(x != nullptr && out != nullptr,
+                 "quantize_fp8_dynamic_rows: x and out must not be null");
+  QUENCH_REQUIRE(reinterpret_cast<uintptr_t>(x) % 16 == 0,
+                 "quantize_fp8_dynamic_rows: x must be 16-byte aligned");
   Args a;
   a.rows = rows;
   a.cols = cols;
-  a.padded_rows = layout.padded_rows > 0 ? layout.padded_rows : rows;
   a.x = x;
   a.out.data = out;
   a.out.scales = scales;
   a.out.group = group;
   a.out.layout = layout;
-  if (a.padded_rows == 0) return;
-  const auto blocks = static_cast<unsigned>(a.padded_rows);
+  // The same output checks as the kernels that write these rows themselves (fp8_rows_out.h).
+  check_fp8_rows_out("quantize_fp8_dynamic_rows", a.out, rows, cols);
+  const int32_t padded_rows = a.out.padded_rows(rows);
+  if (padded_rows == 0) return;
+  const auto blocks = static_cast<unsigned>(padded_rows);
   if (group == cols) {
     quantize_dynamic_kernel<false><<<blocks, kThreads, 0, stream>>>(a);
   } else {
