@@ -175,7 +175,8 @@ BenchRecord fp8_weight_record(const std::string& name, size_t fp8_bytes, double 
 }
 
 // One "fp8 gemm" case: linear_fp8_gemm_cuda (quantize + cuBLASLt's FP8 GEMM) over an FP8 weight
-// with per-channel scales (or 128 x 128 blocks, the rows padded to 8) beside cuBLAS's bf16 GEMM,
+// with per-channel scales (with their group_scales, as the runner uploads them; the kernels
+// QUENCH_FP8_CHANNEL_GEMM picks) or 128 x 128 blocks (the rows padded to 8) beside cuBLAS's bf16 GEMM,
 // both timed as a layer (the quantization kernel counts), at every token count: even where
 // linear_fp8_weight_cuda would stream the weight instead. The note adds the GEMM alone.
 void run_fp8_gemm_case(BenchReporter& reporter, cudaStream_t stream, double ceiling,
@@ -189,10 +190,14 @@ void run_fp8_gemm_case(BenchReporter& reporter, cudaStream_t stream, double ceil
   w.scaling = blocks ? WeightScaling::kBlock : WeightScaling::kChannel;
   w.block_out = w.block_in = blocks ? 128 : 0;
   w.data = fp8_weights[0]->as<void>();
-  const int32_t rows = fp8_gemm_rows(tokens, w);
   const auto scale_count = static_cast<size_t>(weight_scale_count(w, s.out, s.in));
+  DeviceBuffer group_scales(blocks ? 4 : scale_count * static_cast<size_t>(s.in / 128) * 4);
+  cuda_check(cudaMemsetAsync(group_scales.as<void>(), 0x3c, group_scales.bytes(), stream),
+             "memset");
+  if (!blocks) w.group_scales = group_scales.as<float>();
+  const int32_t rows = fp8_gemm_rows(tokens, s.in, w);
   const size_t x_scale_count =
-      static_cast<size_t>(rows) * static_cast<size_t>(s.in / fp8_activation_group(w, s.in));
+      static_cast<size_t>(rows) * static_cast<size_t>(s.in / fp8_activation_group(w, tokens, s.in));
   DeviceBuffer scales(scale_count * 4), x(static_cast<size_t>(tokens) * s.in * 2),
       xq(static_cast<size_t>(rows) * s.in), sx(x_scale_count * 4),
       y(static_cast<size_t>(rows) * s.out * 2);
@@ -253,7 +258,7 @@ void run_fp8_weight_cases(const BenchOptions& options, BenchReporter& reporter, 
   for (const LayerShape& s : shapes) {
     // The FP8 GEMM (W8A8) beside cuBLAS's bf16 GEMM (run_fp8_gemm_case).
     for (const bool blocks : {false, true}) {
-      for (int32_t tokens : {4, 8, 16, 32, 64, 2048}) {
+      for (int32_t tokens : {4, 8, 16, 32, 64, 128, 256, 512, 2048}) {
         if (options.quick) continue;
         const std::string name =
             str_cat(s.model, " ", s.layer, blocks ? " fp8 block gemm " : " fp8 gemm ", s.in, "->",

@@ -58,10 +58,11 @@ DeviceBuffer upload_weight(const Bf16Weight& w) {
 }
 
 // One linear layer's weight on the device: bf16, or FP8 with one scale per output row (a
-// checkpoint's per-tensor scale repeated) or per 128 x 128 block, and the descriptor the kernels
-// take.
+// checkpoint's per-tensor scale repeated; with them repeated per 128 columns for the FP8 GEMM's
+// block-scaled kernels where the input is a multiple of 512) or per 128 x 128 block, and the
+// descriptor the kernels take.
 struct DeviceLinear {
-  DeviceBuffer data, scales;
+  DeviceBuffer data, scales, group_scales;
   LinearWeight weight;
 };
 
@@ -91,6 +92,12 @@ DeviceLinear upload_linear(std::initializer_list<const Bf16Weight*> bf16,
   l.weight.scaling = first.blocks() ? WeightScaling::kBlock : WeightScaling::kChannel;
   l.weight.block_out = first.block_out();
   l.weight.block_in = first.block_in();
+  if (l.weight.scaling != WeightScaling::kChannel) return l;
+  const auto in = static_cast<int32_t>(first.bytes().size() / first.scales().size());
+  if (in % kBlockGemmInputMultiple == 0) {
+    l.group_scales = upload(channel_scales_by_group(scales, in));
+    l.weight.group_scales = l.group_scales.as<float>();
+  }
   return l;
 }
 
@@ -685,15 +692,19 @@ bool DeviceDecoderModel::keeps_fp8_weights(const ModelConfig& c, int32_t sm) {
 int64_t DeviceDecoderModel::weight_bytes(const ModelWeights& weights) {
   size_t elements = weights.embed_tokens.size() + weights.final_norm.size();
   if (weights.lm_head.data() != weights.embed_tokens.data()) elements += weights.lm_head.size();
-  size_t fp8_bytes = 0;  // FP8 linear weights: a byte each, and a 4-byte scale per row
+  // FP8 linear weights: a byte each and their 4-byte scales; per-channel ones also their scales
+  // per 128 columns (upload_linear).
+  size_t fp8_bytes = 0;
   for (const DecoderLayerWeights& w : weights.layers) {
     for (const Bf16Weight* part : {&w.input_norm, &w.q_proj, &w.k_proj, &w.v_proj, &w.o_proj,
                                    &w.q_norm, &w.k_norm, &w.q_bias, &w.k_bias, &w.v_bias,
                                    &w.post_attention_norm, &w.gate_proj, &w.up_proj, &w.down_proj})
       elements += part->size();
     for (const Fp8Weight* part : {&w.fp8.q_proj, &w.fp8.k_proj, &w.fp8.v_proj, &w.fp8.o_proj,
-                                  &w.fp8.gate_proj, &w.fp8.up_proj, &w.fp8.down_proj})
+                                  &w.fp8.gate_proj, &w.fp8.up_proj, &w.fp8.down_proj}) {
       fp8_bytes += part->bytes().size() + 4 * part->scales().size();
+      if (!part->empty() && !part->blocks()) fp8_bytes += part->bytes().size() / 128 * 4;
+    }
   }
   return static_cast<int64_t>(elements * sizeof(uint16_t) + fp8_bytes);
 }

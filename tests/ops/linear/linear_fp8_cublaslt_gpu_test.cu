@@ -1,9 +1,10 @@
 // The FP8 GEMM over FP8 weights (linear_fp8_cublaslt.h): activations quantized on the GPU per
 // token (quantize_fp8_dynamic.h), multiplied by cuBLASLt, against linear_fp8_weight_reference
-// over the dequantized activations, per-channel and 128 x 128 block weight scales (activation
-// scales per 128 columns, group-major, token counts padded to 8 with zero rows), token counts of
-// decode batches and a prefill chunk, both output dtypes; per-tensor scales, other blocks and
-// ragged block token counts are refused. The FP8 tensor
+// over the dequantized activations, per-channel weight scales (on the outer-vector kernels, and
+// with their group_scales on the 128-column block-scaled ones) and 128 x 128 block weight scales
+// (block-scaled kernels: activation scales per 128 columns, group-major, token counts padded to 8
+// with zero rows), token counts of decode batches and a prefill chunk, both output dtypes;
+// per-tensor scales, other blocks and ragged token counts on the block-scaled kernels are refused. The FP8 tensor
 // cores sum 32 products at a time before their fp32 accumulation, so the bound is looser than the
 // fp32 kernels': 2^-10 of the sum of the terms' magnitudes (a wrong scale index or layout is off by
 // the terms themselves).
@@ -28,18 +29,20 @@ using testing_support::DeviceBuffer;
 using testing_support::Fp8TestWeight;
 using testing_support::random_linear_bf16;
 
+// `weight` is w.device(), or that with group_scales.
 void expect_matches_reference(const Fp8Gemm& gemm, int32_t tokens, const Fp8TestWeight& w,
-                              uint64_t seed) {
+                              const LinearWeight& weight, uint64_t seed) {
+  const bool blockwise = fp8_gemm_blockwise(weight, tokens, w.in);
   SCOPED_TRACE(::testing::Message() << tokens << " x " << w.in << " -> " << w.out << " "
-                                    << weight_scaling_name(w.scaling));
-  const LinearWeight weight = w.device();
-  const int32_t padded = w.scaling == WeightScaling::kBlock ? (tokens + 7) / 8 * 8 : tokens;
+                                    << weight_scaling_name(w.scaling)
+                                    << (blockwise ? " (block-scaled kernels)" : ""));
+  const int32_t padded = blockwise ? (tokens + 7) / 8 * 8 : tokens;
   ASSERT_TRUE(gemm.supports(padded, w.in, w.out, weight, DType::kBF16));
   const auto x = random_linear_bf16(static_cast<size_t>(tokens) * w.in, 1.0f, seed);
   std::vector<float> xf(x.size());
   for (size_t i = 0; i < x.size(); ++i)
     xf[i] = bf16_bits_to_float(x[i]);
-  const int32_t group = fp8_activation_group(weight, w.in);
+  const int32_t group = fp8_activation_group(weight, tokens, w.in);
   std::vector<uint8_t> xq(x.size());
   std::vector<float> sx(static_cast<size_t>(tokens) * (w.in / group));
   quantize_fp8_dynamic_rows_reference(xf.data(), tokens, w.in, group, xq.data(), sx.data());
@@ -50,14 +53,13 @@ void expect_matches_reference(const Fp8Gemm& gemm, int32_t tokens, const Fp8Test
         sx[i / static_cast<size_t>(w.in) * (w.in / group) + i % static_cast<size_t>(w.in) / group];
   const std::vector<float> want = w.reference(tokens, xd);
 
-  // Block weights: the rows padded to 8 (zeros, scale 1) and the scales group-major.
-  const bool blocks = w.scaling == WeightScaling::kBlock;
+  // Block-scaled kernels: the rows padded to 8 (zeros, scale 1) and the scales group-major.
   const DeviceBuffer dx = DeviceBuffer::from_host(x);
   const DeviceBuffer dxq(static_cast<size_t>(padded) * w.in),
       dsx(static_cast<size_t>(padded) * (w.in / group) * 4);
   Fp8DynamicLayout layout;
   layout.padded_rows = padded;
-  layout.scales_by_group = blocks;
+  layout.scales_by_group = blockwise;
   quantize_fp8_dynamic_rows_cuda(tokens, w.in, group, dx.as<uint16_t>(), dxq.as<uint8_t>(),
                                  dsx.as<float>(), layout, nullptr);
   const DeviceBuffer y16(static_cast<size_t>(padded) * w.out * 2),
@@ -94,7 +96,25 @@ TEST(LinearFp8CublasltGpu, PerChannelWeightsMatchTheReference) {
        std::vector<std::pair<int32_t, int32_t>>{{256, 384}, {2048, 3072}, {1024, 200}}) {
     const Fp8TestWeight w(out, in, WeightScaling::kChannel, 0, 0, seed += 2);
     for (int32_t tokens : {3, 16, 32, 200})
-      expect_matches_reference(gemm, tokens, w, seed += 2);
+      expect_matches_reference(gemm, tokens, w, w.device(), seed += 2);
+  }
+}
+
+// With group_scales (as the runner uploads them where the input is a multiple of 512): the
+// 128-column block-scaled kernels up to kChannelGroupsMaxTokens tokens (their K splits tuned up to
+// 64), the outer-vector ones past it and for 256 inputs.
+
+TEST(LinearFp8CublasltGpu, PerChannelWeightsOnBlockScaledKernelsMatchTheReference) {
+  const Fp8Gemm gemm;
+  uint64_t seed = 41;
+  for (const auto& [in, out] : std::vector<std::pair<int32_t, int32_t>>{
+           {256, 384}, {2048, 3072}, {1024, 200}, {8192, 512}, {4096, 640}}) {
+    const Fp8TestWeight w(out, in, WeightScaling::kChannel, 0, 0, seed += 2);
+    const DeviceBuffer group_scales = DeviceBuffer::from_host(channel_scales_by_group(w.scales, in));
+    LinearWeight weight = w.device();
+    weight.group_scales = group_scales.as<float>();
+    for (int32_t tokens : {3, 8, 17, 32, 64, kChannelGroupsMaxTokens, 200})
+      expect_matches_reference(gemm, tokens, w, weight, seed += 2);
   }
 }
 
@@ -105,7 +125,7 @@ TEST(LinearFp8CublasltGpu, BlockWeightsMatchTheReference) {
        std::vector<std::pair<int32_t, int32_t>>{{512, 384}, {2048, 3072}, {1024, 200}}) {
     const Fp8TestWeight w(out, in, WeightScaling::kBlock, 128, 128, seed += 2);
     for (int32_t tokens : {3, 8, 17, 32, 200})
-      expect_matches_reference(gemm, tokens, w, seed += 2);
+      expect_matches_reference(gemm, tokens, w, w.device(), seed += 2);
   }
 }
 
@@ -140,6 +160,14 @@ TEST(LinearFp8CublasltGpu, RejectsWhatItDoesNotTake) {
   LinearWeight small_blocks = blocks;
   small_blocks.block_out = small_blocks.block_in = 64;
   EXPECT_FALSE(gemm.supports(8, 512, 16, small_blocks, DType::kBF16));
+  // Per-channel weights on the block-scaled kernels take token counts a multiple of 8, as blocks.
+  LinearWeight channel_groups = channel;
+  channel_groups.group_scales = s.as<float>();
+  EXPECT_QUENCH_ERROR(run(512, channel_groups, DType::kBF16),
+                      {"4 tokens", "per channel", "a multiple of 8"});
+  EXPECT_FALSE(gemm.supports(4, 512, 16, channel_groups, DType::kBF16));
+  EXPECT_TRUE(gemm.supports(8, 512, 16, channel_groups, DType::kBF16));
+  EXPECT_TRUE(gemm.supports(4, 384, 16, channel_groups, DType::kBF16));  // outer vectors
 }
 
 }  // namespace

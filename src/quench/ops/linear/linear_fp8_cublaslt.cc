@@ -78,10 +78,55 @@ bool tuning_enabled() {
   return enabled;
 }
 
+// QUENCH_FP8_CHANNEL_GEMM=auto|groups|outer (read once; default auto): whether per-channel
+// weights with group_scales run the 128-column block-scaled kernels up to kChannelGroupsMaxTokens
+// tokens, always, or never (an A/B switch).
+const std::string& channel_gemm_switch() {
+  static const std::string value =
+      env_switch("QUENCH_FP8_CHANNEL_GEMM", {"auto", "groups", "outer"});
+  return value;
+}
+
+constexpr int32_t kScaleGroup = 128;
+static_assert(kChannelGroupsMaxTokens % kBlockGemmTokenMultiple == 0);
+
+// Whether a per-channel weight runs `tokens` rows on the 128-column block-scaled kernels.
+bool channel_by_groups(const LinearWeight& w, int32_t tokens, int32_t in_features) {
+  if (w.scaling != WeightScaling::kChannel || w.group_scales == nullptr ||
+      in_features % kBlockGemmInputMultiple != 0)
+    return false;
+  const std::string& mode = channel_gemm_switch();
+  return mode == "groups" || (mode != "outer" && tokens <= kChannelGroupsMaxTokens);
+}
+
 }  // namespace
 
-int32_t fp8_activation_group(const LinearWeight& w, int32_t in_features) {
-  return w.scaling == WeightScaling::kBlock ? 128 : in_features;
+Fp8Gemm::ScaleMode Fp8Gemm::scale_mode(const LinearWeight& w, int32_t tokens,
+                                       int32_t in_features) {
+  if (w.scaling == WeightScaling::kBlock) return ScaleMode::kBlocks;
+  return channel_by_groups(w, tokens, in_features) ? ScaleMode::kChannelGroups
+                                                   : ScaleMode::kOuterVectors;
+}
+
+bool fp8_gemm_blockwise(const LinearWeight& w, int32_t tokens, int32_t in_features) {
+  return fp8_gemm_takes_weight(w, in_features) &&
+         (w.scaling == WeightScaling::kBlock || channel_by_groups(w, tokens, in_features));
+}
+
+int32_t fp8_activation_group(const LinearWeight& w, int32_t tokens, int32_t in_features) {
+  return fp8_gemm_blockwise(w, tokens, in_features) ? kScaleGroup : in_features;
+}
+
+std::vector<float> channel_scales_by_group(std::span<const float> channel_scales,
+                                           int32_t in_features) {
+  QUENCH_REQUIRE(in_features > 0 && in_features % kScaleGroup == 0,
+                 "channel_scales_by_group: ", in_features, " inputs are not supported; allowed: a ",
+                 "positive multiple of ", kScaleGroup);
+  const size_t out = channel_scales.size(), groups = static_cast<size_t>(in_features / kScaleGroup);
+  std::vector<float> by_group(out * groups);
+  for (size_t g = 0; g < groups; ++g)
+    std::copy(channel_scales.begin(), channel_scales.end(), by_group.begin() + g * out);
+  return by_group;
 }
 
 bool fp8_gemm_takes_weight(const LinearWeight& w, int32_t in_features) {
@@ -129,9 +174,9 @@ Fp8Gemm::~Fp8Gemm() {
 }
 
 Fp8Gemm::Plan* Fp8Gemm::plan(int32_t tokens, int32_t in_features, int32_t out_features,
-                             WeightScaling scaling, DType out_dtype) const {
+                             ScaleMode mode, DType out_dtype) const {
   const std::lock_guard<std::mutex> lock(mutex_);
-  const Key key{tokens, in_features, out_features, static_cast<int>(scaling), out_dtype};
+  const Key key{tokens, in_features, out_features, mode, out_dtype};
   if (const auto it = plans_.find(key); it != plans_.end()) return it->second.get();
   auto p = std::make_unique<Plan>();
   const cudaDataType_t d_type = out_dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -140,12 +185,15 @@ Fp8Gemm::Plan* Fp8Gemm::plan(int32_t tokens, int32_t in_features, int32_t out_fe
   set_attribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, transpose, "transa");
   set_attribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, keep, "transb");
   // Per-channel weight scales and per-token activation scales: an outer vector each; 128 x 128
-  // weight blocks with per-token 128-column activation scales.
-  const bool blocks = scaling == WeightScaling::kBlock;
-  const int32_t a_mode = blocks ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
-                                : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-  const int32_t b_mode =
-      blocks ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  // weight blocks or per-channel scales per 128 columns with per-token 128-column activation
+  // scales.
+  const int32_t a_mode = mode == ScaleMode::kBlocks ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
+                         : mode == ScaleMode::kChannelGroups
+                             ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
+                             : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  const int32_t b_mode = mode == ScaleMode::kOuterVectors
+                             ? CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F
+                             : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   set_attribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, a_mode, "a scale mode");
   set_attribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, b_mode, "b scale mode");
   // The heuristic sees the pointer kinds; the values are set per call.
@@ -176,7 +224,8 @@ Fp8Gemm::Plan* Fp8Gemm::plan(int32_t tokens, int32_t in_features, int32_t out_fe
     return nullptr;
   }
   p->algo = result.algo;
-  p->tuned = scaling != WeightScaling::kBlock || tokens > kTuneMaxTokens || !tuning_enabled();
+  // Outer-vector kernels do not split K (bench/LOG.md, thirty-third session): nothing to tune.
+  p->tuned = mode == ScaleMode::kOuterVectors || tokens > kTuneMaxTokens || !tuning_enabled();
   Plan* made = p.get();
   plans_[key] = std::move(p);
   return made;
@@ -186,9 +235,10 @@ bool Fp8Gemm::supports(int32_t tokens, int32_t in_features, int32_t out_features
                        const LinearWeight& w, DType out_dtype) const {
   if (!fp8_gemm_takes_weight(w, in_features) || tokens < 1 || out_features < 1 ||
       (out_dtype != DType::kBF16 && out_dtype != DType::kF32) ||
-      (w.scaling == WeightScaling::kBlock && tokens % kBlockGemmTokenMultiple != 0))
+      (fp8_gemm_blockwise(w, tokens, in_features) && tokens % kBlockGemmTokenMultiple != 0))
     return false;
-  return plan(tokens, in_features, out_features, w.scaling, out_dtype) != nullptr;
+  return plan(tokens, in_features, out_features, scale_mode(w, tokens, in_features), out_dtype) !=
+         nullptr;
 }
 
 void Fp8Gemm::run(int32_t tokens, int32_t in_features, int32_t out_features, const uint8_t* xq,
@@ -207,15 +257,18 @@ void Fp8Gemm::run(int32_t tokens, int32_t in_features, int32_t out_features, con
                  " inputs are not supported; allowed: per channel (a per-tensor scale repeated "
                  "per row is one), or 128 x 128 blocks with inputs a multiple of ",
                  kBlockGemmInputMultiple);
-  QUENCH_REQUIRE(w.scaling != WeightScaling::kBlock || tokens % kBlockGemmTokenMultiple == 0,
-                 "fp8 gemm: ", tokens, " tokens over block-scaled weights are not supported; ",
-                 "allowed: a multiple of ", kBlockGemmTokenMultiple, " (pad the rows)");
+  const ScaleMode mode = scale_mode(w, tokens, in_features);
+  QUENCH_REQUIRE(mode == ScaleMode::kOuterVectors || tokens % kBlockGemmTokenMultiple == 0,
+                 "fp8 gemm: ", tokens, " tokens are not supported over ",
+                 weight_scaling_name(w.scaling), " weights on the 128-column block-scaled ",
+                 "kernels; allowed: a multiple of ", kBlockGemmTokenMultiple, " (pad the rows)");
   if (tokens == 0) return;
-  Plan* p = plan(tokens, in_features, out_features, w.scaling, out_dtype);
+  Plan* p = plan(tokens, in_features, out_features, mode, out_dtype);
   QUENCH_REQUIRE(p != nullptr, "fp8 gemm: cuBLASLt has no algorithm for ", tokens, " tokens x ",
                  in_features, " -> ", out_features, " with ", weight_scaling_name(w.scaling),
                  " weight scales on this GPU (FP8 GEMMs need sm_89+ and cuBLAS 12.9+)");
-  set_attribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w.scales, "a scale");
+  const float* w_scales = mode == ScaleMode::kChannelGroups ? w.group_scales : w.scales;
+  set_attribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w_scales, "a scale");
   set_attribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scales, "b scale");
   if (!p->tuned) tune(*p, w.data, xq, out, stream);
   matmul(*p, &p->algo, w.data, xq, out, stream);

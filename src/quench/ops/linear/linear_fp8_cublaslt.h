@@ -3,6 +3,9 @@
 // their scales, accumulating in fp32:
 //   per channel: out[t][n] = sx[t] * sw[n] * sum_k xq[t][k] * wq[n][k]
 //   128 x 128 blocks: out[t][n] = sum_b sx[t][b] * sw[n / 128][b] * sum_{k in b} xq[t][k] wq[n][k]
+//   per channel over 128-column groups (LinearWeight::group_scales): the blocks' sum with
+//   sw[n][b] = sw[n] for every group b, which is the per-channel product exactly; activation
+//   scales per 128 columns as for blocks.
 // A per-tensor weight scale repeated per row is a per-channel one (cuBLASLt pairs no scalar
 // weight scale with per-token activation scales, H100 with CUDA 13.0). Block weights take their
 // scales in the checkpoint's layout ([ceil(out / 128), in / 128] row-major) and the activation
@@ -20,7 +23,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <tuple>
+#include <vector>
 
 #include "quench/core/dtype.h"
 #include "quench/ops/linear/linear_weight.h"
@@ -32,9 +37,30 @@ namespace quench {
 inline constexpr int32_t kBlockGemmTokenMultiple = 8;
 inline constexpr int32_t kBlockGemmInputMultiple = 512;
 
-// Columns per activation scale that the GEMM pairs with `w`: 128 for block weights (scales
-// group-major: quantize_fp8_dynamic's scales_by_group), else the whole row (one per token).
-int32_t fp8_activation_group(const LinearWeight& w, int32_t in_features);
+// Per-channel weights with group_scales run the block-scaled kernels up to this many tokens
+// (a multiple of kBlockGemmTokenMultiple); past it the outer-vector kernels, which are faster at
+// prefill sizes (bench/LOG.md, thirty-fourth session).
+inline constexpr int32_t kChannelGroupsMaxTokens = 128;
+
+// Whether the GEMM multiplies `tokens` rows by `w` over in_features inputs on the 128-column
+// block-scaled kernels: 128 x 128 block weights, or per-channel ones with group_scales up to
+// kChannelGroupsMaxTokens tokens (QUENCH_FP8_CHANNEL_GEMM=auto|groups|outer: that rule, always,
+// never), with in_features a multiple of kBlockGemmInputMultiple. Those take activation scales
+// per 128 columns and token counts a multiple of kBlockGemmTokenMultiple (callers pad the rows:
+// padding never crosses kChannelGroupsMaxTokens).
+bool fp8_gemm_blockwise(const LinearWeight& w, int32_t tokens, int32_t in_features);
+
+// Columns per activation scale that the GEMM pairs with `w` for `tokens` rows: 128 where
+// fp8_gemm_blockwise (scales group-major: quantize_fp8_dynamic's scales_by_group), else the whole
+// row (one per token).
+int32_t fp8_activation_group(const LinearWeight& w, int32_t tokens, int32_t in_features);
+
+// A per-channel weight's scales (one per output row) as LinearWeight::group_scales: each repeated
+// for the in_features / 128 column groups, group-major ([in / 128, out], out fastest; cuBLASLt's
+// layout of 128-column weight scales for this transposed operand). Throws quench::Error unless
+// in_features is a positive multiple of 128.
+std::vector<float> channel_scales_by_group(std::span<const float> channel_scales,
+                                           int32_t in_features);
 
 // Whether the GEMM takes `w` over in_features inputs: per channel, or 128 x 128 blocks with
 // in_features a multiple of kBlockGemmInputMultiple.
@@ -51,14 +77,15 @@ class Fp8Gemm {
   Fp8Gemm(const Fp8Gemm&) = delete;
   Fp8Gemm& operator=(const Fp8Gemm&) = delete;
 
-  // Whether the shape is taken: fp8_gemm_takes_weight, a token count the weight's scaling allows,
+  // Whether the shape is taken: fp8_gemm_takes_weight, a token count the weight's scaling allows
+  // (fp8_gemm_blockwise: a multiple of kBlockGemmTokenMultiple),
   // and a cuBLASLt algorithm for it on this GPU (FP8 tensor cores: sm_89+). Asked of cuBLASLt once
   // per shape; never throws for an unsupported one.
   bool supports(int32_t tokens, int32_t in_features, int32_t out_features, const LinearWeight& w,
                 DType out_dtype) const;
 
-  //   xq: e4m3 [tokens, in]; x_scales: fp32, one per token (per channel) or [in / 128, tokens]
-  //   (blocks);
+  //   xq: e4m3 [tokens, in]; x_scales: fp32, [in / 128, tokens] where fp8_gemm_blockwise, else
+  //   one per token;
   //   w: FP8 [out, in] with scales; out: [tokens, out] in out_dtype (bf16 or f32).
   // in a multiple of 16; 16-byte aligned pointers. Throws quench::Error naming what is not
   // supported (dtypes, sizes, or no cuBLASLt algorithm for the shape).
@@ -68,9 +95,16 @@ class Fp8Gemm {
 
  private:
   struct Plan;
-  using Key = std::tuple<int32_t, int32_t, int32_t, int, DType>;
+  // How the weight's scales meet cuBLASLt.
+  enum class ScaleMode : uint8_t {
+    kOuterVectors,   // per-channel x per-token outer vectors
+    kChannelGroups,  // per-channel scales repeated per 128 columns x 128-column activation scales
+    kBlocks,         // 128 x 128 weight blocks x 128-column activation scales
+  };
+  static ScaleMode scale_mode(const LinearWeight& w, int32_t tokens, int32_t in_features);
+  using Key = std::tuple<int32_t, int32_t, int32_t, ScaleMode, DType>;
   // The plan of a shape, made on first use; null where cuBLASLt has no algorithm for it.
-  Plan* plan(int32_t tokens, int32_t in_features, int32_t out_features, WeightScaling scaling,
+  Plan* plan(int32_t tokens, int32_t in_features, int32_t out_features, ScaleMode mode,
              DType out_dtype) const;
   // One cublasLtMatmul of the plan's problem with `algo` (a cublasLtMatmulAlgo_t).
   void matmul(const Plan& p, const void* algo, const void* weight, const uint8_t* xq, void* out,

@@ -10,8 +10,8 @@ bool linear_fp8_streams(int32_t tokens, int32_t in_features, int32_t out_feature
   return tokens <= 2 || (tokens <= 4 && int64_t{out_features} < 4 * int64_t{in_features});
 }
 
-int32_t fp8_gemm_rows(int32_t tokens, const LinearWeight& w) {
-  if (w.scaling != WeightScaling::kBlock) return tokens;
+int32_t fp8_gemm_rows(int32_t tokens, int32_t in_features, const LinearWeight& w) {
+  if (!fp8_gemm_blockwise(w, tokens, in_features)) return tokens;
   return (tokens + kBlockGemmTokenMultiple - 1) / kBlockGemmTokenMultiple * kBlockGemmTokenMultiple;
 }
 
@@ -23,8 +23,8 @@ bool linear_fp8_takes_gemm(int32_t tokens, int32_t in_features, int32_t out_feat
 
 Fp8RowsOut fp8_gemm_input(int32_t tokens, int32_t in_features, const LinearWeight& w,
                           const Fp8ActivationScratch& scratch) {
-  const int32_t group = fp8_activation_group(w, in_features);
-  const int32_t rows = fp8_gemm_rows(tokens, w);
+  const int32_t group = fp8_activation_group(w, tokens, in_features);
+  const int32_t rows = fp8_gemm_rows(tokens, in_features, w);
   const int64_t xq_bytes = int64_t{rows} * in_features;
   const int64_t scale_count = int64_t{rows} * (in_features / group);
   QUENCH_REQUIRE(xq_bytes <= scratch.xq_bytes && scale_count <= scratch.scale_count,
@@ -36,7 +36,7 @@ Fp8RowsOut fp8_gemm_input(int32_t tokens, int32_t in_features, const LinearWeigh
   input.scales = scratch.scales;
   input.group = group;
   input.layout.padded_rows = rows;
-  input.layout.scales_by_group = w.scaling == WeightScaling::kBlock;
+  input.layout.scales_by_group = fp8_gemm_blockwise(w, tokens, in_features);
   return input;
 }
 
@@ -46,7 +46,7 @@ void linear_fp8_gemm_quantized_cuda(const Fp8Gemm& gemm, int32_t tokens, int32_t
                                     int32_t out_rows, DType out_dtype, cudaStream_t stream) {
   QUENCH_REQUIRE(tokens >= 0, "linear_fp8_gemm: tokens ", tokens, " must be >= 0");
   if (tokens == 0) return;
-  const int32_t rows = fp8_gemm_rows(tokens, w);
+  const int32_t rows = fp8_gemm_rows(tokens, in_features, w);
   QUENCH_REQUIRE(out_rows >= rows, "linear_fp8_gemm: the output holds ", out_rows, " rows; ",
                  tokens, " tokens over ", weight_scaling_name(w.scaling), " weights need ", rows);
   gemm.run(rows, in_features, out_features, scratch.xq, scratch.scales, w, out, out_dtype, stream);

@@ -28,6 +28,11 @@ struct LinearWeight {
   WeightScaling scaling = WeightScaling::kTensor;
   // kBlock: block_out >= 1 rows, block_in a power of two >= 16 columns (checkpoints: 128 x 128).
   int32_t block_out = 0, block_in = 0;
+  // kChannel, optional (device, fp32): the channel scales repeated over every 128 input columns,
+  // as channel_scales_by_group (linear_fp8_cublaslt.h) lays them out. With them the FP8 GEMM runs
+  // cuBLASLt's 128-column block-scaled kernels, which split K for batched-decode sizes; without
+  // them its outer-vector kernels, which do not (bench/LOG.md, thirty-fourth session).
+  const float* group_scales = nullptr;
 
   bool fp8() const { return dtype == DType::kFP8E4M3; }
   static LinearWeight bf16(const uint16_t* data) {
