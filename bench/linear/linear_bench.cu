@@ -176,8 +176,8 @@ BenchRecord fp8_weight_record(const std::string& name, size_t fp8_bytes, double 
 
 // One "fp8 gemm" case: linear_fp8_gemm_cuda (quantize + cuBLASLt's FP8 GEMM) over an FP8 weight
 // with per-channel scales (with their group_scales, as the runner uploads them; the kernels
-// QUENCH_FP8_CHANNEL_GEMM picks) or 128 x 128 blocks (the rows padded to 8) beside cuBLAS's bf16 GEMM,
-// both timed as a layer (the quantization kernel counts), at every token count: even where
+// QUENCH_FP8_CHANNEL_GEMM picks) or 128 x 128 blocks (the rows padded to 8) beside cuBLAS's bf16
+// GEMM, both timed as a layer (the quantization kernel counts), at every token count: even where
 // linear_fp8_weight_cuda would stream the weight instead. The note adds the GEMM alone.
 void run_fp8_gemm_case(BenchReporter& reporter, cudaStream_t stream, double ceiling,
                        const CublasHandle& cublas, const Fp8Gemm& fp8_gemm, const LayerShape& s,

@@ -693,7 +693,8 @@ int64_t DeviceDecoderModel::weight_bytes(const ModelWeights& weights) {
   size_t elements = weights.embed_tokens.size() + weights.final_norm.size();
   if (weights.lm_head.data() != weights.embed_tokens.data()) elements += weights.lm_head.size();
   // FP8 linear weights: a byte each and their 4-byte scales; per-channel ones also their scales
-  // per 128 columns (upload_linear).
+  // per 128 columns (upload_linear uploads them where the input is a multiple of 512: counted for
+  // every per-channel weight, a bound).
   size_t fp8_bytes = 0;
   for (const DecoderLayerWeights& w : weights.layers) {
     for (const Bf16Weight* part : {&w.input_norm, &w.q_proj, &w.k_proj, &w.v_proj, &w.o_proj,

@@ -4,10 +4,10 @@
 // with their group_scales on the 128-column block-scaled ones) and 128 x 128 block weight scales
 // (block-scaled kernels: activation scales per 128 columns, group-major, token counts padded to 8
 // with zero rows), token counts of decode batches and a prefill chunk, both output dtypes;
-// per-tensor scales, other blocks and ragged token counts on the block-scaled kernels are refused. The FP8 tensor
-// cores sum 32 products at a time before their fp32 accumulation, so the bound is looser than the
-// fp32 kernels': 2^-10 of the sum of the terms' magnitudes (a wrong scale index or layout is off by
-// the terms themselves).
+// per-tensor scales, other blocks and ragged token counts on the block-scaled kernels are refused.
+// The FP8 tensor cores sum 32 products at a time before their fp32 accumulation, so the bound is
+// looser than the fp32 kernels': 2^-10 of the sum of the terms' magnitudes (a wrong scale index or
+// layout is off by the terms themselves).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -33,9 +33,9 @@ using testing_support::random_linear_bf16;
 void expect_matches_reference(const Fp8Gemm& gemm, int32_t tokens, const Fp8TestWeight& w,
                               const LinearWeight& weight, uint64_t seed) {
   const bool blockwise = fp8_gemm_blockwise(weight, tokens, w.in);
-  SCOPED_TRACE(::testing::Message() << tokens << " x " << w.in << " -> " << w.out << " "
-                                    << weight_scaling_name(w.scaling)
-                                    << (blockwise ? " (block-scaled kernels)" : ""));
+  SCOPED_TRACE(::testing::Message()
+               << tokens << " x " << w.in << " -> " << w.out << " "
+               << weight_scaling_name(w.scaling) << (blockwise ? " (block-scaled kernels)" : ""));
   const int32_t padded = blockwise ? (tokens + 7) / 8 * 8 : tokens;
   ASSERT_TRUE(gemm.supports(padded, w.in, w.out, weight, DType::kBF16));
   const auto x = random_linear_bf16(static_cast<size_t>(tokens) * w.in, 1.0f, seed);
@@ -103,14 +103,14 @@ TEST(LinearFp8CublasltGpu, PerChannelWeightsMatchTheReference) {
 // With group_scales (as the runner uploads them where the input is a multiple of 512): the
 // 128-column block-scaled kernels up to kChannelGroupsMaxTokens tokens (their K splits tuned up to
 // 64), the outer-vector ones past it and for 256 inputs.
-
 TEST(LinearFp8CublasltGpu, PerChannelWeightsOnBlockScaledKernelsMatchTheReference) {
   const Fp8Gemm gemm;
   uint64_t seed = 41;
   for (const auto& [in, out] : std::vector<std::pair<int32_t, int32_t>>{
            {256, 384}, {2048, 3072}, {1024, 200}, {8192, 512}, {4096, 640}}) {
     const Fp8TestWeight w(out, in, WeightScaling::kChannel, 0, 0, seed += 2);
-    const DeviceBuffer group_scales = DeviceBuffer::from_host(channel_scales_by_group(w.scales, in));
+    const DeviceBuffer group_scales =
+        DeviceBuffer::from_host(channel_scales_by_group(w.scales, in));
     LinearWeight weight = w.device();
     weight.group_scales = group_scales.as<float>();
     for (int32_t tokens : {3, 8, 17, 32, 64, kChannelGroupsMaxTokens, 200})

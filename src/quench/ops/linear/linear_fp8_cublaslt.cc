@@ -101,8 +101,7 @@ bool channel_by_groups(const LinearWeight& w, int32_t tokens, int32_t in_feature
 
 }  // namespace
 
-Fp8Gemm::ScaleMode Fp8Gemm::scale_mode(const LinearWeight& w, int32_t tokens,
-                                       int32_t in_features) {
+Fp8Gemm::ScaleMode Fp8Gemm::scale_mode(const LinearWeight& w, int32_t tokens, int32_t in_features) {
   if (w.scaling == WeightScaling::kBlock) return ScaleMode::kBlocks;
   return channel_by_groups(w, tokens, in_features) ? ScaleMode::kChannelGroups
                                                    : ScaleMode::kOuterVectors;

@@ -42,8 +42,8 @@ bool linear_fp8_takes_gemm(int32_t tokens, int32_t in_features, int32_t out_feat
 
 // Where the GEMM path wants its activations quantized for `tokens` rows of `in_features`: in
 // `scratch`, per token (or per 128 columns, group-major, where fp8_gemm_blockwise), the rows
-// padded to fp8_gemm_rows. Producers of the activations write there directly (rms_norm's and swiglu's FP8
-// outputs) instead of leaving them to linear_fp8_gemm_cuda's quantization pass. Throws
+// padded to fp8_gemm_rows. Producers of the activations write there directly (rms_norm's and
+// swiglu's FP8 outputs) instead of leaving them to linear_fp8_gemm_cuda's quantization pass. Throws
 // quench::Error where the scratch is too small.
 Fp8RowsOut fp8_gemm_input(int32_t tokens, int32_t in_features, const LinearWeight& w,
                           const Fp8ActivationScratch& scratch);
