@@ -195,9 +195,10 @@ void run_fp8_gemm_case(BenchReporter& reporter, cudaStream_t stream, double ceil
   cuda_check(cudaMemsetAsync(group_scales.as<void>(), 0x3c, group_scales.bytes(), stream),
              "memset");
   if (!blocks) w.group_scales = group_scales.as<float>();
-  const int32_t rows = fp8_gemm_rows(tokens, s.in, w);
+  const int32_t rows = fp8_gemm_rows(tokens, s.in, s.out, w);
   const size_t x_scale_count =
-      static_cast<size_t>(rows) * static_cast<size_t>(s.in / fp8_activation_group(w, tokens, s.in));
+      static_cast<size_t>(rows) *
+      static_cast<size_t>(s.in / fp8_activation_group(w, tokens, s.in, s.out));
   DeviceBuffer scales(scale_count * 4), x(static_cast<size_t>(tokens) * s.in * 2),
       xq(static_cast<size_t>(rows) * s.in), sx(x_scale_count * 4),
       y(static_cast<size_t>(rows) * s.out * 2);

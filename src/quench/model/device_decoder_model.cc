@@ -459,7 +459,7 @@ struct DeviceDecoderModel::State {
         !linear_fp8_takes_gemm(t, in, out, b.h, w.weight)) {
       return {};
     }
-    return fp8_gemm_input(t, in, w.weight, b.fp8_scratch);
+    return fp8_gemm_input(t, in, out, w.weight, b.fp8_scratch);
   }
 
   // One linear layer of the decoder, bf16 activations in and out: cuBLAS (or the streaming kernel)

@@ -32,7 +32,7 @@ using testing_support::random_linear_bf16;
 // `weight` is w.device(), or that with group_scales.
 void expect_matches_reference(const Fp8Gemm& gemm, int32_t tokens, const Fp8TestWeight& w,
                               const LinearWeight& weight, uint64_t seed) {
-  const bool blockwise = fp8_gemm_blockwise(weight, tokens, w.in);
+  const bool blockwise = fp8_gemm_blockwise(weight, tokens, w.in, w.out);
   SCOPED_TRACE(::testing::Message()
                << tokens << " x " << w.in << " -> " << w.out << " "
                << weight_scaling_name(w.scaling) << (blockwise ? " (block-scaled kernels)" : ""));
@@ -42,7 +42,7 @@ void expect_matches_reference(const Fp8Gemm& gemm, int32_t tokens, const Fp8Test
   std::vector<float> xf(x.size());
   for (size_t i = 0; i < x.size(); ++i)
     xf[i] = bf16_bits_to_float(x[i]);
-  const int32_t group = fp8_activation_group(weight, tokens, w.in);
+  const int32_t group = fp8_activation_group(weight, tokens, w.in, w.out);
   std::vector<uint8_t> xq(x.size());
   std::vector<float> sx(static_cast<size_t>(tokens) * (w.in / group));
   quantize_fp8_dynamic_rows_reference(xf.data(), tokens, w.in, group, xq.data(), sx.data());
@@ -101,8 +101,8 @@ TEST(LinearFp8CublasltGpu, PerChannelWeightsMatchTheReference) {
 }
 
 // With group_scales (as the runner uploads them where the input is a multiple of 512): the
-// 128-column block-scaled kernels up to kChannelGroupsMaxTokens tokens (their K splits tuned up to
-// 64), the outer-vector ones past it and for 256 inputs.
+// 128-column block-scaled kernels up to channel_groups_max_tokens (their K splits tuned up to 64),
+// the outer-vector ones past it and for 256 inputs.
 TEST(LinearFp8CublasltGpu, PerChannelWeightsOnBlockScaledKernelsMatchTheReference) {
   const Fp8Gemm gemm;
   uint64_t seed = 41;
@@ -113,7 +113,7 @@ TEST(LinearFp8CublasltGpu, PerChannelWeightsOnBlockScaledKernelsMatchTheReferenc
         DeviceBuffer::from_host(channel_scales_by_group(w.scales, in));
     LinearWeight weight = w.device();
     weight.group_scales = group_scales.as<float>();
-    for (int32_t tokens : {3, 8, 17, 32, 64, kChannelGroupsMaxTokens, 200})
+    for (int32_t tokens : {3, 8, 17, 32, 64, 128, 200, 256, 264})
       expect_matches_reference(gemm, tokens, w, weight, seed += 2);
   }
 }

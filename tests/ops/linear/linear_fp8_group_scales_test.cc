@@ -35,30 +35,35 @@ TEST(LinearFp8GroupScales, BlockScaledKernelsTakeWholeGemmInputs) {
   if (forced != nullptr && *forced != '\0' && std::string(forced) != "auto") {
     GTEST_SKIP() << "QUENCH_FP8_CHANNEL_GEMM=" << forced << " is set";
   }
-  constexpr int32_t kMost = kChannelGroupsMaxTokens;
   const float scales[4] = {1.0f, 1.0f, 1.0f, 1.0f};
   LinearWeight w;
   w.dtype = DType::kFP8E4M3;
   w.data = scales;  // never read
   w.scales = scales;
   w.scaling = WeightScaling::kChannel;
-  EXPECT_FALSE(fp8_gemm_blockwise(w, 8, 2048));  // no group scales: outer vectors
-  EXPECT_EQ(fp8_activation_group(w, 8, 2048), 2048);
+  EXPECT_FALSE(fp8_gemm_blockwise(w, 8, 2048, 3072));  // no group scales: outer vectors
+  EXPECT_EQ(fp8_activation_group(w, 8, 2048, 3072), 2048);
   w.group_scales = scales;
-  EXPECT_TRUE(fp8_gemm_blockwise(w, 8, 2048));
-  EXPECT_EQ(fp8_activation_group(w, 8, 2048), 128);
-  EXPECT_TRUE(fp8_gemm_blockwise(w, kMost, 2048));
-  EXPECT_FALSE(fp8_gemm_blockwise(w, kMost + 1, 2048));  // prefill sizes: outer vectors
-  EXPECT_EQ(fp8_activation_group(w, kMost + 1, 2048), 2048);
-  EXPECT_FALSE(fp8_gemm_blockwise(w, 8, 384));  // not a multiple of 512
-  EXPECT_EQ(fp8_activation_group(w, 8, 384), 384);
+  EXPECT_TRUE(fp8_gemm_blockwise(w, 8, 2048, 3072));
+  EXPECT_EQ(fp8_activation_group(w, 8, 2048, 3072), 128);
+  // Wider than deep (qkv, gate_up): to 128 tokens; no wider (o, down): to 256.
+  EXPECT_EQ(channel_groups_max_tokens(2048, 3072), 128);
+  EXPECT_EQ(channel_groups_max_tokens(2048, 2048), 256);
+  EXPECT_EQ(channel_groups_max_tokens(8192, 2048), 256);
+  EXPECT_TRUE(fp8_gemm_blockwise(w, 128, 2048, 3072));
+  EXPECT_FALSE(fp8_gemm_blockwise(w, 129, 2048, 3072));  // prefill sizes: outer vectors
+  EXPECT_EQ(fp8_activation_group(w, 129, 2048, 3072), 2048);
+  EXPECT_TRUE(fp8_gemm_blockwise(w, 256, 8192, 2048));
+  EXPECT_FALSE(fp8_gemm_blockwise(w, 257, 8192, 2048));
+  EXPECT_FALSE(fp8_gemm_blockwise(w, 8, 384, 384));  // not a multiple of 512
+  EXPECT_EQ(fp8_activation_group(w, 8, 384, 384), 384);
   LinearWeight blocks = w;
   blocks.group_scales = nullptr;
   blocks.scaling = WeightScaling::kBlock;
   blocks.block_out = blocks.block_in = 128;
-  EXPECT_TRUE(fp8_gemm_blockwise(blocks, 8, 1024));
-  EXPECT_TRUE(fp8_gemm_blockwise(blocks, 4096, 1024));  // block weights have no other kernel
-  EXPECT_FALSE(fp8_gemm_blockwise(blocks, 8, 640));
+  EXPECT_TRUE(fp8_gemm_blockwise(blocks, 8, 1024, 1024));
+  EXPECT_TRUE(fp8_gemm_blockwise(blocks, 4096, 1024, 4096));  // blocks have no other kernel
+  EXPECT_FALSE(fp8_gemm_blockwise(blocks, 8, 640, 640));
 }
 
 }  // namespace

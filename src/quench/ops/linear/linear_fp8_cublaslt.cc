@@ -88,32 +88,45 @@ const std::string& channel_gemm_switch() {
 }
 
 constexpr int32_t kScaleGroup = 128;
-static_assert(kChannelGroupsMaxTokens % kBlockGemmTokenMultiple == 0);
+constexpr int32_t kChannelGroupsMaxTokens = 128;
+constexpr int32_t kChannelGroupsMaxTokensNarrow = 256;  // out <= in
+static_assert(kChannelGroupsMaxTokens % kBlockGemmTokenMultiple == 0 &&
+              kChannelGroupsMaxTokensNarrow % kBlockGemmTokenMultiple == 0);
 
 // Whether a per-channel weight runs `tokens` rows on the 128-column block-scaled kernels.
-bool channel_by_groups(const LinearWeight& w, int32_t tokens, int32_t in_features) {
+bool channel_by_groups(const LinearWeight& w, int32_t tokens, int32_t in_features,
+                       int32_t out_features) {
   if (w.scaling != WeightScaling::kChannel || w.group_scales == nullptr ||
       in_features % kBlockGemmInputMultiple != 0)
     return false;
   const std::string& mode = channel_gemm_switch();
-  return mode == "groups" || (mode != "outer" && tokens <= kChannelGroupsMaxTokens);
+  return mode == "groups" ||
+         (mode != "outer" && tokens <= channel_groups_max_tokens(in_features, out_features));
 }
 
 }  // namespace
 
-Fp8Gemm::ScaleMode Fp8Gemm::scale_mode(const LinearWeight& w, int32_t tokens, int32_t in_features) {
+int32_t channel_groups_max_tokens(int32_t in_features, int32_t out_features) {
+  return out_features <= in_features ? kChannelGroupsMaxTokensNarrow : kChannelGroupsMaxTokens;
+}
+
+Fp8Gemm::ScaleMode Fp8Gemm::scale_mode(const LinearWeight& w, int32_t tokens, int32_t in_features,
+                                       int32_t out_features) {
   if (w.scaling == WeightScaling::kBlock) return ScaleMode::kBlocks;
-  return channel_by_groups(w, tokens, in_features) ? ScaleMode::kChannelGroups
-                                                   : ScaleMode::kOuterVectors;
+  return channel_by_groups(w, tokens, in_features, out_features) ? ScaleMode::kChannelGroups
+                                                                 : ScaleMode::kOuterVectors;
 }
 
-bool fp8_gemm_blockwise(const LinearWeight& w, int32_t tokens, int32_t in_features) {
+bool fp8_gemm_blockwise(const LinearWeight& w, int32_t tokens, int32_t in_features,
+                        int32_t out_features) {
   return fp8_gemm_takes_weight(w, in_features) &&
-         (w.scaling == WeightScaling::kBlock || channel_by_groups(w, tokens, in_features));
+         (w.scaling == WeightScaling::kBlock ||
+          channel_by_groups(w, tokens, in_features, out_features));
 }
 
-int32_t fp8_activation_group(const LinearWeight& w, int32_t tokens, int32_t in_features) {
-  return fp8_gemm_blockwise(w, tokens, in_features) ? kScaleGroup : in_features;
+int32_t fp8_activation_group(const LinearWeight& w, int32_t tokens, int32_t in_features,
+                             int32_t out_features) {
+  return fp8_gemm_blockwise(w, tokens, in_features, out_features) ? kScaleGroup : in_features;
 }
 
 std::vector<float> channel_scales_by_group(std::span<const float> channel_scales,
@@ -234,10 +247,11 @@ bool Fp8Gemm::supports(int32_t tokens, int32_t in_features, int32_t out_features
                        const LinearWeight& w, DType out_dtype) const {
   if (!fp8_gemm_takes_weight(w, in_features) || tokens < 1 || out_features < 1 ||
       (out_dtype != DType::kBF16 && out_dtype != DType::kF32) ||
-      (fp8_gemm_blockwise(w, tokens, in_features) && tokens % kBlockGemmTokenMultiple != 0))
+      (fp8_gemm_blockwise(w, tokens, in_features, out_features) &&
+       tokens % kBlockGemmTokenMultiple != 0))
     return false;
-  return plan(tokens, in_features, out_features, scale_mode(w, tokens, in_features), out_dtype) !=
-         nullptr;
+  return plan(tokens, in_features, out_features, scale_mode(w, tokens, in_features, out_features),
+              out_dtype) != nullptr;
 }
 
 void Fp8Gemm::run(int32_t tokens, int32_t in_features, int32_t out_features, const uint8_t* xq,
@@ -256,7 +270,7 @@ void Fp8Gemm::run(int32_t tokens, int32_t in_features, int32_t out_features, con
                  " inputs are not supported; allowed: per channel (a per-tensor scale repeated "
                  "per row is one), or 128 x 128 blocks with inputs a multiple of ",
                  kBlockGemmInputMultiple);
-  const ScaleMode mode = scale_mode(w, tokens, in_features);
+  const ScaleMode mode = scale_mode(w, tokens, in_features, out_features);
   QUENCH_REQUIRE(mode == ScaleMode::kOuterVectors || tokens % kBlockGemmTokenMultiple == 0,
                  "fp8 gemm: ", tokens, " tokens are not supported over ",
                  weight_scaling_name(w.scaling), " weights on the 128-column block-scaled ",

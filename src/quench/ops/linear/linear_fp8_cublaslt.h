@@ -37,23 +37,27 @@ namespace quench {
 inline constexpr int32_t kBlockGemmTokenMultiple = 8;
 inline constexpr int32_t kBlockGemmInputMultiple = 512;
 
-// Per-channel weights with group_scales run the block-scaled kernels up to this many tokens
-// (a multiple of kBlockGemmTokenMultiple); past it the outer-vector kernels, which are faster at
-// prefill sizes (bench/LOG.md, thirty-fourth session).
-inline constexpr int32_t kChannelGroupsMaxTokens = 128;
+// Per-channel weights with group_scales run the block-scaled kernels up to this many tokens (a
+// multiple of kBlockGemmTokenMultiple); past it the outer-vector kernels, which are faster at
+// prefill sizes. Layers no wider than deep (o, down) keep the block-scaled kernels to 256 tokens.
+// H100 (bench/LOG.md, thirty-fourth session): per 8B layer the block-scaled kernels gain 11.7 us
+// at 128 tokens and lose 11.4 at 256, where o and down alone still gain (1B 11.4 us, 8B 3.3).
+int32_t channel_groups_max_tokens(int32_t in_features, int32_t out_features);
 
-// Whether the GEMM multiplies `tokens` rows by `w` over in_features inputs on the 128-column
-// block-scaled kernels: 128 x 128 block weights, or per-channel ones with group_scales up to
-// kChannelGroupsMaxTokens tokens (QUENCH_FP8_CHANNEL_GEMM=auto|groups|outer: that rule, always,
+// Whether the GEMM multiplies `tokens` rows by `w` (in_features -> out_features) on the
+// 128-column block-scaled kernels: 128 x 128 block weights, or per-channel ones with group_scales
+// up to channel_groups_max_tokens (QUENCH_FP8_CHANNEL_GEMM=auto|groups|outer: that rule, always,
 // never), with in_features a multiple of kBlockGemmInputMultiple. Those take activation scales
 // per 128 columns and token counts a multiple of kBlockGemmTokenMultiple (callers pad the rows:
-// padding never crosses kChannelGroupsMaxTokens).
-bool fp8_gemm_blockwise(const LinearWeight& w, int32_t tokens, int32_t in_features);
+// padding never crosses the threshold).
+bool fp8_gemm_blockwise(const LinearWeight& w, int32_t tokens, int32_t in_features,
+                        int32_t out_features);
 
 // Columns per activation scale that the GEMM pairs with `w` for `tokens` rows: 128 where
 // fp8_gemm_blockwise (scales group-major: quantize_fp8_dynamic's scales_by_group), else the whole
 // row (one per token).
-int32_t fp8_activation_group(const LinearWeight& w, int32_t tokens, int32_t in_features);
+int32_t fp8_activation_group(const LinearWeight& w, int32_t tokens, int32_t in_features,
+                             int32_t out_features);
 
 // A per-channel weight's scales (one per output row) as LinearWeight::group_scales: each repeated
 // for the in_features / 128 column groups, group-major ([in / 128, out], out fastest; cuBLASLt's
@@ -101,7 +105,8 @@ class Fp8Gemm {
     kChannelGroups,  // per-channel scales repeated per 128 columns x 128-column activation scales
     kBlocks,         // 128 x 128 weight blocks x 128-column activation scales
   };
-  static ScaleMode scale_mode(const LinearWeight& w, int32_t tokens, int32_t in_features);
+  static ScaleMode scale_mode(const LinearWeight& w, int32_t tokens, int32_t in_features,
+                              int32_t out_features);
   using Key = std::tuple<int32_t, int32_t, int32_t, ScaleMode, DType>;
   // The plan of a shape, made on first use; null where cuBLASLt has no algorithm for it.
   Plan* plan(int32_t tokens, int32_t in_features, int32_t out_features, ScaleMode mode,

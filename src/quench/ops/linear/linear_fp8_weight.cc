@@ -10,8 +10,9 @@ bool linear_fp8_streams(int32_t tokens, int32_t in_features, int32_t out_feature
   return tokens <= 2 || (tokens <= 4 && int64_t{out_features} < 4 * int64_t{in_features});
 }
 
-int32_t fp8_gemm_rows(int32_t tokens, int32_t in_features, const LinearWeight& w) {
-  if (!fp8_gemm_blockwise(w, tokens, in_features)) return tokens;
+int32_t fp8_gemm_rows(int32_t tokens, int32_t in_features, int32_t out_features,
+                      const LinearWeight& w) {
+  if (!fp8_gemm_blockwise(w, tokens, in_features, out_features)) return tokens;
   return (tokens + kBlockGemmTokenMultiple - 1) / kBlockGemmTokenMultiple * kBlockGemmTokenMultiple;
 }
 
@@ -21,10 +22,10 @@ bool linear_fp8_takes_gemm(int32_t tokens, int32_t in_features, int32_t out_feat
            linear_skinny_supported(tokens, in_features, x, w));
 }
 
-Fp8RowsOut fp8_gemm_input(int32_t tokens, int32_t in_features, const LinearWeight& w,
-                          const Fp8ActivationScratch& scratch) {
-  const int32_t group = fp8_activation_group(w, tokens, in_features);
-  const int32_t rows = fp8_gemm_rows(tokens, in_features, w);
+Fp8RowsOut fp8_gemm_input(int32_t tokens, int32_t in_features, int32_t out_features,
+                          const LinearWeight& w, const Fp8ActivationScratch& scratch) {
+  const int32_t group = fp8_activation_group(w, tokens, in_features, out_features);
+  const int32_t rows = fp8_gemm_rows(tokens, in_features, out_features, w);
   const int64_t xq_bytes = int64_t{rows} * in_features;
   const int64_t scale_count = int64_t{rows} * (in_features / group);
   QUENCH_REQUIRE(xq_bytes <= scratch.xq_bytes && scale_count <= scratch.scale_count,
@@ -36,7 +37,7 @@ Fp8RowsOut fp8_gemm_input(int32_t tokens, int32_t in_features, const LinearWeigh
   input.scales = scratch.scales;
   input.group = group;
   input.layout.padded_rows = rows;
-  input.layout.scales_by_group = fp8_gemm_blockwise(w, tokens, in_features);
+  input.layout.scales_by_group = fp8_gemm_blockwise(w, tokens, in_features, out_features);
   return input;
 }
 
@@ -46,7 +47,7 @@ void linear_fp8_gemm_quantized_cuda(const Fp8Gemm& gemm, int32_t tokens, int32_t
                                     int32_t out_rows, DType out_dtype, cudaStream_t stream) {
   QUENCH_REQUIRE(tokens >= 0, "linear_fp8_gemm: tokens ", tokens, " must be >= 0");
   if (tokens == 0) return;
-  const int32_t rows = fp8_gemm_rows(tokens, in_features, w);
+  const int32_t rows = fp8_gemm_rows(tokens, in_features, out_features, w);
   QUENCH_REQUIRE(out_rows >= rows, "linear_fp8_gemm: the output holds ", out_rows, " rows; ",
                  tokens, " tokens over ", weight_scaling_name(w.scaling), " weights need ", rows);
   gemm.run(rows, in_features, out_features, scratch.xq, scratch.scales, w, out, out_dtype, stream);
@@ -58,7 +59,7 @@ void linear_fp8_gemm_cuda(const Fp8Gemm& gemm, int32_t tokens, int32_t in_featur
                           DType out_dtype, cudaStream_t stream) {
   QUENCH_REQUIRE(tokens >= 0, "linear_fp8_gemm: tokens ", tokens, " must be >= 0");
   if (tokens == 0) return;
-  const Fp8RowsOut input = fp8_gemm_input(tokens, in_features, w, scratch);
+  const Fp8RowsOut input = fp8_gemm_input(tokens, in_features, out_features, w, scratch);
   quantize_fp8_dynamic_rows_cuda(tokens, in_features, input.group, x, input.data, input.scales,
                                  input.layout, stream);
   linear_fp8_gemm_quantized_cuda(gemm, tokens, in_features, out_features, w, scratch, out, out_rows,

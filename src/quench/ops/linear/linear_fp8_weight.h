@@ -30,23 +30,25 @@ struct Fp8ActivationScratch {
 // whose quantization and small-batch tiles cost ~10 us.
 bool linear_fp8_streams(int32_t tokens, int32_t in_features, int32_t out_features);
 
-// The rows the GEMM path computes for `tokens` over in_features inputs: a multiple of
+// The rows the GEMM path computes for `tokens` (in_features -> out_features): a multiple of
 // kBlockGemmTokenMultiple where fp8_gemm_blockwise (the padding rows are zeros; their outputs land
 // in `out` past `tokens`), else tokens.
-int32_t fp8_gemm_rows(int32_t tokens, int32_t in_features, const LinearWeight& w);
+int32_t fp8_gemm_rows(int32_t tokens, int32_t in_features, int32_t out_features,
+                      const LinearWeight& w);
 
 // Whether linear_fp8_weight_cuda takes the GEMM path for this layer and input x (else it streams
 // the weight with x as bf16).
 bool linear_fp8_takes_gemm(int32_t tokens, int32_t in_features, int32_t out_features,
                            const uint16_t* x, const LinearWeight& w);
 
-// Where the GEMM path wants its activations quantized for `tokens` rows of `in_features`: in
+// Where the GEMM path wants its activations quantized for `tokens` rows of `in_features` (the
+// layer's out_features pick the kernels: fp8_gemm_blockwise): in
 // `scratch`, per token (or per 128 columns, group-major, where fp8_gemm_blockwise), the rows
 // padded to fp8_gemm_rows. Producers of the activations write there directly (rms_norm's and
 // swiglu's FP8 outputs) instead of leaving them to linear_fp8_gemm_cuda's quantization pass. Throws
 // quench::Error where the scratch is too small.
-Fp8RowsOut fp8_gemm_input(int32_t tokens, int32_t in_features, const LinearWeight& w,
-                          const Fp8ActivationScratch& scratch);
+Fp8RowsOut fp8_gemm_input(int32_t tokens, int32_t in_features, int32_t out_features,
+                          const LinearWeight& w, const Fp8ActivationScratch& scratch);
 
 // The GEMM over activations already quantized into `scratch` as fp8_gemm_input lays them out;
 // other arguments as linear_fp8_weight_cuda's below.
@@ -65,7 +67,7 @@ void linear_fp8_gemm_cuda(const Fp8Gemm& gemm, int32_t tokens, int32_t in_featur
 
 //   x: bf16 [tokens, in]; w: FP8 [out, in] (per-channel or 128 x 128 block scales on the GEMM
 //   path); out: [out_rows, out] in out_dtype (bf16 or f32), out_rows >= fp8_gemm_rows(tokens, in,
-//   w):
+//   out, w):
 //   rows past `tokens` may be overwritten.
 // Throws quench::Error naming what is not supported (shape, scratch or output too small, or a
 // weight the GEMM cannot take for this many tokens).
