@@ -68,9 +68,11 @@ struct DeviceLinear {
 
 // The concatenation of `parts` (rows of the same width): FP8 where the checkpoint's weights were
 // kept FP8 (ModelWeights::load's keep_fp8; block scales concatenate by whole 128-row blocks,
-// which keeps_fp8_weights ensures), else bf16.
+// which keeps_fp8_weights ensures), else bf16. Per-channel scales also go up repeated per 128
+// columns where `channel_groups` (the block-scaled GEMM kernels for them: measured on sm_90
+// only, so other GPUs keep the outer-vector kernels that per-channel weights always had).
 DeviceLinear upload_linear(std::initializer_list<const Bf16Weight*> bf16,
-                           std::initializer_list<const Fp8Weight*> fp8) {
+                           std::initializer_list<const Fp8Weight*> fp8, bool channel_groups) {
   DeviceLinear l;
   const Fp8Weight& first = **fp8.begin();
   if (first.empty()) {
@@ -92,7 +94,7 @@ DeviceLinear upload_linear(std::initializer_list<const Bf16Weight*> bf16,
   l.weight.scaling = first.blocks() ? WeightScaling::kBlock : WeightScaling::kChannel;
   l.weight.block_out = first.block_out();
   l.weight.block_in = first.block_in();
-  if (l.weight.scaling != WeightScaling::kChannel) return l;
+  if (l.weight.scaling != WeightScaling::kChannel || !channel_groups) return l;
   const auto in = static_cast<int32_t>(first.bytes().size() / first.scales().size());
   if (in % kBlockGemmInputMultiple == 0) {
     l.group_scales = upload(channel_scales_by_group(scales, in));
@@ -619,20 +621,23 @@ DeviceDecoderModel::DeviceDecoderModel(const ModelConfig& config, const ModelWei
     s.lm_head_own = upload_weight(weights.lm_head);
     s.lm_head = s.lm_head_own.as<uint16_t>();
   }
+  const bool channel_groups =
+      props.compute_capability_major == 9 && props.compute_capability_minor == 0;
   for (const DecoderLayerWeights& w : weights.layers) {
     LayerBuffers l;
     l.input_norm = upload_weight(w.input_norm);
     l.qkv = upload_linear({&w.q_proj, &w.k_proj, &w.v_proj},
-                          {&w.fp8.q_proj, &w.fp8.k_proj, &w.fp8.v_proj});
+                          {&w.fp8.q_proj, &w.fp8.k_proj, &w.fp8.v_proj}, channel_groups);
     if (config.qkv_bias) l.qkv_bias = upload_rows({&w.q_bias, &w.k_bias, &w.v_bias});
     if (config.qk_norm) {
       l.q_norm = upload_weight(w.q_norm);
       l.k_norm = upload_weight(w.k_norm);
     }
-    l.o = upload_linear({&w.o_proj}, {&w.fp8.o_proj});
+    l.o = upload_linear({&w.o_proj}, {&w.fp8.o_proj}, channel_groups);
     l.post_norm = upload_weight(w.post_attention_norm);
-    l.gate_up = upload_linear({&w.gate_proj, &w.up_proj}, {&w.fp8.gate_proj, &w.fp8.up_proj});
-    l.down = upload_linear({&w.down_proj}, {&w.fp8.down_proj});
+    l.gate_up = upload_linear({&w.gate_proj, &w.up_proj}, {&w.fp8.gate_proj, &w.fp8.up_proj},
+                              channel_groups);
+    l.down = upload_linear({&w.down_proj}, {&w.fp8.down_proj}, channel_groups);
     s.layers.push_back(std::move(l));
   }
   s.cos_sin = upload(build_rope_cos_sin_cache(config.rope, options.max_model_len));

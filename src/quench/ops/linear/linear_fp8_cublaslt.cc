@@ -79,8 +79,8 @@ bool tuning_enabled() {
 }
 
 // QUENCH_FP8_CHANNEL_GEMM=auto|groups|outer (read once; default auto): whether per-channel
-// weights with group_scales run the 128-column block-scaled kernels up to kChannelGroupsMaxTokens
-// tokens, always, or never (an A/B switch).
+// weights with group_scales run the 128-column block-scaled kernels up to
+// channel_groups_max_tokens, always, or never (an A/B switch).
 const std::string& channel_gemm_switch() {
   static const std::string value =
       env_switch("QUENCH_FP8_CHANNEL_GEMM", {"auto", "groups", "outer"});
