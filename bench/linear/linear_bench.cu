@@ -191,7 +191,8 @@ void run_fp8_gemm_case(BenchReporter& reporter, cudaStream_t stream, double ceil
   w.block_out = w.block_in = blocks ? 128 : 0;
   w.data = fp8_weights[0]->as<void>();
   const auto scale_count = static_cast<size_t>(weight_scale_count(w, s.out, s.in));
-  DeviceBuffer group_scales(blocks ? 4 : scale_count * static_cast<size_t>(s.in / 128) * 4);
+  DeviceBuffer group_scales(
+      blocks ? 4 : scale_count * static_cast<size_t>(s.in / kFp8GemmScaleGroup) * 4);
   cuda_check(cudaMemsetAsync(group_scales.as<void>(), 0x3c, group_scales.bytes(), stream),
              "memset");
   if (!blocks) w.group_scales = group_scales.as<float>();

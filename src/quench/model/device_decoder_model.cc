@@ -709,7 +709,8 @@ int64_t DeviceDecoderModel::weight_bytes(const ModelWeights& weights) {
     for (const Fp8Weight* part : {&w.fp8.q_proj, &w.fp8.k_proj, &w.fp8.v_proj, &w.fp8.o_proj,
                                   &w.fp8.gate_proj, &w.fp8.up_proj, &w.fp8.down_proj}) {
       fp8_bytes += part->bytes().size() + 4 * part->scales().size();
-      if (!part->empty() && !part->blocks()) fp8_bytes += part->bytes().size() / 128 * 4;
+      if (!part->empty() && !part->blocks())
+        fp8_bytes += part->bytes().size() / kFp8GemmScaleGroup * 4;
     }
   }
   return static_cast<int64_t>(elements * sizeof(uint16_t) + fp8_bytes);

@@ -1,5 +1,6 @@
 #include "quench/ops/embedding/embedding.h"
 
+#include "quench/core/alignment.h"
 #include "quench/core/error.h"
 
 namespace quench {
@@ -16,10 +17,6 @@ __global__ void embedding_kernel(int32_t width, const int32_t* ids,
 #pragma unroll 4
   for (int i = threadIdx.x; i < width; i += blockDim.x)
     out[row * width + i] = __ldg(src + i);
-}
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
 }  // namespace

@@ -87,7 +87,6 @@ const std::string& channel_gemm_switch() {
   return value;
 }
 
-constexpr int32_t kScaleGroup = 128;
 constexpr int32_t kChannelGroupsMaxTokens = 128;
 constexpr int32_t kChannelGroupsMaxTokensNarrow = 256;  // out <= in
 static_assert(kChannelGroupsMaxTokens % kBlockGemmTokenMultiple == 0 &&
@@ -126,15 +125,17 @@ bool fp8_gemm_blockwise(const LinearWeight& w, int32_t tokens, int32_t in_featur
 
 int32_t fp8_activation_group(const LinearWeight& w, int32_t tokens, int32_t in_features,
                              int32_t out_features) {
-  return fp8_gemm_blockwise(w, tokens, in_features, out_features) ? kScaleGroup : in_features;
+  return fp8_gemm_blockwise(w, tokens, in_features, out_features) ? kFp8GemmScaleGroup
+                                                                  : in_features;
 }
 
 std::vector<float> channel_scales_by_group(std::span<const float> channel_scales,
                                            int32_t in_features) {
-  QUENCH_REQUIRE(in_features > 0 && in_features % kScaleGroup == 0,
+  QUENCH_REQUIRE(in_features > 0 && in_features % kFp8GemmScaleGroup == 0,
                  "channel_scales_by_group: ", in_features, " inputs are not supported; allowed: a ",
-                 "positive multiple of ", kScaleGroup);
-  const size_t out = channel_scales.size(), groups = static_cast<size_t>(in_features / kScaleGroup);
+                 "positive multiple of ", kFp8GemmScaleGroup);
+  const size_t out = channel_scales.size(),
+               groups = static_cast<size_t>(in_features / kFp8GemmScaleGroup);
   std::vector<float> by_group(out * groups);
   for (size_t g = 0; g < groups; ++g)
     std::copy(channel_scales.begin(), channel_scales.end(), by_group.begin() + g * out);

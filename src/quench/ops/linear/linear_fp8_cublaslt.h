@@ -36,6 +36,8 @@ namespace quench {
 // of kBlockGemmInputMultiple.
 inline constexpr int32_t kBlockGemmTokenMultiple = 8;
 inline constexpr int32_t kBlockGemmInputMultiple = 512;
+// Columns per activation scale (and per repeated channel scale) on the block-scaled kernels.
+inline constexpr int32_t kFp8GemmScaleGroup = 128;
 
 // Per-channel weights with group_scales run the block-scaled kernels up to this many tokens (a
 // multiple of kBlockGemmTokenMultiple); past it the outer-vector kernels, which are faster at

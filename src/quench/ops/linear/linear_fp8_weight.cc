@@ -5,6 +5,15 @@
 #include "quench/ops/quantize/quantize_fp8_dynamic.h"
 
 namespace quench {
+namespace {
+
+// The GEMM's rows for `tokens`: padded to kBlockGemmTokenMultiple on the block-scaled kernels.
+int32_t gemm_rows(int32_t tokens, bool blockwise) {
+  if (!blockwise) return tokens;
+  return (tokens + kBlockGemmTokenMultiple - 1) / kBlockGemmTokenMultiple * kBlockGemmTokenMultiple;
+}
+
+}  // namespace
 
 bool linear_fp8_streams(int32_t tokens, int32_t in_features, int32_t out_features) {
   return tokens <= 2 || (tokens <= 4 && int64_t{out_features} < 4 * int64_t{in_features});
@@ -12,8 +21,7 @@ bool linear_fp8_streams(int32_t tokens, int32_t in_features, int32_t out_feature
 
 int32_t fp8_gemm_rows(int32_t tokens, int32_t in_features, int32_t out_features,
                       const LinearWeight& w) {
-  if (!fp8_gemm_blockwise(w, tokens, in_features, out_features)) return tokens;
-  return (tokens + kBlockGemmTokenMultiple - 1) / kBlockGemmTokenMultiple * kBlockGemmTokenMultiple;
+  return gemm_rows(tokens, fp8_gemm_blockwise(w, tokens, in_features, out_features));
 }
 
 bool linear_fp8_takes_gemm(int32_t tokens, int32_t in_features, int32_t out_features,
@@ -24,8 +32,10 @@ bool linear_fp8_takes_gemm(int32_t tokens, int32_t in_features, int32_t out_feat
 
 Fp8RowsOut fp8_gemm_input(int32_t tokens, int32_t in_features, int32_t out_features,
                           const LinearWeight& w, const Fp8ActivationScratch& scratch) {
-  const int32_t group = fp8_activation_group(w, tokens, in_features, out_features);
-  const int32_t rows = fp8_gemm_rows(tokens, in_features, out_features, w);
+  // One kernel choice for the group, the padding and the scale order (fp8_activation_group's).
+  const bool blockwise = fp8_gemm_blockwise(w, tokens, in_features, out_features);
+  const int32_t group = blockwise ? kFp8GemmScaleGroup : in_features;
+  const int32_t rows = gemm_rows(tokens, blockwise);
   const int64_t xq_bytes = int64_t{rows} * in_features;
   const int64_t scale_count = int64_t{rows} * (in_features / group);
   QUENCH_REQUIRE(xq_bytes <= scratch.xq_bytes && scale_count <= scratch.scale_count,
@@ -37,7 +47,7 @@ Fp8RowsOut fp8_gemm_input(int32_t tokens, int32_t in_features, int32_t out_featu
   input.scales = scratch.scales;
   input.group = group;
   input.layout.padded_rows = rows;
-  input.layout.scales_by_group = fp8_gemm_blockwise(w, tokens, in_features, out_features);
+  input.layout.scales_by_group = blockwise;
   return input;
 }
 

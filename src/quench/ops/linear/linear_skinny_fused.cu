@@ -5,6 +5,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "quench/core/alignment.h"
 #include "quench/core/cuda_device.h"
 #include "quench/core/device_buffer.h"
 #include "quench/core/env_switch.h"
@@ -20,10 +21,6 @@ namespace {
 // so fewer CTAs read them fewer times from L2 for the same warps streaming weights.
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
 
 // CTAs of `kernel` an SM holds with `smem` bytes of shared memory each (at least 1), queried (and
 // the kernel's shared-memory limit raised) once per device, kernel and size: launches

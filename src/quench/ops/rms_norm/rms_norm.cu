@@ -1,5 +1,6 @@
 #include "quench/ops/rms_norm/rms_norm.h"
 
+#include "quench/core/alignment.h"
 #include "quench/core/block_reduce.cuh"
 #include "quench/core/error.h"
 #include "quench/numerics/bf16.h"
@@ -104,10 +105,6 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
     if (i >= p.width) break;
     out[i] = float_to_bf16_bits(x[n] / denominator * bf16_bits_to_float(p.weight[i]));
   }
-}
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "quench/ops/swiglu/swiglu.h"
 
+#include "quench/core/alignment.h"
 #include "quench/core/error.h"
 #include "quench/numerics/bf16.h"
 #include "quench/ops/quantize/fp8_rows_out.cuh"
@@ -95,10 +96,6 @@ __global__ void __launch_bounds__(kRowThreads)
     if (dst != nullptr) dst[v] = values[k];
   }
   fp8_rows_device::store_row<kRowThreads, kRowMaxVectors>(fp8, fp8_rows, row, features, values);
-}
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "quench/core/alignment.h"
 #include "quench/core/cuda_device.h"
 #include "quench/core/device_array_check.h"
 #include "quench/core/env_switch.h"
@@ -44,10 +45,6 @@ constexpr int kMaxCtasPerSm = 4;
 void check_cuda(cudaError_t status, const char* what) {
   QUENCH_REQUIRE(status == cudaSuccess, "decode attention: ", what,
                  " failed: ", cudaGetErrorString(status));
-}
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
 // tma: the variant with a producer warp loading K/V by tensor TMA (sm_90, head_dim 64 and 128;
