@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include "harness/expect_error.h"
 #include "harness/fake_attention_kernel.h"
@@ -20,6 +22,7 @@
 #include "quench/numerics/fp8.h"
 #include "quench/numerics/nvfp4.h"
 #include "quench/ops/attention/attention_reference.h"
+#include "quench/ops/quantize/fp8_quantize_reference.h"
 
 namespace quench {
 namespace {
@@ -648,6 +651,82 @@ TEST(AttentionOp, BadSetupsFailWithClearErrors) {
               std::string::npos)
         << e.what();
   }
+}
+
+// The o projection's e4m3 rows (AttentionOpArgs::out_fp8) from a batch of decode rows, out null:
+// the codes and scales of the bf16 output (a run without them) quantized by the reference, per
+// 128 columns (both scale orders) and per row. Refused with prefill rows, and by an op whose
+// output is not bf16, naming what is allowed.
+TEST(AttentionOp, DecodeBatchWritesTheOProjectionsFp8Rows) {
+  OpCase c;
+  c.kv = DType::kFP8E4M3;
+  c.per_head_kv_scales = true;
+  const std::vector<ScheduledSequence> decodes = {{{}, 20, 1}, {{}, 37, 2}, {{}, 5, 1}};
+  const Batch batch(c, decodes, {}, 23);
+  const AttentionKernelRegistry registry = registry_for(DType::kBF16);
+  const OpOutputs plain = run_op(batch, batch.metadata(), registry);
+  const int32_t rows = batch.metadata().num_tokens;
+  const int32_t width = kHq * kD;
+  std::vector<float> bf16_out(static_cast<size_t>(rows) * width);
+  for (size_t i = 0; i < bf16_out.size(); ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, plain.out.data() + 2 * i, 2);
+    bf16_out[i] = bf16_bits_to_float(bits);
+  }
+
+  LogCapture quiet;
+  const AttentionOp op(AttentionBackendSelection::decide(batch.config(), {}, {}, registry),
+                       batch.scales(), {1.0f / std::sqrt(static_cast<float>(kD)), nullptr});
+  ASSERT_TRUE(op.writes_fp8_rows());
+  AttentionOpArgs args;
+  std::vector<uint16_t> q = batch.q();
+  args.q = q.data();
+  args.k_cache = batch.k_cache().data();
+  args.v_cache = batch.v_cache().data();
+  args.kv = batch.kv();
+  args.metadata = host_metadata_view(batch.metadata());
+  for (const auto& [group, by_group] :
+       {std::pair{128, false}, std::pair{128, true}, std::pair{width, false}}) {
+    SCOPED_TRACE(str_cat("group ", group, by_group ? ", scales by group" : ""));
+    const size_t scale_count = static_cast<size_t>(rows) * (width / group);
+    std::vector<uint8_t> want_codes(static_cast<size_t>(rows) * width);
+    std::vector<float> want_scales(scale_count);
+    quantize_fp8_dynamic_rows_reference(bf16_out.data(), rows, width, group, want_codes.data(),
+                                        want_scales.data(), by_group);
+    std::vector<uint8_t> codes(want_codes.size(), kPoison);
+    std::vector<float> scales(scale_count, -1.0f);
+    args.out = nullptr;
+    args.out_fp8 = Fp8RowsOut{codes.data(), scales.data(), group, {rows, by_group}};
+    op.run(args, nullptr);
+    EXPECT_EQ(codes, want_codes);
+    EXPECT_EQ(scales, want_scales);
+  }
+
+  // Prefill rows: the prefill kernels write no FP8 rows.
+  const Batch mixed(c, decodes, mixed_prefills(), 23);
+  std::vector<uint16_t> mixed_q = mixed.q();
+  std::vector<uint8_t> codes(static_cast<size_t>(mixed.metadata().num_tokens) * width);
+  std::vector<float> scales(codes.size() / 128);
+  AttentionOpArgs mixed_args = args;
+  mixed_args.q = mixed_q.data();
+  mixed_args.k_cache = mixed.k_cache().data();
+  mixed_args.v_cache = mixed.v_cache().data();
+  mixed_args.kv = mixed.kv();
+  mixed_args.metadata = host_metadata_view(mixed.metadata());
+  mixed_args.out_fp8 = Fp8RowsOut{codes.data(), scales.data(), 128, {}};
+  EXPECT_QUENCH_ERROR(op.run(mixed_args, nullptr),
+                      {"out_fp8 with 2 prefill sequences", "a batch of decode rows only"});
+
+  // FP8 output: the rows quantize the bf16 output, which this op does not produce.
+  OpCase fp8_out = c;
+  fp8_out.out = DType::kFP8E4M3;
+  const Batch fp8_batch(fp8_out, decodes, {}, 23);
+  const AttentionOp fp8_op(AttentionBackendSelection::decide(fp8_batch.config(), {}, {}, registry),
+                           fp8_batch.scales(), {1.0f / std::sqrt(static_cast<float>(kD)), nullptr});
+  EXPECT_FALSE(fp8_op.writes_fp8_rows());
+  args.out_fp8 = Fp8RowsOut{codes.data(), scales.data(), 128, {}};
+  EXPECT_QUENCH_ERROR(fp8_op.run(args, nullptr),
+                      {"out_fp8 is not written with fp8_e4m3 output", "allowed: bf16 output"});
 }
 
 }  // namespace

@@ -153,6 +153,76 @@ TEST(DeviceDecoderModelFp8Weights, KeptFp8WeightsMatchTheDequantizedCpuDecoder) 
   }
 }
 
+// A batched decode step over FP8 weights (16 sequences: the o projection on the 128-column
+// block-scaled GEMM, per-channel and 128 x 128 block checkpoints at head_dim 128) writes the o
+// projection's FP8 input from the attention epilogue (AttentionOpArgs::out_fp8, bit for bit the
+// quantization pass it replaces: decode_fp8_rows_gpu_test) and matches the CPU decoder over the
+// dequantized checkpoint, as the one-sequence steps do.
+TEST(DeviceDecoderModelFp8Weights, BatchedDecodeWritesTheOInputInAttention) {
+  for (const int32_t block : {0, 128}) {
+    SCOPED_TRACE(block > 0 ? "128 x 128 blocks" : "per channel");
+    TinyModelSpec spec;
+    spec.architecture = ModelArchitecture::kQwen3;
+    spec.head_dim = 128;
+    spec.num_q_heads = 8;  // the o projection: 1024 -> 512
+    spec.num_kv_heads = 2;
+    spec.hidden_size = 512;
+    spec.intermediate_size = 1024;
+    spec.fp8_weights = true;
+    spec.fp8_block = block;
+    const std::string dir =
+        testing_support::scratch_dir("quench_device_model_test", str_cat("fp8w_batched_", block));
+    write_tiny_model(dir, spec);
+    const Checkpoint checkpoint(dir);
+    const ModelConfig config = read_model_config(checkpoint.config_path());
+    const CudaDeviceProperties props = require_current_cuda_device_properties("the test");
+    const int32_t sm = props.compute_capability_major * 10 + props.compute_capability_minor;
+    if (!DeviceDecoderModel::keeps_fp8_weights(config, sm)) GTEST_SKIP() << "FP8 weights: sm_90+";
+    const ModelWeights dequantized = ModelWeights::load(config, checkpoint);
+    const ModelWeights kept = ModelWeights::load(config, checkpoint, /*keep_fp8=*/true);
+    DecoderModelOptions o;
+    o.kv_dtype = DType::kBF16;
+    o.page_size = 16;
+    o.num_pages = 64;
+    o.max_model_len = 512;
+    DecoderModel cpu(config, dequantized, o);
+    DeviceDecoderModel gpu(config, kept, o);
+
+    // 16 prompts of 20-35 tokens in one prefill step, then one decode step of all 16.
+    constexpr int32_t kSeqs = 16;
+    std::vector<ScheduledSequence> prefills, decodes;
+    std::vector<int32_t> prompt_ids, next_ids, prompt_rows;
+    int32_t page = 1;
+    for (int32_t s = 0; s < kSeqs; ++s) {
+      const int32_t len = 20 + s;
+      std::vector<int32_t> pages = {page, page + 1, page + 2};
+      page += 3;
+      prefills.push_back({pages, 0, len});
+      decodes.push_back({pages, len, 1});
+      for (int32_t i = 0; i < len; ++i)
+        prompt_ids.push_back(6 + (i * 37 + s * 11) % 500);
+      prompt_rows.push_back(static_cast<int32_t>(prompt_ids.size()) - 1);
+      next_ids.push_back(9 + s * 13);
+    }
+    const AttentionMetadata pm = build_attention_metadata({}, prefills, 16, 64);
+    EXPECT_LT(rel_l2<float>(gpu.forward(prompt_ids, pm, prompt_rows),
+                            cpu.forward(prompt_ids, pm, prompt_rows)),
+              8e-2)
+        << "prefill";
+    EXPECT_EQ(gpu.attention_fp8_row_layers(), 0) << "a prefill step quantizes the o input itself";
+    const AttentionMetadata dm = build_attention_metadata(decodes, {}, 16, 64);
+    const std::vector<int32_t> rows = iota_rows_for_test(kSeqs);
+    EXPECT_LT(rel_l2<float>(gpu.forward(next_ids, dm, rows), cpu.forward(next_ids, dm, rows)), 8e-2)
+        << "decode";
+    // Per-channel weights take 128-column activation scales on sm_90 only (the runner's
+    // channel_groups); blocks on every GPU that keeps FP8 weights.
+    if (block > 0 || sm == 90) {
+      EXPECT_GE(gpu.attention_fp8_row_layers(), config.num_layers)
+          << "the decode step's attention did not write the o projection's input";
+    }
+  }
+}
+
 // Per-KV-head checkpoint scales reach the GPU kernels: head 0's k/v scales are so small that
 // its FP8 cache saturates (the logits move far from unit scales), head 1's are ordinary; the GPU
 // runner matches the CPU decoder, which applies them per head. Head dims 64 and 128 (the Hopper

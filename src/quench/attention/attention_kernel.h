@@ -61,6 +61,12 @@ class AttentionKernel {
   // will receive (the one query_dtype returned).
   virtual SupportCheck check(const AttentionConfig& config, AttentionPhase phase) const = 0;
 
+  // Whether run() also writes params.out_fp8 (the o projection's e4m3 rows, attention_params.h)
+  // for `config` with bf16 output; a kernel that cannot refuses params that ask for it.
+  virtual bool writes_fp8_rows(const AttentionConfig& config) const {
+    (void)config;
+    return false;
+  }
   // Scratch memory run() needs for `params` (in the kernel's memory space), e.g. split-KV
   // partials; 0 for most kernels. The caller allocates it once, before any graph capture, and
   // zeroes it then: a kernel may keep state there that each run leaves as it found it (decode's

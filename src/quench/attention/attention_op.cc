@@ -89,11 +89,26 @@ AttentionOp::AttentionOp(AttentionBackendSelection selection, AttentionScales sc
 
 void AttentionOp::run(const AttentionOpArgs& args, void* stream) const {
   require_kv_matches(selection_.config(), args.kv);
-  QUENCH_REQUIRE(args.q != nullptr && args.out != nullptr && args.k_cache != nullptr &&
-                     args.v_cache != nullptr,
-                 "attention op needs q, out, k_cache and v_cache");
+  QUENCH_REQUIRE(args.q != nullptr && (args.out != nullptr || args.out_fp8.requested()) &&
+                     args.k_cache != nullptr && args.v_cache != nullptr,
+                 "attention op needs q, out (or out_fp8), k_cache and v_cache");
+  if (args.out_fp8.requested()) {
+    QUENCH_REQUIRE(writes_fp8_rows(), "attention op: out_fp8 is not written with ",
+                   dtype_name(selection_.config().out_dtype), " output by decode kernel '",
+                   selection_.decode().kernel->name(),
+                   "'; allowed: bf16 output and a decode kernel that writes it (decode_gqa at "
+                   "head_dim 128, the host kernels)");
+    QUENCH_REQUIRE(args.metadata.num_prefill_seqs == 0, "attention op: out_fp8 with ",
+                   args.metadata.num_prefill_seqs,
+                   " prefill sequences; allowed: a batch of decode rows only");
+  }
   if (args.metadata.num_decode_seqs > 0) run_phase(args, AttentionPhase::kDecode, stream);
   if (args.metadata.num_prefill_seqs > 0) run_phase(args, AttentionPhase::kPrefill, stream);
+}
+
+bool AttentionOp::writes_fp8_rows() const {
+  const AttentionConfig& config = selection_.config();
+  return config.out_dtype == DType::kBF16 && selection_.decode().kernel->writes_fp8_rows(config);
 }
 
 size_t AttentionOp::workspace_bytes(const AttentionOpArgs& args) const {
@@ -181,7 +196,10 @@ AttentionParams AttentionOp::phase_params(const AttentionOpArgs& args, Attention
   p.sinks = settings_.sinks;
 
   const int64_t out_row_elems = static_cast<int64_t>(config.num_q_heads) * config.head_dim_vo;
-  p.out = advance_bytes(args.out, first_row * row_bytes(config.out_dtype, out_row_elems));
+  p.out = args.out == nullptr
+              ? nullptr
+              : advance_bytes(args.out, first_row * row_bytes(config.out_dtype, out_row_elems));
+  if (!prefill) p.out_fp8 = args.out_fp8;  // run() allows it in decode-only batches
   p.out_dtype = config.out_dtype;
   p.o_scale = scales_.o_scale();
   p.out_block_scales = args.out_block_scales;

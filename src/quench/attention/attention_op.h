@@ -79,6 +79,10 @@ struct AttentionOpArgs {
   float nvfp4_global_scale = 1.0f;  // multiplies before NVFP4 quantization
 
   float* lse = nullptr;  // optional [num_tokens, num_q_heads]
+  // Optional, for a batch of decode rows only (config.out_dtype bf16, and writes_fp8_rows()):
+  // the output also as the o projection's e4m3 rows (AttentionParams::out_fp8), so that it needs
+  // no quantization pass; out may then be null.
+  Fp8RowsOut out_fp8;
 
   // Scratch for the kernels (split-KV partials), in their memory space: at least
   // AttentionOp::workspace_bytes(args) bytes, allocated once before graph capture and zeroed
@@ -103,6 +107,8 @@ class AttentionOp {
   // written. Throws when args disagree with the configuration (KV layout, missing buffers).
   void run(const AttentionOpArgs& args, void* stream) const;
 
+  // Whether run() takes AttentionOpArgs::out_fp8: bf16 output and a decode kernel that writes it.
+  bool writes_fp8_rows() const;
   // Scratch run(args) needs: the larger of the two phases' kernels' needs.
   size_t workspace_bytes(const AttentionOpArgs& args) const;
 

@@ -21,6 +21,7 @@ class CpuAttentionKernel final : public AttentionKernel {
     return config.model_dtype;
   }
 
+  bool writes_fp8_rows(const AttentionConfig&) const override { return true; }
   SupportCheck check(const AttentionConfig& config, AttentionPhase) const override {
     return check_host_attention_kernel(config, "The CPU kernel",
                                        "CPU backend: any configuration, fp32 vector math.");

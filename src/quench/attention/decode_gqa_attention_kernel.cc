@@ -22,6 +22,10 @@ class DecodeGqaAttentionKernel final : public AttentionKernel {
     return config.model_dtype;
   }
 
+  // The epilogue quantizes one q head's row per warp: 128-column groups at head_dim 128.
+  bool writes_fp8_rows(const AttentionConfig& config) const override {
+    return config.head_dim_vo == 128;
+  }
   SupportCheck check(const AttentionConfig& config, AttentionPhase) const override {
     if (config.compute_capability < 80) {
       return SupportCheck::must_not(str_cat("mma.sync bf16 needs sm_80 or newer; got ",

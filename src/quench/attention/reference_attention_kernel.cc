@@ -20,6 +20,7 @@ class ReferenceAttentionKernel final : public AttentionKernel {
     return config.model_dtype;
   }
 
+  bool writes_fp8_rows(const AttentionConfig&) const override { return true; }
   SupportCheck check(const AttentionConfig& config, AttentionPhase) const override {
     return check_host_attention_kernel(config, "The CPU reference",
                                        "CPU reference: any configuration, fp32 math, slowest.");

@@ -185,6 +185,8 @@ struct DeviceDecoderModel::State {
   std::map<int32_t, GraphExec> graphs;
   int64_t graphs_generation = -1;
   int32_t graph_captures = 0;  // successful captures of the whole ladder
+  // Layers enqueued with the o projection's input written by attention (attention_fp8_rows).
+  int64_t attention_fp8_row_layers = 0;
 
   ~State() {
     // Graphs, then cuBLAS (which holds the stream), then the stream.
@@ -414,10 +416,16 @@ struct DeviceDecoderModel::State {
       args.q_fp8_ready = split.fp8_rows_ready;
       args.workspace = attention_workspace.buffer().as<void>();
       args.workspace_bytes = attention_workspace.buffer().bytes();
+      const Fp8RowsOut o_input = attention_fp8_rows(b, t, l.o, op);
+      if (o_input.requested()) {
+        args.out_fp8 = o_input;
+        args.out = nullptr;  // only the o projection reads it
+        ++attention_fp8_row_layers;
+      }
       op.run(args, stream);
       mark("attention");
 
-      enqueue_linear(b, t, qd, d, b.attn, l.o, b.proj);
+      enqueue_linear(b, t, qd, d, b.attn, l.o, b.proj, o_input);
       mark("linear o");
       if (fused) {
         linear_skinny_norm_cuda(t, d, ff, fused_norm(b.proj, l.post_norm), l.gate_up.weight,
@@ -462,6 +470,23 @@ struct DeviceDecoderModel::State {
       return {};
     }
     return fp8_gemm_input(t, in, out, w.weight, b.fp8_scratch);
+  }
+
+  // Where the attention op writes the o projection's input quantized (AttentionOpArgs::out_fp8)
+  // instead of leaving it to the GEMM's own pass: a step of decode rows only, whose o GEMM takes
+  // one scale per 128 columns (a q head at head_dim 128) and no padding rows, with a decode
+  // kernel that writes them; else nothing. Saves a launch and a read of the bf16 rows per layer.
+  Fp8RowsOut attention_fp8_rows(const StepBuffers& b, int32_t t, const DeviceLinear& o,
+                                const AttentionOp& op) const {
+    if (b.view.num_prefill_seqs > 0 || b.view.num_decode_tokens != t || !op.writes_fp8_rows()) {
+      return {};
+    }
+    const int32_t qd = config.num_q_heads() * config.head_dim();
+    const Fp8RowsOut rows = fused_fp8_input(b, t, qd, config.hidden_size, o);
+    if (!rows.requested() || rows.group != kFp8GemmScaleGroup || rows.padded_rows(t) != t) {
+      return {};
+    }
+    return rows;
   }
 
   // One linear layer of the decoder, bf16 activations in and out: cuBLAS (or the streaming kernel)
@@ -845,6 +870,10 @@ bool DeviceDecoderModel::cuda_graphs_captured() const {
 
 int32_t DeviceDecoderModel::cuda_graph_captures() const {
   return state_->graph_captures;
+}
+
+int64_t DeviceDecoderModel::attention_fp8_row_layers() const {
+  return state_->attention_fp8_row_layers;
 }
 
 }  // namespace quench

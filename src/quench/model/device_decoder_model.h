@@ -44,6 +44,10 @@ class DeviceDecoderModel : public ModelRunner {
   // How many times the decode graphs were captured: 1 after start, more when a step moved a
   // per-step buffer or the attention workspace (a stall of every size's capture).
   int32_t cuda_graph_captures() const;
+  // Layers enqueued (eagerly or into a graph's capture) whose attention wrote the o projection's
+  // FP8 input itself: decode steps over FP8 weights with 128-column activation scales at head_dim
+  // 128 (AttentionOpArgs::out_fp8). For tests and diagnostics.
+  int64_t attention_fp8_row_layers() const;
 
   // The lm_head's logits buffer holds this many rows: a step with more logit rows (prompt
   // logprobs ask for every prompt row) runs the lm_head and the picks in passes over it, so the

@@ -130,5 +130,68 @@ TEST(DecodeAttentionValidation, ScalesSoftCapAndScaleRowsAreCheckedAsTheReferenc
   }
 }
 
+// The o projection's e4m3 rows (AttentionParams::out_fp8): accepted at head_dim 128 with
+// 128-column groups, out null or not; refused, naming what is allowed, at head_dim 64, with a
+// per-row group, with FP8 output, with padding rows, and where they overlap q. The reference
+// refuses the same output fields (all but the decode kernel's own head_dim and group rule).
+TEST(DecodeAttentionValidation, Fp8RowsOutputIsCheckedAndNamesWhatIsAllowed) {
+  AttentionProblemConfig c = decode_config(DType::kBF16);
+  c.head_dim = 128;
+  const AttentionProblem problem(c);
+  std::vector<uint8_t> out = problem.poisoned_out();
+  const int32_t width = c.num_q_heads * 128;
+  std::vector<uint8_t> codes(static_cast<size_t>(problem.num_tokens()) * width + 16);
+  std::vector<float> scales(codes.size() / 128 + 1);
+  auto* aligned =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(codes.data()) + 15) & ~uintptr_t{15});
+  const AttentionParams base = problem.host_params(out.data(), nullptr, nullptr);
+  AttentionParams p = base;
+  p.out_fp8 = Fp8RowsOut{aligned, scales.data(), 128, {problem.num_tokens(), true}};
+  EXPECT_EQ(rejection(p), "");
+  p.out = nullptr;
+  EXPECT_EQ(rejection(p), "") << "out may be null with out_fp8";
+  EXPECT_NO_THROW(validate_attention_scalars(p));
+
+  using Edit = std::function<void(AttentionParams&)>;
+  const std::vector<std::pair<Edit, std::string>> refusals = {
+      {[&](AttentionParams& q) { q.out_fp8.group = width; },
+       "out_fp8 with group 1024 at head_dim 128 is not supported; allowed: group 128 at head_dim "
+       "128"},
+      {[&](AttentionParams& q) { q.out_fp8.layout.padded_rows = problem.num_tokens() + 8; },
+       "allowed: 0 or num_tokens (attention writes no padding rows)"},
+      {[&](AttentionParams& q) { q.out_fp8.scales = nullptr; }, "scales must not be null"},
+      {[&](AttentionParams& q) {
+         q.out_fp8.data = const_cast<uint8_t*>(static_cast<const uint8_t*>(q.q));
+       },
+       "out_fp8 overlaps q"},
+      {[&](AttentionParams& q) {
+         q.out_dtype = DType::kFP8E4M3;
+         q.out = out.data();
+       },
+       "out_fp8 needs bf16 output"},
+  };
+  for (const auto& [edit, expected] : refusals) {
+    AttentionParams bad = p;
+    edit(bad);
+    EXPECT_NE(rejection(bad).find(expected), std::string::npos)
+        << "expected '" << expected << "', got '" << rejection(bad) << "'";
+  }
+  AttentionParams no_output = base;
+  no_output.out = nullptr;
+  EXPECT_NE(rejection(no_output).find("out is null"), std::string::npos) << rejection(no_output);
+
+  // head_dim 64: a 128-column group spans two q heads, which the epilogue does not reduce over.
+  AttentionProblemConfig c64 = decode_config(DType::kBF16);
+  c64.head_dim = 64;
+  const AttentionProblem problem64(c64);
+  std::vector<uint8_t> out64 = problem64.poisoned_out();
+  AttentionParams p64 = problem64.host_params(out64.data(), nullptr, nullptr);
+  p64.out_fp8 = Fp8RowsOut{aligned, scales.data(), 128, {}};
+  EXPECT_NE(rejection(p64).find("out_fp8 with group 128 at head_dim 64 is not supported"),
+            std::string::npos)
+      << rejection(p64);
+  EXPECT_NO_THROW(validate_attention_scalars(p64)) << "the reference writes any group";
+}
+
 }  // namespace
 }  // namespace quench::testing_support

@@ -276,10 +276,7 @@ void attention_cpu(const AttentionParams& p) {
     thread_local Scratch scratch;
     attend_item(p, items[static_cast<size_t>(i)], scratch, o.data());
   });
-  const AttentionOutputFormat format = attention_output_format(p);
-  parallel_for(p.num_tokens, [&](int64_t token) {
-    write_attention_output_row(format, token, &o[token * row_elems], p.out, p.out_block_scales);
-  });
+  write_attention_outputs(p, o);
 }
 
 }  // namespace quench

@@ -29,7 +29,6 @@ void validate_attention_launch(const AttentionParams& params, const char* launch
       {params.q, "q"},
       {params.k_cache, "k_cache"},
       {params.v_cache, "v_cache"},
-      {params.out, "out"},
       {params.q_offsets, "q_offsets"},
       {params.seq_lens, "seq_lens"},
       {params.block_table, "block_table"},
@@ -38,6 +37,9 @@ void validate_attention_launch(const AttentionParams& params, const char* launch
     QUENCH_REQUIRE(pointer != nullptr, launcher, ": ", name,
                    " is null; allowed: a device pointer (null only for a batch of no sequences)");
   }
+  QUENCH_REQUIRE(params.out != nullptr || params.out_fp8.requested(), launcher,
+                 ": out is null; allowed: a device pointer (null only with out_fp8, or for a ",
+                 "batch of no sequences)");
   QUENCH_REQUIRE(params.block_table_stride >= 1, launcher, ": block_table_stride ",
                  params.block_table_stride, " is invalid; allowed: >= 1");
   try {

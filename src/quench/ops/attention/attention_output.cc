@@ -1,10 +1,12 @@
 #include "quench/ops/attention/attention_output.h"
 
 #include "quench/core/error.h"
+#include "quench/core/parallel_for.h"
 #include "quench/numerics/bf16.h"
 #include "quench/numerics/fp8.h"
 #include "quench/numerics/nvfp4.h"
 #include "quench/numerics/nvfp4_quantize.h"
+#include "quench/ops/quantize/fp8_quantize_reference.h"
 
 namespace quench {
 
@@ -48,6 +50,23 @@ void write_attention_output_row(const AttentionOutputFormat& format, int64_t tok
       fail(str_cat("attention output dtype ", dtype_name(format.dtype),
                    " is not supported; allowed: bf16, fp8_e4m3, fp8_e5m2, nvfp4"));
   }
+}
+
+void write_attention_outputs(const AttentionParams& p, std::vector<float>& o) {
+  const AttentionOutputFormat format = attention_output_format(p);
+  const int64_t row_elems = format.row_elems;
+  if (p.out != nullptr) {
+    parallel_for(p.num_tokens, [&](int64_t token) {
+      write_attention_output_row(format, token, &o[token * row_elems], p.out, p.out_block_scales);
+    });
+  }
+  if (!p.out_fp8.requested()) return;
+  // The values the bf16 output holds, quantized as the o projection's own pass would.
+  for (float& x : o)
+    x = bf16_bits_to_float(float_to_bf16_bits(x));
+  quantize_fp8_dynamic_rows_reference(o.data(), p.num_tokens, static_cast<int32_t>(row_elems),
+                                      p.out_fp8.group, p.out_fp8.data, p.out_fp8.scales,
+                                      p.out_fp8.layout.scales_by_group);
 }
 
 void read_attention_output_row(const AttentionOutputFormat& format, int64_t token, const void* out,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "quench/core/dtype.h"
 #include "quench/ops/attention/attention_params.h"
@@ -31,6 +32,11 @@ int64_t attention_output_row_bytes(const AttentionOutputFormat& format);
 // block_scales (NVFP4 only, else unused) is the whole swizzled scale tensor.
 void write_attention_output_row(const AttentionOutputFormat& format, int64_t token,
                                 const float* row, void* out, uint8_t* block_scales);
+
+// Stores every row of `o` (float [num_tokens, num_q_heads * head_dim]) as params asks: into
+// params.out in its format where out is set, and, where params.out_fp8 is requested, the bf16
+// rows quantized as quantize_fp8_dynamic_rows_reference does (rounds o to bf16 in place then).
+void write_attention_outputs(const AttentionParams& params, std::vector<float>& o);
 
 // Decodes token `token` of out into row (float [row_elems]): bf16 value, fp8 * o_scale, or
 // e2m1 * block_scale / global_scale.

@@ -15,7 +15,8 @@
 //   s_j = soft_cap * tanh(s_j / soft_cap)          when logit_soft_cap > 0
 //   o   = sum_j softmax(s)_j * v_j * v_scale(h_kv)  (softmax includes exp(sink - max) in its
 //                                                   denominator when sinks != nullptr)
-//   output bf16: o;  FP8: fp8(o / o_scale);  NVFP4: SPEC §1.3 with nvfp4_global_scale.
+//   output bf16: o;  FP8: fp8(o / o_scale);  NVFP4: SPEC §1.3 with nvfp4_global_scale;
+//   out_fp8 (bf16 output): e4m3(bf16(o) / s) with s = amax / 448 over each group of a row.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,7 @@
 #include "quench/core/dtype.h"
 #include "quench/core/head_scales.h"
 #include "quench/kv_cache/kv_cache_layout.h"
+#include "quench/ops/quantize/fp8_rows_out.h"
 
 namespace quench {
 
@@ -67,6 +69,13 @@ struct AttentionParams {
   int32_t out_scale_rows = 0;  // total rows of the shared scale tensor
   int32_t out_scale_row_offset = 0;
   float nvfp4_global_scale = 1.0f;  // multiplies before quantization
+  // Optional, with bf16 output: the output rows also (or only, where out is null) as the e4m3
+  // rows and scales of an FP8 GEMM's input (fp8_rows_out.h), the codes quantize_fp8_dynamic would
+  // write from the bf16 output, bit for bit; so the o projection's input needs no pass of its
+  // own. Padded rows, if any, equal num_tokens (attention writes no padding rows). Kernels that
+  // cannot write it refuse it (the CPU reference writes any group; the decode kernel 128-column
+  // groups at head_dim 128, one group per q head).
+  Fp8RowsOut out_fp8;
 
   // Optional: log-sum-exp per [num_tokens, num_q_heads] (natural log of the softmax denominator
   // plus the max), written when non-null; used to merge split-KV partials.

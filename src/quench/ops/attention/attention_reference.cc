@@ -1,6 +1,7 @@
 #include "quench/ops/attention/attention_reference.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <vector>
 
@@ -175,6 +176,19 @@ void validate_attention_scalars(const AttentionParams& p) {
     QUENCH_REQUIRE(is_positive_finite(p.o_scale), "attention o_scale ", p.o_scale,
                    " is invalid for FP8 output; allowed: finite and > 0");
   }
+  if (p.out_fp8.requested()) {
+    QUENCH_REQUIRE(p.out_dtype == DType::kBF16, "attention out_fp8 needs bf16 output (its codes ",
+                   "quantize the bf16 rows); out_dtype is ", dtype_name(p.out_dtype),
+                   "; allowed: bf16");
+    const int64_t width = static_cast<int64_t>(p.num_q_heads) * p.kv.head_dim;
+    QUENCH_REQUIRE(width <= INT32_MAX, "attention out_fp8: rows of ", width,
+                   " elements are too wide; allowed: at most 2^31 - 1");
+    check_fp8_rows_out("attention out_fp8", p.out_fp8, p.num_tokens, static_cast<int32_t>(width));
+    QUENCH_REQUIRE(p.out_fp8.padded_rows(p.num_tokens) == p.num_tokens,
+                   "attention out_fp8: padded_rows ", p.out_fp8.layout.padded_rows,
+                   " differs from num_tokens ", p.num_tokens,
+                   "; allowed: 0 or num_tokens (attention writes no padding rows)");
+  }
   if (p.out_dtype != DType::kNVFP4) return;
   // head_dim in {64, 128, 256} makes every row a whole number of 16-element NVFP4 blocks.
   QUENCH_REQUIRE(p.out_block_scales != nullptr,
@@ -193,7 +207,8 @@ void validate_attention_params(const AttentionParams& p) {
   QUENCH_REQUIRE(p.q != nullptr, "attention q is null; allowed: a query tensor");
   QUENCH_REQUIRE(p.k_cache != nullptr, "attention k_cache is null; allowed: a paged K tensor");
   QUENCH_REQUIRE(p.v_cache != nullptr, "attention v_cache is null; allowed: a paged V tensor");
-  QUENCH_REQUIRE(p.out != nullptr, "attention out is null; allowed: an output tensor");
+  QUENCH_REQUIRE(p.out != nullptr || p.out_fp8.requested(),
+                 "attention out is null; allowed: an output tensor (null only with out_fp8)");
   QUENCH_REQUIRE(p.q_offsets != nullptr, "attention q_offsets is null; allowed: [num_seqs + 1]");
   QUENCH_REQUIRE(p.seq_lens != nullptr, "attention seq_lens is null; allowed: [num_seqs]");
   QUENCH_REQUIRE(p.block_table != nullptr,
@@ -238,10 +253,7 @@ void attention_reference(const AttentionParams& p) {
     if (p.lse != nullptr) p.lse[i] = lse;
   });
 
-  const AttentionOutputFormat format = attention_output_format(p);
-  parallel_for(p.num_tokens, [&](int64_t token) {
-    write_attention_output_row(format, token, &o[token * row_elems], p.out, p.out_block_scales);
-  });
+  write_attention_outputs(p, o);
 }
 
 }  // namespace quench

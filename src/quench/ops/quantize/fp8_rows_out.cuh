@@ -51,6 +51,26 @@ __device__ __forceinline__ void store_group_vector(const Fp8RowsOut& o, int32_t 
   }
 }
 
+// One quad (4 consecutive values from column col0, a multiple of 4) of a per-128-column pass over
+// row `row`: the 32 quads of a group lie in one warp, lane i holding quad i (all active or none).
+// The group's amax is a whole-warp shuffle reduction, so every lane must call it. The same codes
+// and scale as store_group_vector over the group's values.
+__device__ __forceinline__ void store_group_quad(const Fp8RowsOut& o, int32_t padded_rows,
+                                                 int64_t row, int32_t width, int32_t col0,
+                                                 bool active, const float (&f)[4]) {
+  float amax = fmaxf(fmaxf(fabsf(f[0]), fabsf(f[1])), fmaxf(fabsf(f[2]), fabsf(f[3])));
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+  if (!active) return;
+  const float scale = scale_from_amax(amax);
+  *reinterpret_cast<uint32_t*>(o.data + row * width + col0) =
+      pack_fp8x4(f, scale, 1.0f / scale, Fp8Format::kE4M3);
+  if (col0 % 128 == 0) {
+    scale_at(o.scales, o.layout.scales_by_group, padded_rows, width / 128, row, col0 / 128) = scale;
+  }
+}
+
 // Row `row` past the producer's rows: zeros, scale 1 (the padding an FP8 GEMM reads).
 template <int kThreads>
 __device__ __forceinline__ void store_padding_row(const Fp8RowsOut& o, int32_t padded_rows,

@@ -1,4 +1,5 @@
-// Eight consecutive elements as one 16-byte (bf16) or 8-byte (FP8) vector: unpacking to float
+// Eight consecutive elements as one 16-byte (bf16) or 8-byte (FP8) vector (and four as one FP8
+// word): unpacking to float
 // and the single rounding to the output type, through the numerics/ conversions so that GPU
 // results equal the CPU reference's bit for bit.
 #pragma once
@@ -28,6 +29,27 @@ __device__ __forceinline__ uint4 pack_bf16x8(const float y[8]) {
                (static_cast<uint32_t>(float_to_bf16_bits(y[2 * i + 1])) << 16);
   }
   return make_uint4(words[0], words[1], words[2], words[3]);
+}
+
+// fp8(y / scale) for four values, little-endian bytes: pack_fp8x8's arithmetic (below) for a
+// writer that holds a quad (the decode attention epilogue's FP8 rows).
+__device__ __forceinline__ uint32_t pack_fp8x4(const float (&y)[4], float scale, float inv_scale,
+                                               Fp8Format format) {
+  const __nv_fp8_interpretation_t kind = format == Fp8Format::kE4M3 ? __NV_E4M3 : __NV_E5M2;
+  uint32_t word = 0u;
+#pragma unroll
+  for (int32_t i = 0; i < 2; ++i) {
+    const float2 pair = make_float2(divide_by_scale_unguarded(y[2 * i], scale, inv_scale),
+                                    divide_by_scale_unguarded(y[2 * i + 1], scale, inv_scale));
+    word |= static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(pair, __NV_SATFINITE, kind)) << (16 * i);
+  }
+  if (__vcmpeq4(word & 0x7f7f7f7fu, 0x7f7f7f7fu) != 0u) {  // a NaN quotient: see pack_fp8x8
+    word = 0u;
+#pragma unroll
+    for (int32_t i = 0; i < 4; ++i)
+      word |= static_cast<uint32_t>(float_to_fp8(y[i] / scale, format)) << (8 * i);
+  }
+  return word;
 }
 
 // fp8(y / scale) for eight values (scale divides; inv_scale = 1 / scale), little-endian bytes.

@@ -396,17 +396,32 @@ void validate_decode_attention_params(const AttentionParams& p) {
   require_aligned_device_array(p.q, "decode attention", "q");
   require_aligned_device_array(p.k_cache, "decode attention", "k_cache");
   require_aligned_device_array(p.v_cache, "decode attention", "v_cache");
-  require_aligned_device_array(p.out, "decode attention", "out");
-  // The output is its own buffer: the split merge may write it (its warm-up pass, see
+  // The outputs are buffers of their own: the split merge may write them (its warm-up pass, see
   // decode_merge.cu) while the main kernel still reads q.
   const size_t row_elems = static_cast<size_t>(p.num_tokens) * static_cast<size_t>(p.num_q_heads) *
                            static_cast<size_t>(p.kv.head_dim);
   const auto* q_begin = static_cast<const uint8_t*>(p.q);
-  const auto* out_begin = static_cast<const uint8_t*>(p.out);
-  QUENCH_REQUIRE(out_begin + dtype_bytes(p.out_dtype, row_elems) <= q_begin ||
-                     q_begin + dtype_bytes(p.q_dtype, row_elems) <= out_begin,
-                 "decode attention: out overlaps q; allowed: an output buffer apart from the "
-                 "query (no in-place attention)");
+  const size_t q_bytes = dtype_bytes(p.q_dtype, row_elems);
+  const auto apart_from_q = [&](const void* begin, size_t bytes) {
+    const auto* b = static_cast<const uint8_t*>(begin);
+    return b + bytes <= q_begin || q_begin + q_bytes <= b;
+  };
+  if (p.out != nullptr) {
+    require_aligned_device_array(p.out, "decode attention", "out");
+    QUENCH_REQUIRE(apart_from_q(p.out, dtype_bytes(p.out_dtype, row_elems)),
+                   "decode attention: out overlaps q; allowed: an output buffer apart from the "
+                   "query (no in-place attention)");
+  }
+  if (p.out_fp8.requested()) {
+    // The epilogue quantizes a row's quads in one warp: a 128-column group is one q head's row.
+    QUENCH_REQUIRE(p.kv.head_dim == 128 && p.out_fp8.group == 128, "decode attention: out_fp8 ",
+                   "with group ", p.out_fp8.group, " at head_dim ", p.kv.head_dim,
+                   " is not supported; allowed: group 128 at head_dim 128 (one group per q head)");
+    const size_t groups = row_elems / 128;
+    QUENCH_REQUIRE(apart_from_q(p.out_fp8.data, row_elems) &&
+                       apart_from_q(p.out_fp8.scales, groups * sizeof(float)),
+                   "decode attention: out_fp8 overlaps q; allowed: buffers apart from the query");
+  }
   const int64_t row_groups =
       (static_cast<int64_t>(p.max_q_len) * (p.num_q_heads / p.kv.num_kv_heads) +
        decode::kRowsPerCta - 1) /

@@ -1,5 +1,6 @@
 // The decode epilogue: writes 4 consecutive output elements of one (query token, q head) row as
-// bf16, FP8 (o / o_scale) or NVFP4 (a quarter block; its swizzled e4m3 scale, SPEC §1.3),
+// bf16 (and, where asked, as the o projection's e4m3 rows: AttentionParams::out_fp8), FP8
+// (o / o_scale) or NVFP4 (a quarter block; its swizzled e4m3 scale, SPEC §1.3),
 // using the numerics headers' conversions so that results match the CPU reference bit for bit.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include "quench/numerics/nvfp4.h"
 #include "quench/ops/attention/attention_params.h"
 #include "quench/ops/attention/decode/decode_fragments.cuh"
+#include "quench/ops/quantize/fp8_rows_out.cuh"
 
 namespace quench::decode {
 
@@ -32,9 +34,19 @@ __device__ __forceinline__ void write_output_quad(const AttentionParams& p, int3
   const int32_t head_dim = p.kv.head_dim;
   const int64_t row_elem = (static_cast<int64_t>(token) * p.num_q_heads + head) * head_dim + d0;
   if (p.out_dtype == DType::kBF16) {
-    if (!active) return;
-    *reinterpret_cast<uint2*>(static_cast<uint16_t*>(p.out) + row_elem) =
+    const uint2 packed =
         make_uint2(pack_pair<MmaType::kBF16>(v[0], v[1]), pack_pair<MmaType::kBF16>(v[2], v[3]));
+    if (p.out_fp8.requested()) {
+      // The o projection's input: the bf16 values just rounded, quantized per head (head_dim
+      // 128: a 128-column group is a warp's row), as its own pass would read them back.
+      const float rounded[kOutputQuad] = {
+          bf16_bits_to_float(packed.x & 0xffffu), bf16_bits_to_float(packed.x >> 16),
+          bf16_bits_to_float(packed.y & 0xffffu), bf16_bits_to_float(packed.y >> 16)};
+      fp8_rows_device::store_group_quad(p.out_fp8, p.num_tokens, token, p.num_q_heads * head_dim,
+                                        head * head_dim + d0, active, rounded);
+    }
+    if (!active || p.out == nullptr) return;
+    *reinterpret_cast<uint2*>(static_cast<uint16_t*>(p.out) + row_elem) = packed;
   } else if (p.out_dtype == DType::kFP8E4M3 || p.out_dtype == DType::kFP8E5M2) {
     if (!active) return;
     const bool e4m3 = p.out_dtype == DType::kFP8E4M3;

@@ -58,6 +58,10 @@ std::string prefill_attention_generic_unsupported_reason(const AttentionParams& 
     return str_cat("q dtype ", dtype_name(q),
                    " is not supported; allowed: bf16, f16, fp8_e4m3, fp8_e5m2");
   }
+  if (params.out_fp8.requested()) {
+    return "out_fp8 (the o projection's e4m3 rows) is not written by prefill kernels; allowed: "
+           "none (quantize the bf16 output), or a decode batch";
+  }
   const DType out = params.out_dtype;
   if (out != DType::kBF16 && !is_fp8(out) && out != DType::kNVFP4) {
     return str_cat("out dtype ", dtype_name(out),

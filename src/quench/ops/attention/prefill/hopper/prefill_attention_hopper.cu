@@ -263,6 +263,10 @@ std::string prefill_attention_hopper_unsupported_reason(const AttentionParams& p
   if (page != 16 && page != 32 && page != 64) {
     return str_cat("page_size=", page, " is not supported; allowed: 16, 32, 64");
   }
+  if (params.out_fp8.requested()) {
+    return "out_fp8 (the o projection's e4m3 rows) is not written by prefill kernels; allowed: "
+           "none (quantize the bf16 output), or a decode batch";
+  }
   const DType out = params.out_dtype;
   if (out != DType::kBF16 && !is_fp8(out) && out != DType::kNVFP4) {
     return str_cat("out dtype ", dtype_name(out),
