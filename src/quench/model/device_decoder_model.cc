@@ -32,8 +32,9 @@ namespace quench {
 namespace {
 
 // QUENCH_FP8_ACTIVATIONS=fused|separate (read once; default fused): whether the rms_norm and
-// swiglu kernels in front of an FP8-weight GEMM write its e4m3 activations themselves, or leave
-// them to the GEMM's own quantization pass (an A/B switch).
+// swiglu kernels (and the decode attention, for the o projection) in front of an FP8-weight GEMM
+// write its e4m3 activations themselves, or leave them to the GEMM's own quantization pass (an
+// A/B switch).
 bool fp8_activations_fused() {
   static const bool fused =
       env_switch("QUENCH_FP8_ACTIVATIONS", {"fused", "separate"}) != "separate";
@@ -460,9 +461,9 @@ struct DeviceDecoderModel::State {
     mark("lm_head");
   }
 
-  // Where the kernel in front of layer w (rms_norm, swiglu) writes w's input quantized for its
-  // FP8 GEMM this step: nothing (not requested) where w is bf16, streams its FP8 weight at t
-  // tokens, or QUENCH_FP8_ACTIVATIONS=separate. Its x is b.h or b.act (aligned alike).
+  // Where the kernel in front of layer w (rms_norm, swiglu, attention) writes w's input quantized
+  // for its FP8 GEMM this step: nothing (not requested) where w is bf16, streams its FP8 weight at
+  // t tokens, or QUENCH_FP8_ACTIVATIONS=separate. Its x is b.h or b.act (aligned alike).
   Fp8RowsOut fused_fp8_input(const StepBuffers& b, int32_t t, int32_t in, int32_t out,
                              const DeviceLinear& w) const {
     if (!w.weight.fp8() || !fp8_activations_fused() ||

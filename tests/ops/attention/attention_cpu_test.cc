@@ -8,13 +8,17 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/attention_problem.h"
 #include "harness/compare.h"
 #include "harness/expect_error.h"
 #include "quench/core/error.h"
+#include "quench/numerics/bf16.h"
+#include "quench/ops/quantize/fp8_quantize_reference.h"
 
 namespace quench::testing_support {
 namespace {
@@ -164,6 +168,44 @@ TEST(AttentionCpu, RandomBatchesMatchTheReference) {
     c.num_kv_heads = 8;
     c.head_dim = 64;
     expect_matches_reference(c, str_cat("seed ", seed));
+  }
+}
+
+// The o projection's e4m3 rows (AttentionParams::out_fp8) from the CPU kernel: the codes and
+// scales of its own bf16 output quantized by the reference, per 128 columns (group-major) and per
+// row, with out null; and the bf16 output beside them unchanged.
+TEST(AttentionCpu, Fp8RowsAreItsBf16OutputQuantized) {
+  AttentionProblemConfig c = base_config(91);
+  c.head_dim = 128;
+  c.kv_dtype = DType::kFP8E4M3;
+  c.seqs = mixed_batch();
+  AttentionProblem problem(c);
+  const RunResult plain = run_cpu(problem);
+  const int32_t rows = problem.num_tokens();
+  const int32_t width = c.num_q_heads * c.head_dim;
+  std::vector<float> bf16(static_cast<size_t>(rows) * width);
+  for (size_t i = 0; i < bf16.size(); ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, plain.out.data() + 2 * i, 2);
+    bf16[i] = bf16_bits_to_float(bits);
+  }
+  for (const auto& [group, by_group] : {std::pair{128, true}, std::pair{width, false}}) {
+    SCOPED_TRACE(str_cat("group ", group));
+    const size_t scale_count = static_cast<size_t>(rows) * (width / group);
+    std::vector<uint8_t> want_codes(bf16.size()), codes(bf16.size(), 0x7f);
+    std::vector<float> want_scales(scale_count), scales(scale_count, -1.0f);
+    quantize_fp8_dynamic_rows_reference(bf16.data(), rows, width, group, want_codes.data(),
+                                        want_scales.data(), by_group);
+    for (const bool with_out : {true, false}) {
+      RunResult r{problem.poisoned_out(), {}, problem.poisoned_lse()};
+      AttentionParams p = problem.host_params(r.out.data(), nullptr, r.lse.data());
+      if (!with_out) p.out = nullptr;
+      p.out_fp8 = Fp8RowsOut{codes.data(), scales.data(), group, {0, by_group}};
+      attention_cpu(p);
+      EXPECT_EQ(codes, want_codes) << (with_out ? "with out" : "out null");
+      EXPECT_EQ(scales, want_scales) << (with_out ? "with out" : "out null");
+      if (with_out) EXPECT_EQ(r.out, plain.out);
+    }
   }
 }
 
