@@ -28,9 +28,10 @@ struct PoisonedFp8Rows {
   DeviceBuffer codes, scales;
   Fp8RowsOut out;
   PoisonedFp8Rows(int32_t rows, int32_t width, bool by_group)
-      : codes(DeviceBuffer::from_host(std::vector<uint8_t>(static_cast<size_t>(rows) * width, 0x7f))),
-        scales(DeviceBuffer::from_host(std::vector<float>(static_cast<size_t>(rows) * width / 128,
-                                                          -1.0f))) {
+      : codes(
+            DeviceBuffer::from_host(std::vector<uint8_t>(static_cast<size_t>(rows) * width, 0x7f))),
+        scales(DeviceBuffer::from_host(
+            std::vector<float>(static_cast<size_t>(rows) * width / 128, -1.0f))) {
     out = Fp8RowsOut{codes.as<uint8_t>(), scales.as<float>(), 128, {rows, by_group}};
   }
 };
@@ -46,8 +47,8 @@ struct Fp8RowsCase {
 
 void expect_fp8_rows_match_the_quantized_output(const Fp8RowsCase& k, uint64_t seed) {
   SCOPED_TRACE(k.name);
-  AttentionProblemConfig c = decode_grid_config(k.kv, DType::kBF16, k.group, 128, k.page,
-                                                k.layout, seed);
+  AttentionProblemConfig c =
+      decode_grid_config(k.kv, DType::kBF16, k.group, 128, k.page, k.layout, seed);
   c.seqs = k.seqs;
   c.per_head_kv_scales = true;
   AttentionProblem problem(c);
@@ -55,8 +56,8 @@ void expect_fp8_rows_match_the_quantized_output(const Fp8RowsCase& k, uint64_t s
   AttentionDeviceProblem device(problem);
   const int32_t rows = problem.num_tokens();
   const int32_t width = c.num_q_heads * 128;
-  const Tolerance tolerance = k.kv == DType::kBF16 ? tolerance::kDecodeBf16
-                                                   : tolerance::kDecodeBf16QFp8Kv;
+  const Tolerance tolerance =
+      k.kv == DType::kBF16 ? tolerance::kDecodeBf16 : tolerance::kDecodeBf16QFp8Kv;
   const DeviceBuffer workspace = zeroed_decode_workspace(device.params());
   const int splits = decode_attention_num_splits(device.params());
   struct Mode {
@@ -64,11 +65,11 @@ void expect_fp8_rows_match_the_quantized_output(const Fp8RowsCase& k, uint64_t s
     bool use_workspace;
     DecodeSplitMerge merge;
   };
-  const Mode modes[] = {{"last split CTAs merge", true, DecodeSplitMerge::kLastSplitCta},
-                        {"merge kernel on arrival", true, DecodeSplitMerge::kMergeKernel},
-                        {"merge kernel after the grid", true,
-                         DecodeSplitMerge::kMergeKernelAfterGrid},
-                        {"one split, no workspace", false, DecodeSplitMerge::kDefault}};
+  const Mode modes[] = {
+      {"last split CTAs merge", true, DecodeSplitMerge::kLastSplitCta},
+      {"merge kernel on arrival", true, DecodeSplitMerge::kMergeKernel},
+      {"merge kernel after the grid", true, DecodeSplitMerge::kMergeKernelAfterGrid},
+      {"one split, no workspace", false, DecodeSplitMerge::kDefault}};
   for (const Mode& mode : modes) {
     for (const bool by_group : {true, false}) {
       SCOPED_TRACE(std::string(mode.name) + " (" + std::to_string(splits) + " splits), scales " +
@@ -112,10 +113,18 @@ void expect_fp8_rows_match_the_quantized_output(const Fp8RowsCase& k, uint64_t s
 TEST(DecodeAttentionGpuFp8Rows, MatchTheBf16OutputQuantizedBitForBit) {
   const std::vector<Fp8RowsCase> cases = {
       // Split-KV (one long request), a padding request, a 3-token (speculative) query.
-      {"e4m3 g4 page16 NHD, splits", DType::kFP8E4M3, 4, 16, KvLayout::kNHD,
+      {"e4m3 g4 page16 NHD, splits",
+       DType::kFP8E4M3,
+       4,
+       16,
+       KvLayout::kNHD,
        {{1, 6000}, {0, 0}, {3, 3000}, {1, 40}}},
       {"bf16 g1 page64 HND", DType::kBF16, 1, 64, KvLayout::kHND, {{1, 700}, {2, 17}, {1, 1}}},
-      {"e4m3 g8 page32 NHD, many requests", DType::kFP8E4M3, 8, 32, KvLayout::kNHD,
+      {"e4m3 g8 page32 NHD, many requests",
+       DType::kFP8E4M3,
+       8,
+       32,
+       KvLayout::kNHD,
        {{1, 900}, {1, 33}, {1, 512}, {1, 1500}, {1, 64}, {1, 200}, {1, 7}, {1, 1024}}},
   };
   uint64_t seed = 71;
