@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <optional>
 #include <tuple>
+#include <utility>
 
 #include "harness/expect_error.h"
 #include "harness/model_with_scales.h"
@@ -58,6 +60,33 @@ void expect_prefill_and_decode_agree(DeviceDecoderModel& gpu, DecoderModel& cpu,
   const std::vector<int32_t> row0 = {0};
   EXPECT_LT(rel_l2<float>(gpu.forward(last, dm, row0), cpu.forward(last, dm, row0)), tolerance)
       << "decode";
+}
+
+// This GPU's compute capability as one number (90 for sm_90).
+int32_t current_sm() {
+  const CudaDeviceProperties props = require_current_cuda_device_properties("the test");
+  return props.compute_capability_major * 10 + props.compute_capability_minor;
+}
+
+// A tiny FP8 checkpoint (spec.fp8_weights) loaded twice: dequantized to bf16, as the CPU decoder
+// takes it, and with its FP8 weights kept, as the GPU runner does.
+struct Fp8TinyModel {
+  ModelConfig config;
+  ModelWeights dequantized;
+  ModelWeights kept;
+};
+
+// The checkpoint of `spec` written under `name`; nullopt where this GPU keeps no FP8 weights.
+std::optional<Fp8TinyModel> load_fp8_tiny_model(const TinyModelSpec& spec,
+                                                const std::string& name) {
+  const std::string dir = testing_support::scratch_dir("quench_device_model_test", name);
+  write_tiny_model(dir, spec);
+  const Checkpoint checkpoint(dir);
+  ModelConfig config = read_model_config(checkpoint.config_path());
+  if (!DeviceDecoderModel::keeps_fp8_weights(config, current_sm())) return std::nullopt;
+  ModelWeights dequantized = ModelWeights::load(config, checkpoint);
+  ModelWeights kept = ModelWeights::load(config, checkpoint, /*keep_fp8=*/true);
+  return Fp8TinyModel{std::move(config), std::move(dequantized), std::move(kept)};
 }
 
 struct Case {
@@ -128,16 +157,10 @@ TEST(DeviceDecoderModelFp8Weights, KeptFp8WeightsMatchTheDequantizedCpuDecoder) 
     spec.intermediate_size = block > 0 ? 1024 : spec.intermediate_size;
     spec.fp8_weights = true;
     spec.fp8_block = block;
-    const std::string dir =
-        testing_support::scratch_dir("quench_device_model_test", std::string("fp8w_") + name);
-    write_tiny_model(dir, spec);
-    const Checkpoint checkpoint(dir);
-    const ModelConfig config = read_model_config(checkpoint.config_path());
-    const CudaDeviceProperties props = require_current_cuda_device_properties("the test");
-    const int32_t sm = props.compute_capability_major * 10 + props.compute_capability_minor;
-    if (!DeviceDecoderModel::keeps_fp8_weights(config, sm)) GTEST_SKIP() << "FP8 weights: sm_90+";
-    const ModelWeights dequantized = ModelWeights::load(config, checkpoint);
-    const ModelWeights kept = ModelWeights::load(config, checkpoint, /*keep_fp8=*/true);
+    const std::optional<Fp8TinyModel> model =
+        load_fp8_tiny_model(spec, std::string("fp8w_") + name);
+    if (!model) GTEST_SKIP() << "FP8 weights: sm_90+";
+    const auto& [config, dequantized, kept] = *model;
     ASSERT_TRUE(kept.has_fp8_linears());
     ASSERT_FALSE(dequantized.has_fp8_linears());
     EXPECT_LT(DeviceDecoderModel::weight_bytes(kept),
@@ -170,16 +193,10 @@ TEST(DeviceDecoderModelFp8Weights, BatchedDecodeWritesTheOInputInAttention) {
     spec.intermediate_size = 1024;
     spec.fp8_weights = true;
     spec.fp8_block = block;
-    const std::string dir =
-        testing_support::scratch_dir("quench_device_model_test", str_cat("fp8w_batched_", block));
-    write_tiny_model(dir, spec);
-    const Checkpoint checkpoint(dir);
-    const ModelConfig config = read_model_config(checkpoint.config_path());
-    const CudaDeviceProperties props = require_current_cuda_device_properties("the test");
-    const int32_t sm = props.compute_capability_major * 10 + props.compute_capability_minor;
-    if (!DeviceDecoderModel::keeps_fp8_weights(config, sm)) GTEST_SKIP() << "FP8 weights: sm_90+";
-    const ModelWeights dequantized = ModelWeights::load(config, checkpoint);
-    const ModelWeights kept = ModelWeights::load(config, checkpoint, /*keep_fp8=*/true);
+    const std::optional<Fp8TinyModel> model =
+        load_fp8_tiny_model(spec, str_cat("fp8w_batched_", block));
+    if (!model) GTEST_SKIP() << "FP8 weights: sm_90+";
+    const auto& [config, dequantized, kept] = *model;
     DecoderModelOptions o;
     o.kv_dtype = DType::kBF16;
     o.page_size = 16;
@@ -216,7 +233,7 @@ TEST(DeviceDecoderModelFp8Weights, BatchedDecodeWritesTheOInputInAttention) {
         << "decode";
     // Per-channel weights take 128-column activation scales on sm_90 only (the runner's
     // channel_groups); blocks on every GPU that keeps FP8 weights.
-    if (block > 0 || sm == 90) {
+    if (block > 0 || current_sm() == 90) {
       EXPECT_GE(gpu.attention_fp8_row_layers(), config.num_layers)
           << "the decode step's attention did not write the o projection's input";
     }
