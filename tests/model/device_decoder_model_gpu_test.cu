@@ -89,6 +89,16 @@ std::optional<Fp8TinyModel> load_fp8_tiny_model(const TinyModelSpec& spec,
   return Fp8TinyModel{std::move(config), std::move(dequantized), std::move(kept)};
 }
 
+// The runner options both FP8-weight tests take: a bf16 cache of 64 pages of 16 tokens.
+DecoderModelOptions fp8_tiny_model_options() {
+  DecoderModelOptions o;
+  o.kv_dtype = DType::kBF16;
+  o.page_size = 16;
+  o.num_pages = 64;
+  o.max_model_len = 512;
+  return o;
+}
+
 struct Case {
   const char* name;
   ModelArchitecture arch;
@@ -165,11 +175,7 @@ TEST(DeviceDecoderModelFp8Weights, KeptFp8WeightsMatchTheDequantizedCpuDecoder) 
     ASSERT_FALSE(dequantized.has_fp8_linears());
     EXPECT_LT(DeviceDecoderModel::weight_bytes(kept),
               DeviceDecoderModel::weight_bytes(dequantized));
-    DecoderModelOptions o;
-    o.kv_dtype = DType::kBF16;
-    o.page_size = 16;
-    o.num_pages = 64;
-    o.max_model_len = 512;
+    const DecoderModelOptions o = fp8_tiny_model_options();
     DecoderModel cpu(config, dequantized, o);
     DeviceDecoderModel gpu(config, kept, o);
     expect_prefill_and_decode_agree(gpu, cpu, 8e-2);
@@ -197,11 +203,7 @@ TEST(DeviceDecoderModelFp8Weights, BatchedDecodeWritesTheOInputInAttention) {
         load_fp8_tiny_model(spec, str_cat("fp8w_batched_", block));
     if (!model) GTEST_SKIP() << "FP8 weights: sm_90+";
     const auto& [config, dequantized, kept] = *model;
-    DecoderModelOptions o;
-    o.kv_dtype = DType::kBF16;
-    o.page_size = 16;
-    o.num_pages = 64;
-    o.max_model_len = 512;
+    const DecoderModelOptions o = fp8_tiny_model_options();
     DecoderModel cpu(config, dequantized, o);
     DeviceDecoderModel gpu(config, kept, o);
 

@@ -58,7 +58,10 @@ __device__ __forceinline__ void store_group_vector(const Fp8RowsOut& o, int32_t 
 __device__ __forceinline__ void store_group_quad(const Fp8RowsOut& o, int32_t padded_rows,
                                                  int64_t row, int32_t width, int32_t col0,
                                                  bool active, const float (&f)[4]) {
-  float amax = fmaxf(fmaxf(fabsf(f[0]), fabsf(f[1])), fmaxf(fabsf(f[2]), fabsf(f[3])));
+  float amax = 0.0f;  // as amax8: a group of NaNs gets scale 1, not NaN
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    amax = fmaxf(amax, fabsf(f[i]));
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2)
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
