@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
-#include <memory>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -72,8 +71,6 @@ int32_t current_sm() {
 // A tiny FP8 checkpoint (spec.fp8_weights) loaded twice: dequantized to bf16, as the CPU decoder
 // takes it, and with its FP8 weights kept, as the GPU runner does.
 struct Fp8TinyModel {
-  // First, so that it is destroyed last: both weight sets are views into its mapped files.
-  std::unique_ptr<const Checkpoint> checkpoint;
   ModelConfig config;
   ModelWeights dequantized;
   ModelWeights kept;
@@ -84,13 +81,13 @@ std::optional<Fp8TinyModel> load_fp8_tiny_model(const TinyModelSpec& spec,
                                                 const std::string& name) {
   const std::string dir = testing_support::scratch_dir("quench_device_model_test", name);
   write_tiny_model(dir, spec);
-  auto checkpoint = std::make_unique<const Checkpoint>(dir);
-  ModelConfig config = read_model_config(checkpoint->config_path());
+  const Checkpoint checkpoint(dir);
+  ModelConfig config = read_model_config(checkpoint.config_path());
   if (!DeviceDecoderModel::keeps_fp8_weights(config, current_sm())) return std::nullopt;
-  ModelWeights dequantized = ModelWeights::load(config, *checkpoint);
-  ModelWeights kept = ModelWeights::load(config, *checkpoint, /*keep_fp8=*/true);
-  return Fp8TinyModel{std::move(checkpoint), std::move(config), std::move(dequantized),
-                      std::move(kept)};
+  // The weights keep the checkpoint's mappings (ModelWeights::mapped_files).
+  ModelWeights dequantized = ModelWeights::load(config, checkpoint);
+  ModelWeights kept = ModelWeights::load(config, checkpoint, /*keep_fp8=*/true);
+  return Fp8TinyModel{std::move(config), std::move(dequantized), std::move(kept)};
 }
 
 // The runner options both FP8-weight tests take: a bf16 cache of 64 pages of 16 tokens.
@@ -174,7 +171,7 @@ TEST(DeviceDecoderModelFp8Weights, KeptFp8WeightsMatchTheDequantizedCpuDecoder) 
     const std::optional<Fp8TinyModel> model =
         load_fp8_tiny_model(spec, std::string("fp8w_") + name);
     if (!model) GTEST_SKIP() << "FP8 weights: sm_90+";
-    const auto& [checkpoint, config, dequantized, kept] = *model;
+    const auto& [config, dequantized, kept] = *model;
     ASSERT_TRUE(kept.has_fp8_linears());
     ASSERT_FALSE(dequantized.has_fp8_linears());
     EXPECT_LT(DeviceDecoderModel::weight_bytes(kept),
@@ -206,7 +203,7 @@ TEST(DeviceDecoderModelFp8Weights, BatchedDecodeWritesTheOInputInAttention) {
     const std::optional<Fp8TinyModel> model =
         load_fp8_tiny_model(spec, str_cat("fp8w_batched_", block));
     if (!model) GTEST_SKIP() << "FP8 weights: sm_90+";
-    const auto& [checkpoint, config, dequantized, kept] = *model;
+    const auto& [config, dequantized, kept] = *model;
     const DecoderModelOptions o = fp8_tiny_model_options();
     DecoderModel cpu(config, dequantized, o);
     DeviceDecoderModel gpu(config, kept, o);

@@ -196,6 +196,34 @@ TEST(Fp8Checkpoint, KeepFp8HoldsTheCheckpointBytesAndRowScales) {
   EXPECT_EQ(static_cast<int64_t>(kept_q.scales().size()), q_scale.num_elements());
 }
 
+// Loaded weights keep the checkpoint's mappings (ModelWeights::mapped_files): a helper that
+// loads them and lets its Checkpoint go hands back weights that still read the file's bytes (the
+// views once pointed into unmapped memory then).
+TEST(Fp8Checkpoint, WeightsStayValidAfterTheirCheckpointIsGone) {
+  const std::string dir = testing_support::scratch_dir("quench_fp8_checkpoint_test", "outlive");
+  write_tiny_model(dir, builtin_model_spec("tiny-fp8"));
+  const ModelConfig config = read_model_config(dir + "/config.json");
+  // Mapped first, so that the loads' own mappings cannot come back at the same addresses.
+  const Checkpoint again(dir);
+  const auto load_alone = [&](bool keep_fp8) {
+    const Checkpoint checkpoint(dir);
+    return ModelWeights::load(config, checkpoint, keep_fp8);
+  };
+  const ModelWeights kept = load_alone(true);
+  const ModelWeights dequantized = load_alone(false);
+  const SafetensorsTensor& embed = *again.find("model.embed_tokens.weight");
+  ASSERT_EQ(kept.embed_tokens.size() * 2, embed.bytes.size());
+  EXPECT_EQ(std::memcmp(kept.embed_tokens.data(), embed.bytes.data(), embed.bytes.size()), 0);
+  const SafetensorsTensor& down = *again.find("model.layers.1.mlp.down_proj.weight");
+  const Fp8Weight& kept_down = kept.layers[1].fp8.down_proj;
+  ASSERT_EQ(kept_down.bytes().size(), down.bytes.size());
+  EXPECT_TRUE(std::equal(down.bytes.begin(), down.bytes.end(), kept_down.bytes().begin()));
+  EXPECT_EQ(
+      std::memcmp(dequantized.final_norm.data(), again.find("model.norm.weight")->bytes.data(),
+                  dequantized.final_norm.size() * 2),
+      0);
+}
+
 // Which FP8 checkpoints the GPU runner computes with as FP8: on Hopper or newer, per-tensor and
 // per-channel ones always; 128 x 128 blocks where every linear input is a multiple of 512 and
 // q / k / v are whole 128-row blocks (Llama-3-8B's and Qwen3-8B's shapes); nothing else.

@@ -28,7 +28,7 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
   if (!fs::exists(index_path)) {
     QUENCH_REQUIRE(fs::exists(single_path), "checkpoint ", dir,
                    " has neither model.safetensors nor model.safetensors.index.json");
-    shards_.push_back(std::make_unique<SafetensorsFile>(single_path.string()));
+    shards_.push_back(std::make_shared<const SafetensorsFile>(single_path.string()));
     return;
   }
   const nlohmann::json index = parse_json_object(
@@ -48,7 +48,7 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
       const fs::path shard_path = fs::path(dir) / shard;
       QUENCH_REQUIRE(fs::exists(shard_path), index_path.string(), " names shard ", shard,
                      " (for \"", name, "\"), which is missing");
-      shards_.push_back(std::make_unique<SafetensorsFile>(shard_path.string()));
+      shards_.push_back(std::make_shared<const SafetensorsFile>(shard_path.string()));
       it = shard_of_file.emplace(shard, shards_.size() - 1).first;
     }
     expected.emplace_back(name, it->second);

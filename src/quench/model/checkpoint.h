@@ -27,11 +27,12 @@ class Checkpoint {
                                    const std::vector<int64_t>& shape) const;
   size_t num_tensors() const;
   int64_t total_bytes() const;  // tensor bytes over all shards
-  const std::vector<std::unique_ptr<SafetensorsFile>>& shards() const { return shards_; }
+  // Shared, so that weights viewing a shard's mapping can keep it (ModelWeights::mapped_files).
+  const std::vector<std::shared_ptr<const SafetensorsFile>>& shards() const { return shards_; }
 
  private:
   std::string dir_;
-  std::vector<std::unique_ptr<SafetensorsFile>> shards_;
+  std::vector<std::shared_ptr<const SafetensorsFile>> shards_;
 };
 
 // "[a, b, c]".

@@ -179,6 +179,7 @@ ModelWeights ModelWeights::load(const ModelConfig& c, const Checkpoint& checkpoi
   const int64_t ff = c.intermediate_size;
   const WeightQuantization& q = c.quantization;
   ModelWeights w;
+  w.mapped_files = checkpoint.shards();
   w.embed_tokens = Bf16Weight::load(checkpoint, "model.embed_tokens.weight", {c.vocab_size, d});
   w.layers.resize(static_cast<size_t>(c.num_layers));
   for (int32_t i = 0; i < c.num_layers; ++i) {

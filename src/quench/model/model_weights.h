@@ -96,8 +96,11 @@ struct ModelWeights {
   std::vector<CheckpointAttentionScales> attention_scales;
   Bf16Weight final_norm;
   Bf16Weight lm_head;  // embed_tokens' storage when tied
+  // The checkpoint's mapped shards, which the weights above view: held here so that the weights
+  // stay valid after the Checkpoint is gone.
+  std::vector<std::shared_ptr<const SafetensorsFile>> mapped_files;
 
-  // Loads and shape-checks every weight; the checkpoint must outlive the result (views).
+  // Loads and shape-checks every weight; the result keeps the checkpoint's mappings alive.
   // keep_fp8: FP8 linear weights stay FP8 (the layers' `fp8` fields) instead of being
   // dequantized; only the GPU runner computes with them (DeviceDecoderModel::keeps_fp8_weights
   // says for which checkpoints).
