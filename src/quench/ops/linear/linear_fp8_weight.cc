@@ -16,7 +16,9 @@ int32_t gemm_rows(int32_t tokens, bool blockwise) {
 }  // namespace
 
 bool linear_fp8_streams(int32_t tokens, int32_t in_features, int32_t out_features) {
-  return tokens <= 2 || (tokens <= 4 && int64_t{out_features} < 4 * int64_t{in_features});
+  if (tokens <= 2) return true;
+  return tokens <= 4 && int64_t{out_features} < 4 * int64_t{in_features} &&
+         int64_t{in_features} * out_features <= kFp8StreamMaxElementsFewTokens;
 }
 
 int32_t fp8_gemm_rows(int32_t tokens, int32_t in_features, int32_t out_features,

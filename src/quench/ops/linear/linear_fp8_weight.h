@@ -25,9 +25,14 @@ struct Fp8ActivationScratch {
   int64_t scale_count = 0;
 };
 
-// Whether a layer of `tokens` rows streams its FP8 weight: up to 2 tokens, or 4 where the layer
-// is not much wider than deep (out < 4 in): there the streaming kernel still beat the GEMM,
-// whose quantization and small-batch tiles cost ~10 us.
+// Whether a layer of `tokens` rows streams its FP8 weight: up to 2 tokens always; at 3 or 4 only
+// a small weight (at most kFp8StreamMaxElementsFewTokens) that is not much wider than deep
+// (out < 4 in). The streaming kernel's time grows with the tokens where the GEMM's does not
+// (H100, bench/LOG.md thirty-sixth session: Llama-3-8B down 23.5 us streamed at 2 tokens and
+// 51.1 at 4, the GEMM 29.1 with its quantization pass); at 4 tokens the GEMM won for every 8B
+// layer (o 10.0 vs 16.5 us) and for the 1B down (12.9 vs 14.0), streaming for the 1B o (4.7 vs
+// 5.9) and qkv (6.0 vs 6.3), whose weights are 4-6 Mi elements.
+inline constexpr int64_t kFp8StreamMaxElementsFewTokens = int64_t{8} << 20;
 bool linear_fp8_streams(int32_t tokens, int32_t in_features, int32_t out_features);
 
 // The rows the GEMM path computes for `tokens` (in_features -> out_features): a multiple of
