@@ -25,6 +25,7 @@
 #include "quench/model/device_decoder_model.h"
 #include "quench/model/tiny_model.h"
 #include "quench/ops/argmax/argmax_reference.h"
+#include "quench/ops/linear/linear_fp8_weight.h"
 #include "quench/ops/logprobs/row_logprobs_reference.h"
 #include "quench/ops/sampling/logit_edits.h"
 #include "quench/ops/sampling/sample_rows_reference.h"
@@ -98,6 +99,38 @@ DecoderModelOptions fp8_tiny_model_options() {
   o.num_pages = 64;
   o.max_model_len = 512;
   return o;
+}
+
+// `seqs` prompts of 20 tokens and more (3 pages of 16 each) in one prefill step, then one decode
+// step of them all, the GPU runner against the CPU decoder at 8e-2 (FP8 weights, bf16 cache);
+// `after_prefill` runs between the two.
+template <typename AfterPrefill>
+void expect_batched_decode_matches_cpu(DeviceDecoderModel& gpu, DecoderModel& cpu, int32_t seqs,
+                                       AfterPrefill&& after_prefill) {
+  std::vector<ScheduledSequence> prefills, decodes;
+  std::vector<int32_t> prompt_ids, next_ids, prompt_rows;
+  int32_t page = 1;
+  for (int32_t s = 0; s < seqs; ++s) {
+    const int32_t len = 20 + s;
+    std::vector<int32_t> pages = {page, page + 1, page + 2};
+    page += 3;
+    prefills.push_back({pages, 0, len});
+    decodes.push_back({pages, len, 1});
+    for (int32_t i = 0; i < len; ++i)
+      prompt_ids.push_back(6 + (i * 37 + s * 11) % 500);
+    prompt_rows.push_back(static_cast<int32_t>(prompt_ids.size()) - 1);
+    next_ids.push_back(9 + s * 13);
+  }
+  const AttentionMetadata pm = build_attention_metadata({}, prefills, 16, 64);
+  EXPECT_LT(rel_l2<float>(gpu.forward(prompt_ids, pm, prompt_rows),
+                          cpu.forward(prompt_ids, pm, prompt_rows)),
+            8e-2)
+      << "prefill of " << seqs;
+  after_prefill();
+  const AttentionMetadata dm = build_attention_metadata(decodes, {}, 16, 64);
+  const std::vector<int32_t> rows = iota_rows_for_test(seqs);
+  EXPECT_LT(rel_l2<float>(gpu.forward(next_ids, dm, rows), cpu.forward(next_ids, dm, rows)), 8e-2)
+      << "decode step of " << seqs;
 }
 
 struct Case {
@@ -208,38 +241,44 @@ TEST(DeviceDecoderModelFp8Weights, BatchedDecodeWritesTheOInputInAttention) {
     DecoderModel cpu(config, dequantized, o);
     DeviceDecoderModel gpu(config, kept, o);
 
-    // 16 prompts of 20-35 tokens in one prefill step, then one decode step of all 16.
-    constexpr int32_t kSeqs = 16;
-    std::vector<ScheduledSequence> prefills, decodes;
-    std::vector<int32_t> prompt_ids, next_ids, prompt_rows;
-    int32_t page = 1;
-    for (int32_t s = 0; s < kSeqs; ++s) {
-      const int32_t len = 20 + s;
-      std::vector<int32_t> pages = {page, page + 1, page + 2};
-      page += 3;
-      prefills.push_back({pages, 0, len});
-      decodes.push_back({pages, len, 1});
-      for (int32_t i = 0; i < len; ++i)
-        prompt_ids.push_back(6 + (i * 37 + s * 11) % 500);
-      prompt_rows.push_back(static_cast<int32_t>(prompt_ids.size()) - 1);
-      next_ids.push_back(9 + s * 13);
-    }
-    const AttentionMetadata pm = build_attention_metadata({}, prefills, 16, 64);
-    EXPECT_LT(rel_l2<float>(gpu.forward(prompt_ids, pm, prompt_rows),
-                            cpu.forward(prompt_ids, pm, prompt_rows)),
-              8e-2)
-        << "prefill";
-    EXPECT_EQ(gpu.attention_fp8_row_layers(), 0) << "a prefill step quantizes the o input itself";
-    const AttentionMetadata dm = build_attention_metadata(decodes, {}, 16, 64);
-    const std::vector<int32_t> rows = iota_rows_for_test(kSeqs);
-    EXPECT_LT(rel_l2<float>(gpu.forward(next_ids, dm, rows), cpu.forward(next_ids, dm, rows)), 8e-2)
-        << "decode";
+    expect_batched_decode_matches_cpu(gpu, cpu, 16, [&] {
+      EXPECT_EQ(gpu.attention_fp8_row_layers(), 0) << "a prefill step quantizes the o input itself";
+    });
     // Per-channel weights take 128-column activation scales on sm_90 only (the runner's
     // channel_groups); blocks on every GPU that keeps FP8 weights.
     if (block > 0 || current_sm() == 90) {
       EXPECT_GE(gpu.attention_fp8_row_layers(), config.num_layers)
           << "the decode step's attention did not write the o projection's input";
     }
+  }
+}
+
+// Decode steps of 3 and 4 sequences over FP8 weights where the down projection (8192 -> 2048,
+// 16 Mi elements) takes the FP8 GEMM (linear_fp8_streams streams at 3-4 tokens only weights of
+// at most 8 Mi elements), its input written by SwiGLU with the GEMM's padded rows, while qkv and
+// o stream: the runner still matches the CPU decoder, per channel and with 128 x 128 blocks.
+TEST(DeviceDecoderModelFp8Weights, FewSequenceStepsMixStreamedAndGemmLayers) {
+  ASSERT_FALSE(linear_fp8_streams(3, 8192, 2048)) << "the down projection must take the GEMM";
+  ASSERT_TRUE(linear_fp8_streams(4, 2048, 3072)) << "qkv must stream";
+  for (const int32_t block : {0, 128}) {
+    SCOPED_TRACE(block > 0 ? "128 x 128 blocks" : "per channel");
+    TinyModelSpec spec;
+    spec.head_dim = 128;
+    spec.num_q_heads = 16;  // qkv 2048 -> 3072, o 2048 -> 2048
+    spec.num_kv_heads = 4;
+    spec.hidden_size = 2048;
+    spec.intermediate_size = 8192;
+    spec.fp8_weights = true;
+    spec.fp8_block = block;
+    const std::optional<Fp8TinyModel> model =
+        load_fp8_tiny_model(spec, str_cat("fp8w_few_", block));
+    if (!model) GTEST_SKIP() << "FP8 weights: sm_90+";
+    const auto& [config, dequantized, kept] = *model;
+    const DecoderModelOptions o = fp8_tiny_model_options();
+    DecoderModel cpu(config, dequantized, o);
+    DeviceDecoderModel gpu(config, kept, o);
+    for (const int32_t seqs : {3, 4})
+      expect_batched_decode_matches_cpu(gpu, cpu, seqs, [] {});
   }
 }
 
