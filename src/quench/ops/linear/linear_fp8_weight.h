@@ -32,7 +32,7 @@ struct Fp8ActivationScratch {
 // 51.1 at 4, the GEMM 29.1 with its quantization pass); at 4 tokens the GEMM won for every 8B
 // layer (o 10.0 vs 16.5 us) and for the 1B down (12.9 vs 14.0), streaming for the 1B o (4.7 vs
 // 5.9) and qkv (6.0 vs 6.3), whose weights are 4-6 Mi elements. In the 1B's decode step the
-// rule gained 2.4% at 4 sequences and lost 1-2% at 3 (the GEMM costs ~2 us more in the step).
+// rule gained 2.4% at 4 sequences and lost 0.8-1.8% at 3 (the GEMM costs ~2 us more in the step).
 inline constexpr int64_t kFp8StreamMaxElementsFewTokens = int64_t{8} << 20;
 bool linear_fp8_streams(int32_t tokens, int32_t in_features, int32_t out_features);
 
