@@ -60,26 +60,12 @@ void expect_fp8_rows_match_the_quantized_output(const Fp8RowsCase& k, uint64_t s
       k.kv == DType::kBF16 ? tolerance::kDecodeBf16 : tolerance::kDecodeBf16QFp8Kv;
   const DeviceBuffer workspace = zeroed_decode_workspace(device.params());
   const int splits = decode_attention_num_splits(device.params());
-  struct Mode {
-    const char* name;
-    bool use_workspace;
-    DecodeSplitMerge merge;
-  };
-  const Mode modes[] = {
-      {"last split CTAs merge", true, DecodeSplitMerge::kLastSplitCta},
-      {"merge kernel on arrival", true, DecodeSplitMerge::kMergeKernel},
-      {"merge kernel after the grid", true, DecodeSplitMerge::kMergeKernelAfterGrid},
-      {"one split, no workspace", false, DecodeSplitMerge::kDefault}};
-  for (const Mode& mode : modes) {
+  for (const DecodeWorkspaceMode& mode : decode_workspace_modes()) {
     for (const bool by_group : {true, false}) {
-      SCOPED_TRACE(std::string(mode.name) + " (" + std::to_string(splits) + " splits), scales " +
+      SCOPED_TRACE(decode_workspace_mode_trace(mode, splits) + ", scales " +
                    (by_group ? "by group" : "by row"));
       const auto launch = [&](const AttentionParams& p) {
-        decode_attention(p, mode.use_workspace ? workspace.get() : nullptr,
-                         mode.use_workspace ? workspace.bytes() : 0, nullptr, mode.merge);
-        QUENCH_CUDA_CHECK(cudaGetLastError());
-        QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
-        expect_merge_counters_zero(workspace);
+        run_decode_in_workspace_mode(p, workspace, mode);
       };
       // bf16 output and FP8 rows together.
       PoisonedFp8Rows got(rows, width, by_group);

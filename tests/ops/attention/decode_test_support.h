@@ -75,22 +75,18 @@ inline void expect_merge_counters_zero(const DeviceBuffer& workspace) {
   EXPECT_EQ(nonzero, 0) << "merge counters left nonzero:" << first;
 }
 
-// Runs decode_attention on `device` over poisoned outputs in every workspace mode, calling
-// check() after each run under a trace that names the mode: with one workspace (the KV splits
-// the launcher chooses) merged by the last split CTAs twice (the second run finds the counters
-// the first left), by the merge kernel on the splits' arrival counts, and by the merge kernel
-// after the main grid; and without a workspace (one split).
-template <class Check>
-void run_decode_in_all_workspace_modes(AttentionDeviceProblem& device, const Check& check) {
-  const AttentionParams& params = device.params();
-  const DeviceBuffer workspace = zeroed_decode_workspace(params);
-  const int splits = decode_attention_num_splits(params);
-  struct Mode {
-    const char* name;
-    bool use_workspace;
-    DecodeSplitMerge merge;
-  };
-  const Mode modes[] = {
+// A way to run decode_attention: with one workspace (the KV splits the launcher chooses) merged
+// by the last split CTAs twice (the second run finds the counters the first left), by the merge
+// kernel on the splits' arrival counts, and by the merge kernel after the main grid; and without
+// a workspace (one split).
+struct DecodeWorkspaceMode {
+  const char* name;
+  bool use_workspace;
+  DecodeSplitMerge merge;
+};
+
+inline const std::vector<DecodeWorkspaceMode>& decode_workspace_modes() {
+  static const std::vector<DecodeWorkspaceMode> modes = {
       {"merged by the last split CTAs", true, DecodeSplitMerge::kLastSplitCta},
       {"merged by the last split CTAs, second run on the same workspace", true,
        DecodeSplitMerge::kLastSplitCta},
@@ -98,17 +94,40 @@ void run_decode_in_all_workspace_modes(AttentionDeviceProblem& device, const Che
       {"merged by the merge kernel after the main grid", true,
        DecodeSplitMerge::kMergeKernelAfterGrid},
       {"without workspace: 1 KV split", false, DecodeSplitMerge::kDefault}};
-  for (const Mode& mode : modes) {
-    SCOPED_TRACE(mode.use_workspace
-                     ? "with workspace, " + std::to_string(splits) + " KV splits, " + mode.name
-                     : std::string(mode.name));
+  return modes;
+}
+
+// The trace of a run in `mode` over a launch of `splits` KV splits.
+inline std::string decode_workspace_mode_trace(const DecodeWorkspaceMode& mode, int splits) {
+  return mode.use_workspace
+             ? "with workspace, " + std::to_string(splits) + " KV splits, " + mode.name
+             : std::string(mode.name);
+}
+
+// One decode_attention run of `params` in `mode` over `workspace` (zeroed_decode_workspace's),
+// synchronized; the merge counters must be zero again after it.
+inline void run_decode_in_workspace_mode(const AttentionParams& params,
+                                         const DeviceBuffer& workspace,
+                                         const DecodeWorkspaceMode& mode) {
+  decode_attention(params, mode.use_workspace ? workspace.get() : nullptr,
+                   mode.use_workspace ? workspace.bytes() : 0, nullptr, mode.merge);
+  QUENCH_CUDA_CHECK(cudaGetLastError());
+  QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  expect_merge_counters_zero(workspace);
+}
+
+// Runs decode_attention on `device` over poisoned outputs in every workspace mode
+// (decode_workspace_modes), calling check() after each run under a trace that names the mode.
+template <class Check>
+void run_decode_in_all_workspace_modes(AttentionDeviceProblem& device, const Check& check) {
+  const AttentionParams& params = device.params();
+  const DeviceBuffer workspace = zeroed_decode_workspace(params);
+  const int splits = decode_attention_num_splits(params);
+  for (const DecodeWorkspaceMode& mode : decode_workspace_modes()) {
+    SCOPED_TRACE(decode_workspace_mode_trace(mode, splits));
     device.poison_outputs();
-    decode_attention(params, mode.use_workspace ? workspace.get() : nullptr,
-                     mode.use_workspace ? workspace.bytes() : 0, nullptr, mode.merge);
-    QUENCH_CUDA_CHECK(cudaGetLastError());
-    QUENCH_CUDA_CHECK(cudaDeviceSynchronize());
+    run_decode_in_workspace_mode(params, workspace, mode);
     check();
-    expect_merge_counters_zero(workspace);
   }
 }
 
