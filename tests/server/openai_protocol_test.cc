@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "quench/engine/structured_output/json_schema_prefix.h"
 #include "quench/server/tool_calls/tool_call_parser.h"
 #include "quench/tokenizer/tiny_tokenizer.h"
 
@@ -182,9 +183,9 @@ TEST(OpenAiProtocol, LogitAdjustmentsReachTheSamplingParameters) {
   EXPECT_EQ(bias, (std::vector<std::pair<int32_t, float>>{{3, 2.5f}, {12, -100.0f}}));
 }
 
-// response_format: "json_object" turns JSON mode on; "text" is the default; a schema is refused
-// (not yet), and so is anything else.
-TEST(OpenAiProtocol, ResponseFormatJsonObjectTurnsOnJsonMode) {
+// response_format: "json_object" turns JSON mode on, "json_schema" compiles its schema (refused
+// with 400 naming what it cannot take); "text" is the default; anything else is refused.
+TEST(OpenAiProtocol, ResponseFormatTurnsOnJsonModeOrASchema) {
   const Fixture fx;
   const ServedModel m = fx.model();
   const auto with = [&](json format) {
@@ -193,11 +194,29 @@ TEST(OpenAiProtocol, ResponseFormatJsonObjectTurnsOnJsonMode) {
   EXPECT_TRUE(parse_completion_request(with({{"type", "json_object"}}), m).params.json_object);
   EXPECT_FALSE(parse_completion_request(with({{"type", "text"}}), m).params.json_object);
   EXPECT_FALSE(parse_completion_request(json{{"prompt", "x"}}, m).params.json_object);
-  for (const json& bad : {json{{"type", "json_schema"}, {"json_schema", json::object()}},
-                          json{{"type", "yaml"}}, json("json_object")}) {
+  const json schema = {{"type", "object"},
+                       {"properties", {{"a", {{"type", "integer"}}}}},
+                       {"required", {"a"}},
+                       {"additionalProperties", false}};
+  const ApiRequest r = parse_completion_request(
+      with({{"type", "json_schema"},
+            {"json_schema", {{"name", "n"}, {"schema", schema}, {"strict", true}}}}),
+      m);
+  ASSERT_NE(r.params.json_schema, nullptr);
+  EXPECT_FALSE(r.params.json_object);
+  JsonSchemaPrefix prefix(*r.params.json_schema);
+  EXPECT_FALSE(prefix.feed("{\"b\""));  // the compiled schema, not any object
+  for (const auto& [bad, needle] : std::vector<std::pair<json, std::string>>{
+           {json{{"type", "json_schema"}, {"json_schema", json::object()}}, "\"schema\""},
+           {json{{"type", "json_schema"}}, "json_schema"},
+           {json{{"type", "json_schema"},
+                 {"json_schema", {{"schema", {{"type", "object"}, {"patternProperties", {}}}}}}},
+            "'patternProperties' is not supported"},
+           {json{{"type", "yaml"}}, "response_format"},
+           {json("json_object"), "response_format"}}) {
     const auto [status, message] = api_error([&] { parse_completion_request(with(bad), m); });
     EXPECT_EQ(status, 400) << bad.dump();
-    EXPECT_NE(message.find("response_format"), std::string::npos) << message;
+    EXPECT_NE(message.find(needle), std::string::npos) << message;
   }
 }
 
@@ -406,7 +425,7 @@ TEST(OpenAiProtocol, ToolsAndToolCallsReachTheTemplateAsHfRendersThem) {
     const nlohmann::ordered_json body = {{"messages", messages}, {"tools", variables.at("tools")}};
     const ApiRequest r = parse_chat_request(body, m);
     EXPECT_EQ(r.prompts.front(), fx.tokenizer.encode(expected.get<std::string>(), false));
-    EXPECT_EQ(r.tool_call_parser, &tool_call_parser("hermes"));
+    EXPECT_EQ(r.tool_call_parser.get(), &tool_call_parser("hermes"));
     // tool_choice "none": the same prompt (the tools are still shown), no parsing.
     nlohmann::ordered_json none = body;
     none["tool_choice"] = "none";

@@ -547,6 +547,68 @@ TEST(OpenAiServer, ChatWithAutoToolsStreamsLikeTheWholeResponse) {
   EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
 }
 
+// tool_choice naming a function forces its arguments: the output follows the parameters schema
+// (an enum here, so that the random weights must end on {"unit": "C"} or {"unit": "F"}) and
+// comes back as one call, whole or streamed (the call in one piece at the end), on a server
+// started without tool flags; with a response_format beside it the request is a 400.
+TEST(OpenAiServer, ANamedFunctionIsForcedThroughItsParameters) {
+  const RunningServer s([](ServeOptions& o) {
+    o.engine.model_dir = tools_model_dir();
+    o.engine.max_model_len = 1024;
+  });
+  const json unit_tool = {{"type", "function"},
+                          {"function",
+                           {{"name", "get_unit"},
+                            {"parameters",
+                             {{"type", "object"},
+                              {"properties", {{"unit", {{"enum", {"C", "F"}}}}}},
+                              {"required", {"unit"}},
+                              {"additionalProperties", false}}}}}};
+  const json body = {{"messages", {{{"role", "user"}, {"content", "Which unit?"}}}},
+                     {"tools", {kWeatherTool, unit_tool}},
+                     {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_unit"}}}}},
+                     {"max_tokens", 256},
+                     {"temperature", 0}};
+  const auto check_arguments = [](const json& call) {
+    EXPECT_EQ(call["type"], "function");
+    EXPECT_EQ(call["function"]["name"], "get_unit");
+    const json arguments = json::parse(call["function"]["arguments"].get<std::string>());
+    EXPECT_TRUE(arguments == json({{"unit", "C"}}) || arguments == json({{"unit", "F"}}))
+        << arguments;
+  };
+  const json whole = s.post("/v1/chat/completions", body);
+  const json& message = whole["choices"][0]["message"];
+  ASSERT_EQ(message["tool_calls"].size(), 1u) << whole;
+  check_arguments(message["tool_calls"][0]);
+  EXPECT_EQ(whole["choices"][0]["finish_reason"], "tool_calls");
+  json streaming = body;
+  streaming["stream"] = true;
+  auto res = s.client().Post("/v1/chat/completions", streaming.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  bool done = false;
+  const std::vector<json> events = sse_events(res->body, &done);
+  EXPECT_TRUE(done);
+  json calls = json::array();
+  for (const json& e : events) {
+    const json& delta = e["choices"][0]["delta"];
+    if (delta.contains("tool_calls"))
+      calls.insert(calls.end(), delta["tool_calls"].begin(), delta["tool_calls"].end());
+    if (delta.contains("content")) {
+      EXPECT_TRUE(delta["content"].get<std::string>().empty()) << e;
+    }
+  }
+  ASSERT_EQ(calls.size(), 1u) << res->body;
+  check_arguments(calls[0]);
+  EXPECT_EQ(calls[0]["function"]["arguments"], message["tool_calls"][0]["function"]["arguments"]);
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "tool_calls");
+  json both = body;
+  both["response_format"] = {{"type", "json_object"}};
+  EXPECT_NE(s.post("/v1/chat/completions", both, 400)["message"].get<std::string>().find(
+                "'response_format' must be \"text\""),
+            std::string::npos);
+}
+
 TEST(OpenAiServer, ToolFlagsAreChecked) {
   ServeOptions o;
   o.engine.model_dir = model_dir();

@@ -134,8 +134,9 @@ void LlmEngine::check_request(const std::vector<int32_t>& prompt,
   params.validate();
   QUENCH_REQUIRE(params.stop.empty() || tokenizer_ != nullptr,
                  "stop strings need the model's tokenizer.json, which this model lacks");
-  QUENCH_REQUIRE(!params.json_object || tokenizer_ != nullptr,
-                 "JSON mode needs the model's tokenizer.json, which this model lacks");
+  QUENCH_REQUIRE(!params.structured_output() || tokenizer_ != nullptr,
+                 "JSON mode and JSON schemas need the model's tokenizer.json, which this model "
+                 "lacks");
   QUENCH_REQUIRE(!prompt.empty(), "the prompt is empty");
   const int32_t max_len = scheduler_->config().max_model_len;
   QUENCH_REQUIRE(static_cast<int64_t>(prompt.size()) < max_len, "the prompt has ", prompt.size(),
@@ -215,10 +216,11 @@ void LlmEngine::append_token(Sequence& s, int32_t token, std::optional<TokenLogp
   // JSON mode: the token's bytes extend the object (the mask allowed only such tokens); its
   // closing brace ends the request. (A prefix that took a masked token, the mask having allowed
   // none, ends it too.)
-  if (s.params.json_object && !s.json_prefix) s.json_prefix = std::make_shared<JsonObjectPrefix>();
+  const std::shared_ptr<const JsonSchema> schema = s.params.structured_output();
+  if (schema && !s.json_prefix) s.json_prefix = std::make_shared<JsonSchemaPrefix>(*schema);
   const bool json_ends =
-      s.params.json_object && (!s.json_prefix->feed(tokenizer_->token_bytes(token, true, true)) ||
-                               s.json_prefix->complete());
+      schema && (!s.json_prefix->feed(tokenizer_->token_bytes(token, true, true)) ||
+                 s.json_prefix->complete());
   if ((!s.params.ignore_eos && holds(eos_ids_)) || holds(s.params.stop_token_ids) || json_ends) {
     s.finish_reason = FinishReason::kStop;
   } else if (!s.params.stop.empty() && match_stop(s)) {
@@ -339,9 +341,9 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
     for (size_t i = 0; i < edited.size(); ++i) {
       Sequence& s = *edited[i];
       const std::vector<uint32_t>* allowed = nullptr;
-      if (s.params.json_object) {
+      if (const std::shared_ptr<const JsonSchema> schema = s.params.structured_output()) {
         if (!json_masks_) json_masks_ = std::make_unique<JsonTokenMasks>(*tokenizer_);
-        if (!s.json_prefix) s.json_prefix = std::make_shared<JsonObjectPrefix>();
+        if (!s.json_prefix) s.json_prefix = std::make_shared<JsonSchemaPrefix>(*schema);
         allowed = &json_masks_->allowed_bits(*s.json_prefix);
       }
       s.penalty_tokens.sync(s.prompt, s.output);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "quench/engine/scheduler.h"
+#include "quench/engine/structured_output/json_token_masks.h"
 #include "quench/model/decoder_model.h"
 #include "quench/tokenizer/tokenizer.h"
 
@@ -152,7 +153,7 @@ class LlmEngine {
   int64_t next_id_ = 0;
   int64_t spec_drafted_tokens_ = 0;
   int64_t spec_accepted_tokens_ = 0;
-  std::unique_ptr<JsonTokenMasks> json_masks_;  // JSON mode's masks, built at first use
+  std::unique_ptr<JsonTokenMasks> json_masks_;  // structured output's masks, built at first use
   StepTimeTotals decode_step_times_;
   StepTimeTotals prefill_step_times_;
 };

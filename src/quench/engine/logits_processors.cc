@@ -7,7 +7,8 @@ namespace quench {
 
 bool adjusts_logits(const SamplingParams& params) {
   return params.min_tokens > 0 || !params.logit_bias.empty() || params.repetition_penalty != 1.0f ||
-         params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f || params.json_object;
+         params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f ||
+         params.structured_output() != nullptr;
 }
 
 RowLogitEdits logit_edits(const SamplingParams& params, const PenaltyTokenSets& tokens,

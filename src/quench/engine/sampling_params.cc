@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "quench/core/error.h"
+#include "quench/engine/structured_output/json_schema.h"
 #include "quench/ops/logprobs/token_logprobs.h"
 
 namespace quench {
@@ -49,6 +50,14 @@ void SamplingParams::validate() const {
                  "frequency_penalty ", frequency_penalty, " must be in [-2, 2] (0 = off)");
   QUENCH_REQUIRE(std::isfinite(presence_penalty) && std::abs(presence_penalty) <= 2.0f,
                  "presence_penalty ", presence_penalty, " must be in [-2, 2] (0 = off)");
+  QUENCH_REQUIRE(!(json_object && json_schema),
+                 "JSON mode and a JSON schema were both asked for; "
+                 "allowed: one response format");
+}
+
+std::shared_ptr<const JsonSchema> SamplingParams::structured_output() const {
+  if (json_schema) return json_schema;
+  return json_object ? JsonSchema::any_object() : nullptr;
 }
 
 }  // namespace quench

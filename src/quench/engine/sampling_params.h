@@ -2,12 +2,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace quench {
+
+class JsonSchema;
 
 struct SamplingParams {
   float temperature = 0.0f;  // 0 = greedy (argmax; ties go to the lowest token id)
@@ -43,10 +46,16 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;
   float frequency_penalty = 0.0f;
   float presence_penalty = 0.0f;
-  // JSON mode (response_format {"type": "json_object"}): the output is one JSON object; only
-  // tokens that keep it a prefix of one are taken, and the request ends when it closes
-  // (engine/json_prefix.h). Needs the model's tokenizer.
+  // Structured output: only tokens that keep the output a prefix of a JSON text the schema
+  // admits are taken, and the request ends (finish "stop") when that text closes
+  // (engine/structured_output/). JSON mode (response_format {"type": "json_object"}) is the
+  // schema of any object; json_schema (response_format {"type": "json_schema"}) a compiled
+  // JsonSchema. At most one of them. Needs the model's tokenizer.
   bool json_object = false;
+  std::shared_ptr<const JsonSchema> json_schema;
+
+  // The schema the output follows: json_schema, JsonSchema::any_object() in JSON mode, else null.
+  std::shared_ptr<const JsonSchema> structured_output() const;
 
   // Throws quench::Error naming the bad field and its allowed range.
   void validate() const;

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "quench/engine/json_prefix.h"
 #include "quench/engine/penalty_token_sets.h"
 #include "quench/engine/sampler.h"
 #include "quench/engine/sampling_params.h"
+#include "quench/engine/structured_output/json_schema_prefix.h"
 #include "quench/ops/logprobs/token_logprobs.h"
 #include "quench/tokenizer/incremental_detokenizer.h"
 
@@ -48,8 +48,9 @@ struct Sequence {
   // The output's text so far, for stop strings (built a token at a time), and how much of it
   // has been searched.
   std::shared_ptr<IncrementalDetokenizer> output_text;
-  // JSON mode: the output so far as a prefix of a JSON object (created with the first token).
-  std::shared_ptr<JsonObjectPrefix> json_prefix;
+  // Structured output: the output so far as a prefix of a text its schema admits (created at
+  // the first mask or token; the schema is params.structured_output(), which params keep alive).
+  std::shared_ptr<JsonSchemaPrefix> json_prefix;
   // Penalized requests: the prompt's and output's tokens as the penalties read them (kept up to
   // date by the engine each step, instead of rebuilt: logits_processors.h).
   PenaltyTokenSets penalty_tokens;

@@ -5,8 +5,10 @@
 
 #include "quench/core/error.h"
 #include "quench/core/json_file.h"
+#include "quench/engine/structured_output/json_schema.h"
 #include "quench/server/api_error.h"
 #include "quench/server/chat_messages.h"
+#include "quench/server/tool_calls/forced_function_parser.h"
 
 namespace quench {
 namespace {
@@ -88,6 +90,44 @@ void parse_logit_adjustments(const json& body, SamplingParams& params) {
 // A prompt that fits but leaves less room than max_tokens asks for is refused, as vLLM's server
 // refuses it (and with its words), not cut short at max_model_len. A prompt that does not fit at
 // all is the engine's error (LlmEngine::check_request).
+// response_format {"type": "json_schema", "json_schema": {"name": ..., "schema": {...},
+// "strict": ...}}: the schema compiled (engine/structured_output/json_schema.h), or 400 naming
+// what it cannot take. Strict or not, the output follows the schema.
+std::shared_ptr<const JsonSchema> parse_json_schema_format(const json& format) {
+  if (!present(format, "json_schema") || !format.at("json_schema").is_object()) {
+    bad_request(
+        "'response_format' of type \"json_schema\" needs a \"json_schema\" object with the "
+        "\"schema\" in it");
+  }
+  const json& spec = format.at("json_schema");
+  if (!present(spec, "schema")) {
+    bad_request("'response_format.json_schema' needs a \"schema\" (a JSON Schema object)");
+  }
+  try {
+    return JsonSchema::compile(spec.at("schema"));
+  } catch (const Error& e) {
+    bad_request(str_cat("'response_format.json_schema.schema': ", e.what()));
+  }
+}
+
+// A forced function's arguments: its parameters schema (any object where it has none) becomes
+// the output's, and the finished output one call of it.
+void force_function(const ToolRequest& tools, ApiRequest& r) {
+  if (r.params.structured_output()) {
+    bad_request(
+        "'response_format' must be \"text\" when 'tool_choice' forces a function (its parameters "
+        "schema shapes the output)");
+  }
+  try {
+    r.params.json_schema = tools.forced_parameters.is_null()
+                               ? JsonSchema::any_object()
+                               : JsonSchema::compile(tools.forced_parameters);
+  } catch (const Error& e) {
+    bad_request(str_cat("the parameters of function \"", tools.forced_function, "\": ", e.what()));
+  }
+  r.tool_call_parser = std::make_shared<ForcedFunctionParser>(tools.forced_function);
+}
+
 void check_context_room(const ApiRequest& r, const ServedModel& model, const char* prompt_word) {
   for (const std::vector<int32_t>& prompt : r.prompts) {
     const auto prompt_tokens = static_cast<int64_t>(prompt.size());
@@ -155,13 +195,11 @@ void parse_sampling(const json& body, int64_t default_max_tokens, bool chat, Api
     if (type == "json_object") {
       r.params.json_object = true;
     } else if (type == "json_schema") {
-      bad_request(
-          "'response_format' type \"json_schema\" is not supported yet; allowed: "
-          "\"text\", \"json_object\"");
+      r.params.json_schema = parse_json_schema_format(format);
     } else if (type != "text") {
       bad_request(
-          "'response_format' must be an object with a \"type\" of \"text\" or "
-          "\"json_object\"");
+          "'response_format' must be an object with a \"type\" of \"text\", "
+          "\"json_object\" or \"json_schema\"");
     }
   }
   try {
@@ -309,11 +347,13 @@ ApiRequest parse_chat_request(const nlohmann::ordered_json& ordered, const Serve
   ApiRequest r;
   r.prompts.push_back(encode_text(text, model, false));  // the template carries its own BOS
   r.n = choices_per_prompt(body, 1);
-  r.tool_call_parser = tools.parser;
+  // The server's parser lives as long as the server: held without ownership.
+  r.tool_call_parser = std::shared_ptr<const ToolCallParser>(std::shared_ptr<void>(), tools.parser);
   r.parallel_tool_calls = tools.parallel_tool_calls;
   const int64_t room =
       static_cast<int64_t>(model.max_model_len) - static_cast<int64_t>(r.prompts[0].size());
   parse_sampling(body, std::max<int64_t>(room, 1), true, r);
+  if (!tools.forced_function.empty()) force_function(tools, r);
   check_context_room(r, model, "messages");
   return r;
 }

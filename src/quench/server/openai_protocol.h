@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -42,8 +43,9 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with the counts
   bool echo = false;           // completions: the prompt's text (and logprobs) before the output
-  // Chat with tool_choice "auto": the parser that finds calls in the output; null: plain text.
-  const ToolCallParser* tool_call_parser = nullptr;
+  // Chat with tool_choice "auto" (the server's parser) or a forced function (the request's own
+  // ForcedFunctionParser): what finds calls in the output; null: plain text.
+  std::shared_ptr<const ToolCallParser> tool_call_parser;
   bool parallel_tool_calls = true;  // false: only the first call is returned
 };
 

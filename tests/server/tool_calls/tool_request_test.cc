@@ -1,6 +1,7 @@
 // The tool fields of a chat request: the shapes OpenAI defines accepted, everything else a 400
 // naming the field and what is allowed, and vLLM's rule that tool_choice "auto" (the default with
-// tools) needs --enable-auto-tool-choice and a parser.
+// tools) needs --enable-auto-tool-choice and a parser; a named function (or "required" with one
+// tool) is forced with its parameters, without server flags.
 #include "quench/server/tool_calls/tool_request.h"
 
 #include <gtest/gtest.h>
@@ -77,13 +78,41 @@ TEST(ToolRequest, UnsupportedChoicesAndServerFlagsAreNamed) {
   EXPECT_NE(auto_off.find("--enable-auto-tool-choice"), std::string::npos) << auto_off;
   EXPECT_NE(auto_off.find("--tool-call-parser"), std::string::npos) << auto_off;
   EXPECT_NE(error_of({{"tools", {kTool}}}, {&tool_call_parser("hermes"), false}), "");
-  EXPECT_NE(error_of({{"tools", {kTool}}, {"tool_choice", "required"}}).find("not supported yet"),
-            std::string::npos);
-  const std::string named =
+  Json other = kTool;
+  other["function"]["name"] = "get_time";
+  const std::string several = error_of({{"tools", {kTool, other}}, {"tool_choice", "required"}});
+  EXPECT_NE(several.find("\"required\" with 2 tools is not supported yet"), std::string::npos)
+      << several;
+  EXPECT_NE(error_of({{"tool_choice", "required"}}).find("needs 'tools'"), std::string::npos);
+  const std::string unknown =
       error_of({{"tools", {kTool}},
-                {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}});
-  EXPECT_NE(named.find("get_weather"), std::string::npos) << named;
-  EXPECT_NE(named.find("not supported yet"), std::string::npos) << named;
+                {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}});
+  EXPECT_NE(unknown.find("\"get_time\", which is not in 'tools'"), std::string::npos) << unknown;
+}
+
+// A named function, or "required" with one tool, is forced: its name and parameters, no parser
+// of the server's, and no server flag needed.
+TEST(ToolRequest, NamedFunctionsAreForcedWithTheirParameters) {
+  Json other = kTool;
+  other["function"]["name"] = "get_time";
+  other["function"].erase("parameters");
+  const Json named = {
+      {"tools", {kTool, other}},
+      {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}};
+  for (const ToolServing& serving : {enabled(), ToolServing{}}) {
+    const ToolRequest r = parse_tool_request(named, serving);
+    EXPECT_EQ(r.forced_function, "get_weather");
+    EXPECT_EQ(r.forced_parameters, nlohmann::json(kTool["function"]["parameters"]));
+    EXPECT_EQ(r.parser, nullptr);
+  }
+  Json no_parameters = named;
+  no_parameters["tool_choice"]["function"]["name"] = "get_time";
+  const ToolRequest bare = parse_tool_request(no_parameters, ToolServing{});
+  EXPECT_EQ(bare.forced_function, "get_time");
+  EXPECT_TRUE(bare.forced_parameters.is_null());
+  const ToolRequest required =
+      parse_tool_request({{"tools", {kTool}}, {"tool_choice", "required"}}, ToolServing{});
+  EXPECT_EQ(required.forced_function, "get_weather");
 }
 
 }  // namespace

@@ -34,26 +34,38 @@ constexpr const char* kChoices =
     "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
     "\"function\": {\"name\": ...}}";
 
-// "none" or "auto" (the ones quench honours); anything else is refused here.
-std::string tool_choice(const Json& body, bool has_tools) {
-  if (!present(body, "tool_choice")) return has_tools ? "auto" : "none";
+// "none", "auto", or the name of a forced function: a named one, which must be in `tools`, or
+// "required" with exactly one tool.
+std::string tool_choice(const Json& body, const Json& tools) {
+  if (!present(body, "tool_choice")) return tools.is_null() ? "none" : "auto";
   const Json& choice = body.at("tool_choice");
   if (choice.is_string()) {
     const std::string c = choice.get<std::string>();
     if (c == "none" || c == "auto") return c;
     if (c == "required") {
-      bad_request(
-          "'tool_choice': \"required\" is not supported yet (it needs guided decoding); use "
-          "\"auto\" or \"none\"");
+      if (tools.is_null()) bad_request("'tool_choice' \"required\" needs 'tools'");
+      if (tools.size() > 1) {
+        bad_request(str_cat(
+            "'tool_choice' \"required\" with ", tools.size(),
+            " tools is not supported yet (it needs a choice among their argument schemas); name "
+            "one function ({\"type\": \"function\", \"function\": {\"name\": ...}}) or use "
+            "\"auto\""));
+      }
+      return str_cat("=", tools[0].at("function").at("name").get<std::string>());
     }
     bad_request(str_cat(kChoices, ", got \"", c, "\""));
   }
   if (choice.is_object() && choice.value("type", "") == "function" && choice.contains("function") &&
       choice.at("function").is_object() && choice.at("function").contains("name") &&
       choice.at("function").at("name").is_string()) {
-    bad_request(str_cat(
-        "'tool_choice' naming a function (\"", choice.at("function").at("name").get<std::string>(),
-        "\") is not supported yet (it needs guided decoding); use \"auto\" or \"none\""));
+    const std::string name = choice.at("function").at("name").get<std::string>();
+    bool listed = false;
+    for (const Json& tool : tools.is_null() ? Json::array() : tools)
+      listed = listed || tool.at("function").at("name").get<std::string>() == name;
+    if (!listed) {
+      bad_request(str_cat("'tool_choice' names function \"", name, "\", which is not in 'tools'"));
+    }
+    return "=" + name;
   }
   bad_request(str_cat(kChoices, ", got ", choice.dump()));
 }
@@ -75,8 +87,17 @@ ToolRequest parse_tool_request(const Json& body, const ToolServing& serving) {
       bad_request("'parallel_tool_calls' must be true or false");
     r.parallel_tool_calls = body.at("parallel_tool_calls").get<bool>();
   }
-  const std::string choice = tool_choice(body, !r.tools.is_null());
+  const std::string choice = tool_choice(body, r.tools);
   if (choice == "none") return r;
+  if (choice[0] == '=') {
+    r.forced_function = choice.substr(1);
+    for (const Json& tool : r.tools) {
+      const Json& f = tool.at("function");
+      if (f.at("name").get<std::string>() == r.forced_function && present(f, "parameters"))
+        r.forced_parameters = nlohmann::json(f.at("parameters"));
+    }
+    return r;
+  }
   if (r.tools.is_null()) bad_request("'tool_choice' \"auto\" needs 'tools'");
   if (!serving.enable_auto_tool_choice || serving.parser == nullptr) {
     bad_request(

@@ -1,11 +1,15 @@
 // The tool fields of a chat request, checked: tools (OpenAI's [{"type": "function", "function":
 // {name, description, parameters}}]), tool_choice and parallel_tool_calls, with vLLM's rules:
 // tool_choice defaults to "auto" when there are tools, and "auto" needs the server started with
-// --enable-auto-tool-choice and --tool-call-parser. "required" and a named function are refused
-// (vLLM forces them with guided decoding, which quench does not have yet).
+// --enable-auto-tool-choice and --tool-call-parser. A named function ({"type": "function",
+// "function": {"name": ...}}, or "required" with one tool) is forced: the output is its arguments,
+// under its parameters schema (structured output), and becomes one call
+// (forced_function_parser.h); it needs no server flag. "required" with several tools is refused
+// (it needs a choice among object schemas, which structured output does not take yet).
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "quench/server/tool_calls/tool_call_parser.h"
 
@@ -24,6 +28,9 @@ struct ToolRequest {
   nlohmann::ordered_json tools;
   const ToolCallParser* parser = nullptr;  // set when calls are parsed from the output ("auto")
   bool parallel_tool_calls = true;
+  // A forced function: its name (empty: none) and its parameters schema (null: any object).
+  std::string forced_function;
+  nlohmann::json forced_parameters;
 };
 
 // Throws ApiError (400) naming the bad field and the allowed values.

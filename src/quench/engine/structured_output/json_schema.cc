@@ -1,0 +1,402 @@
+#include "quench/engine/structured_output/json_schema.h"
+
+#include <atomic>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "quench/core/error.h"
+
+namespace quench {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kSupported =
+    "type, properties, required, additionalProperties, items, minItems, maxItems, minLength, "
+    "maxLength, enum, const, anyOf, oneOf, allOf of one schema, $ref, $defs, definitions (and "
+    "annotations: title, description, default, examples, format, ...)";
+
+// Keywords that describe and do not constrain: accepted, not enforced.
+const std::set<std::string>& annotation_keywords() {
+  static const std::set<std::string> keywords = {
+      "title",           "description", "default",     "examples",
+      "format",          "$schema",     "$id",         "$comment",
+      "deprecated",      "readOnly",    "writeOnly",   "contentMediaType",
+      "contentEncoding", "$defs",       "definitions", "strict"};
+  return keywords;
+}
+
+uint8_t type_bit(const std::string& name, const std::string& path) {
+  if (name == "object") return kJsonObject;
+  if (name == "array") return kJsonArray;
+  if (name == "string") return kJsonString;
+  if (name == "number") return kJsonNumber | kJsonInteger;
+  if (name == "integer") return kJsonInteger;
+  if (name == "boolean") return kJsonBoolean;
+  if (name == "null") return kJsonNull;
+  throw Error(str_cat("JSON schema ", path, ": type \"", name,
+                      "\" is unknown; allowed: object, array, string, number, integer, boolean, "
+                      "null"));
+}
+
+uint8_t value_type(const json& v) {
+  switch (v.type()) {
+    case json::value_t::object:
+      return kJsonObject;
+    case json::value_t::array:
+      return kJsonArray;
+    case json::value_t::string:
+      return kJsonString;
+    case json::value_t::boolean:
+      return kJsonBoolean;
+    case json::value_t::null:
+      return kJsonNull;
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+      return kJsonInteger;
+    default:
+      return kJsonNumber;
+  }
+}
+
+// The first-byte classes a value of each type starts in: alternatives of an anyOf must not share
+// one (the prefix picks the alternative at the value's first byte).
+const char* type_class_name(uint8_t bits) {
+  if (bits & kJsonObject) return "objects";
+  if (bits & kJsonArray) return "arrays";
+  if (bits & kJsonString) return "strings";
+  if (bits & (kJsonNumber | kJsonInteger)) return "numbers";
+  if (bits & kJsonBoolean) return "booleans";
+  return "null";
+}
+constexpr uint8_t kTypeClasses[] = {
+    kJsonObject, kJsonArray, kJsonString, kJsonNumber | kJsonInteger, kJsonBoolean, kJsonNull};
+
+int64_t count_keyword(const json& s, const char* key, const std::string& path) {
+  const json& v = s.at(key);
+  QUENCH_REQUIRE(v.is_number_integer() && v.get<int64_t>() >= 0, "JSON schema ", path, ": '", key,
+                 "' must be a non-negative integer, not ", v.dump());
+  return v.get<int64_t>();
+}
+
+std::atomic<uint64_t> next_schema_id{1};
+
+}  // namespace
+
+// Compiles one schema document into a JsonSchema's node graph. $refs are compiled once each (a
+// node index is reserved before its body, so recursive schemas close on themselves).
+class JsonSchemaCompiler {
+ public:
+  explicit JsonSchemaCompiler(const json& document)
+      : document_(document), schema_(std::make_shared<JsonSchema>()) {
+    schema_->nodes_.push_back(JsonSchemaNode{});  // kAnyNode: any value
+    schema_->id_ = next_schema_id.fetch_add(1);
+  }
+
+  std::shared_ptr<const JsonSchema> compile_root() {
+    schema_->root_ = compile(document_, "#");
+    const JsonSchemaNode& root = schema_->node(schema_->root_);
+    QUENCH_REQUIRE(root.literals.empty() && (root.types & ~(kJsonObject | kJsonArray)) == 0,
+                   "JSON schema #: the root must describe an object or an array (\"type\": "
+                   "\"object\"), so that the output has a closing byte to end on");
+    return schema_;
+  }
+
+ private:
+  int32_t reserve() {
+    schema_->nodes_.push_back(JsonSchemaNode{});
+    return static_cast<int32_t>(schema_->nodes_.size() - 1);
+  }
+  JsonSchemaNode& at(int32_t index) { return schema_->nodes_[static_cast<size_t>(index)]; }
+
+  int32_t compile(const json& s, const std::string& path) {
+    if (s.is_boolean()) {
+      QUENCH_REQUIRE(s.get<bool>(), "JSON schema ", path,
+                     ": the schema false admits no value; a property that must not appear is "
+                     "one left out of 'properties' with additionalProperties false");
+      return JsonSchema::kAnyNode;
+    }
+    check_keywords(s, path);
+    bool constrains = false;  // {} and annotations alone admit any value
+    for (auto it = s.begin(); it != s.end(); ++it)
+      constrains = constrains || annotation_keywords().count(it.key()) == 0;
+    if (!constrains) return JsonSchema::kAnyNode;
+    if (s.contains("$ref")) return compile_ref(s, path);
+    if (s.contains("anyOf") || s.contains("oneOf")) return compile_any_of(s, path);
+    if (s.contains("allOf")) return compile_all_of(s, path);
+    const int32_t index = reserve();
+    compile_into(s, path, index);
+    return index;
+  }
+
+  static void check_keywords(const json& s, const std::string& path) {
+    QUENCH_REQUIRE(s.is_object(), "JSON schema ", path,
+                   ": a schema must be an object or a boolean, not ", s.dump());
+    static const std::set<std::string> supported = {
+        "type",      "properties", "required", "additionalProperties",
+        "items",     "minItems",   "maxItems", "minLength",
+        "maxLength", "enum",       "const",    "anyOf",
+        "oneOf",     "allOf",      "$ref"};
+    for (const auto& [key, value] : s.items()) {
+      (void)value;
+      QUENCH_REQUIRE(supported.count(key) != 0 || annotation_keywords().count(key) != 0,
+                     "JSON schema ", path, ": keyword '", key,
+                     "' is not supported; supported: ", kSupported);
+    }
+  }
+
+  // allOf of one schema (pydantic's way of putting a description beside a $ref) is that schema.
+  int32_t compile_all_of(const json& s, const std::string& path) {
+    for (const auto& [key, value] : s.items()) {
+      (void)value;
+      QUENCH_REQUIRE(key == "allOf" || annotation_keywords().count(key) != 0, "JSON schema ", path,
+                     ": '", key, "' beside 'allOf' is not supported");
+    }
+    const json& all = s.at("allOf");
+    QUENCH_REQUIRE(all.is_array() && all.size() == 1, "JSON schema ", path,
+                   ": 'allOf' is supported with one schema only (an intersection of several is "
+                   "not)");
+    return compile(all[0], path + "/allOf/0");
+  }
+
+  int32_t compile_ref(const json& s, const std::string& path) {
+    for (const auto& [key, value] : s.items()) {
+      (void)value;
+      QUENCH_REQUIRE(key == "$ref" || annotation_keywords().count(key) != 0, "JSON schema ", path,
+                     ": '", key,
+                     "' beside '$ref' is not supported (move it into the referenced "
+                     "schema)");
+    }
+    QUENCH_REQUIRE(s.at("$ref").is_string(), "JSON schema ", path, ": '$ref' must be a string");
+    const std::string ref = s.at("$ref").get<std::string>();
+    if (auto it = refs_.find(ref); it != refs_.end()) {
+      QUENCH_REQUIRE(it->second != kInProgress, "JSON schema ", path, ": '$ref' ", ref,
+                     " refers to itself through anyOf / $ref alone, with no object or array "
+                     "between");
+      return it->second;
+    }
+    const json* target = nullptr;
+    if (ref == "#") {
+      target = &document_;
+    } else {
+      for (const char* section : {"#/$defs/", "#/definitions/"}) {
+        const std::string prefix = section;
+        if (ref.rfind(prefix, 0) != 0) continue;
+        const std::string name = ref.substr(prefix.size());
+        const std::string section_key = prefix.substr(2, prefix.size() - 3);
+        if (!document_.is_object() || !document_.contains(section_key)) continue;
+        const json& defs = document_.at(section_key);
+        if (defs.is_object() && defs.contains(name)) target = &defs.at(name);
+      }
+    }
+    QUENCH_REQUIRE(target != nullptr, "JSON schema ", path, ": '$ref' ", ref,
+                   " does not resolve; allowed: \"#\", \"#/$defs/NAME\" or "
+                   "\"#/definitions/NAME\" of this document");
+    // Object and array bodies reserve their node before compiling their children, so a
+    // reference back to them resolves; anyOf and $ref bodies would read an unfinished node.
+    if (target->is_object() && !target->contains("$ref") && !target->contains("anyOf") &&
+        !target->contains("oneOf") && !target->contains("allOf")) {
+      check_keywords(*target, ref);
+      const int32_t index = reserve();
+      refs_[ref] = index;
+      compile_into(*target, ref, index);
+      return index;
+    }
+    refs_[ref] = kInProgress;
+    const int32_t index = compile(*target, ref);
+    refs_[ref] = index;
+    return index;
+  }
+
+  // anyOf / oneOf whose alternatives start with different bytes: one node whose types are the
+  // alternatives' together, each kind's constraints delegated to the alternative that admits it.
+  int32_t compile_any_of(const json& s, const std::string& path) {
+    QUENCH_REQUIRE(!(s.contains("anyOf") && s.contains("oneOf")), "JSON schema ", path,
+                   ": 'anyOf' and 'oneOf' together are not supported");
+    const char* keyword = s.contains("anyOf") ? "anyOf" : "oneOf";
+    for (const auto& [key, value] : s.items()) {
+      (void)value;
+      QUENCH_REQUIRE(key == keyword || annotation_keywords().count(key) != 0, "JSON schema ", path,
+                     ": '", key, "' beside '", keyword,
+                     "' is not supported (move it into the alternatives)");
+    }
+    const json& alternatives = s.at(keyword);
+    QUENCH_REQUIRE(alternatives.is_array() && !alternatives.empty(), "JSON schema ", path, ": '",
+                   keyword, "' must be a non-empty list of schemas");
+    std::vector<int32_t> nodes;
+    for (size_t i = 0; i < alternatives.size(); ++i)
+      nodes.push_back(compile(alternatives[i], str_cat(path, "/", keyword, "/", i)));
+    if (nodes.size() == 1) return nodes[0];
+    // An alternative that admits anything (Optional[Any]) makes the union anything.
+    for (int32_t n : nodes)
+      if (n == JsonSchema::kAnyNode) return JsonSchema::kAnyNode;
+    JsonSchemaNode merged;
+    merged.types = 0;
+    bool any_literals = false;
+    for (int32_t n : nodes)
+      any_literals = any_literals || !at(n).literals.empty();
+    if (any_literals) {
+      // Enums beside null or booleans: one list of literal texts.
+      for (int32_t n : nodes) {
+        const JsonSchemaNode& alt = at(n);
+        if (!alt.literals.empty()) {
+          merged.literals.insert(merged.literals.end(), alt.literals.begin(), alt.literals.end());
+        } else if (alt.types == kJsonNull) {
+          merged.literals.push_back("null");
+        } else if (alt.types == kJsonBoolean) {
+          merged.literals.push_back("true");
+          merged.literals.push_back("false");
+        } else {
+          throw Error(str_cat("JSON schema ", path, ": '", keyword,
+                              "' mixes an enum / const with an alternative that is not one (only "
+                              "null and boolean alternatives can join an enum)"));
+        }
+        merged.types |= alt.types;
+      }
+      const int32_t index = reserve();
+      at(index) = std::move(merged);
+      return index;
+    }
+    merged.object_node = merged.array_node = merged.string_node = JsonSchema::kNoNode;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const JsonSchemaNode& alt = at(nodes[i]);
+      for (uint8_t type_class : kTypeClasses) {
+        QUENCH_REQUIRE(!(alt.types & type_class) || !(merged.types & type_class), "JSON schema ",
+                       path, ": two alternatives of '", keyword, "' both admit ",
+                       type_class_name(type_class),
+                       "; supported are alternatives of different types (e.g. a schema beside "
+                       "{\"type\": \"null\"}), which the output's first byte tells apart");
+      }
+      merged.types |= alt.types;
+      if (alt.types & kJsonObject) merged.object_node = alt.object_node;
+      if (alt.types & kJsonArray) merged.array_node = alt.array_node;
+      if (alt.types & kJsonString) merged.string_node = alt.string_node;
+    }
+    const int32_t index = reserve();
+    at(index) = std::move(merged);
+    return index;
+  }
+
+  // The body of an object / array / scalar schema into the reserved node `index`. Its types are
+  // set before its children compile (a $ref back to it reads them).
+  void compile_into(const json& s, const std::string& path, int32_t index) {
+    JsonSchemaNode node;
+    node.object_node = node.array_node = node.string_node = index;
+    if (s.contains("type")) {
+      const json& type = s.at("type");
+      node.types = 0;
+      if (type.is_string()) {
+        node.types = type_bit(type.get<std::string>(), path);
+      } else {
+        QUENCH_REQUIRE(type.is_array() && !type.empty(), "JSON schema ", path,
+                       ": 'type' must be a type name or a non-empty list of them");
+        for (const json& t : type) {
+          QUENCH_REQUIRE(t.is_string(), "JSON schema ", path, ": 'type' lists ", t.dump());
+          node.types |= type_bit(t.get<std::string>(), path);
+        }
+      }
+    }
+    if (s.contains("enum") || s.contains("const")) {
+      QUENCH_REQUIRE(!(s.contains("enum") && s.contains("const")), "JSON schema ", path,
+                     ": 'enum' and 'const' together are not supported");
+      const json values = s.contains("const") ? json::array({s.at("const")}) : s.at("enum");
+      QUENCH_REQUIRE(values.is_array() && !values.empty(), "JSON schema ", path,
+                     ": 'enum' must be a non-empty list");
+      uint8_t types = 0;
+      for (const json& v : values) {
+        const uint8_t t = value_type(v);
+        QUENCH_REQUIRE(
+            (node.types & t) != 0 || (t == kJsonInteger && (node.types & kJsonNumber) != 0),
+            "JSON schema ", path, ": the enum value ", v.dump(), " is not of the schema's 'type'");
+        node.literals.push_back(v.dump());
+        types |= t == kJsonInteger ? (kJsonInteger | kJsonNumber) : t;
+      }
+      node.types = types;
+    }
+    at(index).types = node.types;
+    at(index).object_node = at(index).array_node = at(index).string_node = index;
+    compile_object(s, path, node);
+    compile_array(s, path, node);
+    if (s.contains("minLength")) node.min_length = count_keyword(s, "minLength", path);
+    if (s.contains("maxLength")) node.max_length = count_keyword(s, "maxLength", path);
+    QUENCH_REQUIRE(node.max_length < 0 || node.min_length <= node.max_length, "JSON schema ", path,
+                   ": minLength ", node.min_length, " exceeds maxLength ", node.max_length);
+    at(index) = std::move(node);
+  }
+
+  void compile_object(const json& s, const std::string& path, JsonSchemaNode& node) {
+    if (s.contains("properties")) {
+      const json& properties = s.at("properties");
+      QUENCH_REQUIRE(properties.is_object(), "JSON schema ", path,
+                     ": 'properties' must be an object");
+      QUENCH_REQUIRE(properties.size() <= JsonSchema::kMaxProperties, "JSON schema ", path, ": ",
+                     properties.size(), " properties; at most ", JsonSchema::kMaxProperties,
+                     " per object are supported");
+      for (const auto& [name, property] : properties.items()) {
+        const std::string quoted = json(name).dump();
+        node.property_keys.push_back(quoted.substr(1, quoted.size() - 2));
+        node.property_nodes.push_back(compile(property, str_cat(path, "/properties/", name)));
+      }
+    }
+    if (s.contains("required")) {
+      const json& required = s.at("required");
+      QUENCH_REQUIRE(required.is_array(), "JSON schema ", path,
+                     ": 'required' must be a list of property names");
+      for (const json& name : required) {
+        QUENCH_REQUIRE(name.is_string(), "JSON schema ", path, ": 'required' lists ", name.dump());
+        const std::string quoted = json(name).dump();
+        const std::string key = quoted.substr(1, quoted.size() - 2);
+        size_t i = 0;
+        while (i < node.property_keys.size() && node.property_keys[i] != key)
+          ++i;
+        QUENCH_REQUIRE(i < node.property_keys.size(), "JSON schema ", path, ": required property ",
+                       quoted,
+                       " is not in 'properties' (a required property must be listed there)");
+        node.required |= uint64_t{1} << i;
+      }
+    }
+    if (s.contains("additionalProperties")) {
+      const json& additional = s.at("additionalProperties");
+      node.additional = additional.is_boolean() && !additional.get<bool>()
+                            ? JsonSchema::kNoNode
+                            : compile(additional, path + "/additionalProperties");
+    }
+  }
+
+  void compile_array(const json& s, const std::string& path, JsonSchemaNode& node) {
+    if (s.contains("items")) {
+      QUENCH_REQUIRE(s.at("items").is_object() || s.at("items").is_boolean(), "JSON schema ", path,
+                     ": 'items' must be one schema (tuple forms are not supported)");
+      if (s.at("items").is_boolean() && !s.at("items").get<bool>()) {
+        node.max_items = 0;
+      } else {
+        node.items = compile(s.at("items"), path + "/items");
+      }
+    }
+    if (s.contains("minItems")) node.min_items = count_keyword(s, "minItems", path);
+    if (s.contains("maxItems")) {
+      const int64_t most = count_keyword(s, "maxItems", path);
+      node.max_items = node.max_items == 0 ? 0 : most;
+    }
+    QUENCH_REQUIRE(node.max_items < 0 || node.min_items <= node.max_items, "JSON schema ", path,
+                   ": minItems ", node.min_items, " exceeds maxItems ", node.max_items);
+  }
+
+  static constexpr int32_t kInProgress = -2;
+  const json& document_;
+  std::shared_ptr<JsonSchema> schema_;
+  std::map<std::string, int32_t> refs_;
+};
+
+std::shared_ptr<const JsonSchema> JsonSchema::compile(const json& schema) {
+  return JsonSchemaCompiler(schema).compile_root();
+}
+
+std::shared_ptr<const JsonSchema> JsonSchema::any_object() {
+  static const std::shared_ptr<const JsonSchema> schema = compile(json{{"type", "object"}});
+  return schema;
+}
+
+}  // namespace quench

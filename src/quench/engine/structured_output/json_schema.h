@@ -1,0 +1,89 @@
+// Structured output: a JSON Schema compiled into the graph of nodes that JsonSchemaPrefix walks
+// byte by byte (response_format {"type": "json_schema"}; JSON mode is the schema
+// {"type": "object"}). The subset is the one structured-output clients send (OpenAI's strict
+// mode, pydantic's model_json_schema()):
+//   type (one or a list), properties, required, additionalProperties (bool or schema), items,
+//   minItems, maxItems, minLength, maxLength, enum, const, anyOf / oneOf whose alternatives
+//   start with different bytes (Optional[X], unions of types, enums beside null; an alternative
+//   of anything makes the union anything), allOf of one schema, $ref to "#", "#/$defs/NAME" or
+//   "#/definitions/NAME" (recursion included);
+// annotations (title, description, default, examples, format, ...) are accepted and not
+// enforced. Any other keyword (pattern, minimum, allOf, ...) is refused with an error that names
+// it, its place in the schema and the supported keywords: a constraint is never silently dropped.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace quench {
+
+// The JSON value kinds, as bits of JsonSchemaNode::types. kInteger alone admits numbers without
+// a fraction or exponent; kNumber admits every number.
+enum JsonTypeBit : uint8_t {
+  kJsonObject = 1,
+  kJsonArray = 2,
+  kJsonString = 4,
+  kJsonNumber = 8,
+  kJsonInteger = 16,
+  kJsonBoolean = 32,
+  kJsonNull = 64,
+};
+inline constexpr uint8_t kJsonAnyType = 127;
+
+struct JsonSchemaNode {
+  uint8_t types = kJsonAnyType;
+  // The nodes whose object / array / string constraints a value of that kind follows: the node
+  // itself, or for an anyOf the alternative that admits the kind.
+  int32_t object_node = 0;
+  int32_t array_node = 0;
+  int32_t string_node = 0;
+  // enum / const: the value's text must be one of these (compact JSON, as nlohmann dumps it);
+  // empty: no such constraint.
+  std::vector<std::string> literals;
+  // Objects. property_keys[i] is property i's name as it appears between the quotes of a JSON
+  // key (escaped); its value follows property_nodes[i]. Keys not listed take `additional`
+  // (kNoNode: none allowed).
+  std::vector<std::string> property_keys;
+  std::vector<int32_t> property_nodes;
+  uint64_t required = 0;  // bit i: property i must be present
+  int32_t additional = 0;
+  // Arrays.
+  int32_t items = 0;
+  int64_t min_items = 0;
+  int64_t max_items = -1;  // -1: no bound
+  // Strings (characters: code points, an escape counting as one).
+  int64_t min_length = 0;
+  int64_t max_length = -1;
+};
+
+class JsonSchema {
+ public:
+  // Node 0 admits any JSON value; kNoNode stands for "nothing" (additionalProperties false).
+  static constexpr int32_t kAnyNode = 0;
+  static constexpr int32_t kNoNode = -1;
+  // Properties an object schema may list (the prefix tracks them in one 64-bit word).
+  static constexpr size_t kMaxProperties = 64;
+
+  // Throws quench::Error naming the unsupported or malformed part. The root must describe
+  // objects or arrays (a top-level number has no byte that ends it).
+  static std::shared_ptr<const JsonSchema> compile(const nlohmann::json& schema);
+  // The schema of JSON mode: any object.
+  static std::shared_ptr<const JsonSchema> any_object();
+
+  const JsonSchemaNode& node(int32_t index) const { return nodes_[static_cast<size_t>(index)]; }
+  int32_t root() const { return root_; }
+  // Distinct for every compiled schema of the process (token masks are cached under it).
+  uint64_t id() const { return id_; }
+
+ private:
+  friend class JsonSchemaCompiler;
+  std::vector<JsonSchemaNode> nodes_;
+  int32_t root_ = kAnyNode;
+  uint64_t id_ = 0;
+};
+
+}  // namespace quench

@@ -1,0 +1,361 @@
+#include "quench/engine/structured_output/json_schema_prefix.h"
+
+namespace quench {
+namespace {
+
+bool is_whitespace(unsigned char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+bool is_digit(unsigned char c) {
+  return c >= '0' && c <= '9';
+}
+bool is_hex(unsigned char c) {
+  return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+bool starts_with(const std::string& text, const std::string& prefix) {
+  return text.size() >= prefix.size() && text.compare(0, prefix.size(), prefix) == 0;
+}
+template <typename T>
+void append_bytes(std::string& out, const T& value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+
+}  // namespace
+
+JsonSchemaPrefix::JsonSchemaPrefix(const JsonSchema& schema) : schema_(&schema) {}
+
+bool JsonSchemaPrefix::feed(std::string_view bytes) {
+  for (char c : bytes)
+    if (!feed_byte(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+std::string JsonSchemaPrefix::key() const {
+  std::string k;
+  append_bytes(k, schema_->id());
+  k += static_cast<char>(mode_);
+  k += static_cast<char>((string_is_key_ ? 1 : 0) | (key_match_ ? 2 : 0) | (integer_only_ ? 4 : 0));
+  k += static_cast<char>('0' + hex_left_);
+  k += static_cast<char>('0' + whitespace_run_);
+  append_bytes(k, string_node_);
+  append_bytes(k, chars_);
+  append_bytes(k, enum_node_);
+  k += literal_;
+  k += '|';
+  k += text_;
+  k += '|';
+  for (const Frame& f : stack_) {
+    append_bytes(k, f.node);
+    k += f.object ? '{' : '[';
+    append_bytes(k, f.seen);
+    append_bytes(k, f.items);
+    append_bytes(k, f.value);
+  }
+  return k;
+}
+
+int32_t JsonSchemaPrefix::next_value_node() const {
+  if (stack_.empty()) return schema_->root();
+  const Frame& f = stack_.back();
+  return f.object ? f.value : node(f.node).items;
+}
+
+void JsonSchemaPrefix::value_done() {
+  if (stack_.empty()) {
+    mode_ = Mode::kDone;
+    return;
+  }
+  mode_ = Mode::kCommaOrClose;
+  if (!stack_.back().object) ++stack_.back().items;
+}
+
+// Whether the open container may close here: every required property present, or minItems
+// values.
+bool JsonSchemaPrefix::may_close(const Frame& f) const {
+  const JsonSchemaNode& n = node(f.node);
+  return f.object ? (f.seen & n.required) == n.required : f.items >= n.min_items;
+}
+
+// Whether another key / value may follow in the open container.
+bool JsonSchemaPrefix::may_continue(const Frame& f) const {
+  const JsonSchemaNode& n = node(f.node);
+  if (!f.object) return n.max_items < 0 || f.items < n.max_items;
+  if (n.additional != JsonSchema::kNoNode) return true;
+  const uint64_t all =
+      n.property_keys.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << n.property_keys.size()) - 1;
+  return (f.seen & all) != all;
+}
+
+// A value's first byte, for `index`'s node (modes kStart, kValue, kValueOrClose).
+bool JsonSchemaPrefix::start_value(int32_t index, unsigned char c) {
+  if (index == JsonSchema::kNoNode) return false;
+  const JsonSchemaNode& n = node(index);
+  if (!n.literals.empty()) {
+    mode_ = Mode::kEnum, enum_node_ = index;
+    text_.clear();
+    return feed_enum(c);
+  }
+  switch (c) {
+    case '{':
+    case '[': {
+      const bool object = c == '{';
+      if (!(n.types & (object ? kJsonObject : kJsonArray)) || stack_.size() >= kMaxDepth) {
+        return false;
+      }
+      Frame f;
+      f.object = object;
+      f.node = object ? n.object_node : n.array_node;
+      stack_.push_back(f);
+      mode_ = object ? Mode::kKeyOrClose : Mode::kValueOrClose;
+      return true;
+    }
+    case '"':
+      if (!(n.types & kJsonString)) return false;
+      mode_ = Mode::kString, string_is_key_ = false, key_match_ = false;
+      string_node_ = n.string_node, chars_ = 0;
+      return true;
+    case 't':
+    case 'f':
+      if (!(n.types & kJsonBoolean)) return false;
+      mode_ = Mode::kLiteral, literal_ = c == 't' ? "rue" : "alse";
+      return true;
+    case 'n':
+      if (!(n.types & kJsonNull)) return false;
+      mode_ = Mode::kLiteral, literal_ = "ull";
+      return true;
+    default:
+      if (!(n.types & (kJsonNumber | kJsonInteger)) || !(c == '-' || is_digit(c))) return false;
+      integer_only_ = !(n.types & kJsonNumber);
+      mode_ = c == '-' ? Mode::kMinus : c == '0' ? Mode::kZero : Mode::kInteger;
+      return true;
+  }
+}
+
+// An enum / const value's next byte: it must keep the text a prefix of a listed value. A listed
+// value that no other extends ends with its last byte; one that others extend (a number: 1 and
+// 12) ends at the first byte that extends none.
+bool JsonSchemaPrefix::feed_enum(unsigned char c) {
+  const std::vector<std::string>& literals = node(enum_node_).literals;
+  text_ += static_cast<char>(c);
+  bool prefix = false, longer = false, exact = false;
+  for (const std::string& l : literals) {
+    if (!starts_with(l, text_)) continue;
+    prefix = true;
+    (l.size() == text_.size() ? exact : longer) = true;
+  }
+  if (prefix) {
+    if (exact && !longer) {
+      text_.clear();
+      value_done();
+    }
+    return true;
+  }
+  text_.pop_back();
+  for (const std::string& l : literals) {
+    if (l == text_) {
+      text_.clear();
+      value_done();
+      return feed_byte(c);
+    }
+  }
+  return false;
+}
+
+// The opening quote of a key ('"' in kKeyOrClose / kKey).
+bool JsonSchemaPrefix::start_key() {
+  if (!may_continue(stack_.back())) return false;
+  mode_ = Mode::kString, string_is_key_ = true;
+  key_match_ = !node(stack_.back().node).property_keys.empty();
+  text_.clear();
+  return true;
+}
+
+// The closing quote of a key: the value after it follows the property's node, or
+// additionalProperties'.
+bool JsonSchemaPrefix::end_key() {
+  Frame& f = stack_.back();
+  const JsonSchemaNode& n = node(f.node);
+  mode_ = Mode::kColon;
+  if (!key_match_) {
+    f.value = n.additional;
+    return n.additional != JsonSchema::kNoNode;
+  }
+  for (size_t i = 0; i < n.property_keys.size(); ++i) {
+    if (n.property_keys[i] != text_) continue;
+    if (f.seen & (uint64_t{1} << i)) return false;  // a duplicate key
+    f.seen |= uint64_t{1} << i;
+    f.value = n.property_nodes[i];
+    text_.clear();
+    return true;
+  }
+  text_.clear();
+  f.value = n.additional;
+  return n.additional != JsonSchema::kNoNode;
+}
+
+// A byte inside a string (modes kString, kEscape, kUnicode).
+bool JsonSchemaPrefix::feed_string(unsigned char c) {
+  const Mode before = mode_;
+  if (mode_ == Mode::kString && c == '"') {
+    if (string_is_key_) return end_key();
+    if (chars_ < node(string_node_).min_length) return false;
+    chars_ = 0;
+    value_done();
+    return true;
+  }
+  switch (mode_) {
+    case Mode::kString:
+      if (c < 0x20) return false;  // control characters must be escaped
+      if (c == '\\') mode_ = Mode::kEscape;
+      break;
+    case Mode::kEscape:
+      if (c == 'u') {
+        mode_ = Mode::kUnicode, hex_left_ = 4;
+      } else if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' ||
+                 c == 'r' || c == 't') {
+        mode_ = Mode::kString;
+      } else {
+        return false;
+      }
+      break;
+    default:  // kUnicode
+      if (!is_hex(c)) return false;
+      if (--hex_left_ == 0) mode_ = Mode::kString;
+      break;
+  }
+  if (string_is_key_) {
+    if (!key_match_) return true;
+    text_ += static_cast<char>(c);
+    const Frame& f = stack_.back();
+    const JsonSchemaNode& n = node(f.node);
+    bool listed = false;
+    for (size_t i = 0; i < n.property_keys.size(); ++i) {
+      if (!starts_with(n.property_keys[i], text_)) continue;
+      if (!(f.seen & (uint64_t{1} << i))) return true;  // may still become a listed property
+      listed = true;  // a present property's key so far: a duplicate unless it goes on
+    }
+    if (n.additional == JsonSchema::kNoNode) return false;
+    // A key no listed property starts with: any key from here on, no need to keep its bytes.
+    if (!listed) key_match_ = false, text_.clear();
+    return true;
+  }
+  // A string value: count code points (a UTF-8 lead byte, or the backslash of an escape) where
+  // the node bounds them.
+  const JsonSchemaNode& n = node(string_node_);
+  if (n.min_length == 0 && n.max_length < 0) return true;
+  if (before != Mode::kString || (c & 0xC0) == 0x80) return true;
+  ++chars_;
+  return n.max_length < 0 || chars_ <= n.max_length;
+}
+
+bool JsonSchemaPrefix::feed_byte(unsigned char c) {
+  // Between the JSON text's tokens: whitespace, in bounded runs.
+  const bool between = mode_ == Mode::kStart || mode_ == Mode::kKeyOrClose || mode_ == Mode::kKey ||
+                       mode_ == Mode::kColon || mode_ == Mode::kValue ||
+                       mode_ == Mode::kValueOrClose || mode_ == Mode::kCommaOrClose;
+  if (between && is_whitespace(c)) return ++whitespace_run_ <= kMaxWhitespaceRun;
+  whitespace_run_ = 0;
+  switch (mode_) {
+    case Mode::kStart:
+      return start_value(schema_->root(), c);
+    case Mode::kKeyOrClose:
+      if (c == '}') {
+        if (!may_close(stack_.back())) return false;
+        stack_.pop_back();
+        value_done();
+        return true;
+      }
+      [[fallthrough]];
+    case Mode::kKey:
+      return c == '"' && start_key();
+    case Mode::kColon:
+      if (c != ':') return false;
+      mode_ = Mode::kValue;
+      return true;
+    case Mode::kValueOrClose:
+      if (c == ']') {
+        if (!may_close(stack_.back())) return false;
+        stack_.pop_back();
+        value_done();
+        return true;
+      }
+      if (!may_continue(stack_.back())) return false;
+      return start_value(next_value_node(), c);
+    case Mode::kValue:
+      return start_value(next_value_node(), c);
+    case Mode::kCommaOrClose: {
+      const Frame& f = stack_.back();
+      if (c == ',') {
+        if (!may_continue(f)) return false;
+        mode_ = f.object ? Mode::kKey : Mode::kValue;
+        return true;
+      }
+      if (c != (f.object ? '}' : ']') || !may_close(f)) return false;
+      stack_.pop_back();
+      value_done();
+      return true;
+    }
+    case Mode::kString:
+    case Mode::kEscape:
+    case Mode::kUnicode:
+      return feed_string(c);
+    case Mode::kEnum:
+      return feed_enum(c);
+    case Mode::kLiteral:
+      if (c != static_cast<unsigned char>(*literal_)) return false;
+      if (*++literal_ == '\0') literal_ = "", value_done();
+      return true;
+    case Mode::kMinus:
+      if (c == '0') {
+        mode_ = Mode::kZero;
+        return true;
+      }
+      if (c >= '1' && c <= '9') {
+        mode_ = Mode::kInteger;
+        return true;
+      }
+      return false;
+    case Mode::kInteger:
+      if (is_digit(c)) return true;
+      [[fallthrough]];
+    case Mode::kZero:
+      if (c == '.' || c == 'e' || c == 'E') {
+        if (integer_only_) return false;
+        mode_ = c == '.' ? Mode::kDot : Mode::kExponent;
+        return true;
+      }
+      value_done();  // the number ended; the byte belongs to what follows it
+      return feed_byte(c);
+    case Mode::kDot:
+      if (!is_digit(c)) return false;
+      mode_ = Mode::kFraction;
+      return true;
+    case Mode::kFraction:
+      if (is_digit(c)) return true;
+      if (c == 'e' || c == 'E') {
+        mode_ = Mode::kExponent;
+        return true;
+      }
+      value_done();
+      return feed_byte(c);
+    case Mode::kExponent:
+      if (c == '+' || c == '-') {
+        mode_ = Mode::kExponentSign;
+        return true;
+      }
+      [[fallthrough]];
+    case Mode::kExponentSign:
+      if (!is_digit(c)) return false;
+      mode_ = Mode::kExponentDigits;
+      return true;
+    case Mode::kExponentDigits:
+      if (is_digit(c)) return true;
+      value_done();
+      return feed_byte(c);
+    case Mode::kDone:
+    default:
+      return false;
+  }
+}
+
+}  // namespace quench

@@ -1,0 +1,101 @@
+// Structured output: a byte-at-a-time recogniser of the prefixes of the JSON texts a JsonSchema
+// admits (RFC 8259: strings with escapes, numbers, true / false / null, nested objects and
+// arrays up to kMaxDepth), which JsonTokenMasks turns into vocabulary masks. JSON mode is the
+// schema JsonSchema::any_object(). What the schema adds to the grammar, checked at the byte
+// where it is decided:
+//  - a value's first byte must start one of its node's types (an integer takes no '.' or
+//    exponent); enum / const values must be typed exactly as listed (compact JSON);
+//  - an object's keys: a listed property at most once, typed exactly as listed (escapes
+//    included), or any other key where additionalProperties allows one; '}' only once every
+//    required property is present; ',' only while another key may follow;
+//  - arrays: minItems / maxItems decide where ']' and ',' are allowed; strings: minLength /
+//    maxLength count code points (an escape is one).
+// Whitespace between the JSON text's tokens is allowed, at most kMaxWhitespaceRun characters in a
+// row, so that output cannot idle on whitespace forever.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "quench/engine/structured_output/json_schema.h"
+
+namespace quench {
+
+class JsonSchemaPrefix {
+ public:
+  static constexpr size_t kMaxDepth = 32;
+  static constexpr int kMaxWhitespaceRun = 16;
+
+  // Holds a reference: `schema` must outlive the prefix (a request's SamplingParams own it).
+  explicit JsonSchemaPrefix(const JsonSchema& schema);
+
+  // Feeds bytes; false (and the state is then unusable) when they leave the schema's prefixes.
+  // Bytes after the top-level value closed are refused.
+  bool feed(std::string_view bytes);
+  bool complete() const { return mode_ == Mode::kDone; }
+  // Two prefixes with the same key accept the same continuations (the schema's id included).
+  std::string key() const;
+
+ private:
+  enum class Mode : uint8_t {
+    kStart,         // before the top-level value
+    kKeyOrClose,    // after '{'
+    kKey,           // after ',' in an object
+    kColon,         // after a key
+    kValue,         // after ':' or ',' in an array
+    kValueOrClose,  // after '['
+    kCommaOrClose,  // after a value inside an object or array
+    kString,        // inside a string
+    kEscape,        // after '\' in a string
+    kUnicode,       // in the 4 hex digits of \u
+    kMinus,         // after a number's '-'
+    kZero,          // a number's leading 0
+    kInteger,       // integer digits (not a leading 0)
+    kDot,           // after '.'
+    kFraction,      // fraction digits
+    kExponent,      // after 'e' / 'E'
+    kExponentSign,  // after the exponent's sign
+    kExponentDigits,
+    kLiteral,  // inside true / false / null
+    kEnum,     // inside an enum / const value: text_ against the node's literals
+    kDone,
+  };
+  // An open object or array.
+  struct Frame {
+    int32_t node = 0;    // the node whose object / array constraints apply
+    bool object = true;  // '{' (else '[')
+    uint64_t seen = 0;   // objects: bit i = property i is present
+    int64_t items = 0;   // arrays: values so far
+    int32_t value = 0;   // objects: the node of the value after the current key
+  };
+
+  bool feed_byte(unsigned char c);
+  bool start_value(int32_t node, unsigned char c);
+  bool feed_enum(unsigned char c);
+  bool feed_string(unsigned char c);
+  bool start_key();
+  bool end_key();
+  bool may_close(const Frame& f) const;
+  bool may_continue(const Frame& f) const;
+  void value_done();
+  int32_t next_value_node() const;  // the node the value about to start follows
+  const JsonSchemaNode& node(int32_t index) const { return schema_->node(index); }
+
+  const JsonSchema* schema_;
+  Mode mode_ = Mode::kStart;
+  std::vector<Frame> stack_;
+  bool string_is_key_ = false;
+  bool key_match_ = false;   // the key being typed is matched against the listed properties
+  int32_t string_node_ = 0;  // a string value's node (its length bounds)
+  int64_t chars_ = 0;        // a bounded string value's code points so far
+  int32_t enum_node_ = 0;    // kEnum: the node whose literals the value must be
+  bool integer_only_ = false;
+  int hex_left_ = 0;          // kUnicode
+  const char* literal_ = "";  // kLiteral: the rest of the literal
+  int whitespace_run_ = 0;
+  std::string text_;  // a matched key's or an enum value's bytes so far
+};
+
+}  // namespace quench

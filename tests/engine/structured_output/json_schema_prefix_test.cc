@@ -1,0 +1,364 @@
+// Structured output: the schema-driven prefix recogniser accepts every prefix of the texts a
+// schema admits and refuses at the first byte that leaves them: JSON mode (any object: escapes,
+// numbers, literals, nesting, whitespace) and each schema keyword (properties, required,
+// additionalProperties, items with minItems / maxItems, minLength / maxLength, enum / const,
+// anyOf, $ref recursion, integer vs number). The token masks allow exactly the tokens whose bytes
+// it accepts, per schema; on the engine a structured request only ever holds a prefix and ends,
+// finish "stop", when its text closes.
+#include "quench/engine/structured_output/json_schema_prefix.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "harness/tiny_engine.h"
+#include "quench/core/error.h"
+#include "quench/engine/llm_engine.h"
+#include "quench/engine/structured_output/json_token_masks.h"
+#include "quench/ops/sampling/logit_edits.h"
+
+namespace quench {
+namespace {
+
+using nlohmann::json;
+
+std::shared_ptr<const JsonSchema> schema_of(const char* text) {
+  return JsonSchema::compile(json::parse(text));
+}
+
+// Every prefix of `text` is accepted byte by byte; the whole is complete (and is JSON).
+void expect_admitted(const JsonSchema& schema, const std::string& text) {
+  JsonSchemaPrefix p(schema);
+  for (size_t i = 0; i < text.size(); ++i) {
+    ASSERT_FALSE(p.complete()) << text << " complete before byte " << i;
+    ASSERT_TRUE(p.feed(text.substr(i, 1))) << text << " refused at byte " << i;
+  }
+  EXPECT_TRUE(p.complete()) << text;
+  EXPECT_TRUE(json::accept(text)) << text;  // the test's texts are JSON
+}
+
+// `text` is refused at byte `at` (the bytes before it are accepted).
+void expect_refused_at(const JsonSchema& schema, const std::string& text, size_t at) {
+  JsonSchemaPrefix p(schema);
+  ASSERT_TRUE(p.feed(text.substr(0, at))) << text << " refused before byte " << at;
+  EXPECT_FALSE(p.feed(text.substr(at, 1))) << text << " accepted byte " << at;
+}
+
+// ---- JSON mode: any object ----
+
+TEST(JsonSchemaPrefix, AnyObjectAcceptsValidObjects) {
+  const JsonSchema& any = *JsonSchema::any_object();
+  for (const std::string& text :
+       {std::string("{}"), std::string(" {\"a\": 1}"),
+        std::string("{\"a\":[1,-0.5,2e10,3.25E-3,0,true,false,null,\"x\"]}"),
+        std::string("{\"k\\\"\\\\\\/\\n\\u00e9\": {\"n\": {\"m\": []}}, \"z\": \"\xc3\xa9\"}"),
+        std::string("{\n  \"a\" : [ { } , [ ] ]\n}")}) {
+    expect_admitted(any, text);
+  }
+}
+
+TEST(JsonSchemaPrefix, AnyObjectRefusesAtTheFirstWrongByte) {
+  const JsonSchema& any = *JsonSchema::any_object();
+  expect_refused_at(any, "[1]", 0);                // the top level is an object
+  expect_refused_at(any, "{'a': 1}", 1);           // single quotes
+  expect_refused_at(any, "{\"a\" 1}", 5);          // no colon
+  expect_refused_at(any, "{\"a\": 01}", 7);        // a leading zero
+  expect_refused_at(any, "{\"a\": 1,}", 8);        // a trailing comma
+  expect_refused_at(any, "{\"a\": tru }", 9);      // a broken literal
+  expect_refused_at(any, "{\"a\": \"\x01\"}", 7);  // a raw control character
+  expect_refused_at(any, "{\"a\": \"\\x\"}", 8);   // an unknown escape
+  expect_refused_at(any, "{\"a\": 1]", 7);         // the wrong closer
+  expect_refused_at(any, "{} ", 2);                // nothing after the object
+  expect_refused_at(any, "{\"a\": 1.}", 8);        // a fraction needs digits
+  // Whitespace runs are bounded.
+  const std::string spaces(JsonSchemaPrefix::kMaxWhitespaceRun + 1, ' ');
+  expect_refused_at(any, "{" + spaces, 1 + JsonSchemaPrefix::kMaxWhitespaceRun);
+}
+
+TEST(JsonSchemaPrefix, NestingIsBounded) {
+  std::string deep = "{\"a\":";
+  for (size_t i = 1; i < JsonSchemaPrefix::kMaxDepth; ++i)
+    deep += "[";
+  expect_refused_at(*JsonSchema::any_object(), deep + "[", deep.size());
+}
+
+// ---- schemas ----
+
+constexpr const char* kPerson = R"({
+  "type": "object",
+  "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                 "tags": {"type": "array", "items": {"type": "string"}}},
+  "required": ["name", "age"],
+  "additionalProperties": false})";
+
+TEST(JsonSchemaPrefix, PropertiesRequiredAndNoOthers) {
+  const auto person = schema_of(kPerson);
+  expect_admitted(*person, R"({"name": "Bo", "age": 42})");
+  expect_admitted(*person, R"({ "age" : -1 , "tags": ["a", ""], "name":""})");
+  expect_refused_at(*person, R"({"name": "Bo"})", 13);  // age is required
+  expect_refused_at(*person, R"({})", 1);               // so are both
+  expect_refused_at(*person, R"({"nam": 1})", 5);       // a key that is not listed
+  expect_refused_at(*person, R"({"x": 1})", 2);         // nor starts one
+  expect_refused_at(*person, R"({"age": 4.5})", 9);     // an integer
+  expect_refused_at(*person, R"({"age": 4e5})", 9);
+  expect_refused_at(*person, R"({"name": 3})", 9);            // a string
+  expect_refused_at(*person, R"({"age": 1, "age": 2})", 12);  // no key twice
+  expect_refused_at(*person, R"({"tags": [1]})", 10);         // items are strings
+  // Every property present: no further key.
+  expect_refused_at(*person, R"({"name": "", "age": 1, "tags": [],)", 33);
+}
+
+TEST(JsonSchemaPrefix, AdditionalPropertiesFollowTheirSchema) {
+  const auto s = schema_of(R"({"type": "object", "properties": {"a": {"type": "integer"}},
+                               "additionalProperties": {"type": "string"}})");
+  expect_admitted(*s, R"({"a": 1, "b": "x", "ab": "y", "": ""})");
+  expect_refused_at(*s, R"({"b": 1})", 6);
+  expect_refused_at(*s, R"({"a": "x"})", 6);
+  expect_refused_at(*s, R"({"a": 1, "a": 2})", 11);  // a listed key, twice
+  // Without additionalProperties any other key takes any value (JSON Schema's default).
+  const auto open = schema_of(R"({"type": "object", "properties": {"a": {"type": "null"}}})");
+  expect_admitted(*open, R"({"b": [1, {"c": true}], "a": null})");
+  expect_refused_at(*open, R"({"a": 0})", 6);
+}
+
+TEST(JsonSchemaPrefix, ArrayBoundsAndStringLengths) {
+  const auto s = schema_of(R"({"type": "array", "items": {"type": "boolean"}, "minItems": 1,
+                               "maxItems": 2})");
+  expect_admitted(*s, "[true]");
+  expect_admitted(*s, "[ true , false ]");
+  expect_refused_at(*s, "[]", 1);
+  expect_refused_at(*s, "[true,false,", 11);
+  expect_refused_at(*s, "[true,false ,", 12);
+  expect_refused_at(*s, "[1", 1);
+  const auto l = schema_of(R"({"type": "object", "properties": {
+                               "s": {"type": "string", "minLength": 2, "maxLength": 3}}})");
+  expect_admitted(*l, R"({"s": "ab"})");
+  expect_admitted(*l, R"({"s": "a\u00e9c"})");               // an escape is one character
+  expect_admitted(*l, "{\"s\": \"\xc3\xa9\xe2\x82\xac\"}");  // two code points in five bytes
+  expect_refused_at(*l, R"({"s": "a"})", 8);                 // too short at the closing quote
+  expect_refused_at(*l, R"({"s": "abcd"})", 10);             // too long at the fourth character
+  expect_refused_at(*l, R"({"s": "ab\n\n"})", 11);
+}
+
+TEST(JsonSchemaPrefix, EnumConstAndNumbers) {
+  const auto s = schema_of(R"({"type": "object", "properties": {
+      "color": {"enum": ["red", "green", null, 12, 1, "a\"b"]},
+      "one": {"const": {"k": [1, 2]}},
+      "n": {"type": "number"}}})");
+  for (const char* text :
+       {R"({"color": "red"})", R"({"color":null})", R"({"color": 12})", R"({"color": 1 })",
+        R"({"color": "a\"b"})", R"({"one": {"k":[1,2]}})", R"({"n": -1.5e+3, "color": "green"})"}) {
+    expect_admitted(*s, text);
+  }
+  expect_refused_at(*s, R"({"color": "blue"})", 11);
+  expect_refused_at(*s, R"({"color": 123})", 12);
+  expect_refused_at(*s, R"({"color": "red )", 14);
+  expect_refused_at(*s, R"({"one": {"k": [1,2]}})", 13);  // typed exactly as listed (compact)
+}
+
+TEST(JsonSchemaPrefix, AnyOfOfDifferentTypesAndTypeLists) {
+  const auto s = schema_of(R"({"type": "object", "properties": {
+      "x": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+      "y": {"type": ["string", "array"], "items": {"type": "integer"}, "maxLength": 1},
+      "z": {"oneOf": [{"enum": ["a", "b"]}, {"type": "null"}]},
+      "w": {"anyOf": [{"type": "object", "properties": {"q": {"type": "boolean"}},
+                       "additionalProperties": false},
+                      {"type": "string", "maxLength": 0}]}}})");
+  expect_admitted(*s, R"({"x": null, "y": "a", "z": "b", "w": {"q": true}})");
+  expect_admitted(*s, R"({"x": -3, "y": [1, 2], "z": null, "w": ""})");
+  expect_refused_at(*s, R"({"x": "3"})", 6);
+  expect_refused_at(*s, R"({"y": "ab"})", 8);
+  expect_refused_at(*s, R"({"z": "c"})", 7);
+  expect_refused_at(*s, R"({"w": {"r": 1}})", 8);
+  expect_refused_at(*s, R"({"w": "a"})", 7);
+}
+
+TEST(JsonSchemaPrefix, RecursiveReferences) {
+  const auto tree = schema_of(R"({
+    "$defs": {"Node": {"type": "object",
+                       "properties": {"v": {"type": "integer"},
+                                      "kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
+                                      "next": {"anyOf": [{"$ref": "#/$defs/Node"}, {"type": "null"}]}},
+                       "required": ["v"], "additionalProperties": false}},
+    "$ref": "#/$defs/Node"})");
+  expect_admitted(*tree, R"({"v": 1, "kids": [{"v": 2, "kids": []}, {"v": 3, "next": {"v": 4}}]})");
+  expect_admitted(*tree, R"({"next": null, "v": 0})");
+  expect_refused_at(*tree, R"({"v": 1, "kids": [{"kids": []}]})", 29);  // an inner node lacks v
+  expect_refused_at(*tree, R"({"v": 1, "next": {"w": 1}})", 19);
+}
+
+// pydantic's other shapes: a description beside a $ref as allOf of one schema, and
+// Optional[Any] (anyOf with an alternative of anything) as anything.
+TEST(JsonSchemaPrefix, AllOfOfOneSchemaAndOptionalAny) {
+  const auto s = schema_of(R"({"type": "object",
+      "$defs": {"Unit": {"enum": ["C", "F"]}},
+      "properties": {"u": {"allOf": [{"$ref": "#/$defs/Unit"}], "description": "unit"},
+                     "a": {"anyOf": [{}, {"type": "null"}]}},
+      "additionalProperties": false})");
+  expect_admitted(*s, R"({"u": "F", "a": [1, {"b": null}]})");
+  expect_admitted(*s, R"({"a": null})");
+  expect_refused_at(*s, R"({"u": "K"})", 7);
+}
+
+// ---- the compiler's refusals ----
+
+void expect_compile_error(const char* schema, const std::string& needle) {
+  try {
+    schema_of(schema);
+    ADD_FAILURE() << "compiled: " << schema;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(JsonSchema, RefusesWhatItCannotEnforceByName) {
+  expect_compile_error(
+      R"({"type": "object", "properties": {"s": {"type": "string", "pattern": "a+"}}})",
+      "'pattern' is not supported");
+  expect_compile_error(
+      R"({"type": "object", "properties": {"s": {"type": "string", "pattern": "a+"}}})",
+      "#/properties/s");
+  expect_compile_error(R"({"type": "object", "properties": {"n": {"minimum": 0}}})", "'minimum'");
+  expect_compile_error(R"({"type": "string"})", "root must describe an object or an array");
+  expect_compile_error(R"({"type": "object", "properties": {"u": {"anyOf": [
+                           {"type": "object"}, {"type": "object", "required": []}]}}})",
+                       "both admit objects");
+  expect_compile_error(R"({"type": "object", "properties": {"u": {"anyOf": [
+                           {"type": "integer"}, {"type": "number"}]}}})",
+                       "both admit numbers");
+  expect_compile_error(R"({"type": "object", "properties": {"r": {"$ref": "#/$defs/Missing"}}})",
+                       "does not resolve");
+  expect_compile_error(R"({"type": "object", "required": ["a"]})", "is not in 'properties'");
+  expect_compile_error(R"({"type": "array", "minItems": 3, "maxItems": 2})", "exceeds maxItems");
+  expect_compile_error(R"({"type": "objekt"})", "type \"objekt\" is unknown");
+  expect_compile_error(
+      R"({"type": "object", "properties": {"e": {"type": "string", "enum": [1]}}})",
+      "is not of the schema's 'type'");
+  expect_compile_error(R"({"type": "object", "properties": {"e": {"anyOf": [{"enum": [1]},
+                           {"type": "string"}]}}})",
+                       "mixes an enum");
+  expect_compile_error(R"({"type": "object", "properties": {"f": false}})", "admits no value");
+  expect_compile_error(R"({"type": "array", "items": [{"type": "string"}]})", "tuple forms");
+  expect_compile_error(R"({"type": "object", "properties": {"x": {"allOf": [{}, {}]}}})",
+                       "one schema only");
+  // A $ref's target is checked like any schema.
+  expect_compile_error(R"({"type": "object", "$defs": {"D": {"type": "integer", "minimum": 1}},
+                           "properties": {"d": {"$ref": "#/$defs/D"}}})",
+                       "'minimum' is not supported");
+  // Annotations are accepted (and not enforced).
+  EXPECT_NO_THROW(schema_of(R"({"title": "T", "description": "d", "type": "object",
+      "properties": {"when": {"type": "string", "format": "date-time", "default": "x"}},
+      "$schema": "https://json-schema.org/draft/2020-12/schema"})"));
+}
+
+// ---- masks ----
+
+std::string tiny_model_dir(const std::string& name) {
+  return testing_support::tiny_model_dir("quench_json_schema_prefix_test", name);
+}
+
+// The mask allows exactly the tokens whose bytes the prefix accepts (checked token by token, for
+// JSON mode and a schema), and two schemas at the same text get their own masks.
+TEST(JsonTokenMasks, AllowExactlyTheTokensThePrefixAccepts) {
+  const LlmEngine engine(testing_support::tiny_engine_options(tiny_model_dir("masks")));
+  const Tokenizer& tokenizer = *engine.tokenizer();
+  JsonTokenMasks masks(tokenizer);
+  const auto person = schema_of(kPerson);
+  std::vector<std::vector<uint8_t>> seen;
+  for (const auto& [schema, text] : std::vector<std::pair<const JsonSchema*, std::string>>{
+           {JsonSchema::any_object().get(), "{\"a\": [1, "},
+           {JsonSchema::any_object().get(), "{\"na"},
+           {person.get(), "{\"na"},
+           {person.get(), "{\"name\": \"x\", "}}) {
+    JsonSchemaPrefix prefix(*schema);
+    ASSERT_TRUE(prefix.feed(text)) << text;
+    const std::vector<uint8_t>& allowed = masks.allowed(prefix);
+    const std::vector<uint32_t>& bits = masks.allowed_bits(prefix);
+    ASSERT_EQ(bits.size(), (static_cast<size_t>(tokenizer.vocab_size()) + 31) / 32);
+    int32_t count = 0;
+    for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
+      JsonSchemaPrefix next = prefix;
+      const std::string bytes = tokenizer.token_bytes(id, true, true);
+      const bool accepts = !tokenizer.is_special(id) && !bytes.empty() && next.feed(bytes);
+      EXPECT_EQ(allowed[static_cast<size_t>(id)] != 0, accepts) << text << " token " << id;
+      EXPECT_EQ(logit_allowed(bits.data(), static_cast<int32_t>(bits.size()), id), accepts)
+          << text << " token " << id;
+      count += accepts ? 1 : 0;
+    }
+    EXPECT_GT(count, 0) << text;
+    EXPECT_LT(count, tokenizer.vocab_size()) << text;
+    seen.push_back(allowed);
+  }
+  // After {"na, any key may go on; the person schema only lets "name" go on.
+  EXPECT_NE(seen[1], seen[2]);
+}
+
+// ---- the engine ----
+
+// Every output is a prefix of a JSON object; with '}' pushed up by a bias the object closes at
+// once ("{}") and the request ends with finish "stop".
+TEST(JsonMode, OutputsStayObjectPrefixesAndEndWhenTheObjectCloses) {
+  LlmEngine engine(testing_support::tiny_engine_options(tiny_model_dir("engine")));
+  const Tokenizer& tokenizer = *engine.tokenizer();
+  SamplingParams s = testing_support::greedy(40);
+  s.json_object = true;
+  SamplingParams sampled = s;
+  sampled.temperature = 1.0f;
+  sampled.seed = 7;
+  for (const SamplingParams& params : {s, sampled}) {
+    for (const RequestOutput& out : engine.generate({{5, 6, 7}, {9, 10, 11, 12}}, params)) {
+      const std::string text = tokenizer.decode(out.output, true);
+      JsonSchemaPrefix p(*JsonSchema::any_object());
+      EXPECT_TRUE(p.feed(text)) << text;
+      if (out.finish_reason == FinishReason::kStop) {
+        EXPECT_TRUE(p.complete()) << text;
+        EXPECT_TRUE(json::parse(text).is_object()) << text;
+      }
+    }
+  }
+  const std::optional<int32_t> close = tokenizer.token_to_id("}");
+  ASSERT_TRUE(close.has_value());
+  s.logit_bias = {{*close, 100.0f}};
+  const RequestOutput closed = engine.generate({{5, 6, 7}}, s)[0];
+  EXPECT_EQ(closed.finish_reason, FinishReason::kStop);
+  const std::string text = tokenizer.decode(closed.output, true);
+  EXPECT_TRUE(json::parse(text).is_object()) << text;
+  EXPECT_EQ(text.find_first_not_of(" \t\n\r"), text.find('{'));
+}
+
+// A schema whose texts are few (an enum, a bounded array of booleans): greedy and sampled
+// requests end with finish "stop" on a text the schema admits. The tiny model's random weights
+// favour newlines, which fill each of the ~15 gaps between the text's tokens up to
+// kMaxWhitespaceRun; 512 tokens cover that worst case.
+TEST(JsonSchemaMode, OutputsFollowTheSchemaAndEnd) {
+  LlmEngine engine(testing_support::tiny_engine_options(tiny_model_dir("schema")));
+  const Tokenizer& tokenizer = *engine.tokenizer();
+  const auto schema = schema_of(R"({"type": "object", "properties": {
+      "pick": {"enum": ["yes", "no"]}, "flags": {"type": "array", "items": {"type": "boolean"},
+      "maxItems": 2}}, "required": ["pick", "flags"], "additionalProperties": false})");
+  SamplingParams s = testing_support::greedy(512);
+  s.json_schema = schema;
+  SamplingParams sampled = s;
+  sampled.temperature = 1.0f;
+  sampled.seed = 11;
+  for (const SamplingParams& params : {s, sampled}) {
+    for (const RequestOutput& out : engine.generate({{5, 6, 7}, {9, 10, 11, 12}}, params)) {
+      const std::string text = tokenizer.decode(out.output, true);
+      ASSERT_EQ(out.finish_reason, FinishReason::kStop) << json(text).dump();
+      JsonSchemaPrefix p(*schema);
+      EXPECT_TRUE(p.feed(text) && p.complete()) << text;
+      const json value = json::parse(text);
+      EXPECT_TRUE(value.at("pick") == "yes" || value.at("pick") == "no") << text;
+      EXPECT_LE(value.at("flags").size(), 2u) << text;
+      EXPECT_EQ(value.size(), 2u) << text;
+    }
+  }
+  SamplingParams both = s;
+  both.json_object = true;
+  EXPECT_THROW(engine.generate({{5, 6, 7}}, both), Error);
+}
+
+}  // namespace
+}  // namespace quench
