@@ -116,6 +116,19 @@ std::vector<json> sse_events(const std::string& body, bool* done) {
   return events;
 }
 
+// The events of `body` streamed to /v1/chat/completions: a 200 whose stream ends in [DONE].
+std::vector<json> streamed_chat_events(const RunningServer& s, json body) {
+  body["stream"] = true;
+  auto res = s.client().Post("/v1/chat/completions", body.dump(), "application/json");
+  EXPECT_TRUE(res);
+  if (!res) return {};
+  EXPECT_EQ(res->status, 200);
+  bool done = false;
+  std::vector<json> events = sse_events(res->body, &done);
+  EXPECT_TRUE(done) << res->body;
+  return events;
+}
+
 TEST(OpenAiServer, HealthModelsAndAGreedyCompletionEqualToTheEngine) {
   const RunningServer s;
   auto health = s.client().Get("/health");
@@ -528,14 +541,7 @@ TEST(OpenAiServer, ChatWithAutoToolsStreamsLikeTheWholeResponse) {
   ASSERT_TRUE(message["content"].is_string()) << whole;
   EXPECT_FALSE(message.contains("tool_calls"));
   EXPECT_EQ(whole["choices"][0]["finish_reason"], "length");
-  json streaming = body;
-  streaming["stream"] = true;
-  auto res = s.client().Post("/v1/chat/completions", streaming.dump(), "application/json");
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 200);
-  bool done = false;
-  const std::vector<json> events = sse_events(res->body, &done);
-  EXPECT_TRUE(done);
+  const std::vector<json> events = streamed_chat_events(s, body);
   ASSERT_GE(events.size(), 2u);
   std::string text;
   for (const json& e : events) {
@@ -581,14 +587,7 @@ TEST(OpenAiServer, ANamedFunctionIsForcedThroughItsParameters) {
   ASSERT_EQ(message["tool_calls"].size(), 1u) << whole;
   check_arguments(message["tool_calls"][0]);
   EXPECT_EQ(whole["choices"][0]["finish_reason"], "tool_calls");
-  json streaming = body;
-  streaming["stream"] = true;
-  auto res = s.client().Post("/v1/chat/completions", streaming.dump(), "application/json");
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 200);
-  bool done = false;
-  const std::vector<json> events = sse_events(res->body, &done);
-  EXPECT_TRUE(done);
+  const std::vector<json> events = streamed_chat_events(s, body);
   json calls = json::array();
   for (const json& e : events) {
     const json& delta = e["choices"][0]["delta"];
@@ -598,7 +597,7 @@ TEST(OpenAiServer, ANamedFunctionIsForcedThroughItsParameters) {
       EXPECT_TRUE(delta["content"].get<std::string>().empty()) << e;
     }
   }
-  ASSERT_EQ(calls.size(), 1u) << res->body;
+  ASSERT_EQ(calls.size(), 1u) << json(events).dump();
   check_arguments(calls[0]);
   EXPECT_EQ(calls[0]["function"]["arguments"], message["tool_calls"][0]["function"]["arguments"]);
   EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "tool_calls");

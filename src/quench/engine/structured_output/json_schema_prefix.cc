@@ -86,6 +86,14 @@ bool JsonSchemaPrefix::may_continue(const Frame& f) const {
   return (f.seen & all) != all;
 }
 
+// The open container's closing byte: allowed once it may close (may_close).
+bool JsonSchemaPrefix::close_container() {
+  if (!may_close(stack_.back())) return false;
+  stack_.pop_back();
+  value_done();
+  return true;
+}
+
 // A value's first byte, for `index`'s node (modes kStart, kValue, kValueOrClose).
 bool JsonSchemaPrefix::start_value(int32_t index, unsigned char c) {
   if (index == JsonSchema::kNoNode) return false;
@@ -259,12 +267,7 @@ bool JsonSchemaPrefix::feed_byte(unsigned char c) {
     case Mode::kStart:
       return start_value(schema_->root(), c);
     case Mode::kKeyOrClose:
-      if (c == '}') {
-        if (!may_close(stack_.back())) return false;
-        stack_.pop_back();
-        value_done();
-        return true;
-      }
+      if (c == '}') return close_container();
       [[fallthrough]];
     case Mode::kKey:
       return c == '"' && start_key();
@@ -273,12 +276,7 @@ bool JsonSchemaPrefix::feed_byte(unsigned char c) {
       mode_ = Mode::kValue;
       return true;
     case Mode::kValueOrClose:
-      if (c == ']') {
-        if (!may_close(stack_.back())) return false;
-        stack_.pop_back();
-        value_done();
-        return true;
-      }
+      if (c == ']') return close_container();
       if (!may_continue(stack_.back())) return false;
       return start_value(next_value_node(), c);
     case Mode::kValue:
@@ -290,10 +288,7 @@ bool JsonSchemaPrefix::feed_byte(unsigned char c) {
         mode_ = f.object ? Mode::kKey : Mode::kValue;
         return true;
       }
-      if (c != (f.object ? '}' : ']') || !may_close(f)) return false;
-      stack_.pop_back();
-      value_done();
-      return true;
+      return c == (f.object ? '}' : ']') && close_container();
     }
     case Mode::kString:
     case Mode::kEscape:

@@ -79,6 +79,7 @@ class JsonSchemaPrefix {
   bool end_key();
   bool may_close(const Frame& f) const;
   bool may_continue(const Frame& f) const;
+  bool close_container();
   void value_done();
   int32_t next_value_node() const;  // the node the value about to start follows
   const JsonSchemaNode& node(int32_t index) const { return schema_->node(index); }
