@@ -8,7 +8,9 @@ JsonTokenMasks::JsonTokenMasks(const Tokenizer& tokenizer) {
   bytes_.resize(static_cast<size_t>(tokenizer.vocab_size()));
   for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
     if (tokenizer.is_special(id)) continue;
-    bytes_[static_cast<size_t>(id)] = tokenizer.token_bytes(id, true, true);
+    std::string& bytes = bytes_[static_cast<size_t>(id)];
+    bytes = tokenizer.token_bytes(id, true, true);
+    if (!bytes.empty()) by_first_byte_[static_cast<unsigned char>(bytes[0])].push_back(id);
   }
 }
 
@@ -19,12 +21,21 @@ const JsonTokenMasks::Mask& JsonTokenMasks::mask(const JsonSchemaPrefix& prefix)
   auto mask = std::make_shared<Mask>();
   mask->allowed.assign(bytes_.size(), 0);
   mask->bits.assign((bytes_.size() + 31) / 32, 0u);
-  for (size_t id = 0; id < bytes_.size(); ++id) {
-    if (bytes_[id].empty()) continue;
-    JsonSchemaPrefix next = prefix;
-    if (next.feed(bytes_[id])) {
-      mask->allowed[id] = 1;
-      mask->bits[id / 32] |= 1u << (id % 32);
+  // Tokens by their first byte: a refused first byte refuses its whole group at one test (most
+  // groups, outside strings), and an accepted one leaves each token's other bytes to test.
+  for (int byte = 0; byte < 256; ++byte) {
+    const std::vector<int32_t>& group = by_first_byte_[static_cast<size_t>(byte)];
+    if (group.empty()) continue;
+    const char first = static_cast<char>(byte);
+    JsonSchemaPrefix after_first = prefix;
+    if (!after_first.feed(std::string_view(&first, 1))) continue;
+    for (int32_t id : group) {
+      const std::string& bytes = bytes_[static_cast<size_t>(id)];
+      JsonSchemaPrefix next = after_first;
+      if (next.feed(std::string_view(bytes).substr(1))) {
+        mask->allowed[static_cast<size_t>(id)] = 1;
+        mask->bits[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
+      }
     }
   }
   if (cache_.size() >= kMaxCached) cache_.clear();

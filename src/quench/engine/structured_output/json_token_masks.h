@@ -1,9 +1,11 @@
 // Structured output's vocabulary masks: the tokens a JsonSchemaPrefix may take next, for one
-// tokenizer, each token's bytes fed to a copy of the prefix. Masks are cached by the prefix's key
+// tokenizer, each token's bytes fed to a copy of the prefix (tokens grouped by first byte, so that
+// a refused first byte refuses its group at once). Masks are cached by the prefix's key
 // (which names its schema; a string's inside, for one, always gives the same mask), at most
 // kMaxCached of them, shared by every request and schema of the engine.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,7 +35,8 @@ class JsonTokenMasks {
   const Mask& mask(const JsonSchemaPrefix& prefix);
 
   static constexpr size_t kMaxCached = 4096;
-  std::vector<std::string> bytes_;  // per token id; empty = never allowed
+  std::vector<std::string> bytes_;                       // per token id; empty = never allowed
+  std::array<std::vector<int32_t>, 256> by_first_byte_;  // the ids of bytes_ by their first byte
   std::unordered_map<std::string, std::shared_ptr<const Mask>> cache_;
 };
 
