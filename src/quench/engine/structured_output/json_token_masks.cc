@@ -14,13 +14,11 @@ JsonTokenMasks::JsonTokenMasks(const Tokenizer& tokenizer) {
   }
 }
 
-const JsonTokenMasks::Mask& JsonTokenMasks::mask(const JsonSchemaPrefix& prefix) {
+const std::vector<uint32_t>& JsonTokenMasks::allowed_bits(const JsonSchemaPrefix& prefix) {
   const std::string key = prefix.key();
   auto it = cache_.find(key);
   if (it != cache_.end()) return *it->second;
-  auto mask = std::make_shared<Mask>();
-  mask->allowed.assign(bytes_.size(), 0);
-  mask->bits.assign((bytes_.size() + 31) / 32, 0u);
+  auto mask = std::make_shared<std::vector<uint32_t>>((bytes_.size() + 31) / 32, 0u);
   // Tokens by their first byte: a refused first byte refuses its whole group at one test (most
   // groups, outside strings), and an accepted one leaves each token's other bytes to test.
   for (int byte = 0; byte < 256; ++byte) {
@@ -32,22 +30,12 @@ const JsonTokenMasks::Mask& JsonTokenMasks::mask(const JsonSchemaPrefix& prefix)
     for (int32_t id : group) {
       const std::string& bytes = bytes_[static_cast<size_t>(id)];
       JsonSchemaPrefix next = after_first;
-      if (next.feed(std::string_view(bytes).substr(1))) {
-        mask->allowed[static_cast<size_t>(id)] = 1;
-        mask->bits[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
-      }
+      if (next.feed(std::string_view(bytes).substr(1)))
+        (*mask)[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
     }
   }
   if (cache_.size() >= kMaxCached) cache_.clear();
   return *cache_.emplace(key, std::move(mask)).first->second;
-}
-
-const std::vector<uint8_t>& JsonTokenMasks::allowed(const JsonSchemaPrefix& prefix) {
-  return mask(prefix).allowed;
-}
-
-const std::vector<uint32_t>& JsonTokenMasks::allowed_bits(const JsonSchemaPrefix& prefix) {
-  return mask(prefix).bits;
 }
 
 }  // namespace quench

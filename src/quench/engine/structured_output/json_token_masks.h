@@ -21,23 +21,18 @@ class Tokenizer;
 class JsonTokenMasks {
  public:
   explicit JsonTokenMasks(const Tokenizer& tokenizer);
-  // [vocab_size] 1 = allowed. Special tokens and ids without bytes are never allowed.
-  const std::vector<uint8_t>& allowed(const JsonSchemaPrefix& prefix);
-  // The same mask packed as logit edits take it (RowLogitEdits::allowed_bits: bit t % 32 of word
-  // t / 32), cached beside it: a structured row packed its 128k-entry mask every step.
+  // The tokens the prefix may take next, packed as logit edits take them
+  // (RowLogitEdits::allowed_bits: token t is bit t % 32 of word t / 32). Special tokens and ids
+  // without bytes are never allowed.
   const std::vector<uint32_t>& allowed_bits(const JsonSchemaPrefix& prefix);
 
  private:
-  struct Mask {
-    std::vector<uint8_t> allowed;
-    std::vector<uint32_t> bits;
-  };
-  const Mask& mask(const JsonSchemaPrefix& prefix);
-
+  // Packed only: 16 KB a mask for a 128k vocabulary, so a full cache holds 64 MB (a byte per
+  // token beside it took 9 times that).
   static constexpr size_t kMaxCached = 4096;
   std::vector<std::string> bytes_;                       // per token id; empty = never allowed
   std::array<std::vector<int32_t>, 256> by_first_byte_;  // the ids of bytes_ by their first byte
-  std::unordered_map<std::string, std::shared_ptr<const Mask>> cache_;
+  std::unordered_map<std::string, std::shared_ptr<const std::vector<uint32_t>>> cache_;
 };
 
 }  // namespace quench
