@@ -202,6 +202,30 @@ TEST(JsonSchemaPrefix, AllOfOfOneSchemaAndOptionalAny) {
   expect_refused_at(*s, R"({"u": "K"})", 7);
 }
 
+// Objects told apart by a tag (pydantic's discriminated unions, forced tool calls over several
+// tools): the tag comes first, and its value picks the alternative for the rest of the object.
+TEST(JsonSchemaPrefix, TaggedUnionsOfObjects) {
+  const auto s = schema_of(R"({"type": "object", "required": ["pet"],
+    "properties": {"pet": {"anyOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"},
+                                      {"type": "null"}],
+                           "discriminator": {"propertyName": "kind"}}},
+    "$defs": {
+      "Cat": {"type": "object", "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer"}},
+              "required": ["kind", "lives"], "additionalProperties": false},
+      "Dog": {"type": "object", "properties": {"good": {"type": "boolean"}, "kind": {"enum": ["dog"]}},
+              "required": ["kind"], "additionalProperties": false}}})");
+  expect_admitted(*s, R"({"pet": {"kind": "cat", "lives": 9}})");
+  expect_admitted(*s, R"({"pet": {"kind":"dog"}})");
+  expect_admitted(*s, R"({"pet": {"kind": "dog", "good": true}})");
+  expect_admitted(*s, R"({"pet": null})");
+  expect_refused_at(*s, R"({"pet": {"lives": 9}})", 10);     // the tag comes first
+  expect_refused_at(*s, R"({"pet": {"kind": "cow"}})", 19);  // a tag that is not listed
+  expect_refused_at(*s, R"({"pet": {"kind": "cat", "good": true}})", 25);   // a cat has no "good"
+  expect_refused_at(*s, R"({"pet": {"kind": "cat"}})", 22);                 // and needs "lives"
+  expect_refused_at(*s, R"({"pet": {"kind": "dog", "kind": "dog"}})", 25);  // no key twice
+  expect_refused_at(*s, R"({"pet": {}})", 9);
+}
+
 // ---- the compiler's refusals ----
 
 void expect_compile_error(const char* schema, const std::string& needle) {
@@ -224,7 +248,27 @@ TEST(JsonSchema, RefusesWhatItCannotEnforceByName) {
   expect_compile_error(R"({"type": "string"})", "root must describe an object or an array");
   expect_compile_error(R"({"type": "object", "properties": {"u": {"anyOf": [
                            {"type": "object"}, {"type": "object", "required": []}]}}})",
-                       "both admit objects");
+                       "have no tag");
+  // Tags must be required, single strings, and different.
+  for (const char* tags : {
+           R"([{"type": "object", "properties": {"t": {"const": "a"}}},
+               {"type": "object", "properties": {"t": {"const": "b"}}, "required": ["t"]}])",
+           R"([{"type": "object", "properties": {"t": {"enum": ["a", "c"]}}, "required": ["t"]},
+               {"type": "object", "properties": {"t": {"const": "b"}}, "required": ["t"]}])",
+           R"([{"type": "object", "properties": {"t": {"const": 1}}, "required": ["t"]},
+               {"type": "object", "properties": {"t": {"const": 2}}, "required": ["t"]}])",
+           R"([{"type": "object", "properties": {"t": {"const": "a"}}, "required": ["t"]},
+               {"type": "object", "properties": {"t": {"const": "a"}}, "required": ["t"]}])"}) {
+    const std::string schema =
+        std::string(R"({"type": "object", "properties": {"u": {"anyOf": )") + tags + "}}}";
+    expect_compile_error(schema.c_str(), "have no tag");
+  }
+  expect_compile_error(R"({"type": "object", "properties": {"u": {"anyOf": [
+                           {"type": ["object", "null"], "properties": {"t": {"const": "a"}},
+                            "required": ["t"]},
+                           {"type": "object", "properties": {"t": {"const": "b"}},
+                            "required": ["t"]}]}}})",
+                       "each alternative only an object");
   expect_compile_error(R"({"type": "object", "properties": {"u": {"anyOf": [
                            {"type": "integer"}, {"type": "number"}]}}})",
                        "both admit numbers");

@@ -1,5 +1,6 @@
 #include "quench/engine/structured_output/json_schema.h"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -24,7 +25,8 @@ const std::set<std::string>& annotation_keywords() {
       "title",           "description", "default",     "examples",
       "format",          "$schema",     "$id",         "$comment",
       "deprecated",      "readOnly",    "writeOnly",   "contentMediaType",
-      "contentEncoding", "$defs",       "definitions", "strict"};
+      "contentEncoding", "$defs",       "definitions", "strict",
+      "discriminator"};  // OpenAPI's tag name: the compiler finds the tag itself
   return keywords;
 }
 
@@ -260,6 +262,18 @@ class JsonSchemaCompiler {
       return index;
     }
     merged.object_node = merged.array_node = merged.string_node = JsonSchema::kNoNode;
+    // Objects of several alternatives: a tagged union, which stands in the merge as one
+    // object alternative.
+    std::vector<int32_t> objects;
+    for (int32_t n : nodes)
+      if (at(n).types & kJsonObject) objects.push_back(n);
+    if (objects.size() > 1) {
+      const int32_t tagged = compile_tagged_union(objects, path, keyword);
+      std::vector<int32_t> others = {tagged};
+      for (int32_t n : nodes)
+        if (!(at(n).types & kJsonObject)) others.push_back(n);
+      nodes = std::move(others);
+    }
     for (size_t i = 0; i < nodes.size(); ++i) {
       const JsonSchemaNode& alt = at(nodes[i]);
       for (uint8_t type_class : kTypeClasses) {
@@ -267,7 +281,9 @@ class JsonSchemaCompiler {
                        path, ": two alternatives of '", keyword, "' both admit ",
                        type_class_name(type_class),
                        "; supported are alternatives of different types (e.g. a schema beside "
-                       "{\"type\": \"null\"}), which the output's first byte tells apart");
+                       "{\"type\": \"null\"}), which the output's first byte tells apart, and "
+                       "objects told apart by a tag (a required property of one string value "
+                       "each)");
       }
       merged.types |= alt.types;
       if (alt.types & kJsonObject) merged.object_node = alt.object_node;
@@ -279,9 +295,66 @@ class JsonSchemaCompiler {
     return index;
   }
 
+  // Object alternatives told apart by a tag: a property every one of them requires, whose schema
+  // is one string (const, or an enum of one), different in each. The union's node asks for the
+  // tag first (JsonSchemaNode::tag_key); its value picks the alternative the object goes on in.
+  // The first property of the first alternative that qualifies is the tag.
+  int32_t compile_tagged_union(const std::vector<int32_t>& objects, const std::string& path,
+                               const char* keyword) {
+    for (int32_t n : objects) {
+      QUENCH_REQUIRE(
+          at(n).types == kJsonObject && at(n).literals.empty() && in_progress_.count(n) == 0,
+          "JSON schema ", path, ": '", keyword,
+          "' has several alternatives that admit objects; supported are objects told "
+          "apart by a tag (a required property of one string value each), each "
+          "alternative only an object and not a reference back to a schema that "
+          "contains it");
+    }
+    const JsonSchemaNode& first = at(objects[0]);
+    for (size_t p = 0; p < first.property_keys.size(); ++p) {
+      const std::string key = first.property_keys[p];  // a copy: reserve() below moves nodes
+      std::vector<std::string> tags;
+      std::vector<int32_t> chosen;
+      for (int32_t n : objects) {
+        const JsonSchemaNode& alt = at(n);
+        size_t i = 0;
+        while (i < alt.property_keys.size() && alt.property_keys[i] != key)
+          ++i;
+        if (i == alt.property_keys.size() || !(alt.required & (uint64_t{1} << i))) break;
+        const JsonSchemaNode& value = at(alt.property_nodes[i]);
+        if (value.literals.size() != 1 || value.literals[0].front() != '"') break;
+        if (std::find(tags.begin(), tags.end(), value.literals[0]) != tags.end()) break;
+        tags.push_back(value.literals[0]);
+        chosen.push_back(n);
+      }
+      if (chosen.size() != objects.size()) continue;
+      JsonSchemaNode values;
+      values.types = kJsonString;
+      values.literals = tags;
+      const int32_t values_index = reserve();
+      at(values_index) = std::move(values);
+      JsonSchemaNode tagged;
+      tagged.types = kJsonObject;
+      tagged.property_keys = {key};
+      tagged.property_nodes = {values_index};
+      tagged.required = 1;
+      tagged.additional = JsonSchema::kNoNode;
+      tagged.tag_key = key;
+      tagged.tag_nodes = chosen;
+      const int32_t index = reserve();
+      tagged.object_node = tagged.array_node = tagged.string_node = index;
+      at(index) = std::move(tagged);
+      return index;
+    }
+    throw Error(str_cat("JSON schema ", path, ": the object alternatives of '", keyword,
+                        "' have no tag: a property every one of them requires, whose schema is "
+                        "one string (\"const\" or an enum of one), different in each"));
+  }
+
   // The body of an object / array / scalar schema into the reserved node `index`. Its types are
   // set before its children compile (a $ref back to it reads them).
   void compile_into(const json& s, const std::string& path, int32_t index) {
+    in_progress_.insert(index);
     JsonSchemaNode node;
     node.object_node = node.array_node = node.string_node = index;
     if (s.contains("type")) {
@@ -324,6 +397,7 @@ class JsonSchemaCompiler {
     QUENCH_REQUIRE(node.max_length < 0 || node.min_length <= node.max_length, "JSON schema ", path,
                    ": minLength ", node.min_length, " exceeds maxLength ", node.max_length);
     at(index) = std::move(node);
+    in_progress_.erase(index);
   }
 
   void compile_object(const json& s, const std::string& path, JsonSchemaNode& node) {
@@ -388,6 +462,7 @@ class JsonSchemaCompiler {
   const json& document_;
   std::shared_ptr<JsonSchema> schema_;
   std::map<std::string, int32_t> refs_;
+  std::set<int32_t> in_progress_;  // nodes whose body is being compiled (their children first)
 };
 
 std::shared_ptr<const JsonSchema> JsonSchema::compile(const json& schema) {

@@ -5,7 +5,9 @@
 //   type (one or a list), properties, required, additionalProperties (bool or schema), items,
 //   minItems, maxItems, minLength, maxLength, enum, const, anyOf / oneOf whose alternatives
 //   start with different bytes (Optional[X], unions of types, enums beside null; an alternative
-//   of anything makes the union anything), allOf of one schema, $ref to "#", "#/$defs/NAME" or
+//   of anything makes the union anything) or are objects told apart by a tag (a required
+//   property of one string value each, which the output then writes first: pydantic's
+//   discriminated unions), allOf of one schema, $ref to "#", "#/$defs/NAME" or
 //   "#/definitions/NAME" (recursion included);
 // annotations (title, description, default, examples, format, ...) are accepted and not
 // enforced. Any other keyword (pattern, minimum, allOf, ...) is refused with an error that names
@@ -58,6 +60,12 @@ struct JsonSchemaNode {
   // Strings (characters: code points, an escape counting as one).
   int64_t min_length = 0;
   int64_t max_length = -1;
+  // A tagged union of objects (anyOf / oneOf of objects told apart by one required property of
+  // one string value each): the object's first key must be tag_key (property 0, whose node lists
+  // the tags); the tag typed picks tag_nodes[i], the alternative of the i-th tag, for the rest of
+  // the object. Empty: not a union.
+  std::string tag_key;
+  std::vector<int32_t> tag_nodes;
 };
 
 class JsonSchema {

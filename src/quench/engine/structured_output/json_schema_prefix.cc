@@ -1,5 +1,7 @@
 #include "quench/engine/structured_output/json_schema_prefix.h"
 
+#include <algorithm>
+
 namespace quench {
 namespace {
 
@@ -152,21 +154,35 @@ bool JsonSchemaPrefix::feed_enum(unsigned char c) {
     (l.size() == text_.size() ? exact : longer) = true;
   }
   if (prefix) {
-    if (exact && !longer) {
-      text_.clear();
-      value_done();
-    }
+    if (exact && !longer) end_enum();
     return true;
   }
   text_.pop_back();
-  for (const std::string& l : literals) {
-    if (l == text_) {
-      text_.clear();
-      value_done();
-      return feed_byte(c);
+  if (std::find(literals.begin(), literals.end(), text_) == literals.end()) return false;
+  end_enum();
+  return feed_byte(c);
+}
+
+// An enum / const value (text_) is complete. Where it is the tag of a tagged union's object, the
+// object goes on in the alternative the tag names, with the tag present.
+void JsonSchemaPrefix::end_enum() {
+  if (!stack_.empty() && stack_.back().object) {
+    Frame& f = stack_.back();
+    const JsonSchemaNode& n = node(f.node);
+    if (!n.tag_key.empty() && enum_node_ == n.property_nodes[0]) {
+      const std::vector<std::string>& tags = node(enum_node_).literals;
+      const auto tag =
+          static_cast<size_t>(std::find(tags.begin(), tags.end(), text_) - tags.begin());
+      const JsonSchemaNode& alternative = node(n.tag_nodes[tag]);
+      const auto key = static_cast<size_t>(
+          std::find(alternative.property_keys.begin(), alternative.property_keys.end(), n.tag_key) -
+          alternative.property_keys.begin());
+      f.node = n.tag_nodes[tag];
+      f.seen = uint64_t{1} << key;
     }
   }
-  return false;
+  text_.clear();
+  value_done();
 }
 
 // The opening quote of a key ('"' in kKeyOrClose / kKey).

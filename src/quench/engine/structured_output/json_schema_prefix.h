@@ -7,7 +7,8 @@
 //    exponent); enum / const values must be typed exactly as listed (compact JSON);
 //  - an object's keys: a listed property at most once, typed exactly as listed (escapes
 //    included), or any other key where additionalProperties allows one; '}' only once every
-//    required property is present; ',' only while another key may follow;
+//    required property is present; ',' only while another key may follow; a tagged union's
+//    object starts with its tag, whose value picks the alternative for the rest;
 //  - arrays: minItems / maxItems decide where ']' and ',' are allowed; strings: minLength /
 //    maxLength count code points (an escape is one).
 // Whitespace between the JSON text's tokens is allowed, at most kMaxWhitespaceRun characters in a
@@ -74,6 +75,7 @@ class JsonSchemaPrefix {
   bool feed_byte(unsigned char c);
   bool start_value(int32_t node, unsigned char c);
   bool feed_enum(unsigned char c);
+  void end_enum();
   bool feed_string(unsigned char c);
   bool start_key();
   bool end_key();
