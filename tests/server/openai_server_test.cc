@@ -556,7 +556,8 @@ TEST(OpenAiServer, ChatWithAutoToolsStreamsLikeTheWholeResponse) {
 // tool_choice naming a function forces its arguments: the output follows the parameters schema
 // (an enum here, so that the random weights must end on {"unit": "C"} or {"unit": "F"}) and
 // comes back as one call, whole or streamed (the call in one piece at the end), on a server
-// started without tool flags; with a response_format beside it the request is a 400.
+// started without tool flags; "required" gives a list of calls; with a response_format beside
+// either the request is a 400.
 TEST(OpenAiServer, ANamedFunctionIsForcedThroughItsParameters) {
   const RunningServer s([](ServeOptions& o) {
     o.engine.model_dir = tools_model_dir();
@@ -601,6 +602,27 @@ TEST(OpenAiServer, ANamedFunctionIsForcedThroughItsParameters) {
   check_arguments(calls[0]);
   EXPECT_EQ(calls[0]["function"]["arguments"], message["tool_calls"][0]["function"]["arguments"]);
   EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "tool_calls");
+  // "required" over two tools, one call at most: a list of one call of either.
+  const json now_tool = {
+      {"type", "function"},
+      {"function",
+       {{"name", "now"},
+        {"parameters",
+         {{"type", "object"}, {"properties", json::object()}, {"additionalProperties", false}}}}}};
+  json required = body;
+  required["tools"] = {unit_tool, now_tool};
+  required["tool_choice"] = "required";
+  required["parallel_tool_calls"] = false;
+  required["max_tokens"] = 360;  // ~16 gaps of at most 16 whitespace tokens, and the call
+  const json listed = s.post("/v1/chat/completions", required);
+  const json& listed_calls = listed["choices"][0]["message"]["tool_calls"];
+  ASSERT_EQ(listed_calls.size(), 1u) << listed;
+  if (listed_calls[0]["function"]["name"] == "now") {
+    EXPECT_EQ(listed_calls[0]["function"]["arguments"], "{}");
+  } else {
+    check_arguments(listed_calls[0]);
+  }
+  EXPECT_EQ(listed["choices"][0]["finish_reason"], "tool_calls");
   json both = body;
   both["response_format"] = {{"type", "json_object"}};
   EXPECT_NE(s.post("/v1/chat/completions", both, 400)["message"].get<std::string>().find(

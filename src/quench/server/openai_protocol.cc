@@ -8,7 +8,7 @@
 #include "quench/engine/structured_output/json_schema.h"
 #include "quench/server/api_error.h"
 #include "quench/server/chat_messages.h"
-#include "quench/server/tool_calls/forced_function_parser.h"
+#include "quench/server/tool_calls/forced_call_parsers.h"
 
 namespace quench {
 namespace {
@@ -110,22 +110,36 @@ std::shared_ptr<const JsonSchema> parse_json_schema_format(const json& format) {
   }
 }
 
-// A forced function's arguments: its parameters schema (any object where it has none) becomes
-// the output's, and the finished output one call of it.
-void force_function(const ToolRequest& tools, ApiRequest& r) {
+// Forced calls: the output follows a named function's parameters schema (any object where it
+// has none) or, for "required", the list of calls of the tools; the finished output is read back
+// as calls (forced_call_parsers.h).
+void force_calls(const ToolRequest& tools, ApiRequest& r) {
   if (r.params.structured_output()) {
     bad_request(
-        "'response_format' must be \"text\" when 'tool_choice' forces a function (its parameters "
-        "schema shapes the output)");
+        "'response_format' must be \"text\" when 'tool_choice' forces calls (the tools' "
+        "parameters shape the output)");
   }
+  const char* what = tools.forced_required ? "the tools' parameters" : "the function's parameters";
   try {
-    r.params.json_schema = tools.forced_parameters.is_null()
-                               ? JsonSchema::any_object()
-                               : JsonSchema::compile(tools.forced_parameters);
+    if (tools.forced_required) {
+      r.params.json_schema =
+          JsonSchema::compile(required_calls_schema(tools.tools, tools.parallel_tool_calls));
+    } else {
+      r.params.json_schema = tools.forced_parameters.is_null()
+                                 ? JsonSchema::any_object()
+                                 : JsonSchema::compile(tools.forced_parameters);
+    }
   } catch (const Error& e) {
-    bad_request(str_cat("the parameters of function \"", tools.forced_function, "\": ", e.what()));
+    bad_request(str_cat(
+        what, " (tool_choice ",
+        tools.forced_required ? std::string("\"required\"") : "\"" + tools.forced_function + "\"",
+        "): ", e.what()));
   }
-  r.tool_call_parser = std::make_shared<ForcedFunctionParser>(tools.forced_function);
+  if (tools.forced_required) {
+    r.tool_call_parser = std::make_shared<RequiredCallsParser>();
+  } else {
+    r.tool_call_parser = std::make_shared<ForcedFunctionParser>(tools.forced_function);
+  }
 }
 
 void check_context_room(const ApiRequest& r, const ServedModel& model, const char* prompt_word) {
@@ -353,7 +367,7 @@ ApiRequest parse_chat_request(const nlohmann::ordered_json& ordered, const Serve
   const int64_t room =
       static_cast<int64_t>(model.max_model_len) - static_cast<int64_t>(r.prompts[0].size());
   parse_sampling(body, std::max<int64_t>(room, 1), true, r);
-  if (!tools.forced_function.empty()) force_function(tools, r);
+  if (!tools.forced_function.empty() || tools.forced_required) force_calls(tools, r);
   check_context_room(r, model, "messages");
   return r;
 }

@@ -73,16 +73,14 @@ TEST(ToolRequest, BadShapesNameTheField) {
   EXPECT_TRUE(has(error_of({{"tool_choice", "auto"}}), "needs 'tools'"));
 }
 
-TEST(ToolRequest, UnsupportedChoicesAndServerFlagsAreNamed) {
+TEST(ToolRequest, BadChoicesAndServerFlagsAreNamed) {
   const std::string auto_off = error_of({{"tools", {kTool}}}, ToolServing{});
   EXPECT_NE(auto_off.find("--enable-auto-tool-choice"), std::string::npos) << auto_off;
   EXPECT_NE(auto_off.find("--tool-call-parser"), std::string::npos) << auto_off;
   EXPECT_NE(error_of({{"tools", {kTool}}}, {&tool_call_parser("hermes"), false}), "");
-  Json other = kTool;
-  other["function"]["name"] = "get_time";
-  const std::string several = error_of({{"tools", {kTool, other}}, {"tool_choice", "required"}});
-  EXPECT_NE(several.find("\"required\" with 2 tools is not supported yet"), std::string::npos)
-      << several;
+  const std::string twice = error_of({{"tools", {kTool, kTool}}, {"tool_choice", "required"}});
+  EXPECT_NE(twice.find("tools[0] and tools[1] are both named \"get_weather\""), std::string::npos)
+      << twice;
   EXPECT_NE(error_of({{"tool_choice", "required"}}).find("needs 'tools'"), std::string::npos);
   const std::string unknown =
       error_of({{"tools", {kTool}},
@@ -90,9 +88,9 @@ TEST(ToolRequest, UnsupportedChoicesAndServerFlagsAreNamed) {
   EXPECT_NE(unknown.find("\"get_time\", which is not in 'tools'"), std::string::npos) << unknown;
 }
 
-// A named function, or "required" with one tool, is forced: its name and parameters, no parser
-// of the server's, and no server flag needed.
-TEST(ToolRequest, NamedFunctionsAreForcedWithTheirParameters) {
+// A named function is forced with its name and parameters, "required" as a list of calls of the
+// tools; neither takes the server's parser or needs a server flag.
+TEST(ToolRequest, NamedFunctionsAndRequiredAreForced) {
   Json other = kTool;
   other["function"]["name"] = "get_time";
   other["function"].erase("parameters");
@@ -111,8 +109,11 @@ TEST(ToolRequest, NamedFunctionsAreForcedWithTheirParameters) {
   EXPECT_EQ(bare.forced_function, "get_time");
   EXPECT_TRUE(bare.forced_parameters.is_null());
   const ToolRequest required =
-      parse_tool_request({{"tools", {kTool}}, {"tool_choice", "required"}}, ToolServing{});
-  EXPECT_EQ(required.forced_function, "get_weather");
+      parse_tool_request({{"tools", {kTool, other}}, {"tool_choice", "required"}}, ToolServing{});
+  EXPECT_TRUE(required.forced_required);
+  EXPECT_TRUE(required.forced_function.empty());
+  EXPECT_EQ(required.parser, nullptr);
+  EXPECT_FALSE(parse_tool_request(named, ToolServing{}).forced_required);
 }
 
 }  // namespace

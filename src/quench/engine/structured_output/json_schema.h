@@ -10,8 +10,9 @@
 //   discriminated unions), allOf of one schema, $ref to "#", "#/$defs/NAME" or
 //   "#/definitions/NAME" (recursion included);
 // annotations (title, description, default, examples, format, ...) are accepted and not
-// enforced. Any other keyword (pattern, minimum, allOf, ...) is refused with an error that names
-// it, its place in the schema and the supported keywords: a constraint is never silently dropped.
+// enforced. Any other keyword (pattern, minimum, allOf of several, ...) is refused with an error
+// that names it, its place in the schema and the supported keywords: a constraint is never
+// silently dropped.
 #pragma once
 
 #include <cstdint>

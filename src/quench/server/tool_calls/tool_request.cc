@@ -34,8 +34,8 @@ constexpr const char* kChoices =
     "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
     "\"function\": {\"name\": ...}}";
 
-// "none", "auto", or the name of a forced function: a named one, which must be in `tools`, or
-// "required" with exactly one tool.
+// "none", "auto", "required" (which needs tools, of distinct names), or "=NAME" for a named
+// function, which must be in `tools`.
 std::string tool_choice(const Json& body, const Json& tools) {
   if (!present(body, "tool_choice")) return tools.is_null() ? "none" : "auto";
   const Json& choice = body.at("tool_choice");
@@ -44,14 +44,16 @@ std::string tool_choice(const Json& body, const Json& tools) {
     if (c == "none" || c == "auto") return c;
     if (c == "required") {
       if (tools.is_null()) bad_request("'tool_choice' \"required\" needs 'tools'");
-      if (tools.size() > 1) {
-        bad_request(str_cat(
-            "'tool_choice' \"required\" with ", tools.size(),
-            " tools is not supported yet (it needs a choice among their argument schemas); name "
-            "one function ({\"type\": \"function\", \"function\": {\"name\": ...}}) or use "
-            "\"auto\""));
+      for (size_t i = 0; i < tools.size(); ++i) {
+        for (size_t j = 0; j < i; ++j) {
+          if (tools[i].at("function").at("name") == tools[j].at("function").at("name")) {
+            bad_request(str_cat("'tool_choice' \"required\": tools[", j, "] and tools[", i,
+                                "] are both named ", tools[i].at("function").at("name").dump(),
+                                "; a call names its tool, so names must differ"));
+          }
+        }
       }
-      return str_cat("=", tools[0].at("function").at("name").get<std::string>());
+      return c;
     }
     bad_request(str_cat(kChoices, ", got \"", c, "\""));
   }
@@ -89,6 +91,10 @@ ToolRequest parse_tool_request(const Json& body, const ToolServing& serving) {
   }
   const std::string choice = tool_choice(body, r.tools);
   if (choice == "none") return r;
+  if (choice == "required") {
+    r.forced_required = true;
+    return r;
+  }
   if (choice[0] == '=') {
     r.forced_function = choice.substr(1);
     for (const Json& tool : r.tools) {

@@ -2,10 +2,10 @@
 // {name, description, parameters}}]), tool_choice and parallel_tool_calls, with vLLM's rules:
 // tool_choice defaults to "auto" when there are tools, and "auto" needs the server started with
 // --enable-auto-tool-choice and --tool-call-parser. A named function ({"type": "function",
-// "function": {"name": ...}}, or "required" with one tool) is forced: the output is its arguments,
-// under its parameters schema (structured output), and becomes one call
-// (forced_function_parser.h); it needs no server flag. "required" with several tools is refused
-// (it needs a choice among object schemas, which structured output does not take yet).
+// "function": {"name": ...}}) or "required" forces calls with no server flag: the output follows
+// a schema (structured output) and is read back by forced_call_parsers.h: a named function's
+// arguments under its parameters, or for "required" a list of {"name", "parameters"} calls of
+// the tools (vLLM's form).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -31,6 +31,8 @@ struct ToolRequest {
   // A forced function: its name (empty: none) and its parameters schema (null: any object).
   std::string forced_function;
   nlohmann::json forced_parameters;
+  // tool_choice "required": the output is a list of calls of `tools`.
+  bool forced_required = false;
 };
 
 // Throws ApiError (400) naming the bad field and the allowed values.
