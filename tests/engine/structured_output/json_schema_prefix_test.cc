@@ -337,6 +337,26 @@ TEST(JsonTokenMasks, AllowExactlyTheTokensThePrefixAccepts) {
   EXPECT_NE(seen[1], seen[2]);
 }
 
+// Prefixes that differ only in values already done share a key, so they share a cached mask;
+// ones that can go on differently do not.
+TEST(JsonSchemaPrefix, KeysForgetFinishedValues) {
+  const auto person = schema_of(kPerson);
+  const auto key_of = [&](const char* text) {
+    JsonSchemaPrefix p(*person);
+    EXPECT_TRUE(p.feed(text)) << text;
+    return p.key();
+  };
+  EXPECT_EQ(key_of(R"({"name": "a", )"), key_of(R"({"name": "bcd\n", )"));
+  EXPECT_EQ(key_of(R"({"age": 1, "tags": [], )"), key_of(R"({"age": -22, "tags": ["x", ""], )"));
+  EXPECT_EQ(key_of(R"({"age": 1, "name": "x", )"), key_of(R"({"name": "x", "age": 1, )"));
+  EXPECT_NE(key_of(R"({"name": "a", )"), key_of(R"({"age": 1, )"));        // other keys remain
+  EXPECT_NE(key_of(R"({"tags": ["a")"), key_of(R"({"tags": ["a", "b")"));  // items so far
+  const auto other = schema_of(kPerson);  // the same text, another schema: another key
+  JsonSchemaPrefix p(*other);
+  ASSERT_TRUE(p.feed("{"));
+  EXPECT_NE(p.key(), key_of("{"));
+}
+
 // ---- the engine ----
 
 // Every output is a prefix of a JSON object; with '}' pushed up by a bias the object closes at

@@ -62,13 +62,21 @@ int32_t JsonSchemaPrefix::next_value_node() const {
   return f.object ? f.value : node(f.node).items;
 }
 
+// A value ended. The value's own state goes back to its resting values, so that prefixes that
+// differ only in values already done share a key (and a cached mask).
 void JsonSchemaPrefix::value_done() {
+  string_node_ = 0, chars_ = 0, enum_node_ = 0, integer_only_ = false;
   if (stack_.empty()) {
     mode_ = Mode::kDone;
     return;
   }
   mode_ = Mode::kCommaOrClose;
-  if (!stack_.back().object) ++stack_.back().items;
+  Frame& f = stack_.back();
+  if (f.object) {
+    f.value = 0;
+  } else {
+    ++f.items;
+  }
 }
 
 // Whether the open container may close here: every required property present, or minItems
@@ -200,7 +208,9 @@ bool JsonSchemaPrefix::end_key() {
   Frame& f = stack_.back();
   const JsonSchemaNode& n = node(f.node);
   mode_ = Mode::kColon;
-  if (!key_match_) {
+  const bool matched = key_match_;
+  string_is_key_ = false, key_match_ = false;
+  if (!matched) {
     f.value = n.additional;
     return n.additional != JsonSchema::kNoNode;
   }
