@@ -12,8 +12,9 @@
 // tool_choice and parallel_tool_calls (checked in tool_calls/tool_request.h; messages with tool
 // calls in chat_messages.h; docs/serving.md, "Tool calling").
 // logprobs: completions an integer k, chat logprobs: true with top_logprobs k; completions echo
-// (not streamed) adds the prompt's text and logprobs. Fields quench does not implement yet
-// (penalties) are refused with 400 naming the field, never silently ignored.
+// (not streamed) adds the prompt's text and logprobs; response_format text, json_object or
+// json_schema (engine/structured_output/). Fields quench does not implement yet (best_of other
+// than 1) are refused with 400 naming the field, never silently ignored.
 #pragma once
 
 #include <cstdint>
