@@ -149,13 +149,20 @@ class JsonSchemaCompiler {
     }
   }
 
+  // Only annotations may stand beside `keyword`: a constraint there would need merging into
+  // `move_into`, which the compiler does not do.
+  static void require_alone(const json& s, const std::string& keyword, const std::string& path,
+                            const char* move_into) {
+    for (auto it = s.begin(); it != s.end(); ++it) {
+      QUENCH_REQUIRE(it.key() == keyword || annotation_keywords().count(it.key()) != 0,
+                     "JSON schema ", path, ": '", it.key(), "' beside '", keyword,
+                     "' is not supported (move it into ", move_into, ")");
+    }
+  }
+
   // allOf of one schema (pydantic's way of putting a description beside a $ref) is that schema.
   int32_t compile_all_of(const json& s, const std::string& path) {
-    for (const auto& [key, value] : s.items()) {
-      (void)value;
-      QUENCH_REQUIRE(key == "allOf" || annotation_keywords().count(key) != 0, "JSON schema ", path,
-                     ": '", key, "' beside 'allOf' is not supported");
-    }
+    require_alone(s, "allOf", path, "its schema");
     const json& all = s.at("allOf");
     QUENCH_REQUIRE(all.is_array() && all.size() == 1, "JSON schema ", path,
                    ": 'allOf' is supported with one schema only (an intersection of several is "
@@ -164,13 +171,7 @@ class JsonSchemaCompiler {
   }
 
   int32_t compile_ref(const json& s, const std::string& path) {
-    for (const auto& [key, value] : s.items()) {
-      (void)value;
-      QUENCH_REQUIRE(key == "$ref" || annotation_keywords().count(key) != 0, "JSON schema ", path,
-                     ": '", key,
-                     "' beside '$ref' is not supported (move it into the referenced "
-                     "schema)");
-    }
+    require_alone(s, "$ref", path, "the referenced schema");
     QUENCH_REQUIRE(s.at("$ref").is_string(), "JSON schema ", path, ": '$ref' must be a string");
     const std::string ref = s.at("$ref").get<std::string>();
     if (auto it = refs_.find(ref); it != refs_.end()) {
@@ -218,12 +219,7 @@ class JsonSchemaCompiler {
     QUENCH_REQUIRE(!(s.contains("anyOf") && s.contains("oneOf")), "JSON schema ", path,
                    ": 'anyOf' and 'oneOf' together are not supported");
     const char* keyword = s.contains("anyOf") ? "anyOf" : "oneOf";
-    for (const auto& [key, value] : s.items()) {
-      (void)value;
-      QUENCH_REQUIRE(key == keyword || annotation_keywords().count(key) != 0, "JSON schema ", path,
-                     ": '", key, "' beside '", keyword,
-                     "' is not supported (move it into the alternatives)");
-    }
+    require_alone(s, keyword, path, "the alternatives");
     const json& alternatives = s.at(keyword);
     QUENCH_REQUIRE(alternatives.is_array() && !alternatives.empty(), "JSON schema ", path, ": '",
                    keyword, "' must be a non-empty list of schemas");
