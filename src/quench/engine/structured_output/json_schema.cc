@@ -16,7 +16,8 @@ namespace {
 
 constexpr const char* kSupported =
     "type, properties, required, additionalProperties, items, minItems, maxItems, minLength, "
-    "maxLength, enum, const, anyOf, oneOf, allOf of one schema, $ref, $defs, definitions (and "
+    "maxLength, pattern, enum, const, anyOf, oneOf, allOf of one schema, $ref, $defs, definitions "
+    "(and "
     "annotations: title, description, default, examples, format, ...)";
 
 // Keywords that describe and do not constrain: accepted, not enforced.
@@ -139,8 +140,8 @@ class JsonSchemaCompiler {
     static const std::set<std::string> supported = {
         "type",      "properties", "required", "additionalProperties",
         "items",     "minItems",   "maxItems", "minLength",
-        "maxLength", "enum",       "const",    "anyOf",
-        "oneOf",     "allOf",      "$ref"};
+        "maxLength", "pattern",    "enum",     "const",
+        "anyOf",     "oneOf",      "allOf",    "$ref"};
     for (const auto& [key, value] : s.items()) {
       (void)value;
       QUENCH_REQUIRE(supported.count(key) != 0 || annotation_keywords().count(key) != 0,
@@ -392,8 +393,26 @@ class JsonSchemaCompiler {
     if (s.contains("maxLength")) node.max_length = count_keyword(s, "maxLength", path);
     QUENCH_REQUIRE(node.max_length < 0 || node.min_length <= node.max_length, "JSON schema ", path,
                    ": minLength ", node.min_length, " exceeds maxLength ", node.max_length);
+    if (s.contains("pattern")) compile_pattern(s.at("pattern"), path, node);
     at(index) = std::move(node);
     in_progress_.erase(index);
+  }
+
+  static void compile_pattern(const json& pattern, const std::string& path, JsonSchemaNode& node) {
+    QUENCH_REQUIRE(pattern.is_string(), "JSON schema ", path, ": 'pattern' must be a string");
+    try {
+      node.pattern =
+          StringPattern::compile(pattern.get<std::string>(), node.min_length, node.max_length);
+    } catch (const Error& e) {
+      throw Error(str_cat("JSON schema ", path, ": ", e.what()));
+    }
+    // An enum's strings must match too (the prefix types enum values as listed).
+    for (const std::string& literal : node.literals) {
+      const json value = json::parse(literal);
+      QUENCH_REQUIRE(!value.is_string() || node.pattern->matches(value.get<std::string>()),
+                     "JSON schema ", path, ": the enum value ", literal,
+                     " does not match the pattern ", pattern.dump());
+    }
   }
 
   void compile_object(const json& s, const std::string& path, JsonSchemaNode& node) {

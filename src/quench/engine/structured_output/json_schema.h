@@ -3,14 +3,15 @@
 // {"type": "object"}). The subset is the one structured-output clients send (OpenAI's strict
 // mode, pydantic's model_json_schema()):
 //   type (one or a list), properties, required, additionalProperties (bool or schema), items,
-//   minItems, maxItems, minLength, maxLength, enum, const, anyOf / oneOf whose alternatives
+//   minItems, maxItems, minLength, maxLength, pattern (regex_syntax.h: the regular subset of
+//   ECMA-262), enum, const, anyOf / oneOf whose alternatives
 //   start with different bytes (Optional[X], unions of types, enums beside null; an alternative
 //   of anything makes the union anything) or are objects told apart by a tag (a required
 //   property of one string value each, which the output then writes first: pydantic's
 //   discriminated unions), allOf of one schema, $ref to "#", "#/$defs/NAME" or
 //   "#/definitions/NAME" (recursion included);
 // annotations (title, description, default, examples, format, ...) are accepted and not
-// enforced. Any other keyword (pattern, minimum, allOf of several, ...) is refused with an error
+// enforced. Any other keyword (minimum, allOf of several, ...) is refused with an error
 // that names it, its place in the schema and the supported keywords: a constraint is never
 // silently dropped.
 #pragma once
@@ -21,6 +22,8 @@
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
+
+#include "quench/engine/structured_output/string_pattern.h"
 
 namespace quench {
 
@@ -61,6 +64,9 @@ struct JsonSchemaNode {
   // Strings (characters: code points, an escape counting as one).
   int64_t min_length = 0;
   int64_t max_length = -1;
+  // "pattern", with the length bounds folded in (the prefix then steps it over the decoded
+  // characters instead of counting them); null: none.
+  std::shared_ptr<const StringPattern> pattern;
   // A tagged union of objects (anyOf / oneOf of objects told apart by one required property of
   // one string value each): the object's first key must be tag_key (property 0, whose node lists
   // the tags); the tag typed picks tag_nodes[i], the alternative of the i-th tag, for the rest of

@@ -1,6 +1,7 @@
 #include "quench/engine/structured_output/json_schema_prefix.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace quench {
 namespace {
@@ -14,6 +15,10 @@ bool is_digit(unsigned char c) {
 bool is_hex(unsigned char c) {
   return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
+uint32_t hex_value(unsigned char c) {
+  return is_digit(c) ? c - '0' : (c | 0x20) - 'a' + 10;
+}
+constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 bool starts_with(const std::string& text, const std::string& prefix) {
   return text.size() >= prefix.size() && text.compare(0, prefix.size(), prefix) == 0;
 }
@@ -42,6 +47,12 @@ std::string JsonSchemaPrefix::key() const {
   append_bytes(k, string_node_);
   append_bytes(k, chars_);
   append_bytes(k, enum_node_);
+  for (uint64_t w : pattern_states_)
+    append_bytes(k, w);
+  append_bytes(k, code_point_);
+  append_bytes(k, utf8_left_);
+  append_bytes(k, utf8_min_);
+  append_bytes(k, high_surrogate_);
   k += literal_;
   k += '|';
   k += text_;
@@ -66,6 +77,8 @@ int32_t JsonSchemaPrefix::next_value_node() const {
 // differ only in values already done share a key (and a cached mask).
 void JsonSchemaPrefix::value_done() {
   string_node_ = 0, chars_ = 0, enum_node_ = 0, integer_only_ = false;
+  pattern_states_.clear();
+  code_point_ = 0, utf8_left_ = 0, utf8_min_ = 0, high_surrogate_ = 0;
   if (stack_.empty()) {
     mode_ = Mode::kDone;
     return;
@@ -131,6 +144,8 @@ bool JsonSchemaPrefix::start_value(int32_t index, unsigned char c) {
       if (!(n.types & kJsonString)) return false;
       mode_ = Mode::kString, string_is_key_ = false, key_match_ = false;
       string_node_ = n.string_node, chars_ = 0;
+      if (const StringPattern* pattern = node(string_node_).pattern.get())
+        pattern_states_ = pattern->start();
       return true;
     case 't':
     case 'f':
@@ -229,6 +244,7 @@ bool JsonSchemaPrefix::end_key() {
 
 // A byte inside a string (modes kString, kEscape, kUnicode).
 bool JsonSchemaPrefix::feed_string(unsigned char c) {
+  if (!string_is_key_ && node(string_node_).pattern) return feed_pattern_string(c);
   const Mode before = mode_;
   if (mode_ == Mode::kString && c == '"') {
     if (string_is_key_) return end_key();
@@ -280,6 +296,126 @@ bool JsonSchemaPrefix::feed_string(unsigned char c) {
   if (before != Mode::kString || (c & 0xC0) == 0x80) return true;
   ++chars_;
   return n.max_length < 0 || chars_ <= n.max_length;
+}
+
+// A byte of a string value with a pattern (modes kString, kEscape, kUnicode).
+bool JsonSchemaPrefix::feed_pattern_string(unsigned char c) {
+  const StringPattern& pattern = *node(string_node_).pattern;
+  switch (mode_) {
+    case Mode::kString:
+      if (high_surrogate_ != 0) {  // only the low half's escape may follow
+        if (c != '\\') return false;
+        mode_ = Mode::kEscape;
+        return true;
+      }
+      if (utf8_left_ > 0) {
+        if ((c & 0xC0) != 0x80) return false;
+        code_point_ = (code_point_ << 6) | (c & 0x3Fu);
+        if (--utf8_left_ == 0) return take_code_point(code_point_);
+        return utf8_range_live();
+      }
+      if (c == '"') {
+        if (!pattern.may_end(pattern_states_, chars_)) return false;
+        value_done();
+        return true;
+      }
+      if (c == '\\') {
+        mode_ = Mode::kEscape;
+        return pattern.any_live(pattern_states_, 0, kMaxCodePoint, chars_);
+      }
+      if (c < 0x20) return false;  // control characters must be escaped
+      if (c < 0x80) return take_code_point(c);
+      // A UTF-8 lead byte (C0, C1 and F5-FF never are one; E0 / F0 leads reject overlong forms
+      // through utf8_min_, ED's surrogates through the classes, which hold none).
+      if (c >= 0xC2 && c <= 0xDF) {
+        utf8_left_ = 1, code_point_ = c & 0x1Fu, utf8_min_ = 0x80;
+      } else if (c >= 0xE0 && c <= 0xEF) {
+        utf8_left_ = 2, code_point_ = c & 0x0Fu, utf8_min_ = 0x800;
+      } else if (c >= 0xF0 && c <= 0xF4) {
+        utf8_left_ = 3, code_point_ = c & 0x07u, utf8_min_ = 0x10000;
+      } else {
+        return false;
+      }
+      return utf8_range_live();
+    case Mode::kEscape: {
+      if (c == 'u') {
+        mode_ = Mode::kUnicode, hex_left_ = 4, code_point_ = 0;
+        return hex_range_live();
+      }
+      if (high_surrogate_ != 0) return false;
+      const char* escapes = "\"\\/bfnrt";
+      const char* decoded = "\"\\/\b\f\n\r\t";
+      const char* at = c != 0 ? std::strchr(escapes, c) : nullptr;
+      if (at == nullptr) return false;
+      return take_code_point(static_cast<unsigned char>(decoded[at - escapes]));
+    }
+    default: {  // kUnicode
+      if (!is_hex(c)) return false;
+      code_point_ = code_point_ * 16 + hex_value(c);
+      if (--hex_left_ > 0) return hex_range_live();
+      const uint32_t unit = code_point_;
+      if (high_surrogate_ != 0) {
+        const uint32_t cp = 0x10000 + ((high_surrogate_ - 0xD800) << 10) + (unit - 0xDC00);
+        high_surrogate_ = 0;
+        return take_code_point(cp);
+      }
+      if (unit >= 0xD800 && unit <= 0xDBFF) {
+        // A high surrogate: its character is one of the 1024 its low half may pick.
+        const uint32_t first = 0x10000 + ((unit - 0xD800) << 10);
+        if (!pattern.any_live(pattern_states_, first, first + 0x3FF, chars_)) return false;
+        high_surrogate_ = unit, code_point_ = 0, mode_ = Mode::kString;
+        return true;
+      }
+      return take_code_point(unit);
+    }
+  }
+}
+
+// A pattern string's next character, decoded: admitted where the string can still end.
+bool JsonSchemaPrefix::take_code_point(uint32_t cp) {
+  const StringPattern& pattern = *node(string_node_).pattern;
+  StringPattern::States next;
+  pattern.step(pattern_states_, cp, next);
+  if (!pattern.can_finish(next, chars_ + 1)) return false;
+  pattern_states_ = std::move(next);
+  ++chars_;
+  mode_ = Mode::kString, code_point_ = 0, utf8_min_ = 0;
+  return true;
+}
+
+// The code points a UTF-8 sequence's bytes so far may still become: one must be live.
+bool JsonSchemaPrefix::utf8_range_live() const {
+  const int free_bits = 6 * utf8_left_;
+  const uint32_t lo = std::max(code_point_ << free_bits, utf8_min_);
+  const uint32_t hi = std::min((code_point_ << free_bits) | ((1u << free_bits) - 1), kMaxCodePoint);
+  return lo <= hi && node(string_node_).pattern->any_live(pattern_states_, lo, hi, chars_);
+}
+
+// The code points a \u escape's hex digits so far may still become (with a second escape where
+// they make a high surrogate; after a high surrogate, the low halves of its pair): one must be
+// live.
+bool JsonSchemaPrefix::hex_range_live() const {
+  const StringPattern& pattern = *node(string_node_).pattern;
+  const int free_bits = 4 * hex_left_;
+  uint32_t lo = code_point_ << free_bits;
+  uint32_t hi = lo | ((1u << free_bits) - 1);
+  auto pair = [](uint32_t high, uint32_t low) {
+    return 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00);
+  };
+  if (high_surrogate_ != 0) {
+    lo = std::max(lo, 0xDC00u), hi = std::min(hi, 0xDFFFu);
+    return lo <= hi && pattern.any_live(pattern_states_, pair(high_surrogate_, lo),
+                                        pair(high_surrogate_, hi), chars_);
+  }
+  // Units outside the surrogates are the code point; high surrogates pair with any low half;
+  // a lone low surrogate is never a character.
+  if (lo <= 0xD7FF && pattern.any_live(pattern_states_, lo, std::min(hi, 0xD7FFu), chars_))
+    return true;
+  if (hi >= 0xE000 && pattern.any_live(pattern_states_, std::max(lo, 0xE000u), hi, chars_))
+    return true;
+  const uint32_t high_lo = std::max(lo, 0xD800u), high_hi = std::min(hi, 0xDBFFu);
+  return high_lo <= high_hi &&
+         pattern.any_live(pattern_states_, pair(high_lo, 0xDC00), pair(high_hi, 0xDFFF), chars_);
 }
 
 bool JsonSchemaPrefix::feed_byte(unsigned char c) {

@@ -10,7 +10,10 @@
 //    required property is present; ',' only while another key may follow; a tagged union's
 //    object starts with its tag, whose value picks the alternative for the rest;
 //  - arrays: minItems / maxItems decide where ']' and ',' are allowed; strings: minLength /
-//    maxLength count code points (an escape is one).
+//    maxLength count code points (an escape is one);
+//  - a string with a pattern: its characters are decoded (UTF-8, escapes, surrogate pairs) and
+//    stepped through the pattern's automaton; a byte is admitted only where the string can still
+//    end admissibly (StringPattern::any_live), and the closing quote only where it may end.
 // Whitespace between the JSON text's tokens is allowed, at most kMaxWhitespaceRun characters in a
 // row, so that output cannot idle on whitespace forever.
 #pragma once
@@ -77,6 +80,10 @@ class JsonSchemaPrefix {
   bool feed_enum(unsigned char c);
   void end_enum();
   bool feed_string(unsigned char c);
+  bool feed_pattern_string(unsigned char c);
+  bool take_code_point(uint32_t cp);
+  bool utf8_range_live() const;
+  bool hex_range_live() const;
   bool start_key();
   bool end_key();
   bool may_close(const Frame& f) const;
@@ -95,7 +102,15 @@ class JsonSchemaPrefix {
   int64_t chars_ = 0;        // a bounded string value's code points so far
   int32_t enum_node_ = 0;    // kEnum: the node whose literals the value must be
   bool integer_only_ = false;
-  int hex_left_ = 0;          // kUnicode
+  int hex_left_ = 0;  // kUnicode
+  // A string value with a pattern: the automaton's states, and the character being decoded
+  // (its UTF-8 bits or \u hex digits so far, the UTF-8 bytes still to come and the least code
+  // point its length may encode, a high surrogate's escape waiting for the low half's).
+  StringPattern::States pattern_states_;
+  uint32_t code_point_ = 0;
+  int utf8_left_ = 0;
+  uint32_t utf8_min_ = 0;
+  uint32_t high_surrogate_ = 0;
   const char* literal_ = "";  // kLiteral: the rest of the literal
   int whitespace_run_ = 0;
   std::string text_;  // a matched key's or an enum value's bytes so far
