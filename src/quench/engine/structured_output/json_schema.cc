@@ -16,7 +16,8 @@ namespace {
 
 constexpr const char* kSupported =
     "type, properties, required, additionalProperties, items, minItems, maxItems, minLength, "
-    "maxLength, pattern, enum, const, anyOf, oneOf, allOf of one schema, $ref, $defs, definitions "
+    "maxLength, pattern, minimum, maximum, exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, "
+    "oneOf, allOf of one schema, $ref, $defs, definitions "
     "(and "
     "annotations: title, description, default, examples, format, ...)";
 
@@ -137,11 +138,26 @@ class JsonSchemaCompiler {
   static void check_keywords(const json& s, const std::string& path) {
     QUENCH_REQUIRE(s.is_object(), "JSON schema ", path,
                    ": a schema must be an object or a boolean, not ", s.dump());
-    static const std::set<std::string> supported = {
-        "type",      "properties", "required", "additionalProperties",
-        "items",     "minItems",   "maxItems", "minLength",
-        "maxLength", "pattern",    "enum",     "const",
-        "anyOf",     "oneOf",      "allOf",    "$ref"};
+    static const std::set<std::string> supported = {"type",
+                                                    "properties",
+                                                    "required",
+                                                    "additionalProperties",
+                                                    "items",
+                                                    "minItems",
+                                                    "maxItems",
+                                                    "minLength",
+                                                    "maxLength",
+                                                    "pattern",
+                                                    "enum",
+                                                    "const",
+                                                    "anyOf",
+                                                    "oneOf",
+                                                    "allOf",
+                                                    "$ref",
+                                                    "minimum",
+                                                    "maximum",
+                                                    "exclusiveMinimum",
+                                                    "exclusiveMaximum"};
     for (const auto& [key, value] : s.items()) {
       (void)value;
       QUENCH_REQUIRE(supported.count(key) != 0 || annotation_keywords().count(key) != 0,
@@ -258,7 +274,8 @@ class JsonSchemaCompiler {
       at(index) = std::move(merged);
       return index;
     }
-    merged.object_node = merged.array_node = merged.string_node = JsonSchema::kNoNode;
+    merged.object_node = merged.array_node = merged.string_node = merged.number_node =
+        JsonSchema::kNoNode;
     // Objects of several alternatives: a tagged union, which stands in the merge as one
     // object alternative.
     std::vector<int32_t> objects;
@@ -286,6 +303,7 @@ class JsonSchemaCompiler {
       if (alt.types & kJsonObject) merged.object_node = alt.object_node;
       if (alt.types & kJsonArray) merged.array_node = alt.array_node;
       if (alt.types & kJsonString) merged.string_node = alt.string_node;
+      if (alt.types & (kJsonNumber | kJsonInteger)) merged.number_node = alt.number_node;
     }
     const int32_t index = reserve();
     at(index) = std::move(merged);
@@ -339,7 +357,7 @@ class JsonSchemaCompiler {
       tagged.tag_key = key;
       tagged.tag_nodes = chosen;
       const int32_t index = reserve();
-      tagged.object_node = tagged.array_node = tagged.string_node = index;
+      tagged.object_node = tagged.array_node = tagged.string_node = tagged.number_node = index;
       at(index) = std::move(tagged);
       return index;
     }
@@ -353,7 +371,7 @@ class JsonSchemaCompiler {
   void compile_into(const json& s, const std::string& path, int32_t index) {
     in_progress_.insert(index);
     JsonSchemaNode node;
-    node.object_node = node.array_node = node.string_node = index;
+    node.object_node = node.array_node = node.string_node = node.number_node = index;
     if (s.contains("type")) {
       const json& type = s.at("type");
       node.types = 0;
@@ -386,7 +404,8 @@ class JsonSchemaCompiler {
       node.types = types;
     }
     at(index).types = node.types;
-    at(index).object_node = at(index).array_node = at(index).string_node = index;
+    at(index).object_node = at(index).array_node = at(index).string_node = at(index).number_node =
+        index;
     compile_object(s, path, node);
     compile_array(s, path, node);
     if (s.contains("minLength")) node.min_length = count_keyword(s, "minLength", path);
@@ -394,6 +413,7 @@ class JsonSchemaCompiler {
     QUENCH_REQUIRE(node.max_length < 0 || node.min_length <= node.max_length, "JSON schema ", path,
                    ": minLength ", node.min_length, " exceeds maxLength ", node.max_length);
     if (s.contains("pattern")) compile_pattern(s.at("pattern"), path, node);
+    compile_number_bounds(s, path, node);
     at(index) = std::move(node);
     in_progress_.erase(index);
   }
@@ -412,6 +432,18 @@ class JsonSchemaCompiler {
       QUENCH_REQUIRE(!value.is_string() || node.pattern->matches(value.get<std::string>()),
                      "JSON schema ", path, ": the enum value ", literal,
                      " does not match the pattern ", pattern.dump());
+    }
+  }
+
+  static void compile_number_bounds(const json& s, const std::string& path, JsonSchemaNode& node) {
+    const bool integer_only = (node.types & kJsonNumber) == 0;
+    node.number_bounds = NumberBounds::compile(s, integer_only, path);
+    if (!node.number_bounds) return;
+    // An enum's numbers must lie within (the prefix types enum values as listed).
+    for (const std::string& literal : node.literals) {
+      QUENCH_REQUIRE(!json::parse(literal).is_number() || node.number_bounds->contains(literal),
+                     "JSON schema ", path, ": the enum value ", literal,
+                     " lies outside the schema's bounds");
     }
   }
 

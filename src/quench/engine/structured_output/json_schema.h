@@ -4,14 +4,15 @@
 // mode, pydantic's model_json_schema()):
 //   type (one or a list), properties, required, additionalProperties (bool or schema), items,
 //   minItems, maxItems, minLength, maxLength, pattern (regex_syntax.h: the regular subset of
-//   ECMA-262), enum, const, anyOf / oneOf whose alternatives
+//   ECMA-262), minimum, maximum, exclusiveMinimum, exclusiveMaximum (number_bounds.h), enum,
+//   const, anyOf / oneOf whose alternatives
 //   start with different bytes (Optional[X], unions of types, enums beside null; an alternative
 //   of anything makes the union anything) or are objects told apart by a tag (a required
 //   property of one string value each, which the output then writes first: pydantic's
 //   discriminated unions), allOf of one schema, $ref to "#", "#/$defs/NAME" or
 //   "#/definitions/NAME" (recursion included);
 // annotations (title, description, default, examples, format, ...) are accepted and not
-// enforced. Any other keyword (minimum, allOf of several, ...) is refused with an error
+// enforced. Any other keyword (multipleOf, allOf of several, ...) is refused with an error
 // that names it, its place in the schema and the supported keywords: a constraint is never
 // silently dropped.
 #pragma once
@@ -23,6 +24,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "quench/engine/structured_output/number_bounds.h"
 #include "quench/engine/structured_output/string_pattern.h"
 
 namespace quench {
@@ -47,6 +49,7 @@ struct JsonSchemaNode {
   int32_t object_node = 0;
   int32_t array_node = 0;
   int32_t string_node = 0;
+  int32_t number_node = 0;
   // enum / const: the value's text must be one of these (compact JSON, as nlohmann dumps it);
   // empty: no such constraint.
   std::vector<std::string> literals;
@@ -67,6 +70,8 @@ struct JsonSchemaNode {
   // "pattern", with the length bounds folded in (the prefix then steps it over the decoded
   // characters instead of counting them); null: none.
   std::shared_ptr<const StringPattern> pattern;
+  // Numbers: minimum / maximum / exclusiveMinimum / exclusiveMaximum; null: none.
+  std::shared_ptr<const NumberBounds> number_bounds;
   // A tagged union of objects (anyOf / oneOf of objects told apart by one required property of
   // one string value each): the object's first key must be tag_key (property 0, whose node lists
   // the tags); the tag typed picks tag_nodes[i], the alternative of the i-th tag, for the rest of

@@ -47,6 +47,7 @@ std::string JsonSchemaPrefix::key() const {
   append_bytes(k, string_node_);
   append_bytes(k, chars_);
   append_bytes(k, enum_node_);
+  append_bytes(k, number_node_);
   for (uint64_t w : pattern_states_)
     append_bytes(k, w);
   append_bytes(k, code_point_);
@@ -76,7 +77,7 @@ int32_t JsonSchemaPrefix::next_value_node() const {
 // A value ended. The value's own state goes back to its resting values, so that prefixes that
 // differ only in values already done share a key (and a cached mask).
 void JsonSchemaPrefix::value_done() {
-  string_node_ = 0, chars_ = 0, enum_node_ = 0, integer_only_ = false;
+  string_node_ = 0, chars_ = 0, enum_node_ = 0, integer_only_ = false, number_node_ = 0;
   pattern_states_.clear();
   code_point_ = 0, utf8_left_ = 0, utf8_min_ = 0, high_surrogate_ = 0;
   if (stack_.empty()) {
@@ -159,6 +160,9 @@ bool JsonSchemaPrefix::start_value(int32_t index, unsigned char c) {
     default:
       if (!(n.types & (kJsonNumber | kJsonInteger)) || !(c == '-' || is_digit(c))) return false;
       integer_only_ = !(n.types & kJsonNumber);
+      number_node_ = n.number_node;
+      text_.clear();
+      if (!number_may_take(c)) return false;
       mode_ = c == '-' ? Mode::kMinus : c == '0' ? Mode::kZero : Mode::kInteger;
       return true;
   }
@@ -371,6 +375,27 @@ bool JsonSchemaPrefix::feed_pattern_string(unsigned char c) {
   }
 }
 
+// A number's next byte (its first, a digit, '.' or an exponent's 'e'): where the node bounds it,
+// admitted only while the text can still become a number within the bounds (never an exponent).
+bool JsonSchemaPrefix::number_may_take(unsigned char c) {
+  const NumberBounds* bounds = node(number_node_).number_bounds.get();
+  if (bounds == nullptr) return true;
+  if (c == 'e' || c == 'E') return false;
+  text_ += static_cast<char>(c);
+  if (bounds->may_continue(text_, integer_only_)) return true;
+  text_.pop_back();
+  return false;
+}
+
+// Whether the number may end here (the text is a number within its bounds, if any); it ends.
+bool JsonSchemaPrefix::number_may_end() {
+  const NumberBounds* bounds = node(number_node_).number_bounds.get();
+  if (bounds == nullptr) return true;
+  if (!bounds->contains(text_)) return false;
+  text_.clear();
+  return true;
+}
+
 // A pattern string's next character, decoded: admitted where the string can still end.
 bool JsonSchemaPrefix::take_code_point(uint32_t cp) {
   const StringPattern& pattern = *node(string_node_).pattern;
@@ -463,36 +488,33 @@ bool JsonSchemaPrefix::feed_byte(unsigned char c) {
       if (*++literal_ == '\0') literal_ = "", value_done();
       return true;
     case Mode::kMinus:
-      if (c == '0') {
-        mode_ = Mode::kZero;
-        return true;
-      }
-      if (c >= '1' && c <= '9') {
-        mode_ = Mode::kInteger;
-        return true;
-      }
-      return false;
+      if (!is_digit(c) || !number_may_take(c)) return false;
+      mode_ = c == '0' ? Mode::kZero : Mode::kInteger;
+      return true;
     case Mode::kInteger:
-      if (is_digit(c)) return true;
+      if (is_digit(c)) return number_may_take(c);
       [[fallthrough]];
     case Mode::kZero:
       if (c == '.' || c == 'e' || c == 'E') {
-        if (integer_only_) return false;
+        if (integer_only_ || !number_may_take(c)) return false;
         mode_ = c == '.' ? Mode::kDot : Mode::kExponent;
         return true;
       }
+      if (!number_may_end()) return false;
       value_done();  // the number ended; the byte belongs to what follows it
       return feed_byte(c);
     case Mode::kDot:
-      if (!is_digit(c)) return false;
+      if (!is_digit(c) || !number_may_take(c)) return false;
       mode_ = Mode::kFraction;
       return true;
     case Mode::kFraction:
-      if (is_digit(c)) return true;
+      if (is_digit(c)) return number_may_take(c);
       if (c == 'e' || c == 'E') {
+        if (!number_may_take(c)) return false;
         mode_ = Mode::kExponent;
         return true;
       }
+      if (!number_may_end()) return false;
       value_done();
       return feed_byte(c);
     case Mode::kExponent:
@@ -507,7 +529,7 @@ bool JsonSchemaPrefix::feed_byte(unsigned char c) {
       return true;
     case Mode::kExponentDigits:
       if (is_digit(c)) return true;
-      value_done();
+      value_done();  // (never bounded: a bounded number takes no exponent)
       return feed_byte(c);
     case Mode::kDone:
     default:

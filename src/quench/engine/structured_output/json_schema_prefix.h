@@ -11,6 +11,9 @@
 //    object starts with its tag, whose value picks the alternative for the rest;
 //  - arrays: minItems / maxItems decide where ']' and ',' are allowed; strings: minLength /
 //    maxLength count code points (an escape is one);
+//  - a number with bounds: typed without an exponent, each digit or '.' admitted only where the
+//    text can still become a number within the bounds (NumberBounds::may_continue), and the
+//    number ends only within them;
 //  - a string with a pattern: its characters are decoded (UTF-8, escapes, surrogate pairs) and
 //    stepped through the pattern's automaton; a byte is admitted only where the string can still
 //    end admissibly (StringPattern::any_live), and the closing quote only where it may end.
@@ -82,6 +85,8 @@ class JsonSchemaPrefix {
   bool feed_string(unsigned char c);
   bool feed_pattern_string(unsigned char c);
   bool take_code_point(uint32_t cp);
+  bool number_may_take(unsigned char c);
+  bool number_may_end();
   bool utf8_range_live() const;
   bool hex_range_live() const;
   bool start_key();
@@ -102,7 +107,8 @@ class JsonSchemaPrefix {
   int64_t chars_ = 0;        // a bounded string value's code points so far
   int32_t enum_node_ = 0;    // kEnum: the node whose literals the value must be
   bool integer_only_ = false;
-  int hex_left_ = 0;  // kUnicode
+  int32_t number_node_ = 0;  // a number value's node (its bounds; text_ holds a bounded one)
+  int hex_left_ = 0;         // kUnicode
   // A string value with a pattern: the automaton's states, and the character being decoded
   // (its UTF-8 bits or \u hex digits so far, the UTF-8 bytes still to come and the least code
   // point its length may encode, a high surrogate's escape waiting for the low half's).
@@ -113,7 +119,7 @@ class JsonSchemaPrefix {
   uint32_t high_surrogate_ = 0;
   const char* literal_ = "";  // kLiteral: the rest of the literal
   int whitespace_run_ = 0;
-  std::string text_;  // a matched key's or an enum value's bytes so far
+  std::string text_;  // a matched key's, an enum value's or a bounded number's bytes so far
 };
 
 }  // namespace quench
