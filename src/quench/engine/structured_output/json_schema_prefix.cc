@@ -399,10 +399,12 @@ bool JsonSchemaPrefix::number_may_end() {
 // A pattern string's next character, decoded: admitted where the string can still end.
 bool JsonSchemaPrefix::take_code_point(uint32_t cp) {
   const StringPattern& pattern = *node(string_node_).pattern;
-  StringPattern::States next;
+  // Masks step every token's characters: one scratch set per thread, and the assignment below
+  // reuses pattern_states_'s storage (same size), so a step allocates nothing.
+  static thread_local StringPattern::States next;
   pattern.step(pattern_states_, cp, next);
   if (!pattern.can_finish(next, chars_ + 1)) return false;
-  pattern_states_ = std::move(next);
+  pattern_states_ = next;
   ++chars_;
   mode_ = Mode::kString, code_point_ = 0, utf8_min_ = 0;
   return true;

@@ -1,11 +1,12 @@
 // Structured output's vocabulary masks: the tokens a JsonSchemaPrefix may take next, for one
-// tokenizer, each token's bytes fed to a copy of the prefix (tokens grouped by first byte, so that
-// a refused first byte refuses its group at once). Masks are cached by the prefix's key
+// tokenizer. The tokens are walked in byte order, keeping one prefix state per depth of the
+// current token's bytes: a token feeds only the bytes past the ones it shares with the token
+// before it, a refused prefix refuses every token that starts with it at once, and the states are
+// assigned into one another (no allocation per token). Masks are cached by the prefix's key
 // (which names its schema; a string's inside, for one, always gives the same mask), at most
 // kMaxCached of them, shared by every request and schema of the engine.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,8 +31,11 @@ class JsonTokenMasks {
   // Packed only: 16 KB a mask for a 128k vocabulary, so a full cache holds 64 MB (a byte per
   // token beside it took 9 times that).
   static constexpr size_t kMaxCached = 4096;
-  std::vector<std::string> bytes_;                       // per token id; empty = never allowed
-  std::array<std::vector<int32_t>, 256> by_first_byte_;  // the ids of bytes_ by their first byte
+  std::vector<std::string> bytes_;  // per token id; empty = never allowed
+  std::vector<int32_t> sorted_;     // the ids of non-empty bytes_, in byte order
+  // shared_[i]: the bytes sorted_[i] shares at its start with sorted_[i - 1] (0 for the first).
+  std::vector<int32_t> shared_;
+  std::vector<JsonSchemaPrefix> depth_states_;  // the walk's states, reused across masks
   std::unordered_map<std::string, std::shared_ptr<const std::vector<uint32_t>>> cache_;
 };
 
