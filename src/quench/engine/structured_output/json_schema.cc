@@ -7,6 +7,7 @@
 #include <set>
 
 #include "quench/core/error.h"
+#include "quench/engine/structured_output/string_formats.h"
 
 namespace quench {
 
@@ -17,9 +18,9 @@ namespace {
 constexpr const char* kSupported =
     "type, properties, required, additionalProperties, items, minItems, maxItems, minLength, "
     "maxLength, pattern, minimum, maximum, exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, "
-    "oneOf, allOf of one schema, $ref, $defs, definitions "
-    "(and "
-    "annotations: title, description, default, examples, format, ...)";
+    "oneOf, allOf of one schema, $ref, $defs, definitions, format (enforced: date, time, "
+    "date-time, uuid, ipv4, email) and annotations (title, description, default, examples, other "
+    "formats, ...)";
 
 // Keywords that describe and do not constrain: accepted, not enforced.
 const std::set<std::string>& annotation_keywords() {
@@ -123,9 +124,12 @@ class JsonSchemaCompiler {
       return JsonSchema::kAnyNode;
     }
     check_keywords(s, path);
-    bool constrains = false;  // {} and annotations alone admit any value
-    for (auto it = s.begin(); it != s.end(); ++it)
-      constrains = constrains || annotation_keywords().count(it.key()) == 0;
+    bool constrains = false;  // {} and annotations alone (not an enforced format) admit anything
+    for (auto it = s.begin(); it != s.end(); ++it) {
+      const bool enforced_format = it.key() == "format" && it.value().is_string() &&
+                                   !string_format_pattern(it.value().get<std::string>()).empty();
+      constrains = constrains || annotation_keywords().count(it.key()) == 0 || enforced_format;
+    }
     if (!constrains) return JsonSchema::kAnyNode;
     if (s.contains("$ref")) return compile_ref(s, path);
     if (s.contains("anyOf") || s.contains("oneOf")) return compile_any_of(s, path);
@@ -412,7 +416,17 @@ class JsonSchemaCompiler {
     if (s.contains("maxLength")) node.max_length = count_keyword(s, "maxLength", path);
     QUENCH_REQUIRE(node.max_length < 0 || node.min_length <= node.max_length, "JSON schema ", path,
                    ": minLength ", node.min_length, " exceeds maxLength ", node.max_length);
-    if (s.contains("pattern")) compile_pattern(s.at("pattern"), path, node);
+    if (s.contains("pattern")) {
+      compile_pattern(s.at("pattern"), path, node);
+    } else if (s.contains("format") && s.at("format").is_string() && (node.types & kJsonString)) {
+      const std::string format = s.at("format").get<std::string>();
+      const std::string pattern = string_format_pattern(format);
+      try {
+        if (!pattern.empty()) compile_pattern(json(pattern), path, node);
+      } catch (const Error& e) {
+        throw Error(str_cat(e.what(), " (the pattern of 'format' \"", format, "\")"));
+      }
+    }
     compile_number_bounds(s, path, node);
     at(index) = std::move(node);
     in_progress_.erase(index);

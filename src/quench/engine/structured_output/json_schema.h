@@ -5,16 +5,16 @@
 //   type (one or a list), properties, required, additionalProperties (bool or schema), items,
 //   minItems, maxItems, minLength, maxLength, pattern (regex_syntax.h: the regular subset of
 //   ECMA-262), minimum, maximum, exclusiveMinimum, exclusiveMaximum (number_bounds.h), enum,
-//   const, anyOf / oneOf whose alternatives
-//   start with different bytes (Optional[X], unions of types, enums beside null; an alternative
-//   of anything makes the union anything) or are objects told apart by a tag (a required
-//   property of one string value each, which the output then writes first: pydantic's
-//   discriminated unions), allOf of one schema, $ref to "#", "#/$defs/NAME" or
-//   "#/definitions/NAME" (recursion included);
-// annotations (title, description, default, examples, format, ...) are accepted and not
-// enforced. Any other keyword (multipleOf, allOf of several, ...) is refused with an error
-// that names it, its place in the schema and the supported keywords: a constraint is never
-// silently dropped.
+//   const, anyOf / oneOf whose alternatives start with different bytes (Optional[X], unions of
+//   types, enums beside null; an alternative of anything makes the union anything) or are
+//   objects told apart by a tag (a required property of one string value each, which the output
+//   then writes first: pydantic's discriminated unions), allOf of one schema, $ref to "#",
+//   "#/$defs/NAME" or "#/definitions/NAME" (recursion included);
+// format: date, time, date-time, uuid, ipv4 and email are enforced as patterns
+// (string_formats.h) where the schema has no pattern of its own; annotations (title,
+// description, default, examples, other formats, ...) are accepted and not enforced. Any other
+// keyword (multipleOf, allOf of several, ...) is refused with an error that names it, its place
+// in the schema and the supported keywords: a constraint is never silently dropped.
 #pragma once
 
 #include <cstdint>
