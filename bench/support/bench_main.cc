@@ -1,6 +1,7 @@
 // quench_bench [--filter NAME] [--case SUBSTR] [--quick] [--jsonl PATH] [--commit SHA]
 //              [--date YYYY-MM-DD]
-// Runs every registered GPU benchmark (or those whose name contains NAME) and prints a table.
+// Runs every registered benchmark (or those whose name contains NAME) and prints a table; without
+// a GPU, only the host benchmarks run.
 // --case keeps only the cases whose name contains SUBSTR, so that a profiler sees one shape; a
 // trailing $ anchors SUBSTR at the end of the name (one case, not its HND or q=f16 siblings).
 #include <cuda_runtime.h>
@@ -45,14 +46,24 @@ int main(int argc, char** argv) {
     }
   }
   int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIPPED: no CUDA GPU visible; no benchmark ran\n");
+  const bool gpu = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+  auto selected = [&](const quench::bench::BenchEntry& entry) {
+    return (gpu || !entry.needs_gpu) &&
+           (options.filter.empty() || entry.name.find(options.filter) != std::string::npos);
+  };
+  bool any = false;
+  for (const auto& entry : quench::bench::bench_registry())
+    any = any || selected(entry);
+  if (!any) {
+    std::printf("SKIPPED: %s\n", gpu ? "no benchmark matches the filter"
+                                     : "no CUDA GPU visible and no host benchmark matches; "
+                                       "no benchmark ran");
     return 77;
   }
   quench::bench::BenchReporter reporter(jsonl, commit, date);
   int failures = 0;
   for (const auto& entry : quench::bench::bench_registry()) {
-    if (!options.filter.empty() && entry.name.find(options.filter) == std::string::npos) continue;
+    if (!selected(entry)) continue;
     std::printf("== %s\n", entry.name.c_str());
     try {
       entry.fn(options, reporter);

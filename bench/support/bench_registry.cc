@@ -9,8 +9,8 @@ std::vector<BenchEntry>& bench_registry() {
   return entries;
 }
 
-int register_bench(const std::string& name, BenchFn fn) {
-  bench_registry().push_back({name, std::move(fn)});
+int register_bench(const std::string& name, BenchFn fn, bool needs_gpu) {
+  bench_registry().push_back({name, std::move(fn), needs_gpu});
   return static_cast<int>(bench_registry().size());
 }
 

@@ -1,5 +1,6 @@
-// Registry of GPU benchmarks in quench_bench. Each benchmark file registers a function that
-// measures its cases and records one BenchRecord per case (see bench_result.h).
+// Registry of the benchmarks in quench_bench. Each benchmark file registers a function that
+// measures its cases and records one BenchRecord per case (see bench_result.h). Most need a GPU;
+// host benchmarks (QUENCH_REGISTER_HOST_BENCH) also run where none is present.
 #pragma once
 
 #include <functional>
@@ -32,10 +33,11 @@ using BenchFn = std::function<void(const BenchOptions&, BenchReporter&)>;
 struct BenchEntry {
   std::string name;
   BenchFn fn;
+  bool needs_gpu = true;
 };
 
 std::vector<BenchEntry>& bench_registry();
-int register_bench(const std::string& name, BenchFn fn);
+int register_bench(const std::string& name, BenchFn fn, bool needs_gpu = true);
 
 }  // namespace quench::bench
 
@@ -45,3 +47,7 @@ int register_bench(const std::string& name, BenchFn fn);
 #define QUENCH_REGISTER_BENCH(name, fn)                               \
   static const int QUENCH_BENCH_CONCAT(quench_bench_reg_, __LINE__) = \
       ::quench::bench::register_bench(name, fn)
+// QUENCH_REGISTER_HOST_BENCH("json_masks", run_json_masks_bench): host code only.
+#define QUENCH_REGISTER_HOST_BENCH(name, fn)                          \
+  static const int QUENCH_BENCH_CONCAT(quench_bench_reg_, __LINE__) = \
+      ::quench::bench::register_bench(name, fn, false)
