@@ -31,7 +31,7 @@ constexpr int32_t kVocabSize = 128256;
 std::string synthetic_tokenizer_json() {
   std::mt19937 rng(17);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
-  nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
+  nlohmann::json vocab = nlohmann::json::object();  // ids are explicit: no order needed
   std::set<std::string> seen;
   auto add = [&](const std::string& bytes) {
     const std::string symbol = to_byte_level(bytes);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "quench/core/error.h"
+#include "quench/tokenizer/utf8.h"
 
 namespace quench {
 namespace {
@@ -13,9 +14,8 @@ constexpr uint32_t kSurrogateHi = 0xDFFF;
 
 // The pattern's code points (JSON gives schemas as UTF-8 text).
 std::vector<uint32_t> pattern_code_points(const std::string& text) {
-  std::vector<uint32_t> out;
-  QUENCH_REQUIRE(decode_utf8(text, out), "pattern: invalid UTF-8");
-  return out;
+  QUENCH_REQUIRE(find_invalid_utf8(text) == std::string::npos, "pattern: invalid UTF-8");
+  return decode_utf8(text);
 }
 
 RegexNode class_node(CodePointClass ranges) {
@@ -459,24 +459,6 @@ CodePointClass negate_class(const CodePointClass& ranges) {
   }
   if (next <= kMaxCodePoint) out.push_back({next, kMaxCodePoint});
   return normalize_class(std::move(out));
-}
-
-bool decode_utf8(const std::string& text, std::vector<uint32_t>& out) {
-  out.clear();
-  for (size_t i = 0; i < text.size();) {
-    const auto b = static_cast<unsigned char>(text[i]);
-    const int len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-    if (len == 0 || i + static_cast<size_t>(len) > text.size()) return false;
-    uint32_t cp = len == 1 ? b : b & (0x7Fu >> len);
-    for (int k = 1; k < len; ++k) {
-      const auto c = static_cast<unsigned char>(text[i + static_cast<size_t>(k)]);
-      if ((c & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (c & 0x3Fu);
-    }
-    out.push_back(cp);
-    i += static_cast<size_t>(len);
-  }
-  return true;
 }
 
 bool class_contains(const CodePointClass& ranges, uint32_t cp) {

@@ -49,7 +49,5 @@ RegexNode parse_regex(const std::string& pattern);
 CodePointClass normalize_class(CodePointClass ranges);  // sorts, merges, drops surrogates
 CodePointClass negate_class(const CodePointClass& ranges);
 bool class_contains(const CodePointClass& ranges, uint32_t cp);
-// UTF-8 text's code points into `out`; false where the text is not UTF-8.
-bool decode_utf8(const std::string& text, std::vector<uint32_t>& out);
 
 }  // namespace quench

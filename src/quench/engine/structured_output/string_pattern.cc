@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "quench/core/error.h"
+#include "quench/tokenizer/utf8.h"
 
 namespace quench {
 namespace {
@@ -283,8 +284,8 @@ bool StringPattern::may_end(const States& states, int64_t chars) const {
 }
 
 bool StringPattern::matches(const std::string& utf8) const {
-  std::vector<uint32_t> code_points;
-  if (!decode_utf8(utf8, code_points)) return false;
+  if (find_invalid_utf8(utf8) != std::string::npos) return false;
+  const std::vector<uint32_t> code_points = decode_utf8(utf8);
   States states = start_, next;
   for (uint32_t cp : code_points) {
     step(states, cp, next);
