@@ -48,8 +48,7 @@ std::string JsonSchemaPrefix::key() const {
   append_bytes(k, chars_);
   append_bytes(k, enum_node_);
   append_bytes(k, number_node_);
-  for (uint64_t w : pattern_states_)
-    append_bytes(k, w);
+  append_bytes(k, pattern_state_);
   append_bytes(k, code_point_);
   append_bytes(k, utf8_left_);
   append_bytes(k, utf8_min_);
@@ -78,7 +77,7 @@ int32_t JsonSchemaPrefix::next_value_node() const {
 // differ only in values already done share a key (and a cached mask).
 void JsonSchemaPrefix::value_done() {
   string_node_ = 0, chars_ = 0, enum_node_ = 0, integer_only_ = false, number_node_ = 0;
-  pattern_states_.clear();
+  pattern_state_ = StringPattern::kDead;
   code_point_ = 0, utf8_left_ = 0, utf8_min_ = 0, high_surrogate_ = 0;
   if (stack_.empty()) {
     mode_ = Mode::kDone;
@@ -146,7 +145,7 @@ bool JsonSchemaPrefix::start_value(int32_t index, unsigned char c) {
       mode_ = Mode::kString, string_is_key_ = false, key_match_ = false;
       string_node_ = n.string_node, chars_ = 0;
       if (const StringPattern* pattern = node(string_node_).pattern.get())
-        pattern_states_ = pattern->start();
+        pattern_state_ = pattern->start();
       return true;
     case 't':
     case 'f':
@@ -319,13 +318,13 @@ bool JsonSchemaPrefix::feed_pattern_string(unsigned char c) {
         return utf8_range_live();
       }
       if (c == '"') {
-        if (!pattern.may_end(pattern_states_, chars_)) return false;
+        if (!pattern.may_end(pattern_state_, chars_)) return false;
         value_done();
         return true;
       }
       if (c == '\\') {
         mode_ = Mode::kEscape;
-        return pattern.any_live(pattern_states_, 0, kMaxCodePoint, chars_);
+        return pattern.any_live(pattern_state_, 0, kMaxCodePoint, chars_);
       }
       if (c < 0x20) return false;  // control characters must be escaped
       if (c < 0x80) return take_code_point(c);
@@ -366,7 +365,7 @@ bool JsonSchemaPrefix::feed_pattern_string(unsigned char c) {
       if (unit >= 0xD800 && unit <= 0xDBFF) {
         // A high surrogate: its character is one of the 1024 its low half may pick.
         const uint32_t first = 0x10000 + ((unit - 0xD800) << 10);
-        if (!pattern.any_live(pattern_states_, first, first + 0x3FF, chars_)) return false;
+        if (!pattern.any_live(pattern_state_, first, first + 0x3FF, chars_)) return false;
         high_surrogate_ = unit, code_point_ = 0, mode_ = Mode::kString;
         return true;
       }
@@ -399,12 +398,9 @@ bool JsonSchemaPrefix::number_may_end() {
 // A pattern string's next character, decoded: admitted where the string can still end.
 bool JsonSchemaPrefix::take_code_point(uint32_t cp) {
   const StringPattern& pattern = *node(string_node_).pattern;
-  // Masks step every token's characters: one scratch set per thread, and the assignment below
-  // reuses pattern_states_'s storage (same size), so a step allocates nothing.
-  static thread_local StringPattern::States next;
-  pattern.step(pattern_states_, cp, next);
+  const StringPattern::State next = pattern.step(pattern_state_, cp);
   if (!pattern.can_finish(next, chars_ + 1)) return false;
-  pattern_states_ = next;
+  pattern_state_ = next;
   ++chars_;
   mode_ = Mode::kString, code_point_ = 0, utf8_min_ = 0;
   return true;
@@ -415,7 +411,7 @@ bool JsonSchemaPrefix::utf8_range_live() const {
   const int free_bits = 6 * utf8_left_;
   const uint32_t lo = std::max(code_point_ << free_bits, utf8_min_);
   const uint32_t hi = std::min((code_point_ << free_bits) | ((1u << free_bits) - 1), kMaxCodePoint);
-  return lo <= hi && node(string_node_).pattern->any_live(pattern_states_, lo, hi, chars_);
+  return lo <= hi && node(string_node_).pattern->any_live(pattern_state_, lo, hi, chars_);
 }
 
 // The code points a \u escape's hex digits so far may still become (with a second escape where
@@ -431,18 +427,18 @@ bool JsonSchemaPrefix::hex_range_live() const {
   };
   if (high_surrogate_ != 0) {
     lo = std::max(lo, 0xDC00u), hi = std::min(hi, 0xDFFFu);
-    return lo <= hi && pattern.any_live(pattern_states_, pair(high_surrogate_, lo),
+    return lo <= hi && pattern.any_live(pattern_state_, pair(high_surrogate_, lo),
                                         pair(high_surrogate_, hi), chars_);
   }
   // Units outside the surrogates are the code point; high surrogates pair with any low half;
   // a lone low surrogate is never a character.
-  if (lo <= 0xD7FF && pattern.any_live(pattern_states_, lo, std::min(hi, 0xD7FFu), chars_))
+  if (lo <= 0xD7FF && pattern.any_live(pattern_state_, lo, std::min(hi, 0xD7FFu), chars_))
     return true;
-  if (hi >= 0xE000 && pattern.any_live(pattern_states_, std::max(lo, 0xE000u), hi, chars_))
+  if (hi >= 0xE000 && pattern.any_live(pattern_state_, std::max(lo, 0xE000u), hi, chars_))
     return true;
   const uint32_t high_lo = std::max(lo, 0xD800u), high_hi = std::min(hi, 0xDBFFu);
   return high_lo <= high_hi &&
-         pattern.any_live(pattern_states_, pair(high_lo, 0xDC00), pair(high_hi, 0xDFFF), chars_);
+         pattern.any_live(pattern_state_, pair(high_lo, 0xDC00), pair(high_hi, 0xDFFF), chars_);
 }
 
 bool JsonSchemaPrefix::feed_byte(unsigned char c) {

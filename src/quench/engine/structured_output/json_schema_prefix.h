@@ -112,7 +112,7 @@ class JsonSchemaPrefix {
   // A string value with a pattern: the automaton's states, and the character being decoded
   // (its UTF-8 bits or \u hex digits so far, the UTF-8 bytes still to come and the least code
   // point its length may encode, a high surrogate's escape waiting for the low half's).
-  StringPattern::States pattern_states_;
+  StringPattern::State pattern_state_ = StringPattern::kDead;
   uint32_t code_point_ = 0;
   int utf8_left_ = 0;
   uint32_t utf8_min_ = 0;

@@ -1,6 +1,7 @@
 #include "quench/engine/structured_output/string_pattern.h"
 
 #include <algorithm>
+#include <map>
 
 #include "quench/core/error.h"
 #include "quench/tokenizer/utf8.h"
@@ -33,17 +34,11 @@ int32_t count_positions(const RegexNode& n) {
 }
 
 template <typename F>
-void for_each_bit(const StringPattern::States& s, F&& f) {
+void for_each_bit(const std::vector<uint64_t>& s, F&& f) {
   for (size_t w = 0; w < s.size(); ++w) {
     for (uint64_t bits = s[w]; bits != 0; bits &= bits - 1)
       f(static_cast<int32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
   }
-}
-
-bool class_overlaps(const CodePointClass& ranges, uint32_t lo, uint32_t hi) {
-  auto it = std::lower_bound(ranges.begin(), ranges.end(), lo,
-                             [](const CodePointRange& r, uint32_t v) { return r.hi < v; });
-  return it != ranges.end() && it->lo <= hi;
 }
 
 }  // namespace
@@ -54,18 +49,18 @@ class StringPatternBuilder {
  public:
   struct Part {
     bool nullable = true;
-    StringPattern::States first, last;
+    StringPattern::Positions first, last;
   };
 
   StringPatternBuilder(StringPattern& p, int32_t positions) : p_(p) {
     p_.positions_ = positions;
     words_ = static_cast<size_t>(positions + 1 + 63) / 64;
-    p_.follow_.assign(static_cast<size_t>(positions), StringPattern::States(words_, 0));
+    p_.follow_.assign(static_cast<size_t>(positions), StringPattern::Positions(words_, 0));
     p_.classes_.reserve(static_cast<size_t>(positions));
   }
 
   Part empty() const {
-    return Part{true, StringPattern::States(words_, 0), StringPattern::States(words_, 0)};
+    return Part{true, StringPattern::Positions(words_, 0), StringPattern::Positions(words_, 0)};
   }
 
   Part build(const RegexNode& n) {
@@ -137,10 +132,10 @@ class StringPatternBuilder {
     return out;
   }
 
-  static void set(StringPattern::States& s, int32_t bit) {
+  static void set(StringPattern::Positions& s, int32_t bit) {
     s[static_cast<size_t>(bit) / 64] |= uint64_t{1} << (bit % 64);
   }
-  static void unite(StringPattern::States& into, const StringPattern::States& from) {
+  static void unite(StringPattern::Positions& into, const StringPattern::Positions& from) {
     for (size_t w = 0; w < into.size(); ++w)
       into[w] |= from[w];
   }
@@ -168,8 +163,8 @@ std::shared_ptr<const StringPattern> StringPattern::compile(const std::string& p
   for_each_bit(root.last, [&](int32_t q) {
     StringPatternBuilder::set(p->follow_[static_cast<size_t>(q)], end);
   });
-  p->start_ = root.first;
-  if (root.nullable) StringPatternBuilder::set(p->start_, end);
+  p->start_positions_ = root.first;
+  if (root.nullable) StringPatternBuilder::set(p->start_positions_, end);
 
   // Keep the positions that can reach the end (backwards from it over the follow edges); a
   // position of an empty class (say [^\s\S]) reaches nothing.
@@ -182,7 +177,7 @@ std::shared_ptr<const StringPattern> StringPattern::compile(const std::string& p
       ++edges;
     });
   }
-  States live(p->start_.size(), 0);
+  Positions live(p->start_positions_.size(), 0);
   std::vector<int32_t> queue = {end};
   StringPatternBuilder::set(live, end);
   while (!queue.empty()) {
@@ -194,12 +189,12 @@ std::shared_ptr<const StringPattern> StringPattern::compile(const std::string& p
       queue.push_back(q);
     }
   }
-  auto keep_live = [&](States& s) {
+  auto keep_live = [&](Positions& s) {
     for (size_t w = 0; w < s.size(); ++w)
       s[w] &= live[w];
   };
-  keep_live(p->start_);
-  for (States& f : p->follow_)
+  keep_live(p->start_positions_);
+  for (Positions& f : p->follow_)
     keep_live(f);
 
   if (p->bounded_) {
@@ -232,67 +227,132 @@ std::shared_ptr<const StringPattern> StringPattern::compile(const std::string& p
       current = std::move(next);
     }
   }
+  p->determinize(pattern);
   QUENCH_REQUIRE(p->can_finish(p->start_, 0), "pattern \"", pattern, "\" admits no string",
                  p->bounded_ ? " of a length within minLength / maxLength" : "");
   return p;
 }
 
-void StringPattern::step(const States& from, uint32_t cp, States& to) const {
-  to.assign(start_.size(), 0);
+void StringPattern::step_positions(const Positions& from, uint32_t cp, Positions& to) const {
+  to.assign(from.size(), 0);
   for_each_bit(from, [&](int32_t q) {
     if (q == positions_ || !class_contains(classes_[static_cast<size_t>(q)], cp)) return;
     StringPatternBuilder::unite(to, follow_[static_cast<size_t>(q)]);
   });
 }
 
-bool StringPattern::reaches_end_within(int32_t element, int64_t lo, int64_t hi) const {
-  const auto& runs = reaches_[static_cast<size_t>(element)];
+// Subset construction over atoms: the code-point ranges on which every class agrees (cut at
+// each class range's ends), so that one representative steps the whole atom.
+void StringPattern::determinize(const std::string& pattern) {
+  std::vector<uint32_t> cuts = {0};
+  for (const CodePointClass& c : classes_) {
+    for (const CodePointRange& r : c) {
+      cuts.push_back(r.lo);
+      if (r.hi < 0x10FFFF) cuts.push_back(r.hi + 1);
+    }
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  atom_starts_ = std::move(cuts);
+  ascii_atoms_.resize(128);
+  for (uint32_t cp = 0; cp < 128; ++cp) {
+    ascii_atoms_[cp] = static_cast<int32_t>(
+        std::upper_bound(atom_starts_.begin(), atom_starts_.end(), cp) - atom_starts_.begin() - 1);
+  }
+
+  std::map<Positions, State> ids;
+  std::vector<Positions> sets;
+  auto intern = [&](const Positions& set) {
+    bool empty = true;
+    for (uint64_t w : set)
+      empty = empty && w == 0;
+    if (empty) return kDead;
+    auto [it, inserted] = ids.emplace(set, static_cast<State>(sets.size()));
+    if (inserted) {
+      QUENCH_REQUIRE(sets.size() < static_cast<size_t>(kMaxStates) &&
+                         static_cast<int64_t>(sets.size() + 1) * static_cast<int64_t>(atoms()) <=
+                             kMaxTableEntries,
+                     "pattern \"", pattern, "\": its automaton needs more than ", sets.size(),
+                     " states over ", atoms(),
+                     " character ranges; write it with fewer alternatives or counts");
+      sets.push_back(set);
+    }
+    return it->second;
+  };
+  start_ = intern(start_positions_);
+  Positions next;
+  for (size_t i = 0; i < sets.size(); ++i) {
+    const Positions set = sets[i];  // a copy: intern() grows `sets`
+    for (size_t a = 0; a < atoms(); ++a) {
+      step_positions(set, atom_starts_[a], next);
+      table_.push_back(intern(next));
+    }
+    accepting_.push_back(has(set, positions_) ? 1 : 0);
+    if (!bounded_) continue;
+    // The state's lengths to the end: its elements' runs, merged.
+    std::vector<std::pair<int32_t, int32_t>> runs;
+    for_each_bit(set, [&](int32_t e) {
+      const auto& r = reaches_[static_cast<size_t>(e)];
+      runs.insert(runs.end(), r.begin(), r.end());
+    });
+    std::sort(runs.begin(), runs.end());
+    std::vector<std::pair<int32_t, int32_t>> merged;
+    for (const auto& r : runs) {
+      if (!merged.empty() && r.first <= merged.back().second + 1) {
+        merged.back().second = std::max(merged.back().second, r.second);
+      } else {
+        merged.push_back(r);
+      }
+    }
+    state_reaches_.push_back(std::move(merged));
+  }
+  // The position automaton is no longer needed.
+  classes_.clear();
+  follow_.clear();
+  reaches_.clear();
+}
+
+size_t StringPattern::atom_of(uint32_t cp) const {
+  if (cp < 128) return static_cast<size_t>(ascii_atoms_[cp]);
+  return static_cast<size_t>(std::upper_bound(atom_starts_.begin(), atom_starts_.end(), cp) -
+                             atom_starts_.begin() - 1);
+}
+
+bool StringPattern::can_finish(State s, int64_t chars) const {
+  if (s == kDead) return false;
+  if (!bounded_) return true;  // every live state reaches the end
+  // With no maxLength, a state that reaches the end in some l >= lo reaches it in one of
+  // [lo, lo + positions]: a longer path repeats a position past lo, and the cycle can go.
+  const int64_t lo = std::max<int64_t>(0, min_length_ - chars);
+  const int64_t hi = max_length_ >= 0 ? max_length_ - chars : lo + positions_ + 1;
+  if (hi < lo) return false;
+  const auto& runs = state_reaches_[static_cast<size_t>(s)];
   auto it = std::lower_bound(
       runs.begin(), runs.end(), lo,
       [](const std::pair<int32_t, int32_t>& r, int64_t v) { return r.second < v; });
   return it != runs.end() && it->first <= hi;
 }
 
-bool StringPattern::can_finish(const States& states, int64_t chars) const {
-  bool any = false;
-  if (!bounded_) {
-    for (uint64_t w : states)
-      any = any || w != 0;
-    return any;
+bool StringPattern::any_live(State s, uint32_t lo, uint32_t hi, int64_t chars) const {
+  if (s == kDead || lo > hi) return false;
+  for (size_t a = atom_of(lo); a < atoms() && atom_starts_[a] <= hi; ++a) {
+    if (can_finish(table_[static_cast<size_t>(s) * atoms() + a], chars + 1)) return true;
   }
-  // With no maxLength, a state that reaches the end in some l >= lo reaches it in one of
-  // [lo, lo + positions]: a longer path repeats a position past lo, and the cycle can go.
-  const int64_t lo = std::max<int64_t>(0, min_length_ - chars);
-  const int64_t hi = max_length_ >= 0 ? max_length_ - chars : lo + positions_ + 1;
-  if (hi < lo) return false;
-  for_each_bit(states, [&](int32_t e) { any = any || reaches_end_within(e, lo, hi); });
-  return any;
+  return false;
 }
 
-bool StringPattern::any_live(const States& states, uint32_t lo, uint32_t hi, int64_t chars) const {
-  bool any = false;
-  for_each_bit(states, [&](int32_t q) {
-    if (any || q == positions_ || !class_overlaps(classes_[static_cast<size_t>(q)], lo, hi)) return;
-    any = can_finish(follow_[static_cast<size_t>(q)], chars + 1);
-  });
-  return any;
-}
-
-bool StringPattern::may_end(const States& states, int64_t chars) const {
-  return has(states, positions_) && chars >= min_length_ &&
+bool StringPattern::may_end(State s, int64_t chars) const {
+  return s != kDead && accepting_[static_cast<size_t>(s)] && chars >= min_length_ &&
          (max_length_ < 0 || chars <= max_length_);
 }
 
 bool StringPattern::matches(const std::string& utf8) const {
   if (find_invalid_utf8(utf8) != std::string::npos) return false;
   const std::vector<uint32_t> code_points = decode_utf8(utf8);
-  States states = start_, next;
-  for (uint32_t cp : code_points) {
-    step(states, cp, next);
-    std::swap(states, next);
-  }
-  const auto chars = static_cast<int64_t>(code_points.size());
-  return may_end(states, chars);
+  State s = start_;
+  for (uint32_t cp : code_points)
+    s = step(s, cp);
+  return may_end(s, static_cast<int64_t>(code_points.size()));
 }
 
 }  // namespace quench
