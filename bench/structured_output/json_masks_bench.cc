@@ -1,8 +1,9 @@
 // "json_masks" (host only): the cost of one structured-output vocabulary mask
 // (engine/structured_output/json_token_masks.h), built from scratch (no cache), for the states a
 // request meets: JSON mode inside a string and after '{', a plain string property, a string
-// with a pattern, an enforced format, a bounded integer. A mask is built once per new state and
-// then cached, so this is what a schema's first request pays per state.
+// with a pattern, an enforced format, a bounded integer, an untagged union of objects. A mask is
+// built once per new state and then cached, so this is what a schema's first request pays per
+// state.
 //
 // The vocabulary is synthetic, 128256 tokens like Llama 3's: the 256 byte symbols, then words
 // of 1-10 letters (45% with a leading space, some capitalized), numbers 0-999, JSON punctuation
@@ -101,7 +102,12 @@ void run_json_masks_bench(const BenchOptions& options, BenchReporter& reporter) 
                      "name": {"type": "string", "pattern": "^[A-Za-z ]{1,40}$"},
                      "email": {"type": "string", "format": "email"},
                      "when": {"type": "string", "format": "date-time"},
-                     "count": {"type": "integer", "minimum": 0, "maximum": 1000}}})"));
+                     "count": {"type": "integer", "minimum": 0, "maximum": 1000},
+                     "pet": {"anyOf": [
+                         {"type": "object", "properties": {"name": {"type": "string"},
+                                                           "meows": {"type": "boolean"}}},
+                         {"type": "object", "properties": {"name": {"type": "string"},
+                                                           "barks": {"type": "integer"}}}]}}})"));
   struct Case {
     const char* name;
     const JsonSchema* schema;
@@ -115,6 +121,8 @@ void run_json_masks_bench(const BenchOptions& options, BenchReporter& reporter) 
       {"format email, in the domain", schema.get(), "{\"email\": \"ab@c"},
       {"format date-time, in the date", schema.get(), "{\"when\": \"2024-0"},
       {"integer in [0, 1000], after 1", schema.get(), "{\"count\": 1"},
+      {"untagged union of 2 objects, in a key", schema.get(), "{\"pet\": {\"na"},
+      {"untagged union of 2 objects, in a value", schema.get(), "{\"pet\": {\"name\": \"x"},
   };
   for (const Case& c : cases) {
     if (!options.wants_case(c.name)) continue;

@@ -66,18 +66,16 @@ uint8_t value_type(const json& v) {
   }
 }
 
-// The first-byte classes a value of each type starts in: alternatives of an anyOf must not share
-// one (the prefix picks the alternative at the value's first byte).
-const char* type_class_name(uint8_t bits) {
-  if (bits & kJsonObject) return "objects";
-  if (bits & kJsonArray) return "arrays";
-  if (bits & kJsonString) return "strings";
-  if (bits & (kJsonNumber | kJsonInteger)) return "numbers";
-  if (bits & kJsonBoolean) return "booleans";
-  return "null";
+// Whether values of the two type sets can start with the same byte (the prefix picks an anyOf's
+// alternative at the value's first byte where they cannot).
+bool first_bytes_overlap(uint8_t a, uint8_t b) {
+  const uint8_t type_classes[] = {kJsonObject,  kJsonArray, kJsonString, kJsonNumber | kJsonInteger,
+                                  kJsonBoolean, kJsonNull};
+  for (uint8_t type_class : type_classes) {
+    if ((a & type_class) && (b & type_class)) return true;
+  }
+  return false;
 }
-constexpr uint8_t kTypeClasses[] = {
-    kJsonObject, kJsonArray, kJsonString, kJsonNumber | kJsonInteger, kJsonBoolean, kJsonNull};
 
 int64_t count_keyword(const json& s, const char* key, const std::string& path) {
   const json& v = s.at(key);
@@ -251,6 +249,9 @@ class JsonSchemaCompiler {
     // An alternative that admits anything (Optional[Any]) makes the union anything.
     for (int32_t n : nodes)
       if (n == JsonSchema::kAnyNode) return JsonSchema::kAnyNode;
+    // A union among the alternatives: the prefix follows them all.
+    for (int32_t n : nodes)
+      if (!at(n).alternatives.empty()) return union_node(nodes);
     JsonSchemaNode merged;
     merged.types = 0;
     bool any_literals = false;
@@ -268,9 +269,7 @@ class JsonSchemaCompiler {
           merged.literals.push_back("true");
           merged.literals.push_back("false");
         } else {
-          throw Error(str_cat("JSON schema ", path, ": '", keyword,
-                              "' mixes an enum / const with an alternative that is not one (only "
-                              "null and boolean alternatives can join an enum)"));
+          return union_node(nodes);  // an enum beside a string / number schema, ...
         }
         merged.types |= alt.types;
       }
@@ -286,23 +285,22 @@ class JsonSchemaCompiler {
     for (int32_t n : nodes)
       if (at(n).types & kJsonObject) objects.push_back(n);
     if (objects.size() > 1) {
-      const int32_t tagged = compile_tagged_union(objects, path, keyword);
+      const int32_t tagged = compile_tagged_union(objects);
+      if (tagged == JsonSchema::kNoNode) return union_node(nodes);
       std::vector<int32_t> others = {tagged};
       for (int32_t n : nodes)
         if (!(at(n).types & kJsonObject)) others.push_back(n);
       nodes = std::move(others);
     }
+    // Alternatives of different types: the value's first byte picks one. Two that admit one
+    // type: the union follows them all.
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (first_bytes_overlap(at(nodes[i]).types, at(nodes[j]).types)) return union_node(nodes);
+      }
+    }
     for (size_t i = 0; i < nodes.size(); ++i) {
       const JsonSchemaNode& alt = at(nodes[i]);
-      for (uint8_t type_class : kTypeClasses) {
-        QUENCH_REQUIRE(!(alt.types & type_class) || !(merged.types & type_class), "JSON schema ",
-                       path, ": two alternatives of '", keyword, "' both admit ",
-                       type_class_name(type_class),
-                       "; supported are alternatives of different types (e.g. a schema beside "
-                       "{\"type\": \"null\"}), which the output's first byte tells apart, and "
-                       "objects told apart by a tag (a required property of one string value "
-                       "each)");
-      }
       merged.types |= alt.types;
       if (alt.types & kJsonObject) merged.object_node = alt.object_node;
       if (alt.types & kJsonArray) merged.array_node = alt.array_node;
@@ -318,16 +316,14 @@ class JsonSchemaCompiler {
   // is one string (const, or an enum of one), different in each. The union's node asks for the
   // tag first (JsonSchemaNode::tag_key); its value picks the alternative the object goes on in.
   // The first property of the first alternative that qualifies is the tag.
-  int32_t compile_tagged_union(const std::vector<int32_t>& objects, const std::string& path,
-                               const char* keyword) {
+  int32_t compile_tagged_union(const std::vector<int32_t>& objects) {
     for (int32_t n : objects) {
-      QUENCH_REQUIRE(
-          at(n).types == kJsonObject && at(n).literals.empty() && in_progress_.count(n) == 0,
-          "JSON schema ", path, ": '", keyword,
-          "' has several alternatives that admit objects; supported are objects told "
-          "apart by a tag (a required property of one string value each), each "
-          "alternative only an object and not a reference back to a schema that "
-          "contains it");
+      // Only whole, plain object schemas can be split by a tag (not one still being compiled:
+      // a reference back to a schema that contains the union).
+      if (at(n).types != kJsonObject || !at(n).literals.empty() || in_progress_.count(n) != 0 ||
+          !at(n).alternatives.empty()) {
+        return JsonSchema::kNoNode;
+      }
     }
     const JsonSchemaNode& first = at(objects[0]);
     for (size_t p = 0; p < first.property_keys.size(); ++p) {
@@ -365,9 +361,20 @@ class JsonSchemaCompiler {
       at(index) = std::move(tagged);
       return index;
     }
-    throw Error(str_cat("JSON schema ", path, ": the object alternatives of '", keyword,
-                        "' have no tag: a property every one of them requires, whose schema is "
-                        "one string (\"const\" or an enum of one), different in each"));
+    return JsonSchema::kNoNode;  // no tag
+  }
+
+  // A union the prefix follows alternative by alternative.
+  int32_t union_node(const std::vector<int32_t>& alternatives) {
+    JsonSchemaNode n;
+    n.types = 0;
+    for (int32_t a : alternatives)
+      n.types |= at(a).types;
+    n.alternatives = alternatives;
+    const int32_t index = reserve();
+    n.object_node = n.array_node = n.string_node = n.number_node = index;
+    at(index) = std::move(n);
+    return index;
   }
 
   // The body of an object / array / scalar schema into the reserved node `index`. Its types are

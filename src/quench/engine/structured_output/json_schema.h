@@ -5,11 +5,12 @@
 //   type (one or a list), properties, required, additionalProperties (bool or schema), items,
 //   minItems, maxItems, minLength, maxLength, pattern (regex_syntax.h: the regular subset of
 //   ECMA-262), minimum, maximum, exclusiveMinimum, exclusiveMaximum (number_bounds.h), enum,
-//   const, anyOf / oneOf whose alternatives start with different bytes (Optional[X], unions of
-//   types, enums beside null; an alternative of anything makes the union anything) or are
-//   objects told apart by a tag (a required property of one string value each, which the output
-//   then writes first: pydantic's discriminated unions), allOf of one schema, $ref to "#",
-//   "#/$defs/NAME" or "#/definitions/NAME" (recursion included);
+//   const, anyOf / oneOf (alternatives that start with different bytes are told apart there;
+//   objects told apart by a tag, a required property of one string value each, are written tag
+//   first, as pydantic's discriminated unions; any other union is followed alternative by
+//   alternative, each dropped at the byte it refuses; oneOf is not checked for exclusivity),
+//   allOf of one schema, $ref to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion
+//   included);
 // format: date, time, date-time, uuid, ipv4 and email are enforced as patterns
 // (string_formats.h) where the schema has no pattern of its own; annotations (title,
 // description, default, examples, other formats, ...) are accepted and not enforced. Any other
@@ -78,6 +79,10 @@ struct JsonSchemaNode {
   // the object. Empty: not a union.
   std::string tag_key;
   std::vector<int32_t> tag_nodes;
+  // A union that neither the value's first byte nor a tag decides (anyOf / oneOf of objects
+  // without a tag, of two string or number schemas, ...): the prefix follows every alternative at
+  // once and drops each where it refuses a byte. Empty: not such a union.
+  std::vector<int32_t> alternatives;
 };
 
 class JsonSchema {

@@ -29,7 +29,11 @@ void append_bytes(std::string& out, const T& value) {
 
 }  // namespace
 
-JsonSchemaPrefix::JsonSchemaPrefix(const JsonSchema& schema) : schema_(&schema) {}
+JsonSchemaPrefix::JsonSchemaPrefix(const JsonSchema& schema)
+    : schema_(&schema), root_(schema.root()) {}
+
+JsonSchemaPrefix::JsonSchemaPrefix(const JsonSchema& schema, int32_t node, size_t depth_limit)
+    : schema_(&schema), root_(node), depth_limit_(depth_limit) {}
 
 bool JsonSchemaPrefix::feed(std::string_view bytes) {
   for (char c : bytes)
@@ -57,6 +61,12 @@ std::string JsonSchemaPrefix::key() const {
   k += '|';
   k += text_;
   k += '|';
+  k += static_cast<char>('0' + forks_.size());
+  for (const JsonSchemaPrefix& f : forks_) {
+    const std::string fork = f.key();
+    append_bytes(k, fork.size());
+    k += fork;
+  }
   for (const Frame& f : stack_) {
     append_bytes(k, f.node);
     k += f.object ? '{' : '[';
@@ -68,7 +78,7 @@ std::string JsonSchemaPrefix::key() const {
 }
 
 int32_t JsonSchemaPrefix::next_value_node() const {
-  if (stack_.empty()) return schema_->root();
+  if (stack_.empty()) return root_;
   const Frame& f = stack_.back();
   return f.object ? f.value : node(f.node).items;
 }
@@ -121,6 +131,17 @@ bool JsonSchemaPrefix::close_container() {
 bool JsonSchemaPrefix::start_value(int32_t index, unsigned char c) {
   if (index == JsonSchema::kNoNode) return false;
   const JsonSchemaNode& n = node(index);
+  if (!n.alternatives.empty()) {
+    // A union: a prefix per alternative that takes the first byte.
+    forks_.clear();
+    for (int32_t alternative : n.alternatives) {
+      JsonSchemaPrefix fork(*schema_, alternative, depth_limit_ - stack_.size());
+      if (fork.feed_fork(c) == ForkStep::kTaken) forks_.push_back(std::move(fork));
+    }
+    if (forks_.empty()) return false;
+    mode_ = Mode::kFork;
+    return true;
+  }
   if (!n.literals.empty()) {
     mode_ = Mode::kEnum, enum_node_ = index;
     text_.clear();
@@ -130,7 +151,7 @@ bool JsonSchemaPrefix::start_value(int32_t index, unsigned char c) {
     case '{':
     case '[': {
       const bool object = c == '{';
-      if (!(n.types & (object ? kJsonObject : kJsonArray)) || stack_.size() >= kMaxDepth) {
+      if (!(n.types & (object ? kJsonObject : kJsonArray)) || stack_.size() >= depth_limit_) {
         return false;
       }
       Frame f;
@@ -374,6 +395,41 @@ bool JsonSchemaPrefix::feed_pattern_string(unsigned char c) {
   }
 }
 
+// A fork's byte: taken, refused, the byte that ended its value (a closing quote or bracket, a
+// literal's last letter), or one after a value that had ended before it (a number's).
+JsonSchemaPrefix::ForkStep JsonSchemaPrefix::feed_fork(unsigned char c) {
+  if (feed_byte(c)) return mode_ == Mode::kDone ? ForkStep::kEndedWith : ForkStep::kTaken;
+  // A top-level number ends at the first byte that cannot go on it (value_done, then the byte
+  // was refused after the value).
+  return mode_ == Mode::kDone ? ForkStep::kEndedBefore : ForkStep::kRefused;
+}
+
+// A byte of a union's value: every alternative still possible takes it or drops out. While one
+// takes it, the value goes on (an alternative that ended with it, say the enum 12 beside an
+// integer schema, stays as a finished fork: the value may end there); where none does, the value
+// ended with the byte (a closing bracket or quote, a literal's last letter) or before it (a
+// number, or a finished fork), which then belongs to what follows.
+bool JsonSchemaPrefix::feed_forks(unsigned char c) {
+  bool taken = false, ended_with = false, ended_before = false;
+  size_t kept = 0;
+  for (size_t i = 0; i < forks_.size(); ++i) {
+    const ForkStep step = forks_[i].feed_fork(c);
+    taken = taken || step == ForkStep::kTaken;
+    ended_with = ended_with || step == ForkStep::kEndedWith;
+    ended_before = ended_before || step == ForkStep::kEndedBefore;
+    if (step == ForkStep::kTaken || step == ForkStep::kEndedWith) {
+      if (kept != i) forks_[kept] = std::move(forks_[i]);
+      ++kept;
+    }
+  }
+  forks_.erase(forks_.begin() + static_cast<std::ptrdiff_t>(kept), forks_.end());
+  if (taken) return true;
+  forks_.clear();
+  if (!ended_with && !ended_before) return false;
+  value_done();
+  return ended_with || feed_byte(c);
+}
+
 // A number's next byte (its first, a digit, '.' or an exponent's 'e'): where the node bounds it,
 // admitted only while the text can still become a number within the bounds (never an exponent).
 bool JsonSchemaPrefix::number_may_take(unsigned char c) {
@@ -450,7 +506,9 @@ bool JsonSchemaPrefix::feed_byte(unsigned char c) {
   whitespace_run_ = 0;
   switch (mode_) {
     case Mode::kStart:
-      return start_value(schema_->root(), c);
+      return start_value(root_, c);
+    case Mode::kFork:
+      return feed_forks(c);
     case Mode::kKeyOrClose:
       if (c == '}') return close_container();
       [[fallthrough]];

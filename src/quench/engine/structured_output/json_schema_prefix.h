@@ -8,7 +8,9 @@
 //  - an object's keys: a listed property at most once, typed exactly as listed (escapes
 //    included), or any other key where additionalProperties allows one; '}' only once every
 //    required property is present; ',' only while another key may follow; a tagged union's
-//    object starts with its tag, whose value picks the alternative for the rest;
+//    object starts with its tag, whose value picks the alternative for the rest; any other
+//    union follows each alternative in a prefix of its own (forks_), dropping it at the first
+//    byte it refuses, until one of them ends the value;
 //  - arrays: minItems / maxItems decide where ']' and ',' are allowed; strings: minLength /
 //    maxLength count code points (an escape is one);
 //  - a number with bounds: typed without an exponent, each digit or '.' admitted only where the
@@ -37,6 +39,8 @@ class JsonSchemaPrefix {
 
   // Holds a reference: `schema` must outlive the prefix (a request's SamplingParams own it).
   explicit JsonSchemaPrefix(const JsonSchema& schema);
+  JsonSchemaPrefix(const JsonSchemaPrefix&) = default;
+  JsonSchemaPrefix& operator=(const JsonSchemaPrefix&) = default;
 
   // Feeds bytes; false (and the state is then unusable) when they leave the schema's prefixes.
   // Bytes after the top-level value closed are refused.
@@ -67,6 +71,7 @@ class JsonSchemaPrefix {
     kExponentDigits,
     kLiteral,  // inside true / false / null
     kEnum,     // inside an enum / const value: text_ against the node's literals
+    kFork,     // inside a union's value: bytes go to forks_
     kDone,
   };
   // An open object or array.
@@ -78,6 +83,13 @@ class JsonSchemaPrefix {
     int32_t value = 0;   // objects: the node of the value after the current key
   };
 
+  // One alternative of a union from the value's first byte on: `node` as the top-level value,
+  // within `depth_limit` open containers.
+  JsonSchemaPrefix(const JsonSchema& schema, int32_t node, size_t depth_limit);
+  // What a fork made of a byte.
+  enum class ForkStep : uint8_t { kRefused, kTaken, kEndedWith, kEndedBefore };
+  ForkStep feed_fork(unsigned char c);
+  bool feed_forks(unsigned char c);
   bool feed_byte(unsigned char c);
   bool start_value(int32_t node, unsigned char c);
   bool feed_enum(unsigned char c);
@@ -99,6 +111,8 @@ class JsonSchemaPrefix {
   const JsonSchemaNode& node(int32_t index) const { return schema_->node(index); }
 
   const JsonSchema* schema_;
+  int32_t root_ = 0;  // the top-level value's node (a fork's alternative)
+  size_t depth_limit_ = kMaxDepth;
   Mode mode_ = Mode::kStart;
   std::vector<Frame> stack_;
   bool string_is_key_ = false;
@@ -120,6 +134,8 @@ class JsonSchemaPrefix {
   const char* literal_ = "";  // kLiteral: the rest of the literal
   int whitespace_run_ = 0;
   std::string text_;  // a matched key's, an enum value's or a bounded number's bytes so far
+  // kFork: the alternatives still possible, each a prefix of its own (in the union's order).
+  std::vector<JsonSchemaPrefix> forks_;
 };
 
 }  // namespace quench
