@@ -142,6 +142,28 @@ TEST(JsonSchemaPrefix, ArrayBoundsAndStringLengths) {
   expect_refused_at(*l, R"({"s": "ab\n\n"})", 11);
 }
 
+TEST(JsonSchemaPrefix, Tuples) {
+  // pydantic's Tuple[int, str]: prefixItems, no items past them, both required.
+  const auto pair = schema_of(R"({"type": "array", "prefixItems": [{"type": "integer"},
+      {"type": "string"}], "items": false, "minItems": 2})");
+  expect_admitted(*pair, R"([1, "a"])");
+  expect_refused_at(*pair, R"(["a")", 1);
+  expect_refused_at(*pair, R"([1, 2])", 4);
+  expect_refused_at(*pair, R"([1])", 2);
+  expect_refused_at(*pair, R"([1, "a", 3])", 7);  // no comma after the last
+  // A prefix, then any number of booleans (the items past the tuple).
+  const auto rest = schema_of(R"({"type": "array", "prefixItems": [{"type": "integer"}],
+      "items": {"type": "boolean"}})");
+  expect_admitted(*rest, "[]");
+  expect_admitted(*rest, "[7, true, false]");
+  expect_refused_at(*rest, "[7, 8", 4);
+  // Draft 7's form: items as a list, additionalItems.
+  const auto draft7 = schema_of(R"({"type": "array", "items": [{"type": "string"}],
+      "additionalItems": false})");
+  expect_admitted(*draft7, R"(["x"])");
+  expect_refused_at(*draft7, R"(["x", )", 4);
+}
+
 TEST(JsonSchemaPrefix, EnumConstAndNumbers) {
   const auto s = schema_of(R"({"type": "object", "properties": {
       "color": {"enum": ["red", "green", null, 12, 1, "a\"b"]},
@@ -259,7 +281,10 @@ TEST(JsonSchema, RefusesWhatItCannotEnforceByName) {
       R"({"type": "object", "properties": {"e": {"type": "string", "enum": [1]}}})",
       "is not of the schema's 'type'");
   expect_compile_error(R"({"type": "object", "properties": {"f": false}})", "admits no value");
-  expect_compile_error(R"({"type": "array", "items": [{"type": "string"}]})", "tuple forms");
+  expect_compile_error(R"({"type": "array", "prefixItems": [{}], "items": [{}]})",
+                       "use one tuple form");
+  expect_compile_error(R"({"type": "array", "prefixItems": [{}], "items": false, "minItems": 2})",
+                       "exceeds maxItems 1");
   expect_compile_error(R"({"type": "object", "properties": {"x": {"allOf": [{}, {}]}}})",
                        "one schema only");
   // A $ref's target is checked like any schema.

@@ -16,7 +16,8 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char* kSupported =
-    "type, properties, required, additionalProperties, items, minItems, maxItems, minLength, "
+    "type, properties, required, additionalProperties, items, prefixItems, additionalItems, "
+    "minItems, maxItems, minLength, "
     "maxLength, pattern, minimum, maximum, exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, "
     "oneOf, allOf of one schema, $ref, $defs, definitions, format (enforced: date, time, "
     "date-time, uuid, ipv4, email) and annotations (title, description, default, examples, other "
@@ -145,6 +146,8 @@ class JsonSchemaCompiler {
                                                     "required",
                                                     "additionalProperties",
                                                     "items",
+                                                    "prefixItems",
+                                                    "additionalItems",
                                                     "minItems",
                                                     "maxItems",
                                                     "minLength",
@@ -507,23 +510,43 @@ class JsonSchemaCompiler {
     }
   }
 
+  // items (one schema), the tuple forms prefixItems (2020-12) and items as a list with
+  // additionalItems (drafts 4-7), minItems and maxItems. Items past the tuple take `items` /
+  // `additionalItems` (false: none past it).
   void compile_array(const json& s, const std::string& path, JsonSchemaNode& node) {
-    if (s.contains("items")) {
-      QUENCH_REQUIRE(s.at("items").is_object() || s.at("items").is_boolean(), "JSON schema ", path,
-                     ": 'items' must be one schema (tuple forms are not supported)");
-      if (s.at("items").is_boolean() && !s.at("items").get<bool>()) {
-        node.max_items = 0;
+    const bool list_items = s.contains("items") && s.at("items").is_array();
+    QUENCH_REQUIRE(!(list_items && s.contains("prefixItems")), "JSON schema ", path,
+                   ": 'prefixItems' beside a list of 'items' (use one tuple form)");
+    const char* tuple_key = list_items ? "items" : "prefixItems";
+    const char* rest_key = list_items ? "additionalItems" : "items";
+    if (s.contains(tuple_key)) {
+      const json& tuple = s.at(tuple_key);
+      QUENCH_REQUIRE(tuple.is_array(), "JSON schema ", path, ": '", tuple_key,
+                     "' must be a list of schemas");
+      for (size_t i = 0; i < tuple.size(); ++i)
+        node.prefix_items.push_back(compile(tuple[i], str_cat(path, "/", tuple_key, "/", i)));
+    }
+    QUENCH_REQUIRE(!s.contains("additionalItems") || list_items, "JSON schema ", path,
+                   ": 'additionalItems' needs 'items' as a list (or use prefixItems and items)");
+    if (s.contains(rest_key)) {
+      const json& rest = s.at(rest_key);
+      QUENCH_REQUIRE(rest.is_object() || rest.is_boolean(), "JSON schema ", path, ": '", rest_key,
+                     "' must be a schema or a boolean");
+      if (rest.is_boolean() && !rest.get<bool>()) {
+        node.max_items = static_cast<int64_t>(node.prefix_items.size());
       } else {
-        node.items = compile(s.at("items"), path + "/items");
+        node.items = compile(rest, path + "/" + rest_key);
       }
     }
     if (s.contains("minItems")) node.min_items = count_keyword(s, "minItems", path);
     if (s.contains("maxItems")) {
       const int64_t most = count_keyword(s, "maxItems", path);
-      node.max_items = node.max_items == 0 ? 0 : most;
+      node.max_items = node.max_items >= 0 ? std::min(node.max_items, most) : most;
     }
-    QUENCH_REQUIRE(node.max_items < 0 || node.min_items <= node.max_items, "JSON schema ", path,
-                   ": minItems ", node.min_items, " exceeds maxItems ", node.max_items);
+    QUENCH_REQUIRE(
+        node.max_items < 0 || node.min_items <= node.max_items, "JSON schema ", path, ": minItems ",
+        node.min_items, " exceeds maxItems ", node.max_items,
+        node.prefix_items.empty() ? "" : " (or the tuple's length, where no items may follow it)");
   }
 
   static constexpr int32_t kInProgress = -2;

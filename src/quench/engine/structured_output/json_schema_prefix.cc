@@ -80,7 +80,11 @@ std::string JsonSchemaPrefix::key() const {
 int32_t JsonSchemaPrefix::next_value_node() const {
   if (stack_.empty()) return root_;
   const Frame& f = stack_.back();
-  return f.object ? f.value : node(f.node).items;
+  if (f.object) return f.value;
+  const JsonSchemaNode& n = node(f.node);
+  return f.items < static_cast<int64_t>(n.prefix_items.size())
+             ? n.prefix_items[static_cast<size_t>(f.items)]
+             : n.items;
 }
 
 // A value ended. The value's own state goes back to its resting values, so that prefixes that
