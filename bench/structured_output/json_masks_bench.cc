@@ -131,7 +131,7 @@ void run_json_masks_bench(const BenchOptions& options, BenchReporter& reporter) 
     std::vector<double> ms;
     int64_t allowed = 0;
     for (int rep = 0; rep < 5; ++rep) {
-      JsonTokenMasks masks(tokenizer);  // an empty cache: each build is timed
+      JsonTokenMasks masks(tokenizer, {});  // an empty cache: each build is timed
       const auto start = std::chrono::steady_clock::now();
       const std::vector<uint32_t>& bits = masks.allowed_bits(prefix);
       ms.push_back(

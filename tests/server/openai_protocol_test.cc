@@ -220,6 +220,53 @@ TEST(OpenAiProtocol, ResponseFormatTurnsOnJsonModeOrASchema) {
   }
 }
 
+// vLLM's guided decoding: guided_choice / guided_regex become a raw-text pattern, guided_json a
+// schema, and so do structured_outputs' choice / regex / json; one at most, not beside a JSON
+// response_format, each error a 400 naming the field.
+TEST(OpenAiProtocol, GuidedDecodingFields) {
+  const Fixture fx;
+  const ServedModel m = fx.model();
+  auto with = [](json fields) {
+    fields["prompt"] = "x";
+    return fields;
+  };
+  auto text_admits = [](const SamplingParams& p, const std::string& text) {
+    JsonSchemaPrefix prefix(*p.structured_output());
+    return prefix.feed(text) && (prefix.complete() || prefix.may_stop());
+  };
+  const SamplingParams choice =
+      parse_completion_request(with({{"guided_choice", {"yes", "no", "a.b"}}}), m).params;
+  ASSERT_NE(choice.text_pattern, nullptr);
+  EXPECT_TRUE(text_admits(choice, "yes"));
+  EXPECT_TRUE(text_admits(choice, "a.b"));
+  EXPECT_FALSE(text_admits(choice, "axb"));  // the choices are literals
+  EXPECT_FALSE(text_admits(choice, "ye"));
+  const SamplingParams regex =
+      parse_completion_request(with({{"structured_outputs", {{"regex", "[0-9]{3}"}}}}), m).params;
+  EXPECT_TRUE(text_admits(regex, "123"));
+  EXPECT_FALSE(text_admits(regex, "12"));
+  const json schema = {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}};
+  const SamplingParams guided_json =
+      parse_completion_request(with({{"guided_json", schema.dump()}}), m).params;
+  ASSERT_NE(guided_json.json_schema, nullptr);
+  EXPECT_TRUE(text_admits(guided_json, R"({"a": 1})"));
+  for (const auto& [bad, needle] : std::vector<std::pair<json, std::string>>{
+           {json{{"guided_regex", 5}}, "'guided_regex' must be a string"},
+           {json{{"guided_choice", json::array()}}, "non-empty list of strings"},
+           {json{{"guided_choice", {"a", 1}}}, "non-empty list of strings"},
+           {json{{"guided_regex", "a"}, {"guided_choice", {"b"}}}, "more than one"},
+           {json{{"guided_regex", "(?=a)"}}, "lookahead"},
+           {json{{"guided_json", "{nope"}}, "'guided_json' is not JSON"},
+           {json{{"structured_outputs", {{"grammar", "root ::= x"}}}},
+            "'structured_outputs.grammar' is not supported"},
+           {json{{"guided_regex", "a"}, {"response_format", {{"type", "json_object"}}}},
+            "more than one structured output"}}) {
+    const auto [status, message] = api_error([&] { parse_completion_request(with(bad), m); });
+    EXPECT_EQ(status, 400) << bad.dump();
+    EXPECT_NE(message.find(needle), std::string::npos) << message;
+  }
+}
+
 TEST(OpenAiProtocol, UnsupportedFieldsAreRefusedByName) {
   const Fixture fx;
   const ServedModel m = fx.model();

@@ -213,9 +213,11 @@ void LlmEngine::append_token(Sequence& s, int32_t token, std::optional<TokenLogp
   const auto holds = [&](const std::vector<int32_t>& ids) {
     return std::find(ids.begin(), ids.end(), token) != ids.end();
   };
-  // JSON mode: the token's bytes extend the object (the mask allowed only such tokens); its
-  // closing brace ends the request. (A prefix that took a masked token, the mask having allowed
-  // none, ends it too.)
+  // Structured output: the token's bytes extend the JSON text (the mask allowed only such
+  // tokens); its closing byte ends the request, as raw text (guided_regex / guided_choice) ends
+  // where nothing may follow it (or on the end-of-sequence token, which its mask allows wherever
+  // the text may end). A prefix that took a masked token, the mask having allowed none, ends it
+  // too.
   const std::shared_ptr<const JsonSchema> schema = s.params.structured_output();
   if (schema && !s.json_prefix) s.json_prefix = std::make_shared<JsonSchemaPrefix>(*schema);
   const bool json_ends =
@@ -342,7 +344,7 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
       Sequence& s = *edited[i];
       const std::vector<uint32_t>* allowed = nullptr;
       if (const std::shared_ptr<const JsonSchema> schema = s.params.structured_output()) {
-        if (!json_masks_) json_masks_ = std::make_unique<JsonTokenMasks>(*tokenizer_);
+        if (!json_masks_) json_masks_ = std::make_unique<JsonTokenMasks>(*tokenizer_, eos_ids_);
         if (!s.json_prefix) s.json_prefix = std::make_shared<JsonSchemaPrefix>(*schema);
         allowed = &json_masks_->allowed_bits(*s.json_prefix);
       }

@@ -50,13 +50,16 @@ void SamplingParams::validate() const {
                  "frequency_penalty ", frequency_penalty, " must be in [-2, 2] (0 = off)");
   QUENCH_REQUIRE(std::isfinite(presence_penalty) && std::abs(presence_penalty) <= 2.0f,
                  "presence_penalty ", presence_penalty, " must be in [-2, 2] (0 = off)");
-  QUENCH_REQUIRE(!(json_object && json_schema),
-                 "JSON mode and a JSON schema were both asked for; "
-                 "allowed: one response format");
+  QUENCH_REQUIRE((json_object ? 1 : 0) + (json_schema ? 1 : 0) + (text_pattern ? 1 : 0) <= 1,
+                 "more than one structured output was asked for (JSON mode, a JSON schema, a "
+                 "regex or choice); allowed: one");
+  QUENCH_REQUIRE(!text_pattern || text_pattern->raw_text(),
+                 "text_pattern must be a JsonSchema::text_pattern");
 }
 
 std::shared_ptr<const JsonSchema> SamplingParams::structured_output() const {
   if (json_schema) return json_schema;
+  if (text_pattern) return text_pattern;
   return json_object ? JsonSchema::any_object() : nullptr;
 }
 

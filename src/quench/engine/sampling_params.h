@@ -50,11 +50,16 @@ struct SamplingParams {
   // admits are taken, and the request ends (finish "stop") when that text closes
   // (engine/structured_output/). JSON mode (response_format {"type": "json_object"}) is the
   // schema of any object; json_schema (response_format {"type": "json_schema"}) a compiled
-  // JsonSchema. At most one of them. Needs the model's tokenizer.
+  // JsonSchema; text_pattern (guided_regex / guided_choice) raw text that a regular expression
+  // matches whole (JsonSchema::text_pattern: the request may end on its end-of-sequence token
+  // wherever the text matches, and ends where nothing may follow). At most one of them. Needs
+  // the model's tokenizer.
   bool json_object = false;
   std::shared_ptr<const JsonSchema> json_schema;
+  std::shared_ptr<const JsonSchema> text_pattern;
 
-  // The schema the output follows: json_schema, JsonSchema::any_object() in JSON mode, else null.
+  // The schema the output follows: json_schema, text_pattern, JsonSchema::any_object() in JSON
+  // mode, else null.
   std::shared_ptr<const JsonSchema> structured_output() const;
 
   // Throws quench::Error naming the bad field and its allowed range.

@@ -6,6 +6,7 @@
 #include "quench/core/error.h"
 #include "quench/core/json_file.h"
 #include "quench/engine/structured_output/json_schema.h"
+#include "quench/engine/structured_output/regex_syntax.h"
 #include "quench/server/api_error.h"
 #include "quench/server/chat_messages.h"
 #include "quench/server/tool_calls/forced_call_parsers.h"
@@ -107,6 +108,60 @@ std::shared_ptr<const JsonSchema> parse_json_schema_format(const json& format) {
     return JsonSchema::compile(spec.at("schema"));
   } catch (const Error& e) {
     bad_request(str_cat("'response_format.json_schema.schema': ", e.what()));
+  }
+}
+
+// vLLM's guided decoding fields: guided_json (a JSON Schema, object or text), guided_regex (the
+// whole output matches it), guided_choice (the output is one of the strings), and their newer
+// form structured_outputs {"json" | "regex" | "choice": ...}. At most one of them, and none beside
+// a JSON response_format (the engine's SamplingParams::validate says so).
+void parse_guided_decoding(const json& body, SamplingParams& params) {
+  json fields = json::object();
+  for (const char* key : {"guided_json", "guided_regex", "guided_choice"}) {
+    if (present(body, key)) fields[std::string(key).substr(7)] = body.at(key);
+  }
+  if (present(body, "structured_outputs")) {
+    const json& so = body.at("structured_outputs");
+    if (!so.is_object()) bad_request("'structured_outputs' must be an object");
+    for (const auto& [key, value] : so.items()) {
+      if (key != "json" && key != "regex" && key != "choice") {
+        bad_request(str_cat("'structured_outputs.", key,
+                            "' is not supported; supported: json, regex, choice"));
+      }
+      if (!value.is_null()) fields[key] = value;
+    }
+  }
+  if (fields.empty()) return;
+  if (fields.size() > 1) {
+    bad_request(
+        "more than one of guided_json / guided_regex / guided_choice (structured_outputs "
+        "json / regex / choice) was given; allowed: one");
+  }
+  const std::string kind = fields.begin().key();
+  const json& value = fields.begin().value();
+  try {
+    if (kind == "json") {
+      const json schema = value.is_string() ? json::parse(value.get<std::string>()) : value;
+      params.json_schema = JsonSchema::compile(schema);
+    } else if (kind == "regex") {
+      if (!value.is_string()) bad_request("'guided_regex' must be a string");
+      params.text_pattern = JsonSchema::text_pattern(value.get<std::string>());
+    } else {
+      if (!value.is_array() || value.empty()) {
+        bad_request("'guided_choice' must be a non-empty list of strings");
+      }
+      std::string alternation;
+      for (const json& choice : value) {
+        if (!choice.is_string()) bad_request("'guided_choice' must be a non-empty list of strings");
+        if (!alternation.empty()) alternation += '|';
+        alternation += regex_literal(choice.get<std::string>());
+      }
+      params.text_pattern = JsonSchema::text_pattern(alternation);
+    }
+  } catch (const json::parse_error& e) {
+    bad_request(str_cat("'guided_json' is not JSON: ", e.what()));
+  } catch (const Error& e) {
+    bad_request(str_cat("'guided_", kind, "': ", e.what()));
   }
 }
 
@@ -216,6 +271,7 @@ void parse_sampling(const json& body, int64_t default_max_tokens, bool chat, Api
           "\"json_object\" or \"json_schema\"");
     }
   }
+  parse_guided_decoding(body, r.params);
   try {
     r.params.validate();
   } catch (const Error& e) {

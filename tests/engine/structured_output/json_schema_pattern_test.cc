@@ -180,7 +180,7 @@ std::string tiny_model_dir(const std::string& name) {
 TEST(JsonSchemaPattern, MasksAllowExactlyTheTokensThePrefixAccepts) {
   const LlmEngine engine(testing_support::tiny_engine_options(tiny_model_dir("masks")));
   const Tokenizer& tokenizer = *engine.tokenizer();
-  JsonTokenMasks masks(tokenizer);
+  JsonTokenMasks masks(tokenizer, engine.eos_token_ids());
   const auto schema = patterned("^[a-f]+(-\\d)?$", 0, 6);
   for (const std::string text : {"{\"s\": \"", "{\"s\": \"abc", "{\"s\": \"abcd-"}) {
     JsonSchemaPrefix prefix(*schema);

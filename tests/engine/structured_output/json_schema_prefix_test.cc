@@ -308,7 +308,7 @@ std::string tiny_model_dir(const std::string& name) {
 TEST(JsonTokenMasks, AllowExactlyTheTokensThePrefixAccepts) {
   const LlmEngine engine(testing_support::tiny_engine_options(tiny_model_dir("masks")));
   const Tokenizer& tokenizer = *engine.tokenizer();
-  JsonTokenMasks masks(tokenizer);
+  JsonTokenMasks masks(tokenizer, engine.eos_token_ids());
   const auto person = schema_of(kPerson);
   std::vector<std::vector<uint32_t>> seen;
   for (const auto& [schema, text] : std::vector<std::pair<const JsonSchema*, std::string>>{

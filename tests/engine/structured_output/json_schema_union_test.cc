@@ -189,7 +189,7 @@ TEST(JsonSchemaUnion, MasksAndTheEngine) {
       closed_object({{"id", {{"type", "integer"}}}}, {"id"}),
       closed_object({{"name", {{"type", "string"}, {"maxLength", 8}}}}, {"name"})};
   const auto schema = object_with({{"anyOf", alternatives}});
-  JsonTokenMasks masks(tokenizer);
+  JsonTokenMasks masks(tokenizer, engine.eos_token_ids());
   for (const std::string text : {"{\"u\": ", "{\"u\": {", "{\"u\": {\"", "{\"u\": {\"id\": 1"}) {
     JsonSchemaPrefix prefix(*schema);
     ASSERT_TRUE(prefix.feed(text)) << text;

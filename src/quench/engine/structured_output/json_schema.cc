@@ -560,6 +560,20 @@ std::shared_ptr<const JsonSchema> JsonSchema::compile(const json& schema) {
   return JsonSchemaCompiler(schema).compile_root();
 }
 
+std::shared_ptr<const JsonSchema> JsonSchema::text_pattern(const std::string& regex) {
+  auto schema = std::make_shared<JsonSchema>();
+  schema->nodes_.push_back(JsonSchemaNode{});  // kAnyNode
+  JsonSchemaNode text;
+  text.types = kJsonString;
+  text.pattern = StringPattern::compile(regex, 0, -1, /*full_match=*/true);
+  text.object_node = text.array_node = text.string_node = text.number_node = 1;
+  schema->nodes_.push_back(std::move(text));
+  schema->root_ = 1;
+  schema->raw_text_ = true;
+  schema->id_ = next_schema_id.fetch_add(1);
+  return schema;
+}
+
 std::shared_ptr<const JsonSchema> JsonSchema::any_object() {
   static const std::shared_ptr<const JsonSchema> schema = compile(json{{"type", "object"}});
   return schema;

@@ -100,6 +100,13 @@ class JsonSchema {
   static std::shared_ptr<const JsonSchema> compile(const nlohmann::json& schema);
   // The schema of JSON mode: any object.
   static std::shared_ptr<const JsonSchema> any_object();
+  // Not JSON: the whole output is text that `regex` matches from start to end (guided_regex;
+  // guided_choice is the alternation of its choices' regex_literal). The output may end (the
+  // end-of-sequence token is allowed) wherever the text matches, and ends where nothing may
+  // follow. Throws quench::Error as StringPattern::compile does.
+  static std::shared_ptr<const JsonSchema> text_pattern(const std::string& regex);
+
+  bool raw_text() const { return raw_text_; }
 
   const JsonSchemaNode& node(int32_t index) const { return nodes_[static_cast<size_t>(index)]; }
   int32_t root() const { return root_; }
@@ -111,6 +118,7 @@ class JsonSchema {
   std::vector<JsonSchemaNode> nodes_;
   int32_t root_ = kAnyNode;
   uint64_t id_ = 0;
+  bool raw_text_ = false;
 };
 
 }  // namespace quench

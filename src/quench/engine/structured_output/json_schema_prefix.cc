@@ -30,7 +30,14 @@ void append_bytes(std::string& out, const T& value) {
 }  // namespace
 
 JsonSchemaPrefix::JsonSchemaPrefix(const JsonSchema& schema)
-    : schema_(&schema), root_(schema.root()) {}
+    : schema_(&schema), root_(schema.root()) {
+  if (schema.raw_text()) {
+    mode_ = Mode::kText;
+    string_node_ = root_;
+    pattern_state_ = node(root_).pattern->start();
+    end_text_if_final();  // a pattern of the empty text only
+  }
+}
 
 JsonSchemaPrefix::JsonSchemaPrefix(const JsonSchema& schema, int32_t node, size_t depth_limit)
     : schema_(&schema), root_(node), depth_limit_(depth_limit) {}
@@ -336,12 +343,7 @@ bool JsonSchemaPrefix::feed_pattern_string(unsigned char c) {
         mode_ = Mode::kEscape;
         return true;
       }
-      if (utf8_left_ > 0) {
-        if ((c & 0xC0) != 0x80) return false;
-        code_point_ = (code_point_ << 6) | (c & 0x3Fu);
-        if (--utf8_left_ == 0) return take_code_point(code_point_);
-        return utf8_range_live();
-      }
+      if (utf8_left_ > 0) return feed_utf8(c);
       if (c == '"') {
         if (!pattern.may_end(pattern_state_, chars_)) return false;
         value_done();
@@ -352,19 +354,7 @@ bool JsonSchemaPrefix::feed_pattern_string(unsigned char c) {
         return pattern.any_live(pattern_state_, 0, kMaxCodePoint, chars_);
       }
       if (c < 0x20) return false;  // control characters must be escaped
-      if (c < 0x80) return take_code_point(c);
-      // A UTF-8 lead byte (C0, C1 and F5-FF never are one; E0 / F0 leads reject overlong forms
-      // through utf8_min_, ED's surrogates through the classes, which hold none).
-      if (c >= 0xC2 && c <= 0xDF) {
-        utf8_left_ = 1, code_point_ = c & 0x1Fu, utf8_min_ = 0x80;
-      } else if (c >= 0xE0 && c <= 0xEF) {
-        utf8_left_ = 2, code_point_ = c & 0x0Fu, utf8_min_ = 0x800;
-      } else if (c >= 0xF0 && c <= 0xF4) {
-        utf8_left_ = 3, code_point_ = c & 0x07u, utf8_min_ = 0x10000;
-      } else {
-        return false;
-      }
-      return utf8_range_live();
+      return feed_utf8(c);
     case Mode::kEscape: {
       if (c == 'u') {
         mode_ = Mode::kUnicode, hex_left_ = 4, code_point_ = 0;
@@ -455,15 +445,57 @@ bool JsonSchemaPrefix::number_may_end() {
   return true;
 }
 
-// A pattern string's next character, decoded: admitted where the string can still end.
+// A raw byte of a pattern string or of raw text: an ASCII character, or a UTF-8 sequence's
+// byte (C0, C1 and F5-FF never start one; E0 / F0 leads reject overlong forms through
+// utf8_min_, ED's surrogates through the pattern's classes, which hold none).
+bool JsonSchemaPrefix::feed_utf8(unsigned char c) {
+  if (utf8_left_ > 0) {
+    if ((c & 0xC0) != 0x80) return false;
+    code_point_ = (code_point_ << 6) | (c & 0x3Fu);
+    if (--utf8_left_ == 0) return take_code_point(code_point_);
+    return utf8_range_live();
+  }
+  if (c < 0x80) return take_code_point(c);
+  if (c >= 0xC2 && c <= 0xDF) {
+    utf8_left_ = 1, code_point_ = c & 0x1Fu, utf8_min_ = 0x80;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    utf8_left_ = 2, code_point_ = c & 0x0Fu, utf8_min_ = 0x800;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    utf8_left_ = 3, code_point_ = c & 0x07u, utf8_min_ = 0x10000;
+  } else {
+    return false;
+  }
+  return utf8_range_live();
+}
+
+// A pattern string's (or raw text's) next character, decoded: admitted where the text can still
+// end. Raw text is complete where it matches and nothing may follow.
 bool JsonSchemaPrefix::take_code_point(uint32_t cp) {
   const StringPattern& pattern = *node(string_node_).pattern;
   const StringPattern::State next = pattern.step(pattern_state_, cp);
   if (!pattern.can_finish(next, chars_ + 1)) return false;
   pattern_state_ = next;
   ++chars_;
-  mode_ = Mode::kString, code_point_ = 0, utf8_min_ = 0;
+  code_point_ = 0, utf8_min_ = 0;
+  if (mode_ == Mode::kText) {
+    end_text_if_final();
+  } else {
+    mode_ = Mode::kString;
+  }
   return true;
+}
+
+void JsonSchemaPrefix::end_text_if_final() {
+  const StringPattern& pattern = *node(string_node_).pattern;
+  if (pattern.may_end(pattern_state_, chars_) &&
+      !pattern.any_live(pattern_state_, 0, kMaxCodePoint, chars_)) {
+    mode_ = Mode::kDone;
+  }
+}
+
+bool JsonSchemaPrefix::may_stop() const {
+  return mode_ == Mode::kText && utf8_left_ == 0 &&
+         node(string_node_).pattern->may_end(pattern_state_, chars_);
 }
 
 // The code points a UTF-8 sequence's bytes so far may still become: one must be live.
@@ -511,6 +543,8 @@ bool JsonSchemaPrefix::feed_byte(unsigned char c) {
   switch (mode_) {
     case Mode::kStart:
       return start_value(root_, c);
+    case Mode::kText:
+      return feed_utf8(c);
     case Mode::kFork:
       return feed_forks(c);
     case Mode::kKeyOrClose:

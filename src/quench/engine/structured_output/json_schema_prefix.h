@@ -1,7 +1,8 @@
 // Structured output: a byte-at-a-time recogniser of the prefixes of the JSON texts a JsonSchema
 // admits (RFC 8259: strings with escapes, numbers, true / false / null, nested objects and
-// arrays up to kMaxDepth), which JsonTokenMasks turns into vocabulary masks. JSON mode is the
-// schema JsonSchema::any_object(). What the schema adds to the grammar, checked at the byte
+// arrays up to kMaxDepth), or, for JsonSchema::text_pattern, of the raw texts its pattern
+// matches; JsonTokenMasks turns it into vocabulary masks. JSON mode is the schema
+// JsonSchema::any_object(). What the schema adds to the grammar, checked at the byte
 // where it is decided:
 //  - a value's first byte must start one of its node's types (an integer takes no '.' or
 //    exponent); enum / const values must be typed exactly as listed (compact JSON);
@@ -46,6 +47,9 @@ class JsonSchemaPrefix {
   // Bytes after the top-level value closed are refused.
   bool feed(std::string_view bytes);
   bool complete() const { return mode_ == Mode::kDone; }
+  // Raw text (JsonSchema::text_pattern): whether the text may end here, on the end-of-sequence
+  // token (complete() says it must). Never for JSON, which ends where its value closes.
+  bool may_stop() const;
   // Two prefixes with the same key accept the same continuations (the schema's id included).
   std::string key() const;
 
@@ -72,6 +76,7 @@ class JsonSchemaPrefix {
     kLiteral,  // inside true / false / null
     kEnum,     // inside an enum / const value: text_ against the node's literals
     kFork,     // inside a union's value: bytes go to forks_
+    kText,     // raw text (JsonSchema::text_pattern): UTF-8 bytes stepped through the pattern
     kDone,
   };
   // An open object or array.
@@ -96,7 +101,9 @@ class JsonSchemaPrefix {
   void end_enum();
   bool feed_string(unsigned char c);
   bool feed_pattern_string(unsigned char c);
+  bool feed_utf8(unsigned char c);
   bool take_code_point(uint32_t cp);
+  void end_text_if_final();
   bool number_may_take(unsigned char c);
   bool number_may_end();
   bool utf8_range_live() const;

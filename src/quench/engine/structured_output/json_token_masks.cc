@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <climits>
+#include <utility>
 
 #include "quench/tokenizer/tokenizer.h"
 
 namespace quench {
 
-JsonTokenMasks::JsonTokenMasks(const Tokenizer& tokenizer) {
+JsonTokenMasks::JsonTokenMasks(const Tokenizer& tokenizer, std::vector<int32_t> stop_ids)
+    : stop_ids_(std::move(stop_ids)) {
   bytes_.resize(static_cast<size_t>(tokenizer.vocab_size()));
   for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
     if (tokenizer.is_special(id)) continue;
@@ -61,6 +63,12 @@ const std::vector<uint32_t>& JsonTokenMasks::allowed_bits(const JsonSchemaPrefix
     }
     shared = length;
     if (refused == INT32_MAX) (*mask)[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
+  }
+  if (prefix.may_stop()) {
+    for (int32_t id : stop_ids_) {
+      if (id >= 0 && static_cast<size_t>(id) < bytes_.size())
+        (*mask)[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
+    }
   }
   if (cache_.size() >= kMaxCached) cache_.clear();
   return *cache_.emplace(key, std::move(mask)).first->second;

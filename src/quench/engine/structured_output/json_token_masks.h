@@ -21,10 +21,12 @@ class Tokenizer;
 
 class JsonTokenMasks {
  public:
-  explicit JsonTokenMasks(const Tokenizer& tokenizer);
+  // stop_ids: the end-of-sequence tokens, allowed where raw text may end
+  // (JsonSchemaPrefix::may_stop).
+  JsonTokenMasks(const Tokenizer& tokenizer, std::vector<int32_t> stop_ids);
   // The tokens the prefix may take next, packed as logit edits take them
   // (RowLogitEdits::allowed_bits: token t is bit t % 32 of word t / 32). Special tokens and ids
-  // without bytes are never allowed.
+  // without bytes are never allowed, but for the stop tokens where the prefix may stop.
   const std::vector<uint32_t>& allowed_bits(const JsonSchemaPrefix& prefix);
 
  private:
@@ -32,7 +34,8 @@ class JsonTokenMasks {
   // token beside it took 9 times that).
   static constexpr size_t kMaxCached = 4096;
   std::vector<std::string> bytes_;  // per token id; empty = never allowed
-  std::vector<int32_t> sorted_;     // the ids of non-empty bytes_, in byte order
+  std::vector<int32_t> stop_ids_;
+  std::vector<int32_t> sorted_;  // the ids of non-empty bytes_, in byte order
   // shared_[i]: the bytes sorted_[i] shares at its start with sorted_[i - 1] (0 for the first).
   std::vector<int32_t> shared_;
   std::vector<JsonSchemaPrefix> depth_states_;  // the walk's states, reused across masks

@@ -1,6 +1,7 @@
 #include "quench/engine/structured_output/regex_syntax.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "quench/core/error.h"
 #include "quench/tokenizer/utf8.h"
@@ -54,7 +55,8 @@ CodePointClass dot_chars() {
 
 class RegexParser {
  public:
-  explicit RegexParser(const std::string& pattern) : text_(pattern_code_points(pattern)) {}
+  RegexParser(const std::string& pattern, bool full_match)
+      : text_(pattern_code_points(pattern)), full_match_(full_match) {}
 
   RegexNode parse() {
     RegexNode root = parse_alternatives(true);
@@ -87,7 +89,7 @@ class RegexParser {
         ++pos_;
       }
       RegexNode sequence = parse_sequence(top_level, anchored_end);
-      if (top_level) {
+      if (top_level && !full_match_) {
         RegexNode wrapped;
         wrapped.kind = RegexNode::Kind::kSequence;
         if (!anchored_start) wrapped.children.push_back(any_string());
@@ -421,6 +423,7 @@ class RegexParser {
   }
 
   std::vector<uint32_t> text_;
+  bool full_match_ = false;
   size_t pos_ = 0;
 };
 
@@ -467,8 +470,17 @@ bool class_contains(const CodePointClass& ranges, uint32_t cp) {
   return it != ranges.begin() && cp <= std::prev(it)->hi;
 }
 
-RegexNode parse_regex(const std::string& pattern) {
-  return RegexParser(pattern).parse();
+RegexNode parse_regex(const std::string& pattern, bool full_match) {
+  return RegexParser(pattern, full_match).parse();
+}
+
+std::string regex_literal(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (std::strchr("\\^$.|?*+()[]{}/-", c) != nullptr && c != '\0') out += '\\';
+    out += c;
+  }
+  return out;
 }
 
 }  // namespace quench

@@ -42,8 +42,13 @@ struct RegexNode {
 // Repetition bounds above this are refused (each repetition is a copy in the automaton).
 inline constexpr int32_t kMaxRegexRepeat = 1000;
 
-// Throws quench::Error naming what is unsupported or malformed, and where.
-RegexNode parse_regex(const std::string& pattern);
+// Throws quench::Error naming what is unsupported or malformed, and where. full_match: the
+// expression must match the whole text (anchored at both ends; ^ and $ there change nothing),
+// as a guided_regex asks, instead of JSON Schema's match anywhere.
+RegexNode parse_regex(const std::string& pattern, bool full_match = false);
+
+// `text` as a regular expression that matches exactly it (metacharacters escaped).
+std::string regex_literal(const std::string& text);
 
 // Class algebra, exposed for the automaton and tests.
 CodePointClass normalize_class(CodePointClass ranges);  // sorts, merges, drops surrogates

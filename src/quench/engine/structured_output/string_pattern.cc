@@ -146,9 +146,9 @@ class StringPatternBuilder {
 };
 
 std::shared_ptr<const StringPattern> StringPattern::compile(const std::string& pattern,
-                                                            int64_t min_length,
-                                                            int64_t max_length) {
-  const RegexNode tree = parse_regex(pattern);
+                                                            int64_t min_length, int64_t max_length,
+                                                            bool full_match) {
+  const RegexNode tree = parse_regex(pattern, full_match);
   const int32_t positions = count_positions(tree);
   QUENCH_REQUIRE(positions <= kMaxPositions, "pattern \"", pattern,
                  "\": its repetitions expand to more than ", kMaxPositions,

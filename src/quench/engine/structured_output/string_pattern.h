@@ -33,8 +33,10 @@ class StringPattern {
 
   // Throws quench::Error for an unsupported or malformed pattern, one too large, or one that
   // admits no string of a length in [min_length, max_length] (max_length -1: no bound).
+  // full_match: parse_regex's (the whole text must match, not a part of it).
   static std::shared_ptr<const StringPattern> compile(const std::string& pattern,
-                                                      int64_t min_length, int64_t max_length);
+                                                      int64_t min_length, int64_t max_length,
+                                                      bool full_match = false);
 
   State start() const { return start_; }
   int32_t states() const { return static_cast<int32_t>(accepting_.size()); }
