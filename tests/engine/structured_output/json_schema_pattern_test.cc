@@ -124,6 +124,20 @@ TEST(JsonSchemaPattern, EnumValuesMustMatchAndErrorsNameThePlace) {
   }
 }
 
+// An unbounded pattern's prefixes in one automaton state share a key (so a mask), whatever
+// their length; with a length bound they do not.
+TEST(JsonSchemaPattern, KeysCountCharactersOnlyWhereBoundsReadThem) {
+  auto key_after = [](const JsonSchema& schema, const std::string& value) {
+    JsonSchemaPrefix p(schema);
+    EXPECT_TRUE(p.feed("{\"s\": \"") && p.feed(value)) << value;
+    return p.key();
+  };
+  const auto letters = patterned("^[a-z]+$");
+  EXPECT_EQ(key_after(*letters, "ab"), key_after(*letters, "abc"));
+  const auto bounded = patterned("^[a-z]+$", 0, 10);
+  EXPECT_NE(key_after(*bounded, "ab"), key_after(*bounded, "abc"));
+}
+
 // From {"s": ", random walks over every byte the prefix admits: each state admits some byte
 // (no dead end), and each walk that closes the string ends on a value the pattern admits.
 TEST(JsonSchemaPattern, RandomWalksNeverDeadEndAndEndOnMatches) {

@@ -475,7 +475,9 @@ bool JsonSchemaPrefix::take_code_point(uint32_t cp) {
   const StringPattern::State next = pattern.step(pattern_state_, cp);
   if (!pattern.can_finish(next, chars_ + 1)) return false;
   pattern_state_ = next;
-  ++chars_;
+  // Counted only where bounds read it: an unbounded pattern's prefixes in one state then share
+  // a key (and a cached mask) whatever their length.
+  if (pattern.bounded()) ++chars_;
   code_point_ = 0, utf8_min_ = 0;
   if (mode_ == Mode::kText) {
     end_text_if_final();

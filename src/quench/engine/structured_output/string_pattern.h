@@ -39,6 +39,9 @@ class StringPattern {
                                                       bool full_match = false);
 
   State start() const { return start_; }
+  // Whether the length bounds matter (else a string's length is never consulted, and a prefix
+  // need not count its characters).
+  bool bounded() const { return bounded_; }
   int32_t states() const { return static_cast<int32_t>(accepting_.size()); }
   // The state after code point `cp` (kDead where no string of the pattern goes on with it).
   State step(State s, uint32_t cp) const {
