@@ -142,6 +142,37 @@ TEST(JsonSchemaPrefix, ArrayBoundsAndStringLengths) {
   expect_refused_at(*l, R"({"s": "ab\n\n"})", 11);
 }
 
+void expect_compile_error(const char* schema, const std::string& needle) {
+  try {
+    schema_of(schema);
+    ADD_FAILURE() << "compiled: " << schema;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(JsonSchemaPrefix, PropertyCounts) {
+  const auto two_or_three = schema_of(R"({"type": "object", "minProperties": 2,
+      "maxProperties": 3, "additionalProperties": {"type": "integer"}})");
+  expect_admitted(*two_or_three, R"({"a": 1, "b": 2})");
+  expect_admitted(*two_or_three, R"({"a": 1, "b": 2, "c": 3})");
+  expect_refused_at(*two_or_three, R"({"a": 1})", 7);                    // one key: too few
+  expect_refused_at(*two_or_three, R"({"a": 1, "b": 2, "c": 3, )", 23);  // a fourth: too many
+  // Room is kept for the required keys: with one key typed and r missing, the next must be r.
+  const auto keep_room = schema_of(R"({"type": "object", "properties": {"r": {"type":
+      "integer"}, "o": {"type": "integer"}}, "required": ["r"], "maxProperties": 2})");
+  expect_admitted(*keep_room, R"({"a": 1, "r": 2})");
+  expect_admitted(*keep_room, R"({"o": 1, "r": 2})");
+  expect_refused_at(*keep_room, R"({"a": 1, "b": 2})", 10);
+  expect_refused_at(*keep_room, R"({"a": 1, "o": 2})", 10);
+  expect_compile_error(R"({"type": "object", "properties": {"a": {}}, "required": ["a"],
+      "maxProperties": 0})",
+                       "maxProperties 0 is below");
+  expect_compile_error(R"({"type": "object", "properties": {"a": {}}, "minProperties": 2,
+      "additionalProperties": false})",
+                       "minProperties 2 exceeds the 1 properties");
+}
+
 TEST(JsonSchemaPrefix, Tuples) {
   // pydantic's Tuple[int, str]: prefixItems, no items past them, both required.
   const auto pair = schema_of(R"({"type": "array", "prefixItems": [{"type": "integer"},
@@ -249,15 +280,6 @@ TEST(JsonSchemaPrefix, TaggedUnionsOfObjects) {
 }
 
 // ---- the compiler's refusals ----
-
-void expect_compile_error(const char* schema, const std::string& needle) {
-  try {
-    schema_of(schema);
-    ADD_FAILURE() << "compiled: " << schema;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
 
 TEST(JsonSchema, RefusesWhatItCannotEnforceByName) {
   expect_compile_error(

@@ -16,7 +16,8 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char* kSupported =
-    "type, properties, required, additionalProperties, items, prefixItems, additionalItems, "
+    "type, properties, required, additionalProperties, minProperties, maxProperties, items, "
+    "prefixItems, additionalItems, "
     "minItems, maxItems, minLength, "
     "maxLength, pattern, minimum, maximum, exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, "
     "oneOf, allOf of one schema, $ref, $defs, definitions, format (enforced: date, time, "
@@ -145,6 +146,8 @@ class JsonSchemaCompiler {
                                                     "properties",
                                                     "required",
                                                     "additionalProperties",
+                                                    "minProperties",
+                                                    "maxProperties",
                                                     "items",
                                                     "prefixItems",
                                                     "additionalItems",
@@ -508,6 +511,18 @@ class JsonSchemaCompiler {
                             ? JsonSchema::kNoNode
                             : compile(additional, path + "/additionalProperties");
     }
+    if (s.contains("minProperties")) node.min_properties = count_keyword(s, "minProperties", path);
+    if (s.contains("maxProperties")) node.max_properties = count_keyword(s, "maxProperties", path);
+    const auto required = static_cast<int64_t>(__builtin_popcountll(node.required));
+    const auto listed = static_cast<int64_t>(node.property_keys.size());
+    QUENCH_REQUIRE(
+        node.max_properties < 0 ||
+            (node.min_properties <= node.max_properties && required <= node.max_properties),
+        "JSON schema ", path, ": maxProperties ", node.max_properties, " is below minProperties ",
+        node.min_properties, " or the ", required, " required properties");
+    QUENCH_REQUIRE(node.additional != JsonSchema::kNoNode || node.min_properties <= listed,
+                   "JSON schema ", path, ": minProperties ", node.min_properties, " exceeds the ",
+                   listed, " properties an object may have (additionalProperties is false)");
   }
 
   // items (one schema), the tuple forms prefixItems (2020-12) and items as a list with

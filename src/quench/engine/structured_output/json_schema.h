@@ -2,7 +2,8 @@
 // byte by byte (response_format {"type": "json_schema"}; JSON mode is the schema
 // {"type": "object"}). The subset is the one structured-output clients send (OpenAI's strict
 // mode, pydantic's model_json_schema()):
-//   type (one or a list), properties, required, additionalProperties (bool or schema), items,
+//   type (one or a list), properties, required, additionalProperties (bool or schema),
+//   minProperties, maxProperties, items,
 //   prefixItems / items as a list with additionalItems (tuples), minItems, maxItems, minLength,
 //   maxLength, pattern (regex_syntax.h: the regular subset of ECMA-262), minimum, maximum,
 //   exclusiveMinimum, exclusiveMaximum (number_bounds.h), enum, const, anyOf / oneOf (alternatives
@@ -62,6 +63,8 @@ struct JsonSchemaNode {
   std::vector<int32_t> property_nodes;
   uint64_t required = 0;  // bit i: property i must be present
   int32_t additional = 0;
+  int64_t min_properties = 0;
+  int64_t max_properties = -1;  // -1: no bound
   // Arrays: item i follows prefix_items[i] (a tuple's), the items past it `items`.
   std::vector<int32_t> prefix_items;
   int32_t items = 0;

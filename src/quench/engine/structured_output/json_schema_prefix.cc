@@ -117,13 +117,24 @@ void JsonSchemaPrefix::value_done() {
 // values.
 bool JsonSchemaPrefix::may_close(const Frame& f) const {
   const JsonSchemaNode& n = node(f.node);
-  return f.object ? (f.seen & n.required) == n.required : f.items >= n.min_items;
+  return f.object ? (f.seen & n.required) == n.required && f.items >= n.min_properties
+                  : f.items >= n.min_items;
+}
+
+// An object's keys so far (f.items) and its required properties still missing leave no room
+// under maxProperties for any other key: the next key must be a missing required one.
+bool JsonSchemaPrefix::only_required_keys_fit(const Frame& f) const {
+  const JsonSchemaNode& n = node(f.node);
+  return n.max_properties >= 0 &&
+         f.items + __builtin_popcountll(n.required & ~f.seen) >= n.max_properties;
 }
 
 // Whether another key / value may follow in the open container.
 bool JsonSchemaPrefix::may_continue(const Frame& f) const {
   const JsonSchemaNode& n = node(f.node);
   if (!f.object) return n.max_items < 0 || f.items < n.max_items;
+  if (n.max_properties >= 0 && f.items >= n.max_properties) return false;
+  if (only_required_keys_fit(f)) return (n.required & ~f.seen) != 0;
   if (n.additional != JsonSchema::kNoNode) return true;
   const uint64_t all =
       n.property_keys.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << n.property_keys.size()) - 1;
@@ -260,21 +271,22 @@ bool JsonSchemaPrefix::end_key() {
   mode_ = Mode::kColon;
   const bool matched = key_match_;
   string_is_key_ = false, key_match_ = false;
-  if (!matched) {
-    f.value = n.additional;
-    return n.additional != JsonSchema::kNoNode;
-  }
-  for (size_t i = 0; i < n.property_keys.size(); ++i) {
-    if (n.property_keys[i] != text_) continue;
-    if (f.seen & (uint64_t{1} << i)) return false;  // a duplicate key
-    f.seen |= uint64_t{1} << i;
-    f.value = n.property_nodes[i];
-    text_.clear();
-    return true;
+  const bool required_only = only_required_keys_fit(f);
+  ++f.items;
+  if (matched) {
+    for (size_t i = 0; i < n.property_keys.size(); ++i) {
+      if (n.property_keys[i] != text_) continue;
+      const uint64_t bit = uint64_t{1} << i;
+      if ((f.seen & bit) || (required_only && !(n.required & bit))) return false;  // a duplicate
+      f.seen |= bit;
+      f.value = n.property_nodes[i];
+      text_.clear();
+      return true;
+    }
   }
   text_.clear();
   f.value = n.additional;
-  return n.additional != JsonSchema::kNoNode;
+  return n.additional != JsonSchema::kNoNode && !required_only;
 }
 
 // A byte inside a string (modes kString, kEscape, kUnicode).
@@ -313,13 +325,16 @@ bool JsonSchemaPrefix::feed_string(unsigned char c) {
     text_ += static_cast<char>(c);
     const Frame& f = stack_.back();
     const JsonSchemaNode& n = node(f.node);
+    const bool required_only = only_required_keys_fit(f);
     bool listed = false;
     for (size_t i = 0; i < n.property_keys.size(); ++i) {
       if (!starts_with(n.property_keys[i], text_)) continue;
-      if (!(f.seen & (uint64_t{1} << i))) return true;  // may still become a listed property
-      listed = true;  // a present property's key so far: a duplicate unless it goes on
+      const uint64_t bit = uint64_t{1} << i;
+      // May still become a listed property (a missing required one where only those fit).
+      if (!(f.seen & bit) && (!required_only || (n.required & bit))) return true;
+      listed = true;  // a key that cannot come here so far: refused unless it goes on
     }
-    if (n.additional == JsonSchema::kNoNode) return false;
+    if (n.additional == JsonSchema::kNoNode || required_only) return false;
     // A key no listed property starts with: any key from here on, no need to keep its bytes.
     if (!listed) key_match_ = false, text_.clear();
     return true;

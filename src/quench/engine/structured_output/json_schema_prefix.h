@@ -8,7 +8,8 @@
 //    exponent); enum / const values must be typed exactly as listed (compact JSON);
 //  - an object's keys: a listed property at most once, typed exactly as listed (escapes
 //    included), or any other key where additionalProperties allows one; '}' only once every
-//    required property is present; ',' only while another key may follow; a tagged union's
+//    required property is present (and minProperties keys); ',' only while another key may
+//    follow (maxProperties keys at most, room kept for the missing required ones); a tagged union's
 //    object starts with its tag, whose value picks the alternative for the rest; any other
 //    union follows each alternative in a prefix of its own (forks_), dropping it at the first
 //    byte it refuses, until one of them ends the value;
@@ -84,7 +85,7 @@ class JsonSchemaPrefix {
     int32_t node = 0;    // the node whose object / array constraints apply
     bool object = true;  // '{' (else '[')
     uint64_t seen = 0;   // objects: bit i = property i is present
-    int64_t items = 0;   // arrays: values so far
+    int64_t items = 0;   // values so far (objects: keys)
     int32_t value = 0;   // objects: the node of the value after the current key
   };
 
@@ -112,6 +113,7 @@ class JsonSchemaPrefix {
   bool end_key();
   bool may_close(const Frame& f) const;
   bool may_continue(const Frame& f) const;
+  bool only_required_keys_fit(const Frame& f) const;
   bool close_container();
   void value_done();
   int32_t next_value_node() const;  // the node the value about to start follows
