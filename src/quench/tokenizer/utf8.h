@@ -12,6 +12,12 @@ namespace quench {
 // points past U+10FFFF count as invalid), or npos when `text` is valid.
 size_t find_invalid_utf8(std::string_view text);
 
+// The code point of a UTF-16 surrogate pair (high in D800-DBFF, low in DC00-DFFF), as a JSON
+// "\uD83D\uDE00" escape pair writes U+1F600.
+constexpr uint32_t surrogate_pair_code_point(uint32_t high, uint32_t low) {
+  return 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00);
+}
+
 // Appends the UTF-8 encoding of code point cp (<= U+10FFFF, not a surrogate).
 void append_utf8(uint32_t cp, std::string& out);
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/structured_output_checks.h"
 #include "quench/core/error.h"
 #include "quench/engine/structured_output/json_schema_prefix.h"
 #include "quench/engine/structured_output/string_pattern.h"
@@ -57,12 +58,8 @@ TEST(StringFormats, AdmitValidValuesAndRefuseNearMisses) {
 }
 
 bool admits(const json& property, const std::string& value) {
-  const auto schema = JsonSchema::compile(json{{"type", "object"},
-                                               {"properties", {{"s", property}}},
-                                               {"required", {"s"}},
-                                               {"additionalProperties", false}});
-  JsonSchemaPrefix p(*schema);
-  return p.feed(json{{"s", value}}.dump()) && p.complete();
+  return testing_support::admits_whole(*testing_support::one_property_object("s", property),
+                                       json{{"s", value}}.dump());
 }
 
 TEST(StringFormats, EnforcedOnSchemasUnlessAPatternStandsBeside) {
@@ -75,6 +72,20 @@ TEST(StringFormats, EnforcedOnSchemasUnlessAPatternStandsBeside) {
   // A pattern wins; other formats are annotations.
   EXPECT_TRUE(admits({{"type", "string"}, {"format", "date"}, {"pattern", "^May"}}, "May 6"));
   EXPECT_TRUE(admits({{"type", "string"}, {"format", "uri"}}, "anything at all"));
+  // An enforced format is a constraint: beside a $ref it is refused (never silently dropped);
+  // another format there stays an annotation.
+  const json defs = {{"D", {{"type", "string"}}}};
+  for (const auto& [format, refused] :
+       std::vector<std::pair<std::string, bool>>{{"date", true}, {"uri", false}}) {
+    const json schema = {{"type", "object"},
+                         {"$defs", defs},
+                         {"properties", {{"d", {{"$ref", "#/$defs/D"}, {"format", format}}}}}};
+    if (refused) {
+      EXPECT_THROW(JsonSchema::compile(schema), Error) << format;
+    } else {
+      EXPECT_NO_THROW(JsonSchema::compile(schema)) << format;
+    }
+  }
   // Length bounds that no value of the format meets are an error naming the format.
   try {
     JsonSchema::compile(

@@ -27,12 +27,20 @@ constexpr const char* kSupported =
 // Keywords that describe and do not constrain: accepted, not enforced.
 const std::set<std::string>& annotation_keywords() {
   static const std::set<std::string> keywords = {
-      "title",           "description", "default",     "examples",
-      "format",          "$schema",     "$id",         "$comment",
-      "deprecated",      "readOnly",    "writeOnly",   "contentMediaType",
-      "contentEncoding", "$defs",       "definitions", "strict",
-      "discriminator"};  // OpenAPI's tag name: the compiler finds the tag itself
+      "title",    "description", "default",  "examples",     "$schema",          "$id",
+      "$comment", "deprecated",  "readOnly", "writeOnly",    "contentMediaType", "contentEncoding",
+      "$defs",    "definitions", "strict",   "discriminator"};  // OpenAPI's tag name: the compiler
+                                                                // finds the tag itself
   return keywords;
+}
+
+// Whether a keyword only describes (accepted, not enforced): the annotations, and a format
+// quench does not enforce (string_formats.h). An enforced format constrains like any keyword.
+bool annotates(const std::string& key, const json& value) {
+  if (key == "format") {
+    return !value.is_string() || string_format_pattern(value.get<std::string>()).empty();
+  }
+  return annotation_keywords().count(key) != 0;
 }
 
 uint8_t type_bit(const std::string& name, const std::string& path) {
@@ -125,11 +133,8 @@ class JsonSchemaCompiler {
     }
     check_keywords(s, path);
     bool constrains = false;  // {} and annotations alone (not an enforced format) admit anything
-    for (auto it = s.begin(); it != s.end(); ++it) {
-      const bool enforced_format = it.key() == "format" && it.value().is_string() &&
-                                   !string_format_pattern(it.value().get<std::string>()).empty();
-      constrains = constrains || annotation_keywords().count(it.key()) == 0 || enforced_format;
-    }
+    for (auto it = s.begin(); it != s.end(); ++it)
+      constrains = constrains || !annotates(it.key(), it.value());
     if (!constrains) return JsonSchema::kAnyNode;
     if (s.contains("$ref")) return compile_ref(s, path);
     if (s.contains("anyOf") || s.contains("oneOf")) return compile_any_of(s, path);
@@ -156,6 +161,7 @@ class JsonSchemaCompiler {
                                                     "minLength",
                                                     "maxLength",
                                                     "pattern",
+                                                    "format",
                                                     "enum",
                                                     "const",
                                                     "anyOf",
@@ -167,10 +173,8 @@ class JsonSchemaCompiler {
                                                     "exclusiveMinimum",
                                                     "exclusiveMaximum"};
     for (const auto& [key, value] : s.items()) {
-      (void)value;
-      QUENCH_REQUIRE(supported.count(key) != 0 || annotation_keywords().count(key) != 0,
-                     "JSON schema ", path, ": keyword '", key,
-                     "' is not supported; supported: ", kSupported);
+      QUENCH_REQUIRE(supported.count(key) != 0 || annotates(key, value), "JSON schema ", path,
+                     ": keyword '", key, "' is not supported; supported: ", kSupported);
     }
   }
 
@@ -179,9 +183,9 @@ class JsonSchemaCompiler {
   static void require_alone(const json& s, const std::string& keyword, const std::string& path,
                             const char* move_into) {
     for (auto it = s.begin(); it != s.end(); ++it) {
-      QUENCH_REQUIRE(it.key() == keyword || annotation_keywords().count(it.key()) != 0,
-                     "JSON schema ", path, ": '", it.key(), "' beside '", keyword,
-                     "' is not supported (move it into ", move_into, ")");
+      QUENCH_REQUIRE(it.key() == keyword || annotates(it.key(), it.value()), "JSON schema ", path,
+                     ": '", it.key(), "' beside '", keyword, "' is not supported (move it into ",
+                     move_into, ")");
     }
   }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "quench/tokenizer/utf8.h"
+
 namespace quench {
 namespace {
 
@@ -388,13 +390,13 @@ bool JsonSchemaPrefix::feed_pattern_string(unsigned char c) {
       if (--hex_left_ > 0) return hex_range_live();
       const uint32_t unit = code_point_;
       if (high_surrogate_ != 0) {
-        const uint32_t cp = 0x10000 + ((high_surrogate_ - 0xD800) << 10) + (unit - 0xDC00);
+        const uint32_t cp = surrogate_pair_code_point(high_surrogate_, unit);
         high_surrogate_ = 0;
         return take_code_point(cp);
       }
       if (unit >= 0xD800 && unit <= 0xDBFF) {
         // A high surrogate: its character is one of the 1024 its low half may pick.
-        const uint32_t first = 0x10000 + ((unit - 0xD800) << 10);
+        const uint32_t first = surrogate_pair_code_point(unit, 0xDC00);
         if (!pattern.any_live(pattern_state_, first, first + 0x3FF, chars_)) return false;
         high_surrogate_ = unit, code_point_ = 0, mode_ = Mode::kString;
         return true;
@@ -531,9 +533,7 @@ bool JsonSchemaPrefix::hex_range_live() const {
   const int free_bits = 4 * hex_left_;
   uint32_t lo = code_point_ << free_bits;
   uint32_t hi = lo | ((1u << free_bits) - 1);
-  auto pair = [](uint32_t high, uint32_t low) {
-    return 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00);
-  };
+  const auto pair = surrogate_pair_code_point;
   if (high_surrogate_ != 0) {
     lo = std::max(lo, 0xDC00u), hi = std::min(hi, 0xDFFFu);
     return lo <= hi && pattern.any_live(pattern_state_, pair(high_surrogate_, lo),

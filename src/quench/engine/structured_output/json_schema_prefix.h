@@ -41,8 +41,6 @@ class JsonSchemaPrefix {
 
   // Holds a reference: `schema` must outlive the prefix (a request's SamplingParams own it).
   explicit JsonSchemaPrefix(const JsonSchema& schema);
-  JsonSchemaPrefix(const JsonSchemaPrefix&) = default;
-  JsonSchemaPrefix& operator=(const JsonSchemaPrefix&) = default;
 
   // Feeds bytes; false (and the state is then unusable) when they leave the schema's prefixes.
   // Bytes after the top-level value closed are refused.

@@ -336,7 +336,7 @@ class RegexParser {
           pos_ += 2;
           const uint32_t low = parse_hex(4);
           if (low >= 0xDC00 && low <= 0xDFFF) {
-            v = 0x10000 + ((v - 0xD800) << 10) + (low - 0xDC00);
+            v = surrogate_pair_code_point(v, low);
           } else {
             pos_ = save;
           }
