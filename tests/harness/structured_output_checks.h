@@ -1,15 +1,18 @@
-// The structured-output tests' one check of a vocabulary mask: for every token, the mask allows
-// it exactly where a copy of the prefix accepts its bytes (special tokens and tokens without
-// bytes: never, but for the stop tokens where the prefix may stop).
+// The structured-output tests' shared checks: schemas of one object, a prefix's byte-exact
+// refusal, a vocabulary mask against the prefix token by token, and a request's greedy and
+// sampled outputs on the tiny engine.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "quench/engine/llm_engine.h"
 #include "quench/engine/structured_output/json_schema_prefix.h"
 #include "quench/engine/structured_output/json_token_masks.h"
 #include "quench/ops/sampling/logit_edits.h"
@@ -17,7 +20,37 @@
 
 namespace quench::testing_support {
 
-// Returns the mask's allowed tokens, after checking each of them (`label` names the prefix).
+// An object schema of exactly these properties, `required` of them required.
+inline nlohmann::json closed_object(const nlohmann::json& properties,
+                                    const nlohmann::json& required) {
+  return {{"type", "object"},
+          {"properties", properties},
+          {"required", required},
+          {"additionalProperties", false}};
+}
+
+// {key: <a value of `property`>}, nothing else.
+inline std::shared_ptr<const JsonSchema> one_property_object(const std::string& key,
+                                                             const nlohmann::json& property) {
+  return JsonSchema::compile(closed_object({{key, property}}, {key}));
+}
+
+// The whole text is accepted and complete.
+inline bool admits_whole(const JsonSchema& schema, const std::string& text) {
+  JsonSchemaPrefix p(schema);
+  return p.feed(text) && p.complete();
+}
+
+// `text` is refused at byte `at` (the bytes before it are accepted).
+inline void expect_refused_at(const JsonSchema& schema, const std::string& text, size_t at) {
+  JsonSchemaPrefix p(schema);
+  ASSERT_TRUE(p.feed(text.substr(0, at))) << text << " refused before byte " << at;
+  EXPECT_FALSE(p.feed(text.substr(at, 1))) << text << " accepted byte " << at;
+}
+
+// For every token, the mask allows it exactly where a copy of the prefix accepts its bytes
+// (special tokens and tokens without bytes: never, but for the stop tokens where the prefix may
+// stop). Returns the mask (`label` names the prefix).
 inline std::vector<uint32_t> expect_mask_follows_prefix(const Tokenizer& tokenizer,
                                                         JsonTokenMasks& masks,
                                                         const JsonSchemaPrefix& prefix,
@@ -42,6 +75,26 @@ inline std::vector<uint32_t> expect_mask_follows_prefix(const Tokenizer& tokeniz
   }
   EXPECT_GT(allowed, 0) << label << ": the mask allows nothing";
   return bits;
+}
+
+// The decoded outputs and finish reasons of two prompts under each of `params`.
+inline std::vector<std::pair<std::string, FinishReason>> outputs_of(
+    LlmEngine& engine, const std::vector<SamplingParams>& params) {
+  std::vector<std::pair<std::string, FinishReason>> outputs;
+  for (const SamplingParams& p : params) {
+    for (const RequestOutput& out : engine.generate({{5, 6, 7}, {9, 10, 11, 12}}, p))
+      outputs.emplace_back(engine.tokenizer()->decode(out.output, true), out.finish_reason);
+  }
+  return outputs;
+}
+
+// outputs_of `params` as given (greedy, say) and again sampled at temperature 1 with `seed`.
+inline std::vector<std::pair<std::string, FinishReason>> greedy_and_sampled_outputs(
+    LlmEngine& engine, const SamplingParams& params, uint64_t seed) {
+  SamplingParams sampled = params;
+  sampled.temperature = 1.0f;
+  sampled.seed = seed;
+  return outputs_of(engine, {params, sampled});
 }
 
 }  // namespace quench::testing_support

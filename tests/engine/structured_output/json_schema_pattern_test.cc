@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/structured_output_checks.h"
 #include "harness/tiny_engine.h"
-#include "harness/token_mask_check.h"
 #include "quench/core/error.h"
 #include "quench/engine/llm_engine.h"
 #include "quench/engine/structured_output/json_schema_prefix.h"
@@ -25,10 +25,7 @@ using nlohmann::json;
 
 // {"s": <a string of `string_schema`>}, required, nothing else.
 std::shared_ptr<const JsonSchema> object_with_string(const json& string_schema) {
-  return JsonSchema::compile(json{{"type", "object"},
-                                  {"properties", {{"s", string_schema}}},
-                                  {"required", {"s"}},
-                                  {"additionalProperties", false}});
+  return testing_support::one_property_object("s", string_schema);
 }
 
 std::shared_ptr<const JsonSchema> patterned(const char* pattern, int64_t min = 0,
@@ -40,17 +37,15 @@ std::shared_ptr<const JsonSchema> patterned(const char* pattern, int64_t min = 0
 }
 
 // The bytes of `value` after {"s": " are accepted, and `"}` completes the text.
+constexpr const char* kOpen = "{\"s\": \"";  // the string's bytes follow
+
 bool admits(const JsonSchema& schema, const std::string& value) {
-  JsonSchemaPrefix p(schema);
-  return p.feed("{\"s\": \"") && p.feed(value) && p.feed("\"}") && p.complete();
+  return testing_support::admits_whole(schema, kOpen + value + "\"}");
 }
 
 // The string's bytes are refused at byte `at` (the ones before accepted).
 void expect_refused_at(const JsonSchema& schema, const std::string& value, size_t at) {
-  JsonSchemaPrefix p(schema);
-  ASSERT_TRUE(p.feed("{\"s\": \"") && p.feed(value.substr(0, at)))
-      << value << " refused before byte " << at;
-  EXPECT_FALSE(p.feed(value.substr(at, 1))) << value << " accepted byte " << at;
+  testing_support::expect_refused_at(schema, kOpen + value, std::string(kOpen).size() + at);
 }
 
 TEST(JsonSchemaPattern, StringsFollowThePattern) {
@@ -206,22 +201,16 @@ TEST(JsonSchemaPattern, MasksAllowExactlyTheTokensThePrefixAccepts) {
 
 TEST(JsonSchemaPattern, EngineOutputsMatchThePattern) {
   LlmEngine engine(testing_support::tiny_engine_options(tiny_model_dir("engine")));
-  const Tokenizer& tokenizer = *engine.tokenizer();
   const char* pattern = "^[a-e]{2,5}-\\d$";
   const auto schema = patterned(pattern);
-  SamplingParams s = testing_support::greedy(256);
-  s.json_schema = schema;
-  SamplingParams sampled = s;
-  sampled.temperature = 1.0f;
-  sampled.seed = 3;
+  SamplingParams params = testing_support::greedy(256);
+  params.json_schema = schema;
   const std::regex reference(pattern, std::regex::ECMAScript);
-  for (const SamplingParams& params : {s, sampled}) {
-    for (const RequestOutput& out : engine.generate({{5, 6, 7}, {9, 10, 11, 12}}, params)) {
-      const std::string text = tokenizer.decode(out.output, true);
-      ASSERT_EQ(out.finish_reason, FinishReason::kStop) << json(text).dump();
-      const std::string value = json::parse(text).at("s").get<std::string>();
-      EXPECT_TRUE(std::regex_search(value, reference)) << text;
-    }
+  for (const auto& [text, finish] :
+       testing_support::greedy_and_sampled_outputs(engine, params, 3)) {
+    ASSERT_EQ(finish, FinishReason::kStop) << json(text).dump();
+    const std::string value = json::parse(text).at("s").get<std::string>();
+    EXPECT_TRUE(std::regex_search(value, reference)) << text;
   }
 }
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/structured_output_checks.h"
 #include "harness/tiny_engine.h"
-#include "harness/token_mask_check.h"
 #include "quench/core/error.h"
 #include "quench/engine/llm_engine.h"
 #include "quench/engine/structured_output/json_token_masks.h"
@@ -39,12 +39,7 @@ void expect_admitted(const JsonSchema& schema, const std::string& text) {
   EXPECT_TRUE(json::accept(text)) << text;  // the test's texts are JSON
 }
 
-// `text` is refused at byte `at` (the bytes before it are accepted).
-void expect_refused_at(const JsonSchema& schema, const std::string& text, size_t at) {
-  JsonSchemaPrefix p(schema);
-  ASSERT_TRUE(p.feed(text.substr(0, at))) << text << " refused before byte " << at;
-  EXPECT_FALSE(p.feed(text.substr(at, 1))) << text << " accepted byte " << at;
-}
+using testing_support::expect_refused_at;
 
 // ---- JSON mode: any object ----
 
@@ -376,18 +371,12 @@ TEST(JsonMode, OutputsStayObjectPrefixesAndEndWhenTheObjectCloses) {
   const Tokenizer& tokenizer = *engine.tokenizer();
   SamplingParams s = testing_support::greedy(40);
   s.json_object = true;
-  SamplingParams sampled = s;
-  sampled.temperature = 1.0f;
-  sampled.seed = 7;
-  for (const SamplingParams& params : {s, sampled}) {
-    for (const RequestOutput& out : engine.generate({{5, 6, 7}, {9, 10, 11, 12}}, params)) {
-      const std::string text = tokenizer.decode(out.output, true);
-      JsonSchemaPrefix p(*JsonSchema::any_object());
-      EXPECT_TRUE(p.feed(text)) << text;
-      if (out.finish_reason == FinishReason::kStop) {
-        EXPECT_TRUE(p.complete()) << text;
-        EXPECT_TRUE(json::parse(text).is_object()) << text;
-      }
+  for (const auto& [text, finish] : testing_support::greedy_and_sampled_outputs(engine, s, 7)) {
+    JsonSchemaPrefix p(*JsonSchema::any_object());
+    EXPECT_TRUE(p.feed(text)) << text;
+    if (finish == FinishReason::kStop) {
+      EXPECT_TRUE(p.complete()) << text;
+      EXPECT_TRUE(json::parse(text).is_object()) << text;
     }
   }
   const std::optional<int32_t> close = tokenizer.token_to_id("}");
@@ -406,26 +395,19 @@ TEST(JsonMode, OutputsStayObjectPrefixesAndEndWhenTheObjectCloses) {
 // kMaxWhitespaceRun; 512 tokens cover that worst case.
 TEST(JsonSchemaMode, OutputsFollowTheSchemaAndEnd) {
   LlmEngine engine(testing_support::tiny_engine_options(tiny_model_dir("schema")));
-  const Tokenizer& tokenizer = *engine.tokenizer();
   const auto schema = schema_of(R"({"type": "object", "properties": {
       "pick": {"enum": ["yes", "no"]}, "flags": {"type": "array", "items": {"type": "boolean"},
       "maxItems": 2}}, "required": ["pick", "flags"], "additionalProperties": false})");
   SamplingParams s = testing_support::greedy(512);
   s.json_schema = schema;
-  SamplingParams sampled = s;
-  sampled.temperature = 1.0f;
-  sampled.seed = 11;
-  for (const SamplingParams& params : {s, sampled}) {
-    for (const RequestOutput& out : engine.generate({{5, 6, 7}, {9, 10, 11, 12}}, params)) {
-      const std::string text = tokenizer.decode(out.output, true);
-      ASSERT_EQ(out.finish_reason, FinishReason::kStop) << json(text).dump();
-      JsonSchemaPrefix p(*schema);
-      EXPECT_TRUE(p.feed(text) && p.complete()) << text;
-      const json value = json::parse(text);
-      EXPECT_TRUE(value.at("pick") == "yes" || value.at("pick") == "no") << text;
-      EXPECT_LE(value.at("flags").size(), 2u) << text;
-      EXPECT_EQ(value.size(), 2u) << text;
-    }
+  for (const auto& [text, finish] : testing_support::greedy_and_sampled_outputs(engine, s, 11)) {
+    ASSERT_EQ(finish, FinishReason::kStop) << json(text).dump();
+    JsonSchemaPrefix p(*schema);
+    EXPECT_TRUE(p.feed(text) && p.complete()) << text;
+    const json value = json::parse(text);
+    EXPECT_TRUE(value.at("pick") == "yes" || value.at("pick") == "no") << text;
+    EXPECT_LE(value.at("flags").size(), 2u) << text;
+    EXPECT_EQ(value.size(), 2u) << text;
   }
   SamplingParams both = s;
   both.json_object = true;

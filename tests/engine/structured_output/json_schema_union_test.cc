@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/structured_output_checks.h"
 #include "harness/tiny_engine.h"
-#include "harness/token_mask_check.h"
 #include "quench/engine/llm_engine.h"
 #include "quench/engine/structured_output/json_schema_prefix.h"
 #include "quench/engine/structured_output/json_token_masks.h"
@@ -22,39 +22,21 @@ namespace {
 
 using nlohmann::json;
 
-// {"u": <a value of `property`>}, required, nothing else.
+using testing_support::admits_whole;
+using testing_support::closed_object;
+using testing_support::expect_refused_at;
+
+// {"u": <a value of `property`>}, nothing else.
 std::shared_ptr<const JsonSchema> object_with(const json& property) {
-  return JsonSchema::compile(json{{"type", "object"},
-                                  {"properties", {{"u", property}}},
-                                  {"required", {"u"}},
-                                  {"additionalProperties", false}});
-}
-
-bool admits(const JsonSchema& schema, const std::string& text) {
-  JsonSchemaPrefix p(schema);
-  return p.feed(text) && p.complete();
-}
-
-// `text` is refused at byte `at` (the bytes before it are accepted).
-void expect_refused_at(const JsonSchema& schema, const std::string& text, size_t at) {
-  JsonSchemaPrefix p(schema);
-  ASSERT_TRUE(p.feed(text.substr(0, at))) << text << " refused before byte " << at;
-  EXPECT_FALSE(p.feed(text.substr(at, 1))) << text << " accepted byte " << at;
-}
-
-json closed_object(const json& properties, const json& required) {
-  return {{"type", "object"},
-          {"properties", properties},
-          {"required", required},
-          {"additionalProperties", false}};
+  return testing_support::one_property_object("u", property);
 }
 
 TEST(JsonSchemaUnion, ObjectsWithoutATag) {
   const auto s = object_with({{"anyOf",
                                {closed_object({{"a", {{"type", "integer"}}}}, {"a"}),
                                 closed_object({{"b", {{"type", "string"}}}}, {"b"})}}});
-  EXPECT_TRUE(admits(*s, R"({"u": {"a": 1}})"));
-  EXPECT_TRUE(admits(*s, R"({"u": {"b": "x"}})"));
+  EXPECT_TRUE(admits_whole(*s, R"({"u": {"a": 1}})"));
+  EXPECT_TRUE(admits_whole(*s, R"({"u": {"b": "x"}})"));
   expect_refused_at(*s, R"({"u": {"a": "x"}})", 12);          // a is an integer
   expect_refused_at(*s, R"({"u": {"c": 1}})", 8);             // no alternative has c
   expect_refused_at(*s, R"({"u": {}})", 7);                   // each requires its key
@@ -66,8 +48,8 @@ TEST(JsonSchemaUnion, SharedKeysWithDifferentSchemas) {
       {{"oneOf",
         {closed_object({{"k", {{"type", "integer"}}}}, {"k"}),
          closed_object({{"k", {{"type", "string"}}}, {"m", {{"type", "boolean"}}}}, {"k", "m"})}}});
-  EXPECT_TRUE(admits(*s, R"({"u": {"k": 1}})"));
-  EXPECT_TRUE(admits(*s, R"({"u": {"k": "s", "m": true}})"));
+  EXPECT_TRUE(admits_whole(*s, R"({"u": {"k": 1}})"));
+  EXPECT_TRUE(admits_whole(*s, R"({"u": {"k": "s", "m": true}})"));
   expect_refused_at(*s, R"({"u": {"k": "s"}})", 15);  // the string one needs m
   expect_refused_at(*s, R"({"u": {"k": 1, "m": true}})", 13);
 }
@@ -75,21 +57,21 @@ TEST(JsonSchemaUnion, SharedKeysWithDifferentSchemas) {
 TEST(JsonSchemaUnion, NumbersStringsAndEnums) {
   const auto numbers = object_with(
       {{"anyOf", {{{"type", "integer"}, {"maximum", 5}}, {{"type", "number"}, {"minimum", 100}}}}});
-  EXPECT_TRUE(admits(*numbers, R"({"u": 3})"));
-  EXPECT_TRUE(admits(*numbers, R"({"u": 150.5})"));
+  EXPECT_TRUE(admits_whole(*numbers, R"({"u": 3})"));
+  EXPECT_TRUE(admits_whole(*numbers, R"({"u": 150.5})"));
   expect_refused_at(*numbers, R"({"u": 50})", 8);  // 50 could still become 500, not end
   expect_refused_at(*numbers, R"({"u": 3.5})", 7);
   const auto auto_or_digits = object_with(
       {{"anyOf", {{{"enum", {"auto"}}}, {{"type", "string"}, {"pattern", "^[0-9]+$"}}}}});
-  EXPECT_TRUE(admits(*auto_or_digits, R"({"u": "auto"})"));
-  EXPECT_TRUE(admits(*auto_or_digits, R"({"u": "123"})"));
+  EXPECT_TRUE(admits_whole(*auto_or_digits, R"({"u": "auto"})"));
+  EXPECT_TRUE(admits_whole(*auto_or_digits, R"({"u": "123"})"));
   expect_refused_at(*auto_or_digits, R"({"u": "aut"})", 10);
   expect_refused_at(*auto_or_digits, R"({"u": "1a"})", 8);
   // A value one alternative has finished while another goes on.
   const auto enum_or_large =
       object_with({{"anyOf", {{{"enum", {1, 12}}}, {{"type", "integer"}, {"minimum", 100}}}}});
   for (const char* ok : {R"({"u": 1})", R"({"u": 12})", R"({"u": 123})", R"({"u": 130})"})
-    EXPECT_TRUE(admits(*enum_or_large, ok)) << ok;
+    EXPECT_TRUE(admits_whole(*enum_or_large, ok)) << ok;
   expect_refused_at(*enum_or_large, R"({"u": 13})", 8);
   expect_refused_at(*enum_or_large, R"({"u": -1})", 6);
   // Tags that do not qualify (not required, several values, not strings, repeated) leave an
@@ -98,16 +80,16 @@ TEST(JsonSchemaUnion, NumbersStringsAndEnums) {
       {{"anyOf",
         {{{"type", "object"}, {"properties", {{"t", {{"const", "a"}}}}}},
          {{"type", "object"}, {"properties", {{"t", {{"const", "b"}}}}}, {"required", {"t"}}}}}});
-  EXPECT_TRUE(admits(*loose, R"({"u": {}})"));
-  EXPECT_TRUE(admits(*loose, R"({"u": {"t": "b"}})"));
+  EXPECT_TRUE(admits_whole(*loose, R"({"u": {}})"));
+  EXPECT_TRUE(admits_whole(*loose, R"({"u": {"t": "b"}})"));
   const auto object_or_null = object_with(
       {{"anyOf",
         {{{"type", {"object", "null"}},
           {"properties", {{"t", {{"const", "a"}}}}},
           {"required", {"t"}}},
          {{"type", "object"}, {"properties", {{"t", {{"const", "b"}}}}}, {"required", {"t"}}}}}});
-  EXPECT_TRUE(admits(*object_or_null, R"({"u": null})"));
-  EXPECT_TRUE(admits(*object_or_null, R"({"u": {"t": "b"}})"));
+  EXPECT_TRUE(admits_whole(*object_or_null, R"({"u": null})"));
+  EXPECT_TRUE(admits_whole(*object_or_null, R"({"u": {"t": "b"}})"));
   expect_refused_at(*object_or_null, R"({"u": {"t": "c"}})", 13);
 }
 
@@ -117,8 +99,8 @@ TEST(JsonSchemaUnion, UnionsInArraysEndAtCommasAndBrackets) {
       {"items",
        {{"anyOf",
          {{{"type", "integer"}, {"minimum", 10}}, {{"type", "integer"}, {"maximum", -10}}}}}}});
-  EXPECT_TRUE(admits(*s, "[12,-15, 10 ]"));
-  EXPECT_TRUE(admits(*s, "[]"));
+  EXPECT_TRUE(admits_whole(*s, "[12,-15, 10 ]"));
+  EXPECT_TRUE(admits_whole(*s, "[]"));
   expect_refused_at(*s, "[5]", 2);   // 5 may still become 50, but not end
   expect_refused_at(*s, "[-5,", 3);  // -5 fits neither
   // Nested unions: a union whose alternative is a union.
@@ -126,9 +108,9 @@ TEST(JsonSchemaUnion, UnionsInArraysEndAtCommasAndBrackets) {
       object_with({{"anyOf",
                     {{{"anyOf", {{{"type", "integer"}}, {{"type", "number"}, {"minimum", 0.5}}}}},
                      {{"type", "string"}}}}});
-  EXPECT_TRUE(admits(*nested, R"({"u": 0.75})"));
-  EXPECT_TRUE(admits(*nested, R"({"u": -3})"));
-  EXPECT_TRUE(admits(*nested, R"({"u": "x"})"));
+  EXPECT_TRUE(admits_whole(*nested, R"({"u": 0.75})"));
+  EXPECT_TRUE(admits_whole(*nested, R"({"u": -3})"));
+  EXPECT_TRUE(admits_whole(*nested, R"({"u": "x"})"));
   expect_refused_at(*nested, R"({"u": 0.25})", 8);  // 0.2x is no integer, and below 0.5
 }
 
@@ -171,7 +153,7 @@ TEST(JsonSchemaUnion, RandomWalksNeverDeadEnd) {
     bool matched = false;
     for (const json& alternative : alternatives) {
       const auto one = object_with(alternative);
-      matched = matched || admits(*one, json{{"u", u}}.dump());
+      matched = matched || admits_whole(*one, json{{"u", u}}.dump());
     }
     EXPECT_TRUE(matched) << text;
   }
@@ -200,9 +182,8 @@ TEST(JsonSchemaUnion, MasksAndTheEngine) {
   params.json_schema = schema;
   params.temperature = 1.0f;
   params.seed = 21;
-  for (const RequestOutput& out : engine.generate({{5, 6, 7}, {9, 10, 11, 12}}, params)) {
-    const std::string text = tokenizer.decode(out.output, true);
-    ASSERT_EQ(out.finish_reason, FinishReason::kStop) << json(text).dump();
+  for (const auto& [text, finish] : testing_support::outputs_of(engine, {params})) {
+    ASSERT_EQ(finish, FinishReason::kStop) << json(text).dump();
     const json u = json::parse(text).at("u");
     EXPECT_TRUE((u.size() == 1 && u.contains("id") && u["id"].is_number_integer()) ||
                 (u.size() == 1 && u.contains("name") && u["name"].is_string()))

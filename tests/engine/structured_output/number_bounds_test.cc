@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/structured_output_checks.h"
 #include "harness/tiny_engine.h"
 #include "quench/core/error.h"
 #include "quench/engine/llm_engine.h"
@@ -152,10 +153,7 @@ void expect_compile_error(const json& schema, const char* fragment) {
 }
 
 json object_with(const json& property) {
-  return {{"type", "object"},
-          {"properties", {{"n", property}}},
-          {"required", {"n"}},
-          {"additionalProperties", false}};
+  return testing_support::closed_object({{"n", property}}, {"n"});
 }
 
 TEST(NumberBounds, SchemasThatAdmitNothingAreRefused) {
@@ -175,8 +173,7 @@ TEST(NumberBounds, SchemasThatAdmitNothingAreRefused) {
 }
 
 bool admits(const JsonSchema& schema, const std::string& number) {
-  JsonSchemaPrefix p(schema);
-  return p.feed("{\"n\": ") && p.feed(number) && p.feed("}") && p.complete();
+  return testing_support::admits_whole(schema, "{\"n\": " + number + "}");
 }
 
 TEST(NumberBounds, ThePrefixRefusesAtTheDecidingByte) {
@@ -255,21 +252,15 @@ std::string tiny_model_dir(const std::string& name) {
 
 TEST(NumberBounds, EngineOutputsLieWithinTheBounds) {
   LlmEngine engine(testing_support::tiny_engine_options(tiny_model_dir("engine")));
-  const Tokenizer& tokenizer = *engine.tokenizer();
   const json property = {{"type", "integer"}, {"minimum", 10}, {"maximum", 999}};
-  SamplingParams s = testing_support::greedy(128);
-  s.json_schema = JsonSchema::compile(object_with(property));
-  SamplingParams sampled = s;
-  sampled.temperature = 1.0f;
-  sampled.seed = 9;
-  for (const SamplingParams& params : {s, sampled}) {
-    for (const RequestOutput& out : engine.generate({{5, 6, 7}, {9, 10, 11, 12}}, params)) {
-      const std::string text = tokenizer.decode(out.output, true);
-      ASSERT_EQ(out.finish_reason, FinishReason::kStop) << json(text).dump();
-      const int64_t n = json::parse(text).at("n").get<int64_t>();
-      EXPECT_GE(n, 10) << text;
-      EXPECT_LE(n, 999) << text;
-    }
+  SamplingParams params = testing_support::greedy(128);
+  params.json_schema = JsonSchema::compile(object_with(property));
+  for (const auto& [text, finish] :
+       testing_support::greedy_and_sampled_outputs(engine, params, 9)) {
+    ASSERT_EQ(finish, FinishReason::kStop) << json(text).dump();
+    const int64_t n = json::parse(text).at("n").get<int64_t>();
+    EXPECT_GE(n, 10) << text;
+    EXPECT_LE(n, 999) << text;
   }
 }
 

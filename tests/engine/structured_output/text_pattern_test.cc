@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/structured_output_checks.h"
 #include "harness/tiny_engine.h"
-#include "harness/token_mask_check.h"
 #include "quench/engine/llm_engine.h"
 #include "quench/engine/structured_output/json_schema_prefix.h"
 #include "quench/engine/structured_output/json_token_masks.h"
@@ -83,15 +83,10 @@ TEST(TextPattern, MasksAllowStopTokensWhereTheTextMayEnd) {
   SamplingParams params = testing_support::greedy(64);
   params.text_pattern = JsonSchema::text_pattern(
       regex_literal("prefill") + "|" + regex_literal("decode") + "|" + regex_literal("cache hit"));
-  SamplingParams sampled = params;
-  sampled.temperature = 1.0f;
-  sampled.seed = 4;
-  for (const SamplingParams& p : {params, sampled}) {
-    for (const RequestOutput& out : engine.generate({{5, 6, 7}, {9, 10, 11, 12}}, p)) {
-      const std::string text = tokenizer.decode(out.output, true);
-      EXPECT_EQ(out.finish_reason, FinishReason::kStop) << text;
-      EXPECT_TRUE(text == "prefill" || text == "decode" || text == "cache hit") << text;
-    }
+  for (const auto& [text, finish] :
+       testing_support::greedy_and_sampled_outputs(engine, params, 4)) {
+    EXPECT_EQ(finish, FinishReason::kStop) << text;
+    EXPECT_TRUE(text == "prefill" || text == "decode" || text == "cache hit") << text;
   }
 }
 
