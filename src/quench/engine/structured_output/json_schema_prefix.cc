@@ -66,6 +66,7 @@ std::string JsonSchemaPrefix::key() const {
   append_bytes(k, utf8_left_);
   append_bytes(k, utf8_min_);
   append_bytes(k, high_surrogate_);
+  append_bytes(k, utf8_lead_);
   k += literal_;
   k += '|';
   k += text_;
@@ -101,7 +102,7 @@ int32_t JsonSchemaPrefix::next_value_node() const {
 void JsonSchemaPrefix::value_done() {
   string_node_ = 0, chars_ = 0, enum_node_ = 0, integer_only_ = false, number_node_ = 0;
   pattern_state_ = StringPattern::kDead;
-  code_point_ = 0, utf8_left_ = 0, utf8_min_ = 0, high_surrogate_ = 0;
+  code_point_ = 0, utf8_left_ = 0, utf8_min_ = 0, high_surrogate_ = 0, utf8_lead_ = 0;
   if (stack_.empty()) {
     mode_ = Mode::kDone;
     return;
@@ -291,36 +292,69 @@ bool JsonSchemaPrefix::end_key() {
   return n.additional != JsonSchema::kNoNode && !required_only;
 }
 
-// A byte inside a string (modes kString, kEscape, kUnicode).
+// A byte inside a string (modes kString, kEscape, kUnicode). Keys and strings without a pattern
+// take any well-formed JSON string: UTF-8 by Unicode's table 3-7 (no overlong form, no surrogate,
+// nothing past U+10FFFF) and \u escapes whose surrogates come in pairs, so that every JSON text
+// the mask lets through parses. Only what the next byte may be is kept (the continuation bytes
+// still to come and, after E0, ED, F0 or F4, the first one's narrower range; whether a low
+// surrogate's escape must follow), so that such strings share mask keys whatever their text.
 bool JsonSchemaPrefix::feed_string(unsigned char c) {
   if (!string_is_key_ && node(string_node_).pattern) return feed_pattern_string(c);
-  const Mode before = mode_;
-  if (mode_ == Mode::kString && c == '"') {
-    if (string_is_key_) return end_key();
-    if (chars_ < node(string_node_).min_length) return false;
-    chars_ = 0;
-    value_done();
-    return true;
-  }
+  bool new_char = false;  // the byte starts a character (a length bound counts it)
   switch (mode_) {
     case Mode::kString:
+      if (utf8_left_ > 0) {
+        if (c < continuation_min() || c > continuation_max()) return false;
+        --utf8_left_, utf8_lead_ = 0;
+        break;
+      }
+      if (high_surrogate_ != 0) {  // only the low half's escape may follow
+        if (c != '\\') return false;
+        mode_ = Mode::kEscape;
+        break;
+      }
+      if (c == '"') {
+        if (string_is_key_) return end_key();
+        if (chars_ < node(string_node_).min_length) return false;
+        chars_ = 0;
+        value_done();
+        return true;
+      }
       if (c < 0x20) return false;  // control characters must be escaped
-      if (c == '\\') mode_ = Mode::kEscape;
+      new_char = true;
+      if (c == '\\') {
+        mode_ = Mode::kEscape;
+      } else if (c >= 0x80 && !start_utf8_sequence(c)) {
+        return false;
+      }
       break;
     case Mode::kEscape:
       if (c == 'u') {
-        mode_ = Mode::kUnicode, hex_left_ = 4;
-      } else if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' ||
-                 c == 'r' || c == 't') {
+        mode_ = Mode::kUnicode, hex_left_ = 4, code_point_ = 0;
+      } else if (high_surrogate_ == 0 && c != 0 && std::strchr("\"\\/bfnrt", c) != nullptr) {
         mode_ = Mode::kString;
       } else {
         return false;
       }
       break;
-    default:  // kUnicode
+    default: {  // kUnicode
       if (!is_hex(c)) return false;
-      if (--hex_left_ == 0) mode_ = Mode::kString;
+      code_point_ = code_point_ * 16 + hex_value(c);
+      --hex_left_;
+      // The units the digits so far may still become: after a high surrogate only a low one,
+      // elsewhere anything but a lone low surrogate.
+      const uint32_t lo = code_point_ << (4 * hex_left_);
+      const uint32_t hi = lo | ((1u << (4 * hex_left_)) - 1);
+      const bool low_half = lo <= 0xDFFF && hi >= 0xDC00;
+      if (high_surrogate_ != 0 ? !low_half : (lo >= 0xDC00 && hi <= 0xDFFF)) return false;
+      if (hex_left_ > 0) break;
+      // The pair's value does not matter here; one marker keeps the keys shared.
+      high_surrogate_ =
+          high_surrogate_ == 0 && code_point_ >= 0xD800 && code_point_ <= 0xDBFF ? 0xD800 : 0;
+      code_point_ = 0;
+      mode_ = Mode::kString;
       break;
+    }
   }
   if (string_is_key_) {
     if (!key_match_) return true;
@@ -341,13 +375,38 @@ bool JsonSchemaPrefix::feed_string(unsigned char c) {
     if (!listed) key_match_ = false, text_.clear();
     return true;
   }
-  // A string value: count code points (a UTF-8 lead byte, or the backslash of an escape) where
-  // the node bounds them.
+  // A string value: count characters (a UTF-8 lead byte, or the backslash of an escape; a
+  // surrogate pair's second escape is the same character) where the node bounds them.
   const JsonSchemaNode& n = node(string_node_);
-  if (n.min_length == 0 && n.max_length < 0) return true;
-  if (before != Mode::kString || (c & 0xC0) == 0x80) return true;
+  if (!new_char || (n.min_length == 0 && n.max_length < 0)) return true;
   ++chars_;
   return n.max_length < 0 || chars_ <= n.max_length;
+}
+
+// A UTF-8 lead byte of a string without a pattern: C0, C1 and F5-FF never start a sequence.
+// Only E0, ED, F0 and F4 narrow the next byte, so only they are kept (in the key).
+bool JsonSchemaPrefix::start_utf8_sequence(unsigned char c) {
+  if (c >= 0xC2 && c <= 0xDF) {
+    utf8_left_ = 1;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    utf8_left_ = 2;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    utf8_left_ = 3;
+  } else {
+    return false;
+  }
+  utf8_lead_ = (c == 0xE0 || c == 0xED || c == 0xF0 || c == 0xF4) ? c : 0;
+  return true;
+}
+
+// The next continuation byte's range: after E0 no overlong form (A0-BF), after ED no surrogate
+// (80-9F), after F0 no overlong form (90-BF), after F4 nothing past U+10FFFF (80-8F).
+unsigned char JsonSchemaPrefix::continuation_min() const {
+  return utf8_lead_ == 0xE0 ? 0xA0 : utf8_lead_ == 0xF0 ? 0x90 : 0x80;
+}
+
+unsigned char JsonSchemaPrefix::continuation_max() const {
+  return utf8_lead_ == 0xED ? 0x9F : utf8_lead_ == 0xF4 ? 0x8F : 0xBF;
 }
 
 // A byte of a string value with a pattern (modes kString, kEscape, kUnicode).

@@ -100,6 +100,9 @@ class JsonSchemaPrefix {
   void end_enum();
   bool feed_string(unsigned char c);
   bool feed_pattern_string(unsigned char c);
+  bool start_utf8_sequence(unsigned char c);
+  unsigned char continuation_min() const;
+  unsigned char continuation_max() const;
   bool feed_utf8(unsigned char c);
   bool take_code_point(uint32_t cp);
   void end_text_if_final();
@@ -138,6 +141,9 @@ class JsonSchemaPrefix {
   int utf8_left_ = 0;
   uint32_t utf8_min_ = 0;
   uint32_t high_surrogate_ = 0;
+  // A key's or a string's without a pattern: its UTF-8 lead while it narrows the next byte
+  // (E0, ED, F0, F4), else 0; utf8_left_ counts the bytes still to come.
+  unsigned char utf8_lead_ = 0;
   const char* literal_ = "";  // kLiteral: the rest of the literal
   int whitespace_run_ = 0;
   std::string text_;  // a matched key's, an enum value's or a bounded number's bytes so far
