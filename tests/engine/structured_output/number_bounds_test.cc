@@ -1,12 +1,14 @@
-// Structured output's number bounds: exact decimal comparison; may_continue is exactly "some
-// number within the bounds starts with this text" (checked against every number of up to six
-// characters, over every number prefix of up to four, for bounds of each kind); the recogniser
+// Structured output's number bounds and multipleOf: exact decimal comparison; may_continue is
+// exactly "some number within the bounds, a multiple of multipleOf, starts with this text"
+// (checked against every number of up to six characters, over every number prefix of up to
+// four, for bounds of each kind and steps with and without a fraction); the recogniser
 // admits a bounded number's bytes accordingly and never dead-ends; and a request with bounded
 // properties ends on values within them.
 #include "quench/engine/structured_output/number_bounds.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -105,7 +107,18 @@ TEST(NumberBounds, MayContinueIsExact) {
         Case{R"({"minimum": 0.05, "exclusiveMaximum": 0.1})", false},
         Case{R"({"minimum": 3, "maximum": 3})", false},
         Case{R"({"minimum": -2.5, "maximum": 3.5})", true},
-        Case{R"({"exclusiveMinimum": -1.5, "exclusiveMaximum": 2})", true}}) {
+        Case{R"({"exclusiveMinimum": -1.5, "exclusiveMaximum": 2})", true},
+        // multipleOf, alone and with bounds: 1. may not go on under 2.5 (no multiple in [1, 2)),
+        // 0.5 for integers is every integer, 0.3 for integers is 3.
+        Case{R"({"multipleOf": 0.25, "minimum": -1, "maximum": 2})", false},
+        Case{R"({"multipleOf": 3, "minimum": -10, "maximum": 20})", true},
+        Case{R"({"multipleOf": 2.5, "exclusiveMinimum": 0, "maximum": 10})", false},
+        Case{R"({"multipleOf": 0.5})", true}, Case{R"({"multipleOf": 0.3, "maximum": 50})", true},
+        Case{R"({"multipleOf": 0.1, "minimum": 0.25, "maximum": 0.55})", false},
+        Case{R"({"multipleOf": 0.05, "exclusiveMaximum": 0.3, "minimum": -0.1})", false},
+        Case{R"({"multipleOf": 1.5e1, "exclusiveMinimum": -31})", true},
+        // An exclusive bound on a multiple: the next multiple up (none in (2, 3) after "2.").
+        Case{R"({"multipleOf": 2, "exclusiveMinimum": 2, "maximum": 10})", false}}) {
     const auto bounds = NumberBounds::compile(json::parse(c.schema), c.integer_only, "#");
     ASSERT_NE(bounds, nullptr);
     const json limits = json::parse(c.schema);
@@ -118,6 +131,11 @@ TEST(NumberBounds, MayContinueIsExact) {
       if (limits.contains("maximum") && v > limits["maximum"].get<double>()) return false;
       if (limits.contains("exclusiveMaximum") && v >= limits["exclusiveMaximum"].get<double>())
         return false;
+      if (limits.contains("multipleOf")) {  // in millionths: every text and step here is exact
+        const auto scaled = std::llround(v * 1e6);
+        const auto step = std::llround(limits["multipleOf"].get<double>() * 1e6);
+        if (scaled % step != 0) return false;
+      }
       return true;
     };
     // reachable[i]: some complete number within the bounds starts with prefixes[i] (among the
@@ -170,6 +188,29 @@ TEST(NumberBounds, SchemasThatAdmitNothingAreRefused) {
   expect_compile_error(object_with({{"enum", {1, 5}}, {"maximum", 3}}),
                        "the enum value 5 lies outside");
   expect_compile_error(object_with({{"minimum", "0"}}), "'minimum' must be a number");
+  expect_compile_error(
+      object_with({{"type", "integer"}, {"minimum", 1}, {"maximum", 2}, {"multipleOf", 3}}),
+      "the bounds admit no integer that is a multiple of multipleOf");
+  // Integer multiples of 0.4 are the even integers: none in [1, 1.9].
+  expect_compile_error(
+      object_with({{"type", "integer"}, {"minimum", 1}, {"maximum", 1.9}, {"multipleOf", 0.4}}),
+      "admit no integer");
+  expect_compile_error(object_with({{"minimum", 1}, {"maximum", 2}, {"multipleOf", 2.5}}),
+                       "admit no number");
+  EXPECT_NO_THROW(
+      JsonSchema::compile(object_with({{"minimum", -5}, {"maximum", -5}, {"multipleOf", 2.5}})));
+  // Exclusive bounds on multiples: none in (2, 3], none in (-2, 0); -2 in (-4, -1].
+  expect_compile_error(object_with({{"exclusiveMinimum", 2}, {"maximum", 3}, {"multipleOf", 2}}),
+                       "admit no number");
+  expect_compile_error(
+      object_with({{"exclusiveMinimum", -2}, {"exclusiveMaximum", 0}, {"multipleOf", 2}}),
+      "admit no number");
+  EXPECT_NO_THROW(JsonSchema::compile(
+      object_with({{"exclusiveMinimum", -4}, {"maximum", -1}, {"multipleOf", 2}})));
+  for (const json& bad : {json(0), json(-2), json("2"), json(1e30)})
+    expect_compile_error(object_with({{"multipleOf", bad}}), "'multipleOf'");
+  expect_compile_error(object_with({{"enum", {4, 5}}, {"multipleOf", 2}}),
+                       "the enum value 5 lies outside the schema's bounds or is not a multiple");
 }
 
 bool admits(const JsonSchema& schema, const std::string& number) {
@@ -212,7 +253,9 @@ TEST(NumberBounds, RandomWalksNeverDeadEndAndEndWithin) {
        {json{{"type", "integer"}, {"minimum", -7}, {"maximum", 130}},
         json{{"type", "number"}, {"exclusiveMinimum", 0.25}, {"exclusiveMaximum", 0.3}},
         json{{"type", "number"}, {"minimum", -1000.5}},
-        json{{"type", "integer"}, {"exclusiveMaximum", -99}}}) {
+        json{{"type", "integer"}, {"exclusiveMaximum", -99}},
+        json{{"type", "number"}, {"multipleOf", 0.75}, {"minimum", -4}, {"maximum", 4}},
+        json{{"type", "integer"}, {"multipleOf", 2.5}, {"exclusiveMinimum", 3}}}) {
     const auto schema = JsonSchema::compile(object_with(property));
     const auto bounds = NumberBounds::compile(property, property["type"] == "integer", "#");
     int ended = 0;

@@ -19,7 +19,8 @@ constexpr const char* kSupported =
     "type, properties, required, additionalProperties, minProperties, maxProperties, items, "
     "prefixItems, additionalItems, "
     "minItems, maxItems, minLength, "
-    "maxLength, pattern, minimum, maximum, exclusiveMinimum, exclusiveMaximum, enum, const, anyOf, "
+    "maxLength, pattern, minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf, enum, "
+    "const, anyOf, "
     "oneOf, allOf of one schema, $ref, $defs, definitions, format (enforced: date, time, "
     "date-time, uuid, ipv4, email) and annotations (title, description, default, examples, other "
     "formats, ...)";
@@ -171,7 +172,8 @@ class JsonSchemaCompiler {
                                                     "minimum",
                                                     "maximum",
                                                     "exclusiveMinimum",
-                                                    "exclusiveMaximum"};
+                                                    "exclusiveMaximum",
+                                                    "multipleOf"};
     for (const auto& [key, value] : s.items()) {
       QUENCH_REQUIRE(supported.count(key) != 0 || annotates(key, value), "JSON schema ", path,
                      ": keyword '", key, "' is not supported; supported: ", kSupported);
@@ -474,7 +476,7 @@ class JsonSchemaCompiler {
     for (const std::string& literal : node.literals) {
       QUENCH_REQUIRE(!json::parse(literal).is_number() || node.number_bounds->contains(literal),
                      "JSON schema ", path, ": the enum value ", literal,
-                     " lies outside the schema's bounds");
+                     " lies outside the schema's bounds or is not a multiple of its multipleOf");
     }
   }
 

@@ -6,18 +6,17 @@
 //   minProperties, maxProperties, items,
 //   prefixItems / items as a list with additionalItems (tuples), minItems, maxItems, minLength,
 //   maxLength, pattern (regex_syntax.h: the regular subset of ECMA-262), minimum, maximum,
-//   exclusiveMinimum, exclusiveMaximum (number_bounds.h), enum, const, anyOf / oneOf (alternatives
-//   that start with different bytes are told apart there; objects told apart by a tag, a required
-//   property of one string value each, are written tag first, as pydantic's discriminated unions;
-//   any other union is followed alternative by alternative, each dropped at the byte it refuses;
-//   oneOf is not checked for exclusivity), allOf of one schema, $ref to "#", "#/$defs/NAME" or
-//   "#/definitions/NAME" (recursion included);
+//   exclusiveMinimum, exclusiveMaximum, multipleOf (number_bounds.h), enum, const, anyOf / oneOf
+//   (alternatives that start with different bytes are told apart there; objects told apart by a
+//   tag, a required property of one string value each, are written tag first, as pydantic's
+//   discriminated unions; any other union is followed alternative by alternative, each dropped at
+//   the byte it refuses; oneOf is not checked for exclusivity), allOf of one schema, $ref to "#",
+//   "#/$defs/NAME" or "#/definitions/NAME" (recursion included);
 // format: date, time, date-time, uuid, ipv4 and email are enforced as patterns
 // (string_formats.h) where the schema has no pattern of its own; annotations (title,
 // description, default, examples, other formats, ...) are accepted and not enforced. Any other
-// keyword (multipleOf, patternProperties, allOf of several, ...) is refused with an error that
-// names it, its place in the schema and the supported keywords: a constraint is never silently
-// dropped.
+// keyword (patternProperties, allOf of several, ...) is refused with an error that names it, its
+// place in the schema and the supported keywords: a constraint is never silently dropped.
 #pragma once
 
 #include <cstdint>

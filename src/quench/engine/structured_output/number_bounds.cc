@@ -29,10 +29,7 @@ Decimal make_decimal(bool negative, std::string_view digits, int64_t exponent) {
   return d;
 }
 
-// Magnitudes: the decimal string of an integer-valued decimal, and +1 / -1 on such strings.
-std::string integer_text(const Decimal& d) {
-  return d.digits.empty() ? "0" : d.digits + std::string(static_cast<size_t>(d.exponent), '0');
-}
+// +1 / -1 on magnitudes' digit strings.
 std::string plus_one(std::string s) {
   for (size_t i = s.size(); i-- > 0;) {
     if (s[i] != '9') {
@@ -54,27 +51,76 @@ std::string minus_one(std::string s) {  // s > 0
   return s;
 }
 
-bool is_integer(const Decimal& d) {
-  return d.exponent >= 0;
+// Digit strings (leading zeros allowed) against a step's units (at most 10^17, so that a
+// remainder times 10 plus a digit, and a digit times units plus a carry, fit in 64 bits).
+constexpr uint64_t kMaxStepUnits = 100000000000000000ull;
+
+// The quotient of digits / units (with leading zeros) and the remainder.
+uint64_t divide(std::string_view digits, uint64_t units, std::string& quotient) {
+  uint64_t r = 0;
+  quotient.clear();
+  for (char c : digits) {
+    r = r * 10 + static_cast<uint64_t>(c - '0');
+    quotient += static_cast<char>('0' + r / units);
+    r %= units;
+  }
+  return r;
 }
-// The integer part (towards zero).
-Decimal truncated(const Decimal& d) {
-  if (is_integer(d)) return d;
-  const int64_t keep = static_cast<int64_t>(d.digits.size()) + d.exponent;
-  if (keep <= 0) return Decimal{};
-  return make_decimal(d.negative, std::string_view(d.digits).substr(0, static_cast<size_t>(keep)),
-                      0);
+
+std::string times(std::string_view digits, uint64_t units) {
+  std::string out(digits.size(), '0');
+  uint64_t carry = 0;
+  for (size_t i = digits.size(); i-- > 0;) {
+    const uint64_t v = static_cast<uint64_t>(digits[i] - '0') * units + carry;
+    out[i] = static_cast<char>('0' + v % 10);
+    carry = v / 10;
+  }
+  return carry == 0 ? out : std::to_string(carry) + out;
 }
-// x + 1 for an integer x.
-Decimal integer_plus_one(const Decimal& x) {
-  if (!x.negative) return make_decimal(false, plus_one(integer_text(x)), 0);
-  return make_decimal(true, minus_one(integer_text(x)), 0);
+
+// floor(|x| / step) as digits, and whether the division is exact.
+std::string quotient_of(const Decimal& x, const NumberBounds::Step& step, bool& exact) {
+  // |x| / step = digits x 10^(exponent + scale) / units.
+  const int64_t shift = x.exponent + step.scale;
+  std::string quotient;
+  if (shift >= 0) {
+    exact =
+        divide(x.digits + std::string(static_cast<size_t>(shift), '0'), step.units, quotient) == 0;
+    return quotient;
+  }
+  // The digits dropped by the shift are not all zeros (a Decimal has no trailing zero).
+  exact = false;
+  const auto keep = static_cast<int64_t>(x.digits.size()) + shift;
+  if (keep <= 0) return "0";
+  divide(std::string_view(x.digits).substr(0, static_cast<size_t>(keep)), step.units, quotient);
+  return quotient;
 }
-// The least integer n with n > x (strictly) or n >= x.
-Decimal least_integer_above(const Decimal& x, bool strictly) {
-  const Decimal t = truncated(x);
-  if (compare(t, x) == 0) return strictly ? integer_plus_one(t) : t;
-  return x.negative ? t : integer_plus_one(t);  // a fraction: truncation is below x iff x > 0
+
+bool is_multiple(const Decimal& x, const NumberBounds::Step& step) {
+  if (step.units == 0 || x.is_zero()) return true;
+  bool exact = false;
+  quotient_of(x, step, exact);
+  return exact;
+}
+
+// The least multiple of `step` above x (strictly) or at least x.
+Decimal least_multiple(const Decimal& x, bool strictly, const NumberBounds::Step& step) {
+  if (x.is_zero())
+    return strictly ? make_decimal(false, std::to_string(step.units), -step.scale) : Decimal{};
+  bool exact = false;
+  std::string k = quotient_of(x, step, exact);  // floor(|x| / step)
+  if (!x.negative) {
+    if (!exact || strictly) k = plus_one(k);  // the next multiple up
+  } else if (exact && strictly) {
+    k = minus_one(k);  // -k step = x: one step nearer zero
+  }
+  return make_decimal(x.negative, times(k, step.units), -step.scale);
+}
+
+uint64_t gcd(uint64_t a, uint64_t b) {
+  while (b != 0)
+    a %= b, std::swap(a, b);
+  return a;
 }
 
 }  // namespace
@@ -156,40 +202,64 @@ std::shared_ptr<const NumberBounds> NumberBounds::compile(const nlohmann::json& 
   read("exclusiveMinimum", true, true);
   read("maximum", false, false);
   read("exclusiveMaximum", true, false);
-  if (!bounds->min_.present && !bounds->max_.present) return nullptr;
-  // Some value must lie within: the least one above the lower bound, where both are given.
-  if (bounds->min_.present && bounds->max_.present) {
-    const Bound &lo = bounds->min_, &hi = bounds->max_;
-    bool any;
-    if (integer_only) {
-      const Decimal n = least_integer_above(lo.value, lo.exclusive);
-      const int c = compare(n, hi.value);
-      any = c < 0 || (c == 0 && !hi.exclusive);
-    } else {
-      const int c = compare(lo.value, hi.value);
-      any = c < 0 || (c == 0 && !lo.exclusive && !hi.exclusive);
-    }
-    QUENCH_REQUIRE(any, "JSON schema ", path, ": the bounds admit no ",
-                   integer_only ? "integer" : "number");
+  if (schema.contains("multipleOf")) {
+    const nlohmann::json& v = schema.at("multipleOf");
+    Decimal d;
+    QUENCH_REQUIRE(v.is_number() && Decimal::parse(v.dump(), d) && !d.negative && !d.is_zero(),
+                   "JSON schema ", path, ": 'multipleOf' must be a number above 0, not ", v.dump());
+    // units x 10^-scale: the digits, with the exponent's zeros where it is positive.
+    const std::string units =
+        d.exponent > 0 ? d.digits + std::string(static_cast<size_t>(d.exponent), '0') : d.digits;
+    QUENCH_REQUIRE(units.size() <= 17 && d.exponent >= -kMaxBoundExponent, "JSON schema ", path,
+                   ": 'multipleOf' ", v.dump(),
+                   " has more than 17 significant digits or a scale "
+                   "below 10^-",
+                   kMaxBoundExponent);
+    bounds->multiple_of_ = {std::stoull(units), d.exponent > 0 ? 0 : -d.exponent};
   }
+  if (!bounds->min_.present && !bounds->max_.present && bounds->multiple_of_.units == 0)
+    return nullptr;
+  // An integer that is a multiple of units x 10^-scale is a multiple of the least common
+  // multiple, units / gcd(units, 10^scale) (10^scale's factors are 2s and 5s).
+  Step& integer = bounds->integer_multiple_;
+  integer = {1, 0};
+  if (const Step& m = bounds->multiple_of_; m.units != 0) {
+    uint64_t units = m.units;
+    for (int64_t i = 0; i < m.scale; ++i) {
+      const uint64_t g = gcd(units, 10);
+      if (g == 1) break;
+      units /= g;
+    }
+    integer.units = units;
+  }
+  const Step& step = integer_only ? bounds->integer_multiple_ : bounds->multiple_of_;
+  // Some value must lie within: the least one past the lower bound (0 where there is none, or
+  // the largest multiple under the upper bound).
+  const Bound &lo = bounds->min_, &hi = bounds->max_;
+  bool any = true;
+  if (lo.present && hi.present) {
+    const Decimal least = step.units != 0 ? least_multiple(lo.value, lo.exclusive, step) : lo.value;
+    const bool included = step.units != 0 || !lo.exclusive;
+    const int c = compare(least, hi.value);
+    any = c < 0 || (c == 0 && included && !hi.exclusive);
+  }
+  const char* what = integer_only ? "integer" : "number";
+  QUENCH_REQUIRE(any, "JSON schema ", path, ": the bounds admit no ", what,
+                 bounds->multiple_of_.units != 0 ? " that is a multiple of multipleOf" : "");
   return bounds;
 }
 
-bool NumberBounds::meets(const Decimal& a, const Decimal& b, bool integer_only, const Bound& lo,
+bool NumberBounds::meets(const Decimal& a, const Decimal& b, const Step& step, const Bound& lo,
                          const Bound& hi) {
-  // The least candidate: a, or the least value (integer) past the lower bound.
+  // The least candidate: a, or the lower bound where it lies above a; then the least multiple
+  // of the step from there.
   Decimal least = a;
   bool least_included = true;  // [a, ...: a itself is a candidate
   if (lo.present) {
     const int c = compare(lo.value, a);
-    if (c > 0 || (c == 0 && lo.exclusive)) {
-      if (integer_only) {
-        least = least_integer_above(lo.value, lo.exclusive);
-      } else {
-        least = lo.value, least_included = !lo.exclusive;
-      }
-    }
+    if (c > 0 || (c == 0 && lo.exclusive)) least = lo.value, least_included = !lo.exclusive;
   }
+  if (step.units != 0) least = least_multiple(least, !least_included, step), least_included = true;
   // It must lie below b (the interval is half-open) and within the upper bound.
   if (compare(least, b) >= 0) return false;
   if (!hi.present) return true;
@@ -208,8 +278,10 @@ bool NumberBounds::may_continue(std::string_view prefix, bool integer_only) cons
     if (lo.present) lo.value.negative = !lo.value.negative && !lo.value.is_zero();
     if (hi.present) hi.value.negative = !hi.value.negative && !hi.value.is_zero();
   }
-  if (rest.empty()) {  // "-": any magnitude (every bound is below 10^(kMaxBoundExponent + 1))
-    return meets(Decimal{}, make_decimal(false, "1", kMaxBoundExponent + 1), integer_only, lo, hi);
+  const Step& step = integer_only ? integer_multiple_ : multiple_of_;
+  if (rest.empty()) {  // "-": any magnitude (every bound and step is below 10^(kMaxBoundExponent +
+                       // 1))
+    return meets(Decimal{}, make_decimal(false, "1", kMaxBoundExponent + 1), step, lo, hi);
   }
   const size_t dot = rest.find('.');
   const std::string_view int_part = rest.substr(0, dot);
@@ -219,18 +291,20 @@ bool NumberBounds::may_continue(std::string_view prefix, bool integer_only) cons
     std::string digits = std::string(int_part) + std::string(frac);
     const auto exponent = -static_cast<int64_t>(frac.size());
     return meets(make_decimal(false, digits, exponent),
-                 make_decimal(false, plus_one(digits), exponent), false, lo, hi);
+                 make_decimal(false, plus_one(digits), exponent), multiple_of_, lo, hi);
   }
   if (int_part == "0") {  // 0, or 0.F: [0, 1); an integer: 0 only
     const Decimal zero;
-    return meets(zero, make_decimal(false, "1", 0), integer_only, lo, hi);
+    return meets(zero, make_decimal(false, "1", 0), step, lo, hi);
   }
   // I followed by k more digits (and a fraction): [I 10^k, (I + 1) 10^k) for k = 0, 1, ...
   const std::string next = plus_one(std::string(int_part));
   for (int64_t k = 0;; ++k) {
     const Decimal a = make_decimal(false, int_part, k);
-    if (meets(a, make_decimal(false, next, k), integer_only, lo, hi)) return true;
-    if (!hi.present) return true;                 // unbounded above: a longer one fits
+    if (meets(a, make_decimal(false, next, k), step, lo, hi)) return true;
+    // Unbounded above, a longer one fits: its interval lies past the lower bound and is wider
+    // than the step once k is large enough.
+    if (!hi.present) return true;
     if (compare(a, hi.value) >= 0) return false;  // every later interval starts above
   }
 }
@@ -246,7 +320,7 @@ bool NumberBounds::contains(std::string_view number) const {
     const int c = compare(v, max_.value);
     if (c > 0 || (c == 0 && max_.exclusive)) return false;
   }
-  return true;
+  return is_multiple(v, multiple_of_);
 }
 
 }  // namespace quench
