@@ -7,6 +7,7 @@
 #include <set>
 
 #include "quench/core/error.h"
+#include "quench/engine/structured_output/schema_all_of.h"
 #include "quench/engine/structured_output/string_formats.h"
 
 namespace quench {
@@ -21,7 +22,8 @@ constexpr const char* kSupported =
     "minItems, maxItems, minLength, "
     "maxLength, pattern, minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf, enum, "
     "const, anyOf, "
-    "oneOf, allOf of one schema, $ref, $defs, definitions, format (enforced: date, time, "
+    "oneOf, allOf (merged: equal patterns, formats and multipleOf), $ref, $defs, definitions, "
+    "format (enforced: date, time, "
     "date-time, uuid, ipv4, email) and annotations (title, description, default, examples, other "
     "formats, ...)";
 
@@ -137,9 +139,9 @@ class JsonSchemaCompiler {
     for (auto it = s.begin(); it != s.end(); ++it)
       constrains = constrains || !annotates(it.key(), it.value());
     if (!constrains) return JsonSchema::kAnyNode;
+    if (s.contains("allOf")) return compile_all_of(s, path);  // merges what stands beside it
     if (s.contains("$ref")) return compile_ref(s, path);
     if (s.contains("anyOf") || s.contains("oneOf")) return compile_any_of(s, path);
-    if (s.contains("allOf")) return compile_all_of(s, path);
     const int32_t index = reserve();
     compile_into(s, path, index);
     return index;
@@ -191,14 +193,34 @@ class JsonSchemaCompiler {
     }
   }
 
-  // allOf of one schema (pydantic's way of putting a description beside a $ref) is that schema.
+  // allOf: its parts (and the keywords beside it) merged into one schema (schema_all_of.h),
+  // which is compiled like any other. allOf of one schema beside annotations (pydantic's way of
+  // putting a description beside a $ref) is that schema, compiled as it stands so that a $ref
+  // keeps its one node.
   int32_t compile_all_of(const json& s, const std::string& path) {
-    require_alone(s, "allOf", path, "its schema");
     const json& all = s.at("allOf");
-    QUENCH_REQUIRE(all.is_array() && all.size() == 1, "JSON schema ", path,
-                   ": 'allOf' is supported with one schema only (an intersection of several is "
-                   "not)");
-    return compile(all[0], path + "/allOf/0");
+    bool alone = true;
+    for (auto it = s.begin(); it != s.end(); ++it)
+      alone = alone && (it.key() == "allOf" || annotates(it.key(), it.value()));
+    if (alone && all.is_array() && all.size() == 1) return compile(all[0], path + "/allOf/0");
+    const json merged = merge_all_of(
+        s, [this](const std::string& ref) { return resolve_ref(ref); }, annotates, path);
+    return compile(merged, path);
+  }
+
+  // The target of a $ref in this document: "#", "#/$defs/NAME" or "#/definitions/NAME".
+  const json* resolve_ref(const std::string& ref) const {
+    if (ref == "#") return &document_;
+    for (const char* section : {"#/$defs/", "#/definitions/"}) {
+      const std::string prefix = section;
+      if (ref.rfind(prefix, 0) != 0) continue;
+      const std::string name = ref.substr(prefix.size());
+      const std::string section_key = prefix.substr(2, prefix.size() - 3);
+      if (!document_.is_object() || !document_.contains(section_key)) continue;
+      const json& defs = document_.at(section_key);
+      if (defs.is_object() && defs.contains(name)) return &defs.at(name);
+    }
+    return nullptr;
   }
 
   int32_t compile_ref(const json& s, const std::string& path) {
@@ -211,20 +233,7 @@ class JsonSchemaCompiler {
                      "between");
       return it->second;
     }
-    const json* target = nullptr;
-    if (ref == "#") {
-      target = &document_;
-    } else {
-      for (const char* section : {"#/$defs/", "#/definitions/"}) {
-        const std::string prefix = section;
-        if (ref.rfind(prefix, 0) != 0) continue;
-        const std::string name = ref.substr(prefix.size());
-        const std::string section_key = prefix.substr(2, prefix.size() - 3);
-        if (!document_.is_object() || !document_.contains(section_key)) continue;
-        const json& defs = document_.at(section_key);
-        if (defs.is_object() && defs.contains(name)) target = &defs.at(name);
-      }
-    }
+    const json* target = resolve_ref(ref);
     QUENCH_REQUIRE(target != nullptr, "JSON schema ", path, ": '$ref' ", ref,
                    " does not resolve; allowed: \"#\", \"#/$defs/NAME\" or "
                    "\"#/definitions/NAME\" of this document");

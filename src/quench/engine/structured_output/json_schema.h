@@ -10,12 +10,12 @@
 //   (alternatives that start with different bytes are told apart there; objects told apart by a
 //   tag, a required property of one string value each, are written tag first, as pydantic's
 //   discriminated unions; any other union is followed alternative by alternative, each dropped at
-//   the byte it refuses; oneOf is not checked for exclusivity), allOf of one schema, $ref to "#",
-//   "#/$defs/NAME" or "#/definitions/NAME" (recursion included);
+//   the byte it refuses; oneOf is not checked for exclusivity), allOf (schema_all_of.h), $ref to
+//   "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion included);
 // format: date, time, date-time, uuid, ipv4 and email are enforced as patterns
 // (string_formats.h) where the schema has no pattern of its own; annotations (title,
 // description, default, examples, other formats, ...) are accepted and not enforced. Any other
-// keyword (patternProperties, allOf of several, ...) is refused with an error that names it, its
+// keyword (patternProperties, propertyNames, not, ...) is refused with an error that names it, its
 // place in the schema and the supported keywords: a constraint is never silently dropped.
 #pragma once
 
