@@ -482,6 +482,39 @@ TEST(OpenAiProtocol, ToolsAndToolCallsReachTheTemplateAsHfRendersThem) {
   }
 }
 
+// skip_special_tokens (vLLM's field, default true); a parser whose call marker is a special token
+// (mistral) turns it off for the requests it parses, and only those.
+TEST(OpenAiProtocol, SkipSpecialTokens) {
+  const Fixture fx;
+  const json hi = {{{"role", "user"}, {"content", "Hi"}}};
+  const json tool = {{"type", "function"}, {"function", {{"name", "f"}}}};
+  EXPECT_TRUE(
+      parse_completion_request(json{{"prompt", "x"}}, fx.model()).params.skip_special_tokens);
+  EXPECT_FALSE(
+      parse_completion_request(json{{"prompt", "x"}, {"skip_special_tokens", false}}, fx.model())
+          .params.skip_special_tokens);
+  const auto bad = api_error([&] {
+    parse_completion_request(json{{"prompt", "x"}, {"skip_special_tokens", "no"}}, fx.model());
+  });
+  EXPECT_EQ(bad.first, 400);
+  EXPECT_NE(bad.second.find("skip_special_tokens"), std::string::npos) << bad.second;
+  for (const char* parser : {"hermes", "mistral"}) {
+    ServedModel m = fx.model();
+    m.tools = {&tool_call_parser(parser), true};
+    const bool mistral = std::string(parser) == "mistral";
+    EXPECT_EQ(
+        parse_chat_request(json{{"messages", hi}, {"tools", {tool}}}, m).params.skip_special_tokens,
+        !mistral)
+        << parser;
+    // tool_choice "none" parses nothing: special tokens stay skipped.
+    EXPECT_TRUE(
+        parse_chat_request(json{{"messages", hi}, {"tools", {tool}}, {"tool_choice", "none"}}, m)
+            .params.skip_special_tokens)
+        << parser;
+    EXPECT_TRUE(parse_chat_request(json{{"messages", hi}}, m).params.skip_special_tokens) << parser;
+  }
+}
+
 TEST(OpenAiProtocol, ToolRequestErrors) {
   const Fixture fx;
   const json hi = {{{"role", "user"}, {"content", "Hi"}}};

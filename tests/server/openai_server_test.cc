@@ -630,11 +630,48 @@ TEST(OpenAiServer, ANamedFunctionIsForcedThroughItsParameters) {
             std::string::npos);
 }
 
+// skip_special_tokens false shows special tokens in the text, streamed or not, but for the
+// end-of-sequence token that ended the request. logit_bias makes the tiny model write them:
+// <|start_header_id|> (3) until max_tokens, then <|end_of_text|> (2, its end-of-sequence).
+TEST(OpenAiServer, SpecialTokensShownWhenAskedButNotTheOneThatEnded) {
+  const RunningServer s;
+  auto text_of = [&](json body, bool stream) {
+    if (!stream) return s.post("/v1/completions", body)["choices"][0]["text"].get<std::string>();
+    body["stream"] = true;
+    auto res = s.client().Post("/v1/completions", body.dump(), "application/json");
+    EXPECT_TRUE(res);
+    bool done = false;
+    std::string text;
+    for (const json& e : sse_events(res ? res->body : "", &done))
+      text += e["choices"][0]["text"].get<std::string>();
+    EXPECT_TRUE(done);
+    return text;
+  };
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "streamed" : "whole");
+    json header = {{"prompt", "Hi"},
+                   {"max_tokens", 3},
+                   {"temperature", 0},
+                   {"ignore_eos", true},
+                   {"logit_bias", {{"3", 100}}}};
+    EXPECT_EQ(text_of(header, stream), "");  // skipped by default
+    header["skip_special_tokens"] = false;
+    // Cut by max_tokens: every one shows, the last too.
+    EXPECT_EQ(text_of(header, stream), "<|start_header_id|><|start_header_id|><|start_header_id|>");
+    json eos = {{"prompt", "Hi"},
+                {"max_tokens", 3},
+                {"temperature", 0},
+                {"skip_special_tokens", false},
+                {"logit_bias", {{"2", 100}}}};
+    EXPECT_EQ(text_of(eos, stream), "");  // the end-of-sequence token ended it: not shown
+  }
+}
+
 TEST(OpenAiServer, ToolFlagsAreChecked) {
   ServeOptions o;
   o.engine.model_dir = model_dir();
-  o.tool_call_parser = "mistral";
-  EXPECT_QUENCH_ERROR(OpenAiServer{o}, {"mistral", "hermes, llama3_json"});
+  o.tool_call_parser = "pythonic";
+  EXPECT_QUENCH_ERROR(OpenAiServer{o}, {"pythonic", "hermes, llama3_json, mistral"});
   o.tool_call_parser.clear();
   o.enable_auto_tool_choice = true;
   EXPECT_QUENCH_ERROR(OpenAiServer{o}, {"--enable-auto-tool-choice needs --tool-call-parser"});

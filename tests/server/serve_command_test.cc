@@ -23,10 +23,10 @@ std::pair<int, std::string> serve(std::vector<std::string> args) {
 }
 
 TEST(ServeCommand, ToolFlagsAreCheckedUpFront) {
-  const auto [unknown, unknown_err] = serve({"--tool-call-parser", "mistral"});
+  const auto [unknown, unknown_err] = serve({"--tool-call-parser", "pythonic"});
   EXPECT_EQ(unknown, 2);
-  EXPECT_NE(unknown_err.find("--tool-call-parser 'mistral' is not supported; allowed: hermes, "
-                             "llama3_json"),
+  EXPECT_NE(unknown_err.find("--tool-call-parser 'pythonic' is not supported; allowed: hermes, "
+                             "llama3_json, mistral"),
             std::string::npos)
       << unknown_err;
   const auto [lonely, lonely_err] = serve({"--enable-auto-tool-choice"});

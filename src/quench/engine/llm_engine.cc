@@ -174,7 +174,8 @@ bool LlmEngine::match_stop(Sequence& s) const {
   // The text grows a token at a time (settled characters only); only the tail where a stop
   // string could newly end is searched.
   if (!s.output_text) {
-    s.output_text = std::make_shared<IncrementalDetokenizer>(*tokenizer_);
+    s.output_text =
+        std::make_shared<IncrementalDetokenizer>(*tokenizer_, s.params.skip_special_tokens);
     s.output_text->push(std::vector<int32_t>(s.output.begin(), s.output.end() - 1));
   }
   s.output_text->push({s.output.back()});
@@ -193,7 +194,9 @@ bool LlmEngine::match_stop(Sequence& s) const {
 }
 
 std::string output_text(const Tokenizer& tokenizer, const RequestOutput& output) {
-  std::string text = tokenizer.decode(output.output, true, true);
+  std::string text =
+      decode_output_text(tokenizer, output.output, output.skip_special_tokens,
+                         ended_on_its_last_token(output.finish_reason, output.stop_text_offset));
   if (output.stop_text_offset >= 0) text.resize(static_cast<size_t>(output.stop_text_offset));
   return text;
 }
@@ -401,7 +404,8 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
     if (seq->params.prompt_logprobs >= 0) seq->prompt_logprobs.resize(seq->prompt.size());
     done.push_back({seq->id, std::move(seq->prompt), std::move(seq->output),
                     std::move(seq->output_logprobs), std::move(seq->prompt_logprobs),
-                    seq->finish_reason, seq->num_preemptions, seq->stop_text_offset});
+                    seq->finish_reason, seq->num_preemptions, seq->stop_text_offset,
+                    seq->params.skip_special_tokens});
   }
   return done;
 }

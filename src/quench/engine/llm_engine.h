@@ -49,9 +49,9 @@ struct RequestOutput {
   std::vector<std::optional<TokenLogprobs>> prompt_logprobs;  // one per prompt token when asked
   FinishReason finish_reason = FinishReason::kNone;
   int32_t num_preemptions = 0;
-  // A stop string ended it: its text is the decoded output (special tokens skipped) up to this
-  // byte offset. -1 otherwise.
+  // A stop string ended it: its text is the decoded output up to this byte offset. -1 otherwise.
   int64_t stop_text_offset = -1;
+  bool skip_special_tokens = true;  // the request's: how its text is decoded
 };
 
 // The text of a finished request: the decoded output, cut before a matched stop string.

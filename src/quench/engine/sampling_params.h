@@ -22,6 +22,10 @@ struct SamplingParams {
   std::optional<uint64_t> seed;  // per-request generator; unset = derived from the engine seed
   int32_t max_tokens = 16;       // tokens to generate, >= 1
   bool ignore_eos = false;       // keep going past the end-of-sequence token
+  // Special tokens (control tokens: a tool-call marker, an end of turn) are left out of the text
+  // (vLLM's default); false shows them, all but a last one (the end-of-sequence or stop token
+  // that ended the request). Token ids and logprobs are the same either way.
+  bool skip_special_tokens = true;
   // Stop strings: the request ends when its text contains one; the text returned stops before it
   // (the tokens that spelled it stay in the output ids). Needs the model's tokenizer.
   std::vector<std::string> stop;

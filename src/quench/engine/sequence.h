@@ -22,6 +22,12 @@ namespace quench {
 enum class SequenceStatus : uint8_t { kWaiting, kRunning, kFinished };
 enum class FinishReason : uint8_t { kNone, kStop, kLength };
 
+// Whether a finished request's last token ended it: finish "stop" that no stop string made (the
+// end-of-sequence token or a stop token id; or a structured output's last token, never special).
+inline bool ended_on_its_last_token(FinishReason reason, int64_t stop_text_offset) {
+  return reason == FinishReason::kStop && stop_text_offset < 0;
+}
+
 const char* finish_reason_name(FinishReason reason);  // "stop", "length" (OpenAI's names)
 
 struct Sequence {

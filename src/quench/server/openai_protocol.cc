@@ -227,6 +227,7 @@ void parse_sampling(const json& body, int64_t default_max_tokens, bool chat, Api
   r.params.top_k = top_k < 0 ? 0 : static_cast<int32_t>(top_k);
   if (present(body, "seed")) r.params.seed = static_cast<uint64_t>(integer(body, "seed", 0));
   r.params.ignore_eos = boolean(body, "ignore_eos", false);
+  r.params.skip_special_tokens = boolean(body, "skip_special_tokens", true);
   if (chat) {
     if (boolean(body, "logprobs", false)) {
       r.params.logprobs =
@@ -423,6 +424,9 @@ ApiRequest parse_chat_request(const nlohmann::ordered_json& ordered, const Serve
   const int64_t room =
       static_cast<int64_t>(model.max_model_len) - static_cast<int64_t>(r.prompts[0].size());
   parse_sampling(body, std::max<int64_t>(room, 1), true, r);
+  // A parser whose call marker is a special token reads the output with special tokens shown.
+  if (tools.parser != nullptr && tools.parser->reads_special_tokens())
+    r.params.skip_special_tokens = false;
   if (!tools.forced_function.empty() || tools.forced_required) force_calls(tools, r);
   check_context_room(r, model, "messages");
   return r;

@@ -148,10 +148,15 @@ struct ChoiceState {
   std::unique_ptr<ToolCallStreamer> tools;  // chat with tool_choice "auto": what may be sent
 };
 
-// The text of a finished choice from all its tokens: special tokens skipped, cut at a stop string.
+// The text of a finished choice from all its tokens (special tokens skipped, or shown but for a
+// last one), cut at a stop string.
 std::string final_text(const Tokenizer* tokenizer, const std::vector<int32_t>& tokens,
-                       const RequestStream& stream) {
-  std::string text = tokenizer != nullptr ? tokenizer->decode(tokens, true, true) : std::string();
+                       const RequestStream& stream, bool skip_special_tokens) {
+  std::string text = tokenizer != nullptr
+                         ? decode_output_text(*tokenizer, tokens, skip_special_tokens,
+                                              ended_on_its_last_token(stream.finish_reason(),
+                                                                      stream.stop_text_offset()))
+                         : std::string();
   if (stream.stop_text_offset() >= 0)
     text.resize(std::min(text.size(), static_cast<size_t>(stream.stop_text_offset())));
   return text;
@@ -192,7 +197,8 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
         c.prompt = prompt;
         c.stream = async.submit(prompt, params);
         if (served.tokenizer != nullptr)
-          c.detokenizer = std::make_unique<IncrementalDetokenizer>(*served.tokenizer);
+          c.detokenizer = std::make_unique<IncrementalDetokenizer>(*served.tokenizer,
+                                                                   params.skip_special_tokens);
         if (request.tool_call_parser != nullptr) {
           c.tools = std::make_unique<ToolCallStreamer>(*request.tool_call_parser,
                                                        request.parallel_tool_calls);
@@ -233,7 +239,10 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
       completion_tokens += static_cast<int32_t>(tokens.size());
       // Without a tokenizer the text is empty; the token counts are still in usage.
       ChoiceResult result{
-          final_text(served.tokenizer, tokens, *c.stream), c.stream->finish_reason(), nullptr, {}};
+          final_text(served.tokenizer, tokens, *c.stream, request.params.skip_special_tokens),
+          c.stream->finish_reason(),
+          nullptr,
+          {}};
       if (request.echo && served.tokenizer != nullptr) {
         result.text = served.tokenizer->decode(c.prompt, false, true) + result.text;
       }
@@ -350,7 +359,10 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
               sink.done();
               return true;  // not *done: the releaser aborts the other choices
             }
-            if (c.detokenizer) c.text += c.detokenizer->finish();
+            if (c.detokenizer) {
+              c.text += c.detokenizer->finish(
+                  ended_on_its_last_token(c.stream->finish_reason(), c.stream->stop_text_offset()));
+            }
             if (c.stream->stop_text_offset() >= 0) {
               c.text.resize(
                   std::min(c.text.size(), static_cast<size_t>(c.stream->stop_text_offset())));

@@ -132,8 +132,68 @@ TEST(ToolCallParser, Llama3JsonNonCallsStayContent) {
   EXPECT_EQ(llama3().scan("Sure", false).size(), 1u);
 }
 
+const ToolCallParser& mistral() {
+  return tool_call_parser("mistral");
+}
+
+TEST(ToolCallParser, MistralListsOfCalls) {
+  // Tokenizers before v11: one marker, then a JSON list (Mistral-Nemo adds an "id" to each).
+  const ToolCallOutput one = extract_tool_calls(
+      mistral(), "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]",
+      true);
+  EXPECT_EQ(names_and_arguments(one), (Calls{{"get_weather", R"({"city":"Paris"})"}}));
+  EXPECT_EQ(one.content, "");
+  const ToolCallOutput two = extract_tool_calls(
+      mistral(),
+      "Let me look.[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"a\": \"]}\"}, \"id\": "
+      "\"a1B2c3D4e\"},\n {\"name\": \"g\", \"arguments\": \"{\\\"b\\\": 2}\"}]",
+      true);
+  EXPECT_EQ(names_and_arguments(two), (Calls{{"f", R"({"a":"]}"})"}, {"g", R"({"b":2})"}}));
+  EXPECT_EQ(two.content, "Let me look.");
+  EXPECT_TRUE(mistral().reads_special_tokens());
+  EXPECT_FALSE(hermes().reads_special_tokens());
+}
+
+TEST(ToolCallParser, MistralNamedCalls) {
+  // v11 and later: name[ARGS]{...} after each marker; v13 puts [CALL_ID]id before [ARGS].
+  const ToolCallOutput out = extract_tool_calls(
+      mistral(),
+      "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]get_time[CALL_ID]x9Y8z7W6v"
+      "[ARGS] {\"tz\": \"CET\", \"format\": \"24h\"}",
+      true);
+  EXPECT_EQ(names_and_arguments(out), (Calls{{"get_weather", R"({"city":"Paris"})"},
+                                             {"get_time", R"({"tz":"CET","format":"24h"})"}}));
+  EXPECT_EQ(out.content, "");
+}
+
+TEST(ToolCallParser, MistralNonCallsStayContent) {
+  for (const std::string text : {
+           "The answer is 4 [not a marker].",
+           "[TOOL_CALLS]",                                               // nothing after it
+           "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": }}]",  // bad JSON
+           "[TOOL_CALLS][1, 2]",                                         // not call objects
+           "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}",          // cut off
+           "[TOOL_CALLS]f[ARGS]not json",                                // named, bad args
+           "[TOOL_CALLS]f{\"a\": 1}",                                    // no [ARGS]
+           "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}} {\"name\": \"g\"}]",  // no comma
+       }) {
+    SCOPED_TRACE(text);
+    const ToolCallOutput out = extract_tool_calls(mistral(), text, true);
+    EXPECT_TRUE(out.calls.empty());
+    EXPECT_EQ(out.content, text);
+  }
+  // While the output may still become a call, it is held back; text before it is not.
+  EXPECT_EQ(mistral().scan("Sure[TOOL_C", false).size(), 1u);
+  EXPECT_EQ(mistral().scan("Sure[TOOL_C", false)[0].end, 4u);
+  EXPECT_EQ(mistral().scan("Sure[TOOL_CALLS]get_wea", false).size(), 1u);
+  EXPECT_EQ(mistral().scan("Sure[TOOL_CALLS]f[CALL_", false).size(), 1u);
+  EXPECT_EQ(mistral().scan("Sure[TOOL_CALLS]f[AR", false).size(), 1u);
+  EXPECT_EQ(mistral().scan("Sure[TOOL_CALLS][{\"name\": \"f\", \"a", false).size(), 1u);
+}
+
 TEST(ToolCallParser, UnknownNameListsTheKnownOnes) {
-  EXPECT_QUENCH_ERROR(tool_call_parser("mistral"), {"mistral", "hermes", "llama3_json"});
+  EXPECT_QUENCH_ERROR(tool_call_parser("pythonic"),
+                      {"pythonic", "hermes", "llama3_json", "mistral"});
 }
 
 }  // namespace

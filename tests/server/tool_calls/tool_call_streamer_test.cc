@@ -49,6 +49,9 @@ void expect_like_the_whole_response(const std::string& parser, const std::string
   }
   for (const std::string& d : s.deltas) {
     EXPECT_EQ(d.find("<tool"), std::string::npos) << d;
+    if (!whole.calls.empty()) {
+      EXPECT_EQ(d.find("[TOOL_CALLS]"), std::string::npos) << d;
+    }
     EXPECT_EQ(d.find("{\"name\""), std::string::npos) << d;
   }
 }
@@ -67,6 +70,14 @@ TEST(ToolCallStreamer, AddsUpToTheWholeResponse) {
                                  "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": 1}}; "
                                  "{\"name\": \"g\", \"parameters\": {}}");
   expect_like_the_whole_response("llama3_json", "{\"answer\": 42}");
+  expect_like_the_whole_response("mistral", "No calls [here], just [TOOL_ text.");
+  expect_like_the_whole_response(
+      "mistral",
+      "Checking.[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": \"[ARGS]\"}}, "
+      "{\"name\": \"g\", \"arguments\": {}}]");
+  expect_like_the_whole_response("mistral",
+                                 "[TOOL_CALLS]f[ARGS]{\"a\": 1}[TOOL_CALLS]g[CALL_ID]abc[ARGS]{}");
+  expect_like_the_whole_response("mistral", "[TOOL_CALLS]f[ARGS]{\"a\": oops}");
 }
 
 TEST(ToolCallStreamer, CallsArriveWhenComplete) {

@@ -4,7 +4,11 @@
 //   {...}}\n</tool_call>
 //                blocks anywhere in the text, any number of them;
 //   llama3_json  Llama 3.1 / 3.2: the whole output is {"name": ..., "parameters": {...}}, possibly
-//                after <|python_tag|>, several separated by ';'.
+//                after <|python_tag|>, several separated by ';';
+//   mistral      Mistral-Nemo, Mistral Small, Magistral: [TOOL_CALLS] (a special token: such
+//                requests decode with special tokens shown) then a JSON list of {"name",
+//                "arguments"} objects, or name[ARGS]{...} (tokenizer v11 and later), after any
+//                content.
 // A parser only splits text into content and calls; the response (extract_tool_calls) and the
 // stream (ToolCallStreamer) are built on that one split, so they agree on what a call is.
 #pragma once
@@ -37,11 +41,13 @@ class ToolCallParser {
   // one possibly longer. With final = true everything is covered; malformed call text makes the
   // whole text one content segment (a call that cannot be read is shown, never dropped).
   virtual std::vector<ToolCallSegment> scan(std::string_view text, bool final) const = 0;
+  // Whether the call marker is a special token (the request's text then shows special tokens).
+  virtual bool reads_special_tokens() const { return false; }
 };
 
 // The parser `name` selects; throws quench::Error naming the allowed names.
 const ToolCallParser& tool_call_parser(std::string_view name);
-// "hermes, llama3_json", for usage lines and errors.
+// "hermes, llama3_json, mistral", for usage lines and errors.
 const char* tool_call_parser_names();
 
 struct ToolCallOutput {
