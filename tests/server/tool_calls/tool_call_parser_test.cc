@@ -143,6 +143,13 @@ TEST(ToolCallParser, MistralListsOfCalls) {
       true);
   EXPECT_EQ(names_and_arguments(one), (Calls{{"get_weather", R"({"city":"Paris"})"}}));
   EXPECT_EQ(one.content, "");
+  // Ids as Mistral's templates take them back: nine letters and digits.
+  ASSERT_EQ(one.calls.size(), 1u);
+  EXPECT_EQ(one.calls[0].id.size(), 9u);
+  EXPECT_EQ(one.calls[0].id.find_first_not_of(
+                "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"),
+            std::string::npos)
+      << one.calls[0].id;
   const ToolCallOutput two = extract_tool_calls(
       mistral(),
       "Let me look.[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"a\": \"]}\"}, \"id\": "

@@ -43,7 +43,11 @@ void expect_like_the_whole_response(const std::string& parser, const std::string
   for (size_t i = 0; i < whole.calls.size(); ++i) {
     EXPECT_EQ(s.calls[i]["index"], i);
     EXPECT_EQ(s.calls[i]["type"], "function");
-    EXPECT_EQ(s.calls[i]["id"].get<std::string>().rfind("chatcmpl-tool-", 0), 0u);
+    // The parser's id form (the whole response's ids are fresh ones of the same form).
+    EXPECT_EQ(s.calls[i]["id"].get<std::string>().size(), whole.calls[i].id.size());
+    EXPECT_EQ(s.calls[i]["id"].get<std::string>().starts_with("chatcmpl-tool-"),
+              whole.calls[i].id.starts_with("chatcmpl-tool-"));
+
     EXPECT_EQ(s.calls[i]["function"]["name"], whole.calls[i].function.name);
     EXPECT_EQ(s.calls[i]["function"]["arguments"], whole.calls[i].function.arguments);
   }

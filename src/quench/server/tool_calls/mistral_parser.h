@@ -13,6 +13,8 @@ class MistralToolCallParser final : public ToolCallParser {
  public:
   std::vector<ToolCallSegment> scan(std::string_view text, bool final) const override;
   bool reads_special_tokens() const override { return true; }
+  // Mistral's templates refuse a tool_call_id that is not nine letters and digits.
+  std::string new_call_id() const override { return new_short_tool_call_id(); }
 };
 
 }  // namespace quench

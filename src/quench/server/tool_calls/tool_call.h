@@ -18,6 +18,8 @@ struct ToolCall {
 
 // A fresh, random call id (the client echoes it back as a tool message's tool_call_id).
 std::string new_tool_call_id();
+// Nine random letters and digits: the only call ids Mistral's chat templates accept.
+std::string new_short_tool_call_id();
 
 // {"id", "type": "function", "function": {"name", "arguments"}}.
 nlohmann::json tool_call_json(const ToolCall& call);

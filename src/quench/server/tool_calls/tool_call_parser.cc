@@ -28,7 +28,7 @@ ToolCallOutput extract_tool_calls(const ToolCallParser& parser, std::string_view
   ToolCallOutput out;
   for (const ToolCallSegment& s : segments) {
     if (s.call && (parallel_tool_calls || out.calls.empty()))
-      out.calls.push_back({new_tool_call_id(), *s.call});
+      out.calls.push_back({parser.new_call_id(), *s.call});
   }
   if (out.calls.empty()) {
     out.content = std::string(text);

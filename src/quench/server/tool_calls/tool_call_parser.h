@@ -43,6 +43,9 @@ class ToolCallParser {
   virtual std::vector<ToolCallSegment> scan(std::string_view text, bool final) const = 0;
   // Whether the call marker is a special token (the request's text then shows special tokens).
   virtual bool reads_special_tokens() const { return false; }
+  // A fresh id for a call this parser found, in the form the model family's chat template takes
+  // back in the next request's messages.
+  virtual std::string new_call_id() const { return new_tool_call_id(); }
 };
 
 // The parser `name` selects; throws quench::Error naming the allowed names.

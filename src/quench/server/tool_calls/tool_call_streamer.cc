@@ -15,7 +15,7 @@ ToolCallStreamer::Delta ToolCallStreamer::update(std::string_view text, bool fin
       if (!parallel_ && calls_ > 0) continue;
       delta.tool_calls.push_back(
           {{"index", calls_},
-           {"id", new_tool_call_id()},
+           {"id", parser_.new_call_id()},
            {"type", "function"},
            {"function", {{"name", s.call->name}, {"arguments", s.call->arguments}}}});
       ++calls_;
