@@ -515,6 +515,29 @@ TEST(OpenAiProtocol, SkipSpecialTokens) {
   }
 }
 
+// Under the mistral parser, call ids from elsewhere reach the template as their last nine
+// characters (Mistral's templates refuse any other length); other parsers pass them as sent.
+TEST(OpenAiProtocol, CallIdsInTheFormTheTemplateTakes) {
+  const Fixture fx;
+  const nlohmann::ordered_json messages = nlohmann::ordered_json::parse(R"([
+      {"role": "user", "content": "Hi"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "chatcmpl-tool-0123456789abcdef",
+        "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+      {"role": "tool", "tool_call_id": "chatcmpl-tool-0123456789abcdef", "content": "ok"}])");
+  for (const char* parser : {"hermes", "mistral"}) {
+    ServedModel m = fx.model();
+    m.chat_template = ChatTemplate(
+        "{% for m in messages %}{% for c in m.tool_calls or [] %}[{{ c.id }}]{% endfor %}"
+        "{% if m.tool_call_id %}({{ m.tool_call_id }}){% endif %}{% endfor %}",
+        json::object());
+    m.tools = {&tool_call_parser(parser), true};
+    const ApiRequest r = parse_chat_request({{"messages", messages}}, m);
+    const std::string id =
+        std::string(parser) == "mistral" ? "789abcdef" : "chatcmpl-tool-0123456789abcdef";
+    EXPECT_EQ(r.prompts.front(), fx.tokenizer.encode("[" + id + "](" + id + ")", false)) << parser;
+  }
+}
+
 TEST(OpenAiProtocol, ToolRequestErrors) {
   const Fixture fx;
   const json hi = {{{"role", "user"}, {"content", "Hi"}}};

@@ -407,7 +407,18 @@ ApiRequest parse_chat_request(const nlohmann::ordered_json& ordered, const Serve
       body.at("messages").empty()) {
     bad_request("'messages' must be a non-empty list");
   }
-  const nlohmann::ordered_json messages = template_messages(ordered.at("messages"));
+  nlohmann::ordered_json messages = template_messages(ordered.at("messages"));
+  if (model.tools.parser != nullptr) {  // call ids in the form the family's template takes back
+    const ToolCallParser& parser = *model.tools.parser;
+    for (auto& m : messages) {
+      if (m.contains("tool_call_id"))
+        m["tool_call_id"] = parser.template_call_id(m["tool_call_id"].get<std::string>());
+      if (!m.contains("tool_calls")) continue;
+      for (auto& call : m["tool_calls"])
+        if (call.contains("id") && call["id"].is_string())
+          call["id"] = parser.template_call_id(call["id"].get<std::string>());
+    }
+  }
   const ToolRequest tools = parse_tool_request(ordered, model.tools);
   std::string text;
   try {

@@ -162,15 +162,22 @@ TEST(ToolCallParser, MistralListsOfCalls) {
 }
 
 TEST(ToolCallParser, MistralNamedCalls) {
-  // v11 and later: name[ARGS]{...} after each marker; v13 puts [CALL_ID]id before [ARGS].
+  // v11 and later: name[ARGS]{...} after each marker; v13 puts [CALL_ID]id before [ARGS]; some
+  // v11 models write name{...}.
   const ToolCallOutput out = extract_tool_calls(
       mistral(),
       "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]get_time[CALL_ID]x9Y8z7W6v"
-      "[ARGS] {\"tz\": \"CET\", \"format\": \"24h\"}",
+      "[ARGS] {\"tz\": \"CET\", \"format\": \"24h\"}[TOOL_CALLS]noop{}",
       true);
   EXPECT_EQ(names_and_arguments(out), (Calls{{"get_weather", R"({"city":"Paris"})"},
-                                             {"get_time", R"({"tz":"CET","format":"24h"})"}}));
+                                             {"get_time", R"({"tz":"CET","format":"24h"})"},
+                                             {"noop", "{}"}}));
   EXPECT_EQ(out.content, "");
+  // Ids from elsewhere keep their last nine characters for Mistral's templates.
+  EXPECT_EQ(mistral().template_call_id("chatcmpl-tool-0123456789abcdef"), "789abcdef");
+  EXPECT_EQ(mistral().template_call_id("a1B2c3D4e"), "a1B2c3D4e");
+  EXPECT_EQ(hermes().template_call_id("chatcmpl-tool-0123456789abcdef"),
+            "chatcmpl-tool-0123456789abcdef");
 }
 
 TEST(ToolCallParser, MistralNonCallsStayContent) {
@@ -181,7 +188,7 @@ TEST(ToolCallParser, MistralNonCallsStayContent) {
            "[TOOL_CALLS][1, 2]",                                         // not call objects
            "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}",          // cut off
            "[TOOL_CALLS]f[ARGS]not json",                                // named, bad args
-           "[TOOL_CALLS]f{\"a\": 1}",                                    // no [ARGS]
+           "[TOOL_CALLS]f(\"a\")",                                       // not JSON
            "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}} {\"name\": \"g\"}]",  // no comma
        }) {
     SCOPED_TRACE(text);

@@ -80,7 +80,10 @@ Read read_named(std::string_view text, size_t& pos, std::vector<ToolCallSegment>
   } else if (kCallId.starts_with(rest) && !kArgs.starts_with(rest)) {
     return Read::kIncomplete;
   }
-  if (const Read r = expect(text, p, kArgs); r != Read::kCalls) return r;
+  // [ARGS], or (some v11 models write it so) the arguments' object right after the name.
+  if (text[p] != '{') {
+    if (const Read r = expect(text, p, kArgs); r != Read::kCalls) return r;
+  }
   p = skip_blank(text, p);
   if (p == text.size()) return Read::kIncomplete;
   if (text[p] != '{') return Read::kMalformed;

@@ -46,6 +46,9 @@ class ToolCallParser {
   // A fresh id for a call this parser found, in the form the model family's chat template takes
   // back in the next request's messages.
   virtual std::string new_call_id() const { return new_tool_call_id(); }
+  // A call id from a request's messages as the family's template takes it (an id made
+  // elsewhere, by another server or client, shortened where the template allows fewer letters).
+  virtual std::string template_call_id(std::string_view id) const { return std::string(id); }
 };
 
 // The parser `name` selects; throws quench::Error naming the allowed names.
