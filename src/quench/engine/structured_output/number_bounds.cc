@@ -51,9 +51,9 @@ std::string minus_one(std::string s) {  // s > 0
   return s;
 }
 
-// Digit strings (leading zeros allowed) against a step's units (at most 10^17, so that a
-// remainder times 10 plus a digit, and a digit times units plus a carry, fit in 64 bits).
-constexpr uint64_t kMaxStepUnits = 100000000000000000ull;
+// Digit strings (leading zeros allowed) against a step's units (below 10^17, as compile
+// requires, so that a remainder times 10 plus a digit, and a digit times units plus a carry, fit
+// in 64 bits).
 
 // The quotient of digits / units (with leading zeros) and the remainder.
 uint64_t divide(std::string_view digits, uint64_t units, std::string& quotient) {
