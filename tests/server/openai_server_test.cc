@@ -670,8 +670,8 @@ TEST(OpenAiServer, SpecialTokensShownWhenAskedButNotTheOneThatEnded) {
 TEST(OpenAiServer, ToolFlagsAreChecked) {
   ServeOptions o;
   o.engine.model_dir = model_dir();
-  o.tool_call_parser = "pythonic";
-  EXPECT_QUENCH_ERROR(OpenAiServer{o}, {"pythonic", "hermes, llama3_json, mistral"});
+  o.tool_call_parser = "granite";
+  EXPECT_QUENCH_ERROR(OpenAiServer{o}, {"granite", "hermes, llama3_json, mistral, pythonic"});
   o.tool_call_parser.clear();
   o.enable_auto_tool_choice = true;
   EXPECT_QUENCH_ERROR(OpenAiServer{o}, {"--enable-auto-tool-choice needs --tool-call-parser"});

@@ -23,10 +23,10 @@ std::pair<int, std::string> serve(std::vector<std::string> args) {
 }
 
 TEST(ServeCommand, ToolFlagsAreCheckedUpFront) {
-  const auto [unknown, unknown_err] = serve({"--tool-call-parser", "pythonic"});
+  const auto [unknown, unknown_err] = serve({"--tool-call-parser", "granite"});
   EXPECT_EQ(unknown, 2);
-  EXPECT_NE(unknown_err.find("--tool-call-parser 'pythonic' is not supported; allowed: hermes, "
-                             "llama3_json, mistral"),
+  EXPECT_NE(unknown_err.find("--tool-call-parser 'granite' is not supported; allowed: hermes, "
+                             "llama3_json, mistral, pythonic"),
             std::string::npos)
       << unknown_err;
   const auto [lonely, lonely_err] = serve({"--enable-auto-tool-choice"});

@@ -26,7 +26,8 @@ const char* serve_usage() {
       std::string(
           "usage: quench serve [--host ADDR] [--port N] [--served-model-name NAME]\n"
           "  [--http-threads N] [--log-interval SECONDS]\n"
-          "  [--tool-call-parser hermes|llama3_json|mistral] [--enable-auto-tool-choice]\n") +
+          "  [--tool-call-parser hermes|llama3_json|mistral|pythonic] "
+          "[--enable-auto-tool-choice]\n") +
       engine_flags_usage();
   return usage.c_str();
 }

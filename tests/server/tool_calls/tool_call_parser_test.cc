@@ -205,9 +205,56 @@ TEST(ToolCallParser, MistralNonCallsStayContent) {
   EXPECT_EQ(mistral().scan("Sure[TOOL_CALLS][{\"name\": \"f\", \"a", false).size(), 1u);
 }
 
+const ToolCallParser& pythonic() {
+  return tool_call_parser("pythonic");
+}
+
+TEST(ToolCallParser, PythonicCalls) {
+  const ToolCallOutput out = extract_tool_calls(
+      pythonic(),
+      " [get_weather(city='Paris', days=3, metric=True), noop(),\n"
+      "  search(q=\"it's \\\"x\\\"\\n\\u00e9\", filters={'tags': ['a', \"b\"], 'max': -1.5e2, "
+      "'any': None})]\n",
+      true);
+  EXPECT_EQ(names_and_arguments(out),
+            (Calls{{"get_weather", R"({"city":"Paris","days":3,"metric":true})"},
+                   {"noop", "{}"},
+                   {"search",
+                    "{\"q\":\"it's \\\"x\\\"\\n\xC3\xA9\",\"filters\":{\"tags\":[\"a\","
+                    "\"b\"],\"max\":-150.0,\"any\":null}}"}}));
+  EXPECT_EQ(out.content, "");
+  EXPECT_EQ(names_and_arguments(
+                extract_tool_calls(pythonic(), "<|python_start|>[f(a=1)]<|python_end|>", true)),
+            (Calls{{"f", R"({"a":1})"}}));
+}
+
+TEST(ToolCallParser, PythonicNonCallsStayContent) {
+  for (const std::string text : {
+           "The answer is [4].",
+           "[1, 2, 3]",               // a list, not of calls
+           "[]",                      // no calls
+           "[f(1)]",                  // positional arguments are not the form
+           "[f(a=1, a=2)]",           // a keyword twice
+           "[f(a=x)]",                // a name, not a literal
+           "[f(a='open)]",            // an unclosed string
+           "[f(a=1)] and then text",  // not the whole output
+           "[f(a=1)",                 // cut off
+       }) {
+    SCOPED_TRACE(text);
+    const ToolCallOutput out = extract_tool_calls(pythonic(), text, true);
+    EXPECT_TRUE(out.calls.empty());
+    EXPECT_EQ(out.content, text);
+  }
+  // While the output may still be a call list, nothing is shown; plain text streams at once.
+  EXPECT_TRUE(pythonic().scan("[get_weather(city='Pa", false).empty());
+  EXPECT_TRUE(pythonic().scan("[f(a=1)]", false).empty());  // text may still follow
+  EXPECT_TRUE(pythonic().scan("<|python_st", false).empty());
+  EXPECT_EQ(pythonic().scan("Sure", false).size(), 1u);
+}
+
 TEST(ToolCallParser, UnknownNameListsTheKnownOnes) {
-  EXPECT_QUENCH_ERROR(tool_call_parser("pythonic"),
-                      {"pythonic", "hermes", "llama3_json", "mistral"});
+  EXPECT_QUENCH_ERROR(tool_call_parser("granite"),
+                      {"granite", "hermes", "llama3_json", "mistral", "pythonic"});
 }
 
 }  // namespace

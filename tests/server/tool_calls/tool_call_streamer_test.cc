@@ -82,6 +82,9 @@ TEST(ToolCallStreamer, AddsUpToTheWholeResponse) {
   expect_like_the_whole_response("mistral",
                                  "[TOOL_CALLS]f[ARGS]{\"a\": 1}[TOOL_CALLS]g[CALL_ID]abc[ARGS]{}");
   expect_like_the_whole_response("mistral", "[TOOL_CALLS]f[ARGS]{\"a\": oops}");
+  expect_like_the_whole_response("pythonic", "[f(a='x', b=[1, {'c': None}]), g()]");
+  expect_like_the_whole_response("pythonic", "[f(a=1)] and more");
+  expect_like_the_whole_response("pythonic", "Plain words.");
 }
 
 TEST(ToolCallStreamer, CallsArriveWhenComplete) {

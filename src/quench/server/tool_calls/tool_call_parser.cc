@@ -5,6 +5,7 @@
 #include "quench/server/tool_calls/hermes_parser.h"
 #include "quench/server/tool_calls/llama3_json_parser.h"
 #include "quench/server/tool_calls/mistral_parser.h"
+#include "quench/server/tool_calls/pythonic_parser.h"
 
 namespace quench {
 
@@ -12,14 +13,16 @@ const ToolCallParser& tool_call_parser(std::string_view name) {
   static const HermesToolCallParser hermes;
   static const Llama3JsonToolCallParser llama3_json;
   static const MistralToolCallParser mistral;
+  static const PythonicToolCallParser pythonic;
   if (name == "hermes") return hermes;
   if (name == "llama3_json") return llama3_json;
   if (name == "mistral") return mistral;
+  if (name == "pythonic") return pythonic;
   throw Error(str_cat("unknown tool call parser '", name, "'; known: ", tool_call_parser_names()));
 }
 
 const char* tool_call_parser_names() {
-  return "hermes, llama3_json, mistral";
+  return "hermes, llama3_json, mistral, pythonic";
 }
 
 ToolCallOutput extract_tool_calls(const ToolCallParser& parser, std::string_view text,

@@ -8,7 +8,9 @@
 //   mistral      Mistral-Nemo, Mistral Small, Magistral: [TOOL_CALLS] (a special token: such
 //                requests decode with special tokens shown) then a JSON list of {"name",
 //                "arguments"} objects, or name[ARGS]{...} (tokenizer v11 and later), after any
-//                content.
+//                content;
+//   pythonic     Llama 3.2 / 4: the whole output a Python list of calls with keyword arguments,
+//                [f(a=1), g(b="x")].
 // A parser only splits text into content and calls; the response (extract_tool_calls) and the
 // stream (ToolCallStreamer) are built on that one split, so they agree on what a call is.
 #pragma once
@@ -53,7 +55,7 @@ class ToolCallParser {
 
 // The parser `name` selects; throws quench::Error naming the allowed names.
 const ToolCallParser& tool_call_parser(std::string_view name);
-// "hermes, llama3_json, mistral", for usage lines and errors.
+// "hermes, llama3_json, mistral, pythonic", for usage lines and errors.
 const char* tool_call_parser_names();
 
 struct ToolCallOutput {
