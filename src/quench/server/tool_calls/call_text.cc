@@ -67,6 +67,11 @@ size_t partial_marker_suffix(std::string_view text, std::string_view marker) {
   return 0;
 }
 
+size_t skip_blank(std::string_view text, size_t pos) {
+  const size_t next = text.find_first_not_of(kBlank, pos);
+  return next == std::string_view::npos ? text.size() : next;
+}
+
 bool is_blank(std::string_view text) {
   return text.find_first_not_of(kBlank) == std::string_view::npos;
 }

@@ -24,6 +24,9 @@ std::optional<FunctionCall> parse_function_call(std::string_view text);
 // output may complete into the marker, so a stream holds them back.
 size_t partial_marker_suffix(std::string_view text, std::string_view marker);
 
+// The first position at or after `pos` that is not a blank (space, tab, CR, LF); text.size()
+// where only blanks follow.
+size_t skip_blank(std::string_view text, size_t pos);
 bool is_blank(std::string_view text);
 std::string_view trim_blank(std::string_view text);
 

@@ -7,11 +7,6 @@ namespace {
 
 constexpr std::string_view kPythonTag = "<|python_tag|>";
 
-size_t skip_blank(std::string_view text, size_t pos) {
-  const size_t next = text.find_first_not_of(" \t\r\n", pos);
-  return next == std::string_view::npos ? text.size() : next;
-}
-
 }  // namespace
 
 std::vector<ToolCallSegment> Llama3JsonToolCallParser::scan(std::string_view text,

@@ -11,11 +11,6 @@ constexpr std::string_view kMarker = "[TOOL_CALLS]";
 constexpr std::string_view kArgs = "[ARGS]";
 constexpr std::string_view kCallId = "[CALL_ID]";
 
-size_t skip_blank(std::string_view text, size_t pos) {
-  const size_t next = text.find_first_not_of(" \t\r\n", pos);
-  return next == std::string_view::npos ? text.size() : next;
-}
-
 bool is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
          c == '-' || c == '.';

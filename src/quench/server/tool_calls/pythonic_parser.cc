@@ -52,11 +52,7 @@ class CallListReader {
 
  private:
   char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
-  void blank() {
-    while (pos_ < text_.size() &&
-           std::string_view(" \t\r\n").find(text_[pos_]) != std::string_view::npos)
-      ++pos_;
-  }
+  void blank() { pos_ = skip_blank(text_, pos_); }
   bool literal(char c) {
     blank();
     if (peek() != c) return false;
@@ -204,11 +200,6 @@ class CallListReader {
   std::string_view text_;
   size_t pos_;
 };
-
-size_t skip_blank(std::string_view text, size_t pos) {
-  const size_t next = text.find_first_not_of(" \t\r\n", pos);
-  return next == std::string_view::npos ? text.size() : next;
-}
 
 }  // namespace
 
