@@ -4,11 +4,14 @@
 #include <atomic>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "quench/core/error.h"
+#include "quench/engine/structured_output/regex_syntax.h"
 #include "quench/engine/structured_output/schema_all_of.h"
 #include "quench/engine/structured_output/string_formats.h"
+#include "quench/tokenizer/utf8.h"
 
 namespace quench {
 
@@ -17,7 +20,8 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char* kSupported =
-    "type, properties, required, additionalProperties, minProperties, maxProperties, items, "
+    "type, properties, required, additionalProperties, patternProperties, propertyNames (pattern, "
+    "minLength, maxLength, enum, const, format), minProperties, maxProperties, items, "
     "prefixItems, additionalItems, "
     "minItems, maxItems, minLength, "
     "maxLength, pattern, minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf, enum, "
@@ -147,6 +151,19 @@ class JsonSchemaCompiler {
     return index;
   }
 
+  // 'type': one name or a list of them, as JsonTypeBit bits.
+  static uint8_t compile_types(const json& type, const std::string& path) {
+    if (type.is_string()) return type_bit(type.get<std::string>(), path);
+    QUENCH_REQUIRE(type.is_array() && !type.empty(), "JSON schema ", path,
+                   ": 'type' must be a type name or a non-empty list of them");
+    uint8_t types = 0;
+    for (const json& t : type) {
+      QUENCH_REQUIRE(t.is_string(), "JSON schema ", path, ": 'type' lists ", t.dump());
+      types |= type_bit(t.get<std::string>(), path);
+    }
+    return types;
+  }
+
   static void check_keywords(const json& s, const std::string& path) {
     QUENCH_REQUIRE(s.is_object(), "JSON schema ", path,
                    ": a schema must be an object or a boolean, not ", s.dump());
@@ -154,6 +171,8 @@ class JsonSchemaCompiler {
                                                     "properties",
                                                     "required",
                                                     "additionalProperties",
+                                                    "patternProperties",
+                                                    "propertyNames",
                                                     "minProperties",
                                                     "maxProperties",
                                                     "items",
@@ -404,20 +423,7 @@ class JsonSchemaCompiler {
     in_progress_.insert(index);
     JsonSchemaNode node;
     node.object_node = node.array_node = node.string_node = node.number_node = index;
-    if (s.contains("type")) {
-      const json& type = s.at("type");
-      node.types = 0;
-      if (type.is_string()) {
-        node.types = type_bit(type.get<std::string>(), path);
-      } else {
-        QUENCH_REQUIRE(type.is_array() && !type.empty(), "JSON schema ", path,
-                       ": 'type' must be a type name or a non-empty list of them");
-        for (const json& t : type) {
-          QUENCH_REQUIRE(t.is_string(), "JSON schema ", path, ": 'type' lists ", t.dump());
-          node.types |= type_bit(t.get<std::string>(), path);
-        }
-      }
-    }
+    if (s.contains("type")) node.types = compile_types(s.at("type"), path);
     if (s.contains("enum") || s.contains("const")) {
       QUENCH_REQUIRE(!(s.contains("enum") && s.contains("const")), "JSON schema ", path,
                      ": 'enum' and 'const' together are not supported");
@@ -490,6 +496,8 @@ class JsonSchemaCompiler {
   }
 
   void compile_object(const json& s, const std::string& path, JsonSchemaNode& node) {
+    std::vector<std::string> listed_names;  // decoded, per property
+    std::vector<json> listed_schemas;
     if (s.contains("properties")) {
       const json& properties = s.at("properties");
       QUENCH_REQUIRE(properties.is_object(), "JSON schema ", path,
@@ -501,6 +509,8 @@ class JsonSchemaCompiler {
         const std::string quoted = json(name).dump();
         node.property_keys.push_back(quoted.substr(1, quoted.size() - 2));
         node.property_nodes.push_back(compile(property, str_cat(path, "/properties/", name)));
+        listed_names.push_back(name);
+        listed_schemas.push_back(property);
       }
     }
     if (s.contains("required")) {
@@ -528,16 +538,190 @@ class JsonSchemaCompiler {
     }
     if (s.contains("minProperties")) node.min_properties = count_keyword(s, "minProperties", path);
     if (s.contains("maxProperties")) node.max_properties = count_keyword(s, "maxProperties", path);
+    compile_key_rules(s, path, listed_names, listed_schemas, node);
     const auto required = static_cast<int64_t>(__builtin_popcountll(node.required));
-    const auto listed = static_cast<int64_t>(node.property_keys.size());
     QUENCH_REQUIRE(
         node.max_properties < 0 ||
             (node.min_properties <= node.max_properties && required <= node.max_properties),
         "JSON schema ", path, ": maxProperties ", node.max_properties, " is below minProperties ",
         node.min_properties, " or the ", required, " required properties");
-    QUENCH_REQUIRE(node.additional != JsonSchema::kNoNode || node.min_properties <= listed,
-                   "JSON schema ", path, ": minProperties ", node.min_properties, " exceeds the ",
-                   listed, " properties an object may have (additionalProperties is false)");
+    // The most keys an object may have: its listed properties that may appear, and the unlisted
+    // keys (any number where additionalProperties allows them, else those the key automaton has).
+    int64_t most = static_cast<int64_t>(node.property_keys.size()) -
+                   static_cast<int64_t>(__builtin_popcountll(node.absent_keys));
+    if (const KeyAutomaton* keys = node.key_automaton.get()) {
+      most += keys->completions(keys->start()) -
+              static_cast<int64_t>(__builtin_popcountll(keys->listed_reaching()));
+    } else if (node.additional != JsonSchema::kNoNode) {
+      most = KeyAutomaton::kCountCap;
+    }
+    QUENCH_REQUIRE(node.min_properties <= most, "JSON schema ", path, ": minProperties ",
+                   node.min_properties, " exceeds the ", most,
+                   " keys an object may have (additionalProperties, patternProperties and "
+                   "propertyNames allow no more)");
+  }
+
+  // patternProperties and propertyNames: the key automaton (key_automaton.h) of the object's
+  // unlisted keys; a listed property's value also meets the schemas of the patterns its name
+  // matches, and a listed property that fails propertyNames may not appear.
+  void compile_key_rules(const json& s, const std::string& path,
+                         const std::vector<std::string>& listed_names,
+                         const std::vector<json>& listed_schemas, JsonSchemaNode& node) {
+    if (!s.contains("patternProperties") && !s.contains("propertyNames")) return;
+    KeyAutomaton::Spec spec;
+    std::vector<json> pattern_schemas;
+    if (s.contains("patternProperties")) {
+      const json& patterns = s.at("patternProperties");
+      QUENCH_REQUIRE(patterns.is_object(), "JSON schema ", path,
+                     ": 'patternProperties' must be an object of patterns and schemas");
+      for (const auto& [pattern, schema] : patterns.items()) {
+        spec.patterns.push_back(
+            compile_key_pattern(pattern, false, str_cat(path, "/patternProperties/", pattern)));
+        pattern_schemas.push_back(schema);
+      }
+    }
+    bool any_key = true;  // propertyNames false (or no string): no key may appear
+    if (s.contains("propertyNames"))
+      any_key = compile_property_names(s.at("propertyNames"), path + "/propertyNames", spec);
+    const std::string patterns_path = path + "/patternProperties";
+    // The value of a key the patterns of `matched` match: the merge of their schemas.
+    auto matched_schemas = [&](uint64_t matched) {
+      std::vector<json> parts;
+      for (size_t i = 0; i < pattern_schemas.size(); ++i)
+        if (matched & (uint64_t{1} << i)) parts.push_back(pattern_schemas[i]);
+      return parts;
+    };
+    for (size_t i = 0; i < node.property_keys.size(); ++i) {
+      const std::string& name = listed_names[i];
+      const uint64_t bit = uint64_t{1} << i;
+      bool named = any_key;
+      for (const auto& pattern : spec.names)
+        named = named && pattern->matches(name);
+      const auto length = static_cast<int64_t>(decode_utf8(name).size());
+      named =
+          named && length >= spec.min_length && (spec.max_length < 0 || length <= spec.max_length);
+      uint64_t matched = 0;
+      for (size_t p = 0; p < spec.patterns.size(); ++p)
+        if (spec.patterns[p]->matches(name)) matched |= uint64_t{1} << p;
+      const std::string at = str_cat(path, "/properties/", name);
+      if (named && matched != 0) {
+        std::vector<json> parts = {listed_schemas[i]};
+        for (json& part : matched_schemas(matched))
+          parts.push_back(std::move(part));
+        const int32_t value = compile_conjunction(parts, at);
+        if (value != JsonSchema::kNoNode) {
+          node.property_nodes[i] = value;
+        } else {
+          named = false;
+        }
+      }
+      if (named) continue;
+      QUENCH_REQUIRE(!(node.required & bit), "JSON schema ", at,
+                     ": a required property that propertyNames refuses, or whose schema and a "
+                     "matching patternProperties schema admit no common value");
+      node.absent_keys |= bit;
+    }
+    if (!any_key) {
+      node.additional = JsonSchema::kNoNode;
+      return;
+    }
+    spec.listed = listed_names;
+    const int32_t additional = node.additional;
+    spec.outcome = [&](uint64_t matched) {
+      if (matched == 0) return additional;
+      return compile_conjunction(matched_schemas(matched), patterns_path);
+    };
+    node.key_automaton = KeyAutomaton::build(spec, path);
+    // Few keys in all: they become listed properties, so that each appears at most once (the
+    // prefix does not remember which unlisted keys an object has had).
+    const KeyAutomaton& keys = *node.key_automaton;
+    const int64_t room = static_cast<int64_t>(JsonSchema::kMaxProperties) -
+                         static_cast<int64_t>(node.property_keys.size()) +
+                         __builtin_popcountll(keys.listed_reaching());
+    const std::vector<std::string> finite = keys.finite_keys(room);
+    if (finite.empty() && keys.completions(keys.start()) != 0) return;
+    for (const std::string& key : finite) {
+      if (std::find(listed_names.begin(), listed_names.end(), key) != listed_names.end()) continue;
+      const std::string quoted = json(key).dump();
+      node.property_keys.push_back(quoted.substr(1, quoted.size() - 2));
+      node.property_nodes.push_back(keys.outcome_of(key));
+    }
+    node.additional = JsonSchema::kNoNode;
+    node.key_automaton = nullptr;
+  }
+
+  // A key pattern: search semantics (patternProperties, propertyNames' pattern), or the whole key
+  // (propertyNames' enum).
+  static std::shared_ptr<const StringPattern> compile_key_pattern(const std::string& pattern,
+                                                                  bool full_match,
+                                                                  const std::string& path) {
+    try {
+      return StringPattern::compile(pattern, 0, -1, full_match);
+    } catch (const Error& e) {
+      throw Error(str_cat("JSON schema ", path, ": ", e.what()));
+    }
+  }
+
+  // propertyNames: a string schema each key meets, as patterns and length bounds into `spec`.
+  // False where no key may appear (the schema false, a type without string, an enum without a
+  // string).
+  static bool compile_property_names(const json& names, const std::string& path,
+                                     KeyAutomaton::Spec& spec) {
+    if (names.is_boolean()) return names.get<bool>();
+    QUENCH_REQUIRE(names.is_object(), "JSON schema ", path,
+                   ": 'propertyNames' must be a schema or a boolean");
+    static const std::set<std::string> supported = {"type", "pattern", "minLength", "maxLength",
+                                                    "enum", "const",   "format"};
+    for (const auto& [key, value] : names.items()) {
+      QUENCH_REQUIRE(supported.count(key) != 0 || annotates(key, value), "JSON schema ", path,
+                     ": keyword '", key,
+                     "' is not supported in propertyNames; supported: type, pattern, minLength, "
+                     "maxLength, enum, const, format (date, time, date-time, uuid, ipv4, email)");
+    }
+    if (names.contains("type") && !(compile_types(names.at("type"), path) & kJsonString))
+      return false;
+    if (names.contains("minLength")) spec.min_length = count_keyword(names, "minLength", path);
+    if (names.contains("maxLength")) spec.max_length = count_keyword(names, "maxLength", path);
+    QUENCH_REQUIRE(spec.max_length < 0 || spec.min_length <= spec.max_length, "JSON schema ", path,
+                   ": minLength ", spec.min_length, " exceeds maxLength ", spec.max_length);
+    if (names.contains("pattern")) {
+      QUENCH_REQUIRE(names.at("pattern").is_string(), "JSON schema ", path,
+                     ": 'pattern' must be a string");
+      spec.names.push_back(
+          compile_key_pattern(names.at("pattern").get<std::string>(), false, path + "/pattern"));
+    }
+    if (names.contains("format") && !annotates("format", names.at("format"))) {
+      spec.names.push_back(compile_key_pattern(
+          string_format_pattern(names.at("format").get<std::string>()), false, path + "/format"));
+    }
+    if (names.contains("enum") || names.contains("const")) {
+      QUENCH_REQUIRE(!(names.contains("enum") && names.contains("const")), "JSON schema ", path,
+                     ": 'enum' and 'const' together are not supported");
+      const json values =
+          names.contains("const") ? json::array({names.at("const")}) : names.at("enum");
+      QUENCH_REQUIRE(values.is_array() && !values.empty(), "JSON schema ", path,
+                     ": 'enum' must be a non-empty list");
+      std::string alternation;
+      for (const json& v : values) {
+        if (!v.is_string()) continue;  // never a key
+        if (!alternation.empty()) alternation += '|';
+        alternation += regex_literal(v.get<std::string>());
+      }
+      if (alternation.empty()) return false;
+      spec.names.push_back(compile_key_pattern(alternation, true, path + "/enum"));
+    }
+    return true;
+  }
+
+  // The node of the values every schema of `parts` admits; kNoNode where none is (a pattern's
+  // schema false forbids the keys it matches).
+  int32_t compile_conjunction(const std::vector<json>& parts, const std::string& path) {
+    for (const json& part : parts)
+      if (part.is_boolean() && !part.get<bool>()) return JsonSchema::kNoNode;
+    if (parts.size() == 1) return compile(parts[0], path);
+    const std::optional<json> merged = merge_schemas(
+        parts, [this](const std::string& ref) { return resolve_ref(ref); }, annotates, path);
+    return merged ? compile(*merged, path) : JsonSchema::kNoNode;
   }
 
   // items (one schema), the tuple forms prefixItems (2020-12) and items as a list with

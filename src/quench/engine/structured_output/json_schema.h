@@ -3,7 +3,8 @@
 // {"type": "object"}). The subset is the one structured-output clients send (OpenAI's strict
 // mode, pydantic's model_json_schema()):
 //   type (one or a list), properties, required, additionalProperties (bool or schema),
-//   minProperties, maxProperties, items,
+//   patternProperties and propertyNames (pattern, minLength, maxLength, enum, const, format;
+//   key_automaton.h), minProperties, maxProperties, items,
 //   prefixItems / items as a list with additionalItems (tuples), minItems, maxItems, minLength,
 //   maxLength, pattern (regex_syntax.h: the regular subset of ECMA-262), minimum, maximum,
 //   exclusiveMinimum, exclusiveMaximum, multipleOf (number_bounds.h), enum, const, anyOf / oneOf
@@ -15,8 +16,8 @@
 // format: date, time, date-time, uuid, ipv4 and email are enforced as patterns
 // (string_formats.h) where the schema has no pattern of its own; annotations (title,
 // description, default, examples, other formats, ...) are accepted and not enforced. Any other
-// keyword (patternProperties, propertyNames, not, ...) is refused with an error that names it, its
-// place in the schema and the supported keywords: a constraint is never silently dropped.
+// keyword (not, if / then / else, dependentRequired, ...) is refused with an error that names it,
+// its place in the schema and the supported keywords: a constraint is never silently dropped.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "quench/engine/structured_output/key_automaton.h"
 #include "quench/engine/structured_output/number_bounds.h"
 #include "quench/engine/structured_output/string_pattern.h"
 
@@ -62,6 +64,14 @@ struct JsonSchemaNode {
   std::vector<int32_t> property_nodes;
   uint64_t required = 0;  // bit i: property i must be present
   int32_t additional = 0;
+  // patternProperties / propertyNames: the keys other than the listed ones, and their values'
+  // nodes (key_automaton.h; `additional` is its outcome for keys no pattern matches); null:
+  // every unlisted key takes `additional`. Keys of such objects are written in JSON's canonical
+  // spelling (see JsonSchemaPrefix).
+  std::shared_ptr<const KeyAutomaton> key_automaton;
+  // Bit i: property i may not appear (its name fails propertyNames, or its schema and a matching
+  // pattern's admit no common value); an object starts with them counted as present.
+  uint64_t absent_keys = 0;
   int64_t min_properties = 0;
   int64_t max_properties = -1;  // -1: no bound
   // Arrays: item i follows prefix_items[i] (a tuple's), the items past it `items`.

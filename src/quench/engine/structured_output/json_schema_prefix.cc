@@ -67,6 +67,7 @@ std::string JsonSchemaPrefix::key() const {
   append_bytes(k, utf8_min_);
   append_bytes(k, high_surrogate_);
   append_bytes(k, utf8_lead_);
+  append_bytes(k, key_state_);
   k += literal_;
   k += '|';
   k += text_;
@@ -138,7 +139,8 @@ bool JsonSchemaPrefix::may_continue(const Frame& f) const {
   if (!f.object) return n.max_items < 0 || f.items < n.max_items;
   if (n.max_properties >= 0 && f.items >= n.max_properties) return false;
   if (only_required_keys_fit(f)) return (n.required & ~f.seen) != 0;
-  if (n.additional != JsonSchema::kNoNode) return true;
+  if (n.key_automaton ? n.key_automaton->unlisted_keys() : n.additional != JsonSchema::kNoNode)
+    return true;
   const uint64_t all =
       n.property_keys.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << n.property_keys.size()) - 1;
   return (f.seen & all) != all;
@@ -182,6 +184,7 @@ bool JsonSchemaPrefix::start_value(int32_t index, unsigned char c) {
       Frame f;
       f.object = object;
       f.node = object ? n.object_node : n.array_node;
+      if (object) f.seen = node(f.node).absent_keys;
       stack_.push_back(f);
       mode_ = object ? Mode::kKeyOrClose : Mode::kValueOrClose;
       return true;
@@ -250,7 +253,7 @@ void JsonSchemaPrefix::end_enum() {
           std::find(alternative.property_keys.begin(), alternative.property_keys.end(), n.tag_key) -
           alternative.property_keys.begin());
       f.node = n.tag_nodes[tag];
-      f.seen = uint64_t{1} << key;
+      f.seen = (uint64_t{1} << key) | alternative.absent_keys;
     }
   }
   text_.clear();
@@ -261,7 +264,9 @@ void JsonSchemaPrefix::end_enum() {
 bool JsonSchemaPrefix::start_key() {
   if (!may_continue(stack_.back())) return false;
   mode_ = Mode::kString, string_is_key_ = true;
-  key_match_ = !node(stack_.back().node).property_keys.empty();
+  const JsonSchemaNode& n = node(stack_.back().node);
+  key_match_ = !n.property_keys.empty();
+  key_state_ = n.key_automaton ? n.key_automaton->start() : 0;
   text_.clear();
   return true;
 }
@@ -273,7 +278,8 @@ bool JsonSchemaPrefix::end_key() {
   const JsonSchemaNode& n = node(f.node);
   mode_ = Mode::kColon;
   const bool matched = key_match_;
-  string_is_key_ = false, key_match_ = false;
+  const KeyAutomaton::State key_state = key_state_;
+  string_is_key_ = false, key_match_ = false, key_state_ = 0;
   const bool required_only = only_required_keys_fit(f);
   ++f.items;
   if (matched) {
@@ -288,8 +294,8 @@ bool JsonSchemaPrefix::end_key() {
     }
   }
   text_.clear();
-  f.value = n.additional;
-  return n.additional != JsonSchema::kNoNode && !required_only;
+  f.value = n.key_automaton ? n.key_automaton->outcome(key_state) : n.additional;
+  return f.value != JsonSchema::kNoNode && !required_only;
 }
 
 // A byte inside a string (modes kString, kEscape, kUnicode). Keys and strings without a pattern
@@ -300,6 +306,7 @@ bool JsonSchemaPrefix::end_key() {
 // surrogate's escape must follow), so that such strings share mask keys whatever their text.
 bool JsonSchemaPrefix::feed_string(unsigned char c) {
   if (!string_is_key_ && node(string_node_).pattern) return feed_pattern_string(c);
+  if (string_is_key_ && node(stack_.back().node).key_automaton) return feed_automaton_key(c);
   bool new_char = false;  // the byte starts a character (a length bound counts it)
   switch (mode_) {
     case Mode::kString:
@@ -381,6 +388,115 @@ bool JsonSchemaPrefix::feed_string(unsigned char c) {
   if (!new_char || (n.min_length == 0 && n.max_length < 0)) return true;
   ++chars_;
   return n.max_length < 0 || chars_ <= n.max_length;
+}
+
+// A byte of a key in an object with a key automaton (patternProperties / propertyNames), in
+// JSON's canonical spelling (json_schema_prefix.h): each character decoded, or, while it is
+// undecided (a UTF-8 lead, an escape's first bytes), the code points it may still become. The
+// byte is admitted where the key may still become a listed property that can come here, or an
+// unlisted key with a value's node: the automaton's keys through those code points must
+// outnumber the listed properties among them (a listed name is never an unlisted key).
+bool JsonSchemaPrefix::feed_automaton_key(unsigned char c) {
+  const Frame& f = stack_.back();
+  const JsonSchemaNode& n = node(f.node);
+  const KeyAutomaton& keys = *n.key_automaton;
+  // Control characters without a short escape: \u00xx.
+  static constexpr uint32_t kLongEscapes[][2] = {{0x00, 0x07}, {0x0B, 0x0B}, {0x0E, 0x1F}};
+  struct Range {
+    uint32_t lo, hi;
+  };
+  std::vector<Range> candidates;  // the undecided character's code points
+  bool decided = false;           // the character is code_point_
+  auto long_escapes_within = [&](uint32_t lo, uint32_t hi) {
+    for (const auto& r : kLongEscapes) {
+      const uint32_t a = std::max(lo, r[0]), b = std::min(hi, r[1]);
+      if (a <= b) candidates.push_back({a, b});
+    }
+  };
+  switch (mode_) {
+    case Mode::kString:
+      if (utf8_left_ > 0) {
+        if (c < continuation_min() || c > continuation_max()) return false;
+        code_point_ = (code_point_ << 6) | (c & 0x3Fu);
+        --utf8_left_, utf8_lead_ = 0;
+        decided = utf8_left_ == 0;
+      } else if (c == '"') {
+        return end_key();
+      } else if (c == '\\') {
+        mode_ = Mode::kEscape;
+        candidates = {{0x00, 0x1F}, {'"', '"'}, {'\\', '\\'}};
+        break;
+      } else if (c < 0x20) {
+        return false;  // control characters must be escaped
+      } else if (c < 0x80) {
+        code_point_ = c, decided = true;
+      } else {
+        if (!start_utf8_sequence(c)) return false;
+        code_point_ = c & (utf8_left_ == 1 ? 0x1Fu : utf8_left_ == 2 ? 0x0Fu : 0x07u);
+      }
+      if (!decided) {
+        const int free_bits = 6 * utf8_left_;
+        const uint32_t least = utf8_left_ == 3 ? 0x10000 : utf8_left_ == 2 ? 0x800 : 0x80;
+        const uint32_t lo = code_point_ << free_bits;
+        candidates = {{std::max(lo, least), lo | ((1u << free_bits) - 1)}};
+      }
+      break;
+    case Mode::kEscape: {
+      const char* escapes = "\"\\bfnrt";
+      const char* decoded = "\"\\\b\f\n\r\t";
+      if (c == 'u') {
+        mode_ = Mode::kUnicode, hex_left_ = 4, code_point_ = 0;
+        long_escapes_within(0x00, 0x1F);
+        break;
+      }
+      const char* at = c != 0 ? std::strchr(escapes, c) : nullptr;
+      if (at == nullptr) return false;
+      code_point_ = static_cast<unsigned char>(decoded[at - escapes]), decided = true;
+      mode_ = Mode::kString;
+      break;
+    }
+    default: {  // kUnicode: 0, 0, then 0 or 1, then a lowercase hex digit
+      const int digit = 4 - hex_left_;
+      const bool canonical = digit < 2   ? c == '0'
+                             : digit < 3 ? c == '0' || c == '1'
+                                         : is_digit(c) || (c >= 'a' && c <= 'f');
+      if (!canonical) return false;
+      code_point_ = code_point_ * 16 + hex_value(c);
+      const int free_bits = 4 * --hex_left_;
+      const uint32_t lo = code_point_ << free_bits;
+      long_escapes_within(lo, lo | ((1u << free_bits) - 1));
+      if (candidates.empty()) return false;  // a character with a short escape
+      decided = hex_left_ == 0;
+      if (decided) mode_ = Mode::kString;
+      break;
+    }
+  }
+  const bool required_only = only_required_keys_fit(f);
+  bool listed_may = false;   // an unseen listed property that may come here starts so
+  int64_t listed_among = 0;  // listed properties that start so and reach an outcome as keys
+  if (key_match_) {
+    text_ += static_cast<char>(c);
+    bool any = false;
+    for (size_t i = 0; i < n.property_keys.size(); ++i) {
+      if (!starts_with(n.property_keys[i], text_)) continue;
+      const uint64_t bit = uint64_t{1} << i;
+      any = true;
+      listed_may = listed_may || (!(f.seen & bit) && (!required_only || (n.required & bit)));
+      if (keys.listed_reaching() & bit) ++listed_among;
+    }
+    // No listed property starts so: its bytes no longer matter.
+    if (!any) key_match_ = false, text_.clear();
+  }
+  int64_t unlisted = 0;  // the automaton's keys from here, listed ones included
+  if (decided) {
+    key_state_ = keys.step(key_state_, code_point_);
+    code_point_ = 0;
+    unlisted = keys.completions(key_state_);
+  } else {
+    for (const Range& r : candidates)
+      unlisted += keys.completions_via(key_state_, r.lo, r.hi);
+  }
+  return listed_may || (!required_only && unlisted > listed_among);
 }
 
 // A UTF-8 lead byte of a string without a pattern: C0, C1 and F5-FF never start a sequence.

@@ -7,7 +7,11 @@
 //  - a value's first byte must start one of its node's types (an integer takes no '.' or
 //    exponent); enum / const values must be typed exactly as listed (compact JSON);
 //  - an object's keys: a listed property at most once, typed exactly as listed (escapes
-//    included), or any other key where additionalProperties allows one; '}' only once every
+//    included), or any other key where additionalProperties allows one; with patternProperties
+//    or propertyNames, another key only where the key automaton gives it a value's node, the
+//    keys decoded and stepped through it and written in JSON's canonical spelling (characters as
+//    themselves, escapes only for '"', '\' and control characters: \b \f \n \r \t, else
+//    \u00xx in lowercase hex), so that a listed property has one spelling; '}' only once every
 //    required property is present (and minProperties keys); ',' only while another key may
 //    follow (maxProperties keys at most, room kept for the missing required ones); a tagged union's
 //    object starts with its tag, whose value picks the alternative for the rest; any other
@@ -100,6 +104,7 @@ class JsonSchemaPrefix {
   void end_enum();
   bool feed_string(unsigned char c);
   bool feed_pattern_string(unsigned char c);
+  bool feed_automaton_key(unsigned char c);
   bool start_utf8_sequence(unsigned char c);
   unsigned char continuation_min() const;
   unsigned char continuation_max() const;
@@ -144,6 +149,8 @@ class JsonSchemaPrefix {
   // A key's or a string's without a pattern: its UTF-8 lead while it narrows the next byte
   // (E0, ED, F0, F4), else 0; utf8_left_ counts the bytes still to come.
   unsigned char utf8_lead_ = 0;
+  // A key of an object with a key automaton (patternProperties / propertyNames): its state.
+  KeyAutomaton::State key_state_ = 0;
   const char* literal_ = "";  // kLiteral: the rest of the literal
   int whitespace_run_ = 0;
   std::string text_;  // a matched key's, an enum value's or a bounded number's bytes so far

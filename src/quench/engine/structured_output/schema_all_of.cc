@@ -223,9 +223,21 @@ class AllOfMerger {
                     json& result) {
     auto has_any = [](const json& s) {
       return s.contains("properties") || s.contains("additionalProperties") ||
-             s.contains("required");
+             s.contains("required") || s.contains("patternProperties") ||
+             s.contains("propertyNames");
     };
     if (!has_any(a) && !has_any(b)) return true;
+    // Which keys a part's additionalProperties covers depends on its patternProperties, so a
+    // part with key rules merges only with parts that say nothing of keys.
+    auto has_key_rules = [](const json& s) {
+      return s.contains("patternProperties") || s.contains("propertyNames");
+    };
+    if (has_any(a) && has_any(b) && (has_key_rules(a) || has_key_rules(b))) {
+      throw Error(str_cat("JSON schema ", where,
+                          ": allOf's parts both constrain an object's keys, one with "
+                          "patternProperties / propertyNames; these are merged only with parts "
+                          "without properties, additionalProperties or required"));
+    }
     const json empty = json::object();
     const json& listed_a = a.contains("properties") ? a.at("properties") : empty;
     const json& listed_b = b.contains("properties") ? b.at("properties") : empty;
@@ -335,6 +347,20 @@ json merge_all_of(const json& schema, const SchemaRefResolver& resolve,
   }
   // All parts true: any value.
   return merged->is_boolean() ? json::object() : *merged;
+}
+
+std::optional<json> merge_schemas(const std::vector<json>& parts, const SchemaRefResolver& resolve,
+                                  const SchemaAnnotationTest& annotates, const std::string& path) {
+  QUENCH_REQUIRE(!parts.empty(), "JSON schema ", path, ": no schemas to merge");
+  AllOfMerger merger(resolve, annotates);
+  std::optional<json> merged = parts[0];
+  for (size_t i = 1; i < parts.size() && merged; ++i)
+    merged = merger.merge(*merged, parts[i], path, 0);
+  if (merged && merged->is_boolean()) {
+    if (!merged->get<bool>()) return std::nullopt;
+    return json::object();
+  }
+  return merged;
 }
 
 }  // namespace quench

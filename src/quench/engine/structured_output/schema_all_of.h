@@ -19,7 +19,9 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -35,5 +37,13 @@ using SchemaAnnotationTest = std::function<bool(const std::string& key, const nl
 // keyword that cannot be merged, or saying that the parts admit no common value, at `path`.
 nlohmann::json merge_all_of(const nlohmann::json& schema, const SchemaRefResolver& resolve,
                             const SchemaAnnotationTest& annotates, const std::string& path);
+
+// The schema of the values every one of `parts` admits, merged as merge_all_of does; nullopt where
+// they admit no common value (patternProperties' schemas of one key, a listed property's schema
+// and a pattern's). Throws quench::Error where a keyword cannot be merged exactly.
+std::optional<nlohmann::json> merge_schemas(const std::vector<nlohmann::json>& parts,
+                                            const SchemaRefResolver& resolve,
+                                            const SchemaAnnotationTest& annotates,
+                                            const std::string& path);
 
 }  // namespace quench

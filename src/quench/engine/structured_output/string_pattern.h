@@ -58,6 +58,9 @@ class StringPattern {
   bool may_end(State s, int64_t chars) const;
   // Whether the whole UTF-8 text is admitted (the pattern and the length bounds).
   bool matches(const std::string& utf8) const;
+  // The first code point of each atom (a range of code points every step treats alike), for
+  // automata built over several patterns (key_automaton.h).
+  const std::vector<uint32_t>& atom_starts() const { return atom_starts_; }
 
  private:
   friend class StringPatternBuilder;
