@@ -35,6 +35,25 @@ inline std::shared_ptr<const JsonSchema> one_property_object(const std::string& 
   return JsonSchema::compile(closed_object({{key, property}}, {key}));
 }
 
+// The texts of every object of at most two distinct keys among `keys` (written as given between
+// the quotes), each with one of `values` (JSON texts), the empty object first.
+inline std::vector<std::string> objects_of_two_keys_at_most(
+    const std::vector<std::string>& keys, const std::vector<std::string>& values) {
+  std::vector<std::string> texts = {"{}"};
+  for (const std::string& k1 : keys) {
+    for (const std::string& v1 : values) {
+      const std::string one = "{\"" + k1 + "\": " + v1;
+      texts.push_back(one + "}");
+      for (const std::string& k2 : keys) {
+        if (k2 == k1) continue;
+        for (const std::string& v2 : values)
+          texts.push_back(one + ", \"" + k2 + "\": " + v2 + "}");
+      }
+    }
+  }
+  return texts;
+}
+
 // The whole text is accepted and complete.
 inline bool admits_whole(const JsonSchema& schema, const std::string& text) {
   JsonSchemaPrefix p(schema);

@@ -52,7 +52,8 @@ bool value_meets(const json& schema, const json& value) {
 bool name_meets(const json& names, const std::string& key) {
   if (names.is_boolean()) return names.get<bool>();
   const auto length = static_cast<int64_t>(decode_utf8(key).size());
-  if (names.contains("pattern") && !searches(names["pattern"].get<std::string>(), key)) return false;
+  if (names.contains("pattern") && !searches(names["pattern"].get<std::string>(), key))
+    return false;
   if (names.contains("minLength") && length < names["minLength"].get<int64_t>()) return false;
   if (names.contains("maxLength") && length > names["maxLength"].get<int64_t>()) return false;
   if (names.contains("const") && json(key) != names["const"]) return false;
@@ -97,22 +98,12 @@ bool reference_admits(const json& schema, const json& object) {
 std::vector<std::string> small_objects() {
   std::vector<std::string> keys = {""};
   const std::string alphabet = "abx1";
-  for (char c : alphabet) keys.push_back(std::string(1, c));
   for (char c : alphabet)
-    for (char d : alphabet) keys.push_back(std::string{c, d});
-  const std::vector<std::string> values = {"1", "-2", "\"s\"", "null"};
-  std::vector<std::string> texts = {"{}"};
-  for (const std::string& k1 : keys) {
-    for (const std::string& v1 : values) {
-      const std::string one = "{\"" + k1 + "\": " + v1;
-      texts.push_back(one + "}");
-      for (const std::string& k2 : keys) {
-        if (k2 == k1) continue;
-        for (const std::string& v2 : values) texts.push_back(one + ", \"" + k2 + "\": " + v2 + "}");
-      }
-    }
-  }
-  return texts;
+    keys.push_back(std::string(1, c));
+  for (char c : alphabet)
+    for (char d : alphabet)
+      keys.push_back(std::string{c, d});
+  return testing_support::objects_of_two_keys_at_most(keys, {"1", "-2", "\"s\"", "null"});
 }
 
 void expect_matches_reference(const json& schema) {
@@ -196,7 +187,8 @@ std::vector<json> key_rule_schemas() {
 }
 
 TEST(JsonSchemaKeyRules, AdmitsWhatTheReferenceAdmits) {
-  for (const json& schema : key_rule_schemas()) expect_matches_reference(schema);
+  for (const json& schema : key_rule_schemas())
+    expect_matches_reference(schema);
 }
 
 TEST(JsonSchemaKeyRules, RandomWalksNeverStall) {
@@ -208,7 +200,8 @@ TEST(JsonSchemaKeyRules, RandomWalksNeverStall) {
   // Keys of any characters, the automaton stepped over UTF-8 and escapes.
   finished += expect_walks_never_stall(json::parse(R"({"type": "object", "patternProperties":
       {"^é": {"type": "integer"}, "[\u0001-\u001f]": {"type": "null"}},
-      "propertyNames": {"maxLength": 3}})"), 60);
+      "propertyNames": {"maxLength": 3}})"),
+                                       60);
   walks += 60;
   // Not vacuous: most walks end in an object (a required key typed at random takes longer).
   EXPECT_GT(finished, walks / 2);
@@ -237,8 +230,8 @@ TEST(JsonSchemaKeyRules, KeysAreWrittenInTheirCanonicalSpelling) {
   expect_refused_at(*s, R"({"\u001F": 1})", 7);   // lowercase hex
   expect_refused_at(*s, R"({"\/": 1})", 3);       // '/' needs no escape
   // Multi-byte characters step the patterns: "^é" (two bytes) takes integers only.
-  const auto accented = JsonSchema::compile(json::parse(
-      R"({"type": "object", "patternProperties": {"^é": {"type": "integer"}}})"));
+  const auto accented = JsonSchema::compile(
+      json::parse(R"({"type": "object", "patternProperties": {"^é": {"type": "integer"}}})"));
   EXPECT_TRUE(admits_whole(*accented, R"({"éa": 1, "e": "s"})"));
   EXPECT_FALSE(admits_whole(*accented, R"({"éa": "s"})"));
 }

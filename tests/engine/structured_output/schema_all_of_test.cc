@@ -25,22 +25,8 @@ using testing_support::admits_whole;
 
 // Every object of at most two distinct keys among a, b, c, each with one of nine values.
 std::vector<std::string> small_objects() {
-  const std::vector<std::string> keys = {"a", "b", "c"};
-  const std::vector<std::string> values = {"1",    "-2",   "3.5", "\"x\"", "\"xyz\"",
-                                           "null", "true", "[1]", "{}"};
-  std::vector<std::string> texts = {"{}"};
-  for (const std::string& k1 : keys) {
-    for (const std::string& v1 : values) {
-      const std::string one = "{\"" + k1 + "\": " + v1;
-      texts.push_back(one + "}");
-      for (const std::string& k2 : keys) {
-        if (k2 == k1) continue;
-        for (const std::string& v2 : values)
-          texts.push_back(one + ", \"" + k2 + "\": " + v2 + "}");
-      }
-    }
-  }
-  return texts;
+  return testing_support::objects_of_two_keys_at_most(
+      {"a", "b", "c"}, {"1", "-2", "3.5", "\"x\"", "\"xyz\"", "null", "true", "[1]", "{}"});
 }
 
 // The document with `parts` as its allOf, and each part alone (sharing the document's $defs).
