@@ -14,7 +14,9 @@ constexpr uint32_t kSurrogateFirst = 0xD800;
 constexpr uint32_t kSurrogateEnd = 0xE000;  // one past the last
 constexpr uint32_t kCodePointEnd = 0x110000;
 
-int64_t capped_add(int64_t a, int64_t b) { return std::min(a + b, KeyAutomaton::kCountCap); }
+int64_t capped_add(int64_t a, int64_t b) {
+  return std::min(a + b, KeyAutomaton::kCountCap);
+}
 
 int64_t capped_mul(int64_t size, int64_t count) {
   if (count == 0) return 0;
@@ -56,9 +58,9 @@ std::shared_ptr<const KeyAutomaton> KeyAutomaton::build(const Spec& spec, const 
   a.atom_starts_ = std::move(cuts);
   a.ascii_atoms_.resize(128);
   for (uint32_t cp = 0; cp < 128; ++cp) {
-    a.ascii_atoms_[cp] = static_cast<int32_t>(
-        std::upper_bound(a.atom_starts_.begin(), a.atom_starts_.end(), cp) -
-        a.atom_starts_.begin() - 1);
+    a.ascii_atoms_[cp] =
+        static_cast<int32_t>(std::upper_bound(a.atom_starts_.begin(), a.atom_starts_.end(), cp) -
+                             a.atom_starts_.begin() - 1);
   }
 
   // The length component saturates where the bounds stop telling lengths apart: past maxLength
@@ -74,14 +76,13 @@ std::shared_ptr<const KeyAutomaton> KeyAutomaton::build(const Spec& spec, const 
     if (spec.max_length >= 0 && t.back() > spec.max_length) return kDead;
     auto [it, inserted] = ids.emplace(t, static_cast<State>(tuples.size()));
     if (inserted) {
-      QUENCH_REQUIRE(tuples.size() < static_cast<size_t>(StringPattern::kMaxStates) &&
-                         static_cast<int64_t>(tuples.size() + 1) *
-                                 static_cast<int64_t>(a.atoms()) <=
-                             StringPattern::kMaxTableEntries,
-                     "JSON schema ", path,
-                     ": patternProperties / propertyNames make a key automaton of more than ",
-                     tuples.size(), " states over ", a.atoms(),
-                     " character ranges; use fewer or simpler patterns");
+      QUENCH_REQUIRE(
+          tuples.size() < static_cast<size_t>(StringPattern::kMaxStates) &&
+              static_cast<int64_t>(tuples.size() + 1) * static_cast<int64_t>(a.atoms()) <=
+                  StringPattern::kMaxTableEntries,
+          "JSON schema ", path,
+          ": patternProperties / propertyNames make a key automaton of more than ", tuples.size(),
+          " states over ", a.atoms(), " character ranges; use fewer or simpler patterns");
       tuples.push_back(t);
     }
     return it->second;
@@ -118,10 +119,12 @@ std::shared_ptr<const KeyAutomaton> KeyAutomaton::build(const Spec& spec, const 
     if (!named) continue;
     uint64_t matched = 0;
     for (size_t c = 0; c < matchers; ++c) {
-      if (parts[c]->may_end(static_cast<StringPattern::State>(t[c]), 0)) matched |= uint64_t{1} << c;
+      if (parts[c]->may_end(static_cast<StringPattern::State>(t[c]), 0))
+        matched |= uint64_t{1} << c;
     }
     auto it = outcome_of_set.find(matched);
-    if (it == outcome_of_set.end()) it = outcome_of_set.emplace(matched, spec.outcome(matched)).first;
+    if (it == outcome_of_set.end())
+      it = outcome_of_set.emplace(matched, spec.outcome(matched)).first;
     outcomes[i] = it->second;
   }
 
@@ -188,8 +191,8 @@ std::shared_ptr<const KeyAutomaton> KeyAutomaton::build(const Spec& spec, const 
         if (!stack.empty()) {
           const auto parent = static_cast<size_t>(stack.back().state);
           const size_t atom = stack.back().atom - 1;
-          a.completions_[parent] = capped_add(
-              a.completions_[parent], capped_mul(a.atom_size(atom), a.completions_[s]));
+          a.completions_[parent] =
+              capped_add(a.completions_[parent], capped_mul(a.atom_size(atom), a.completions_[s]));
         }
         continue;
       }
