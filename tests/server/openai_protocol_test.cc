@@ -220,7 +220,8 @@ TEST(OpenAiProtocol, ResponseFormatTurnsOnJsonModeOrASchema) {
   }
 }
 
-// vLLM's guided decoding: guided_choice / guided_regex become a raw-text pattern, guided_json a
+// vLLM's guided decoding: guided_choice / guided_regex become a raw-text pattern, guided_grammar
+// a raw-text grammar, guided_json a
 // schema, and so do structured_outputs' choice / regex / json; one at most, not beside a JSON
 // response_format, each error a 400 naming the field.
 TEST(OpenAiProtocol, GuidedDecodingFields) {
@@ -250,6 +251,12 @@ TEST(OpenAiProtocol, GuidedDecodingFields) {
       parse_completion_request(with({{"guided_json", schema.dump()}}), m).params;
   ASSERT_NE(guided_json.json_schema, nullptr);
   EXPECT_TRUE(text_admits(guided_json, R"({"a": 1})"));
+  const SamplingParams grammar =
+      parse_completion_request(with({{"guided_grammar", "root ::= \"(\" root \")\" | \"x\""}}), m)
+          .params;
+  ASSERT_NE(grammar.text_pattern, nullptr);
+  EXPECT_TRUE(text_admits(grammar, "((x))"));
+  EXPECT_FALSE(text_admits(grammar, "((x)"));
   for (const auto& [bad, needle] : std::vector<std::pair<json, std::string>>{
            {json{{"guided_regex", 5}}, "'guided_regex' must be a string"},
            {json{{"guided_choice", json::array()}}, "non-empty list of strings"},
@@ -258,7 +265,10 @@ TEST(OpenAiProtocol, GuidedDecodingFields) {
            {json{{"guided_regex", "(?=a)"}}, "lookahead"},
            {json{{"guided_json", "{nope"}}, "'guided_json' is not JSON"},
            {json{{"structured_outputs", {{"grammar", "root ::= x"}}}},
-            "'structured_outputs.grammar' is not supported"},
+            "'guided_grammar': grammar: rule 'x' is used but not defined"},
+           {json{{"guided_grammar", 3}}, "'guided_grammar' must be a string"},
+           {json{{"structured_outputs", {{"lark", "start: x"}}}},
+            "'structured_outputs.lark' is not supported"},
            {json{{"guided_regex", "a"}, {"response_format", {{"type", "json_object"}}}},
             "more than one structured output"}}) {
     const auto [status, message] = api_error([&] { parse_completion_request(with(bad), m); });

@@ -54,7 +54,7 @@ void SamplingParams::validate() const {
                  "more than one structured output was asked for (JSON mode, a JSON schema, a "
                  "regex or choice); allowed: one");
   QUENCH_REQUIRE(!text_pattern || text_pattern->raw_text(),
-                 "text_pattern must be a JsonSchema::text_pattern");
+                 "text_pattern must be a JsonSchema::text_pattern or text_grammar");
 }
 
 std::shared_ptr<const JsonSchema> SamplingParams::structured_output() const {

@@ -54,9 +54,10 @@ struct SamplingParams {
   // admits are taken, and the request ends (finish "stop") when that text closes
   // (engine/structured_output/). JSON mode (response_format {"type": "json_object"}) is the
   // schema of any object; json_schema (response_format {"type": "json_schema"}) a compiled
-  // JsonSchema; text_pattern (guided_regex / guided_choice) raw text that a regular expression
-  // matches whole (JsonSchema::text_pattern: the request may end on its end-of-sequence token
-  // wherever the text matches, and ends where nothing may follow). At most one of them. Needs
+  // JsonSchema; text_pattern (guided_regex / guided_choice / guided_grammar) raw text that a
+  // regular expression matches whole, or a sentence of a GBNF grammar (JsonSchema::text_pattern
+  // / text_grammar: the request may end on its end-of-sequence token wherever the text is
+  // complete, and ends where nothing may follow). At most one of them. Needs
   // the model's tokenizer.
   bool json_object = false;
   std::shared_ptr<const JsonSchema> json_schema;

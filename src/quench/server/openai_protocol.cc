@@ -112,21 +112,22 @@ std::shared_ptr<const JsonSchema> parse_json_schema_format(const json& format) {
 }
 
 // vLLM's guided decoding fields: guided_json (a JSON Schema, object or text), guided_regex (the
-// whole output matches it), guided_choice (the output is one of the strings), and their newer
-// form structured_outputs {"json" | "regex" | "choice": ...}. At most one of them, and none beside
+// whole output matches it), guided_choice (the output is one of the strings), guided_grammar (the
+// output is a sentence of a GBNF grammar, grammar.h), and their newer form structured_outputs
+// {"json" | "regex" | "choice" | "grammar": ...}. At most one of them, and none beside
 // a JSON response_format (the engine's SamplingParams::validate says so).
 void parse_guided_decoding(const json& body, SamplingParams& params) {
   json fields = json::object();
-  for (const char* key : {"guided_json", "guided_regex", "guided_choice"}) {
+  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar"}) {
     if (present(body, key)) fields[std::string(key).substr(7)] = body.at(key);
   }
   if (present(body, "structured_outputs")) {
     const json& so = body.at("structured_outputs");
     if (!so.is_object()) bad_request("'structured_outputs' must be an object");
     for (const auto& [key, value] : so.items()) {
-      if (key != "json" && key != "regex" && key != "choice") {
+      if (key != "json" && key != "regex" && key != "choice" && key != "grammar") {
         bad_request(str_cat("'structured_outputs.", key,
-                            "' is not supported; supported: json, regex, choice"));
+                            "' is not supported; supported: json, regex, choice, grammar"));
       }
       if (!value.is_null()) fields[key] = value;
     }
@@ -134,8 +135,8 @@ void parse_guided_decoding(const json& body, SamplingParams& params) {
   if (fields.empty()) return;
   if (fields.size() > 1) {
     bad_request(
-        "more than one of guided_json / guided_regex / guided_choice (structured_outputs "
-        "json / regex / choice) was given; allowed: one");
+        "more than one of guided_json / guided_regex / guided_choice / guided_grammar "
+        "(structured_outputs json / regex / choice / grammar) was given; allowed: one");
   }
   const std::string kind = fields.begin().key();
   const json& value = fields.begin().value();
@@ -146,6 +147,9 @@ void parse_guided_decoding(const json& body, SamplingParams& params) {
     } else if (kind == "regex") {
       if (!value.is_string()) bad_request("'guided_regex' must be a string");
       params.text_pattern = JsonSchema::text_pattern(value.get<std::string>());
+    } else if (kind == "grammar") {
+      if (!value.is_string()) bad_request("'guided_grammar' must be a string (a GBNF grammar)");
+      params.text_pattern = JsonSchema::text_grammar(value.get<std::string>());
     } else {
       if (!value.is_array() || value.empty()) {
         bad_request("'guided_choice' must be a non-empty list of strings");

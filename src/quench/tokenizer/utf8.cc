@@ -35,6 +35,19 @@ size_t sequence_length(std::string_view text, size_t i, size_t* valid_prefix) {
 
 }  // namespace
 
+bool utf8_lead(unsigned char c, Utf8Lead& lead) {
+  if (c >= 0xC2 && c <= 0xDF) {
+    lead = {1, c & 0x1Fu, 0x80};
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    lead = {2, c & 0x0Fu, 0x800};
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    lead = {3, c & 0x07u, 0x10000};
+  } else {
+    return false;
+  }
+  return true;
+}
+
 size_t find_invalid_utf8(std::string_view text) {
   size_t prefix = 0;
   for (size_t i = 0; i < text.size();) {

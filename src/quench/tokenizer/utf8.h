@@ -18,6 +18,16 @@ constexpr uint32_t surrogate_pair_code_point(uint32_t high, uint32_t low) {
   return 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00);
 }
 
+// A lead byte of a multi-byte UTF-8 sequence (C2-F4), for decoders fed a byte at a time: the
+// continuation bytes still to come, the lead's bits of the code point, and the least code point
+// a sequence of that length may encode (shorter would be overlong). False for any other byte.
+struct Utf8Lead {
+  int continuation_bytes = 0;
+  uint32_t bits = 0;
+  uint32_t least = 0;
+};
+bool utf8_lead(unsigned char c, Utf8Lead& lead);
+
 // Appends the UTF-8 encoding of code point cp (<= U+10FFFF, not a surrogate).
 void append_utf8(uint32_t cp, std::string& out);
 

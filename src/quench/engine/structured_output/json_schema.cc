@@ -774,18 +774,28 @@ std::shared_ptr<const JsonSchema> JsonSchema::compile(const json& schema) {
   return JsonSchemaCompiler(schema).compile_root();
 }
 
-std::shared_ptr<const JsonSchema> JsonSchema::text_pattern(const std::string& regex) {
+std::shared_ptr<const JsonSchema> JsonSchema::raw_text_schema(JsonSchemaNode text) {
   auto schema = std::make_shared<JsonSchema>();
   schema->nodes_.push_back(JsonSchemaNode{});  // kAnyNode
-  JsonSchemaNode text;
   text.types = kJsonString;
-  text.pattern = StringPattern::compile(regex, 0, -1, /*full_match=*/true);
   text.object_node = text.array_node = text.string_node = text.number_node = 1;
   schema->nodes_.push_back(std::move(text));
   schema->root_ = 1;
   schema->raw_text_ = true;
   schema->id_ = next_schema_id.fetch_add(1);
   return schema;
+}
+
+std::shared_ptr<const JsonSchema> JsonSchema::text_pattern(const std::string& regex) {
+  JsonSchemaNode text;
+  text.pattern = StringPattern::compile(regex, 0, -1, /*full_match=*/true);
+  return raw_text_schema(std::move(text));
+}
+
+std::shared_ptr<const JsonSchema> JsonSchema::text_grammar(const std::string& gbnf) {
+  JsonSchemaNode text;
+  text.grammar = Grammar::compile(gbnf);
+  return raw_text_schema(std::move(text));
 }
 
 std::shared_ptr<const JsonSchema> JsonSchema::any_object() {

@@ -27,6 +27,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "quench/engine/structured_output/grammar.h"
 #include "quench/engine/structured_output/key_automaton.h"
 #include "quench/engine/structured_output/number_bounds.h"
 #include "quench/engine/structured_output/string_pattern.h"
@@ -85,6 +86,8 @@ struct JsonSchemaNode {
   // "pattern", with the length bounds folded in (the prefix then steps it over the decoded
   // characters instead of counting them); null: none.
   std::shared_ptr<const StringPattern> pattern;
+  // JsonSchema::text_grammar's root: the grammar the whole output follows; null: none.
+  std::shared_ptr<const Grammar> grammar;
   // Numbers: minimum / maximum / exclusiveMinimum / exclusiveMaximum; null: none.
   std::shared_ptr<const NumberBounds> number_bounds;
   // A tagged union of objects (anyOf / oneOf of objects told apart by one required property of
@@ -117,6 +120,10 @@ class JsonSchema {
   // end-of-sequence token is allowed) wherever the text matches, and ends where nothing may
   // follow. Throws quench::Error as StringPattern::compile does.
   static std::shared_ptr<const JsonSchema> text_pattern(const std::string& regex);
+  // Not JSON: the whole output is a sentence of a GBNF grammar (guided_grammar; grammar.h). The
+  // output may end where it is one, and ends where nothing may follow. Throws quench::Error as
+  // Grammar::compile does.
+  static std::shared_ptr<const JsonSchema> text_grammar(const std::string& gbnf);
 
   bool raw_text() const { return raw_text_; }
 
@@ -127,6 +134,8 @@ class JsonSchema {
 
  private:
   friend class JsonSchemaCompiler;
+  // A raw-text schema: one node (`text`, a pattern or a grammar) the whole output follows.
+  static std::shared_ptr<const JsonSchema> raw_text_schema(JsonSchemaNode text);
   std::vector<JsonSchemaNode> nodes_;
   int32_t root_ = kAnyNode;
   uint64_t id_ = 0;

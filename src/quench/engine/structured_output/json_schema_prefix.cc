@@ -33,7 +33,11 @@ void append_bytes(std::string& out, const T& value) {
 
 JsonSchemaPrefix::JsonSchemaPrefix(const JsonSchema& schema)
     : schema_(&schema), root_(schema.root()) {
-  if (schema.raw_text()) {
+  if (schema.raw_text() && node(root_).grammar) {
+    mode_ = Mode::kGrammar;
+    grammar_.emplace(*node(root_).grammar);
+    if (grammar_->finished()) mode_ = Mode::kDone;  // a grammar of the empty text only
+  } else if (schema.raw_text()) {
     mode_ = Mode::kText;
     string_node_ = root_;
     pattern_state_ = node(root_).pattern->start();
@@ -68,6 +72,7 @@ std::string JsonSchemaPrefix::key() const {
   append_bytes(k, high_surrogate_);
   append_bytes(k, utf8_lead_);
   append_bytes(k, key_state_);
+  if (grammar_) grammar_->append_key(k);
   k += literal_;
   k += '|';
   k += text_;
@@ -648,15 +653,9 @@ bool JsonSchemaPrefix::feed_utf8(unsigned char c) {
     return utf8_range_live();
   }
   if (c < 0x80) return take_code_point(c);
-  if (c >= 0xC2 && c <= 0xDF) {
-    utf8_left_ = 1, code_point_ = c & 0x1Fu, utf8_min_ = 0x80;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    utf8_left_ = 2, code_point_ = c & 0x0Fu, utf8_min_ = 0x800;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    utf8_left_ = 3, code_point_ = c & 0x07u, utf8_min_ = 0x10000;
-  } else {
-    return false;
-  }
+  Utf8Lead lead;
+  if (!utf8_lead(c, lead)) return false;
+  utf8_left_ = lead.continuation_bytes, code_point_ = lead.bits, utf8_min_ = lead.least;
   return utf8_range_live();
 }
 
@@ -688,6 +687,7 @@ void JsonSchemaPrefix::end_text_if_final() {
 }
 
 bool JsonSchemaPrefix::may_stop() const {
+  if (mode_ == Mode::kGrammar) return grammar_->may_stop();
   return mode_ == Mode::kText && utf8_left_ == 0 &&
          node(string_node_).pattern->may_end(pattern_state_, chars_);
 }
@@ -737,6 +737,10 @@ bool JsonSchemaPrefix::feed_byte(unsigned char c) {
       return start_value(root_, c);
     case Mode::kText:
       return feed_utf8(c);
+    case Mode::kGrammar:
+      if (!grammar_->feed_byte(c)) return false;
+      if (grammar_->finished()) mode_ = Mode::kDone;
+      return true;
     case Mode::kFork:
       return feed_forks(c);
     case Mode::kKeyOrClose:

@@ -30,10 +30,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "quench/engine/structured_output/grammar_prefix.h"
 #include "quench/engine/structured_output/json_schema.h"
 
 namespace quench {
@@ -80,6 +82,7 @@ class JsonSchemaPrefix {
     kEnum,     // inside an enum / const value: text_ against the node's literals
     kFork,     // inside a union's value: bytes go to forks_
     kText,     // raw text (JsonSchema::text_pattern): UTF-8 bytes stepped through the pattern
+    kGrammar,  // raw text (JsonSchema::text_grammar): bytes fed to grammar_
     kDone,
   };
   // An open object or array.
@@ -154,6 +157,8 @@ class JsonSchemaPrefix {
   const char* literal_ = "";  // kLiteral: the rest of the literal
   int whitespace_run_ = 0;
   std::string text_;  // a matched key's, an enum value's or a bounded number's bytes so far
+  // kGrammar: the grammar's recogniser.
+  std::optional<GrammarPrefix> grammar_;
   // kFork: the alternatives still possible, each a prefix of its own (in the union's order).
   std::vector<JsonSchemaPrefix> forks_;
 };

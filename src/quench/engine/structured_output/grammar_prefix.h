@@ -1,0 +1,52 @@
+// Structured output: a byte-at-a-time recogniser of the prefixes of a Grammar's sentences. Its
+// state is the set of stacks a pushdown recogniser may be in: each stack the grammar positions
+// still to match, innermost on top, every top a character class (a rule on top is expanded into
+// its alternatives at once, a finished alternative popped, a rule called last in its
+// alternative replaces its caller: right recursion does not deepen the stack). A character
+// keeps the stacks whose top admits it; the text may end where a stack is empty. UTF-8 is
+// decoded as it comes (well-formed sequences only): a lead byte is admitted only where some top
+// admits a character it may begin. The compiled grammar drops alternatives that cannot finish,
+// so every stack kept can still end.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "quench/engine/structured_output/grammar.h"
+
+namespace quench {
+
+class GrammarPrefix {
+ public:
+  // A character that would need more stacks than kMaxStacks (a very ambiguous grammar), or a
+  // stack deeper than kMaxDepth (nesting), is refused.
+  static constexpr size_t kMaxStacks = 1024;
+  static constexpr size_t kMaxDepth = 256;
+
+  // Holds a reference: `grammar` must outlive the prefix.
+  explicit GrammarPrefix(const Grammar& grammar);
+
+  // False (the state is then unusable) where the byte leaves the grammar's prefixes.
+  bool feed_byte(unsigned char c);
+  // The text so far is a sentence (no character half-decoded).
+  bool may_stop() const;
+  // A sentence that nothing may extend.
+  bool finished() const;
+  // Appends what tells this state's continuations apart (for a mask cache key).
+  void append_key(std::string& key) const;
+
+ private:
+  using Stack = std::vector<int32_t>;
+  void expand(Stack stack, std::vector<Stack>& out, bool& overflow) const;
+  bool take(uint32_t cp);
+  bool any_live(uint32_t lo, uint32_t hi) const;
+
+  const Grammar* grammar_;
+  std::vector<Stack> stacks_;  // sorted, distinct
+  uint32_t code_point_ = 0;    // a UTF-8 sequence's bits so far
+  int utf8_left_ = 0;          // its bytes still to come
+  uint32_t utf8_min_ = 0;      // the least code point its length may encode
+};
+
+}  // namespace quench
