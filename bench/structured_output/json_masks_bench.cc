@@ -1,7 +1,8 @@
 // "json_masks" (host only): the cost of one structured-output vocabulary mask
 // (engine/structured_output/json_token_masks.h), built from scratch (no cache), for the states a
 // request meets: JSON mode inside a string and after '{', a plain string property, a string
-// with a pattern, an enforced format, a bounded integer, an untagged union of objects. A mask is
+// with a pattern, an enforced format, a bounded integer, an untagged union of objects, a key under
+// propertyNames, a GBNF grammar's text. A mask is
 // built once per new state and then cached, so this is what a schema's first request pays per
 // state.
 //
@@ -108,6 +109,15 @@ void run_json_masks_bench(const BenchOptions& options, BenchReporter& reporter) 
                                                            "meows": {"type": "boolean"}}},
                          {"type": "object", "properties": {"name": {"type": "string"},
                                                            "barks": {"type": "integer"}}}]}}})"));
+  // Keys under propertyNames (a dict with constrained keys), and a GBNF grammar of JSON-like text.
+  const auto named_keys = JsonSchema::compile(nlohmann::json::parse(R"({"type": "object",
+      "propertyNames": {"pattern": "^[a-z_]{1,20}$"}, "additionalProperties": {"type": "integer"}})"));
+  const auto grammar = JsonSchema::text_grammar(R"(root ::= "{" ws pair ("," ws pair)* ws "}"
+pair ::= str ws ":" ws val
+val  ::= str | num | "true" | "false" | "null"
+str  ::= "\"" [^"\\]* "\""
+num  ::= "-"? [0-9]+
+ws   ::= [ \n]{0,4})");
   struct Case {
     const char* name;
     const JsonSchema* schema;
@@ -123,6 +133,9 @@ void run_json_masks_bench(const BenchOptions& options, BenchReporter& reporter) 
       {"integer in [0, 1000], after 1", schema.get(), "{\"count\": 1"},
       {"untagged union of 2 objects, in a key", schema.get(), "{\"pet\": {\"na"},
       {"untagged union of 2 objects, in a value", schema.get(), "{\"pet\": {\"name\": \"x"},
+      {"propertyNames pattern, in a key", named_keys.get(), "{\"ab"},
+      {"GBNF grammar, before a value", grammar.get(), "{\"a\": "},
+      {"GBNF grammar, in a string", grammar.get(), "{\"a\": \"x"},
   };
   for (const Case& c : cases) {
     if (!options.wants_case(c.name)) continue;

@@ -50,9 +50,11 @@ void GrammarPrefix::expand(Stack stack, std::vector<Stack>& out, bool& overflow)
       overflow = true;
       return;
     }
-    for (int32_t start : grammar_->alternatives(e.rule)) {
-      Stack next = stack;
-      next.push_back(start);
+    const std::vector<int32_t>& starts = grammar_->alternatives(e.rule);
+    for (size_t i = 0; i < starts.size(); ++i) {
+      // The last alternative takes the stack itself (no copy).
+      Stack next = i + 1 < starts.size() ? stack : std::move(stack);
+      next.push_back(starts[i]);
       expand(std::move(next), out, overflow);
       if (out.size() > kMaxStacks) {
         overflow = true;
@@ -78,7 +80,7 @@ bool GrammarPrefix::take(uint32_t cp) {
     if (overflow) return false;
   }
   if (next.empty()) return false;
-  sort_unique(next);
+  if (next.size() > 1) sort_unique(next);
   stacks_ = std::move(next);
   return true;
 }
