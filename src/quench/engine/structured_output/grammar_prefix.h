@@ -37,16 +37,36 @@ class GrammarPrefix {
   void append_key(std::string& key) const;
 
  private:
-  using Stack = std::vector<int32_t>;
-  void expand(Stack stack, std::vector<Stack>& out, bool& overflow) const;
+  // Stacks being built for the next character: positions and ends as below, and one saved stack
+  // per branching level of expand(). Kept per thread across characters, so that a step reuses
+  // their memory (the prefix's own are reused where prefixes are assigned into one another).
+  struct Scratch {
+    std::vector<int32_t> positions;
+    std::vector<uint32_t> ends;
+    std::vector<int32_t> work;
+    std::vector<std::vector<int32_t>> saved;
+    std::vector<uint32_t> order;
+  };
+  static Scratch& scratch();
+  // Moves the stack in `work` on until its top is a character class (or it is empty: the text
+  // may end), each rule on top replaced by its alternatives, and appends what it becomes to
+  // out's stacks. False where a limit is passed.
+  bool expand(std::vector<int32_t>& work, size_t level, Scratch& out) const;
+  // Makes out's stacks this prefix's, sorted and distinct.
+  void adopt(Scratch& out);
   bool take(uint32_t cp);
   bool any_live(uint32_t lo, uint32_t hi) const;
+  size_t stacks() const { return ends_.size(); }
+  size_t stack_begin(size_t i) const { return i == 0 ? 0 : ends_[i - 1]; }
 
   const Grammar* grammar_;
-  std::vector<Stack> stacks_;  // sorted, distinct
-  uint32_t code_point_ = 0;    // a UTF-8 sequence's bits so far
-  int utf8_left_ = 0;          // its bytes still to come
-  uint32_t utf8_min_ = 0;      // the least code point its length may encode
+  // The stacks, one after another, each bottom first: stack i is positions_[stack_begin(i) ..
+  // ends_[i]); sorted and distinct (an empty stack, the text's end, sorts first).
+  std::vector<int32_t> positions_;
+  std::vector<uint32_t> ends_;
+  uint32_t code_point_ = 0;  // a UTF-8 sequence's bits so far
+  int utf8_left_ = 0;        // its bytes still to come
+  uint32_t utf8_min_ = 0;    // the least code point its length may encode
 };
 
 }  // namespace quench
