@@ -138,7 +138,7 @@ TEST(Grammar, ArithmeticAgreesWithRecursiveDescent) {
 
 TEST(Grammar, SyntaxEscapesClassesCountsAndComments) {
   const auto g = JsonSchema::text_grammar(R"(# a comment line
-root ::= "é" [^a-z\n]{1,2} "\x41\u00e9" tail  # after a rule
+root ::= "é" [^a-z\n]{ 1, 2 } "\x41\u00e9" tail  # after a rule
 tail ::=
     "\"" . "\\"
   | [\]\-]

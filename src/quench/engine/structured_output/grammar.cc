@@ -107,6 +107,11 @@ class GrammarCompiler {
     }
   }
 
+  void skip_blanks() {
+    while (peek() == ' ' || peek() == '\t')
+      ++pos_;
+  }
+
   std::string parse_name() {
     std::string name;
     while (!at_end() && is_name_char(peek()))
@@ -193,12 +198,16 @@ class GrammarCompiler {
         min = 1;
       } else if (c == '?') {
         max = 1;
-      } else if (c == '{') {
+      } else if (c == '{') {  // spaces may stand around the counts, as llama.cpp reads them
+        skip_blanks();
         min = parse_count();
         max = min;
+        skip_blanks();
         if (peek() == ',') {
           ++pos_;
+          skip_blanks();
           max = peek() == '}' ? -1 : parse_count();
+          skip_blanks();
         }
         if (peek() != '}') fail(pos_, "expected '}' closing a repetition count");
         ++pos_;
