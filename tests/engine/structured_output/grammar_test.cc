@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <random>
 #include <regex>
 #include <string>
 #include <vector>
@@ -223,6 +224,57 @@ TEST(Grammar, RefusesWhatItCannotRecogniseByName) {
   expect_error("root ::= \"a\"{3,2}", "max < min");
   expect_error("root ::= \"a\"\nroot ::= \"b\"", "defined twice");
   expect_error("root ::= [z-a]", "runs backwards");
+}
+
+TEST(Grammar, HostileTextsAreRefusedNotCrashed) {
+  // Nesting and expansion that would exhaust the stack or the memory are refused by name.
+  auto refused = [](const std::string& gbnf, const std::string& needle) {
+    try {
+      JsonSchema::text_grammar(gbnf);
+      return false;
+    } catch (const Error& e) {
+      return std::string(e.what()).find(needle) != std::string::npos;
+    }
+  };
+  EXPECT_TRUE(refused("root ::= " + std::string(100000, '(') + "\"a\"", "groups nest deeper"));
+  std::string counts = "root ::= \"a\"";
+  for (int i = 0; i < 2000; ++i)
+    counts += " \"b\"{1000}";
+  EXPECT_TRUE(refused(counts, "repetitions expand to more than"));
+  // A long chain of rules, each starting with the next: no recursion in the checks, and a start
+  // nested deeper than the recogniser's limit is refused when the grammar is compiled.
+  std::string chain;
+  for (int i = 0; i < 20000; ++i) {
+    chain += str_cat("r", i, " ::= r", i + 1, " | \"x\"\n");
+  }
+  chain += "r20000 ::= \"y\"\nroot ::= r0\n";
+  EXPECT_TRUE(refused(chain, "nests rules deeper than 256"));
+  // Random texts: each compiles or is refused with quench::Error, and random bytes fed to what
+  // compiles are taken or refused.
+  std::mt19937 rng(5);
+  const std::string pieces[] = {"root",   " ::= ", "a", "|",    "(",   ")",    "\"x\"",
+                                "[a-c]",  "*",     "+", "?",    "{2}", "{1,}", "\n",
+                                "b ::= ", "b",     ".", "[^z]", "#c\n"};
+  int compiled = 0;
+  for (int t = 0; t < 2000; ++t) {
+    std::string text = "root ::= ";
+    const int n = 1 + static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i)
+      text += pieces[rng() % std::size(pieces)];
+    std::shared_ptr<const JsonSchema> grammar;
+    try {
+      grammar = JsonSchema::text_grammar(text);
+    } catch (const Error&) {
+      continue;
+    }
+    ++compiled;
+    JsonSchemaPrefix prefix(*grammar);
+    for (int i = 0; i < 16; ++i) {
+      const char byte = "abcxz()\xc3\xa9"[rng() % 9];
+      if (!prefix.feed(std::string_view(&byte, 1))) break;
+    }
+  }
+  EXPECT_GT(compiled, 100);
 }
 
 TEST(Grammar, MasksFollowThePrefixAndRequestsEndOnASentence) {

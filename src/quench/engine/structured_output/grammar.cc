@@ -1,6 +1,7 @@
 #include "quench/engine/structured_output/grammar.h"
 
-#include <functional>
+#include <algorithm>
+
 #include <map>
 
 #include "quench/core/error.h"
@@ -164,6 +165,9 @@ class GrammarCompiler {
   }
 
   Alternatives parse_alternatives(const std::string& owner) {
+    // Groups nest through this recursion: bounded, so that no text exhausts the thread's stack.
+    if (++nesting_ > Grammar::kMaxNesting)
+      fail(pos_, str_cat("groups nest deeper than ", Grammar::kMaxNesting));
     Alternatives alternatives;
     alternatives.push_back(parse_sequence(owner));
     for (;;) {
@@ -172,6 +176,7 @@ class GrammarCompiler {
       ++pos_;
       alternatives.push_back(parse_sequence(owner));
     }
+    --nesting_;
     return alternatives;
   }
 
@@ -235,6 +240,11 @@ class GrammarCompiler {
   // its own unless it is one already); unbounded tails are right-recursive rules.
   Sequence repeat(const std::string& owner, Sequence item, int32_t min, int32_t max, size_t at) {
     Grammar::Element x = item.size() == 1 ? item[0] : rule_element(new_rule(owner, {item}));
+    // Copies are counted as they are made: counts multiply a text's size.
+    copies_ += static_cast<size_t>(min) + 2 * static_cast<size_t>(std::max(max - min, 0));
+    if (copies_ > Grammar::kMaxElements) {
+      fail(at, str_cat("repetitions expand to more than ", Grammar::kMaxElements, " elements"));
+    }
     Sequence out(static_cast<size_t>(min), x);
     if (max < 0) {
       // star ::= x star | (empty)
@@ -438,21 +448,33 @@ class GrammarCompiler {
         }
       }
     }
-    std::vector<uint8_t> color(n, 0);
-    std::function<void(int32_t)> visit = [&](int32_t r) {
-      color[static_cast<size_t>(r)] = 1;
-      for (int32_t s : first[static_cast<size_t>(r)]) {
-        if (color[static_cast<size_t>(s)] == 1) {
-          throw Error(str_cat("grammar: rule '", names_[static_cast<size_t>(s)],
+    // Depth first, without recursion (a long chain of rules must not exhaust the thread's
+    // stack): a rule still on the path reached again is a cycle.
+    std::vector<uint8_t> color(n, 0);             // 0 new, 1 on the path, 2 done
+    std::vector<std::pair<size_t, size_t>> path;  // (rule, next of its first rules to visit)
+    for (size_t root = 0; root < n; ++root) {
+      if (color[root] != 0) continue;
+      color[root] = 1;
+      path.emplace_back(root, 0);
+      while (!path.empty()) {
+        auto& [r, next] = path.back();
+        if (next == first[r].size()) {
+          color[r] = 2;
+          path.pop_back();
+          continue;
+        }
+        const auto s = static_cast<size_t>(first[r][next++]);
+        if (color[s] == 1) {
+          throw Error(str_cat("grammar: rule '", names_[s],
                               "' is left-recursive (it can reach itself before any character); "
                               "write the repetition with '*' or right recursion"));
         }
-        if (color[static_cast<size_t>(s)] == 0) visit(s);
+        if (color[s] == 0) {
+          color[s] = 1;
+          path.emplace_back(s, 0);
+        }
       }
-      color[static_cast<size_t>(r)] = 2;
-    };
-    for (size_t r = 0; r < n; ++r)
-      if (color[r] == 0) visit(static_cast<int32_t>(r));
+    }
   }
 
   std::shared_ptr<const Grammar> flatten(int32_t root) {
@@ -460,6 +482,9 @@ class GrammarCompiler {
     g->alternatives_.resize(rules_.size());
     for (size_t r = 0; r < rules_.size(); ++r) {
       for (const Sequence& s : rules_[r]) {
+        QUENCH_REQUIRE(g->elements_.size() + s.size() < Grammar::kMaxElements,
+                       "grammar: more than ", Grammar::kMaxElements,
+                       " elements once repetitions are expanded");
         g->alternatives_[r].push_back(static_cast<int32_t>(g->elements_.size()));
         g->elements_.insert(g->elements_.end(), s.begin(), s.end());
         g->elements_.push_back(Grammar::Element{});  // kEnd
@@ -477,6 +502,8 @@ class GrammarCompiler {
   };
   std::vector<uint32_t> text_;
   size_t pos_ = 0;
+  int nesting_ = 0;    // parse_alternatives calls open
+  size_t copies_ = 0;  // elements repetitions have made
   std::map<std::string, int32_t> ids_;
   std::vector<std::string> names_;
   std::vector<Alternatives> rules_;

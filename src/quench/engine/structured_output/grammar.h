@@ -40,6 +40,9 @@ class Grammar {
   };
   // Repetition bounds above this are refused (each repetition is a copy).
   static constexpr int32_t kMaxRepeat = 1000;
+  // Groups nest at most this deep, and a grammar has at most kMaxElements elements.
+  static constexpr int kMaxNesting = 64;
+  static constexpr size_t kMaxElements = size_t{1} << 20;
 
   // Throws quench::Error naming the problem and where (the rule, or the line and column).
   static std::shared_ptr<const Grammar> compile(const std::string& text);

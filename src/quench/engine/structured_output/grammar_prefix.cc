@@ -23,7 +23,7 @@ GrammarPrefix::GrammarPrefix(const Grammar& grammar) : grammar_(&grammar) {
   out.positions.clear(), out.ends.clear();
   for (int32_t start : grammar.alternatives(grammar.root())) {
     out.work.assign(1, start);
-    expand(out.work, 0, out);
+    started_ = started_ && expand(out.work, 0, out);
   }
   adopt(out);
 }
@@ -53,6 +53,8 @@ bool GrammarPrefix::expand(std::vector<int32_t>& work, size_t level, Scratch& ou
       work.push_back(starts[0]);
       continue;
     }
+    // Each branching level is a call deeper: bounded like the stacks.
+    if (level >= kMaxDepth) return false;
     if (out.saved.size() <= level) out.saved.resize(level + 1);
     out.saved[level] = work;
     for (size_t i = 0; i < starts.size(); ++i) {

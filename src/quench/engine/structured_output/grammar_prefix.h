@@ -26,6 +26,10 @@ class GrammarPrefix {
 
   // Holds a reference: `grammar` must outlive the prefix.
   explicit GrammarPrefix(const Grammar& grammar);
+  // False where the start itself passes the limits (rules nested deeper than kMaxDepth before the
+  // first character, say): such a grammar is refused when it is compiled (JsonSchema::
+  // text_grammar).
+  bool started() const { return started_; }
 
   // False (the state is then unusable) where the byte leaves the grammar's prefixes.
   bool feed_byte(unsigned char c);
@@ -67,6 +71,7 @@ class GrammarPrefix {
   uint32_t code_point_ = 0;  // a UTF-8 sequence's bits so far
   int utf8_left_ = 0;        // its bytes still to come
   uint32_t utf8_min_ = 0;    // the least code point its length may encode
+  bool started_ = true;
 };
 
 }  // namespace quench

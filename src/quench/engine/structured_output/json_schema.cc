@@ -8,6 +8,7 @@
 #include <set>
 
 #include "quench/core/error.h"
+#include "quench/engine/structured_output/grammar_prefix.h"
 #include "quench/engine/structured_output/regex_syntax.h"
 #include "quench/engine/structured_output/schema_all_of.h"
 #include "quench/engine/structured_output/string_formats.h"
@@ -795,6 +796,9 @@ std::shared_ptr<const JsonSchema> JsonSchema::text_pattern(const std::string& re
 std::shared_ptr<const JsonSchema> JsonSchema::text_grammar(const std::string& gbnf) {
   JsonSchemaNode text;
   text.grammar = Grammar::compile(gbnf);
+  QUENCH_REQUIRE(GrammarPrefix(*text.grammar).started(), "grammar: its start needs more than ",
+                 GrammarPrefix::kMaxStacks, " stacks or nests rules deeper than ",
+                 GrammarPrefix::kMaxDepth, " before the first character");
   return raw_text_schema(std::move(text));
 }
 
