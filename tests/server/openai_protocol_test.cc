@@ -46,6 +46,34 @@ std::pair<int, std::string> api_error(F&& f) {
   return {0, "no error"};
 }
 
+// A body is parsed once, with its depth bounded before anything recurses through it: a schema
+// nested 100000 deep is a 400, not a stack overflow.
+TEST(OpenAiProtocol, RequestBodiesNestAtMostTheLimit) {
+  std::string deep;
+  for (int i = 0; i < 100000; ++i)
+    deep += R"({"type": "array", "items": )";
+  deep += "{}" + std::string(100000, '}');
+  const std::string body = R"({"prompt": "x", "guided_json": )" + deep + "}";
+  const auto [status, message] = api_error([&] { parse_request_body(body); });
+  EXPECT_EQ(status, 400);
+  EXPECT_NE(message.find("nests deeper than 128"), std::string::npos) << message;
+  const auto [bad_status, bad] = api_error([&] { parse_request_body("{\"prompt\": "); });
+  EXPECT_EQ(bad_status, 400);
+  EXPECT_NE(bad.find("not valid JSON"), std::string::npos) << bad;
+  EXPECT_EQ(parse_request_body(R"({"b": 1, "a": [[2]]})").dump(), R"({"b":1,"a":[[2]]})");
+  // The schema compiler bounds its own recursion too (schemas that reach it another way).
+  std::string schema;
+  for (int i = 0; i < 1000; ++i)
+    schema += R"({"type": "array", "items": )";
+  schema += "{}" + std::string(1000, '}');
+  const Fixture fx;
+  const std::string with_schema = R"({"prompt": "x", "guided_json": )" + schema + "}";
+  const auto [schema_status, schema_message] =
+      api_error([&] { parse_completion_request(nlohmann::json::parse(with_schema), fx.model()); });
+  EXPECT_EQ(schema_status, 400);
+  EXPECT_NE(schema_message.find("schemas nest deeper than 256"), std::string::npos);
+}
+
 TEST(OpenAiProtocol, CompletionPromptsAndDefaults) {
   const Fixture fx;
   const ApiRequest text = parse_completion_request(json{{"prompt", "the cache"}}, fx.model());

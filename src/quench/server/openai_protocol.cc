@@ -387,6 +387,21 @@ ApiRequest parse_completion_request(const json& body, const ServedModel& model) 
   return r;
 }
 
+nlohmann::ordered_json parse_request_body(const std::string& text) {
+  using ordered = nlohmann::ordered_json;
+  try {
+    return ordered::parse(text, [](int depth, ordered::parse_event_t, ordered&) {
+      if (depth > kMaxRequestDepth) {
+        bad_request(str_cat("the request body nests deeper than ", kMaxRequestDepth,
+                            " arrays and objects"));
+      }
+      return true;
+    });
+  } catch (const nlohmann::json::exception& e) {
+    bad_request(str_cat("the request body is not valid JSON: ", e.what()));
+  }
+}
+
 ApiRequest parse_chat_request(const nlohmann::ordered_json& ordered, const ServedModel& model) {
   if (!ordered.is_object()) bad_request("the request body must be a JSON object");
   const json body = ordered;  // the field checks below need no order

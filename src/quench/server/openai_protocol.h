@@ -67,6 +67,13 @@ ApiRequest parse_completion_request(const nlohmann::json& body, const ServedMode
 // Chat takes the body with its key order, which the template sees in tools and tool arguments.
 ApiRequest parse_chat_request(const nlohmann::ordered_json& body, const ServedModel& model);
 
+// A request body as JSON, keys in the order sent. Throws ApiError 400 where it is not JSON or
+// nests deeper than kMaxRequestDepth arrays and objects: what reads a request (the protocol
+// parsers, chat templates, the JSON Schema compiler) recurses through it, so depth is bounded
+// before any of them runs.
+inline constexpr int kMaxRequestDepth = 128;
+nlohmann::ordered_json parse_request_body(const std::string& text);
+
 // vLLM's error body: {"object": "error", "message", "type", "param": null, "code"}.
 nlohmann::json error_json(int status, const std::string& message, const std::string& type);
 

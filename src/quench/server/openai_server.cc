@@ -171,9 +171,9 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
   AsyncEngine& async = *engine_ptr;
   nlohmann::ordered_json body;  // chat templates see tools and tool arguments in the order sent
   try {
-    body = nlohmann::ordered_json::parse(req.body);
-  } catch (const json::exception& e) {
-    return send_error(res, 400, str_cat("the request body is not valid JSON: ", e.what()));
+    body = parse_request_body(req.body);
+  } catch (const ApiError& e) {
+    return send_error(res, e.status, e.what(), e.type);
   }
   ApiRequest request;
   try {
@@ -462,7 +462,7 @@ void OpenAiServer::State::routes() {
                                                  httplib::Response& res) {
     if (!tokenizer_ready(res)) return;
     try {
-      const auto body = nlohmann::ordered_json::parse(req.body);
+      const auto body = parse_request_body(req.body);
       std::vector<int32_t> tokens;
       if (body.contains("messages")) {
         nlohmann::ordered_json chat = body;
@@ -489,12 +489,14 @@ void OpenAiServer::State::routes() {
                                                    httplib::Response& res) {
     if (!tokenizer_ready(res)) return;
     try {
-      const json body = json::parse(req.body);
+      const json body = json(parse_request_body(req.body));
       if (!body.contains("tokens") || !body.at("tokens").is_array())
         return send_error(res, 400, "'tokens' must be a list of token ids");
       send_json(
           res, 200,
           {{"prompt", served.tokenizer->decode(body.at("tokens").get<std::vector<int32_t>>())}});
+    } catch (const ApiError& e) {
+      send_error(res, e.status, e.what(), e.type);
     } catch (const json::exception& e) {
       send_error(res, 400, str_cat("'tokens' must be a list of token ids: ", e.what()));
     } catch (const Error& e) {

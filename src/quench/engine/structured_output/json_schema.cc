@@ -133,6 +133,14 @@ class JsonSchemaCompiler {
   JsonSchemaNode& at(int32_t index) { return schema_->nodes_[static_cast<size_t>(index)]; }
 
   int32_t compile(const json& s, const std::string& path) {
+    // Schemas nest through this recursion: bounded, so that no request exhausts the stack.
+    QUENCH_REQUIRE(depth_ < JsonSchema::kMaxSchemaDepth, "JSON schema ", path.substr(0, 200),
+                   "...: schemas nest deeper than ", JsonSchema::kMaxSchemaDepth, " levels");
+    ++depth_;
+    struct Leave {
+      int& depth;
+      ~Leave() { --depth; }
+    } leave{depth_};
     if (s.is_boolean()) {
       QUENCH_REQUIRE(s.get<bool>(), "JSON schema ", path,
                      ": the schema false admits no value; a property that must not appear is "
@@ -765,6 +773,7 @@ class JsonSchemaCompiler {
   }
 
   static constexpr int32_t kInProgress = -2;
+  int depth_ = 0;  // compile() calls open
   const json& document_;
   std::shared_ptr<JsonSchema> schema_;
   std::map<std::string, int32_t> refs_;

@@ -109,6 +109,8 @@ class JsonSchema {
   static constexpr int32_t kNoNode = -1;
   // Properties an object schema may list (the prefix tracks them in one 64-bit word).
   static constexpr size_t kMaxProperties = 64;
+  // Subschemas nest at most this deep (the compiler recurses through them).
+  static constexpr int kMaxSchemaDepth = 256;
 
   // Throws quench::Error naming the unsupported or malformed part. The root must describe
   // objects or arrays (a top-level number has no byte that ends it).
