@@ -56,7 +56,7 @@ TEST(ToolCallParser, HermesSeveralCallsAndTheTextAroundThem) {
 }
 
 TEST(ToolCallParser, HermesMalformedCallsStayContent) {
-  for (const std::string text : {
+  for (const std::string& text : std::vector<std::string>{
            "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": }\n</tool_call>",  // bad JSON
            "<tool_call>\n{\"arguments\": {}}\n</tool_call>",                         // no name
            "<tool_call>\n{\"name\": \"f\", \"arguments\": [1]}\n</tool_call>",  // not an object
@@ -65,12 +65,24 @@ TEST(ToolCallParser, HermesMalformedCallsStayContent) {
            "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call><tool_call>{\"name\": "
            "\"g\", </tool_call>",
            "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\"",  // cut off mid-call
+           // Arguments nested past the limit (128): not a call, and nothing recurses that deep.
+           "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": " + std::string(50000, '[') +
+               std::string(50000, ']') + "}}</tool_call>",
        }) {
     SCOPED_TRACE(text);
     const ToolCallOutput out = extract_tool_calls(hermes(), text, true);
     EXPECT_TRUE(out.calls.empty());
     EXPECT_EQ(out.content, text);
   }
+}
+
+TEST(ToolCallParser, ArgumentsNestedToTheLimitAreKept) {
+  // The call object, its arguments and 126 arrays: 128 levels.
+  const std::string deep = std::string(126, '[') + std::string(126, ']');
+  const ToolCallOutput out = extract_tool_calls(
+      hermes(), "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": " + deep + "}}</tool_call>",
+      true);
+  EXPECT_EQ(names_and_arguments(out), (Calls{{"f", "{\"a\":" + deep + "}"}}));
 }
 
 TEST(ToolCallParser, HermesEdgeCases) {

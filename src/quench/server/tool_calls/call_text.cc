@@ -1,5 +1,7 @@
 #include "quench/server/tool_calls/call_text.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 namespace quench {
@@ -39,9 +41,34 @@ size_t json_object_end(std::string_view text, size_t begin) {
   return std::string_view::npos;
 }
 
+nlohmann::ordered_json parse_call_json(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  if (deepest > kMaxCallDepth)
+    return nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
+  return nlohmann::ordered_json::parse(text.begin(), text.end(), nullptr, false);
+}
+
 std::optional<FunctionCall> parse_function_call(std::string_view text) {
   // Ordered, so that the arguments keep the model's key order.
-  const auto j = nlohmann::ordered_json::parse(text.begin(), text.end(), nullptr, false);
+  const auto j = parse_call_json(text);
   if (!j.is_object() || !j.contains("name") || !j.at("name").is_string()) return std::nullopt;
   FunctionCall call{j.at("name").get<std::string>(), "{}"};
   if (call.name.empty()) return std::nullopt;
@@ -51,7 +78,7 @@ std::optional<FunctionCall> parse_function_call(std::string_view text) {
   if (args.is_object()) {
     call.arguments = dump(args);
   } else if (args.is_string()) {
-    const auto inner = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+    const auto inner = parse_call_json(args.get<std::string>());
     if (!inner.is_object()) return std::nullopt;
     call.arguments = dump(inner);
   } else {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
 
@@ -14,6 +15,12 @@ namespace quench {
 // the text ends first. Braces inside strings do not count; whether the object is valid JSON is
 // left to the parse.
 size_t json_object_end(std::string_view text, size_t begin);
+
+// The model's JSON text parsed, keys in its order; discarded (is_discarded()) where it is not
+// JSON or nests deeper than kMaxCallDepth arrays and objects (the calls' arguments are dumped by
+// a recursive serializer, so their depth is bounded first: a deeper text is not a call).
+inline constexpr int kMaxCallDepth = 128;
+nlohmann::ordered_json parse_call_json(std::string_view text);
 
 // {"name": "...", "arguments" or "parameters": {...}} (other keys ignored, whitespace around
 // allowed) to a call; nullopt when `text` is not such an object. Absent arguments are {}; a string

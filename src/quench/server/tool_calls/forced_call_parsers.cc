@@ -12,15 +12,15 @@ using nlohmann::json;
 std::vector<ToolCallSegment> ForcedFunctionParser::scan(std::string_view text, bool final) const {
   if (!final) return {};
   const std::string_view arguments = trim_blank(text);
-  const json value = json::parse(arguments, nullptr, false);
+  const auto value = parse_call_json(arguments);
   if (value.is_discarded() || !value.is_object()) return {{0, text.size(), std::nullopt}};
   return {{0, text.size(), FunctionCall{name_, std::string(arguments)}}};
 }
 
 std::vector<ToolCallSegment> RequiredCallsParser::scan(std::string_view text, bool final) const {
   if (!final) return {};
-  const json value = json::parse(trim_blank(text), nullptr, false);
-  const auto is_call = [](const json& call) {
+  const auto value = parse_call_json(trim_blank(text));
+  const auto is_call = [](const nlohmann::ordered_json& call) {
     return call.is_object() && call.contains("name") && call.at("name").is_string() &&
            call.contains("parameters") && call.at("parameters").is_object();
   };
@@ -30,7 +30,7 @@ std::vector<ToolCallSegment> RequiredCallsParser::scan(std::string_view text, bo
   }
   // The calls share the text: each segment is the whole of it (the segments only carry calls).
   std::vector<ToolCallSegment> segments;
-  for (const json& call : value) {
+  for (const auto& call : value) {
     segments.push_back(
         {0, text.size(),
          FunctionCall{call.at("name").get<std::string>(), call.at("parameters").dump()}});
