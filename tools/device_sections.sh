@@ -57,7 +57,10 @@ for section in "${section_list[@]}"; do
       ;;
     tests)
       echo "== tests:$arg (timeout ${seconds:-120} s)"
-      timeout "${seconds:-120}" "$bin/quench_gpu_tests" --gtest_filter="$arg" --gtest_brief=1 > "$out/tests.log" 2>&1
+      # Line-buffered, every test named: a run the timeout cuts still shows how far it got (the
+      # whole GPU suite needs more than 240 s on an H100, and block-buffered output was lost).
+      timeout "${seconds:-120}" stdbuf -oL -eL "$bin/quench_gpu_tests" --gtest_filter="$arg" \
+        > "$out/tests.log" 2>&1
       echo "rc=$?"
       grep -E "^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|Failure|Expected|Which is|error" "$out/tests.log" | tail -n 40
       ;;
