@@ -8,6 +8,7 @@
 #include "quench/engine/structured_output/json_schema.h"
 #include "quench/engine/structured_output/regex_syntax.h"
 #include "quench/server/api_error.h"
+#include "quench/server/bounded_json.h"
 #include "quench/server/chat_messages.h"
 #include "quench/server/tool_calls/forced_call_parsers.h"
 
@@ -388,18 +389,9 @@ ApiRequest parse_completion_request(const json& body, const ServedModel& model) 
 }
 
 nlohmann::ordered_json parse_request_body(const std::string& text) {
-  using ordered = nlohmann::ordered_json;
-  try {
-    return ordered::parse(text, [](int depth, ordered::parse_event_t, ordered&) {
-      if (depth > kMaxRequestDepth) {
-        bad_request(str_cat("the request body nests deeper than ", kMaxRequestDepth,
-                            " arrays and objects"));
-      }
-      return true;
-    });
-  } catch (const nlohmann::json::exception& e) {
-    bad_request(str_cat("the request body is not valid JSON: ", e.what()));
-  }
+  BoundedJson body = parse_bounded_json(text, kMaxRequestDepth);
+  if (!body.error.empty()) bad_request("the request body " + body.error);
+  return std::move(body.value);
 }
 
 ApiRequest parse_chat_request(const nlohmann::ordered_json& ordered, const ServedModel& model) {

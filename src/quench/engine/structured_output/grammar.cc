@@ -490,7 +490,6 @@ class GrammarCompiler {
         g->elements_.push_back(Grammar::Element{});  // kEnd
       }
     }
-    g->names_ = names_;
     g->root_ = root;
     return g;
   }

@@ -55,13 +55,11 @@ class Grammar {
     return alternatives_[static_cast<size_t>(rule)];
   }
   int32_t root() const { return root_; }
-  const std::string& rule_name(int32_t rule) const { return names_[static_cast<size_t>(rule)]; }
 
  private:
   friend class GrammarCompiler;
   std::vector<Element> elements_;
   std::vector<std::vector<int32_t>> alternatives_;  // per rule
-  std::vector<std::string> names_;                  // per rule (repetitions: NAME_N)
   int32_t root_ = -1;
 };
 

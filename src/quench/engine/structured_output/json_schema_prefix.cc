@@ -1,6 +1,7 @@
 #include "quench/engine/structured_output/json_schema_prefix.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "quench/tokenizer/utf8.h"
@@ -410,12 +411,15 @@ bool JsonSchemaPrefix::feed_automaton_key(unsigned char c) {
   struct Range {
     uint32_t lo, hi;
   };
-  std::vector<Range> candidates;  // the undecided character's code points
-  bool decided = false;           // the character is code_point_
+  // The undecided character's code points: at most three ranges (no allocation per byte: masks
+  // feed every token through here).
+  std::array<Range, 3> candidates;
+  size_t ranges = 0;
+  bool decided = false;  // the character is code_point_
   auto long_escapes_within = [&](uint32_t lo, uint32_t hi) {
     for (const auto& r : kLongEscapes) {
       const uint32_t a = std::max(lo, r[0]), b = std::min(hi, r[1]);
-      if (a <= b) candidates.push_back({a, b});
+      if (a <= b) candidates[ranges++] = {a, b};
     }
   };
   switch (mode_) {
@@ -429,7 +433,8 @@ bool JsonSchemaPrefix::feed_automaton_key(unsigned char c) {
         return end_key();
       } else if (c == '\\') {
         mode_ = Mode::kEscape;
-        candidates = {{0x00, 0x1F}, {'"', '"'}, {'\\', '\\'}};
+        candidates = {{{0x00, 0x1F}, {'"', '"'}, {'\\', '\\'}}};
+        ranges = 3;
         break;
       } else if (c < 0x20) {
         return false;  // control characters must be escaped
@@ -443,7 +448,8 @@ bool JsonSchemaPrefix::feed_automaton_key(unsigned char c) {
         const int free_bits = 6 * utf8_left_;
         const uint32_t least = utf8_left_ == 3 ? 0x10000 : utf8_left_ == 2 ? 0x800 : 0x80;
         const uint32_t lo = code_point_ << free_bits;
-        candidates = {{std::max(lo, least), lo | ((1u << free_bits) - 1)}};
+        candidates[0] = {std::max(lo, least), lo | ((1u << free_bits) - 1)};
+        ranges = 1;
       }
       break;
     case Mode::kEscape: {
@@ -470,7 +476,7 @@ bool JsonSchemaPrefix::feed_automaton_key(unsigned char c) {
       const int free_bits = 4 * --hex_left_;
       const uint32_t lo = code_point_ << free_bits;
       long_escapes_within(lo, lo | ((1u << free_bits) - 1));
-      if (candidates.empty()) return false;  // a character with a short escape
+      if (ranges == 0) return false;  // a character with a short escape
       decided = hex_left_ == 0;
       if (decided) mode_ = Mode::kString;
       break;
@@ -498,8 +504,8 @@ bool JsonSchemaPrefix::feed_automaton_key(unsigned char c) {
     code_point_ = 0;
     unlisted = keys.completions(key_state_);
   } else {
-    for (const Range& r : candidates)
-      unlisted += keys.completions_via(key_state_, r.lo, r.hi);
+    for (size_t i = 0; i < ranges; ++i)
+      unlisted += keys.completions_via(key_state_, candidates[i].lo, candidates[i].hi);
   }
   return listed_may || (!required_only && unlisted > listed_among);
 }

@@ -70,7 +70,6 @@ class KeyAutomaton {
   uint64_t listed_reaching() const { return listed_reaching_; }
   // Whether some key that is not a listed property reaches an outcome.
   bool unlisted_keys() const { return unlisted_keys_; }
-  int32_t states() const { return static_cast<int32_t>(outcomes_.size()); }
   // Every key (UTF-8) that reaches an outcome, in code-point order, where there are at most
   // `limit` of them; empty otherwise. An object whose keys are so few lists them as properties
   // instead, so that the recogniser keeps each to one appearance.

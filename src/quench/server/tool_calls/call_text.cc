@@ -1,8 +1,9 @@
 #include "quench/server/tool_calls/call_text.h"
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
+
+#include "quench/server/bounded_json.h"
 
 namespace quench {
 namespace {
@@ -42,28 +43,10 @@ size_t json_object_end(std::string_view text, size_t begin) {
 }
 
 nlohmann::ordered_json parse_call_json(std::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  if (deepest > kMaxCallDepth)
+  BoundedJson call = parse_bounded_json(text, kMaxCallDepth);
+  if (!call.error.empty())
     return nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
-  return nlohmann::ordered_json::parse(text.begin(), text.end(), nullptr, false);
+  return std::move(call.value);
 }
 
 std::optional<FunctionCall> parse_function_call(std::string_view text) {
