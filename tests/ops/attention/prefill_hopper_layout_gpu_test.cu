@@ -83,9 +83,15 @@ __global__ void __launch_bounds__(256, 1)
   const int lane = tid % 32;
   float s[kBlockN / 2];
   prefill_hopper::QOperand<Cfg> q_operand = prefill_hopper::q_operand_at<Cfg>(q_tile, warpgroup);
-  // Two-term Q's fragments carry the warp's power of two; q_factor takes it back out (exact).
-  const float q_factor =
-      prefill_hopper::load_q_fragments<Cfg>(q_operand, q_tile, warpgroup, tid % 128);
+  // Two-term Q's fragments (or, at head_dim 256, its rows rewritten in shared memory) carry the
+  // warp's power of two; q_factor takes it back out (exact).
+  float q_factor = 1.0f;
+  if constexpr (Cfg::kQTwoTermInSmem) {
+    q_factor = prefill_hopper::q_rows_to_two_term<Cfg>(q_tile, warpgroup, tid % 128);
+    sm90::fence_proxy_async_shared();
+    __syncthreads();
+  }
+  q_factor *= prefill_hopper::load_q_fragments<Cfg>(q_operand, q_tile, warpgroup, tid % 128);
   sm90::wgmma_fence();
   prefill_hopper::issue_qk<Cfg>(s, q_operand, sm90::smem_address(k_operand));
   sm90::wgmma_commit_group();
@@ -294,6 +300,9 @@ TEST(PrefillHopperLayout, Bf16QueryFp8Kv) {
   run_layout_probe<HopperKind::kBf16QFp8Kv, 256>("bf16q_fp8kv");
   if constexpr (HopperConfig<HopperKind::kBf16QFp8Kv, 128>::kQTwoTerm) {
     run_layout_probe<HopperKind::kBf16QFp8Kv, 128>("bf16q_fp8kv", /*wide_q=*/true);
+  }
+  if constexpr (HopperConfig<HopperKind::kBf16QFp8Kv, 256>::kQTwoTerm) {
+    run_layout_probe<HopperKind::kBf16QFp8Kv, 256>("bf16q_fp8kv", /*wide_q=*/true);
   }
 }
 

@@ -168,8 +168,8 @@ __global__ void __launch_bounds__(HopperConfig<kKind, kHeadDimT>::kThreads, 1)
     unsigned char* k_stage = smem + Cfg::kKStageOffset + stage * Cfg::kStageBytes;
     const unsigned char* v_stage = smem + Cfg::kVStageOffset + stage * Cfg::kStageBytes;
     prefill_generic::cp_async_wait_all();
-    if constexpr (Cfg::kWidenK) {
-      if (tile == 0) scores.score_scale *= q_rows_to_f16<Cfg>(q_tile, warpgroup, tid % 128);
+    if constexpr (Cfg::kWidenK || Cfg::kQTwoTermInSmem) {
+      if (tile == 0) scores.score_scale *= prepare_q_rows<Cfg>(q_tile, warpgroup, tid % 128);
     }
     sm90::fence_proxy_async_shared();
     // The tile (and Q) visible to all; every warpgroup is done with the previous tile's Q K^T

@@ -15,10 +15,13 @@ enum class HopperKind : uint8_t {
   kFp8QkF16Pv,  // q e4m3, KV e4m3: FP8 wgmma for Q K^T, f16 P and V widened to f16 for P V
 };
 
-// A build switch for A/B runs of bf16 q over FP8 KV at head_dim 128 (HopperConfig::kQTwoTerm):
-// 0 keeps the widened-K kernel (f16 Q K^T over 64-key tiles).
+// Build switches for A/B runs of bf16 q over FP8 KV (HopperConfig::kQTwoTerm): 0 keeps the
+// widened-K kernel (f16 Q K^T over 64-key tiles) at head_dim 128, respectively 256.
 #ifndef QUENCH_PREFILL_BF16Q_TWO_TERM
 #define QUENCH_PREFILL_BF16Q_TWO_TERM 1
+#endif
+#ifndef QUENCH_PREFILL_BF16Q_TWO_TERM_HD256
+#define QUENCH_PREFILL_BF16Q_TWO_TERM_HD256 1
 #endif
 
 template <HopperKind kKind, int kHeadDimT>
@@ -39,8 +42,17 @@ struct HopperConfig {
   // every element at least 2^-10 times the warp's largest; below that the error is at most 2^-10
   // absolute, 2^-17 of the largest. The products are exact; their sum is the FP8 tensor cores'
   // (not full fp32, as for FP8 q). P V stays f16 (kF16Pv: V widened).
+  // At head_dim 256 the same split runs from shared memory (kQTwoTermInSmem): FP8 K rows are 256
+  // bytes there, two 128-byte swizzle atoms, the byte layout of bf16 K at head_dim 128, and
+  // Q K^T is one FP8 product over 512 k values.
   static constexpr bool kQTwoTerm =
-      QUENCH_PREFILL_BF16Q_TWO_TERM != 0 && kKind == HopperKind::kBf16QFp8Kv && kHeadDimT == 128;
+      kKind == HopperKind::kBf16QFp8Kv &&
+      ((kHeadDimT == 128 && QUENCH_PREFILL_BF16Q_TWO_TERM != 0) ||
+       (kHeadDimT == 256 && QUENCH_PREFILL_BF16Q_TWO_TERM_HD256 != 0));
+  // Two-term Q's 16 k steps at head_dim 256 would take 64 registers beside O's 128: each warp
+  // instead rewrites its 16 bf16 Q rows in place as [hi | lo] e4m3 rows of 512 bytes
+  // (q_rows_to_two_term), which Q K^T reads from shared memory.
+  static constexpr bool kQTwoTermInSmem = kQTwoTerm && kHeadDimT == 256;
   static constexpr bool kWidenK = kKind == HopperKind::kBf16QFp8Kv && !kQTwoTerm;
   // 16-bit P V over FP8 V (bf16 q over FP8 KV, FP8 q with 16-bit P V) runs on f16 operands: V
   // widens to f16 in one conversion per pair (F2FP.F16.E4M3.UNPACK_B, exact), where bf16 took
@@ -64,7 +76,7 @@ struct HopperConfig {
   // tiles lost 1-8%.
   static constexpr int kBlockN = kHeadDim == 256 || (kWidenK && kHeadDim == 128) ? 64 : 128;
   // Bytes per Q (and K operand) element; two-term Q: the bf16 Q tile, and its two e4m3 terms
-  // make 2 bytes of Q K^T's k per element (kQkSteps 8 over K's 4).
+  // make 2 bytes of Q K^T's k per element (kQkSteps 8 over K's 4 at head_dim 128, 16 over 8 at 256).
   static constexpr int kQkBytes = kFp8Qk ? 1 : 2;
   static constexpr int kPvBytes = kFp8Pv ? 1 : 2;  // bytes per P (and V^T operand) element
   static constexpr int kKvBytes = kFp8Kv ? 1 : 2;  // bytes per cached element
@@ -122,7 +134,8 @@ struct HopperConfig {
   // next work item, which a __syncwarp orders (load_q_fragments); with the strided load another
   // warp writes them and nothing orders the two (racecheck errors at head_dim 64, bench/LOG.md
   // thirteenth session).
-  static constexpr bool kQRowsPerWarp = kWidenK || kQInRegisters;
+  // Two-term Q in shared memory scales per warp too (q_rows_to_two_term).
+  static constexpr bool kQRowsPerWarp = kWidenK || kQInRegisters || kQTwoTermInSmem;
   static_assert(kQBytes % 1024 == 0 && kStageBytes % 1024 == 0 && kKOperandBytes % 1024 == 0 &&
                     kVtBytes % 1024 == 0,
                 "every tile starts on a swizzle atom");

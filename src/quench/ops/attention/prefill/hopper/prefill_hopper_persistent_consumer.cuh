@@ -81,7 +81,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     }
     // This item's Q rows (prefetched under the last item's epilogue) have landed.
     prefill_generic::cp_async_wait_all();
-    if constexpr (Tile::kWidenK) scores.score_scale *= q_rows_to_f16<Tile>(q_tile, consumer, gtid);
+    scores.score_scale *= prepare_q_rows<Tile>(q_tile, consumer, gtid);
     sm90::fence_proxy_async_shared();
     sm90_async::named_barrier_sync(Cfg::kQReadyBarrier + consumer, 128);
     scores.score_scale *= load_q_fragments<Tile>(q, q_tile, consumer, gtid);  // two-term Q

@@ -133,6 +133,83 @@ __device__ __forceinline__ float q_rows_to_f16(unsigned char* q_tile, int warpgr
   return __int_as_float((127 + e) << 23);
 }
 
+// Two-term Q's power of two for a warp whose largest finite |q| has the bf16 bit pattern
+// amax_bits: floor(log2(amax)) is the exponent field - 127, and e puts amax * 2^e in [128, 256).
+// The clamp keeps 2^e and 2^-e normal floats (a warp of zeros or subnormals takes 2^64: its
+// terms round to 0 or near it, as its scores are).
+__device__ __forceinline__ int two_term_exponent(uint32_t amax_bits) {
+  return amax_bits == 0 ? 0 : min(64, max(-120, 7 - (static_cast<int>(amax_bits >> 7) - 127)));
+}
+
+// Two-term Q in shared memory (Cfg::kQTwoTermInSmem, head_dim 256): the warp's 16 bf16 Q rows
+// (q_chunk_index: lane l loaded chunk l, dims 8l..8l+7, of each row, after its cp.async wait)
+// -> in place, each row [hi | lo] as 512 e4m3 bytes (dim d's hi at byte d, its lo at 256 + d),
+// the split of load_q_fragments_two_term with the warp's power of two 2^e. Lane l's hi and lo
+// land in chunks l / 2 and 16 + l / 2, which other lanes loaded: every lane reads its chunk of a
+// row before any lane writes that row (__syncwarp). Returns 2^-e, the factor of the warp's raw
+// scores. The caller fences for the async proxy and syncs the warpgroup before a wgmma reads it.
+template <class Cfg>
+__device__ __forceinline__ float q_rows_to_two_term(unsigned char* q_tile, int warpgroup,
+                                                    int gtid) {
+  static_assert(Cfg::kQTwoTermInSmem && Cfg::kQRowsPerWarp && Cfg::kHeadDim == 256,
+                "two-term Q in shared memory: head_dim 256, one 16-byte chunk per lane and row");
+  const int lane = gtid % 32;
+  const int row0 = 64 * warpgroup + 16 * (gtid / 32);
+  const auto chunk_at = [&](int row, int chunk) {
+    return q_tile + block_tile_offset(Cfg::kBlockM, row0 + row, chunk);
+  };
+  // |bf16| bit patterns order as their values (Inf 0x7f80, NaN above); finite values only.
+  uint32_t amax = 0;
+#pragma unroll 4
+  for (int row = 0; row < 16; ++row) {
+    const uint4 v = *reinterpret_cast<const uint4*>(chunk_at(row, lane));
+    for (const uint32_t w : {v.x, v.y, v.z, v.w}) {
+      for (const uint32_t h : {w & 0x7fffu, w >> 16 & 0x7fffu}) {
+        if (h < 0x7f80u) amax = max(amax, h);
+      }
+    }
+  }
+  const int e = two_term_exponent(__reduce_max_sync(0xffffffffu, amax));
+  const float up = __int_as_float((127 + e) << 23);
+  const auto scaled = [&](uint32_t bits) {
+    return e4m3_two_term_input(__uint_as_float(bits << 16), up);
+  };
+#pragma unroll 2
+  for (int row = 0; row < 16; ++row) {
+    const uint4 v = *reinterpret_cast<const uint4*>(chunk_at(row, lane));
+    __syncwarp();
+    uint32_t hi[2];
+    uint32_t lo[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const uint32_t w0 = half == 0 ? v.x : v.z;
+      const uint32_t w1 = half == 0 ? v.y : v.w;
+      const E4m3x2Terms t0 = e4m3x2_two_term(scaled(w0 & 0xffffu), scaled(w0 >> 16));
+      const E4m3x2Terms t1 = e4m3x2_two_term(scaled(w1 & 0xffffu), scaled(w1 >> 16));
+      hi[half] = static_cast<uint32_t>(t0.hi) | static_cast<uint32_t>(t1.hi) << 16;
+      lo[half] = static_cast<uint32_t>(t0.lo) | static_cast<uint32_t>(t1.lo) << 16;
+    }
+    const int byte = (lane % 2) * 8;
+    *reinterpret_cast<uint2*>(chunk_at(row, lane / 2) + byte) = make_uint2(hi[0], hi[1]);
+    *reinterpret_cast<uint2*>(chunk_at(row, 16 + lane / 2) + byte) = make_uint2(lo[0], lo[1]);
+  }
+  return __int_as_float((127 - e) << 23);
+}
+
+// The Q tile's rows, once loaded (and the caller's cp.async wait), in the form Q K^T reads:
+// converted to f16 (q_rows_to_f16) or to two e4m3 terms (q_rows_to_two_term) where the kind
+// needs it. Returns the factor of the warp's raw Q K^T scores (1 where nothing changes).
+template <class Cfg>
+__device__ __forceinline__ float prepare_q_rows(unsigned char* q_tile, int warpgroup, int gtid) {
+  if constexpr (Cfg::kWidenK) {
+    return q_rows_to_f16<Cfg>(q_tile, warpgroup, gtid);
+  } else if constexpr (Cfg::kQTwoTermInSmem) {
+    return q_rows_to_two_term<Cfg>(q_tile, warpgroup, gtid);
+  } else {
+    return 1.0f;
+  }
+}
+
 // The A operand of one warpgroup's Q K^T, its 64 Q rows: their shared address (column block 0),
 // and where Cfg::kQInRegisters their A fragments, fragment ks for k16 step ks (register i: row
 // 16 * warp + lane / 4 + 8 * (i % 2), columns 16 ks + 8 (i / 2) + 2 (lane % 4) + 0..1: the
@@ -198,11 +275,7 @@ __device__ __forceinline__ float load_q_fragments_two_term(uint32_t (&frag)[8][4
       }
     }
   }
-  amax = __reduce_max_sync(0xffffffffu, amax);
-  // floor(log2(amax)) is the bf16 exponent field - 127; e puts amax * 2^e in [128, 256). The
-  // clamp keeps 2^e and 2^-e normal floats (a warp of zeros or subnormals takes 2^64: its
-  // terms round to 0 or near it, as its scores are).
-  const int e = amax == 0 ? 0 : min(64, max(-120, 7 - (static_cast<int>(amax >> 7) - 127)));
+  const int e = two_term_exponent(__reduce_max_sync(0xffffffffu, amax));
   const float up = __int_as_float((127 + e) << 23);
   const auto scaled = [&](uint32_t bits) {
     return e4m3_two_term_input(__uint_as_float(bits << 16), up);
@@ -237,7 +310,7 @@ __device__ __forceinline__ float load_q_fragments_two_term(uint32_t (&frag)[8][4
 template <class Cfg>
 __device__ __forceinline__ float load_q_fragments(QOperand<Cfg>& q, const unsigned char* q_tile,
                                                   int warpgroup, int gtid) {
-  if constexpr (Cfg::kQTwoTerm) {
+  if constexpr (Cfg::kQTwoTerm && Cfg::kQInRegisters) {
     return load_q_fragments_two_term<Cfg>(q.frag, q_tile, warpgroup, gtid);
   } else if constexpr (Cfg::kQInRegisters) {
     const int lane = gtid % 32;
@@ -270,10 +343,11 @@ __device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], const QOp
   const uint64_t b0 = sm90::smem_descriptor_sw128(k_address);
 #pragma unroll
   for (int ks = 0; ks < Cfg::kQkSteps; ++ks) {
-    // Two-term Q: [hi | lo] against [K | K], steps ks and ks + 4 reading K's step ks % 4.
-    const int k_step = Cfg::kQTwoTerm ? ks % 4 : ks;
+    // Two-term Q: [hi | lo] against [K | K], steps ks and ks + kQkSteps / 2 reading K's step
+    // ks % (kQkSteps / 2).
+    const int k_step = Cfg::kQTwoTerm ? ks % (Cfg::kQkSteps / 2) : ks;
     const uint64_t b = sm90::descriptor_plus(b0, kstep_address(0, Cfg::kBlockN, k_step));
-    if constexpr (Cfg::kQTwoTerm) {
+    if constexpr (Cfg::kQTwoTerm && Cfg::kQInRegisters) {
       sm90::wgmma_m64n128k32_e4m3_rs(s, q.frag[ks], b, ks > 0);
     } else if constexpr (Cfg::kQInRegisters) {
       static_assert(!Cfg::kFp8Qk, "Q is held in registers for 16-bit Q K^T only");
@@ -282,6 +356,9 @@ __device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], const QOp
       const uint64_t a = sm90::descriptor_plus(a0, kstep_address(0, Cfg::kBlockM, ks));
       if constexpr (Cfg::kFp8Qk) {
         sm90::wgmma_m64n128k32_e4m3_ss(s, a, b, ks > 0);
+      } else if constexpr (Cfg::kQTwoTermInSmem) {
+        static_assert(Cfg::kBlockN == 64, "two-term Q in shared memory meets 64-key tiles");
+        sm90::wgmma_m64n64k32_e4m3_ss(s, a, b, ks > 0);
       } else {
         wgmma_16bit_ss<Cfg::kBlockN, Cfg::kWidenK>(s, a, b, ks > 0);
       }

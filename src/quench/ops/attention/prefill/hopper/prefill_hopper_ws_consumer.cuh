@@ -244,8 +244,8 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   ws_load_q_rows<Cfg>(p, w, q_tile, consumer, gtid);
   prefill_generic::cp_async_commit();
   prefill_generic::cp_async_wait_all();
-  float q_factor = 1.0f;  // the warp's Q scale back (q_rows_to_f16, two-term Q)
-  if constexpr (Tile::kWidenK) q_factor = q_rows_to_f16<Tile>(q_tile, consumer, gtid);
+  // The warp's Q scale back (q_rows_to_f16, two-term Q).
+  float q_factor = prepare_q_rows<Tile>(q_tile, consumer, gtid);
   sm90::fence_proxy_async_shared();
   sm90_async::named_barrier_sync(Cfg::kQReadyBarrier + consumer, 128);
   QOperand<Tile> q = q_operand_at<Tile>(q_tile, consumer);
