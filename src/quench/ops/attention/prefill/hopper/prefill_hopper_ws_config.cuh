@@ -5,6 +5,10 @@
 
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_tile.cuh"
 
+#ifndef QUENCH_PREFILL_WS_RING_SLOTS_FIRST
+#define QUENCH_PREFILL_WS_RING_SLOTS_FIRST 0
+#endif
+
 namespace quench::prefill_hopper {
 
 template <HopperKind kKind, int kHeadDimT>
@@ -116,7 +120,11 @@ struct WsConfig {
   // more than a second raw stage (kPrefetchTiles is 1 with two slots anyway). The raw_full
   // barriers and raw-key words still alternate by tile parity; with one stage both name the
   // same bytes, which the producer frees (its named barrier) before the next load.
-  static constexpr int kRawStages = ring_fits(2, 2) ? 2 : 1;
+  // QUENCH_PREFILL_WS_RING_SLOTS_FIRST (an A/B build switch, default 0): one raw stage and a
+  // third ring slot where that fits and two raw stages with three slots do not.
+  static constexpr bool kSlotsFirst = QUENCH_PREFILL_WS_RING_SLOTS_FIRST != 0 &&
+                                      !ring_fits(2, 3) && ring_fits(1, 3);
+  static constexpr int kRawStages = !kSlotsFirst && ring_fits(2, 2) ? 2 : 1;
   static constexpr int kSlotOffset = kRawOffset + kRawStages * kRawStageBytes;
   // Raw stage of the producer's tile g (a tile count).
   static constexpr int raw_stage_offset(int g) {
@@ -135,7 +143,7 @@ struct WsConfig {
   // one (each needs its own raw stage). Two where tile t + 2's direct K lands in a slot other
   // than tile t's (3 or more slots); with 2 slots loading tile t + 2's K would wait for tile
   // t's Q K^T, so one. Direct-V kinds fill every free slot.
-  static constexpr int kPrefetchTiles = kStages >= 3 ? 2 : 1;
+  static constexpr int kPrefetchTiles = kStages >= 3 && kRawStages >= 2 ? 2 : 1;
   static_assert(kPrefetchTiles <= kRawStages, "each tile in flight needs its own raw stage");
   // Arrivals that complete a slot's `full` phase: the arrive.expect_tx of the direct loads'
   // bytes, and every producer thread once it has built the slot's operands from a raw stage.
