@@ -16,9 +16,12 @@ enum class HopperKind : uint8_t {
 };
 
 // Build switches for A/B runs of bf16 q over FP8 KV (HopperConfig::kQTwoTerm): 0 keeps the
-// widened-K kernel (f16 Q K^T over 64-key tiles) at head_dim 128, respectively 256.
+// widened-K kernel (f16 Q K^T) at head_dim 128, 64, respectively 256.
 #ifndef QUENCH_PREFILL_BF16Q_TWO_TERM
 #define QUENCH_PREFILL_BF16Q_TWO_TERM 1
+#endif
+#ifndef QUENCH_PREFILL_BF16Q_TWO_TERM_HD64
+#define QUENCH_PREFILL_BF16Q_TWO_TERM_HD64 1
 #endif
 #ifndef QUENCH_PREFILL_BF16Q_TWO_TERM_HD256
 #define QUENCH_PREFILL_BF16Q_TWO_TERM_HD256 1
@@ -42,12 +45,15 @@ struct HopperConfig {
   // every element at least 2^-10 times the warp's largest; below that the error is at most 2^-10
   // absolute, 2^-17 of the largest. The products are exact; their sum is the FP8 tensor cores'
   // (not full fp32, as for FP8 q). P V stays f16 (kF16Pv: V widened).
-  // At head_dim 256 the same split runs from shared memory (kQTwoTermInSmem): FP8 K rows are 256
-  // bytes there, two 128-byte swizzle atoms, the byte layout of bf16 K at head_dim 128, and
-  // Q K^T is one FP8 product over 512 k values.
+  // At head_dim 64, FP8 K rows as cached are 64 bytes in 128-byte swizzled rows (TMA zero-fills
+  // the rest), and Q K^T's 4 k steps read the first 64 bytes twice. At head_dim 256 the split
+  // runs from shared memory (kQTwoTermInSmem): FP8 K rows are 256 bytes there, two 128-byte
+  // swizzle atoms, the byte layout of bf16 K at head_dim 128, and Q K^T is one FP8 product over
+  // 512 k values.
   static constexpr bool kQTwoTerm =
       kKind == HopperKind::kBf16QFp8Kv &&
       ((kHeadDimT == 128 && QUENCH_PREFILL_BF16Q_TWO_TERM != 0) ||
+       (kHeadDimT == 64 && QUENCH_PREFILL_BF16Q_TWO_TERM_HD64 != 0) ||
        (kHeadDimT == 256 && QUENCH_PREFILL_BF16Q_TWO_TERM_HD256 != 0));
   // Two-term Q's 16 k steps at head_dim 256 would take 64 registers beside O's 128: each warp
   // instead rewrites its 16 bf16 Q rows in place as [hi | lo] e4m3 rows of 512 bytes
@@ -86,14 +92,14 @@ struct HopperConfig {
   static_assert(kHeadDim == 128 || (!kFp8Qk && (kHeadDim == 64 || kHeadDim == 256)),
                 "unsupported head_dim for this operand kind");
   static constexpr int kQBytes = kBlockM * kHeadDim * kQkBytes;
-  // The K operand: FP8 K as cached where Q K^T runs on FP8 operands (two-term Q included), else
-  // 16-bit (bf16 as cached, or FP8 widened).
-  static constexpr int kKOperandBytes = kBlockN * kHeadDim * (kFp8Qk || kQTwoTerm ? 1 : 2);
-  static constexpr int kVtBytes = kBlockN * kHeadDim * kPvBytes;
   // One cached K or V tile; rows shorter than 128 bytes (FP8 at head_dim 64) are padded to one
   // swizzled 128-byte row.
   static constexpr int kKvRowBytes = kHeadDim * kKvBytes < 128 ? 128 : kHeadDim * kKvBytes;
   static constexpr int kStageBytes = kBlockN * kKvRowBytes;
+  // The K operand: FP8 K as cached (padded rows included) where Q K^T runs on FP8 operands
+  // (two-term Q included), else 16-bit (bf16 as cached, or FP8 widened).
+  static constexpr int kKOperandBytes = kFp8Qk || kQTwoTerm ? kStageBytes : kBlockN * kHeadDim * 2;
+  static constexpr int kVtBytes = kBlockN * kHeadDim * kPvBytes;
   // Shared memory, every tile 1024-byte aligned: Q; two stages of K and of V as cached; the
   // widened K operand (bf16 q over FP8 KV only); V^T.
   static constexpr int kQOffset = 0;

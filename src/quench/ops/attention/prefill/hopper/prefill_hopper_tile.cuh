@@ -236,23 +236,24 @@ __device__ __forceinline__ QOperand<Cfg> q_operand_at(const unsigned char* q_til
 }
 
 // Two-term Q (Cfg::kQTwoTerm, see HopperConfig): this thread's A fragments of FP8 Q K^T from
-// the warp's 16 bf16 Q rows, k32 step ks < 4 holding hi and step ks + 4 lo of the same elements
+// the warp's 16 bf16 Q rows, k32 step ks < head_dim / 32 holding hi and step ks + head_dim / 32 lo of the same elements
 // (register i, byte v: row 16 * warp + lane / 4 + 8 * (i % 2), dim 32 ks + 16 (i / 2) +
 // 4 (lane % 4) + v, the wgmma layout of an 8-bit A). Returns 2^-e, the factor of the warp's raw
 // scores. The warp's scale comes from its finite values; a NaN stays NaN in both terms, and an
 // infinite q becomes NaN (e4m3 has no infinity, and its satfinite conversion would make it 448):
 // either way a broken upstream value stays its own row's problem.
 template <class Cfg>
-__device__ __forceinline__ float load_q_fragments_two_term(uint32_t (&frag)[8][4],
+__device__ __forceinline__ float load_q_fragments_two_term(uint32_t (&frag)[Cfg::kQkSteps][4],
                                                            const unsigned char* q_tile,
                                                            int warpgroup, int gtid) {
-  static_assert(Cfg::kQTwoTerm && Cfg::kQkSteps == 8, "two-term Q of head_dim 128");
+  static_assert(Cfg::kQTwoTerm && Cfg::kQInRegisters, "two-term Q of head_dim 64 or 128");
+  constexpr int kTermSteps = Cfg::kQkSteps / 2;  // k32 steps of one term: head_dim / 32
   const int lane = gtid % 32;
   const int c = lane % 4;
   const int row0 = 64 * warpgroup + 16 * (gtid / 32) + lane / 4;
-  uint2 raw[4][4];  // [ks][i]: the four bf16 of register i of step ks
+  uint2 raw[kTermSteps][4];  // [ks][i]: the four bf16 of register i of step ks
 #pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
+  for (int ks = 0; ks < kTermSteps; ++ks) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int chunk = 4 * ks + 2 * (i / 2) + c / 2;  // 16-byte chunk (8 bf16) of the row
@@ -265,7 +266,7 @@ __device__ __forceinline__ float load_q_fragments_two_term(uint32_t (&frag)[8][4
   // |bf16| bit patterns order as their values (Inf 0x7f80, NaN above).
   uint32_t amax = 0;
 #pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
+  for (int ks = 0; ks < kTermSteps; ++ks) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       for (const uint32_t w : {raw[ks][i].x, raw[ks][i].y}) {
@@ -281,7 +282,7 @@ __device__ __forceinline__ float load_q_fragments_two_term(uint32_t (&frag)[8][4
     return e4m3_two_term_input(__uint_as_float(bits << 16), up);
   };
 #pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
+  for (int ks = 0; ks < kTermSteps; ++ks) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       uint32_t hi = 0;
@@ -294,7 +295,7 @@ __device__ __forceinline__ float load_q_fragments_two_term(uint32_t (&frag)[8][4
         lo |= static_cast<uint32_t>(terms.lo) << (16 * pair);
       }
       frag[ks][i] = hi;
-      frag[ks + 4][i] = lo;
+      frag[ks + kTermSteps][i] = lo;
     }
   }
   return __int_as_float((127 - e) << 23);
