@@ -57,6 +57,9 @@ class JsonSchemaPrefix {
   bool may_stop() const;
   // Two prefixes with the same key accept the same continuations (the schema's id included).
   std::string key() const;
+  // Raw text of a grammar not yet finished: the recogniser this prefix feeds every byte to, as
+  // it is (JsonTokenMasks walks it without the prefix around it). Else null.
+  const GrammarPrefix* grammar() const { return mode_ == Mode::kGrammar ? &*grammar_ : nullptr; }
 
  private:
   enum class Mode : uint8_t {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <span>
+#include <string_view>
 #include <utility>
 
 #include "quench/tokenizer/tokenizer.h"
@@ -30,39 +32,87 @@ JsonTokenMasks::JsonTokenMasks(const Tokenizer& tokenizer, std::vector<int32_t> 
   }
 }
 
-const std::vector<uint32_t>& JsonTokenMasks::allowed_bits(const JsonSchemaPrefix& prefix) {
-  const std::string key = prefix.key();
-  auto it = cache_.find(key);
-  if (it != cache_.end()) return *it->second;
-  auto mask = std::make_shared<std::vector<uint32_t>>((bytes_.size() + 31) / 32, 0u);
-  // depth_states_[d]: the prefix after the first d bytes of the last token fed. refused: the
-  // length of that token's refused start (none: INT32_MAX). shared: the bytes the current token
-  // shares with that token (the least shared_ since, the tokens being sorted).
-  if (depth_states_.empty()) depth_states_.assign(1, prefix);
-  depth_states_[0] = prefix;
+namespace {
+
+// Marks in `mask` the tokens whose bytes `walk` takes: walk.feed(d, c) steps the state after a
+// token's first d bytes by its byte c into the state at depth d + 1 (false: refused), the state at
+// depth 0 being the prefix. The tokens are walked in byte order: a token feeds only the bytes past
+// the ones it shares with the token before it, and a refused start refuses every token that
+// starts with it at once.
+template <typename Walk>
+void mark_taken(const std::vector<std::string>& bytes_of, const std::vector<int32_t>& sorted,
+                const std::vector<int32_t>& shared_with_previous, Walk& walk,
+                std::vector<uint32_t>& mask) {
+  // refused: the length of the last token's refused start (none: INT32_MAX). shared: the bytes
+  // the current token shares with that token (the least shared_with_previous since, the tokens
+  // being sorted).
   int32_t refused = INT32_MAX, shared = 0;
-  for (size_t i = 0; i < sorted_.size(); ++i) {
-    const int32_t id = sorted_[i];
-    const std::string& bytes = bytes_[static_cast<size_t>(id)];
-    shared = std::min(shared, shared_[i]);
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const int32_t id = sorted[i];
+    const std::string& bytes = bytes_of[static_cast<size_t>(id)];
+    shared = std::min(shared, shared_with_previous[i]);
     if (shared >= refused) continue;  // starts with a refused start
     // The shared bytes were fed (a token is fed up to its refused start, and one that shares
     // that start was skipped above).
-    int32_t d = shared;
     const auto length = static_cast<int32_t>(bytes.size());
-    if (depth_states_.size() <= static_cast<size_t>(length))
-      depth_states_.resize(static_cast<size_t>(length) + 1, prefix);
+    walk.reserve(length);
     refused = INT32_MAX;
-    for (; d < length; ++d) {
-      JsonSchemaPrefix& next = depth_states_[static_cast<size_t>(d) + 1];
-      next = depth_states_[static_cast<size_t>(d)];
-      if (!next.feed(std::string_view(bytes).substr(static_cast<size_t>(d), 1))) {
+    for (int32_t d = shared; d < length; ++d) {
+      if (!walk.feed(d, static_cast<unsigned char>(bytes[static_cast<size_t>(d)]))) {
         refused = d + 1;
         break;
       }
     }
     shared = length;
-    if (refused == INT32_MAX) (*mask)[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
+    if (refused == INT32_MAX) mask[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
+  }
+}
+
+// The walk's states as prefixes, one per depth, assigned into one another (no allocation per
+// byte once they have grown).
+struct PrefixWalk {
+  std::vector<JsonSchemaPrefix>& states;
+  void reserve(int32_t length) {
+    if (states.size() <= static_cast<size_t>(length))
+      states.resize(static_cast<size_t>(length) + 1, states[0]);
+  }
+  bool feed(int32_t d, unsigned char c) {
+    JsonSchemaPrefix& next = states[static_cast<size_t>(d) + 1];
+    next = states[static_cast<size_t>(d)];
+    return next.feed(std::string_view(reinterpret_cast<const char*>(&c), 1));
+  }
+};
+
+// A grammar's walk: its states numbered by GrammarSteps, one id per depth.
+struct GrammarWalk {
+  GrammarSteps& steps;
+  std::vector<int32_t>& ids;
+  void reserve(int32_t length) {
+    if (ids.size() <= static_cast<size_t>(length)) ids.resize(static_cast<size_t>(length) + 1);
+  }
+  bool feed(int32_t d, unsigned char c) {
+    const int32_t next = steps.step(std::span<int32_t>(ids.data(), static_cast<size_t>(d) + 1), c);
+    ids[static_cast<size_t>(d) + 1] = next;
+    return next != GrammarSteps::kRefused;
+  }
+};
+
+}  // namespace
+
+const std::vector<uint32_t>& JsonTokenMasks::allowed_bits(const JsonSchemaPrefix& prefix) {
+  const std::string key = prefix.key();
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return *it->second;
+  auto mask = std::make_shared<std::vector<uint32_t>>((bytes_.size() + 31) / 32, 0u);
+  if (const GrammarPrefix* grammar = prefix.grammar()) {
+    grammar_ids_.assign(1, grammar_steps_.start(*grammar));
+    GrammarWalk walk{grammar_steps_, grammar_ids_};
+    mark_taken(bytes_, sorted_, shared_, walk, *mask);
+  } else {
+    if (depth_states_.empty()) depth_states_.assign(1, prefix);
+    depth_states_[0] = prefix;
+    PrefixWalk walk{depth_states_};
+    mark_taken(bytes_, sorted_, shared_, walk, *mask);
   }
   if (prefix.may_stop()) {
     for (int32_t id : stop_ids_) {

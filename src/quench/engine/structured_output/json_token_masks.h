@@ -2,9 +2,10 @@
 // tokenizer. The tokens are walked in byte order, keeping one prefix state per depth of the
 // current token's bytes: a token feeds only the bytes past the ones it shares with the token
 // before it, a refused prefix refuses every token that starts with it at once, and the states are
-// assigned into one another (no allocation per token). Masks are cached by the prefix's key
-// (which names its schema; a string's inside, for one, always gives the same mask), at most
-// kMaxCached of them, shared by every request and schema of the engine.
+// assigned into one another (no allocation per token); a grammar's states are numbered instead,
+// each byte's step from each computed once per mask (GrammarSteps). Masks are cached by the
+// prefix's key (which names its schema; a string's inside, for one, always gives the same mask), at
+// most kMaxCached of them, shared by every request and schema of the engine.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "quench/engine/structured_output/grammar_steps.h"
 #include "quench/engine/structured_output/json_schema_prefix.h"
 
 namespace quench {
@@ -39,6 +41,8 @@ class JsonTokenMasks {
   // shared_[i]: the bytes sorted_[i] shares at its start with sorted_[i - 1] (0 for the first).
   std::vector<int32_t> shared_;
   std::vector<JsonSchemaPrefix> depth_states_;  // the walk's states, reused across masks
+  GrammarSteps grammar_steps_;                  // a grammar's walk: its states, met this mask
+  std::vector<int32_t> grammar_ids_;            // and the walk's, by depth
   std::unordered_map<std::string, std::shared_ptr<const std::vector<uint32_t>>> cache_;
 };
 
