@@ -82,7 +82,8 @@ struct HopperConfig {
   // tiles lost 1-8%.
   static constexpr int kBlockN = kHeadDim == 256 || (kWidenK && kHeadDim == 128) ? 64 : 128;
   // Bytes per Q (and K operand) element; two-term Q: the bf16 Q tile, and its two e4m3 terms
-  // make 2 bytes of Q K^T's k per element (kQkSteps 8 over K's 4 at head_dim 128, 16 over 8 at 256).
+  // make 2 bytes of Q K^T's k per element (kQkSteps 8 over K's 4 at head_dim 128, 16 over 8 at
+  // 256).
   static constexpr int kQkBytes = kFp8Qk ? 1 : 2;
   static constexpr int kPvBytes = kFp8Pv ? 1 : 2;  // bytes per P (and V^T operand) element
   static constexpr int kKvBytes = kFp8Kv ? 1 : 2;  // bytes per cached element

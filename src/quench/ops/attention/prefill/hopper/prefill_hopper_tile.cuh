@@ -236,12 +236,12 @@ __device__ __forceinline__ QOperand<Cfg> q_operand_at(const unsigned char* q_til
 }
 
 // Two-term Q (Cfg::kQTwoTerm, see HopperConfig): this thread's A fragments of FP8 Q K^T from
-// the warp's 16 bf16 Q rows, k32 step ks < head_dim / 32 holding hi and step ks + head_dim / 32 lo of the same elements
-// (register i, byte v: row 16 * warp + lane / 4 + 8 * (i % 2), dim 32 ks + 16 (i / 2) +
-// 4 (lane % 4) + v, the wgmma layout of an 8-bit A). Returns 2^-e, the factor of the warp's raw
-// scores. The warp's scale comes from its finite values; a NaN stays NaN in both terms, and an
-// infinite q becomes NaN (e4m3 has no infinity, and its satfinite conversion would make it 448):
-// either way a broken upstream value stays its own row's problem.
+// the warp's 16 bf16 Q rows, k32 step ks < head_dim / 32 holding hi and step ks + head_dim / 32 lo
+// of the same elements (register i, byte v: row 16 * warp + lane / 4 + 8 * (i % 2), dim 32 ks + 16
+// (i / 2) + 4 (lane % 4) + v, the wgmma layout of an 8-bit A). Returns 2^-e, the factor of the
+// warp's raw scores. The warp's scale comes from its finite values; a NaN stays NaN in both terms,
+// and an infinite q becomes NaN (e4m3 has no infinity, and its satfinite conversion would make it
+// 448): either way a broken upstream value stays its own row's problem.
 template <class Cfg>
 __device__ __forceinline__ float load_q_fragments_two_term(uint32_t (&frag)[Cfg::kQkSteps][4],
                                                            const unsigned char* q_tile,

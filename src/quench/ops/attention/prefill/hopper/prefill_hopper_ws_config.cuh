@@ -122,8 +122,8 @@ struct WsConfig {
   // same bytes, which the producer frees (its named barrier) before the next load.
   // QUENCH_PREFILL_WS_RING_SLOTS_FIRST (an A/B build switch, default 0): one raw stage and a
   // third ring slot where that fits and two raw stages with three slots do not.
-  static constexpr bool kSlotsFirst = QUENCH_PREFILL_WS_RING_SLOTS_FIRST != 0 &&
-                                      !ring_fits(2, 3) && ring_fits(1, 3);
+  static constexpr bool kSlotsFirst =
+      QUENCH_PREFILL_WS_RING_SLOTS_FIRST != 0 && !ring_fits(2, 3) && ring_fits(1, 3);
   static constexpr int kRawStages = !kSlotsFirst && ring_fits(2, 2) ? 2 : 1;
   static constexpr int kSlotOffset = kRawOffset + kRawStages * kRawStageBytes;
   // Raw stage of the producer's tile g (a tile count).
