@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/byte_level_tokenizer_json.h"
 #include "quench/core/error.h"
 #include "quench/engine/structured_output/json_token_masks.h"
 #include "quench/tokenizer/byte_level.h"
@@ -71,27 +72,7 @@ std::string synthetic_tokenizer_json() {
                      {"special", true}});
     seen.insert(special);
   }
-  nlohmann::ordered_json j;
-  j["version"] = "1.0";
-  j["added_tokens"] = added;
-  j["normalizer"] = nullptr;
-  j["pre_tokenizer"] = {{"type", "ByteLevel"},
-                        {"add_prefix_space", false},
-                        {"trim_offsets", true},
-                        {"use_regex", false}};
-  j["post_processor"] = nullptr;
-  j["decoder"] = {{"type", "ByteLevel"},
-                  {"add_prefix_space", true},
-                  {"trim_offsets", true},
-                  {"use_regex", true}};
-  j["model"] = {{"type", "BPE"},
-                {"dropout", nullptr},
-                {"unk_token", nullptr},
-                {"byte_fallback", false},
-                {"ignore_merges", true},
-                {"vocab", vocab},
-                {"merges", nlohmann::ordered_json::array()}};
-  return j.dump();
+  return testing_support::byte_level_tokenizer_json(vocab, added);
 }
 
 void run_json_masks_bench(const BenchOptions& options, BenchReporter& reporter) {

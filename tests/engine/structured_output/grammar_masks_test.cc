@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/byte_level_tokenizer_json.h"
 #include "harness/structured_output_checks.h"
 #include "quench/engine/structured_output/grammar_steps.h"
 #include "quench/engine/structured_output/json_schema.h"
@@ -65,27 +66,9 @@ Tokenizer tokenizer_of(const std::set<std::string>& tokens) {
   int32_t id = 0;
   for (const std::string& t : tokens)
     vocab[to_byte_level(t)] = id++;
-  nlohmann::json j;
-  j["version"] = "1.0";
-  j["added_tokens"] = nlohmann::json::array();
-  j["normalizer"] = nullptr;
-  j["pre_tokenizer"] = {{"type", "ByteLevel"},
-                        {"add_prefix_space", false},
-                        {"trim_offsets", true},
-                        {"use_regex", false}};
-  j["post_processor"] = nullptr;
-  j["decoder"] = {{"type", "ByteLevel"},
-                  {"add_prefix_space", true},
-                  {"trim_offsets", true},
-                  {"use_regex", true}};
-  j["model"] = {{"type", "BPE"},
-                {"dropout", nullptr},
-                {"unk_token", nullptr},
-                {"byte_fallback", false},
-                {"ignore_merges", true},
-                {"vocab", vocab},
-                {"merges", nlohmann::json::array()}};
-  return Tokenizer::from_json(j.dump(), "grammar_masks_test");
+  return Tokenizer::from_json(
+      testing_support::byte_level_tokenizer_json(vocab, nlohmann::ordered_json::array()),
+      "grammar_masks_test");
 }
 
 // Every byte; each piece, and random runs of 2-8 pieces, whole and with their last byte cut (a

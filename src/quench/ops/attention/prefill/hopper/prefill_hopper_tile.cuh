@@ -141,6 +141,26 @@ __device__ __forceinline__ int two_term_exponent(uint32_t amax_bits) {
   return amax_bits == 0 ? 0 : min(64, max(-120, 7 - (static_cast<int>(amax_bits >> 7) - 127)));
 }
 
+// amax_bits folded with the |bf16| bit patterns of word w's two finite halves (|bf16| patterns
+// order as their values; Inf is 0x7f80, NaN above).
+__device__ __forceinline__ uint32_t fold_finite_bf16x2_amax(uint32_t amax_bits, uint32_t w) {
+  for (const uint32_t h : {w & 0x7fffu, w >> 16 & 0x7fffu}) {
+    if (h < 0x7f80u) amax_bits = max(amax_bits, h);
+  }
+  return amax_bits;
+}
+
+// The warp's two-term scale from each lane's finite amax bits: up = 2^e scales q into the
+// terms' range (two_term_exponent), down = 2^-e is the factor of the warp's raw scores.
+struct TwoTermScale {
+  float up;
+  float down;
+};
+__device__ __forceinline__ TwoTermScale warp_two_term_scale(uint32_t lane_amax_bits) {
+  const int e = two_term_exponent(__reduce_max_sync(0xffffffffu, lane_amax_bits));
+  return {__int_as_float((127 + e) << 23), __int_as_float((127 - e) << 23)};
+}
+
 // Two-term Q in shared memory (Cfg::kQTwoTermInSmem, head_dim 256): the warp's 16 bf16 Q rows
 // (q_chunk_index: lane l loaded chunk l, dims 8l..8l+7, of each row, after its cp.async wait)
 // -> in place, each row [hi | lo] as 512 e4m3 bytes (dim d's hi at byte d, its lo at 256 + d),
@@ -158,21 +178,16 @@ __device__ __forceinline__ float q_rows_to_two_term(unsigned char* q_tile, int w
   const auto chunk_at = [&](int row, int chunk) {
     return q_tile + block_tile_offset(Cfg::kBlockM, row0 + row, chunk);
   };
-  // |bf16| bit patterns order as their values (Inf 0x7f80, NaN above); finite values only.
   uint32_t amax = 0;
 #pragma unroll 4
   for (int row = 0; row < 16; ++row) {
     const uint4 v = *reinterpret_cast<const uint4*>(chunk_at(row, lane));
-    for (const uint32_t w : {v.x, v.y, v.z, v.w}) {
-      for (const uint32_t h : {w & 0x7fffu, w >> 16 & 0x7fffu}) {
-        if (h < 0x7f80u) amax = max(amax, h);
-      }
-    }
+    for (const uint32_t w : {v.x, v.y, v.z, v.w})
+      amax = fold_finite_bf16x2_amax(amax, w);
   }
-  const int e = two_term_exponent(__reduce_max_sync(0xffffffffu, amax));
-  const float up = __int_as_float((127 + e) << 23);
+  const TwoTermScale scale = warp_two_term_scale(amax);
   const auto scaled = [&](uint32_t bits) {
-    return e4m3_two_term_input(__uint_as_float(bits << 16), up);
+    return e4m3_two_term_input(__uint_as_float(bits << 16), scale.up);
   };
 #pragma unroll 2
   for (int row = 0; row < 16; ++row) {
@@ -193,7 +208,7 @@ __device__ __forceinline__ float q_rows_to_two_term(unsigned char* q_tile, int w
     *reinterpret_cast<uint2*>(chunk_at(row, lane / 2) + byte) = make_uint2(hi[0], hi[1]);
     *reinterpret_cast<uint2*>(chunk_at(row, 16 + lane / 2) + byte) = make_uint2(lo[0], lo[1]);
   }
-  return __int_as_float((127 - e) << 23);
+  return scale.down;
 }
 
 // The Q tile's rows, once loaded (and the caller's cp.async wait), in the form Q K^T reads:
@@ -263,23 +278,18 @@ __device__ __forceinline__ float load_q_fragments_two_term(uint32_t (&frag)[Cfg:
   }
   // The rows are rewritten next by this warp's own lanes (the next item's cp.async).
   __syncwarp();
-  // |bf16| bit patterns order as their values (Inf 0x7f80, NaN above).
   uint32_t amax = 0;
 #pragma unroll
   for (int ks = 0; ks < kTermSteps; ++ks) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      for (const uint32_t w : {raw[ks][i].x, raw[ks][i].y}) {
-        for (const uint32_t h : {w & 0x7fffu, w >> 16 & 0x7fffu}) {
-          if (h < 0x7f80u) amax = max(amax, h);
-        }
-      }
+      amax = fold_finite_bf16x2_amax(amax, raw[ks][i].x);
+      amax = fold_finite_bf16x2_amax(amax, raw[ks][i].y);
     }
   }
-  const int e = two_term_exponent(__reduce_max_sync(0xffffffffu, amax));
-  const float up = __int_as_float((127 + e) << 23);
+  const TwoTermScale scale = warp_two_term_scale(amax);
   const auto scaled = [&](uint32_t bits) {
-    return e4m3_two_term_input(__uint_as_float(bits << 16), up);
+    return e4m3_two_term_input(__uint_as_float(bits << 16), scale.up);
   };
 #pragma unroll
   for (int ks = 0; ks < kTermSteps; ++ks) {
@@ -298,7 +308,7 @@ __device__ __forceinline__ float load_q_fragments_two_term(uint32_t (&frag)[Cfg:
       frag[ks + kTermSteps][i] = lo;
     }
   }
-  return __int_as_float((127 - e) << 23);
+  return scale.down;
 }
 
 // Where Cfg::kQInRegisters, loads warpgroup `warpgroup`'s Q fragments from the Q tile (one

@@ -1,0 +1,14 @@
+// tokenizer.json text of a byte-level BPE tokenizer without merges, for tests and benchmarks that
+// need a vocabulary of chosen tokens (structured output's masks read token bytes only).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace quench::testing_support {
+
+// vocab: byte-level token text -> id; added_tokens: tokenizer.json's added_tokens array.
+std::string byte_level_tokenizer_json(const nlohmann::json& vocab,
+                                      const nlohmann::ordered_json& added_tokens);
+
+}  // namespace quench::testing_support
