@@ -141,23 +141,6 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3_ss(float (&d)[64], uint64_
       : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
 }
 
-// The same product for a 64-row B (Q K^T over 64-key tiles: bf16 q over FP8 KV at head_dim 256).
-__device__ __forceinline__ void wgmma_m64n64k32_e4m3_ss(float (&d)[32], uint64_t desc_a,
-                                                        uint64_t desc_b, bool accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
-      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "%32, %33, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
-}
-
 // One asm statement for both A types of wgmma_m64n16k32_f8_e4m3_ss (ATYPE: its PTX type).
 #define QUENCH_WGMMA_M64N16K32_F8_SS(ATYPE)                                                 \
   asm volatile(                                                                             \
@@ -249,6 +232,20 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3_rs(float (&d)[64], const u
       "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]),         \
       "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]),         \
       "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+
+// wgmma m64n64k32 e4m3 x e4m3 -> f32, A and B from shared memory (K-major): the m64n128k32 product
+// above for a 64-row B (Q K^T over 64-key tiles: bf16 q over FP8 KV at head_dim 256).
+__device__ __forceinline__ void wgmma_m64n64k32_e4m3_ss(float (&d)[32], uint64_t desc_a,
+                                                        uint64_t desc_b, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1;\n}\n"
+      : QUENCH_WGMMA_D32
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
+}
 
 // One asm statement per element type: FORM(TYPE) is an instruction macro above, D its
 // accumulator list, the rest its inputs.

@@ -5,9 +5,10 @@
 namespace quench {
 
 int32_t GrammarSteps::start(const GrammarPrefix& start) {
-  states_.clear(), next_.clear(), ids_.clear();
-  key_bytes_ = 0;
-  return intern(GrammarPrefix(start));
+  clear();
+  key_.clear();
+  start.append_key(key_);
+  return add(GrammarPrefix(start));
 }
 
 int32_t GrammarSteps::compute(std::span<int32_t> path, unsigned char c) {
@@ -20,23 +21,30 @@ int32_t GrammarSteps::compute(std::span<int32_t> path, unsigned char c) {
     if (it != ids_.end()) {
       id = it->second;
     } else {
-      if (states_.size() >= max_states_ || key_bytes_ + key_.size() > kMaxKeyBytes) keep_only(path);
-      id = intern(std::move(next));
+      if (states_.size() >= max_states_ || key_bytes_ + key_.size() > kMaxKeyBytes) {
+        keep_only(path);
+        key_.clear();  // keep_only used it
+        next.append_key(key_);
+      }
+      id = add(std::move(next));
     }
   }
   next_[static_cast<size_t>(path.back()) * 256 + c] = id;
   return id;
 }
 
-int32_t GrammarSteps::intern(GrammarPrefix&& state) {
-  key_.clear();
-  state.append_key(key_);
-  const auto [it, added] = ids_.emplace(key_, static_cast<int32_t>(states_.size()));
-  if (!added) return it->second;
+int32_t GrammarSteps::add(GrammarPrefix&& state) {
+  const auto id = static_cast<int32_t>(states_.size());
+  ids_.emplace(key_, id);
   key_bytes_ += key_.size();
   states_.push_back(std::move(state));
   next_.resize(next_.size() + 256, kUnknown);
-  return it->second;
+  return id;
+}
+
+void GrammarSteps::clear() {
+  states_.clear(), next_.clear(), ids_.clear();
+  key_bytes_ = 0;
 }
 
 void GrammarSteps::keep_only(std::span<int32_t> path) {
@@ -44,10 +52,14 @@ void GrammarSteps::keep_only(std::span<int32_t> path) {
   kept.reserve(path.size());
   for (int32_t id : path)
     kept.push_back(states_[static_cast<size_t>(id)]);
-  states_.clear(), next_.clear(), ids_.clear();
-  key_bytes_ = 0;
-  for (size_t i = 0; i < path.size(); ++i)
-    path[i] = intern(std::move(kept[i]));
+  clear();
+  for (size_t i = 0; i < path.size(); ++i) {
+    key_.clear();
+    kept[i].append_key(key_);
+    // A path may hold one state twice (a byte that leads back to its own state).
+    const auto it = ids_.find(key_);
+    path[i] = it != ids_.end() ? it->second : add(std::move(kept[i]));
+  }
 }
 
 }  // namespace quench

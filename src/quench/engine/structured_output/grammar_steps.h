@@ -42,8 +42,9 @@ class GrammarSteps {
  private:
   static constexpr int32_t kUnknown = -2;
   int32_t compute(std::span<int32_t> path, unsigned char c);
-  // The id of `state`, numbered now where it is new.
-  int32_t intern(GrammarPrefix&& state);
+  // Numbers `state`, new, whose key key_ holds.
+  int32_t add(GrammarPrefix&& state);
+  void clear();
   // Empties the table but for path's states, renumbered in place.
   void keep_only(std::span<int32_t> path);
 
