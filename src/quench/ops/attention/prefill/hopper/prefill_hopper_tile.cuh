@@ -353,25 +353,31 @@ __device__ __forceinline__ void issue_qk(float (&s)[Cfg::kBlockN / 2], const QOp
   [[maybe_unused]] const uint64_t a0 = sm90::smem_descriptor_sw128(q.address);
   const uint64_t b0 = sm90::smem_descriptor_sw128(k_address);
 #pragma unroll
-  for (int ks = 0; ks < Cfg::kQkSteps; ++ks) {
-    // Two-term Q: [hi | lo] against [K | K], steps ks and ks + kQkSteps / 2 reading K's step
-    // ks % (kQkSteps / 2).
+  for (int issue = 0; issue < Cfg::kQkSteps; ++issue) {
+    // Two-term Q: [hi | lo] against [K | K], Q's steps ks and ks + kQkSteps / 2 reading K's step
+    // ks % (kQkSteps / 2). The lo steps go first: Hopper's FP8 tensor cores add each product
+    // into the accumulator at reduced precision, truncated relative to the running sum (SPEC
+    // 1.1), so the small lo products are summed while it is still small and only the hi half
+    // is added at full magnitude; lo last doubled the truncation, which the head_dim 256 LSEs
+    // showed (up to 0.03 low at 16 k steps).
+    const int ks = Cfg::kQTwoTerm ? (issue + Cfg::kQkSteps / 2) % Cfg::kQkSteps : issue;
     const int k_step = Cfg::kQTwoTerm ? ks % (Cfg::kQkSteps / 2) : ks;
+    const bool accumulate = issue > 0;
     const uint64_t b = sm90::descriptor_plus(b0, kstep_address(0, Cfg::kBlockN, k_step));
     if constexpr (Cfg::kQTwoTerm && Cfg::kQInRegisters) {
-      sm90::wgmma_m64n128k32_e4m3_rs(s, q.frag[ks], b, ks > 0);
+      sm90::wgmma_m64n128k32_e4m3_rs(s, q.frag[ks], b, accumulate);
     } else if constexpr (Cfg::kQInRegisters) {
       static_assert(!Cfg::kFp8Qk, "Q is held in registers for 16-bit Q K^T only");
-      wgmma_16bit_rs<Cfg::kBlockN, false, Cfg::kWidenK>(s, q.frag[ks], b, ks > 0);
+      wgmma_16bit_rs<Cfg::kBlockN, false, Cfg::kWidenK>(s, q.frag[ks], b, accumulate);
     } else {
       const uint64_t a = sm90::descriptor_plus(a0, kstep_address(0, Cfg::kBlockM, ks));
       if constexpr (Cfg::kFp8Qk) {
-        sm90::wgmma_m64n128k32_e4m3_ss(s, a, b, ks > 0);
+        sm90::wgmma_m64n128k32_e4m3_ss(s, a, b, accumulate);
       } else if constexpr (Cfg::kQTwoTermInSmem) {
         static_assert(Cfg::kBlockN == 64, "two-term Q in shared memory meets 64-key tiles");
-        sm90::wgmma_m64n64k32_e4m3_ss(s, a, b, ks > 0);
+        sm90::wgmma_m64n64k32_e4m3_ss(s, a, b, accumulate);
       } else {
-        wgmma_16bit_ss<Cfg::kBlockN, Cfg::kWidenK>(s, a, b, ks > 0);
+        wgmma_16bit_ss<Cfg::kBlockN, Cfg::kWidenK>(s, a, b, accumulate);
       }
     }
   }

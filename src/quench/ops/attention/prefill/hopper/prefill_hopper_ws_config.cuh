@@ -6,7 +6,7 @@
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_tile.cuh"
 
 #ifndef QUENCH_PREFILL_WS_RING_SLOTS_FIRST
-#define QUENCH_PREFILL_WS_RING_SLOTS_FIRST 0
+#define QUENCH_PREFILL_WS_RING_SLOTS_FIRST 1
 #endif
 
 namespace quench::prefill_hopper {
@@ -120,8 +120,10 @@ struct WsConfig {
   // more than a second raw stage (kPrefetchTiles is 1 with two slots anyway). The raw_full
   // barriers and raw-key words still alternate by tile parity; with one stage both name the
   // same bytes, which the producer frees (its named barrier) before the next load.
-  // QUENCH_PREFILL_WS_RING_SLOTS_FIRST (an A/B build switch, default 0): one raw stage and a
-  // third ring slot where that fits and two raw stages with three slots do not.
+  // Where two raw stages with three slots do not fit but one raw stage with three does (head_dim
+  // 256, two-term Q: 48 KB slots), the third slot wins: 559 against 497 TFLOP/s on an H100 at
+  // b2 x 8k (bench/LOG.md, forty-second session). QUENCH_PREFILL_WS_RING_SLOTS_FIRST=0 (a build
+  // switch for A/B runs) keeps two raw stages and two slots there.
   static constexpr bool kSlotsFirst =
       QUENCH_PREFILL_WS_RING_SLOTS_FIRST != 0 && !ring_fits(2, 3) && ring_fits(1, 3);
   static constexpr int kRawStages = !kSlotsFirst && ring_fits(2, 2) ? 2 : 1;
