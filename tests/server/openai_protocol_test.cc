@@ -607,8 +607,8 @@ TEST(OpenAiProtocol, ToolCallResponseShapes) {
   const ToolCallOutput out = extract_tool_calls(
       tool_call_parser("hermes"),
       "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", true);
-  ChoiceResult called{out.content, FinishReason::kStop, nullptr, out.calls};
-  ChoiceResult said{"I know.", FinishReason::kStop, nullptr, {}};
+  ChoiceResult called{out.content, FinishReason::kStop, nullptr, out.calls, std::nullopt};
+  ChoiceResult said{"I know.", FinishReason::kStop, nullptr, {}, std::nullopt};
   const json r = chat_json(ids, {called, said}, 3, 4);
   const json& message = r["choices"][0]["message"];
   EXPECT_TRUE(message["content"].is_null());
@@ -625,11 +625,37 @@ TEST(OpenAiProtocol, ToolCallResponseShapes) {
   EXPECT_EQ(chunk["object"], "chat.completion.chunk");
 }
 
+// A reasoning parser's split: message.reasoning_content beside the content, which is null when
+// the output was cut off while reasoning, and beside tool calls read from the content.
+TEST(OpenAiProtocol, ReasoningResponseShapes) {
+  const ResponseIds ids{"chatcmpl-1", 123, "tiny"};
+  const ToolCallOutput out =
+      extract_tool_calls(tool_call_parser("hermes"),
+                         "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>", true);
+  const json r = chat_json(ids,
+                           {{"42", FinishReason::kStop, nullptr, {}, "think"},
+                            {"", FinishReason::kLength, nullptr, {}, "still"},
+                            {out.content, FinishReason::kStop, nullptr, out.calls, "call f"},
+                            {"plain", FinishReason::kStop, nullptr, {}, std::nullopt}},
+                           3, 4);
+  EXPECT_EQ(r["choices"][0]["message"],
+            (json{{"role", "assistant"}, {"content", "42"}, {"reasoning_content", "think"}}));
+  EXPECT_EQ(r["choices"][1]["message"],
+            (json{{"role", "assistant"}, {"content", nullptr}, {"reasoning_content", "still"}}));
+  EXPECT_EQ(r["choices"][1]["finish_reason"], "length");
+  EXPECT_EQ(r["choices"][2]["message"]["reasoning_content"], "call f");
+  EXPECT_TRUE(r["choices"][2]["message"]["content"].is_null());
+  EXPECT_EQ(r["choices"][2]["message"]["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(r["choices"][2]["finish_reason"], "tool_calls");
+  EXPECT_FALSE(r["choices"][3]["message"].contains("reasoning_content"));
+}
+
 TEST(OpenAiProtocol, ResponseShapes) {
   const ResponseIds ids{"cmpl-1", 123, "tiny"};
-  const json c = completion_json(
-      ids, {{"hi", FinishReason::kStop, nullptr, {}}, {"ho", FinishReason::kLength, nullptr, {}}},
-      4, 2);
+  const json c = completion_json(ids,
+                                 {{"hi", FinishReason::kStop, nullptr, {}, std::nullopt},
+                                  {"ho", FinishReason::kLength, nullptr, {}, std::nullopt}},
+                                 4, 2);
   EXPECT_EQ(c["choices"][1]["index"], 1);
   EXPECT_EQ(c["choices"][1]["text"], "ho");
   EXPECT_EQ(c["object"], "text_completion");

@@ -667,6 +667,64 @@ TEST(OpenAiServer, SpecialTokensShownWhenAskedButNotTheOneThatEnded) {
   }
 }
 
+// --reasoning-parser on chat: random weights write no </think>, so deepseek_r1 (reasoning from
+// the start) makes the whole greedy output reasoning_content with null content, streamed as
+// reasoning deltas that add up to it; qwen3 (reasoning only after <think>) leaves it content; and
+// output constrained by response_format is the answer, not split.
+TEST(OpenAiServer, ReasoningParserSplitsChatOutput) {
+  const json body = {{"messages", {{{"role", "user"}, {"content", "Why is the sky blue?"}}}},
+                     {"max_tokens", 16},
+                     {"temperature", 0},
+                     {"ignore_eos", true}};
+  const auto served = [](const std::string& parser) {
+    return std::make_unique<RunningServer>([parser](ServeOptions& o) {
+      o.engine.model_dir = tools_model_dir();
+      o.engine.max_model_len = 1024;
+      o.reasoning_parser = parser;
+    });
+  };
+  std::string plain;
+  {
+    const auto s = served("");
+    const json whole = s->post("/v1/chat/completions", body);
+    plain = whole["choices"][0]["message"]["content"].get<std::string>();
+    EXPECT_FALSE(whole["choices"][0]["message"].contains("reasoning_content"));
+  }
+  ASSERT_FALSE(plain.empty());
+  ASSERT_EQ(plain.find("think>"), std::string::npos) << plain;
+  {
+    const auto s = served("deepseek_r1");
+    const json whole = s->post("/v1/chat/completions", body);
+    const json& message = whole["choices"][0]["message"];
+    EXPECT_EQ(message["reasoning_content"], plain) << whole;
+    EXPECT_TRUE(message["content"].is_null()) << whole;
+    EXPECT_EQ(whole["choices"][0]["finish_reason"], "length");
+    std::string reasoning;
+    for (const json& e : streamed_chat_events(*s, body)) {
+      const json& delta = e["choices"][0]["delta"];
+      if (delta.contains("reasoning_content"))
+        reasoning += delta["reasoning_content"].get<std::string>();
+      if (delta.contains("content")) {
+        EXPECT_EQ(delta["content"], "") << e;
+      }
+    }
+    EXPECT_EQ(reasoning, plain);
+    json constrained = body;
+    constrained["response_format"] = {{"type", "json_object"}};
+    constrained.erase("ignore_eos");
+    constrained["max_tokens"] = 64;
+    const json answer = s->post("/v1/chat/completions", constrained);
+    EXPECT_FALSE(answer["choices"][0]["message"].contains("reasoning_content")) << answer;
+    EXPECT_TRUE(answer["choices"][0]["message"]["content"].is_string()) << answer;
+  }
+  {
+    const auto s = served("qwen3");
+    const json whole = s->post("/v1/chat/completions", body);
+    EXPECT_EQ(whole["choices"][0]["message"]["content"], plain) << whole;
+    EXPECT_FALSE(whole["choices"][0]["message"].contains("reasoning_content"));
+  }
+}
+
 TEST(OpenAiServer, ToolFlagsAreChecked) {
   ServeOptions o;
   o.engine.model_dir = model_dir();
@@ -675,6 +733,9 @@ TEST(OpenAiServer, ToolFlagsAreChecked) {
   o.tool_call_parser.clear();
   o.enable_auto_tool_choice = true;
   EXPECT_QUENCH_ERROR(OpenAiServer{o}, {"--enable-auto-tool-choice needs --tool-call-parser"});
+  o.enable_auto_tool_choice = false;
+  o.reasoning_parser = "granite";
+  EXPECT_QUENCH_ERROR(OpenAiServer{o}, {"granite", "deepseek_r1, qwen3"});
 }
 
 TEST(OpenAiServer, AClientThatLeavesMidStreamIsAborted) {

@@ -1,5 +1,6 @@
-// `quench serve`'s tool flags: an unknown parser or --enable-auto-tool-choice without one is a
-// usage error (exit code 2) naming the allowed parsers, before anything is loaded.
+// `quench serve`'s tool and reasoning flags: an unknown parser or --enable-auto-tool-choice
+// without one is a usage error (exit code 2) naming the allowed parsers, before anything is
+// loaded.
 #include "quench/server/serve_command.h"
 
 #include <gtest/gtest.h>
@@ -34,6 +35,14 @@ TEST(ServeCommand, ToolFlagsAreCheckedUpFront) {
   EXPECT_NE(lonely_err.find("--enable-auto-tool-choice needs --tool-call-parser"),
             std::string::npos)
       << lonely_err;
+}
+
+TEST(ServeCommand, ReasoningParserIsCheckedUpFront) {
+  const auto [code, err] = serve({"--reasoning-parser", "granite"});
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(err.find("--reasoning-parser 'granite' is not supported; allowed: deepseek_r1, qwen3"),
+            std::string::npos)
+      << err;
 }
 
 }  // namespace

@@ -450,6 +450,7 @@ ApiRequest parse_chat_request(const nlohmann::ordered_json& ordered, const Serve
   if (tools.parser != nullptr && tools.parser->reads_special_tokens())
     r.params.skip_special_tokens = false;
   if (!tools.forced_function.empty() || tools.forced_required) force_calls(tools, r);
+  if (r.params.structured_output() == nullptr) r.reasoning_parser = model.reasoning_parser;
   check_context_room(r, model, "messages");
   return r;
 }
@@ -486,6 +487,10 @@ json chat_json(const ResponseIds& ids, const std::vector<ChoiceResult>& choices,
   for (size_t i = 0; i < choices.size(); ++i) {
     const ChoiceResult& c = choices[i];
     json message = {{"role", "assistant"}, {"content", c.text}};
+    if (c.reasoning) {
+      message["reasoning_content"] = *c.reasoning;
+      if (c.text.empty()) message["content"] = nullptr;  // cut off while reasoning
+    }
     json entry;
     if (c.tool_calls.empty()) {
       entry =

@@ -29,6 +29,7 @@
 #include "quench/engine/sequence.h"
 #include "quench/server/api_error.h"
 #include "quench/server/chat_template.h"
+#include "quench/server/reasoning/reasoning_parser.h"
 #include "quench/server/tool_calls/tool_call.h"
 #include "quench/server/tool_calls/tool_request.h"
 #include "quench/tokenizer/tokenizer.h"
@@ -48,6 +49,10 @@ struct ApiRequest {
   // ForcedFunctionParser): what finds calls in the output; null: plain text.
   std::shared_ptr<const ToolCallParser> tool_call_parser;
   bool parallel_tool_calls = true;  // false: only the first call is returned
+  // Chat with the server's --reasoning-parser: what splits reasoning off the output before any
+  // tool calls are read from the rest. Null for output that structured output or a forced call
+  // constrains from its first token: that output is all answer.
+  const ReasoningParser* reasoning_parser = nullptr;
 };
 
 struct ServedModel {
@@ -60,6 +65,7 @@ struct ServedModel {
   std::optional<ChatTemplate> chat_template;
   std::string chat_template_error;
   ToolServing tools;  // --tool-call-parser, --enable-auto-tool-choice
+  const ReasoningParser* reasoning_parser = nullptr;  // --reasoning-parser; null: none
 };
 
 // Throws ApiError. `body` is the parsed JSON (a parse failure is the caller's 400).
@@ -94,6 +100,9 @@ struct ChoiceResult {
   // Chat: calls found in the output (extract_tool_calls); `text` is then the content outside
   // them, "" giving null content, and the finish reason is "tool_calls".
   std::vector<ToolCall> tool_calls;
+  // Chat with a reasoning parser: the output's reasoning (message.reasoning_content), absent
+  // where it had none; `text` is then the content after it.
+  std::optional<std::string> reasoning;
 };
 
 // The logprobs of generated tokens in OpenAI's two shapes. Completions (legacy): {"tokens",

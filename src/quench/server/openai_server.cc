@@ -15,6 +15,7 @@
 #include "quench/server/async_engine.h"
 #include "quench/server/chat_template.h"
 #include "quench/server/openai_protocol.h"
+#include "quench/server/reasoning/reasoning_streamer.h"
 #include "quench/server/server_metrics.h"
 #include "quench/server/tool_calls/tool_call_parser.h"
 #include "quench/server/tool_calls/tool_call_streamer.h"
@@ -93,6 +94,8 @@ void OpenAiServer::State::load() {
     if (!options.tool_call_parser.empty())
       model.tools.parser = &tool_call_parser(options.tool_call_parser);
     model.tools.enable_auto_tool_choice = options.enable_auto_tool_choice;
+    if (!options.reasoning_parser.empty())
+      model.reasoning_parser = &reasoning_parser(options.reasoning_parser);
     try {
       model.chat_template = ChatTemplate::from_model_dir(options.engine.model_dir);
     } catch (const Error& e) {
@@ -145,7 +148,9 @@ struct ChoiceState {
   int64_t logprob_text_offset = 0;  // the completions logprobs' text_offset of the next token
   bool sent_role = false;
   bool finished = false;
-  std::unique_ptr<ToolCallStreamer> tools;  // chat with tool_choice "auto": what may be sent
+  std::unique_ptr<ToolCallStreamer> tools;       // chat with tool_choice "auto": what may be sent
+  std::unique_ptr<ReasoningStreamer> reasoning;  // chat with a reasoning parser
+  size_t content_sent = 0;  // bytes of the content (the text after any reasoning) sent
 };
 
 // The text of a finished choice from all its tokens (special tokens skipped, or shown but for a
@@ -159,6 +164,14 @@ std::string final_text(const Tokenizer* tokenizer, const std::vector<int32_t>& t
                          : std::string();
   if (stream.stop_text_offset() >= 0)
     text.resize(std::min(text.size(), static_cast<size_t>(stream.stop_text_offset())));
+  return text;
+}
+
+// The content a choice has not sent yet, of `content` (all its content so far), marked sent.
+std::string take_content(ChoiceState& c, std::string_view content) {
+  if (content.size() <= c.content_sent) return "";
+  std::string text(content.substr(c.content_sent));
+  c.content_sent = content.size();
   return text;
 }
 
@@ -203,6 +216,8 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
           c.tools = std::make_unique<ToolCallStreamer>(*request.tool_call_parser,
                                                        request.parallel_tool_calls);
         }
+        if (request.reasoning_parser != nullptr)
+          c.reasoning = std::make_unique<ReasoningStreamer>(*request.reasoning_parser);
         choices->push_back(std::move(c));
       }
     }
@@ -242,9 +257,15 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
           final_text(served.tokenizer, tokens, *c.stream, request.params.skip_special_tokens),
           c.stream->finish_reason(),
           nullptr,
-          {}};
+          {},
+          std::nullopt};
       if (request.echo && served.tokenizer != nullptr) {
         result.text = served.tokenizer->decode(c.prompt, false, true) + result.text;
+      }
+      if (request.reasoning_parser != nullptr) {
+        ReasoningOutput split = extract_reasoning(*request.reasoning_parser, result.text);
+        result.reasoning = std::move(split.reasoning);
+        result.text = std::move(split.content);
       }
       if (request.tool_call_parser != nullptr) {
         ToolCallOutput out =
@@ -319,15 +340,27 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
               while (end > c.sent && end < c.text.size() &&
                      (static_cast<uint8_t>(c.text[end]) & 0xC0) == 0x80)
                 --end;
-              std::string text = end > c.sent ? c.text.substr(c.sent, end - c.sent) : "";
               c.sent = std::max(c.sent, end);
+              // Of the text that may be sent: the reasoning, then the content after it.
+              const std::string_view sendable = std::string_view(c.text).substr(0, c.sent);
+              std::string reasoning;
+              std::string_view content = sendable;
+              if (c.reasoning) {
+                ReasoningStreamer::Delta r = c.reasoning->update(sendable, false);
+                reasoning = std::move(r.reasoning);
+                content = r.content;
+              }
+              std::string text = take_content(c, content);
               json tool_calls = json::array();
-              if (c.tools) {  // of the text that may be sent, what is not (part of) a call
-                ToolCallStreamer::Delta d =
-                    c.tools->update(std::string_view(c.text).substr(0, c.sent), false);
+              if (c.tools) {  // of the content, what is not (part of) a call
+                ToolCallStreamer::Delta d = c.tools->update(content, false);
                 text = std::move(d.content);
                 tool_calls = std::move(d.tool_calls);
               }
+              if (!reasoning.empty() &&
+                  !write(sse(chat_delta_chunk_json(
+                      ids, {{"reasoning_content", std::move(reasoning)}}, nullptr, c.index))))
+                return false;
               json lp = nullptr;
               if (request.params.logprobs >= 0) {
                 if (chat) {
@@ -367,10 +400,19 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
               c.text.resize(
                   std::min(c.text.size(), static_cast<size_t>(c.stream->stop_text_offset())));
             }
-            std::string rest = c.text.size() > c.sent ? c.text.substr(c.sent) : "";
+            std::string_view content = c.text;
+            if (c.reasoning) {
+              ReasoningStreamer::Delta r = c.reasoning->update(c.text, true);
+              content = r.content;
+              if (!r.reasoning.empty()) {
+                write(sse(chat_delta_chunk_json(
+                    ids, {{"reasoning_content", std::move(r.reasoning)}}, nullptr, c.index)));
+              }
+            }
+            std::string rest = take_content(c, content);
             const FinishReason reason = c.stream->finish_reason();
             if (c.tools) {
-              ToolCallStreamer::Delta d = c.tools->update(c.text, true);
+              ToolCallStreamer::Delta d = c.tools->update(content, true);
               if (!d.tool_calls.empty()) {
                 write(sse(chat_delta_chunk_json(ids, {{"tool_calls", std::move(d.tool_calls)}},
                                                 nullptr, c.index)));
@@ -553,6 +595,7 @@ OpenAiServer::OpenAiServer(ServeOptions options) : state_(std::make_unique<State
   }
   QUENCH_REQUIRE(options.http_threads >= 1, "http_threads ", options.http_threads, " must be >= 1");
   if (!options.tool_call_parser.empty()) tool_call_parser(options.tool_call_parser);  // known?
+  if (!options.reasoning_parser.empty()) reasoning_parser(options.reasoning_parser);
   QUENCH_REQUIRE(!options.enable_auto_tool_choice || !options.tool_call_parser.empty(),
                  "--enable-auto-tool-choice needs --tool-call-parser (one of ",
                  tool_call_parser_names(), ")");

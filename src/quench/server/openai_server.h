@@ -27,11 +27,15 @@ struct ServeOptions {
   // "llama3_json"; empty: none), and whether tool_choice "auto" is allowed (it needs the parser).
   std::string tool_call_parser;
   bool enable_auto_tool_choice = false;
+  // The parser that splits chat output into reasoning_content and content ("qwen3",
+  // "deepseek_r1"; empty: none; server/reasoning/reasoning_parser.h).
+  std::string reasoning_parser;
 };
 
 class OpenAiServer {
  public:
-  // Throws quench::Error for an unknown tool call parser, or --enable-auto-tool-choice without one.
+  // Throws quench::Error for an unknown tool call or reasoning parser, or
+  // --enable-auto-tool-choice without a tool call parser.
   explicit OpenAiServer(ServeOptions options);
   ~OpenAiServer();  // stops serving
   OpenAiServer(const OpenAiServer&) = delete;

@@ -9,6 +9,7 @@
 #include "quench/core/flag_parsing.h"
 #include "quench/engine/engine_flags.h"
 #include "quench/server/openai_server.h"
+#include "quench/server/reasoning/reasoning_parser.h"
 #include "quench/server/tool_calls/tool_call_parser.h"
 
 namespace quench {
@@ -27,7 +28,8 @@ const char* serve_usage() {
           "usage: quench serve [--host ADDR] [--port N] [--served-model-name NAME]\n"
           "  [--http-threads N] [--log-interval SECONDS]\n"
           "  [--tool-call-parser hermes|llama3_json|mistral|pythonic] "
-          "[--enable-auto-tool-choice]\n") +
+          "[--enable-auto-tool-choice]\n"
+          "  [--reasoning-parser deepseek_r1|qwen3]\n") +
       engine_flags_usage();
   return usage.c_str();
 }
@@ -35,7 +37,7 @@ const char* serve_usage() {
 const FlagTable& known_flags() {
   static const FlagTable flags =
       command_flag_table({"--host", "--port", "--served-model-name", "--http-threads",
-                          "--log-interval", "--tool-call-parser"},
+                          "--log-interval", "--tool-call-parser", "--reasoning-parser"},
                          {"--enable-auto-tool-choice"});
   return flags;
 }
@@ -73,6 +75,15 @@ int run_serve_command(int argc, char** argv, std::ostream& out, std::ostream& er
       options.tool_call_parser = it->second;
     }
     options.enable_auto_tool_choice = flags.count("--enable-auto-tool-choice") > 0;
+    if (auto it = flags.find("--reasoning-parser"); it != flags.end()) {
+      try {
+        reasoning_parser(it->second);
+      } catch (const Error&) {
+        throw UsageError(str_cat("--reasoning-parser '", it->second,
+                                 "' is not supported; allowed: ", reasoning_parser_names()));
+      }
+      options.reasoning_parser = it->second;
+    }
     if (options.enable_auto_tool_choice && options.tool_call_parser.empty()) {
       throw UsageError(str_cat("--enable-auto-tool-choice needs --tool-call-parser (one of ",
                                tool_call_parser_names(), ")"));
