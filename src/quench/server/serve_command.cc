@@ -3,6 +3,8 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <map>
+#include <string>
 #include <thread>
 
 #include "quench/core/error.h"
@@ -42,6 +44,21 @@ const FlagTable& known_flags() {
   return flags;
 }
 
+// The parser name a flag gives (empty when absent), checked by `lookup`, which throws for an
+// unknown name: a usage error naming the allowed ones.
+template <class Lookup>
+std::string parser_flag(const std::map<std::string, std::string>& flags, const char* flag,
+                        Lookup lookup, const char* allowed) {
+  const auto it = flags.find(flag);
+  if (it == flags.end()) return "";
+  try {
+    lookup(it->second);
+  } catch (const Error&) {
+    throw UsageError(str_cat(flag, " '", it->second, "' is not supported; allowed: ", allowed));
+  }
+  return it->second;
+}
+
 }  // namespace
 
 int run_serve_command(int argc, char** argv, std::ostream& out, std::ostream& err) {
@@ -65,25 +82,11 @@ int run_serve_command(int argc, char** argv, std::ostream& out, std::ostream& er
     if (auto it = flags.find("--log-interval"); it != flags.end()) {
       options.log_interval_seconds = parse_int_flag<int32_t>("--log-interval", it->second, 0);
     }
-    if (auto it = flags.find("--tool-call-parser"); it != flags.end()) {
-      try {
-        tool_call_parser(it->second);
-      } catch (const Error&) {
-        throw UsageError(str_cat("--tool-call-parser '", it->second,
-                                 "' is not supported; allowed: ", tool_call_parser_names()));
-      }
-      options.tool_call_parser = it->second;
-    }
+    options.tool_call_parser =
+        parser_flag(flags, "--tool-call-parser", tool_call_parser, tool_call_parser_names());
     options.enable_auto_tool_choice = flags.count("--enable-auto-tool-choice") > 0;
-    if (auto it = flags.find("--reasoning-parser"); it != flags.end()) {
-      try {
-        reasoning_parser(it->second);
-      } catch (const Error&) {
-        throw UsageError(str_cat("--reasoning-parser '", it->second,
-                                 "' is not supported; allowed: ", reasoning_parser_names()));
-      }
-      options.reasoning_parser = it->second;
-    }
+    options.reasoning_parser =
+        parser_flag(flags, "--reasoning-parser", reasoning_parser, reasoning_parser_names());
     if (options.enable_auto_tool_choice && options.tool_call_parser.empty()) {
       throw UsageError(str_cat("--enable-auto-tool-choice needs --tool-call-parser (one of ",
                                tool_call_parser_names(), ")"));
