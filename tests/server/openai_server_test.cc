@@ -669,8 +669,10 @@ TEST(OpenAiServer, SpecialTokensShownWhenAskedButNotTheOneThatEnded) {
 
 // --reasoning-parser on chat: random weights write no </think>, so deepseek_r1 (reasoning from
 // the start) makes the whole greedy output reasoning_content with null content, streamed as
-// reasoning deltas that add up to it; qwen3 (reasoning only after <think>) leaves it content; and
-// output constrained by response_format is the answer, not split.
+// reasoning deltas that add up to it, and leaves a response_format unapplied (the answer would
+// start after </think>): the same greedy text. qwen3 (reasoning only after <think>) leaves the
+// output content, and under response_format (the tiny vocabulary has no <think> token) the
+// answer is constrained from the first token, as without a reasoning parser.
 TEST(OpenAiServer, ReasoningParserSplitsChatOutput) {
   const json body = {{"messages", {{{"role", "user"}, {"content", "Why is the sky blue?"}}}},
                      {"max_tokens", 16},
@@ -683,13 +685,18 @@ TEST(OpenAiServer, ReasoningParserSplitsChatOutput) {
       o.reasoning_parser = parser;
     });
   };
-  std::string plain;
+  json constrained = body;
+  constrained["response_format"] = {{"type", "json_object"}};
+  std::string plain, plain_constrained;
   {
     const auto s = served("");
     const json whole = s->post("/v1/chat/completions", body);
     plain = whole["choices"][0]["message"]["content"].get<std::string>();
     EXPECT_FALSE(whole["choices"][0]["message"].contains("reasoning_content"));
+    const json answer = s->post("/v1/chat/completions", constrained);
+    plain_constrained = answer["choices"][0]["message"]["content"].get<std::string>();
   }
+  ASSERT_NE(plain_constrained, plain);
   ASSERT_FALSE(plain.empty());
   ASSERT_EQ(plain.find("think>"), std::string::npos) << plain;
   {
@@ -709,19 +716,20 @@ TEST(OpenAiServer, ReasoningParserSplitsChatOutput) {
       }
     }
     EXPECT_EQ(reasoning, plain);
-    json constrained = body;
-    constrained["response_format"] = {{"type", "json_object"}};
-    constrained.erase("ignore_eos");
-    constrained["max_tokens"] = 64;
-    const json answer = s->post("/v1/chat/completions", constrained);
-    EXPECT_FALSE(answer["choices"][0]["message"].contains("reasoning_content")) << answer;
-    EXPECT_TRUE(answer["choices"][0]["message"]["content"].is_string()) << answer;
+    const json reasoned = s->post("/v1/chat/completions", constrained);
+    EXPECT_EQ(reasoned["choices"][0]["message"]["reasoning_content"], plain) << reasoned;
+    EXPECT_TRUE(reasoned["choices"][0]["message"]["content"].is_null()) << reasoned;
   }
   {
     const auto s = served("qwen3");
     const json whole = s->post("/v1/chat/completions", body);
     EXPECT_EQ(whole["choices"][0]["message"]["content"], plain) << whole;
     EXPECT_FALSE(whole["choices"][0]["message"].contains("reasoning_content"));
+    const json answer = s->post("/v1/chat/completions", constrained);
+    const json& message = answer["choices"][0]["message"];
+    EXPECT_FALSE(message.contains("reasoning_content")) << answer;
+    ASSERT_TRUE(message["content"].is_string()) << answer;
+    EXPECT_EQ(message["content"], plain_constrained) << answer;
   }
 }
 

@@ -221,11 +221,24 @@ void LlmEngine::append_token(Sequence& s, int32_t token, std::optional<TokenLogp
   // where nothing may follow it (or on the end-of-sequence token, which its mask allows wherever
   // the text may end). A prefix that took a masked token, the mask having allowed none, ends it
   // too.
+  // With a reasoning gate, the gate reads every token (special ones shown: a marker may be one)
+  // and the prefix only the answer's bytes.
   const std::shared_ptr<const JsonSchema> schema = s.params.structured_output();
-  if (schema && !s.json_prefix) s.json_prefix = std::make_shared<JsonSchemaPrefix>(*schema);
-  const bool json_ends =
-      schema && (!s.json_prefix->feed(tokenizer_->token_bytes(token, true, true)) ||
-                 s.json_prefix->complete());
+  bool json_ends = false;
+  if (schema) {
+    if (!s.json_prefix) start_structured_output(s, *schema);
+    const bool answering =
+        !s.reasoning_gate || s.reasoning_gate->state() == ReasoningGate::State::kAnswer;
+    if (answering) {
+      json_ends = !s.json_prefix->feed(tokenizer_->token_bytes(token, true, true)) ||
+                  s.json_prefix->complete();
+    } else {
+      const std::string bytes = tokenizer_->token_bytes(token, false, true);
+      const std::string_view answer = s.reasoning_gate->feed(bytes);
+      if (s.reasoning_gate->state() == ReasoningGate::State::kAnswer)
+        json_ends = !s.json_prefix->feed(answer) || s.json_prefix->complete();
+    }
+  }
   if ((!s.params.ignore_eos && holds(eos_ids_)) || holds(s.params.stop_token_ids) || json_ends) {
     s.finish_reason = FinishReason::kStop;
   } else if (!s.params.stop.empty() && match_stop(s)) {
@@ -235,6 +248,37 @@ void LlmEngine::append_token(Sequence& s, int32_t token, std::optional<TokenLogp
     s.finish_reason = FinishReason::kLength;
   }
   if (s.finish_reason != FinishReason::kNone) s.status = SequenceStatus::kFinished;
+}
+
+void LlmEngine::start_structured_output(Sequence& s, const JsonSchema& schema) const {
+  s.json_prefix = std::make_shared<JsonSchemaPrefix>(schema);
+  if (s.params.reasoning_gate)
+    s.reasoning_gate = std::make_shared<ReasoningGate>(*s.params.reasoning_gate);
+}
+
+const std::vector<uint32_t>* LlmEngine::structured_output_mask(Sequence& s,
+                                                               std::vector<uint32_t>& scratch) {
+  const std::vector<uint32_t>& schema_bits = json_masks_->allowed_bits(*s.json_prefix);
+  if (!s.reasoning_gate) return &schema_bits;
+  switch (s.reasoning_gate->state()) {
+    case ReasoningGate::State::kAnswer:
+      return &schema_bits;
+    case ReasoningGate::State::kReasoning:
+      return nullptr;
+    case ReasoningGate::State::kMayOpen:
+      break;
+  }
+  // The open marker as one token of its own (Qwen3's <think>); a vocabulary without one cannot
+  // open a block: the schema's tokens alone (the gate then reads the first as the answer's).
+  const std::string& open = s.reasoning_gate->spec().open;
+  const std::optional<int32_t> id = tokenizer_->token_to_id(open);
+  if (!id || *id < 0 || static_cast<size_t>(*id) >= 32 * schema_bits.size() ||
+      tokenizer_->token_bytes(*id, false, true) != open) {
+    return &schema_bits;
+  }
+  scratch = schema_bits;
+  scratch[static_cast<size_t>(*id) / 32] |= 1u << (*id % 32);
+  return &scratch;
 }
 
 std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
@@ -346,10 +390,11 @@ std::vector<RequestOutput> LlmEngine::step(EngineStepStats* stats,
     for (size_t i = 0; i < edited.size(); ++i) {
       Sequence& s = *edited[i];
       const std::vector<uint32_t>* allowed = nullptr;
+      std::vector<uint32_t> first_token_bits;  // read by logit_edits below
       if (const std::shared_ptr<const JsonSchema> schema = s.params.structured_output()) {
         if (!json_masks_) json_masks_ = std::make_unique<JsonTokenMasks>(*tokenizer_, eos_ids_);
-        if (!s.json_prefix) s.json_prefix = std::make_shared<JsonSchemaPrefix>(*schema);
-        allowed = &json_masks_->allowed_bits(*s.json_prefix);
+        if (!s.json_prefix) start_structured_output(s, *schema);
+        allowed = structured_output_mask(s, first_token_bits);
       }
       s.penalty_tokens.sync(s.prompt, s.output);
       edits[i] = logit_edits(s.params, s.penalty_tokens, eos_ids_, allowed);

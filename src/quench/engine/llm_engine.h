@@ -147,6 +147,12 @@ class LlmEngine {
   // and decides whether s finishes with it.
   void append_token(Sequence& s, int32_t token, std::optional<TokenLogprobs> logprobs,
                     std::vector<TokenEvent>* sampled_tokens);
+  // Structured output: s's prefix (and reasoning gate) from its first use on.
+  void start_structured_output(Sequence& s, const JsonSchema& schema) const;
+  // The tokens s may take next under its structured output: the schema's; none masked while it
+  // reasons; at a first token that may open a reasoning block, the schema's and the open
+  // marker's own token (built in `scratch`). Null: no mask.
+  const std::vector<uint32_t>* structured_output_mask(Sequence& s, std::vector<uint32_t>& scratch);
 
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<int32_t> eos_ids_;

@@ -55,6 +55,11 @@ void SamplingParams::validate() const {
                  "regex or choice); allowed: one");
   QUENCH_REQUIRE(!text_pattern || text_pattern->raw_text(),
                  "text_pattern must be a JsonSchema::text_pattern or text_grammar");
+  QUENCH_REQUIRE(!reasoning_gate || structured_output() != nullptr,
+                 "reasoning_gate needs structured output (it says where the constraint starts)");
+  QUENCH_REQUIRE(
+      !reasoning_gate || (!reasoning_gate->open.empty() && !reasoning_gate->close.empty()),
+      "reasoning_gate's open and close markers must not be empty");
 }
 
 std::shared_ptr<const JsonSchema> SamplingParams::structured_output() const {

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "quench/engine/structured_output/reasoning_gate.h"
+
 namespace quench {
 
 class JsonSchema;
@@ -62,6 +64,10 @@ struct SamplingParams {
   bool json_object = false;
   std::shared_ptr<const JsonSchema> json_schema;
   std::shared_ptr<const JsonSchema> text_pattern;
+  // With structured output: the constraint holds only after the model's reasoning block (set by
+  // the server's reasoning parser; engine/structured_output/reasoning_gate.h). Unset: from the
+  // first token.
+  std::optional<ReasoningGateSpec> reasoning_gate;
 
   // The schema the output follows: json_schema, text_pattern, JsonSchema::any_object() in JSON
   // mode, else null.

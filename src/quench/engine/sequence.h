@@ -57,6 +57,9 @@ struct Sequence {
   // Structured output: the output so far as a prefix of a text its schema admits (created at
   // the first mask or token; the schema is params.structured_output(), which params keep alive).
   std::shared_ptr<JsonSchemaPrefix> json_prefix;
+  // With params.reasoning_gate: where the output stands against the reasoning block (created with
+  // json_prefix); the prefix reads only the answer's bytes.
+  std::shared_ptr<ReasoningGate> reasoning_gate;
   // Penalized requests: the prompt's and output's tokens as the penalties read them (kept up to
   // date by the engine each step, instead of rebuilt: logits_processors.h).
   PenaltyTokenSets penalty_tokens;

@@ -450,7 +450,10 @@ ApiRequest parse_chat_request(const nlohmann::ordered_json& ordered, const Serve
   if (tools.parser != nullptr && tools.parser->reads_special_tokens())
     r.params.skip_special_tokens = false;
   if (!tools.forced_function.empty() || tools.forced_required) force_calls(tools, r);
-  if (r.params.structured_output() == nullptr) r.reasoning_parser = model.reasoning_parser;
+  // A thinking model reasons first; structured output (a forced call's too) holds after that.
+  r.reasoning_parser = model.reasoning_parser;
+  if (r.reasoning_parser != nullptr && r.params.structured_output() != nullptr)
+    r.params.reasoning_gate = r.reasoning_parser->gate_spec();
   check_context_room(r, model, "messages");
   return r;
 }

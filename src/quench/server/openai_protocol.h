@@ -50,8 +50,8 @@ struct ApiRequest {
   std::shared_ptr<const ToolCallParser> tool_call_parser;
   bool parallel_tool_calls = true;  // false: only the first call is returned
   // Chat with the server's --reasoning-parser: what splits reasoning off the output before any
-  // tool calls are read from the rest. Null for output that structured output or a forced call
-  // constrains from its first token: that output is all answer.
+  // tool calls are read from the rest (structured output then holds after the reasoning:
+  // params.reasoning_gate).
   const ReasoningParser* reasoning_parser = nullptr;
 };
 

@@ -52,6 +52,10 @@ ReasoningSplit ReasoningParser::split(std::string_view text, bool final) const {
   return s;
 }
 
+ReasoningGateSpec ReasoningParser::gate_spec() const {
+  return {reasoning_first_, std::string(kOpen), std::string(kClose)};
+}
+
 const ReasoningParser& reasoning_parser(std::string_view name) {
   static const ReasoningParser qwen3(false);
   static const ReasoningParser deepseek_r1(true);

@@ -15,6 +15,8 @@
 #include <string>
 #include <string_view>
 
+#include "quench/engine/structured_output/reasoning_gate.h"
+
 namespace quench {
 
 // Where a text's reasoning and content lie: reasoning text[reasoning_begin, reasoning_end),
@@ -38,6 +40,10 @@ class ReasoningParser {
   // waits for its first non-blank character), and a longer text gives the same split, its ranges
   // possibly longer. With final = true everything is placed.
   ReasoningSplit split(std::string_view text, bool final) const;
+
+  // Where structured output starts in such output: after the reasoning block, which the output
+  // is inside from its start (reasoning_first) or which its first token may open.
+  ReasoningGateSpec gate_spec() const;
 
  private:
   bool reasoning_first_;
