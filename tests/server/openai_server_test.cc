@@ -716,6 +716,21 @@ TEST(OpenAiServer, ReasoningParserSplitsChatOutput) {
       }
     }
     EXPECT_EQ(reasoning, plain);
+    // include_reasoning false: the reasoning is split off and not returned.
+    json without = body;
+    without["include_reasoning"] = false;
+    const json hidden = s->post("/v1/chat/completions", without);
+    EXPECT_FALSE(hidden["choices"][0]["message"].contains("reasoning_content")) << hidden;
+    EXPECT_EQ(hidden["choices"][0]["message"]["content"], "") << hidden;
+    for (const json& e : streamed_chat_events(*s, without)) {
+      const json& delta = e["choices"][0]["delta"];
+      EXPECT_FALSE(delta.contains("reasoning_content")) << e;
+      if (delta.contains("content")) {
+        EXPECT_EQ(delta["content"], "") << e;
+      }
+    }
+    without["include_reasoning"] = "no";
+    s->post("/v1/chat/completions", without, 400);
     const json reasoned = s->post("/v1/chat/completions", constrained);
     EXPECT_EQ(reasoned["choices"][0]["message"]["reasoning_content"], plain) << reasoned;
     EXPECT_TRUE(reasoned["choices"][0]["message"]["content"].is_null()) << reasoned;

@@ -454,6 +454,7 @@ ApiRequest parse_chat_request(const nlohmann::ordered_json& ordered, const Serve
   r.reasoning_parser = model.reasoning_parser;
   if (r.reasoning_parser != nullptr && r.params.structured_output() != nullptr)
     r.params.reasoning_gate = r.reasoning_parser->gate_spec();
+  r.include_reasoning = boolean(body, "include_reasoning", true);
   check_context_room(r, model, "messages");
   return r;
 }

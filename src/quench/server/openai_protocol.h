@@ -53,6 +53,9 @@ struct ApiRequest {
   // tool calls are read from the rest (structured output then holds after the reasoning:
   // params.reasoning_gate).
   const ReasoningParser* reasoning_parser = nullptr;
+  // include_reasoning (vLLM's field): false drops the split-off reasoning from the response
+  // (the content is still only the answer).
+  bool include_reasoning = true;
 };
 
 struct ServedModel {

@@ -264,7 +264,7 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
       }
       if (request.reasoning_parser != nullptr) {
         ReasoningOutput split = extract_reasoning(*request.reasoning_parser, result.text);
-        result.reasoning = std::move(split.reasoning);
+        if (request.include_reasoning) result.reasoning = std::move(split.reasoning);
         result.text = std::move(split.content);
       }
       if (request.tool_call_parser != nullptr) {
@@ -357,7 +357,7 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
                 text = std::move(d.content);
                 tool_calls = std::move(d.tool_calls);
               }
-              if (!reasoning.empty() &&
+              if (!reasoning.empty() && request.include_reasoning &&
                   !write(sse(chat_delta_chunk_json(
                       ids, {{"reasoning_content", std::move(reasoning)}}, nullptr, c.index))))
                 return false;
@@ -404,7 +404,7 @@ void OpenAiServer::State::generate(const httplib::Request& req, httplib::Respons
             if (c.reasoning) {
               ReasoningStreamer::Delta r = c.reasoning->update(c.text, true);
               content = r.content;
-              if (!r.reasoning.empty()) {
+              if (!r.reasoning.empty() && request.include_reasoning) {
                 write(sse(chat_delta_chunk_json(
                     ids, {{"reasoning_content", std::move(r.reasoning)}}, nullptr, c.index)));
               }
