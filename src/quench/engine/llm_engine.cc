@@ -227,17 +227,13 @@ void LlmEngine::append_token(Sequence& s, int32_t token, std::optional<TokenLogp
   bool json_ends = false;
   if (schema) {
     if (!s.json_prefix) start_structured_output(s, *schema);
-    const bool answering =
-        !s.reasoning_gate || s.reasoning_gate->state() == ReasoningGate::State::kAnswer;
-    if (answering) {
-      json_ends = !s.json_prefix->feed(tokenizer_->token_bytes(token, true, true)) ||
-                  s.json_prefix->complete();
-    } else {
-      const std::string bytes = tokenizer_->token_bytes(token, false, true);
-      const std::string_view answer = s.reasoning_gate->feed(bytes);
-      if (s.reasoning_gate->state() == ReasoningGate::State::kAnswer)
-        json_ends = !s.json_prefix->feed(answer) || s.json_prefix->complete();
-    }
+    const auto answering = [&] {
+      return !s.reasoning_gate || s.reasoning_gate->state() == ReasoningGate::State::kAnswer;
+    };
+    const bool gated = !answering();
+    const std::string bytes = tokenizer_->token_bytes(token, !gated, true);
+    const std::string_view answer = gated ? s.reasoning_gate->feed(bytes) : bytes;
+    if (answering()) json_ends = !s.json_prefix->feed(answer) || s.json_prefix->complete();
   }
   if ((!s.params.ignore_eos && holds(eos_ids_)) || holds(s.params.stop_token_ids) || json_ends) {
     s.finish_reason = FinishReason::kStop;

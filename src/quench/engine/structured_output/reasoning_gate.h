@@ -15,10 +15,15 @@
 
 namespace quench {
 
+// The reasoning block's markers in the families quench's reasoning parsers read (Qwen3,
+// DeepSeek-R1; server/reasoning/reasoning_parser.h).
+inline constexpr std::string_view kReasoningOpen = "<think>";
+inline constexpr std::string_view kReasoningClose = "</think>";
+
 struct ReasoningGateSpec {
   bool starts_inside = false;  // the prompt opened the block (kReasoning), else kMayOpen
-  std::string open = "<think>";
-  std::string close = "</think>";
+  std::string open{kReasoningOpen};
+  std::string close{kReasoningClose};
 };
 
 class ReasoningGate {

@@ -5,8 +5,8 @@
 namespace quench {
 namespace {
 
-constexpr std::string_view kOpen = "<think>";
-constexpr std::string_view kClose = "</think>";
+constexpr std::string_view kOpen = kReasoningOpen;
+constexpr std::string_view kClose = kReasoningClose;
 
 // The length of the longest suffix of `text` that is a proper prefix of `marker`: bytes that
 // more text may turn into the marker.
@@ -53,7 +53,7 @@ ReasoningSplit ReasoningParser::split(std::string_view text, bool final) const {
 }
 
 ReasoningGateSpec ReasoningParser::gate_spec() const {
-  return {reasoning_first_, std::string(kOpen), std::string(kClose)};
+  return {reasoning_first_};
 }
 
 const ReasoningParser& reasoning_parser(std::string_view name) {
