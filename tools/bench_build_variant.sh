@@ -9,7 +9,9 @@
 #   e.g. tools/bench_build_variant.sh widened \
 #          src/quench/ops/attention/prefill/hopper/prefill_attention_hopper.cu \
 #          -DQUENCH_PREFILL_BF16Q_TWO_TERM_HD64=0 -DQUENCH_PREFILL_BF16Q_TWO_TERM_HD256=0
-# Writes BUILD_DIR/variants/quench_bench_NAME.
+# Writes BUILD_DIR/variants/quench_bench_NAME, and with VARIANT_TESTS=1 also
+# BUILD_DIR/variants/quench_gpu_tests_NAME (the GPU tests against the same variant library), so
+# that one device call can check the variant before timing it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -44,3 +46,11 @@ link=$(sed -e "s# libquench_lib.a # variants/$name/libquench_lib.a #" \
            -e "s#-o quench_bench #-o variants/quench_bench_$name #" "$build/CMakeFiles/quench_bench.dir/link.txt")
 (cd "$build" && eval "$link")
 echo "bench_build_variant: $build/variants/quench_bench_$name"
+if [ "${VARIANT_TESTS:-0}" = 1 ]; then
+  [ -f "$build/CMakeFiles/quench_gpu_tests.dir/link.txt" ] || { echo "bench_build_variant: no quench_gpu_tests link line; build first" >&2; exit 1; }
+  link=$(sed -e "s# libquench_lib.a # variants/$name/libquench_lib.a #" \
+             -e "s#-o quench_gpu_tests #-o variants/quench_gpu_tests_$name #" \
+             "$build/CMakeFiles/quench_gpu_tests.dir/link.txt")
+  (cd "$build" && eval "$link")
+  echo "bench_build_variant: $build/variants/quench_gpu_tests_$name"
+fi
