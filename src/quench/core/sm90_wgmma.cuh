@@ -192,20 +192,6 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3_rs(float (&d)[64], const u
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)));
 }
 
-// The same product at N = 8: d (64x8 f32, d[2r + c] = D[16w + l/4 + 8r][2(l%4) + c]) =
-// (accumulate ? d : 0) + A (64x32, registers as above) * B (8x32)^T. FP8 P V's row sums: B all
-// ones makes every column of D the row sum of A (WsConfig::kPvRowSum).
-__device__ __forceinline__ void wgmma_m64n8k32_e4m3_rs(float (&d)[4], const uint32_t (&a)[4],
-                                                       uint64_t desc_b, bool accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),
-        "r"(static_cast<int>(accumulate)));
-}
-
 // Accumulator operand lists of the 16-bit wgmma forms below (N / 2 fp32 registers per thread).
 
 #define QUENCH_WGMMA_D32                                                                          \

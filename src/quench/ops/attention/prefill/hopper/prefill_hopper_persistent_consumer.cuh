@@ -45,7 +45,6 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     return sm90::smem_address(smem + Cfg::kSlotOffset + g % kStages * Cfg::kSlotBytes);
   };
   uint32_t* held_p_lo = reinterpret_cast<uint32_t*>(smem + Cfg::kHeldPLoOffset);
-  const uint32_t ones_address = sm90::smem_address(smem + Cfg::kOnesOffset);
 
   int item;
   {
@@ -98,11 +97,9 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     float(&pv_acc)[kHeadDim / 2] = Tile::kFp8Pv ? t_acc : o_acc;
     float row_max[2] = {-INFINITY, -INFINITY};
     float row_sum[2] = {0.0f, 0.0f};
-    float pv_sum[4] = {};
 
     const auto finish_deferred_pv = [&]() {
-      ws_finish_deferred_pv<Cfg>(o_acc, t_acc, pv_acc, pv_sum, row_sum, p_frag, correction,
-                                 o_correction);
+      ws_finish_deferred_pv<Tile>(o_acc, t_acc, pv_acc, p_frag, correction, o_correction);
     };
 
     // ws_consumer's iteration: finish P V of tile t - 2, S = Q K^T of tile t, P V of tile t - 1
@@ -132,15 +129,14 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
       if constexpr (Cfg::kPingPong) {
         sm90_async::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
       }
-      ws_fence_pv_acc<Cfg>(pv_acc, pv_sum);
+      sm90::fence_registers(pv_acc);
       sm90::fence_registers(p_frag);
       sm90::wgmma_fence();
       issue_qk<Tile>(s, q, slot_address(g));
       sm90::wgmma_commit_group();
       ws_issue_pv<Cfg>(
-          pv_acc, pv_sum, p_frag,
-          slot_address(tile > 0 ? g - 1 : g) + static_cast<uint32_t>(Cfg::kSlotKBytes),
-          ones_address);
+          pv_acc, p_frag,
+          slot_address(tile > 0 ? g - 1 : g) + static_cast<uint32_t>(Cfg::kSlotKBytes));
       sm90::wgmma_commit_group();
       // Consumer 1's last turn of the CTA would open a barrier that consumer 0 never waits on.
       if (Cfg::kPingPong && (consumer == 0 || tile + 1 < n_tiles || next_item >= 0)) {
@@ -151,18 +147,17 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
       sm90::fence_registers(s);
       fence_q_operand<Tile>(q);
       sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
-      online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2, kStaleMaxSixteenths<Tile>,
-                          !Cfg::kPvRowSum>(scores, kv0, s, row_max, row_sum, correction);
+      online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2, kStaleMaxSixteenths<Tile>>(
+          scores, kv0, s, row_max, row_sum, correction);
     }
     // The last two P Vs; the producer reuses their slots for the next item, so both release V.
     // FP8 P V: tile n - 2's second P term first, tile n - 1's P two-term (ws_two_term_tail).
     const int g_last = g0 + n_tiles - 1;
     sm90::wgmma_wait_group<0>();
     if constexpr (Tile::kFp8Pv && kTwoTermPrev) {
-      ws_two_term_tail<Cfg>(t_acc, pv_sum, p_frag, p_lo, held_p_lo, ctid,
+      ws_two_term_tail<Cfg>(t_acc, p_frag, p_lo, held_p_lo, ctid,
                             slot_address(n_tiles > 1 ? g_last - 1 : g_last) +
-                                static_cast<uint32_t>(Cfg::kSlotKBytes),
-                            ones_address);
+                                static_cast<uint32_t>(Cfg::kSlotKBytes));
     }
     finish_deferred_pv();
     if (n_tiles > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(g_last - 1) % kStages]);
@@ -170,9 +165,8 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
       sm90_async::mbarrier_wait(&ring.v_full[g_last % kStages],
                                 static_cast<uint32_t>((g_last / kStages) & 1));
     }
-    ws_issue_last_pv<Cfg>(s, pv_acc, pv_sum, p_frag, p_lo,
-                          slot_address(g_last) + static_cast<uint32_t>(Cfg::kSlotKBytes),
-                          ones_address);
+    ws_issue_last_pv<Cfg>(s, pv_acc, p_frag, p_lo,
+                          slot_address(g_last) + static_cast<uint32_t>(Cfg::kSlotKBytes));
     // Every Q K^T of this consumer is done: its Q rows take the next item's under this P V and
     // the epilogue.
     if (next_item >= 0) {
@@ -202,8 +196,8 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       row_m[r] = w.m0 + consumer * 64 + warp_in_group * 16 + lane_group + 8 * r;
-      factor[r] = ws_output_row_factor<Cfg>(p, w, row_m[r], row_sum[r], row_max[r], v_scale,
-                                            lane_in_group);
+      factor[r] = ws_output_row_factor<Tile>(p, w, row_m[r], row_sum[r], row_max[r], v_scale,
+                                             lane_in_group);
     }
     store_output_fragment<kHeadDim>(p, o_acc, factor, row_m,
                                     OutputTile{w.m0, w.rows, w.group, w.kv_head, w.q_begin},

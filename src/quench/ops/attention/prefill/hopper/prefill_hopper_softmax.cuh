@@ -50,10 +50,7 @@ __device__ __forceinline__ bool tile_needs_mask(const ScoreTransform& t, int kv0
 // reach 2^(kPScaleLog2 + that) and `correction` is exactly 1 on most tiles of a long row; the sum
 // and O stay relative to the same max, so the result is the same up to rounding. The consumers
 // skip their O rescale where every row of a warp has correction 1.
-// kRowSum false (FP8 P V with WsConfig::kPvRowSum): the tensor cores sum P, so row_sum is left
-// alone and P costs no FADD.
-template <int kBlockN, bool kSoftCap, int kPScaleLog2 = 0, int kStaleMaxSixteenths = 0,
-          bool kRowSum = true>
+template <int kBlockN, bool kSoftCap, int kPScaleLog2 = 0, int kStaleMaxSixteenths = 0>
 __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int kv0,
                                                     float (&s)[kBlockN / 2], float (&row_max)[2],
                                                     float (&row_sum)[2], float (&correction)[2]) {
@@ -123,12 +120,10 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
       for (int c = 0; c < 2; ++c) {
         float& e = s[4 * nt + 2 * r + c];
         e = fast_exp2(fmaf(e, to_log2, -p_offset));
-        if constexpr (kRowSum) sum[nt % kParts] += e;
+        sum[nt % kParts] += e;
       }
     }
-    if constexpr (kRowSum) {
-      row_sum[r] = fmaf(row_sum[r], correction[r], (sum[0] + sum[1]) + (sum[2] + sum[3]));
-    }
+    row_sum[r] = fmaf(row_sum[r], correction[r], (sum[0] + sum[1]) + (sum[2] + sum[3]));
   }
 }
 

@@ -476,24 +476,6 @@ __device__ __forceinline__ void issue_pv_two_term(float (&t)[Cfg::kHeadDim / 2],
   issue_pv<Cfg>(t, p_lo, vt_address, /*accumulate_first=*/true);
 }
 
-// FP8 P V's row sums on the tensor cores (WsConfig::kPvRowSum): sum (+)= P 1, P's A fragments
-// against an all-ones B operand (`ones_address`: 1 KB of e4m3 1.0, one swizzle atom, so every
-// k step may read it at the same address). Every column of the m64n8 accumulator is then its
-// row's sum of P as P V multiplies it (e4m3 P, both terms of a two-term P), which takes the
-// softmax's 64 FADD per thread and tile off the consumers' issue. FP8 overwrites sum unless
-// accumulate_first. The caller fences before and commits / waits after, with the P V beside it.
-template <class Cfg>
-__device__ __forceinline__ void issue_pv_row_sum(float (&sum)[4],
-                                                 const uint32_t (&p_frag)[Cfg::kPvSteps][4],
-                                                 uint32_t ones_address,
-                                                 bool accumulate_first = false) {
-  static_assert(Cfg::kFp8Pv, "the tensor-core row sum is FP8 P V's");
-  const uint64_t b = sm90::smem_descriptor_sw128(ones_address);
-#pragma unroll
-  for (int ks = 0; ks < Cfg::kPvSteps; ++ks)
-    sm90::wgmma_m64n8k32_e4m3_rs(sum, p_frag[ks], b, accumulate_first || ks > 0);
-}
-
 // The second e4m3 term of P already packed by pack_p (one term, round to nearest even): lo =
 // P * kPScale - e4m3(P * kPScale), exact in float, as e4m3 (hi + lo within 2^-8, as
 // pack_p_two_term's, whose hi rounds ties away instead), stored to `held`: word j of thread

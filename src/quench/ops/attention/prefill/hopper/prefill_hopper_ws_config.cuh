@@ -8,10 +8,6 @@
 #ifndef QUENCH_PREFILL_WS_RING_SLOTS_FIRST
 #define QUENCH_PREFILL_WS_RING_SLOTS_FIRST 1
 #endif
-// Build switch for A/B runs: 1 sums FP8 P V's rows on the tensor cores (WsConfig::kPvRowSum).
-#ifndef QUENCH_PREFILL_FP8PV_ROW_SUM_MMA
-#define QUENCH_PREFILL_FP8PV_ROW_SUM_MMA 0
-#endif
 
 namespace quench::prefill_hopper {
 
@@ -113,17 +109,9 @@ struct WsConfig {
   // their tail (ws_two_term_tail): one word per consumer thread and P fragment register.
   static constexpr int kHeldPLoBytes = Tile::kFp8Pv ? kConsumerThreads * Tile::kPvSteps * 4 * 4 : 0;
 
-  // FP8 P V: the softmax's row sums come from the tensor cores instead of 64 FADD per thread and
-  // tile (issue_pv_row_sum): each P V also multiplies P by an all-ones 8-column operand, 1 KB of
-  // e4m3 1.0 written once per CTA (ws_init_ring). The sum then joins row_sum as T joins O (same
-  // lag, same correction), and it is the sum of P as rounded for P V, so O is a weighted mean
-  // of V under exactly the weights it was multiplied by.
-  static constexpr bool kPvRowSum = Tile::kFp8Pv && QUENCH_PREFILL_FP8PV_ROW_SUM_MMA != 0;
-  static constexpr int kOnesBytes = kPvRowSum ? 1024 : 0;
-
   static constexpr bool ring_fits(int raw_stages, int stages) {
     return kRawOffset + raw_stages * kRawStageBytes + stages * kSlotBytes + kHeldPLoBytes +
-               kOnesBytes + (kBarriersPerSlot * stages + kProducerBarriers) * 8 + kRawKeysBytes +
+               (kBarriersPerSlot * stages + kProducerBarriers) * 8 + kRawKeysBytes +
                kLoadCursorBytes + kAlignSlack <=
            kMaxSmemBytes;
   }
@@ -148,8 +136,7 @@ struct WsConfig {
   static_assert(ring_fits(kRawStages, 2), "two ring slots must fit");
   static_assert(!kSplitFull || kStages == 2, "the split barriers are for two-slot rings");
   static constexpr int kHeldPLoOffset = kSlotOffset + kStages * kSlotBytes;
-  static constexpr int kOnesOffset = kHeldPLoOffset + kHeldPLoBytes;  // 1024-byte aligned
-  static constexpr int kBarrierOffset = kOnesOffset + kOnesBytes;
+  static constexpr int kBarrierOffset = kHeldPLoOffset + kHeldPLoBytes;
   static constexpr int kRawKeysOffset =
       kBarrierOffset + (kBarriersPerSlot * kStages + kProducerBarriers) * 8;
   static constexpr int kLoadCursorOffset = kRawKeysOffset + kRawKeysBytes;

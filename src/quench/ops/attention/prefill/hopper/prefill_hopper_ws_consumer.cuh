@@ -21,28 +21,16 @@ namespace quench::prefill_hopper {
 
 #ifdef QUENCH_SM90A_ENABLED
 
-// Issues acc (+)= P V from the slot's V operand at `v_address` (V^T, or MN-major V as cached),
-// and where Cfg::kPvRowSum P's row sums into pv_sum (from the all-ones operand at
-// `ones_address`; see issue_pv_row_sum).
+// Issues acc (+)= P V from the slot's V operand at `v_address` (V^T, or MN-major V as cached).
 template <class Cfg>
 __device__ __forceinline__ void ws_issue_pv(float (&acc)[Cfg::Tile::kHeadDim / 2],
-                                            float (&pv_sum)[4],
                                             const uint32_t (&p_frag)[Cfg::Tile::kPvSteps][4],
-                                            uint32_t v_address, uint32_t ones_address) {
+                                            uint32_t v_address) {
   if constexpr (Cfg::kVMnMajor) {
     issue_pv_v_mn_major<typename Cfg::Tile>(acc, p_frag, v_address);
   } else {
     issue_pv<typename Cfg::Tile>(acc, p_frag, v_address);
   }
-  if constexpr (Cfg::kPvRowSum) issue_pv_row_sum<typename Cfg::Tile>(pv_sum, p_frag, ones_address);
-}
-
-// Pins the accumulators of the P V in flight (T or O, and the tensor-core row sums).
-template <class Cfg>
-__device__ __forceinline__ void ws_fence_pv_acc(float (&pv_acc)[Cfg::Tile::kHeadDim / 2],
-                                                float (&pv_sum)[4]) {
-  sm90::fence_registers(pv_acc);
-  if constexpr (Cfg::kPvRowSum) sm90::fence_registers(pv_sum);
 }
 
 // Consumer `consumer`'s 64 query rows of work item w -> its rows of the swizzled Q tile (rows
@@ -117,25 +105,20 @@ inline constexpr int kStaleMaxSixteenths = Tile::kFp8Pv ? 0 : 8 * 16;
 // Once the deferred P V is done: O takes it (FP8: O = O * o_correction + T, then o_correction
 // becomes the last softmax's correction) and, for bf16, the last softmax's correction, skipped
 // where no row of the warp changed its max (most tiles of a long row). pv_acc is t_acc for FP8
-// P V, else o_acc. Cfg::kPvRowSum: the tile's tensor-core row sums join row_sum as T joins O.
-template <class Cfg>
-__device__ __forceinline__ void ws_finish_deferred_pv(
-    float (&o_acc)[Cfg::Tile::kHeadDim / 2], const float (&t_acc)[Cfg::Tile::kHeadDim / 2],
-    float (&pv_acc)[Cfg::Tile::kHeadDim / 2], float (&pv_sum)[4], float (&row_sum)[2],
-    uint32_t (&p_frag)[Cfg::Tile::kPvSteps][4], const float (&correction)[2],
-    float (&o_correction)[2]) {
-  using Tile = typename Cfg::Tile;
+// P V, else o_acc.
+template <class Tile>
+__device__ __forceinline__ void ws_finish_deferred_pv(float (&o_acc)[Tile::kHeadDim / 2],
+                                                      const float (&t_acc)[Tile::kHeadDim / 2],
+                                                      float (&pv_acc)[Tile::kHeadDim / 2],
+                                                      uint32_t (&p_frag)[Tile::kPvSteps][4],
+                                                      const float (&correction)[2],
+                                                      float (&o_correction)[2]) {
   sm90::fence_registers(p_frag);
-  ws_fence_pv_acc<Cfg>(pv_acc, pv_sum);
+  sm90::fence_registers(pv_acc);
   if constexpr (Tile::kFp8Pv) {
 #pragma unroll
     for (int i = 0; i < Tile::kHeadDim / 2; ++i)
       o_acc[i] = fmaf(o_acc[i], o_correction[i % 4 / 2], t_acc[i]);
-    if constexpr (Cfg::kPvRowSum) {
-      // Columns 0 and 1 of the m64n8 accumulator (rows r = 0, 1: registers 0 and 2) are equal.
-      row_sum[0] = fmaf(row_sum[0], o_correction[0], pv_sum[0]);
-      row_sum[1] = fmaf(row_sum[1], o_correction[1], pv_sum[2]);
-    }
     o_correction[0] = correction[0];
     o_correction[1] = correction[1];
   } else if (__any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f)) {
@@ -166,28 +149,25 @@ __device__ __forceinline__ void ws_finish_deferred_pv(
 // -1.3% to -3%.
 
 // The tail's first step: with tile n - 2's one-term P V done into T (the caller waited), T +=
-// P_lo V from the held second term (and its row sums where Cfg::kPvRowSum). p_lo is scratch
-// (pinned until the wait).
+// P_lo V from the held second term. p_lo is scratch (pinned until the wait).
 template <class Cfg>
 __device__ __forceinline__ void ws_two_term_tail(float (&t_acc)[Cfg::Tile::kHeadDim / 2],
-                                                 float (&pv_sum)[4],
                                                  uint32_t (&p_frag)[Cfg::Tile::kPvSteps][4],
                                                  uint32_t (&p_lo)[Cfg::Tile::kPvSteps][4],
                                                  const uint32_t* held_p_lo, int ctid,
-                                                 uint32_t vt_address, uint32_t ones_address) {
+                                                 uint32_t vt_address) {
   using Tile = typename Cfg::Tile;
   static_assert(Tile::kFp8Pv, "two-term P is FP8 P V's");
   sm90::fence_registers(p_frag);
   load_held_p_lo<Tile, Cfg::kConsumerThreads>(held_p_lo, p_lo, ctid);
-  ws_fence_pv_acc<Cfg>(t_acc, pv_sum);
+  sm90::fence_registers(t_acc);
   sm90::fence_registers(p_lo);
   sm90::wgmma_fence();
   issue_pv<Tile>(t_acc, p_lo, vt_address, /*accumulate_first=*/true);
-  if constexpr (Cfg::kPvRowSum) issue_pv_row_sum<Tile>(pv_sum, p_lo, ones_address, true);
   sm90::wgmma_commit_group();
   sm90::wgmma_wait_group<0>();
   sm90::fence_registers(p_lo);
-  ws_fence_pv_acc<Cfg>(t_acc, pv_sum);
+  sm90::fence_registers(t_acc);
 }
 
 // The last tile's P V, from S (P after its softmax): packed two-term for FP8 P V (p_lo its
@@ -196,49 +176,40 @@ __device__ __forceinline__ void ws_two_term_tail(float (&t_acc)[Cfg::Tile::kHead
 template <class Cfg>
 __device__ __forceinline__ void ws_issue_last_pv(const float (&s)[Cfg::Tile::kBlockN / 2],
                                                  float (&pv_acc)[Cfg::Tile::kHeadDim / 2],
-                                                 float (&pv_sum)[4],
                                                  uint32_t (&p_frag)[Cfg::Tile::kPvSteps][4],
                                                  uint32_t (&p_lo)[Cfg::Tile::kPvSteps][4],
-                                                 uint32_t v_address, uint32_t ones_address) {
+                                                 uint32_t v_address) {
   using Tile = typename Cfg::Tile;
   if constexpr (Tile::kFp8Pv) {
     pack_p_two_term<Tile>(s, p_frag, p_lo);
   } else {
     pack_p<Tile, true>(s, p_frag);
   }
-  ws_fence_pv_acc<Cfg>(pv_acc, pv_sum);
+  sm90::fence_registers(pv_acc);
   sm90::fence_registers(p_frag);
   if constexpr (Tile::kFp8Pv) sm90::fence_registers(p_lo);
   sm90::wgmma_fence();
   if constexpr (Tile::kFp8Pv) {
     issue_pv_two_term<Tile>(pv_acc, p_frag, p_lo, v_address);
-    if constexpr (Cfg::kPvRowSum) {
-      issue_pv_row_sum<Tile>(pv_sum, p_frag, ones_address);
-      issue_pv_row_sum<Tile>(pv_sum, p_lo, ones_address, true);
-    }
   } else {
-    ws_issue_pv<Cfg>(pv_acc, pv_sum, p_frag, v_address, ones_address);
+    ws_issue_pv<Cfg>(pv_acc, p_frag, v_address);
   }
   sm90::wgmma_commit_group();
 }
 
 // The epilogue's factor for one accumulator row (packed row m of work item w): v_scale over the
-// quad-reduced sum (a thread's partial; the whole row's already where Cfg::kPvRowSum), the sink
-// joining the denominator (O and the sum are both times kPScale); writes the row's LSE where
-// asked. Zero for a row that saw no key.
-template <class Cfg>
+// quad-reduced sum, the sink joining the denominator (O and the sum are both times kPScale);
+// writes the row's LSE where asked. Zero for a row that saw no key.
+template <class Tile>
 __device__ __forceinline__ float ws_output_row_factor(const AttentionParams& p, const WsWork& w,
                                                       int m, float row_sum, float row_max,
                                                       float v_scale, int lane_in_group) {
-  using Tile = typename Cfg::Tile;
   constexpr float kLog2e = 1.4426950408889634f;
   constexpr int kPScaleLog2 = Tile::kFp8Pv ? 8 : 0;
   static_assert(Tile::kPScale == static_cast<float>(1 << kPScaleLog2), "kPScale is 2^kPScaleLog2");
   float sum = row_sum;
-  if constexpr (!Cfg::kPvRowSum) {
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-  }
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
   const prefill_common::QueryRow qr = prefill_common::query_row(m, w.group, w.kv_head);
   if (p.sinks != nullptr && m < w.rows) {
     sum += exp2f(p.sinks[qr.head] * kLog2e - row_max + static_cast<float>(kPScaleLog2));
@@ -295,18 +266,13 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   float o_correction[2] = {1.0f, 1.0f};
   float(&pv_acc)[kHeadDim / 2] = Tile::kFp8Pv ? t_acc : o_acc;
   float row_max[2] = {-INFINITY, -INFINITY};  // in log2 units (score * log2(e))
-  // This thread's partial, quad-reduced at the end (the whole row's where Cfg::kPvRowSum); like
-  // P, times kPScale = 2^kPScaleLog2.
+  // This thread's partial, quad-reduced at the end; like P, times kPScale = 2^kPScaleLog2.
   float row_sum[2] = {0.0f, 0.0f};
-  // Cfg::kPvRowSum: the tile's row sums from its P V (pv_sum[2r] is row r's), joined with T.
-  float pv_sum[4] = {};
-  const uint32_t ones_address = sm90::smem_address(smem + Cfg::kOnesOffset);
   constexpr int kPScaleLog2 = Tile::kFp8Pv ? 8 : 0;
   static_assert(Tile::kPScale == static_cast<float>(1 << kPScaleLog2), "kPScale is 2^kPScaleLog2");
 
   const auto finish_deferred_pv = [&]() {
-    ws_finish_deferred_pv<Cfg>(o_acc, t_acc, pv_acc, pv_sum, row_sum, p_frag, correction,
-                               o_correction);
+    ws_finish_deferred_pv<Tile>(o_acc, t_acc, pv_acc, p_frag, correction, o_correction);
   };
   const auto vt_address_of = [&](int tile) {
     return sm90::smem_address(smem + Cfg::kSlotOffset + tile % kStages * Cfg::kSlotBytes) +
@@ -352,12 +318,12 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     if constexpr (Cfg::kPingPong) {
       sm90_async::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
     }
-    ws_fence_pv_acc<Cfg>(pv_acc, pv_sum);
+    sm90::fence_registers(pv_acc);
     sm90::fence_registers(p_frag);
     sm90::wgmma_fence();
     issue_qk<Tile>(s, q, k_address);
     sm90::wgmma_commit_group();
-    ws_issue_pv<Cfg>(pv_acc, pv_sum, p_frag, vt_address_of(max(tile - 1, 0)), ones_address);
+    ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(max(tile - 1, 0)));
     sm90::wgmma_commit_group();
     // Consumer 1's last turn would open a barrier that consumer 0 never waits on again.
     if (Cfg::kPingPong && (consumer == 0 || tile + 1 < n_tiles)) {
@@ -369,8 +335,8 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     sm90::fence_registers(s);
     fence_q_operand<Tile>(q);
     sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
-    online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2, kStaleMaxSixteenths<Tile>,
-                        !Cfg::kPvRowSum>(scores, kv0, s, row_max, row_sum, correction);
+    online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2, kStaleMaxSixteenths<Tile>>(
+        scores, kv0, s, row_max, row_sum, correction);
   }
   // The last P V (nobody waits for its slot any more); FP8 P V: tile n - 2's second term first,
   // and tile n - 1's P two-term. The last wait is unconditional so that the compiler sees every
@@ -378,16 +344,15 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   if (n_tiles > 0) {
     sm90::wgmma_wait_group<0>();
     if constexpr (Tile::kFp8Pv && kTwoTermPrev) {
-      ws_two_term_tail<Cfg>(t_acc, pv_sum, p_frag, p_lo, held_p_lo, ctid,
-                            vt_address_of(max(n_tiles - 2, 0)), ones_address);
+      ws_two_term_tail<Cfg>(t_acc, p_frag, p_lo, held_p_lo, ctid,
+                            vt_address_of(max(n_tiles - 2, 0)));
     }
     finish_deferred_pv();
     if constexpr (Cfg::kSplitFull) {
       sm90_async::mbarrier_wait(&ring.v_full[(n_tiles - 1) % kStages],
                                 static_cast<uint32_t>(((n_tiles - 1) / kStages) & 1));
     }
-    ws_issue_last_pv<Cfg>(s, pv_acc, pv_sum, p_frag, p_lo, vt_address_of(n_tiles - 1),
-                          ones_address);
+    ws_issue_last_pv<Cfg>(s, pv_acc, p_frag, p_lo, vt_address_of(n_tiles - 1));
   }
   sm90::wgmma_wait_group<0>();
   correction[0] = 1.0f;
@@ -408,7 +373,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   for (int r = 0; r < 2; ++r) {
     row_m[r] = w.m0 + consumer * 64 + warp_in_group * 16 + lane_group + 8 * r;
     factor[r] =
-        ws_output_row_factor<Cfg>(p, w, row_m[r], row_sum[r], row_max[r], v_scale, lane_in_group);
+        ws_output_row_factor<Tile>(p, w, row_m[r], row_sum[r], row_max[r], v_scale, lane_in_group);
   }
   store_output_fragment<kHeadDim>(p, o_acc, factor, row_m,
                                   OutputTile{w.m0, w.rows, w.group, w.kv_head, w.q_begin},

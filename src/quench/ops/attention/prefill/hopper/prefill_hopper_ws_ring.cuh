@@ -35,9 +35,8 @@ struct WsRingBarriers {
 #ifdef QUENCH_SM90A_ENABLED
 
 // The CTA's shared window aligned to the 1024-byte swizzle atom (the swizzle works on shared
-// addresses), and its ring barriers, initialised by thread 0 (tensor maps prefetched too), and
-// the row sums' all-ones operand (kPvRowSum); the caller syncs the CTA before any thread uses
-// them.
+// addresses), and its ring barriers, initialised by thread 0 (tensor maps prefetched too); the
+// caller syncs the CTA before any thread uses them.
 template <class Cfg>
 __device__ __forceinline__ unsigned char* ws_aligned_smem(unsigned char* smem_raw) {
   const uint32_t raw_address = sm90::smem_address(smem_raw);
@@ -55,13 +54,6 @@ __device__ __forceinline__ WsRingBarriers ws_init_ring(unsigned char* smem,
                             barriers + kV + 3 * Cfg::kStages,
                             barriers + kV + 3 * Cfg::kStages + 2,
                             barriers + kV};
-  if constexpr (Cfg::kPvRowSum) {
-    // The all-ones operand of the row sums (issue_pv_row_sum), read by wgmma (the async proxy).
-    if (threadIdx.x < Cfg::kOnesBytes / 4) {
-      reinterpret_cast<uint32_t*>(smem + Cfg::kOnesOffset)[threadIdx.x] = 0x38383838u;  // e4m3 1.0
-      sm90::fence_proxy_async_shared();
-    }
-  }
   if (threadIdx.x == 0) {
     sm90_async::prefetch_tensor_map(&maps.k);
     sm90_async::prefetch_tensor_map(&maps.v);
