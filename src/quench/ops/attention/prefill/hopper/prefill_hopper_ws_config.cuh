@@ -8,6 +8,12 @@
 #ifndef QUENCH_PREFILL_WS_RING_SLOTS_FIRST
 #define QUENCH_PREFILL_WS_RING_SLOTS_FIRST 1
 #endif
+// Build switch for A/B runs of FP8 P V's per-tile consumers (WsConfig::kJoinUnderQk): 0 joins T
+// into O before the iteration's GEMMs; 1 joins it after Q K^T is issued (under Q K^T), the
+// turn passed after P V as before; 2 the same, the turn passed right after Q K^T.
+#ifndef QUENCH_PREFILL_FP8PV_JOIN_UNDER_QK
+#define QUENCH_PREFILL_FP8PV_JOIN_UNDER_QK 0
+#endif
 
 namespace quench::prefill_hopper {
 
@@ -38,6 +44,13 @@ struct WsConfig {
   // eighth session): with a half-size Q K^T (64) or a 64-key tile (256) the waiting for the other
   // consumer's turn outweighs it.
   static constexpr bool kPingPong = kHeadDimT == 128;
+
+  // FP8 P V (per-tile kernel): where an iteration joins tile t - 2's T into O (64 FFMA per
+  // thread). Before its GEMMs (0) the join lies on the path from the P V wait to the next Q K^T;
+  // after Q K^T's issue (1, 2) it runs while Q K^T does, and P V (which overwrites T) follows it.
+  // 2 also passes the ping-pong turn right after Q K^T, so that the other consumer's Q K^T
+  // queues before this one's P V.
+  static constexpr int kJoinUnderQk = Tile::kFp8Pv ? QUENCH_PREFILL_FP8PV_JOIN_UNDER_QK : 0;
 
   // 16-bit P V takes V in its cached [key][dim] layout as the MN-major B operand
   // (issue_pv_v_mn_major): bf16 V as it lands from TMA, FP8 V once widened to f16 (no

@@ -290,9 +290,21 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   // basic block, and at the end of this one it would precede the softmax (no overlap left);
   // the loop's back edge keeps it after. Tile t - 2's V is released before the wait for tile
   // t's `full` (with two ring slots that wait needs it).
+  const auto pass_turn = [&](int tile) {
+    // Consumer 1's last turn would open a barrier that consumer 0 never waits on again.
+    if (Cfg::kPingPong && (consumer == 0 || tile + 1 < n_tiles)) {
+      sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + (1 - consumer),
+                                       Cfg::kConsumerThreads);
+    }
+  };
   for (int tile = 0; tile < n_tiles; ++tile) {
     sm90::wgmma_wait_group<0>();
-    finish_deferred_pv();
+    if constexpr (Cfg::kJoinUnderQk == 0) {
+      finish_deferred_pv();
+    } else {
+      sm90::fence_registers(p_frag);
+      sm90::fence_registers(pv_acc);
+    }
     if (tile > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(tile - 2) % kStages]);
     pack_p<Tile, true>(s, p_frag);
     // FP8 P V: tile n - 2's second P term, for the tail (ws_two_term_tail).
@@ -323,13 +335,17 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     sm90::wgmma_fence();
     issue_qk<Tile>(s, q, k_address);
     sm90::wgmma_commit_group();
+    if constexpr (Cfg::kJoinUnderQk != 0) {
+      if constexpr (Cfg::kJoinUnderQk == 2) pass_turn(tile);
+      // T (tile t - 2's P V, done) joins O while Q K^T runs; P V then overwrites T.
+      finish_deferred_pv();
+      sm90::fence_registers(pv_acc);
+      sm90::fence_registers(p_frag);
+      sm90::wgmma_fence();
+    }
     ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(max(tile - 1, 0)));
     sm90::wgmma_commit_group();
-    // Consumer 1's last turn would open a barrier that consumer 0 never waits on again.
-    if (Cfg::kPingPong && (consumer == 0 || tile + 1 < n_tiles)) {
-      sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + (1 - consumer),
-                                       Cfg::kConsumerThreads);
-    }
+    if constexpr (Cfg::kJoinUnderQk != 2) pass_turn(tile);
     // Groups complete in order: with the P V group pending at most, Q K^T is done.
     sm90::wgmma_wait_group<1>();
     sm90::fence_registers(s);
