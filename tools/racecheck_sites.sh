@@ -2,7 +2,8 @@
 # Runs compute-sanitizer racecheck on a GPU test filter several times (its hazard reports can
 # come and go between runs of the same binary: bench/LOG.md, forty-second session) and prints the
 # SASS around every instruction a report names, so that an intermittent hazard can be read
-# against the code on the GPU machine, which has cuobjdump (this build machine does not).
+# against the code on the GPU machine, with its cuobjdump (on the build machine, tools/sass.sh reads
+# the same offsets from a build's object).
 #
 #   tools/racecheck_sites.sh BIN_DIR 'GTEST_FILTER' [RUNS] [CONTEXT]
 #

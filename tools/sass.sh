@@ -13,11 +13,11 @@
 #     prefill_attention_hopper.cu.o ws_kernelILNS0_10HopperKindE0ELi128ELb0ELb0 > /tmp/k.sass
 #   tools/sass_loop_census.py /tmp/k.sass
 set -euo pipefail
-cd "$(dirname "$0")/.."
-if [ $# -lt 1 ]; then sed -n 2,12p "$0"; exit 2; fi
-file=$1
+if [ $# -lt 1 ]; then sed -n 2,14p "$0"; exit 2; fi
+[ -f "$1" ] || { echo "sass: no file '$1'" >&2; exit 2; }
+file=$(realpath "$1")  # before the cd below: FILE may be relative to the caller's directory
 name=${2:-}
-[ -f "$file" ] || { echo "sass: no file '$file'" >&2; exit 2; }
+cd "$(dirname "$0")/.."
 wheel_version=13.5.37
 home=.whl/cuda-sass-$wheel_version
 tool=$home/nvidia/cu13/bin/cuobjdump
