@@ -10,7 +10,8 @@
 #endif
 // Build switch for A/B runs of FP8 P V's per-tile consumers (WsConfig::kJoinUnderQk): 0 joins T
 // into O before the iteration's GEMMs; 1 joins it after Q K^T is issued (under Q K^T), the
-// turn passed after P V as before; 2 the same, the turn passed right after Q K^T.
+// turn passed after P V as before; 2 the same, the turn passed right after Q K^T; 3 the join
+// before the GEMMs, the turn right after Q K^T.
 #ifndef QUENCH_PREFILL_FP8PV_JOIN_UNDER_QK
 #define QUENCH_PREFILL_FP8PV_JOIN_UNDER_QK 0
 #endif
@@ -50,7 +51,11 @@ struct WsConfig {
   // after Q K^T's issue (1, 2) it runs while Q K^T does, and P V (which overwrites T) follows it.
   // 2 also passes the ping-pong turn right after Q K^T, so that the other consumer's Q K^T
   // queues before this one's P V.
+  // 3 keeps the join before the GEMMs and passes the turn right after Q K^T (the queue order
+  // of 2 without the registers that the join under Q K^T takes).
   static constexpr int kJoinUnderQk = Tile::kFp8Pv ? QUENCH_PREFILL_FP8PV_JOIN_UNDER_QK : 0;
+  static constexpr bool kJoinAfterQk = kJoinUnderQk == 1 || kJoinUnderQk == 2;
+  static constexpr bool kTurnAfterQk = kJoinUnderQk == 2 || kJoinUnderQk == 3;
 
   // 16-bit P V takes V in its cached [key][dim] layout as the MN-major B operand
   // (issue_pv_v_mn_major): bf16 V as it lands from TMA, FP8 V once widened to f16 (no

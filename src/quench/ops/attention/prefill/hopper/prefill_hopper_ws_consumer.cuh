@@ -299,7 +299,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   };
   for (int tile = 0; tile < n_tiles; ++tile) {
     sm90::wgmma_wait_group<0>();
-    if constexpr (Cfg::kJoinUnderQk == 0) {
+    if constexpr (!Cfg::kJoinAfterQk) {
       finish_deferred_pv();
     } else {
       sm90::fence_registers(p_frag);
@@ -335,8 +335,8 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     sm90::wgmma_fence();
     issue_qk<Tile>(s, q, k_address);
     sm90::wgmma_commit_group();
-    if constexpr (Cfg::kJoinUnderQk != 0) {
-      if constexpr (Cfg::kJoinUnderQk == 2) pass_turn(tile);
+    if constexpr (Cfg::kTurnAfterQk) pass_turn(tile);
+    if constexpr (Cfg::kJoinAfterQk) {
       // T (tile t - 2's P V, done) joins O while Q K^T runs; P V then overwrites T.
       finish_deferred_pv();
       sm90::fence_registers(pv_acc);
@@ -345,7 +345,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     }
     ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(max(tile - 1, 0)));
     sm90::wgmma_commit_group();
-    if constexpr (Cfg::kJoinUnderQk != 2) pass_turn(tile);
+    if constexpr (!Cfg::kTurnAfterQk) pass_turn(tile);
     // Groups complete in order: with the P V group pending at most, Q K^T is done.
     sm90::wgmma_wait_group<1>();
     sm90::fence_registers(s);
