@@ -16,6 +16,12 @@
 #define QUENCH_PREFILL_FP8PV_JOIN_UNDER_QK 0
 #endif
 
+// Build switch for A/B runs of the per-tile consumers (WsConfig::kFullProbeAhead): 1 probes the
+// next tile's `full` barrier while this tile's Q K^T runs.
+#ifndef QUENCH_PREFILL_WS_FULL_PROBE_AHEAD
+#define QUENCH_PREFILL_WS_FULL_PROBE_AHEAD 0
+#endif
+
 namespace quench::prefill_hopper {
 
 template <HopperKind kKind, int kHeadDimT>
@@ -56,6 +62,7 @@ struct WsConfig {
   static constexpr int kJoinUnderQk = Tile::kFp8Pv ? QUENCH_PREFILL_FP8PV_JOIN_UNDER_QK : 0;
   static constexpr bool kJoinAfterQk = kJoinUnderQk == 1 || kJoinUnderQk == 2;
   static constexpr bool kTurnAfterQk = kJoinUnderQk == 2 || kJoinUnderQk == 3;
+
 
   // 16-bit P V takes V in its cached [key][dim] layout as the MN-major B operand
   // (issue_pv_v_mn_major): bf16 V as it lands from TMA, FP8 V once widened to f16 (no
@@ -152,6 +159,13 @@ struct WsConfig {
   }
   static constexpr int kStages = ring_fits(kRawStages, 4) ? 4 : (ring_fits(kRawStages, 3) ? 3 : 2);
   static_assert(ring_fits(kRawStages, 2), "two ring slots must fit");
+  // Per-tile consumers: each iteration's wait for its tile's `full` (~170-200 cycles in the
+  // thirteenth session's timeline, between the join and the turn) moves to a probe of the next
+  // tile's `full` made after the GEMMs are issued, while the warp waits for Q K^T anyway; the
+  // next iteration waits only where the probe said no. With 3 or more slots the next tile's slot
+  // was released (K and V) before the probe, so it usually answers yes.
+  static constexpr bool kFullProbeAhead =
+      QUENCH_PREFILL_WS_FULL_PROBE_AHEAD != 0 && kStages >= 3 && !kSplitFull;
   static_assert(!kSplitFull || kStages == 2, "the split barriers are for two-slot rings");
   static constexpr int kHeldPLoOffset = kSlotOffset + kStages * kSlotBytes;
   static constexpr int kBarrierOffset = kHeldPLoOffset + kHeldPLoBytes;

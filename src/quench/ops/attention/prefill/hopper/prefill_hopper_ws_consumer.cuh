@@ -297,6 +297,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
                                        Cfg::kConsumerThreads);
     }
   };
+  bool next_full_seen = false;  // kFullProbeAhead: the probe found this tile's `full` complete
   for (int tile = 0; tile < n_tiles; ++tile) {
     sm90::wgmma_wait_group<0>();
     if constexpr (!Cfg::kJoinAfterQk) {
@@ -315,7 +316,9 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     const int kv0 = w.kv_begin + tile * kBlockN;
     const int slot = tile % kStages;
     const uint32_t k_address = sm90::smem_address(smem + Cfg::kSlotOffset + slot * Cfg::kSlotBytes);
-    sm90_async::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((tile / kStages) & 1));
+    if (!Cfg::kFullProbeAhead || !next_full_seen) {
+      sm90_async::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((tile / kStages) & 1));
+    }
     if constexpr (Cfg::kSplitFull) {
       // The V of this iteration's P V: tile t - 1's (tile 0's at tile 0, see below).
       const int pv_tile = max(tile - 1, 0);
@@ -346,6 +349,12 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(max(tile - 1, 0)));
     sm90::wgmma_commit_group();
     if constexpr (!Cfg::kTurnAfterQk) pass_turn(tile);
+    if constexpr (Cfg::kFullProbeAhead) {
+      // The last tile probes its own (complete) phase: no branch here, with GEMMs in flight.
+      const int next = min(tile + 1, n_tiles - 1);
+      next_full_seen = sm90_async::mbarrier_try_wait(
+          &ring.full[next % kStages], static_cast<uint32_t>((next / kStages) & 1));
+    }
     // Groups complete in order: with the P V group pending at most, Q K^T is done.
     sm90::wgmma_wait_group<1>();
     sm90::fence_registers(s);
