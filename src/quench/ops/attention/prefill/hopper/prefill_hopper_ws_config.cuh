@@ -63,7 +63,6 @@ struct WsConfig {
   static constexpr bool kJoinAfterQk = kJoinUnderQk == 1 || kJoinUnderQk == 2;
   static constexpr bool kTurnAfterQk = kJoinUnderQk == 2 || kJoinUnderQk == 3;
 
-
   // 16-bit P V takes V in its cached [key][dim] layout as the MN-major B operand
   // (issue_pv_v_mn_major): bf16 V as it lands from TMA, FP8 V once widened to f16 (no
   // transpose). FP8 P V needs V^T (transpose_v_fp8): wgmma takes MN-major B for 16-bit types only.
