@@ -352,8 +352,8 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     if constexpr (Cfg::kFullProbeAhead) {
       // The last tile probes its own (complete) phase: no branch here, with GEMMs in flight.
       const int next = min(tile + 1, n_tiles - 1);
-      next_full_seen = sm90_async::mbarrier_try_wait(
-          &ring.full[next % kStages], static_cast<uint32_t>((next / kStages) & 1));
+      next_full_seen = sm90_async::mbarrier_try_wait(&ring.full[next % kStages],
+                                                     static_cast<uint32_t>((next / kStages) & 1));
     }
     // Groups complete in order: with the P V group pending at most, Q K^T is done.
     sm90::wgmma_wait_group<1>();
