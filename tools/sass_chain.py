@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Cycle estimate of one pass through a kernel's wgmma tile loop, from `cuobjdump -sass` text.
+
+Usage: tools/sass.sh FILE NAME > k.sass; tools/sass_chain.py k.sass [--warps 2] [--offset C]
+       [--mufu-interval 8] [--list]
+
+The loop and its steady path are sass_loop_census.py's (the innermost backward branch around the
+most HGMMA/QGMMA, long forward-skipped blocks left out). Each instruction's control bits (the
+top 23 bits of its second 64-bit word: stall count, yield, the scoreboards it sets for its
+result and for its operands' read, and the scoreboards it waits on) drive an in-order issue
+model of one SM sub-partition:
+  - an instruction issues no earlier than the previous one's issue plus its stall count, and
+    no earlier than every scoreboard it waits on is released;
+  - a variable-latency instruction (MUFU, SHFL, LDS, ...) releases its result scoreboard LATENCY
+    cycles after it issues (table below, assumed, not measured), its read scoreboard 2 cycles
+    after; MUFU issues at most every --mufu-interval cycles per sub-partition (4 lanes per
+    cycle: 8 per warp instruction);
+  - the waits for the tensor cores (WARPGROUP.DEPBAR), the ring barriers (SYNCS try-wait) and
+    the named barriers (BAR) cost nothing here: the estimate is the loop's own instruction
+    chain, which the device timeline adds those waits to.
+With --warps 2 two warps run the same path on one sub-partition (the two consumers' warps of a
+warp-specialized kernel), the second starting --offset cycles later; one instruction issues per
+cycle, the oldest ready warp first, and they share the MUFU interval.
+Prints the cycles of the pass per warp and where the issue waited (stall counts, scoreboards by
+the opcode that set them, the MUFU interval).
+"""
+import collections
+import re
+import signal
+import sys
+
+sys.path.insert(0, __file__.rsplit('/', 1)[0])
+from sass_loop_census import MIN_SKIP, branch_target, opcode  # noqa: E402
+
+INSTRUCTION = re.compile(r'/\*([0-9a-f]{4,})\*/\s+(.*?);\s*/\* 0x([0-9a-f]{16}) \*/')
+CONTROL = re.compile(r'^\s*/\* 0x([0-9a-f]{16}) \*/\s*$')
+# Assumed result latencies of the variable-latency opcodes (cycles from issue).
+LATENCY = {'MUFU': 18, 'SHFL': 24, 'LDS': 28, 'LDSM': 30, 'LDL': 40, 'LDG': 500, 'S2R': 20,
+           'S2UR': 20, 'R2UR': 10, 'F2FP': 8, 'F2F': 12, 'I2F': 12, 'SYNCS': 20, 'POPC': 12,
+           'FLO': 12, 'BREV': 12}
+DEFAULT_LATENCY = 20
+
+
+def read(path):
+    """(address, text, control word) per instruction."""
+    out = []
+    pending = None
+    for line in open(path):
+        m = INSTRUCTION.search(line)
+        if m:
+            pending = (int(m.group(1), 16), m.group(2).strip())
+            continue
+        c = CONTROL.match(line)
+        if c and pending:
+            out.append((pending[0], pending[1], int(c.group(1), 16)))
+            pending = None
+    return out
+
+
+def control(word):
+    return {'stall': (word >> 41) & 0xF, 'wbar': (word >> 46) & 7, 'rbar': (word >> 49) & 7,
+            'wait': (word >> 52) & 0x3F}
+
+
+def steady_path(ins):
+    index = {a: i for i, (a, _, _) in enumerate(ins)}
+    best = None
+    for i, (a, t, _) in enumerate(ins):
+        target = branch_target(t)
+        if target is None or target >= a:
+            continue
+        lo = index[target]
+        if any('EXIT' in ins[j][1] for j in range(lo, i + 1)):
+            continue
+        n = sum('GMMA' in ins[j][1] for j in range(lo, i + 1))
+        if best is None or n > best[0] or (n == best[0] and i - lo < best[2] - best[1]):
+            best = (n, lo, i)
+    _, lo, hi = best
+    skipped = set()
+    for i in range(lo, hi + 1):
+        target = branch_target(ins[i][1])
+        if target is not None and ins[i][0] < target <= ins[hi][0] and index[target] - i > MIN_SKIP:
+            skipped.update(range(i + 1, index[target]))
+    return [ins[i] for i in range(lo, hi + 1) if i not in skipped]
+
+
+def simulate(body, warps, offset, mufu_interval):
+    n = len(body)
+    ctl = [control(w) for _, _, w in body]
+    ops = [opcode(t) for _, t, _ in body]
+    pc = [0] * warps
+    ready_at = [offset * k for k in range(warps)]  # earliest issue of the warp's next instruction
+    board = [[0] * 6 for _ in range(warps)]  # scoreboard release times
+    board_op = [[''] * 6 for _ in range(warps)]
+    start = list(ready_at)
+    last_issue = [r - 1 for r in ready_at]
+    finish = [None] * warps
+    waited = [collections.Counter() for _ in range(warps)]
+    last_mufu = -10**9
+    cycle = 0
+    while any(f is None for f in finish):
+        issued = False
+        order = sorted((k for k in range(warps) if finish[k] is None), key=lambda k: ready_at[k])
+        for k in order:
+            i = pc[k]
+            c = ctl[i]
+            earliest = ready_at[k]
+            why = 'stall'
+            for b in range(6):
+                if c['wait'] >> b & 1 and board[k][b] > earliest:
+                    earliest = board[k][b]
+                    why = 'scoreboard ' + board_op[k][b]
+            if ops[i] == 'MUFU' and last_mufu + mufu_interval > earliest:
+                earliest = last_mufu + mufu_interval
+                why = 'MUFU interval'
+            if earliest > cycle or issued:
+                continue
+            # Issue at `cycle` (one instruction per cycle on the sub-partition). The cycles
+            # since the warp's previous issue beyond one: its stall count's, then the reason it
+            # waited longer (a scoreboard, the MUFU interval, or the other warp's issue).
+            waited[k]['stall counts'] += max(ready_at[k] - last_issue[k] - 1, 0)
+            waited[k][why] += max(earliest - ready_at[k], 0) if why != 'stall' else 0
+            waited[k]['the other warp issued'] += cycle - max(earliest, ready_at[k])
+            last_issue[k] = cycle
+            if ops[i] == 'MUFU':
+                last_mufu = cycle
+            if c['wbar'] != 7:
+                board[k][c['wbar']] = cycle + LATENCY.get(ops[i], DEFAULT_LATENCY)
+                board_op[k][c['wbar']] = ops[i]
+            if c['rbar'] != 7:
+                board[k][c['rbar']] = cycle + 2
+                board_op[k][c['rbar']] = ops[i] + ' (read)'
+            ready_at[k] = cycle + max(c['stall'], 1)
+            pc[k] += 1
+            issued = True
+            if pc[k] == n:
+                finish[k] = max(ready_at[k], max(board[k]))
+        cycle += 1
+    return [finish[k] - start[k] for k in range(warps)], waited
+
+
+def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under `| head`
+    args = sys.argv[1:]
+    opt = {'--warps': 1, '--offset': 0, '--mufu-interval': 8}
+    for key in opt:
+        if key in args:
+            opt[key] = int(args[args.index(key) + 1])
+    body = steady_path(read(args[0]))
+    cycles, waited = simulate(body, opt['--warps'], opt['--offset'], opt['--mufu-interval'])
+    print(f'steady path: {len(body)} instructions; warps {opt["--warps"]}, '
+          f'offset {opt["--offset"]}, MUFU interval {opt["--mufu-interval"]}')
+    for k, c in enumerate(cycles):
+        print(f'warp {k}: {c} cycles ({len(body) / c:.2f} instructions per cycle)')
+        for why, n in waited[k].most_common(8):
+            if n == 0:
+                continue
+            print(f'    {why:28s} {n}')
+    if '--list' in args:
+        for a, t, w in body:
+            c = control(w)
+            print(f'  {a:05x} s{c["stall"]:2d} w{c["wbar"]} r{c["rbar"]} '
+                  f'wait{c["wait"]:06b}  {t}')
+
+
+if __name__ == '__main__':
+    main()
