@@ -2,7 +2,8 @@
 """Cycle estimate of one pass through a kernel's wgmma tile loop, from `cuobjdump -sass` text.
 
 Usage: tools/sass.sh FILE NAME > k.sass; tools/sass_chain.py k.sass [--warps 2] [--offset C]
-       [--mufu-interval 8] [--list]
+       [--mufu-interval 8] [--pingpong N [--gemm 256] [--gemm-latency 30] [--bar-latency 20]]
+       [--list]
 
 The loop and its steady path are sass_loop_census.py's (the innermost backward branch around the
 most HGMMA/QGMMA, long forward-skipped blocks left out). Each instruction's control bits (the
@@ -23,6 +24,12 @@ warp-specialized kernel), the second starting --offset cycles later; one instruc
 cycle, the oldest ready warp first, and they share the MUFU interval.
 Prints the cycles of the pass per warp and where the issue waited (stall counts, scoreboards by
 the opcode that set them, the MUFU interval).
+With --pingpong N the two warps loop N times in the kernel's ping-pong turns, the tensor pipe
+modelled (see pingpong()), and the steady cycles per tile are printed. Not calibrated: the
+forty-fourth session's FP8 P·V loop gave ~1790 cycles per tile where its H100 throughput
+implies ~2300-2600 (the model leaves out the other three sub-partitions' warps of each
+warpgroup, the producer warp, the ring barriers and shared-memory traffic); compare variants
+with it, not absolute figures.
 """
 import collections
 import re
@@ -139,14 +146,94 @@ def simulate(body, warps, offset, mufu_interval):
     return [finish[k] - start[k] for k in range(warps)], waited
 
 
+def pingpong(body, iterations, mufu_interval, gemm_cycles, gemm_latency, bar_latency):
+    """Two consumers' warps (one each) on one sub-partition, running the loop in ping-pong turns
+    with the tensor pipe modelled: a QGMMA marked gsb0 commits a group of gemm_cycles (the pipe
+    runs one group at a time, in issue order); WARPGROUP.DEPBAR.LE gsb0, N waits until at most N
+    of the warp's groups are pending; BAR.SYNC (the turn) waits for the other consumer's BAR.ARV
+    (consumer 1 starts with one given, as the kernel's arrive before the loop). Returns each
+    warp's iteration end times."""
+    n = len(body)
+    ctl = [control(w) for _, _, w in body]
+    texts = [t for _, t, _ in body]
+    ops = [opcode(t) for t in texts]
+    warps = 2
+    pc = [0, 0]
+    ready_at = [0, 0]
+    board = [[0] * 6 for _ in range(warps)]
+    pending = [[], []]  # completion times of committed groups, in order
+    tokens = [[0], []]  # turn arrivals waiting for consumer c's BAR.SYNC
+    tensor_free = 0
+    last_mufu = -10**9
+    ends = [[], []]
+    cycle = 0
+    while min(len(e) for e in ends) < iterations:
+        issued = False
+        for k in sorted(range(warps), key=lambda k: ready_at[k]):
+            if issued or len(ends[k]) >= iterations:
+                continue
+            i = pc[k]
+            c = ctl[i]
+            earliest = ready_at[k]
+            for b in range(6):
+                if c['wait'] >> b & 1:
+                    earliest = max(earliest, board[k][b])
+            if ops[i] == 'MUFU':
+                earliest = max(earliest, last_mufu + mufu_interval)
+            if ops[i] == 'WARPGROUP' and 'DEPBAR' in texts[i]:
+                allowed = int(texts[i].split(',')[-1], 16)
+                if len(pending[k]) > allowed:
+                    earliest = max(earliest, pending[k][len(pending[k]) - allowed - 1])
+            if ops[i] == 'BAR' and '.SYNC' in texts[i]:
+                if not tokens[k]:
+                    continue
+                earliest = max(earliest, tokens[k][0] + bar_latency)
+            if earliest > cycle:
+                continue
+            if ops[i] == 'MUFU':
+                last_mufu = cycle
+            if ops[i] == 'WARPGROUP' and 'DEPBAR' in texts[i]:
+                pending[k] = [t for t in pending[k] if t > cycle]
+            if ops[i] == 'BAR' and '.SYNC' in texts[i]:
+                tokens[k].pop(0)
+            if ops[i] == 'BAR' and '.ARV' in texts[i]:
+                tokens[1 - k].append(cycle)
+            if 'GMMA' in ops[i] and 'gsb0' in texts[i]:
+                start = max(tensor_free, cycle)
+                tensor_free = start + gemm_cycles
+                pending[k].append(tensor_free + gemm_latency)
+            if c['wbar'] != 7:
+                board[k][c['wbar']] = cycle + LATENCY.get(ops[i], DEFAULT_LATENCY)
+            if c['rbar'] != 7:
+                board[k][c['rbar']] = cycle + 2
+            ready_at[k] = cycle + max(c['stall'], 1)
+            pc[k] += 1
+            issued = True
+            if pc[k] == n:
+                pc[k] = 0
+                ends[k].append(cycle)
+        cycle += 1
+    return ends
+
+
 def main():
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under `| head`
     args = sys.argv[1:]
-    opt = {'--warps': 1, '--offset': 0, '--mufu-interval': 8}
+    opt = {'--warps': 1, '--offset': 0, '--mufu-interval': 8, '--pingpong': 0, '--gemm': 256,
+           '--gemm-latency': 30, '--bar-latency': 20}
     for key in opt:
         if key in args:
             opt[key] = int(args[args.index(key) + 1])
     body = steady_path(read(args[0]))
+    if opt['--pingpong']:
+        ends = pingpong(body, opt['--pingpong'], opt['--mufu-interval'], opt['--gemm'],
+                        opt['--gemm-latency'], opt['--bar-latency'])
+        half = opt['--pingpong'] // 2
+        for k, e in enumerate(ends):
+            period = (e[-1] - e[half]) / (len(e) - 1 - half)
+            print(f'consumer {k}: {period:.0f} cycles per tile (iterations {half}..{len(e) - 1})')
+        print(f'tensor pipe busy {2 * 2 * opt["--gemm"] / period:.0%} of a tile pair')
+        return
     cycles, waited = simulate(body, opt['--warps'], opt['--offset'], opt['--mufu-interval'])
     print(f'steady path: {len(body)} instructions; warps {opt["--warps"]}, '
           f'offset {opt["--offset"]}, MUFU interval {opt["--mufu-interval"]}')
