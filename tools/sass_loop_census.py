@@ -10,6 +10,7 @@ out of the "steady" count and reported with their sizes, so the count is one unm
 """
 import collections
 import re
+import signal
 import sys
 
 MIN_SKIP = 60
@@ -37,6 +38,7 @@ def opcode(text):
 
 
 def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under `| head`
     ins = [(int(m.group(1), 16), m.group(2).strip())
            for m in map(LINE.search, open(sys.argv[1])) if m]
     index = {a: i for i, (a, _) in enumerate(ins)}

@@ -22,6 +22,12 @@
 #define QUENCH_PREFILL_WS_FULL_PROBE_AHEAD 0
 #endif
 
+// Build switch for A/B runs of the per-tile consumers (WsConfig::kTurnAtExp): 1 passes the
+// ping-pong turn when the softmax's first row max is known, not right after the GEMM issue.
+#ifndef QUENCH_PREFILL_WS_TURN_AT_EXP
+#define QUENCH_PREFILL_WS_TURN_AT_EXP 0
+#endif
+
 namespace quench::prefill_hopper {
 
 template <HopperKind kKind, int kHeadDimT>
@@ -51,6 +57,14 @@ struct WsConfig {
   // eighth session): with a half-size Q K^T (64) or a 64-key tile (256) the waiting for the other
   // consumer's turn outweighs it.
   static constexpr bool kPingPong = kHeadDimT == 128;
+  // Where a consumer passes the turn (per-tile consumers): right after its GEMM issue, or
+  // (kTurnAtExp) once its softmax's max is known, just before the exponentials. The two
+  // consumers' exponent sections share each sub-partition's MUFU pipe (64 MUFU.EX2 per thread
+  // and tile at 8 cycles each); passed after the issue, the turn keeps the consumers only a GEMM
+  // issue apart, so those sections overlap. tools/sass_chain.py --pingpong (forty-fourth
+  // session) put the turn there at -5 to -13% cycles per tile against the issue's position, and
+  // after the first row's exponentials at +19% (the thirteenth session measured that one: -5%).
+  static constexpr bool kTurnAtExp = kPingPong && QUENCH_PREFILL_WS_TURN_AT_EXP != 0;
 
   // FP8 P V (per-tile kernel): where an iteration joins tile t - 2's T into O (64 FFMA per
   // thread). Before its GEMMs (0) the join lies on the path from the P V wait to the next Q K^T;

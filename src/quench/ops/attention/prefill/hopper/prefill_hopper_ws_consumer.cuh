@@ -33,6 +33,25 @@ __device__ __forceinline__ void ws_issue_pv(float (&acc)[Cfg::Tile::kHeadDim / 2
   }
 }
 
+// +0.0f computed from a read of the SM clock (min(|x|, 0) is +0 for any bits x, NaN included;
+// ptxas does not fold it, where it folds x & 0): ptxas keeps the clock read after a preceding
+// barrier instruction, and so everything that uses the zero (SASS, forty-fourth session; a
+// volatile shared-memory read did the same at an LDS's latency).
+__device__ __forceinline__ float zero_after_barrier() {
+  float zero;
+  asm volatile(
+      "{\n.reg .u64 c;\n.reg .u32 lo;\n.reg .f32 w;\n"
+      "mov.u64 c, %%clock64;\n"
+      "cvt.u32.u64 lo, c;\n"
+      "mov.b32 w, lo;\n"
+      "abs.f32 w, w;\n"
+      "min.f32 %0, w, 0f00000000;\n}\n"
+      : "=f"(zero)
+      :
+      : "memory");
+  return zero;
+}
+
 // Consumer `consumer`'s 64 query rows of work item w -> its rows of the swizzled Q tile (rows
 // past the chunk are zero), by cp.async from its 128 threads (gtid 0..127); the caller commits,
 // waits, fences for the async proxy and syncs the warpgroup before a wgmma reads them.
@@ -348,7 +367,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     }
     ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(max(tile - 1, 0)));
     sm90::wgmma_commit_group();
-    if constexpr (!Cfg::kTurnAfterQk) pass_turn(tile);
+    if constexpr (!Cfg::kTurnAfterQk && !Cfg::kTurnAtExp) pass_turn(tile);
     if constexpr (Cfg::kFullProbeAhead) {
       // The last tile probes its own (complete) phase: no branch here, with GEMMs in flight.
       const int next = min(tile + 1, n_tiles - 1);
@@ -360,8 +379,16 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     sm90::fence_registers(s);
     fence_q_operand<Tile>(q);
     sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
-    online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2, kStaleMaxSixteenths<Tile>>(
-        scores, kv0, s, row_max, row_sum, correction);
+    if constexpr (Cfg::kTurnAtExp) {
+      online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2, kStaleMaxSixteenths<Tile>>(
+          scores, kv0, s, row_max, row_sum, correction, [&]() {
+            pass_turn(tile);
+            return zero_after_barrier();
+          });
+    } else {
+      online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2, kStaleMaxSixteenths<Tile>>(
+          scores, kv0, s, row_max, row_sum, correction);
+    }
   }
   // The last P V (nobody waits for its slot any more); FP8 P V: tile n - 2's second term first,
   // and tile n - 1's P two-term. The last wait is unconditional so that the compiler sees every
