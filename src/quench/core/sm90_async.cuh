@@ -94,26 +94,6 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
 #endif
 }
 
-// One probe of mbarrier_wait's: whether the phase with parity `parity` has completed (with the
-// same acquire where it has). The instruction may block for a while before it answers no; it
-// has no loop, so a caller can probe with wgmma groups in flight and wait later where it must.
-__device__ __forceinline__ bool mbarrier_try_wait(uint32_t bar, uint32_t parity) {
-#ifdef QUENCH_SM90_ASYNC_ENABLED
-  uint32_t done = 0;
-  asm volatile(
-      "{\n.reg .pred complete;\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 complete, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, complete;\n}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return done != 0;
-#else
-  __trap();
-  return false;
-#endif
-}
-
 // Issues the load of one box of the 4-D tensor map `map` (a kernel parameter declared
 // __grid_constant__, or global memory) at element coordinates {c0, c1, c2, c3} (innermost first)
 // into shared address `dst` (1024-byte aligned for the 128-byte swizzle), counting the box's
@@ -152,9 +132,6 @@ __device__ __forceinline__ void mbarrier_arrive_expect_bytes(uint64_t* barrier, 
 }
 __device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, uint32_t parity) {
   mbarrier_wait(smem_address(barrier), parity);
-}
-__device__ __forceinline__ bool mbarrier_try_wait(uint64_t* barrier, uint32_t parity) {
-  return mbarrier_try_wait(smem_address(barrier), parity);
 }
 __device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, int c0, int c1,
                                             int c2, int c3, uint64_t* barrier) {

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include "quench/numerics/fast_math.cuh"
 
@@ -51,19 +50,10 @@ __device__ __forceinline__ bool tile_needs_mask(const ScoreTransform& t, int kv0
 // reach 2^(kPScaleLog2 + that) and `correction` is exactly 1 on most tiles of a long row; the sum
 // and O stay relative to the same max, so the result is the same up to rounding. The consumers
 // skip their O rescale where every row of a warp has correction 1.
-// after_max runs once, when both rows' maxima are known and before any exponential (the
-// warp-specialized consumers pass their ping-pong turn there, QUENCH_PREFILL_WS_TURN_AT_EXP),
-// and returns zero: every exponent's argument depends on it, which keeps ptxas from scheduling
-// the exponentials above whatever after_max did (it moves arithmetic freely across a barrier).
-struct NoWorkAfterMax {
-  __device__ __forceinline__ float operator()() const { return 0.0f; }
-};
-template <int kBlockN, bool kSoftCap, int kPScaleLog2 = 0, int kStaleMaxSixteenths = 0,
-          class AfterMax = NoWorkAfterMax>
+template <int kBlockN, bool kSoftCap, int kPScaleLog2 = 0, int kStaleMaxSixteenths = 0>
 __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int kv0,
                                                     float (&s)[kBlockN / 2], float (&row_max)[2],
-                                                    float (&row_sum)[2], float (&correction)[2],
-                                                    const AfterMax& after_max = {}) {
+                                                    float (&row_sum)[2], float (&correction)[2]) {
   constexpr float kLog2e = 1.4426950408889634f;
   float to_log2;  // multiplies s into log2 units
   if constexpr (kSoftCap) {
@@ -97,8 +87,8 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
   constexpr int kParts = 4;  // the two combining lines below take four
   constexpr int kColumnBlocks = kBlockN / 8;
   static_assert(kColumnBlocks % kParts == 0, "every partial chain takes the same blocks");
-  // Row r's max: its part of `correction` and `row_max` updated, the exponent offset returned.
-  const auto row_offset = [&](int r) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
     float part[kParts];
 #pragma unroll
     for (int k = 0; k < kParts; ++k)
@@ -122,11 +112,7 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
     const float offset = new_max == -INFINITY ? 0.0f : new_max;
     correction[r] = fast_exp2(row_max[r] - offset);
     row_max[r] = new_max;
-    return offset;
-  };
-  // Row r's exponentials (P) and sum, from its offset; exp_bias is after_max's zero.
-  const auto row_exponentials = [&](int r, float offset, float exp_bias) {
-    const float p_offset = offset - static_cast<float>(kPScaleLog2) - exp_bias;
+    const float p_offset = offset - static_cast<float>(kPScaleLog2);
     float sum[kParts] = {};
 #pragma unroll
     for (int nt = 0; nt < kColumnBlocks; ++nt) {
@@ -138,22 +124,6 @@ __device__ __forceinline__ void online_softmax_tile(const ScoreTransform& t, int
       }
     }
     row_sum[r] = fmaf(row_sum[r], correction[r], (sum[0] + sum[1]) + (sum[2] + sum[3]));
-  };
-  if constexpr (std::is_same_v<AfterMax, NoWorkAfterMax>) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-      row_exponentials(r, row_offset(r), 0.0f);
-  } else {
-    // Both rows' maxima, then after_max, then every exponential (ptxas keeps them after it
-    // only through the zero they take).
-    float offset[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-      offset[r] = row_offset(r);
-    const float exp_bias = after_max();
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-      row_exponentials(r, offset[r], exp_bias);
   }
 }
 

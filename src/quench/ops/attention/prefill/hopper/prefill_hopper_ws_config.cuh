@@ -8,25 +8,6 @@
 #ifndef QUENCH_PREFILL_WS_RING_SLOTS_FIRST
 #define QUENCH_PREFILL_WS_RING_SLOTS_FIRST 1
 #endif
-// Build switch for A/B runs of FP8 P V's per-tile consumers (WsConfig::kJoinUnderQk): 0 joins T
-// into O before the iteration's GEMMs; 1 joins it after Q K^T is issued (under Q K^T), the
-// turn passed after P V as before; 2 the same, the turn passed right after Q K^T; 3 the join
-// before the GEMMs, the turn right after Q K^T.
-#ifndef QUENCH_PREFILL_FP8PV_JOIN_UNDER_QK
-#define QUENCH_PREFILL_FP8PV_JOIN_UNDER_QK 0
-#endif
-
-// Build switch for A/B runs of the per-tile consumers (WsConfig::kFullProbeAhead): 1 probes the
-// next tile's `full` barrier while this tile's Q K^T runs.
-#ifndef QUENCH_PREFILL_WS_FULL_PROBE_AHEAD
-#define QUENCH_PREFILL_WS_FULL_PROBE_AHEAD 0
-#endif
-
-// Build switch for A/B runs of the per-tile consumers (WsConfig::kTurnAtExp): 1 passes the
-// ping-pong turn when the softmax's first row max is known, not right after the GEMM issue.
-#ifndef QUENCH_PREFILL_WS_TURN_AT_EXP
-#define QUENCH_PREFILL_WS_TURN_AT_EXP 0
-#endif
 
 namespace quench::prefill_hopper {
 
@@ -57,25 +38,6 @@ struct WsConfig {
   // eighth session): with a half-size Q K^T (64) or a 64-key tile (256) the waiting for the other
   // consumer's turn outweighs it.
   static constexpr bool kPingPong = kHeadDimT == 128;
-  // Where a consumer passes the turn (per-tile consumers): right after its GEMM issue, or
-  // (kTurnAtExp) once its softmax's max is known, just before the exponentials. The two
-  // consumers' exponent sections share each sub-partition's MUFU pipe (64 MUFU.EX2 per thread
-  // and tile at 8 cycles each); passed after the issue, the turn keeps the consumers only a GEMM
-  // issue apart, so those sections overlap. tools/sass_chain.py --pingpong (forty-fourth
-  // session) put the turn there at -5 to -13% cycles per tile against the issue's position, and
-  // after the first row's exponentials at +19% (the thirteenth session measured that one: -5%).
-  static constexpr bool kTurnAtExp = kPingPong && QUENCH_PREFILL_WS_TURN_AT_EXP != 0;
-
-  // FP8 P V (per-tile kernel): where an iteration joins tile t - 2's T into O (64 FFMA per
-  // thread). Before its GEMMs (0) the join lies on the path from the P V wait to the next Q K^T;
-  // after Q K^T's issue (1, 2) it runs while Q K^T does, and P V (which overwrites T) follows it.
-  // 2 also passes the ping-pong turn right after Q K^T, so that the other consumer's Q K^T
-  // queues before this one's P V.
-  // 3 keeps the join before the GEMMs and passes the turn right after Q K^T (the queue order
-  // of 2 without the registers that the join under Q K^T takes).
-  static constexpr int kJoinUnderQk = Tile::kFp8Pv ? QUENCH_PREFILL_FP8PV_JOIN_UNDER_QK : 0;
-  static constexpr bool kJoinAfterQk = kJoinUnderQk == 1 || kJoinUnderQk == 2;
-  static constexpr bool kTurnAfterQk = kJoinUnderQk == 2 || kJoinUnderQk == 3;
 
   // 16-bit P V takes V in its cached [key][dim] layout as the MN-major B operand
   // (issue_pv_v_mn_major): bf16 V as it lands from TMA, FP8 V once widened to f16 (no
@@ -172,13 +134,6 @@ struct WsConfig {
   }
   static constexpr int kStages = ring_fits(kRawStages, 4) ? 4 : (ring_fits(kRawStages, 3) ? 3 : 2);
   static_assert(ring_fits(kRawStages, 2), "two ring slots must fit");
-  // Per-tile consumers: each iteration's wait for its tile's `full` (~170-200 cycles in the
-  // thirteenth session's timeline, between the join and the turn) moves to a probe of the next
-  // tile's `full` made after the GEMMs are issued, while the warp waits for Q K^T anyway; the
-  // next iteration waits only where the probe said no. With 3 or more slots the next tile's slot
-  // was released (K and V) before the probe, so it usually answers yes.
-  static constexpr bool kFullProbeAhead =
-      QUENCH_PREFILL_WS_FULL_PROBE_AHEAD != 0 && kStages >= 3 && !kSplitFull;
   static_assert(!kSplitFull || kStages == 2, "the split barriers are for two-slot rings");
   static constexpr int kHeldPLoOffset = kSlotOffset + kStages * kSlotBytes;
   static constexpr int kBarrierOffset = kHeldPLoOffset + kHeldPLoBytes;

@@ -33,25 +33,6 @@ __device__ __forceinline__ void ws_issue_pv(float (&acc)[Cfg::Tile::kHeadDim / 2
   }
 }
 
-// +0.0f computed from a read of the SM clock (min(|x|, 0) is +0 for any bits x, NaN included;
-// ptxas does not fold it, where it folds x & 0): ptxas keeps the clock read after a preceding
-// barrier instruction, and so everything that uses the zero (SASS, forty-fourth session; a
-// volatile shared-memory read did the same at an LDS's latency).
-__device__ __forceinline__ float zero_after_barrier() {
-  float zero;
-  asm volatile(
-      "{\n.reg .u64 c;\n.reg .u32 lo;\n.reg .f32 w;\n"
-      "mov.u64 c, %%clock64;\n"
-      "cvt.u32.u64 lo, c;\n"
-      "mov.b32 w, lo;\n"
-      "abs.f32 w, w;\n"
-      "min.f32 %0, w, 0f00000000;\n}\n"
-      : "=f"(zero)
-      :
-      : "memory");
-  return zero;
-}
-
 // Consumer `consumer`'s 64 query rows of work item w -> its rows of the swizzled Q tile (rows
 // past the chunk are zero), by cp.async from its 128 threads (gtid 0..127); the caller commits,
 // waits, fences for the async proxy and syncs the warpgroup before a wgmma reads them.
@@ -309,22 +290,9 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   // basic block, and at the end of this one it would precede the softmax (no overlap left);
   // the loop's back edge keeps it after. Tile t - 2's V is released before the wait for tile
   // t's `full` (with two ring slots that wait needs it).
-  const auto pass_turn = [&](int tile) {
-    // Consumer 1's last turn would open a barrier that consumer 0 never waits on again.
-    if (Cfg::kPingPong && (consumer == 0 || tile + 1 < n_tiles)) {
-      sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + (1 - consumer),
-                                       Cfg::kConsumerThreads);
-    }
-  };
-  bool next_full_seen = false;  // kFullProbeAhead: the probe found this tile's `full` complete
   for (int tile = 0; tile < n_tiles; ++tile) {
     sm90::wgmma_wait_group<0>();
-    if constexpr (!Cfg::kJoinAfterQk) {
-      finish_deferred_pv();
-    } else {
-      sm90::fence_registers(p_frag);
-      sm90::fence_registers(pv_acc);
-    }
+    finish_deferred_pv();
     if (tile > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(tile - 2) % kStages]);
     pack_p<Tile, true>(s, p_frag);
     // FP8 P V: tile n - 2's second P term, for the tail (ws_two_term_tail).
@@ -335,9 +303,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     const int kv0 = w.kv_begin + tile * kBlockN;
     const int slot = tile % kStages;
     const uint32_t k_address = sm90::smem_address(smem + Cfg::kSlotOffset + slot * Cfg::kSlotBytes);
-    if (!Cfg::kFullProbeAhead || !next_full_seen) {
-      sm90_async::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((tile / kStages) & 1));
-    }
+    sm90_async::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((tile / kStages) & 1));
     if constexpr (Cfg::kSplitFull) {
       // The V of this iteration's P V: tile t - 1's (tile 0's at tile 0, see below).
       const int pv_tile = max(tile - 1, 0);
@@ -357,38 +323,20 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     sm90::wgmma_fence();
     issue_qk<Tile>(s, q, k_address);
     sm90::wgmma_commit_group();
-    if constexpr (Cfg::kTurnAfterQk) pass_turn(tile);
-    if constexpr (Cfg::kJoinAfterQk) {
-      // T (tile t - 2's P V, done) joins O while Q K^T runs; P V then overwrites T.
-      finish_deferred_pv();
-      sm90::fence_registers(pv_acc);
-      sm90::fence_registers(p_frag);
-      sm90::wgmma_fence();
-    }
     ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(max(tile - 1, 0)));
     sm90::wgmma_commit_group();
-    if constexpr (!Cfg::kTurnAfterQk && !Cfg::kTurnAtExp) pass_turn(tile);
-    if constexpr (Cfg::kFullProbeAhead) {
-      // The last tile probes its own (complete) phase: no branch here, with GEMMs in flight.
-      const int next = min(tile + 1, n_tiles - 1);
-      next_full_seen = sm90_async::mbarrier_try_wait(&ring.full[next % kStages],
-                                                     static_cast<uint32_t>((next / kStages) & 1));
+    // Consumer 1's last turn would open a barrier that consumer 0 never waits on again.
+    if (Cfg::kPingPong && (consumer == 0 || tile + 1 < n_tiles)) {
+      sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + (1 - consumer),
+                                       Cfg::kConsumerThreads);
     }
     // Groups complete in order: with the P V group pending at most, Q K^T is done.
     sm90::wgmma_wait_group<1>();
     sm90::fence_registers(s);
     fence_q_operand<Tile>(q);
     sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
-    if constexpr (Cfg::kTurnAtExp) {
-      online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2, kStaleMaxSixteenths<Tile>>(
-          scores, kv0, s, row_max, row_sum, correction, [&]() {
-            pass_turn(tile);
-            return zero_after_barrier();
-          });
-    } else {
-      online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2, kStaleMaxSixteenths<Tile>>(
-          scores, kv0, s, row_max, row_sum, correction);
-    }
+    online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2, kStaleMaxSixteenths<Tile>>(
+        scores, kv0, s, row_max, row_sum, correction);
   }
   // The last P V (nobody waits for its slot any more); FP8 P V: tile n - 2's second term first,
   // and tile n - 1's P two-term. The last wait is unconditional so that the compiler sees every
