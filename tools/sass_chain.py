@@ -39,7 +39,7 @@ import signal
 import sys
 
 sys.path.insert(0, __file__.rsplit('/', 1)[0])
-from sass_loop_census import MIN_SKIP, branch_target, opcode  # noqa: E402
+from sass_loop_census import opcode, tile_loop  # noqa: E402
 
 INSTRUCTION = re.compile(r'/\*([0-9a-f]{4,})\*/\s+(.*?);\s*/\* 0x([0-9a-f]{16}) \*/')
 CONTROL = re.compile(r'^\s*/\* 0x([0-9a-f]{16}) \*/\s*$')
@@ -72,24 +72,7 @@ def control(word):
 
 
 def steady_path(ins):
-    index = {a: i for i, (a, _, _) in enumerate(ins)}
-    best = None
-    for i, (a, t, _) in enumerate(ins):
-        target = branch_target(t)
-        if target is None or target >= a:
-            continue
-        lo = index[target]
-        if any('EXIT' in ins[j][1] for j in range(lo, i + 1)):
-            continue
-        n = sum('GMMA' in ins[j][1] for j in range(lo, i + 1))
-        if best is None or n > best[0] or (n == best[0] and i - lo < best[2] - best[1]):
-            best = (n, lo, i)
-    _, lo, hi = best
-    skipped = set()
-    for i in range(lo, hi + 1):
-        target = branch_target(ins[i][1])
-        if target is not None and ins[i][0] < target <= ins[hi][0] and index[target] - i > MIN_SKIP:
-            skipped.update(range(i + 1, index[target]))
+    lo, hi, skipped = tile_loop(ins)
     return [ins[i] for i in range(lo, hi + 1) if i not in skipped]
 
 

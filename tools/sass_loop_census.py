@@ -37,15 +37,14 @@ def opcode(text):
     return re.sub(r'^@!?U?P[T\d]+\s+', '', text).split()[0].split('.')[0]
 
 
-def main():
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under `| head`
-    ins = [(int(m.group(1), 16), m.group(2).strip())
-           for m in map(LINE.search, open(sys.argv[1])) if m]
-    index = {a: i for i, (a, _) in enumerate(ins)}
+def tile_loop(ins):
+    """The tile loop of instructions ins [(address, text, ...)]: its first and last index and the
+    indices of the long forward-skipped blocks inside it (printed as they are found)."""
+    index = {x[0]: i for i, x in enumerate(ins)}
     best = None
-    for i, (a, t) in enumerate(ins):
-        target = branch_target(t)
-        if target is None or target >= a:
+    for i, x in enumerate(ins):
+        target = branch_target(x[1])
+        if target is None or target >= x[0]:
             continue
         lo = index[target]
         if any(ins[j][1].startswith('EXIT') or ' EXIT' in ins[j][1] for j in range(lo, i + 1)):
@@ -60,6 +59,14 @@ def main():
         if target is not None and ins[i][0] < target <= ins[hi][0] and index[target] - i > MIN_SKIP:
             print(f'skipped block after {ins[i][0]:#x}: {index[target] - i - 1} instructions')
             skipped.update(range(i + 1, index[target]))
+    return lo, hi, skipped
+
+
+def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under `| head`
+    ins = [(int(m.group(1), 16), m.group(2).strip())
+           for m in map(LINE.search, open(sys.argv[1])) if m]
+    lo, hi, skipped = tile_loop(ins)
     body = [ins[i][1] for i in range(lo, hi + 1) if i not in skipped]
     print(f'loop {ins[lo][0]:#x}..{ins[hi][0]:#x}: {hi - lo + 1} instructions, '
           f'steady (skipped blocks left out) {len(body)}')
