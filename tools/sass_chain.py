@@ -25,7 +25,7 @@ cycle, the oldest ready warp first, and they share the MUFU interval.
 Prints the cycles of the pass per warp and where the issue waited (stall counts, scoreboards by
 the opcode that set them, the MUFU interval).
 With --pingpong N the two warps loop N times in the kernel's ping-pong turns, the tensor pipe
-modelled (see pingpong()), and the steady cycles per tile are printed. Not calibrated: the
+modelled (TensorModel), and the steady cycles per tile are printed. Not calibrated: the
 forty-fourth session's FP8 P·V loop gave ~1790 cycles per tile where its H100 throughput
 implies ~2300-2600 (the model leaves out the other three sub-partitions' warps of each
 warpgroup, the producer warp, the ring barriers and shared-memory traffic). It ordered the
@@ -76,46 +76,96 @@ def steady_path(ins):
     return [ins[i] for i in range(lo, hi + 1) if i not in skipped]
 
 
-def simulate(body, warps, offset, mufu_interval):
+class TensorModel:
+    """The ping-pong kernel's synchronisation, for --pingpong: a QGMMA marked gsb0 commits a group
+    of `gemm` cycles (the pipe runs one group at a time, in issue order, done `latency` cycles
+    later); WARPGROUP.DEPBAR.LE gsb0, N waits until at most N of the warp's groups are pending;
+    BAR.SYNC (the turn) waits `bar_latency` cycles past the other consumer's BAR.ARV (consumer 1
+    starts with one given, as the kernel's arrive before the loop)."""
+
+    def __init__(self, gemm, latency, bar_latency):
+        self.gemm, self.latency, self.bar_latency = gemm, latency, bar_latency
+        self.free = 0
+        self.pending = [[], []]  # completion times of each warp's committed groups, in order
+        self.tokens = [[0], []]  # turn arrivals waiting for warp k's BAR.SYNC
+
+    def earliest(self, k, op, text, at):
+        """The earliest issue of the instruction, or None while it waits for an arrival."""
+        if op == 'WARPGROUP' and 'DEPBAR' in text:
+            allowed = int(text.split(',')[-1], 16)
+            if len(self.pending[k]) > allowed:
+                at = max(at, self.pending[k][len(self.pending[k]) - allowed - 1])
+        if op == 'BAR' and '.SYNC' in text:
+            if not self.tokens[k]:
+                return None
+            at = max(at, self.tokens[k][0] + self.bar_latency)
+        return at
+
+    def issue(self, k, op, text, cycle):
+        if op == 'WARPGROUP' and 'DEPBAR' in text:
+            self.pending[k] = [t for t in self.pending[k] if t > cycle]
+        if op == 'BAR' and '.SYNC' in text:
+            self.tokens[k].pop(0)
+        if op == 'BAR' and '.ARV' in text:
+            self.tokens[1 - k].append(cycle)
+        if 'GMMA' in op and 'gsb0' in text:
+            self.free = max(self.free, cycle) + self.gemm
+            self.pending[k].append(self.free + self.latency)
+
+
+def run(body, warps, iterations, offset, mufu_interval, tensor=None):
+    """The in-order issue model of one sub-partition (module docstring): `warps` warps each pass
+    through `body` `iterations` times, warp k starting k * offset cycles in; one instruction
+    issues per cycle, the warp whose next instruction has waited longest first, and the warps
+    share the MUFU interval. tensor: a TensorModel, or None to leave the tensor cores' and the
+    barriers' waits out. Returns per warp its start, the cycle each pass issued its last
+    instruction, when that pass's results were all in, and where its issue waited."""
     n = len(body)
     ctl = [control(w) for _, _, w in body]
-    ops = [opcode(t) for _, t, _ in body]
+    texts = [t for _, t, _ in body]
+    ops = [opcode(t) for t in texts]
     pc = [0] * warps
     ready_at = [offset * k for k in range(warps)]  # earliest issue of the warp's next instruction
-    board = [[0] * 6 for _ in range(warps)]  # scoreboard release times
-    board_op = [[''] * 6 for _ in range(warps)]
     start = list(ready_at)
     last_issue = [r - 1 for r in ready_at]
-    finish = [None] * warps
+    board = [[0] * 6 for _ in range(warps)]  # scoreboard release times
+    board_op = [[''] * 6 for _ in range(warps)]
+    ends = [[] for _ in range(warps)]
+    drained = [[] for _ in range(warps)]
     waited = [collections.Counter() for _ in range(warps)]
     last_mufu = -10**9
     cycle = 0
-    while any(f is None for f in finish):
-        issued = False
-        order = sorted((k for k in range(warps) if finish[k] is None), key=lambda k: ready_at[k])
-        for k in order:
+    while min(len(e) for e in ends) < iterations:
+        for k in sorted(range(warps), key=lambda k: ready_at[k]):
+            if len(ends[k]) >= iterations:
+                continue
             i = pc[k]
             c = ctl[i]
-            earliest = ready_at[k]
-            why = 'stall'
+            earliest, why = ready_at[k], None
             for b in range(6):
                 if c['wait'] >> b & 1 and board[k][b] > earliest:
-                    earliest = board[k][b]
-                    why = 'scoreboard ' + board_op[k][b]
+                    earliest, why = board[k][b], 'scoreboard ' + board_op[k][b]
             if ops[i] == 'MUFU' and last_mufu + mufu_interval > earliest:
-                earliest = last_mufu + mufu_interval
-                why = 'MUFU interval'
-            if earliest > cycle or issued:
+                earliest, why = last_mufu + mufu_interval, 'MUFU interval'
+            if tensor:
+                synced = tensor.earliest(k, ops[i], texts[i], earliest)
+                if synced is None:
+                    continue
+                if synced > earliest:
+                    earliest, why = synced, 'tensor cores or turn'
+            if earliest > cycle:
                 continue
-            # Issue at `cycle` (one instruction per cycle on the sub-partition). The cycles
-            # since the warp's previous issue beyond one: its stall count's, then the reason it
-            # waited longer (a scoreboard, the MUFU interval, or the other warp's issue).
+            # Issue at `cycle`. The cycles since the warp's previous issue beyond one: its stall
+            # count's, then why it waited longer, then the other warp's issue.
             waited[k]['stall counts'] += max(ready_at[k] - last_issue[k] - 1, 0)
-            waited[k][why] += max(earliest - ready_at[k], 0) if why != 'stall' else 0
-            waited[k]['the other warp issued'] += cycle - max(earliest, ready_at[k])
+            if why:
+                waited[k][why] += earliest - ready_at[k]
+            waited[k]['the other warp issued'] += cycle - earliest
             last_issue[k] = cycle
             if ops[i] == 'MUFU':
                 last_mufu = cycle
+            if tensor:
+                tensor.issue(k, ops[i], texts[i], cycle)
             if c['wbar'] != 7:
                 board[k][c['wbar']] = cycle + LATENCY.get(ops[i], DEFAULT_LATENCY)
                 board_op[k][c['wbar']] = ops[i]
@@ -123,82 +173,13 @@ def simulate(body, warps, offset, mufu_interval):
                 board[k][c['rbar']] = cycle + 2
                 board_op[k][c['rbar']] = ops[i] + ' (read)'
             ready_at[k] = cycle + max(c['stall'], 1)
-            pc[k] += 1
-            issued = True
-            if pc[k] == n:
-                finish[k] = max(ready_at[k], max(board[k]))
-        cycle += 1
-    return [finish[k] - start[k] for k in range(warps)], waited
-
-
-def pingpong(body, iterations, mufu_interval, gemm_cycles, gemm_latency, bar_latency):
-    """Two consumers' warps (one each) on one sub-partition, running the loop in ping-pong turns
-    with the tensor pipe modelled: a QGMMA marked gsb0 commits a group of gemm_cycles (the pipe
-    runs one group at a time, in issue order); WARPGROUP.DEPBAR.LE gsb0, N waits until at most N
-    of the warp's groups are pending; BAR.SYNC (the turn) waits for the other consumer's BAR.ARV
-    (consumer 1 starts with one given, as the kernel's arrive before the loop). Returns each
-    warp's iteration end times."""
-    n = len(body)
-    ctl = [control(w) for _, _, w in body]
-    texts = [t for _, t, _ in body]
-    ops = [opcode(t) for t in texts]
-    warps = 2
-    pc = [0, 0]
-    ready_at = [0, 0]
-    board = [[0] * 6 for _ in range(warps)]
-    pending = [[], []]  # completion times of committed groups, in order
-    tokens = [[0], []]  # turn arrivals waiting for consumer c's BAR.SYNC
-    tensor_free = 0
-    last_mufu = -10**9
-    ends = [[], []]
-    cycle = 0
-    while min(len(e) for e in ends) < iterations:
-        issued = False
-        for k in sorted(range(warps), key=lambda k: ready_at[k]):
-            if issued or len(ends[k]) >= iterations:
-                continue
-            i = pc[k]
-            c = ctl[i]
-            earliest = ready_at[k]
-            for b in range(6):
-                if c['wait'] >> b & 1:
-                    earliest = max(earliest, board[k][b])
-            if ops[i] == 'MUFU':
-                earliest = max(earliest, last_mufu + mufu_interval)
-            if ops[i] == 'WARPGROUP' and 'DEPBAR' in texts[i]:
-                allowed = int(texts[i].split(',')[-1], 16)
-                if len(pending[k]) > allowed:
-                    earliest = max(earliest, pending[k][len(pending[k]) - allowed - 1])
-            if ops[i] == 'BAR' and '.SYNC' in texts[i]:
-                if not tokens[k]:
-                    continue
-                earliest = max(earliest, tokens[k][0] + bar_latency)
-            if earliest > cycle:
-                continue
-            if ops[i] == 'MUFU':
-                last_mufu = cycle
-            if ops[i] == 'WARPGROUP' and 'DEPBAR' in texts[i]:
-                pending[k] = [t for t in pending[k] if t > cycle]
-            if ops[i] == 'BAR' and '.SYNC' in texts[i]:
-                tokens[k].pop(0)
-            if ops[i] == 'BAR' and '.ARV' in texts[i]:
-                tokens[1 - k].append(cycle)
-            if 'GMMA' in ops[i] and 'gsb0' in texts[i]:
-                start = max(tensor_free, cycle)
-                tensor_free = start + gemm_cycles
-                pending[k].append(tensor_free + gemm_latency)
-            if c['wbar'] != 7:
-                board[k][c['wbar']] = cycle + LATENCY.get(ops[i], DEFAULT_LATENCY)
-            if c['rbar'] != 7:
-                board[k][c['rbar']] = cycle + 2
-            ready_at[k] = cycle + max(c['stall'], 1)
-            pc[k] += 1
-            issued = True
-            if pc[k] == n:
-                pc[k] = 0
+            pc[k] = (pc[k] + 1) % n
+            if pc[k] == 0:
                 ends[k].append(cycle)
+                drained[k].append(max(ready_at[k], max(board[k])))
+            break  # one instruction per cycle
         cycle += 1
-    return ends
+    return start, ends, drained, waited
 
 
 def main():
@@ -211,23 +192,24 @@ def main():
             opt[key] = int(args[args.index(key) + 1])
     body = steady_path(read(args[0]))
     if opt['--pingpong']:
-        ends = pingpong(body, opt['--pingpong'], opt['--mufu-interval'], opt['--gemm'],
-                        opt['--gemm-latency'], opt['--bar-latency'])
+        tensor = TensorModel(opt['--gemm'], opt['--gemm-latency'], opt['--bar-latency'])
+        _, ends, _, _ = run(body, 2, opt['--pingpong'], 0, opt['--mufu-interval'], tensor)
         half = opt['--pingpong'] // 2
         for k, e in enumerate(ends):
             period = (e[-1] - e[half]) / (len(e) - 1 - half)
             print(f'consumer {k}: {period:.0f} cycles per tile (iterations {half}..{len(e) - 1})')
         print(f'tensor pipe busy {2 * 2 * opt["--gemm"] / period:.0%} of a tile pair')
         return
-    cycles, waited = simulate(body, opt['--warps'], opt['--offset'], opt['--mufu-interval'])
+    start, _, drained, waited = run(body, opt['--warps'], 1, opt['--offset'],
+                                    opt['--mufu-interval'])
     print(f'steady path: {len(body)} instructions; warps {opt["--warps"]}, '
           f'offset {opt["--offset"]}, MUFU interval {opt["--mufu-interval"]}')
-    for k, c in enumerate(cycles):
-        print(f'warp {k}: {c} cycles ({len(body) / c:.2f} instructions per cycle)')
+    for k in range(opt['--warps']):
+        cycles = drained[k][0] - start[k]
+        print(f'warp {k}: {cycles} cycles ({len(body) / cycles:.2f} instructions per cycle)')
         for why, n in waited[k].most_common(8):
-            if n == 0:
-                continue
-            print(f'    {why:28s} {n}')
+            if n:
+                print(f'    {why:28s} {n}')
     if '--list' in args:
         for a, t, w in body:
             c = control(w)
