@@ -8,7 +8,9 @@
 // SM; "_pertile": the non-persistent kernel). At hd256 the Hopper variants run the warp-specialized
 // kernels unless QUENCH_PREFILL_HD256=sync selects the synchronous one (the A/B of that path). One
 // more case per kind soft-caps the logits at 30 (Gemma-2-style models; "cap30", b2 x 8k hd128 page
-// 16). bench/peers/prefill_peer.py measures cuDNN bf16 SDPA on the same shapes under the same case
+// 16), and one more runs a chunked prefill's later chunk on the Hopper variants ("b8 q1024 s16384":
+// 1024 queries per sequence over a 15k-key cached prefix; FLOPs are the unmasked products, the
+// causal sweep's count). bench/peers/prefill_peer.py measures cuDNN bf16 SDPA on the same shapes under the same case
 // strings.
 #include <cuda_runtime.h>
 
@@ -67,7 +69,15 @@ struct PrefillCase {
   int page_size;
   const char* kernel = "generic";  // "generic" or a kHopperVariants kernel
   float soft_cap = 0.0f;           // logit soft-cap (0: none)
+  // Query tokens per sequence: 0 for the whole sequence, else the last q_len positions over a
+  // cached prefix of seq_len - q_len (a chunked prefill's later chunk: every item of the launch
+  // sees about as many keys, and few of its tiles are masked).
+  int q_len = 0;
 };
+
+int query_tokens(const PrefillCase& c) {
+  return c.q_len > 0 ? c.q_len : c.seq_len;
+}
 
 bool is_generic(const PrefillCase& c) {
   return std::string(c.kernel) == "generic";
@@ -109,7 +119,8 @@ bool is_fp8_pv(const PrefillCase& c) {
 }
 
 std::string case_name(const PrefillCase& c) {
-  return str_cat(c.label, " b", c.batch, " s", c.seq_len, " h32/8 d", c.head_dim, " page",
+  return str_cat(c.label, " b", c.batch, c.q_len > 0 ? str_cat(" q", c.q_len) : "", " s",
+                 c.seq_len, " h32/8 d", c.head_dim, " page",
                  c.page_size, " causal", c.soft_cap > 0.0f ? str_cat(" cap", c.soft_cap) : "",
                  is_generic(c) ? "" : " ", is_generic(c) ? "" : c.kernel);
 }
@@ -145,7 +156,8 @@ void run_case(const PrefillCase& c, const BenchOptions& options, BenchReporter& 
   if (!options.wants_case(case_name(c))) return;
   constexpr int kQHeads = 32;
   constexpr int kKvHeads = 8;
-  const int tokens = c.batch * c.seq_len;
+  const int q_len = query_tokens(c);
+  const int tokens = c.batch * q_len;
   const int pages_per_seq = (c.seq_len + c.page_size - 1) / c.page_size;
   const int num_pages = c.batch * pages_per_seq + 1;  // page 0 is the null page
 
@@ -164,7 +176,7 @@ void run_case(const PrefillCase& c, const BenchOptions& options, BenchReporter& 
   p.num_seqs = c.batch;
   p.num_tokens = tokens;
   p.block_table_stride = pages_per_seq;
-  p.max_q_len = c.seq_len;
+  p.max_q_len = q_len;
   p.max_seq_len = c.seq_len;
   p.sm_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   p.logit_soft_cap = c.soft_cap;
@@ -180,7 +192,7 @@ void run_case(const PrefillCase& c, const BenchOptions& options, BenchReporter& 
       lens(static_cast<size_t>(c.batch), c.seq_len);
   std::vector<int32_t> table(static_cast<size_t>(c.batch) * pages_per_seq);
   for (int b = 0; b <= c.batch; ++b)
-    offsets[static_cast<size_t>(b)] = b * c.seq_len;
+    offsets[static_cast<size_t>(b)] = b * q_len;
   for (size_t i = 0; i < table.size(); ++i)
     table[i] = static_cast<int32_t>(i) + 1;
   DeviceBuffer d_offsets = DeviceBuffer::from_host(offsets);
@@ -196,8 +208,11 @@ void run_case(const PrefillCase& c, const BenchOptions& options, BenchReporter& 
   p.out = out.get();
 
   const float ms = time_ms(kernel_of(c.kernel), p);
-  const double flops =
-      4.0 * c.seq_len * static_cast<double>(c.seq_len) * kQHeads * c.head_dim / 2.0 * c.batch;
+  // Query i of a chunk sees prefix + i + 1 keys: q * prefix + q (q + 1) / 2 products per head,
+  // which for a whole sequence (q = S) is S (S + 1) / 2, the S * S / 2 of the causal count.
+  const double prefix = c.seq_len - q_len;
+  const double key_pairs = q_len * prefix + static_cast<double>(q_len) * q_len / 2.0;
+  const double flops = 4.0 * key_pairs * kQHeads * c.head_dim * c.batch;
   BenchRecord record;
   record.bench = "prefill";
   record.case_name = case_name(c);
@@ -244,6 +259,20 @@ void run_prefill_bench(const BenchOptions& options, BenchReporter& reporter) {
         c.kernel = variant.kernel;
         run_case(c, options, reporter);
       }
+    }
+    if (options.quick) continue;
+    // A later chunk of a chunked prefill (8 x 1024 queries over 16k keys): every item sees about
+    // as many keys and almost none is masked, so against b1 x 16k it separates the tile loop's
+    // rate from the causal sweep's masking and tail. No peer (SDPA's causal mask is top-left).
+    PrefillCase chunk = kind;
+    chunk.batch = 8;
+    chunk.seq_len = 16384;
+    chunk.q_len = 1024;
+    chunk.head_dim = 128;
+    chunk.page_size = 16;
+    for (const HopperVariant& variant : kHopperVariants) {
+      chunk.kernel = variant.kernel;
+      run_case(chunk, options, reporter);
     }
   }
 }
