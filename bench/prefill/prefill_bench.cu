@@ -10,8 +10,8 @@
 // more case per kind soft-caps the logits at 30 (Gemma-2-style models; "cap30", b2 x 8k hd128 page
 // 16), and one more runs a chunked prefill's later chunk on the Hopper variants ("b8 q1024 s16384":
 // 1024 queries per sequence over a 15k-key cached prefix; FLOPs are the unmasked products, the
-// causal sweep's count). bench/peers/prefill_peer.py measures cuDNN bf16 SDPA on the same shapes under the same case
-// strings.
+// causal sweep's count). bench/peers/prefill_peer.py measures cuDNN bf16 SDPA on the same shapes
+// under the same case strings.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -119,10 +119,10 @@ bool is_fp8_pv(const PrefillCase& c) {
 }
 
 std::string case_name(const PrefillCase& c) {
-  return str_cat(c.label, " b", c.batch, c.q_len > 0 ? str_cat(" q", c.q_len) : "", " s",
-                 c.seq_len, " h32/8 d", c.head_dim, " page",
-                 c.page_size, " causal", c.soft_cap > 0.0f ? str_cat(" cap", c.soft_cap) : "",
-                 is_generic(c) ? "" : " ", is_generic(c) ? "" : c.kernel);
+  return str_cat(c.label, " b", c.batch, c.q_len > 0 ? str_cat(" q", c.q_len) : "", " s", c.seq_len,
+                 " h32/8 d", c.head_dim, " page", c.page_size, " causal",
+                 c.soft_cap > 0.0f ? str_cat(" cap", c.soft_cap) : "", is_generic(c) ? "" : " ",
+                 is_generic(c) ? "" : c.kernel);
 }
 
 // Milliseconds per launch, averaged after warm-up over enough launches to last ~200 ms.
