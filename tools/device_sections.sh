@@ -15,11 +15,22 @@
 #   qkab                 decode with QUENCH_DECODE_QK=mma (the default) against wgmma, FP8 page
 #                        16, bf16 out, two rounds (tools/bench_ab.sh); results in $OUT/qkab/
 # Environment: OUT (default /tmp/quench_device), QUENCH_COMMIT (recorded in every result).
+# The device tool brings back at most 8 files from $OUT, and three `rec` sections write more than
+# that (a call lost its bench.jsonl to the count): every section writes into a scratch folder, and
+# at the end $OUT gets that folder as one sections.tgz beside this script's own output,
+# sections.log (unpack here with `tar -xzf FILES_AT/sections.tgz -C SOMEWHERE`).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 kit=${1:-.gpu_bin/engine}
-out=${OUT:-/tmp/quench_device}
-mkdir -p "$out"
+final_out=${OUT:-/tmp/quench_device}
+mkdir -p "$final_out"
+out=$(mktemp -d)
+exec > >(tee "$final_out/sections.log") 2>&1
+pack_results() {
+  tar -C "$out" -czf "$final_out/sections.tgz" .
+  echo "device_sections: results packed into sections.tgz ($(du -sh "$final_out/sections.tgz" | cut -f1))"
+}
+trap pack_results EXIT
 bin=$(mktemp -d)
 tar -C "$bin" -xJf "$kit/engine_bin.tar.xz" || { echo "device_sections: cannot unpack $kit/engine_bin.tar.xz" >&2; exit 2; }
 export LD_LIBRARY_PATH="$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
