@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "quench/ops/attention/attention_params.h"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_fragment_store.cuh"
@@ -103,15 +104,25 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     };
 
     // ws_consumer's iteration: finish P V of tile t - 2, S = Q K^T of tile t, P V of tile t - 1
-    // under tile t's softmax (FP8 P V: the last one holds tile n - 2's second P term).
-    for (int tile = 0; tile < n_tiles; ++tile) {
+    // under tile t's softmax (FP8 P V: the last one holds tile n - 2's second P term); kFirst
+    // (kPeelFirstTile): tile 0 issuing its Q K^T alone (see there).
+    const auto tile_step = [&](const int tile, auto first_tile) {
+      constexpr bool kFirst = decltype(first_tile)::value;
       const int g = g0 + tile;
-      sm90::wgmma_wait_group<0>();
-      finish_deferred_pv();
-      if (tile > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(g - 2) % kStages]);
-      pack_p<Tile, true>(s, p_frag);
-      if constexpr (Tile::kFp8Pv && kTwoTermPrev) {
-        if (tile == n_tiles - 1) {
+      if constexpr (!kFirst) {
+        sm90::wgmma_wait_group<0>();
+        finish_deferred_pv();
+        if (tile > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(g - 2) % kStages]);
+        pack_p<Tile, true>(s, p_frag);
+        if constexpr (Tile::kFp8Pv && kTwoTermPrev) {
+          if (tile == n_tiles - 1) {
+            hold_p_lo<Tile, Cfg::kConsumerThreads>(s, p_frag, held_p_lo, ctid);
+          }
+        }
+      } else if constexpr (Tile::kFp8Pv && kTwoTermPrev) {
+        // A one-tile item's tail adds the held term of "tile -1": zero, as S is still.
+        if (n_tiles == 1) {
+          pack_p<Tile, true>(s, p_frag);
           hold_p_lo<Tile, Cfg::kConsumerThreads>(s, p_frag, held_p_lo, ctid);
         }
       }
@@ -119,7 +130,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
       const int kv0 = kv_begin + tile * kBlockN;
       const int slot = g % kStages;
       sm90_async::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((g / kStages) & 1));
-      if constexpr (Cfg::kSplitFull) {
+      if constexpr (Cfg::kSplitFull && !kFirst) {
         // The V of this iteration's P V (the item's first tile's at its first tile).
         const int g_pv = tile > 0 ? g - 1 : g;
         sm90_async::mbarrier_wait(&ring.v_full[g_pv % kStages],
@@ -134,22 +145,35 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
       sm90::wgmma_fence();
       issue_qk<Tile>(s, q, slot_address(g));
       sm90::wgmma_commit_group();
-      ws_issue_pv<Cfg>(
-          pv_acc, p_frag,
-          slot_address(tile > 0 ? g - 1 : g) + static_cast<uint32_t>(Cfg::kSlotKBytes));
-      sm90::wgmma_commit_group();
+      if constexpr (!kFirst) {
+        ws_issue_pv<Cfg>(
+            pv_acc, p_frag,
+            slot_address(tile > 0 ? g - 1 : g) + static_cast<uint32_t>(Cfg::kSlotKBytes));
+        sm90::wgmma_commit_group();
+      }
       // Consumer 1's last turn of the CTA would open a barrier that consumer 0 never waits on.
       if (Cfg::kPingPong && (consumer == 0 || tile + 1 < n_tiles || next_item >= 0)) {
         sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + (1 - consumer),
                                          Cfg::kConsumerThreads);
       }
-      sm90::wgmma_wait_group<1>();
+      if constexpr (kFirst) {
+        sm90::wgmma_wait_group<0>();
+      } else {
+        sm90::wgmma_wait_group<1>();
+      }
       sm90::fence_registers(s);
       fence_q_operand<Tile>(q);
       sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
       online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2, kStaleMaxSixteenths<Tile>>(
           scores, kv0, s, row_max, row_sum, correction);
+    };
+    int first_looped = 0;
+    if constexpr (kPeelFirstTile) {
+      tile_step(0, std::true_type{});  // n_tiles >= 1
+      first_looped = 1;
     }
+    for (int tile = first_looped; tile < n_tiles; ++tile)
+      tile_step(tile, std::false_type{});
     // The last two P Vs; the producer reuses their slots for the next item, so both release V.
     // FP8 P V: tile n - 2's second P term first, tile n - 1's P two-term (ws_two_term_tail).
     const int g_last = g0 + n_tiles - 1;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "quench/core/sm90_wgmma.cuh"
 #include "quench/ops/attention/attention_params.h"
@@ -101,6 +102,16 @@ __device__ __forceinline__ ScoreTransform ws_score_transform(const AttentionPara
 // 0.75 margin with T joining O only every 2-8 tiles gave nothing (-1.5% at 1k).
 template <class Tile>
 inline constexpr int kStaleMaxSixteenths = Tile::kFp8Pv ? 0 : 8 * 16;
+
+// Whether the consumers run an item's tile 0 as a copy of the loop body that issues its Q K^T
+// alone (a build switch for A/B runs, QUENCH_PREFILL_PEEL_FIRST_TILE, default 0). Unpeeled, tile
+// 0 issues a P V of zero P against tile 0's V, so that no branch sits around a wgmma: a whole
+// P V of tensor work per item (at 1k tokens an item has ~4.5 tiles, so ~18% of the P V work; the
+// bf16 kinds' GEMM issue already waits on the tensor cores), paid for by the copy's code size.
+#ifndef QUENCH_PREFILL_PEEL_FIRST_TILE
+#define QUENCH_PREFILL_PEEL_FIRST_TILE 0
+#endif
+inline constexpr bool kPeelFirstTile = QUENCH_PREFILL_PEEL_FIRST_TILE != 0;
 
 // Once the deferred P V is done: O takes it (FP8: O = O * o_correction + T, then o_correction
 // becomes the last softmax's correction) and, for bf16, the last softmax's correction, skipped
@@ -289,22 +300,32 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
   // wait for that P V opens the next iteration: ptxas moves a wgmma wait to the start of its
   // basic block, and at the end of this one it would precede the softmax (no overlap left);
   // the loop's back edge keeps it after. Tile t - 2's V is released before the wait for tile
-  // t's `full` (with two ring slots that wait needs it).
-  for (int tile = 0; tile < n_tiles; ++tile) {
-    sm90::wgmma_wait_group<0>();
-    finish_deferred_pv();
-    if (tile > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(tile - 2) % kStages]);
-    pack_p<Tile, true>(s, p_frag);
-    // FP8 P V: tile n - 2's second P term, for the tail (ws_two_term_tail).
-    if constexpr (Tile::kFp8Pv && kTwoTermPrev) {
-      if (tile == n_tiles - 1) hold_p_lo<Tile, Cfg::kConsumerThreads>(s, p_frag, held_p_lo, ctid);
+  // t's `full` (with two ring slots that wait needs it). kFirst (kPeelFirstTile): tile 0 as its
+  // own copy of the body, issuing Q K^T alone.
+  const auto tile_step = [&](const int tile, auto first_tile) {
+    constexpr bool kFirst = decltype(first_tile)::value;
+    if constexpr (!kFirst) {
+      sm90::wgmma_wait_group<0>();
+      finish_deferred_pv();
+      if (tile > 1) sm90_async::mbarrier_arrive(&ring.v_empty[(tile - 2) % kStages]);
+      pack_p<Tile, true>(s, p_frag);
+      // FP8 P V: tile n - 2's second P term, for the tail (ws_two_term_tail).
+      if constexpr (Tile::kFp8Pv && kTwoTermPrev) {
+        if (tile == n_tiles - 1) hold_p_lo<Tile, Cfg::kConsumerThreads>(s, p_frag, held_p_lo, ctid);
+      }
+    } else if constexpr (Tile::kFp8Pv && kTwoTermPrev) {
+      // A one-tile item's tail adds the held term of "tile -1": zero, as S is still.
+      if (n_tiles == 1) {
+        pack_p<Tile, true>(s, p_frag);
+        hold_p_lo<Tile, Cfg::kConsumerThreads>(s, p_frag, held_p_lo, ctid);
+      }
     }
 
     const int kv0 = w.kv_begin + tile * kBlockN;
     const int slot = tile % kStages;
     const uint32_t k_address = sm90::smem_address(smem + Cfg::kSlotOffset + slot * Cfg::kSlotBytes);
     sm90_async::mbarrier_wait(&ring.full[slot], static_cast<uint32_t>((tile / kStages) & 1));
-    if constexpr (Cfg::kSplitFull) {
+    if constexpr (Cfg::kSplitFull && !kFirst) {
       // The V of this iteration's P V: tile t - 1's (tile 0's at tile 0, see below).
       const int pv_tile = max(tile - 1, 0);
       sm90_async::mbarrier_wait(&ring.v_full[pv_tile % kStages],
@@ -312,8 +333,8 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     }
 
     // In turn with the other consumer (ping-pong), which may go once both GEMMs are issued.
-    // At tile 0 the P V is (O or T) += 0 * V of tile 0 (S zeroed; the producer leaves V
-    // finite): the code has no branch around a wgmma, which would make the compiler serialize
+    // Unpeeled, at tile 0 the P V is (O or T) += 0 * V of tile 0 (S zeroed; the producer leaves
+    // V finite): the code has no branch around a wgmma, which would make the compiler serialize
     // every wgmma.
     if constexpr (Cfg::kPingPong) {
       sm90_async::named_barrier_sync(Cfg::kScheduleBarrier + consumer, Cfg::kConsumerThreads);
@@ -323,21 +344,34 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
     sm90::wgmma_fence();
     issue_qk<Tile>(s, q, k_address);
     sm90::wgmma_commit_group();
-    ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(max(tile - 1, 0)));
-    sm90::wgmma_commit_group();
+    if constexpr (!kFirst) {
+      ws_issue_pv<Cfg>(pv_acc, p_frag, vt_address_of(max(tile - 1, 0)));
+      sm90::wgmma_commit_group();
+    }
     // Consumer 1's last turn would open a barrier that consumer 0 never waits on again.
     if (Cfg::kPingPong && (consumer == 0 || tile + 1 < n_tiles)) {
       sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + (1 - consumer),
                                        Cfg::kConsumerThreads);
     }
     // Groups complete in order: with the P V group pending at most, Q K^T is done.
-    sm90::wgmma_wait_group<1>();
+    if constexpr (kFirst) {
+      sm90::wgmma_wait_group<0>();
+    } else {
+      sm90::wgmma_wait_group<1>();
+    }
     sm90::fence_registers(s);
     fence_q_operand<Tile>(q);
     sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
     online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2, kStaleMaxSixteenths<Tile>>(
         scores, kv0, s, row_max, row_sum, correction);
+  };
+  int first_looped = 0;
+  if constexpr (kPeelFirstTile) {
+    tile_step(0, std::true_type{});  // every item has a tile: its rows see their own keys
+    first_looped = 1;
   }
+  for (int tile = first_looped; tile < n_tiles; ++tile)
+    tile_step(tile, std::false_type{});
   // The last P V (nobody waits for its slot any more); FP8 P V: tile n - 2's second term first,
   // and tile n - 1's P two-term. The last wait is unconditional so that the compiler sees every
   // path wait before O is read.
