@@ -168,7 +168,7 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
           scores, kv0, s, row_max, row_sum, correction);
     };
     int first_looped = 0;
-    if constexpr (kPeelFirstTile) {
+    if constexpr (kPeelFirstTile<Cfg, true>) {
       tile_step(0, std::true_type{});  // n_tiles >= 1
       first_looped = 1;
     }

@@ -104,14 +104,22 @@ template <class Tile>
 inline constexpr int kStaleMaxSixteenths = Tile::kFp8Pv ? 0 : 8 * 16;
 
 // Whether the consumers run an item's tile 0 as a copy of the loop body that issues its Q K^T
-// alone (a build switch for A/B runs, QUENCH_PREFILL_PEEL_FIRST_TILE, default 0). Unpeeled, tile
-// 0 issues a P V of zero P against tile 0's V, so that no branch sits around a wgmma: a whole
-// P V of tensor work per item (at 1k tokens an item has ~4.5 tiles, so ~18% of the P V work; the
-// bf16 kinds' GEMM issue already waits on the tensor cores), paid for by the copy's code size.
+// alone. The loop's tile 0 issues a P V of zero P against tile 0's V, so that no branch sits
+// around a wgmma: a whole P V of tensor work per item (at 1k tokens an item has ~4.5 tiles: ~18%
+// of its P V work), which the copy saves at the price of its code. H100, TFLOP/s, unpeeled /
+// peeled, two or three rounds (bench/LOG.md, forty-fifth session): FP8 P·V 1k page 16 391 / 401,
+// 8k 727 / 738, 16k 753 / 759; bf16 q over FP8 KV 1k 309 / 318, 8k 534 / 538, head_dim 256 555 /
+// 565; bf16 head_dim 256 658 / 683, head_dim 64 431 / 437; the bf16 persistent kernel at head_dim
+// 128 1k 342 / 352 and even at 8k-16k; but the bf16 per-tile kernel at head_dim 128 590 / 581 at
+// 8k and 626 / 611 at 16k (even at 1k-2k), so that one keeps the zero P V.
+// QUENCH_PREFILL_PEEL_FIRST_TILE=0 (a build switch for A/B runs) keeps it everywhere.
 #ifndef QUENCH_PREFILL_PEEL_FIRST_TILE
-#define QUENCH_PREFILL_PEEL_FIRST_TILE 0
+#define QUENCH_PREFILL_PEEL_FIRST_TILE 1
 #endif
-inline constexpr bool kPeelFirstTile = QUENCH_PREFILL_PEEL_FIRST_TILE != 0;
+template <class Cfg, bool kPersistent>
+inline constexpr bool kPeelFirstTile = QUENCH_PREFILL_PEEL_FIRST_TILE != 0 &&
+                                       (kPersistent || Cfg::Tile::kFp8Kv ||
+                                        Cfg::Tile::kHeadDim != 128);  // kFp8Kv false: bf16 KV
 
 // Once the deferred P V is done: O takes it (FP8: O = O * o_correction + T, then o_correction
 // becomes the last softmax's correction) and, for bf16, the last softmax's correction, skipped
@@ -366,7 +374,7 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
         scores, kv0, s, row_max, row_sum, correction);
   };
   int first_looped = 0;
-  if constexpr (kPeelFirstTile) {
+  if constexpr (kPeelFirstTile<Cfg, false>) {
     tile_step(0, std::true_type{});  // every item has a tile: its rows see their own keys
     first_looped = 1;
   }
