@@ -410,6 +410,40 @@ TEST(JsonTokenMasks, AllowExactlyTheTokensThePrefixAccepts) {
   EXPECT_NE(seen[1], seen[2]);
 }
 
+// Inside a string that takes every printable ASCII byte as itself, the masks take tokens of
+// such bytes without walking them (JsonTokenMasks::plain_); everywhere else they walk. Both must
+// allow exactly the tokens the prefix accepts: in plain strings (JSON mode, a schema's value and
+// key), and in strings where a plain byte changes the state: a length bound, a pattern, an enum,
+// an escape, a code point cut in the middle.
+TEST(JsonTokenMasks, InsideStringsAllowExactlyTheTokensThePrefixAccepts) {
+  const LlmEngine engine(testing_support::tiny_engine_options(tiny_model_dir("string_masks")));
+  const Tokenizer& tokenizer = *engine.tokenizer();
+  JsonTokenMasks masks(tokenizer, engine.eos_token_ids());
+  const auto person = schema_of(kPerson);
+  const auto bounded = schema_of(R"({"type": "object", "properties": {"s": {"type": "string",
+      "maxLength": 3}}, "required": ["s"]})");
+  const auto patterned = schema_of(R"({"type": "object", "properties": {"s": {"type": "string",
+      "pattern": "^[a-z]+-[0-9]+$"}}, "required": ["s"]})");
+  const auto enumerated = schema_of(R"({"type": "object", "properties": {"s": {"type": "string",
+      "enum": ["the cat", "the dog"]}}, "required": ["s"]})");
+  for (const auto& [schema, text] : std::vector<std::pair<const JsonSchema*, std::string>>{
+           {JsonSchema::any_object().get(), "{\"a\": \"xy"},
+           {JsonSchema::any_object().get(), "{\"a\": \"x\\"},
+           {JsonSchema::any_object().get(), "{\"a\": \"\xc3"},
+           {JsonSchema::any_object().get(), "{\"k"},
+           {person.get(), "{\"name\": \"Jo"},
+           {person.get(), "{\"name\": \""},
+           {bounded.get(), "{\"s\": \"a"},
+           {bounded.get(), "{\"s\": \"ab"},
+           {patterned.get(), "{\"s\": \"ab"},
+           {enumerated.get(), "{\"s\": \"the "}}) {
+    JsonSchemaPrefix prefix(*schema);
+    ASSERT_TRUE(prefix.feed(text)) << text;
+    testing_support::expect_mask_follows_prefix(tokenizer, masks, prefix, engine.eos_token_ids(),
+                                                text);
+  }
+}
+
 // Prefixes that differ only in values already done share a key, so they share a cached mask;
 // ones that can go on differently do not.
 TEST(JsonSchemaPrefix, KeysForgetFinishedValues) {

@@ -9,6 +9,32 @@
 #include "quench/tokenizer/tokenizer.h"
 
 namespace quench {
+namespace {
+
+// The bytes a plain JSON string takes as themselves: printable ASCII but the quote and the
+// backslash (JsonTokenMasks::plain_).
+bool is_plain_byte(unsigned char c) {
+  return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\';
+}
+
+// Whether every plain byte leads `prefix` back to its own key: then a token of plain bytes only
+// leaves the prefix as it was after each of its bytes (two prefixes with the same key accept the
+// same continuations), so it is taken. 'a' first: most states refuse it or move on at once.
+bool plain_bytes_loop(const JsonSchemaPrefix& prefix, const std::string& key) {
+  const auto loops = [&](unsigned char c) {
+    JsonSchemaPrefix next = prefix;
+    return next.feed(std::string_view(reinterpret_cast<const char*>(&c), 1)) && next.key() == key;
+  };
+  if (!loops('a')) return false;
+  for (unsigned c = 0x20; c <= 0x7e; ++c) {
+    if (is_plain_byte(static_cast<unsigned char>(c)) && c != 'a' &&
+        !loops(static_cast<unsigned char>(c)))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 JsonTokenMasks::JsonTokenMasks(const Tokenizer& tokenizer, std::vector<int32_t> stop_ids)
     : stop_ids_(std::move(stop_ids)) {
@@ -21,6 +47,12 @@ JsonTokenMasks::JsonTokenMasks(const Tokenizer& tokenizer, std::vector<int32_t> 
   std::sort(sorted_.begin(), sorted_.end(), [&](int32_t a, int32_t b) {
     return bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)];
   });
+  plain_.assign(sorted_.size(), 0);
+  for (size_t i = 0; i < sorted_.size(); ++i) {
+    const std::string& bytes = bytes_[static_cast<size_t>(sorted_[i])];
+    plain_[i] = std::all_of(bytes.begin(), bytes.end(),
+                            [](char c) { return is_plain_byte(static_cast<unsigned char>(c)); });
+  }
   shared_.assign(sorted_.size(), 0);
   for (size_t i = 1; i < sorted_.size(); ++i) {
     const std::string& a = bytes_[static_cast<size_t>(sorted_[i - 1])];
@@ -39,10 +71,14 @@ namespace {
 // depth 0 being the prefix. The tokens are walked in byte order: a token feeds only the bytes past
 // the ones it shares with the token before it, and a refused start refuses every token that
 // starts with it at once.
+// taken_unwalked (or null): per sorted token, taken without feeding it (JsonTokenMasks::plain_
+// where the prefix loops on plain bytes). Skipping a token leaves the walk's states as the last
+// fed token left them: the next token shares with that one the least of the shared counts since
+// (sorted order), which is what `shared` keeps.
 template <typename Walk>
 void mark_taken(const std::vector<std::string>& bytes_of, const std::vector<int32_t>& sorted,
                 const std::vector<int32_t>& shared_with_previous, Walk& walk,
-                std::vector<uint32_t>& mask) {
+                const std::vector<uint8_t>* taken_unwalked, std::vector<uint32_t>& mask) {
   // refused: the length of the last token's refused start (none: INT32_MAX). shared: the bytes
   // the current token shares with that token (the least shared_with_previous since, the tokens
   // being sorted).
@@ -52,6 +88,10 @@ void mark_taken(const std::vector<std::string>& bytes_of, const std::vector<int3
     const std::string& bytes = bytes_of[static_cast<size_t>(id)];
     shared = std::min(shared, shared_with_previous[i]);
     if (shared >= refused) continue;  // starts with a refused start
+    if (taken_unwalked != nullptr && (*taken_unwalked)[i] != 0) {
+      mask[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
+      continue;
+    }
     // The shared bytes were fed (a token is fed up to its refused start, and one that shares
     // that start was skipped above).
     const auto length = static_cast<int32_t>(bytes.size());
@@ -107,12 +147,13 @@ const std::vector<uint32_t>& JsonTokenMasks::allowed_bits(const JsonSchemaPrefix
   if (const GrammarPrefix* grammar = prefix.grammar()) {
     grammar_ids_.assign(1, grammar_steps_.start(*grammar));
     GrammarWalk walk{grammar_steps_, grammar_ids_};
-    mark_taken(bytes_, sorted_, shared_, walk, *mask);
+    mark_taken(bytes_, sorted_, shared_, walk, nullptr, *mask);
   } else {
     if (depth_states_.empty()) depth_states_.assign(1, prefix);
     depth_states_[0] = prefix;
     PrefixWalk walk{depth_states_};
-    mark_taken(bytes_, sorted_, shared_, walk, *mask);
+    mark_taken(bytes_, sorted_, shared_, walk, plain_bytes_loop(prefix, key) ? &plain_ : nullptr,
+               *mask);
   }
   if (prefix.may_stop()) {
     for (int32_t id : stop_ids_) {

@@ -2,10 +2,13 @@
 // tokenizer. The tokens are walked in byte order, keeping one prefix state per depth of the
 // current token's bytes: a token feeds only the bytes past the ones it shares with the token
 // before it, a refused prefix refuses every token that starts with it at once, and the states are
-// assigned into one another (no allocation per token); a grammar's states are numbered instead,
-// each byte's step from each computed once per mask (GrammarSteps). Masks are cached by the
-// prefix's key (which names its schema; a string's inside, for one, always gives the same mask), at
-// most kMaxCached of them, shared by every request and schema of the engine.
+// assigned into one another (no allocation per token); inside a string that takes every
+// printable ASCII byte but '"' and '\\' as itself, tokens of only such bytes are taken unwalked
+// (most of a vocabulary: the first mask inside a plain string 10 ms -> 0.7 ms on a synthetic 128k
+// vocabulary, 2 cores); a grammar's states are numbered instead, each byte's step from each
+// computed once per mask (GrammarSteps). Masks are cached by the prefix's key (which names its
+// schema; a string's inside, for one, always gives the same mask), at most kMaxCached of them,
+// shared by every request and schema of the engine.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +43,10 @@ class JsonTokenMasks {
   std::vector<int32_t> sorted_;  // the ids of non-empty bytes_, in byte order
   // shared_[i]: the bytes sorted_[i] shares at its start with sorted_[i - 1] (0 for the first).
   std::vector<int32_t> shared_;
+  // plain_[i]: sorted_[i]'s bytes are all printable ASCII but '"' and '\\' (0x20..0x7e): where
+  // each of those bytes leads a prefix back to its own key (the inside of a string without a
+  // length, pattern or format), every such token is taken without walking it.
+  std::vector<uint8_t> plain_;
   std::vector<JsonSchemaPrefix> depth_states_;  // the walk's states, reused across masks
   GrammarSteps grammar_steps_;                  // a grammar's walk: its states, met this mask
   std::vector<int32_t> grammar_ids_;            // and the walk's, by depth
