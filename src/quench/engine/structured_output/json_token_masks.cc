@@ -34,6 +34,22 @@ bool plain_bytes_loop(const JsonSchemaPrefix& prefix, const std::string& key) {
   return true;
 }
 
+// The same for a grammar's walk from its first state ids[0]: every plain byte steps back to it
+// (states are numbered by what they accept, GrammarSteps).
+bool plain_bytes_loop(GrammarSteps& steps, std::vector<int32_t>& ids) {
+  const auto loops = [&](unsigned char c) {
+    const int32_t next = steps.step(std::span<int32_t>(ids.data(), 1), c);
+    return next == ids[0];  // after the step: an emptied table renumbers ids[0] in place
+  };
+  if (!loops('a')) return false;
+  for (unsigned c = 0x20; c <= 0x7e; ++c) {
+    if (is_plain_byte(static_cast<unsigned char>(c)) && c != 'a' &&
+        !loops(static_cast<unsigned char>(c)))
+      return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 JsonTokenMasks::JsonTokenMasks(const Tokenizer& tokenizer, std::vector<int32_t> stop_ids)
@@ -147,7 +163,8 @@ const std::vector<uint32_t>& JsonTokenMasks::allowed_bits(const JsonSchemaPrefix
   if (const GrammarPrefix* grammar = prefix.grammar()) {
     grammar_ids_.assign(1, grammar_steps_.start(*grammar));
     GrammarWalk walk{grammar_steps_, grammar_ids_};
-    mark_taken(bytes_, sorted_, shared_, walk, nullptr, *mask);
+    const bool plain_loop = plain_bytes_loop(grammar_steps_, grammar_ids_);
+    mark_taken(bytes_, sorted_, shared_, walk, plain_loop ? &plain_ : nullptr, *mask);
   } else {
     if (depth_states_.empty()) depth_states_.assign(1, prefix);
     depth_states_[0] = prefix;
