@@ -17,14 +17,10 @@ bool is_plain_byte(unsigned char c) {
   return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\';
 }
 
-// Whether every plain byte leads `prefix` back to its own key: then a token of plain bytes only
-// leaves the prefix as it was after each of its bytes (two prefixes with the same key accept the
-// same continuations), so it is taken. 'a' first: most states refuse it or move on at once.
-bool plain_bytes_loop(const JsonSchemaPrefix& prefix, const std::string& key) {
-  const auto loops = [&](unsigned char c) {
-    JsonSchemaPrefix next = prefix;
-    return next.feed(std::string_view(reinterpret_cast<const char*>(&c), 1)) && next.key() == key;
-  };
+// Whether `loops(c)` holds for every plain byte c; 'a' first: most states refuse it or move on at
+// once.
+template <typename Loops>
+bool every_plain_byte(const Loops& loops) {
   if (!loops('a')) return false;
   for (unsigned c = 0x20; c <= 0x7e; ++c) {
     if (is_plain_byte(static_cast<unsigned char>(c)) && c != 'a' &&
@@ -34,20 +30,23 @@ bool plain_bytes_loop(const JsonSchemaPrefix& prefix, const std::string& key) {
   return true;
 }
 
+// Whether every plain byte leads `prefix` back to its own key: then a token of plain bytes only
+// leaves the prefix as it was after each of its bytes (two prefixes with the same key accept the
+// same continuations), so it is taken.
+bool plain_bytes_loop(const JsonSchemaPrefix& prefix, const std::string& key) {
+  return every_plain_byte([&](unsigned char c) {
+    JsonSchemaPrefix next = prefix;
+    return next.feed(std::string_view(reinterpret_cast<const char*>(&c), 1)) && next.key() == key;
+  });
+}
+
 // The same for a grammar's walk from its first state ids[0]: every plain byte steps back to it
 // (states are numbered by what they accept, GrammarSteps).
 bool plain_bytes_loop(GrammarSteps& steps, std::vector<int32_t>& ids) {
-  const auto loops = [&](unsigned char c) {
+  return every_plain_byte([&](unsigned char c) {
     const int32_t next = steps.step(std::span<int32_t>(ids.data(), 1), c);
     return next == ids[0];  // after the step: an emptied table renumbers ids[0] in place
-  };
-  if (!loops('a')) return false;
-  for (unsigned c = 0x20; c <= 0x7e; ++c) {
-    if (is_plain_byte(static_cast<unsigned char>(c)) && c != 'a' &&
-        !loops(static_cast<unsigned char>(c)))
-      return false;
-  }
-  return true;
+  });
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include "quench/ops/attention/attention_params.h"
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_fragment_store.cuh"
@@ -119,12 +118,8 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
             hold_p_lo<Tile, Cfg::kConsumerThreads>(s, p_frag, held_p_lo, ctid);
           }
         }
-      } else if constexpr (Tile::kFp8Pv && kTwoTermPrev) {
-        // A one-tile item's tail adds the held term of "tile -1": zero, as S is still.
-        if (n_tiles == 1) {
-          pack_p<Tile, true>(s, p_frag);
-          hold_p_lo<Tile, Cfg::kConsumerThreads>(s, p_frag, held_p_lo, ctid);
-        }
+      } else {
+        ws_hold_first_p_lo<Cfg, kTwoTermPrev>(n_tiles, s, p_frag, held_p_lo, ctid);
       }
 
       const int kv0 = kv_begin + tile * kBlockN;
@@ -156,24 +151,14 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
         sm90_async::named_barrier_arrive(Cfg::kScheduleBarrier + (1 - consumer),
                                          Cfg::kConsumerThreads);
       }
-      if constexpr (kFirst) {
-        sm90::wgmma_wait_group<0>();
-      } else {
-        sm90::wgmma_wait_group<1>();
-      }
+      sm90::wgmma_wait_group<kFirst ? 0 : 1>();
       sm90::fence_registers(s);
       fence_q_operand<Tile>(q);
       sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
       online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2, kStaleMaxSixteenths<Tile>>(
           scores, kv0, s, row_max, row_sum, correction);
     };
-    int first_looped = 0;
-    if constexpr (kPeelFirstTile<Cfg, true>) {
-      tile_step(0, std::true_type{});  // n_tiles >= 1
-      first_looped = 1;
-    }
-    for (int tile = first_looped; tile < n_tiles; ++tile)
-      tile_step(tile, std::false_type{});
+    ws_run_tiles<kPeelFirstTile<Cfg, true>>(n_tiles, tile_step);
     // The last two P Vs; the producer reuses their slots for the next item, so both release V.
     // FP8 P V: tile n - 2's second P term first, tile n - 1's P two-term (ws_two_term_tail).
     const int g_last = g0 + n_tiles - 1;

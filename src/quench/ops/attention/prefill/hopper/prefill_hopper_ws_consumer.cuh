@@ -121,6 +121,36 @@ inline constexpr bool kPeelFirstTile = QUENCH_PREFILL_PEEL_FIRST_TILE != 0 &&
                                        (kPersistent || Cfg::Tile::kFp8Kv ||
                                         Cfg::Tile::kHeadDim != 128);  // kFp8Kv false: bf16 KV
 
+// Runs step(tile, first) over an item's tiles 0..n_tiles-1: tile 0 as the peeled copy
+// (first = std::true_type) where kPeel, every other as the loop's (std::false_type). An item
+// always has a tile (its rows see their own keys).
+template <bool kPeel, class Step>
+__device__ __forceinline__ void ws_run_tiles(int n_tiles, const Step& step) {
+  int tile = 0;
+  if constexpr (kPeel) {
+    step(0, std::true_type{});
+    tile = 1;
+  }
+  for (; tile < n_tiles; ++tile)
+    step(tile, std::false_type{});
+}
+
+// The peeled tile 0 of a one-tile item (FP8 P V, kTwoTermPrev): the tail (ws_two_term_tail) adds
+// the held second P term of "tile -1", zero as S still is, which the loop's tile 0 would hold.
+template <class Cfg, bool kTwoTermPrev>
+__device__ __forceinline__ void ws_hold_first_p_lo(int n_tiles,
+                                                   const float (&s)[Cfg::Tile::kBlockN / 2],
+                                                   uint32_t (&p_frag)[Cfg::Tile::kPvSteps][4],
+                                                   uint32_t* held_p_lo, int ctid) {
+  using Tile = typename Cfg::Tile;
+  if constexpr (Tile::kFp8Pv && kTwoTermPrev) {
+    if (n_tiles == 1) {
+      pack_p<Tile, true>(s, p_frag);
+      hold_p_lo<Tile, Cfg::kConsumerThreads>(s, p_frag, held_p_lo, ctid);
+    }
+  }
+}
+
 // Once the deferred P V is done: O takes it (FP8: O = O * o_correction + T, then o_correction
 // becomes the last softmax's correction) and, for bf16, the last softmax's correction, skipped
 // where no row of the warp changed its max (most tiles of a long row). pv_acc is t_acc for FP8
@@ -321,12 +351,8 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
       if constexpr (Tile::kFp8Pv && kTwoTermPrev) {
         if (tile == n_tiles - 1) hold_p_lo<Tile, Cfg::kConsumerThreads>(s, p_frag, held_p_lo, ctid);
       }
-    } else if constexpr (Tile::kFp8Pv && kTwoTermPrev) {
-      // A one-tile item's tail adds the held term of "tile -1": zero, as S is still.
-      if (n_tiles == 1) {
-        pack_p<Tile, true>(s, p_frag);
-        hold_p_lo<Tile, Cfg::kConsumerThreads>(s, p_frag, held_p_lo, ctid);
-      }
+    } else {
+      ws_hold_first_p_lo<Cfg, kTwoTermPrev>(n_tiles, s, p_frag, held_p_lo, ctid);
     }
 
     const int kv0 = w.kv_begin + tile * kBlockN;
@@ -362,24 +388,14 @@ __device__ __forceinline__ void ws_consumer(const AttentionParams& p, const WsWo
                                        Cfg::kConsumerThreads);
     }
     // Groups complete in order: with the P V group pending at most, Q K^T is done.
-    if constexpr (kFirst) {
-      sm90::wgmma_wait_group<0>();
-    } else {
-      sm90::wgmma_wait_group<1>();
-    }
+    sm90::wgmma_wait_group<kFirst ? 0 : 1>();
     sm90::fence_registers(s);
     fence_q_operand<Tile>(q);
     sm90_async::mbarrier_arrive(&ring.k_empty[slot]);
     online_softmax_tile<kBlockN, kSoftCap, kPScaleLog2, kStaleMaxSixteenths<Tile>>(
         scores, kv0, s, row_max, row_sum, correction);
   };
-  int first_looped = 0;
-  if constexpr (kPeelFirstTile<Cfg, false>) {
-    tile_step(0, std::true_type{});  // every item has a tile: its rows see their own keys
-    first_looped = 1;
-  }
-  for (int tile = first_looped; tile < n_tiles; ++tile)
-    tile_step(tile, std::false_type{});
+  ws_run_tiles<kPeelFirstTile<Cfg, false>>(n_tiles, tile_step);
   // The last P V (nobody waits for its slot any more); FP8 P V: tile n - 2's second term first,
   // and tile n - 1's P two-term. The last wait is unconditional so that the compiler sees every
   // path wait before O is read.
