@@ -76,19 +76,24 @@ PY
   done
 done
 
+# Each value is followed by the mean SM clock it ran at (@MHz) where the benchmark measured it
+# (support/gpu_clock_watch.h): under the power limit two rounds of one binary can differ by
+# their clocks alone.
 python3 - "$out/ab.jsonl" "$metric" <<'PY'
-import collections, json, sys
+import collections, json, re, sys
 path, metric = sys.argv[1], sys.argv[2]
 rows = collections.OrderedDict()
 for line in open(path):
     record = json.loads(line)
     if record.get("metric") != metric:
         continue
+    clock = re.search(r"sm_mhz=(\d+)", record.get("note", ""))
+    cell = f"{record['value']:.1f}" + (f"@{clock.group(1)}" if clock else "")
     rows.setdefault(record["case"], collections.OrderedDict()).setdefault(
-        record["bin"], []).append(record["value"])
+        record["bin"], []).append(cell)
 if not rows:
     print(f"bench_ab: no '{metric}' results (see {path})")
 for case, by_bin in rows.items():
-    cells = "  ".join(f"{b} " + " / ".join(f"{v:.1f}" for v in values) for b, values in by_bin.items())
+    cells = "  ".join(f"{b} " + " / ".join(values) for b, values in by_bin.items())
     print(f"{case}: {cells}")
 PY

@@ -27,6 +27,7 @@
 #include "quench/ops/attention/prefill/generic/prefill_attention_generic.h"
 #include "quench/ops/attention/prefill/hopper/prefill_attention_hopper.h"
 #include "support/bench_registry.h"
+#include "support/gpu_clock_watch.h"
 
 namespace quench::bench {
 namespace {
@@ -207,7 +208,9 @@ void run_case(const PrefillCase& c, const BenchOptions& options, BenchReporter& 
   p.block_table = d_table.as<int32_t>();
   p.out = out.get();
 
+  GpuClockWatch clocks;
   const float ms = time_ms(kernel_of(c.kernel), p);
+  const ClockReading clock_reading = clocks.stop();
   // Query i of a chunk sees prefix + i + 1 keys: q * prefix + q (q + 1) / 2 products per head,
   // which for a whole sequence (q = S) is S (S + 1) / 2, the S * S / 2 of the causal count.
   const double prefix = c.seq_len - q_len;
@@ -219,7 +222,7 @@ void run_case(const PrefillCase& c, const BenchOptions& options, BenchReporter& 
   record.metric = "TFLOP/s";
   record.value = flops / (ms * 1e-3) / 1e12;
   record.peer = "cudnn_bf16";
-  record.note = str_cat("kernel=", c.kernel, " time_us=", ms * 1e3);
+  record.note = str_cat("kernel=", c.kernel, " time_us=", ms * 1e3, clock_note(clock_reading));
   reporter.record(record);
 }
 

@@ -35,6 +35,7 @@
 #include "quench/ops/rope_quant_append/rope_append_path.h"
 #include "quench/ops/rope_quant_append/rope_quant_append.h"
 #include "support/bench_registry.h"
+#include "support/gpu_clock_watch.h"
 #include "support/graph_timing.h"
 
 namespace quench::bench {
@@ -293,7 +294,9 @@ void run_rope_append_bench(const BenchOptions& options, BenchReporter& reporter)
           rope_quant_append_cuda(op_sets[static_cast<size_t>(r % sets)]->params, options, stream);
         });
       };
+      GpuClockWatch fused_clocks;
       const double fused_s = time_path(RopeAppendPath::kFused);
+      const ClockReading fused_clock_reading = fused_clocks.stop();
       const double unfused_s = time_path(RopeAppendPath::kUnfused);
       const double per_kind_s = time_fused({FusedRowSchedule::kPerKind, true});
       const double ring_prefetch_s = time_fused({FusedRowSchedule::kRing, true});
@@ -331,7 +334,8 @@ void run_rope_append_bench(const BenchOptions& options, BenchReporter& reporter)
           "x fused_pct_of_copy=", 100.0 * fused_tbps / ceiling, "% same_size_copy_tbps=", copy_tbps,
           " fused_pct_of_same_size_copy=", 100.0 * fused_tbps / copy_tbps, "% bytes=", bytes,
           "; timing: CUDA graph of ", reps, " launches over ", sets,
-          " buffer sets, events, median of ", replays, " replays / ", reps, "; ", copy_how);
+          " buffer sets, events, median of ", replays, " replays / ", reps, "; ", copy_how,
+          "; fused clocks:", clock_note(fused_clock_reading));
       BenchRecord tbps;
       tbps.bench = "rope_append";
       tbps.case_name = case_name;
