@@ -426,6 +426,15 @@ TEST(JsonTokenMasks, InsideStringsAllowExactlyTheTokensThePrefixAccepts) {
       "pattern": "^[a-z]+-[0-9]+$"}}, "required": ["s"]})");
   const auto enumerated = schema_of(R"({"type": "object", "properties": {"s": {"type": "string",
       "enum": ["the cat", "the dog"]}}, "required": ["s"]})");
+  // Counted classes: a run of bytes that steps the prefix uniformly decides tokens by length.
+  const auto counted = schema_of(R"({"type": "object", "properties": {"s": {"type": "string",
+      "pattern": "^[A-Za-z ]{1,6}$"}}, "required": ["s"]})");
+  const auto counted_then = schema_of(R"({"type": "object", "properties": {"s": {"type":
+      "string", "pattern": "^[a-z]{3}[0-9a-z]+$"}}, "required": ["s"]})");
+  const auto counted_split = schema_of(R"({"type": "object", "properties": {"s": {"type":
+      "string", "pattern": "^[a-z]{2}(ab|cd)$"}}, "required": ["s"]})");
+  const auto long_bounded = schema_of(R"({"type": "object", "properties": {"s": {"type":
+      "string", "maxLength": 5}}, "required": ["s"]})");
   for (const auto& [schema, text] : std::vector<std::pair<const JsonSchema*, std::string>>{
            {JsonSchema::any_object().get(), "{\"a\": \"xy"},
            {JsonSchema::any_object().get(), "{\"a\": \"x\\"},
@@ -436,7 +445,15 @@ TEST(JsonTokenMasks, InsideStringsAllowExactlyTheTokensThePrefixAccepts) {
            {bounded.get(), "{\"s\": \"a"},
            {bounded.get(), "{\"s\": \"ab"},
            {patterned.get(), "{\"s\": \"ab"},
-           {enumerated.get(), "{\"s\": \"the "}}) {
+           {enumerated.get(), "{\"s\": \"the "},
+           {counted.get(), "{\"s\": \""},
+           {counted.get(), "{\"s\": \"ab"},
+           {counted.get(), "{\"s\": \"ab cde"},
+           {counted_then.get(), "{\"s\": \"a"},
+           {counted_then.get(), "{\"s\": \"abc"},
+           {counted_split.get(), "{\"s\": \""},
+           {long_bounded.get(), "{\"s\": \"x"},
+           {long_bounded.get(), "{\"s\": \"x\\n"}}) {
     JsonSchemaPrefix prefix(*schema);
     ASSERT_TRUE(prefix.feed(text)) << text;
     testing_support::expect_mask_follows_prefix(tokenizer, masks, prefix, engine.eos_token_ids(),

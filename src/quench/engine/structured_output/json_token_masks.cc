@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <climits>
 #include <span>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 
 #include "quench/tokenizer/tokenizer.h"
@@ -49,6 +51,60 @@ bool plain_bytes_loop(GrammarSteps& steps, std::vector<int32_t>& ids) {
   });
 }
 
+// Where the plain bytes do not all loop, tokens may still be decided by their length alone: run,
+// the largest set of plain bytes that lead the prefix to one same key, may keep doing so byte
+// after byte (a counted class such as [A-Za-z ]{1,40}, a maxLength), and then every token made of
+// run bytes only leaves the prefix in that same state after each of its bytes: taken where its
+// length is within the uniform steps, refused from the length where every run byte is refused.
+struct UniformRun {
+  bool in_run[256] = {};
+  int32_t taken_up_to = 0;           // run-only tokens of this length or shorter are taken
+  int32_t refused_from = INT32_MAX;  // and of this length or longer refused; between: walked
+};
+
+// The key after `c`, or "" where the prefix refuses it (keys are never empty).
+std::string key_after(const JsonSchemaPrefix& prefix, unsigned char c) {
+  JsonSchemaPrefix next = prefix;
+  if (!next.feed(std::string_view(reinterpret_cast<const char*>(&c), 1))) return "";
+  return next.key();
+}
+
+// The uniform run from `prefix`, followed up to `max_length` bytes; taken_up_to 0 where no run
+// of at least kMinRunBytes bytes exists (the per-token checks would cost more than they save).
+UniformRun uniform_run(const JsonSchemaPrefix& prefix, int32_t max_length) {
+  constexpr size_t kMinRunBytes = 8;
+  UniformRun run;
+  std::unordered_map<std::string, std::vector<unsigned char>> by_key;
+  for (unsigned c = 0x20; c <= 0x7e; ++c) {
+    if (!is_plain_byte(static_cast<unsigned char>(c))) continue;
+    std::string key = key_after(prefix, static_cast<unsigned char>(c));
+    if (!key.empty()) by_key[std::move(key)].push_back(static_cast<unsigned char>(c));
+  }
+  const std::vector<unsigned char>* bytes = nullptr;
+  for (const auto& [key, group] : by_key) {
+    if (bytes == nullptr || group.size() > bytes->size()) bytes = &group;
+  }
+  if (bytes == nullptr || bytes->size() < kMinRunBytes) return run;
+  for (unsigned char c : *bytes)
+    run.in_run[c] = true;
+  JsonSchemaPrefix state = prefix;
+  state.feed(std::string_view(reinterpret_cast<const char*>(&(*bytes)[0]), 1));
+  run.taken_up_to = 1;
+  for (int32_t length = 2; length <= max_length; ++length) {
+    const std::string first = key_after(state, (*bytes)[0]);
+    for (size_t i = 1; i < bytes->size(); ++i) {
+      if (key_after(state, (*bytes)[i]) != first) return run;  // the run splits: walk
+    }
+    if (first.empty()) {
+      run.refused_from = length;
+      return run;
+    }
+    state.feed(std::string_view(reinterpret_cast<const char*>(&(*bytes)[0]), 1));
+    run.taken_up_to = length;
+  }
+  return run;
+}
+
 }  // namespace
 
 JsonTokenMasks::JsonTokenMasks(const Tokenizer& tokenizer, std::vector<int32_t> stop_ids)
@@ -67,6 +123,8 @@ JsonTokenMasks::JsonTokenMasks(const Tokenizer& tokenizer, std::vector<int32_t> 
     const std::string& bytes = bytes_[static_cast<size_t>(sorted_[i])];
     plain_[i] = std::all_of(bytes.begin(), bytes.end(),
                             [](char c) { return is_plain_byte(static_cast<unsigned char>(c)); });
+    if (plain_[i] != 0)
+      max_plain_bytes_ = std::max(max_plain_bytes_, static_cast<int32_t>(bytes.size()));
   }
   shared_.assign(sorted_.size(), 0);
   for (size_t i = 1; i < sorted_.size(); ++i) {
@@ -86,14 +144,15 @@ namespace {
 // depth 0 being the prefix. The tokens are walked in byte order: a token feeds only the bytes past
 // the ones it shares with the token before it, and a refused start refuses every token that
 // starts with it at once.
-// taken_unwalked (or null): per sorted token, taken without feeding it (JsonTokenMasks::plain_
-// where the prefix loops on plain bytes). Skipping a token leaves the walk's states as the last
-// fed token left them: the next token shares with that one the least of the shared counts since
-// (sorted order), which is what `shared` keeps.
+// decided (or null): per sorted token, 1 taken and 2 refused without feeding it, 0 walked
+// (JsonTokenMasks::plain_ where the prefix loops on plain bytes, or a UniformRun's decisions).
+// Skipping a token leaves the walk's states as the last fed token left them: the next token
+// shares with that one the least of the shared counts since (sorted order), which is what
+// `shared` keeps.
 template <typename Walk>
 void mark_taken(const std::vector<std::string>& bytes_of, const std::vector<int32_t>& sorted,
                 const std::vector<int32_t>& shared_with_previous, Walk& walk,
-                const std::vector<uint8_t>* taken_unwalked, std::vector<uint32_t>& mask) {
+                const std::vector<uint8_t>* decided, std::vector<uint32_t>& mask) {
   // refused: the length of the last token's refused start (none: INT32_MAX). shared: the bytes
   // the current token shares with that token (the least shared_with_previous since, the tokens
   // being sorted).
@@ -103,8 +162,8 @@ void mark_taken(const std::vector<std::string>& bytes_of, const std::vector<int3
     const std::string& bytes = bytes_of[static_cast<size_t>(id)];
     shared = std::min(shared, shared_with_previous[i]);
     if (shared >= refused) continue;  // starts with a refused start
-    if (taken_unwalked != nullptr && (*taken_unwalked)[i] != 0) {
-      mask[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
+    if (decided != nullptr && (*decided)[i] != 0) {
+      if ((*decided)[i] == 1) mask[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
       continue;
     }
     // The shared bytes were fed (a token is fed up to its refused start, and one that shares
@@ -154,6 +213,23 @@ struct GrammarWalk {
 
 }  // namespace
 
+const std::vector<uint8_t>* JsonTokenMasks::uniform_run_decisions(const JsonSchemaPrefix& prefix) {
+  const UniformRun run = uniform_run(prefix, max_plain_bytes_);
+  if (run.taken_up_to == 0) return nullptr;
+  run_decisions_.assign(sorted_.size(), 0);
+  for (size_t i = 0; i < sorted_.size(); ++i) {
+    if (plain_[i] == 0) continue;
+    const std::string& bytes = bytes_[static_cast<size_t>(sorted_[i])];
+    if (!std::all_of(bytes.begin(), bytes.end(),
+                     [&](char c) { return run.in_run[static_cast<unsigned char>(c)]; }))
+      continue;
+    const auto length = static_cast<int32_t>(bytes.size());
+    if (length <= run.taken_up_to) run_decisions_[i] = 1;
+    if (length >= run.refused_from) run_decisions_[i] = 2;
+  }
+  return &run_decisions_;
+}
+
 const std::vector<uint32_t>& JsonTokenMasks::allowed_bits(const JsonSchemaPrefix& prefix) {
   const std::string key = prefix.key();
   auto it = cache_.find(key);
@@ -168,8 +244,8 @@ const std::vector<uint32_t>& JsonTokenMasks::allowed_bits(const JsonSchemaPrefix
     if (depth_states_.empty()) depth_states_.assign(1, prefix);
     depth_states_[0] = prefix;
     PrefixWalk walk{depth_states_};
-    mark_taken(bytes_, sorted_, shared_, walk, plain_bytes_loop(prefix, key) ? &plain_ : nullptr,
-               *mask);
+    mark_taken(bytes_, sorted_, shared_, walk,
+               plain_bytes_loop(prefix, key) ? &plain_ : uniform_run_decisions(prefix), *mask);
   }
   if (prefix.may_stop()) {
     for (int32_t id : stop_ids_) {

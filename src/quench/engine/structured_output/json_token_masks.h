@@ -47,6 +47,13 @@ class JsonTokenMasks {
   // each of those bytes leads a prefix back to its own key (the inside of a string without a
   // length, pattern or format), every such token is taken without walking it.
   std::vector<uint8_t> plain_;
+  int32_t max_plain_bytes_ = 0;  // the longest token of plain bytes only
+  // Per sorted token, decided by a uniform run of bytes (uniform_run in the .cc): 1 taken, 2
+  // refused, 0 walked; reused across masks.
+  std::vector<uint8_t> run_decisions_;
+  // Where the prefix does not loop on every plain byte but on a run of them that steps it
+  // uniformly (a counted class, a maxLength), the tokens that run decides; else null.
+  const std::vector<uint8_t>* uniform_run_decisions(const JsonSchemaPrefix& prefix);
   std::vector<JsonSchemaPrefix> depth_states_;  // the walk's states, reused across masks
   GrammarSteps grammar_steps_;                  // a grammar's walk: its states, met this mask
   std::vector<int32_t> grammar_ids_;            // and the walk's, by depth
