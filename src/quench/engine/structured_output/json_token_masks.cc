@@ -99,6 +99,10 @@ UniformRun uniform_run(const JsonSchemaPrefix& prefix, int32_t max_length) {
       run.refused_from = length;
       return run;
     }
+    if (first == state.key()) {  // every run byte loops from here on: all longer tokens taken
+      run.taken_up_to = max_length;
+      return run;
+    }
     state.feed(std::string_view(reinterpret_cast<const char*>(&(*bytes)[0]), 1));
     run.taken_up_to = length;
   }
