@@ -101,11 +101,8 @@ GpuClockWatch::~GpuClockWatch() {
 }
 
 ClockReading GpuClockWatch::stop() {
-  if (!stopped_) {
-    stopped_ = true;
-    stopping_.store(true);
-    if (thread_.joinable()) thread_.join();
-  }
+  stopping_.store(true);
+  if (thread_.joinable()) thread_.join();
   return reading_;
 }
 

@@ -38,7 +38,7 @@ class GpuClockWatch {
   GpuClockWatch(const GpuClockWatch&) = delete;
   GpuClockWatch& operator=(const GpuClockWatch&) = delete;
 
-  // Ends the sampling (once; later calls return the same reading).
+  // Ends the sampling; later calls return the same reading.
   ClockReading stop();
 
  private:
@@ -47,7 +47,6 @@ class GpuClockWatch {
   std::atomic<bool> stopping_{false};
   std::thread thread_;
   ClockReading reading_;
-  bool stopped_ = false;
 };
 
 }  // namespace quench::bench

@@ -28,6 +28,13 @@ std::shared_ptr<const JsonSchema> schema_of(const char* text) {
   return JsonSchema::compile(json::parse(text));
 }
 
+// An object with one required string property "s" under `constraint` (e.g. "maxLength": 3).
+std::shared_ptr<const JsonSchema> string_property_schema(const std::string& constraint) {
+  const std::string text = R"({"type": "object", "properties": {"s": {"type": "string", )" +
+                           constraint + R"(}}, "required": ["s"]})";
+  return schema_of(text.c_str());
+}
+
 // Every prefix of `text` is accepted byte by byte; the whole is complete (and is JSON).
 void expect_admitted(const JsonSchema& schema, const std::string& text) {
   JsonSchemaPrefix p(schema);
@@ -420,21 +427,14 @@ TEST(JsonTokenMasks, InsideStringsAllowExactlyTheTokensThePrefixAccepts) {
   const Tokenizer& tokenizer = *engine.tokenizer();
   JsonTokenMasks masks(tokenizer, engine.eos_token_ids());
   const auto person = schema_of(kPerson);
-  const auto bounded = schema_of(R"({"type": "object", "properties": {"s": {"type": "string",
-      "maxLength": 3}}, "required": ["s"]})");
-  const auto patterned = schema_of(R"({"type": "object", "properties": {"s": {"type": "string",
-      "pattern": "^[a-z]+-[0-9]+$"}}, "required": ["s"]})");
-  const auto enumerated = schema_of(R"({"type": "object", "properties": {"s": {"type": "string",
-      "enum": ["the cat", "the dog"]}}, "required": ["s"]})");
+  const auto bounded = string_property_schema(R"("maxLength": 3)");
+  const auto patterned = string_property_schema(R"("pattern": "^[a-z]+-[0-9]+$")");
+  const auto enumerated = string_property_schema(R"("enum": ["the cat", "the dog"])");
   // Counted classes: a run of bytes that steps the prefix uniformly decides tokens by length.
-  const auto counted = schema_of(R"({"type": "object", "properties": {"s": {"type": "string",
-      "pattern": "^[A-Za-z ]{1,6}$"}}, "required": ["s"]})");
-  const auto counted_then = schema_of(R"({"type": "object", "properties": {"s": {"type":
-      "string", "pattern": "^[a-z]{3}[0-9a-z]+$"}}, "required": ["s"]})");
-  const auto counted_split = schema_of(R"({"type": "object", "properties": {"s": {"type":
-      "string", "pattern": "^[a-z]{2}(ab|cd)$"}}, "required": ["s"]})");
-  const auto long_bounded = schema_of(R"({"type": "object", "properties": {"s": {"type":
-      "string", "maxLength": 5}}, "required": ["s"]})");
+  const auto counted = string_property_schema(R"("pattern": "^[A-Za-z ]{1,6}$")");
+  const auto counted_then = string_property_schema(R"("pattern": "^[a-z]{3}[0-9a-z]+$")");
+  const auto counted_split = string_property_schema(R"("pattern": "^[a-z]{2}(ab|cd)$")");
+  const auto long_bounded = string_property_schema(R"("maxLength": 5)");
   for (const auto& [schema, text] : std::vector<std::pair<const JsonSchema*, std::string>>{
            {JsonSchema::any_object().get(), "{\"a\": \"xy"},
            {JsonSchema::any_object().get(), "{\"a\": \"x\\"},

@@ -19,6 +19,11 @@ bool is_plain_byte(unsigned char c) {
   return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\';
 }
 
+// Feeds one byte to `prefix`; false where it refuses it.
+bool feed_byte(JsonSchemaPrefix& prefix, unsigned char c) {
+  return prefix.feed(std::string_view(reinterpret_cast<const char*>(&c), 1));
+}
+
 // Whether `loops(c)` holds for every plain byte c; 'a' first: most states refuse it or move on at
 // once.
 template <typename Loops>
@@ -38,7 +43,7 @@ bool every_plain_byte(const Loops& loops) {
 bool plain_bytes_loop(const JsonSchemaPrefix& prefix, const std::string& key) {
   return every_plain_byte([&](unsigned char c) {
     JsonSchemaPrefix next = prefix;
-    return next.feed(std::string_view(reinterpret_cast<const char*>(&c), 1)) && next.key() == key;
+    return feed_byte(next, c) && next.key() == key;
   });
 }
 
@@ -65,7 +70,7 @@ struct UniformRun {
 // The key after `c`, or "" where the prefix refuses it (keys are never empty).
 std::string key_after(const JsonSchemaPrefix& prefix, unsigned char c) {
   JsonSchemaPrefix next = prefix;
-  if (!next.feed(std::string_view(reinterpret_cast<const char*>(&c), 1))) return "";
+  if (!feed_byte(next, c)) return "";
   return next.key();
 }
 
@@ -88,7 +93,7 @@ UniformRun uniform_run(const JsonSchemaPrefix& prefix, int32_t max_length) {
   for (unsigned char c : *bytes)
     run.in_run[c] = true;
   JsonSchemaPrefix state = prefix;
-  state.feed(std::string_view(reinterpret_cast<const char*>(&(*bytes)[0]), 1));
+  feed_byte(state, (*bytes)[0]);
   run.taken_up_to = 1;
   for (int32_t length = 2; length <= max_length; ++length) {
     const std::string first = key_after(state, (*bytes)[0]);
@@ -103,7 +108,7 @@ UniformRun uniform_run(const JsonSchemaPrefix& prefix, int32_t max_length) {
       run.taken_up_to = max_length;
       return run;
     }
-    state.feed(std::string_view(reinterpret_cast<const char*>(&(*bytes)[0]), 1));
+    feed_byte(state, (*bytes)[0]);
     run.taken_up_to = length;
   }
   return run;
@@ -197,7 +202,7 @@ struct PrefixWalk {
   bool feed(int32_t d, unsigned char c) {
     JsonSchemaPrefix& next = states[static_cast<size_t>(d) + 1];
     next = states[static_cast<size_t>(d)];
-    return next.feed(std::string_view(reinterpret_cast<const char*>(&c), 1));
+    return feed_byte(next, c);
   }
 };
 
