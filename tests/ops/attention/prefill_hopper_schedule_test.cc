@@ -211,7 +211,7 @@ TEST(PrefillHopperSchedule, ScheduleSizeCountsEveryMTileOfTheLongestChunk) {
 }
 
 // The default schedule rule on the shapes the H200 measured (bench/LOG.md, sixth, tenth,
-// eleventh and fourteenth sessions).
+// eleventh and fourteenth sessions) and the H100 (forty-seventh).
 TEST(PrefillHopperSchedule, PersistentByDefaultWhereItWasMeasuredToWin) {
   // bf16 over bf16: persistent up to 2k-token chunks at head_dim 64 and 256 ...
   for (const int head_dim : {64, 256}) {
@@ -220,13 +220,18 @@ TEST(PrefillHopperSchedule, PersistentByDefaultWhereItWasMeasuredToWin) {
       EXPECT_TRUE(persistent_by_default(true, head_dim, page, kPersistentMaxQueryLen));
     }
   }
-  // ... at head_dim 128 per tile up to 4k-token chunks and persistent beyond ...
+  // ... at head_dim 128 persistent up to 1k-token chunks, per tile up to 4k and persistent
+  // beyond ...
   for (const int page : {16, 32, 64}) {
-    EXPECT_FALSE(persistent_by_default(true, 128, page, 1024));
+    EXPECT_TRUE(persistent_by_default(true, 128, page, 64));
+    EXPECT_TRUE(persistent_by_default(true, 128, page, kPersistentMaxQueryLenHd128));
+    EXPECT_FALSE(persistent_by_default(true, 128, page, kPersistentMaxQueryLenHd128 + 1));
+    EXPECT_FALSE(persistent_by_default(true, 128, page, 2048));
     EXPECT_FALSE(persistent_by_default(true, 128, page, kPerTileMaxQueryLenHd128));
     EXPECT_TRUE(persistent_by_default(true, 128, page, kPerTileMaxQueryLenHd128 + 1));
     EXPECT_TRUE(persistent_by_default(true, 128, page, 16384));
     // (soft-capped: per tile at every length)
+    EXPECT_FALSE(persistent_by_default(true, 128, page, 1024, /*soft_cap=*/true));
     EXPECT_FALSE(persistent_by_default(true, 128, page, 16384, /*soft_cap=*/true));
   }
   // ... at every length at head_dim 64 in pages of 64 ...

@@ -1,7 +1,7 @@
 // The consumer warpgroups of the persistent Hopper prefill kernel
 // (prefill_hopper_persistent_kernel.cuh): the warp-specialized consumers' tile loop and epilogue
 // (prefill_hopper_ws_consumer.cuh) for each of the CTA's work items, with the next item's Q rows
-// loaded under the current one's tail.
+// loaded under the current one (kEarlyNextQ) or its tail.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,18 @@
 #include "quench/ops/attention/prefill/hopper/prefill_hopper_ws_ring.cuh"
 
 namespace quench::prefill_hopper {
+
+// Where Q K^T takes Q from registers (Tile::kQInRegisters: the 16-bit kinds at head_dim 64 and
+// 128), the Q tile is free once an item's fragments are loaded, and the next item's rows load
+// from then on, under the whole item; elsewhere every Q K^T reads the tile, and they load under
+// the item's last P V and epilogue, which leaves that load's DRAM latency at the item boundary
+// for short items to wait on. QUENCH_PREFILL_EARLY_NEXT_Q=0 (a build switch for A/B runs) loads
+// them late everywhere.
+#ifndef QUENCH_PREFILL_EARLY_NEXT_Q
+#define QUENCH_PREFILL_EARLY_NEXT_Q 1
+#endif
+template <class Tile>
+inline constexpr bool kEarlyNextQ = QUENCH_PREFILL_EARLY_NEXT_Q != 0 && Tile::kQInRegisters;
 
 #ifdef QUENCH_SM90A_ENABLED
 
@@ -79,12 +91,27 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
       kv_begin = w.kv_begin;
       scores = ws_score_transform<Tile>(p, w, consumer, warp_in_group, lane_group, lane_in_group);
     }
-    // This item's Q rows (prefetched under the last item's epilogue) have landed.
+    // This item's Q rows (loaded under the last item, see kEarlyNextQ) have landed.
     prefill_generic::cp_async_wait_all();
     scores.score_scale *= prepare_q_rows<Tile>(q_tile, consumer, gtid);
     sm90::fence_proxy_async_shared();
     sm90_async::named_barrier_sync(Cfg::kQReadyBarrier + consumer, 128);
     scores.score_scale *= load_q_fragments<Tile>(q, q_tile, consumer, gtid);  // two-term Q
+    // The next item's Q rows, into the rows each warp has just read (load_q_fragments' __syncwarp
+    // orders the reads first).
+    const auto load_next_q_rows = [&]() {
+      WsWork next;
+      ws_decode_item<Tile>(p, items, next_item, next);
+      // gtid as the compiler cannot see through: the Q rows' addresses are derived here
+      // instead of hoisted out of the item loop (spilled at 240 registers, reloaded per item).
+      int q_tid = gtid;
+      asm volatile("" : "+r"(q_tid));
+      ws_load_q_rows<Cfg>(p, next, q_tile, consumer, q_tid);
+      prefill_generic::cp_async_commit();
+    };
+    if constexpr (kEarlyNextQ<Tile>) {
+      if (next_item >= 0) load_next_q_rows();
+    }
 
     // The state of ws_consumer, fresh for the item (see there).
     float o_acc[kHeadDim / 2] = {};
@@ -177,17 +204,8 @@ __device__ __forceinline__ void ws_persistent_consumer(const AttentionParams& p,
     ws_issue_last_pv<Cfg>(s, pv_acc, p_frag, p_lo,
                           slot_address(g_last) + static_cast<uint32_t>(Cfg::kSlotKBytes));
     // Every Q K^T of this consumer is done: its Q rows take the next item's under this P V and
-    // the epilogue.
-    if (next_item >= 0) {
-      WsWork next;
-      ws_decode_item<Tile>(p, items, next_item, next);
-      // gtid as the compiler cannot see through: the Q rows' addresses are derived here
-      // instead of hoisted out of the item loop (spilled at 240 registers, reloaded per item).
-      int q_tid = gtid;
-      asm volatile("" : "+r"(q_tid));
-      ws_load_q_rows<Cfg>(p, next, q_tile, consumer, q_tid);
-      prefill_generic::cp_async_commit();
-    }
+    // the epilogue (unless they already did: kEarlyNextQ).
+    if (!kEarlyNextQ<Tile> && next_item >= 0) load_next_q_rows();
     sm90::wgmma_wait_group<0>();
     correction[0] = 1.0f;
     correction[1] = 1.0f;

@@ -69,22 +69,27 @@ QUENCH_HD WsItemCoordinates ws_item_coordinates(int item, int pairs, int m_tiles
 }
 
 // bf16 q over a bf16 cache runs persistent by default for chunks of at most this many query
-// tokens (head_dim 64 in 16- and 32-token pages, head_dim 256), at head_dim 128 for chunks of
-// more than kPerTileMaxQueryLenHd128 tokens, and at head_dim 64 in pages of at least
-// kPersistentAnyLenMinPage tokens. head_dim 128 ran persistent at every length until Q moved into
-// registers (fourteenth session), which gave the per-tile kernel 2-5% and the persistent one
-// -1.7% at 1k and +0.5-1.5% from 8k; H200, hd128 causal, per tile / persistent TFLOP/s with Q in
-// registers (bench/LOG.md, fourteenth session, call 7; each pair from one round, the per-tile
-// case run after the persistent one), page 16 | page 64: 1k 339 / 331 | 339 / 340, 2k 434 / 424
-// | 438 / 433, 4k 511 / 503 | 515 / 513, 8k 564 / 564 | 565 / 572, 16k 594 / 599 | 596 / 607.
-// Before, persistent / per tile (sixth and tenth sessions): page 64 1k 346 / 309, 8k 561 / 551;
-// page 16 8k 566 / 541. head_dim 64 at page 16 favours per tile (398 / 377 at 8k), and head_dim 256
-// (two ring slots) loses persistent at 8k (601 / 609 with the snake order, eleventh session). Page
-// 32 (four pages per tile, like page 16's eight spread over the producer's warps) is not measured
-// and follows the rules of page 16. A soft-capped launch at head_dim 128 runs per tile at every
-// length: with Q in registers its persistent kernel lost 2% at b2 x 8k page 16 (483 -> 474 TFLOP/s
-// by default, fourteenth session, call 7) while per tile it gained 2% (463 -> 473).
+// tokens (head_dim 64 in 16- and 32-token pages, head_dim 256), at head_dim 128 for chunks of at
+// most kPersistentMaxQueryLenHd128 or more than kPerTileMaxQueryLenHd128 tokens, and at head_dim
+// 64 in pages of at least kPersistentAnyLenMinPage tokens. head_dim 128 ran persistent at every
+// length until Q moved into registers (fourteenth session), which gave the per-tile kernel 2-5% and
+// the persistent one -1.7% at 1k and +0.5-1.5% from 8k; H200, hd128 causal, per tile / persistent
+// TFLOP/s with Q in registers (bench/LOG.md, fourteenth session, call 7; each pair from one round,
+// the per-tile case run after the persistent one), page 16 | page 64: 1k 339 / 331 | 339 / 340, 2k
+// 434 / 424 | 438 / 433, 4k 511 / 503 | 515 / 513, 8k 564 / 564 | 565 / 572, 16k 594 / 599 | 596 /
+// 607. Before, persistent / per tile (sixth and tenth sessions): page 64 1k 346 / 309, 8k 561 /
+// 551; page 16 8k 566 / 541. head_dim 64 at page 16 favours per tile (398 / 377 at 8k), and
+// head_dim 256 (two ring slots) loses persistent at 8k (601 / 609 with the snake order, eleventh
+// session). Page 32 (four pages per tile, like page 16's eight spread over the producer's warps) is
+// not measured and follows the rules of page 16. A soft-capped launch at head_dim 128 runs per tile
+// at every length: with Q in registers its persistent kernel lost 2% at b2 x 8k page 16 (483 -> 474
+// TFLOP/s by default, fourteenth session, call 7) while per tile it gained 2% (463 -> 473). Since
+// the persistent consumers load the next item's Q rows under the whole current item (kEarlyNextQ,
+// forty-seventh session), head_dim 128 at 1k runs persistent again: H100, page 16, per tile /
+// persistent TFLOP/s, three alternating rounds: 1k 349.7 / 364.3, 349.5 / 364.8, 349.2 / 365.4
+// (+4.4%); 2k 459.5 / 460.1, 460.5 / 466.1, 467.5 / 454.2 (even), so 2k-4k stay per tile.
 inline constexpr int kPersistentMaxQueryLen = 2048;
+inline constexpr int kPersistentMaxQueryLenHd128 = 1024;
 inline constexpr int kPerTileMaxQueryLenHd128 = 4096;
 inline constexpr int kPersistentAnyLenMinPage = 64;
 
@@ -100,7 +105,10 @@ inline constexpr int kPersistentAnyLenMinPage = 64;
 inline bool persistent_by_default(bool bf16_over_bf16, int head_dim, int page_size, int max_q_len,
                                   bool soft_cap = false) {
   if (!bf16_over_bf16) return false;
-  if (head_dim == 128) return !soft_cap && max_q_len > kPerTileMaxQueryLenHd128;
+  if (head_dim == 128) {
+    return !soft_cap &&
+           (max_q_len <= kPersistentMaxQueryLenHd128 || max_q_len > kPerTileMaxQueryLenHd128);
+  }
   if (head_dim < 128 && page_size >= kPersistentAnyLenMinPage) return true;
   return max_q_len <= kPersistentMaxQueryLen;
 }
