@@ -435,6 +435,17 @@ TEST(JsonTokenMasks, InsideStringsAllowExactlyTheTokensThePrefixAccepts) {
   const auto counted_then = string_property_schema(R"("pattern": "^[a-z]{3}[0-9a-z]+$")");
   const auto counted_split = string_property_schema(R"("pattern": "^[a-z]{2}(ab|cd)$")");
   const auto long_bounded = string_property_schema(R"("maxLength": 5)");
+  // A run whose bytes change from step to step: letters, then (letters refused) digits, which
+  // then loop.
+  const auto letters_then_digits = string_property_schema(R"("pattern": "^[a-z]{2}[0-9]+$")");
+  // Keys: one that may still become a property name of either alternative, and is free once it
+  // cannot (the first byte that leaves the names, then every plain byte loops); keys under a
+  // counted propertyNames pattern.
+  const auto pets = schema_of(R"({"type": "object", "properties": {"pet": {"anyOf": [
+      {"type": "object", "properties": {"name": {"type": "string"}, "meows": {"type": "boolean"}}},
+      {"type": "object", "properties": {"name": {"type": "string"}, "barks": {"type": "integer"}}}]}}})");
+  const auto named_keys = schema_of(R"({"type": "object",
+      "propertyNames": {"pattern": "^[a-z_]{1,5}$"}, "additionalProperties": {"type": "integer"}})");
   for (const auto& [schema, text] : std::vector<std::pair<const JsonSchema*, std::string>>{
            {JsonSchema::any_object().get(), "{\"a\": \"xy"},
            {JsonSchema::any_object().get(), "{\"a\": \"x\\"},
@@ -453,7 +464,14 @@ TEST(JsonTokenMasks, InsideStringsAllowExactlyTheTokensThePrefixAccepts) {
            {counted_then.get(), "{\"s\": \"abc"},
            {counted_split.get(), "{\"s\": \""},
            {long_bounded.get(), "{\"s\": \"x"},
-           {long_bounded.get(), "{\"s\": \"x\\n"}}) {
+           {long_bounded.get(), "{\"s\": \"x\\n"},
+           {letters_then_digits.get(), "{\"s\": \""},
+           {letters_then_digits.get(), "{\"s\": \"a"},
+           {letters_then_digits.get(), "{\"s\": \"ab"},
+           {pets.get(), "{\"pet\": {\""},
+           {pets.get(), "{\"pet\": {\"na"},
+           {pets.get(), "{\"pet\": {\"m"},
+           {named_keys.get(), "{\"ab"}}) {
     JsonSchemaPrefix prefix(*schema);
     ASSERT_TRUE(prefix.feed(text)) << text;
     testing_support::expect_mask_follows_prefix(tokenizer, masks, prefix, engine.eos_token_ids(),

@@ -1,6 +1,7 @@
 #include "quench/engine/structured_output/json_token_masks.h"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <span>
 #include <string>
@@ -56,15 +57,39 @@ bool plain_bytes_loop(GrammarSteps& steps, std::vector<int32_t>& ids) {
   });
 }
 
-// Where the plain bytes do not all loop, tokens may still be decided by their length alone: run,
-// the largest set of plain bytes that lead the prefix to one same key, may keep doing so byte
-// after byte (a counted class such as [A-Za-z ]{1,40}, a maxLength), and then every token made of
-// run bytes only leaves the prefix in that same state after each of its bytes: taken where its
-// length is within the uniform steps, refused from the length where every run byte is refused.
+// Where the plain bytes do not all loop, tokens of plain bytes may still be decided without a
+// walk: from the prefix, the largest set of plain bytes that lead it to one same key, then from
+// the state that set reaches the largest such set again, and so on, one step per byte of a token
+// (a counted class such as [A-Za-z ]{1,40}, a maxLength, a key that stops matching any property
+// name and is free from there on). Every token whose byte i lies in step i's set leaves the prefix
+// in the state of the key that step reached (prefixes with one key accept the same
+// continuations), so it is taken; one whose byte i is refused by step i (its earlier bytes in
+// their steps' sets) is refused; the others are walked.
+// What one step of the run does with each byte: kWalk (not tried, or leads elsewhere), kTaken
+// (leads to the step's key), kRefused.
+enum RunByte : uint8_t { kWalk = 0, kTaken = 1, kRefused = 2 };
+using RunStep = std::array<uint8_t, 256>;
 struct UniformRun {
-  bool in_run[256] = {};
-  int32_t taken_up_to = 0;           // run-only tokens of this length or shorter are taken
-  int32_t refused_from = INT32_MAX;  // and of this length or longer refused; between: walked
+  std::vector<RunStep> steps;  // steps[i]: a token's byte i; empty: no run
+  // Whether the last step's state came back to its own key: then steps.back() holds for every
+  // later byte too.
+  bool repeats = false;
+  // 1 taken, 2 refused, 0 walked (mark_taken's decisions); the token's bytes must all be plain.
+  uint8_t decide(std::string_view bytes) const {
+    const size_t stepped = std::min(bytes.size(), steps.size());
+    for (size_t i = 0; i < stepped; ++i) {
+      const uint8_t what = steps[i][static_cast<unsigned char>(bytes[i])];
+      if (what != kTaken) return what;
+    }
+    if (stepped == bytes.size()) return 1;
+    if (!repeats) return 0;
+    const RunStep& last = steps.back();
+    for (size_t i = stepped; i < bytes.size(); ++i) {
+      const uint8_t what = last[static_cast<unsigned char>(bytes[i])];
+      if (what != kTaken) return what;
+    }
+    return 1;
+  }
 };
 
 // The key after `c`, or "" where the prefix refuses it (keys are never empty).
@@ -74,42 +99,77 @@ std::string key_after(const JsonSchemaPrefix& prefix, unsigned char c) {
   return next.key();
 }
 
-// The uniform run from `prefix`, followed up to `max_length` bytes; taken_up_to 0 where no run
-// of at least kMinRunBytes bytes exists (the per-token checks would cost more than they save).
+// The keys that `bytes` lead `state` to, with the bytes that lead to each; the refused ones are
+// marked kRefused in `step`.
+void group_by_key(const JsonSchemaPrefix& state, const std::vector<unsigned char>& bytes,
+                  std::unordered_map<std::string, std::vector<unsigned char>>& by_key,
+                  RunStep& step) {
+  for (unsigned char c : bytes) {
+    std::string key = key_after(state, c);
+    if (key.empty()) {
+      step[c] = kRefused;
+    } else {
+      by_key[std::move(key)].push_back(c);
+    }
+  }
+}
+
+// The largest group of by_key (null where it is empty).
+const std::pair<const std::string, std::vector<unsigned char>>* largest_group(
+    const std::unordered_map<std::string, std::vector<unsigned char>>& by_key) {
+  const std::pair<const std::string, std::vector<unsigned char>>* largest = nullptr;
+  for (const auto& group : by_key) {
+    if (largest == nullptr || group.second.size() > largest->second.size()) largest = &group;
+  }
+  return largest;
+}
+
+// The uniform run from `prefix`, followed up to `max_length` bytes; no steps where the first
+// step's set has fewer than kMinRunBytes bytes (the per-token checks would cost more than they
+// save). After the first step, the previous step's set is tried first: where it leads on to one
+// key that is not the state's own (a counted class), that set is the step's and the other bytes
+// are not tried (tokens with them are walked); where it splits, or loops back to the state's own
+// key, every plain byte is tried.
 UniformRun uniform_run(const JsonSchemaPrefix& prefix, int32_t max_length) {
   constexpr size_t kMinRunBytes = 8;
-  UniformRun run;
-  std::unordered_map<std::string, std::vector<unsigned char>> by_key;
+  std::vector<unsigned char> plain_bytes;
   for (unsigned c = 0x20; c <= 0x7e; ++c) {
-    if (!is_plain_byte(static_cast<unsigned char>(c))) continue;
-    std::string key = key_after(prefix, static_cast<unsigned char>(c));
-    if (!key.empty()) by_key[std::move(key)].push_back(static_cast<unsigned char>(c));
+    if (is_plain_byte(static_cast<unsigned char>(c)))
+      plain_bytes.push_back(static_cast<unsigned char>(c));
   }
-  const std::vector<unsigned char>* bytes = nullptr;
-  for (const auto& [key, group] : by_key) {
-    if (bytes == nullptr || group.size() > bytes->size()) bytes = &group;
-  }
-  if (bytes == nullptr || bytes->size() < kMinRunBytes) return run;
-  for (unsigned char c : *bytes)
-    run.in_run[c] = true;
+  UniformRun run;
   JsonSchemaPrefix state = prefix;
-  feed_byte(state, (*bytes)[0]);
-  run.taken_up_to = 1;
-  for (int32_t length = 2; length <= max_length; ++length) {
-    const std::string first = key_after(state, (*bytes)[0]);
-    for (size_t i = 1; i < bytes->size(); ++i) {
-      if (key_after(state, (*bytes)[i]) != first) return run;  // the run splits: walk
+  std::vector<unsigned char> set = plain_bytes;  // the bytes tried first
+  std::unordered_map<std::string, std::vector<unsigned char>> by_key;
+  for (int32_t length = 1; length <= max_length; ++length) {
+    RunStep step{};  // kWalk
+    by_key.clear();
+    group_by_key(state, set, by_key, step);
+    const std::string state_key = state.key();
+    const bool tried_all = set.size() == plain_bytes.size();
+    if (!tried_all &&
+        (by_key.size() > 1 || (by_key.size() == 1 && by_key.begin()->first == state_key))) {
+      std::vector<unsigned char> others;
+      for (unsigned char c : plain_bytes) {
+        if (std::find(set.begin(), set.end(), c) == set.end()) others.push_back(c);
+      }
+      group_by_key(state, others, by_key, step);
     }
-    if (first.empty()) {
-      run.refused_from = length;
+    const auto* group = largest_group(by_key);
+    if (length == 1 && (group == nullptr || group->second.size() < kMinRunBytes))
+      return UniformRun{};
+    if (group != nullptr) {
+      for (unsigned char c : group->second)
+        step[c] = kTaken;
+    }
+    run.steps.push_back(step);
+    if (group == nullptr) return run;  // every byte tried refused: no token goes on from here
+    if (group->first == state_key) {   // back at its own key: every later step is this one
+      run.repeats = true;
       return run;
     }
-    if (first == state.key()) {  // every run byte loops from here on: all longer tokens taken
-      run.taken_up_to = max_length;
-      return run;
-    }
-    feed_byte(state, (*bytes)[0]);
-    run.taken_up_to = length;
+    set = group->second;
+    feed_byte(state, set[0]);
   }
   return run;
 }
@@ -117,28 +177,34 @@ UniformRun uniform_run(const JsonSchemaPrefix& prefix, int32_t max_length) {
 }  // namespace
 
 JsonTokenMasks::JsonTokenMasks(const Tokenizer& tokenizer, std::vector<int32_t> stop_ids)
-    : stop_ids_(std::move(stop_ids)) {
-  bytes_.resize(static_cast<size_t>(tokenizer.vocab_size()));
-  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
+    : vocab_size_(tokenizer.vocab_size()), stop_ids_(std::move(stop_ids)) {
+  std::vector<std::string> bytes(static_cast<size_t>(vocab_size_));
+  for (int32_t id = 0; id < vocab_size_; ++id) {
     if (tokenizer.is_special(id)) continue;
-    bytes_[static_cast<size_t>(id)] = tokenizer.token_bytes(id, true, true);
-    if (!bytes_[static_cast<size_t>(id)].empty()) sorted_.push_back(id);
+    bytes[static_cast<size_t>(id)] = tokenizer.token_bytes(id, true, true);
+    if (!bytes[static_cast<size_t>(id)].empty()) sorted_.push_back(id);
   }
   std::sort(sorted_.begin(), sorted_.end(), [&](int32_t a, int32_t b) {
-    return bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)];
+    return bytes[static_cast<size_t>(a)] < bytes[static_cast<size_t>(b)];
   });
+  sorted_start_.reserve(sorted_.size() + 1);
+  for (int32_t id : sorted_) {
+    sorted_start_.push_back(sorted_bytes_.size());
+    sorted_bytes_ += bytes[static_cast<size_t>(id)];
+  }
+  sorted_start_.push_back(sorted_bytes_.size());
   plain_.assign(sorted_.size(), 0);
   for (size_t i = 0; i < sorted_.size(); ++i) {
-    const std::string& bytes = bytes_[static_cast<size_t>(sorted_[i])];
-    plain_[i] = std::all_of(bytes.begin(), bytes.end(),
+    const std::string_view token = sorted_token(i);
+    plain_[i] = std::all_of(token.begin(), token.end(),
                             [](char c) { return is_plain_byte(static_cast<unsigned char>(c)); });
     if (plain_[i] != 0)
-      max_plain_bytes_ = std::max(max_plain_bytes_, static_cast<int32_t>(bytes.size()));
+      max_plain_bytes_ = std::max(max_plain_bytes_, static_cast<int32_t>(token.size()));
   }
   shared_.assign(sorted_.size(), 0);
   for (size_t i = 1; i < sorted_.size(); ++i) {
-    const std::string& a = bytes_[static_cast<size_t>(sorted_[i - 1])];
-    const std::string& b = bytes_[static_cast<size_t>(sorted_[i])];
+    const std::string_view a = sorted_token(i - 1);
+    const std::string_view b = sorted_token(i);
     size_t n = 0;
     while (n < a.size() && n < b.size() && a[n] == b[n])
       ++n;
@@ -158,8 +224,9 @@ namespace {
 // Skipping a token leaves the walk's states as the last fed token left them: the next token
 // shares with that one the least of the shared counts since (sorted order), which is what
 // `shared` keeps.
-template <typename Walk>
-void mark_taken(const std::vector<std::string>& bytes_of, const std::vector<int32_t>& sorted,
+// token(i): the bytes of sorted token i.
+template <typename Token, typename Walk>
+void mark_taken(const Token& token, const std::vector<int32_t>& sorted,
                 const std::vector<int32_t>& shared_with_previous, Walk& walk,
                 const std::vector<uint8_t>* decided, std::vector<uint32_t>& mask) {
   // refused: the length of the last token's refused start (none: INT32_MAX). shared: the bytes
@@ -168,7 +235,6 @@ void mark_taken(const std::vector<std::string>& bytes_of, const std::vector<int3
   int32_t refused = INT32_MAX, shared = 0;
   for (size_t i = 0; i < sorted.size(); ++i) {
     const int32_t id = sorted[i];
-    const std::string& bytes = bytes_of[static_cast<size_t>(id)];
     shared = std::min(shared, shared_with_previous[i]);
     if (shared >= refused) continue;  // starts with a refused start
     if (decided != nullptr && (*decided)[i] != 0) {
@@ -177,6 +243,7 @@ void mark_taken(const std::vector<std::string>& bytes_of, const std::vector<int3
     }
     // The shared bytes were fed (a token is fed up to its refused start, and one that shares
     // that start was skipped above).
+    const std::string_view bytes = token(i);
     const auto length = static_cast<int32_t>(bytes.size());
     walk.reserve(length);
     refused = INT32_MAX;
@@ -224,17 +291,10 @@ struct GrammarWalk {
 
 const std::vector<uint8_t>* JsonTokenMasks::uniform_run_decisions(const JsonSchemaPrefix& prefix) {
   const UniformRun run = uniform_run(prefix, max_plain_bytes_);
-  if (run.taken_up_to == 0) return nullptr;
+  if (run.steps.empty()) return nullptr;
   run_decisions_.assign(sorted_.size(), 0);
   for (size_t i = 0; i < sorted_.size(); ++i) {
-    if (plain_[i] == 0) continue;
-    const std::string& bytes = bytes_[static_cast<size_t>(sorted_[i])];
-    if (!std::all_of(bytes.begin(), bytes.end(),
-                     [&](char c) { return run.in_run[static_cast<unsigned char>(c)]; }))
-      continue;
-    const auto length = static_cast<int32_t>(bytes.size());
-    if (length <= run.taken_up_to) run_decisions_[i] = 1;
-    if (length >= run.refused_from) run_decisions_[i] = 2;
+    if (plain_[i] != 0) run_decisions_[i] = run.decide(sorted_token(i));
   }
   return &run_decisions_;
 }
@@ -243,23 +303,24 @@ const std::vector<uint32_t>& JsonTokenMasks::allowed_bits(const JsonSchemaPrefix
   const std::string key = prefix.key();
   auto it = cache_.find(key);
   if (it != cache_.end()) return *it->second;
-  auto mask = std::make_shared<std::vector<uint32_t>>((bytes_.size() + 31) / 32, 0u);
+  const auto token = [this](size_t i) { return sorted_token(i); };
+  auto mask =
+      std::make_shared<std::vector<uint32_t>>((static_cast<size_t>(vocab_size_) + 31) / 32, 0u);
   if (const GrammarPrefix* grammar = prefix.grammar()) {
     grammar_ids_.assign(1, grammar_steps_.start(*grammar));
     GrammarWalk walk{grammar_steps_, grammar_ids_};
     const bool plain_loop = plain_bytes_loop(grammar_steps_, grammar_ids_);
-    mark_taken(bytes_, sorted_, shared_, walk, plain_loop ? &plain_ : nullptr, *mask);
+    mark_taken(token, sorted_, shared_, walk, plain_loop ? &plain_ : nullptr, *mask);
   } else {
     if (depth_states_.empty()) depth_states_.assign(1, prefix);
     depth_states_[0] = prefix;
     PrefixWalk walk{depth_states_};
-    mark_taken(bytes_, sorted_, shared_, walk,
+    mark_taken(token, sorted_, shared_, walk,
                plain_bytes_loop(prefix, key) ? &plain_ : uniform_run_decisions(prefix), *mask);
   }
   if (prefix.may_stop()) {
     for (int32_t id : stop_ids_) {
-      if (id >= 0 && static_cast<size_t>(id) < bytes_.size())
-        (*mask)[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
+      if (id >= 0 && id < vocab_size_) (*mask)[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
     }
   }
   if (cache_.size() >= kMaxCached) cache_.clear();

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -40,9 +41,18 @@ class JsonTokenMasks {
   // Packed only: 16 KB a mask for a 128k vocabulary, so a full cache holds 64 MB (a byte per
   // token beside it took 9 times that).
   static constexpr size_t kMaxCached = 4096;
-  std::vector<std::string> bytes_;  // per token id; empty = never allowed
+  int32_t vocab_size_;
   std::vector<int32_t> stop_ids_;
-  std::vector<int32_t> sorted_;  // the ids of non-empty bytes_, in byte order
+  // The ids of tokens with bytes (special tokens and ids without bytes are never allowed), in
+  // byte order, and their bytes in that order, one after the other: the mask's walk reads them
+  // front to back (read through a per-id table, the first mask inside a key took twice as long).
+  std::vector<int32_t> sorted_;
+  std::string sorted_bytes_;
+  std::vector<size_t> sorted_start_;  // sorted token i: sorted_start_[i] .. sorted_start_[i + 1]
+  std::string_view sorted_token(size_t i) const {
+    return std::string_view(sorted_bytes_)
+        .substr(sorted_start_[i], sorted_start_[i + 1] - sorted_start_[i]);
+  }
   // shared_[i]: the bytes sorted_[i] shares at its start with sorted_[i - 1] (0 for the first).
   std::vector<int32_t> shared_;
   // plain_[i]: sorted_[i]'s bytes are all printable ASCII but '"' and '\\' (0x20..0x7e): where
