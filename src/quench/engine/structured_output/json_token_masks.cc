@@ -65,6 +65,7 @@ bool plain_bytes_loop(GrammarSteps& steps, std::vector<int32_t>& ids) {
 // in the state of the key that step reached (prefixes with one key accept the same
 // continuations), so it is taken; one whose byte i is refused by step i (its earlier bytes in
 // their steps' sets) is refused; the others are walked.
+
 // What one step of the run does with each byte: kWalk (not tried, or leads elsewhere), kTaken
 // (leads to the step's key), kRefused.
 enum RunByte : uint8_t { kWalk = 0, kTaken = 1, kRefused = 2 };
