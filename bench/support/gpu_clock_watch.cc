@@ -20,14 +20,12 @@ using NvmlHandleByPciBusId = int (*)(const char*, NvmlDevice*);
 using NvmlClockInfo = int (*)(NvmlDevice, int, unsigned int*);
 using NvmlPowerUsage = int (*)(NvmlDevice, unsigned int*);
 using NvmlClockReasons = int (*)(NvmlDevice, unsigned long long*);
-using NvmlTotalEnergy = int (*)(NvmlDevice, unsigned long long*);  // mJ since the driver loaded
-constexpr int kNvmlClockSm = 1;                                    // nvmlClockType_t NVML_CLOCK_SM
+constexpr int kNvmlClockSm = 1;  // nvmlClockType_t NVML_CLOCK_SM
 
 struct Nvml {
   NvmlClockInfo clock_info = nullptr;
   NvmlPowerUsage power_usage = nullptr;
   NvmlClockReasons clock_reasons = nullptr;
-  NvmlTotalEnergy total_energy = nullptr;  // optional (Volta and newer)
   NvmlHandleByPciBusId handle_by_pci_bus_id = nullptr;
   bool ready = false;
 };
@@ -43,8 +41,6 @@ const Nvml& nvml() {
         reinterpret_cast<NvmlHandleByPciBusId>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
     n.clock_info = reinterpret_cast<NvmlClockInfo>(dlsym(lib, "nvmlDeviceGetClockInfo"));
     n.power_usage = reinterpret_cast<NvmlPowerUsage>(dlsym(lib, "nvmlDeviceGetPowerUsage"));
-    n.total_energy =
-        reinterpret_cast<NvmlTotalEnergy>(dlsym(lib, "nvmlDeviceGetTotalEnergyConsumption"));
     // Renamed in newer drivers; the older name stays exported for compatibility.
     n.clock_reasons =
         reinterpret_cast<NvmlClockReasons>(dlsym(lib, "nvmlDeviceGetCurrentClocksEventReasons"));
@@ -86,11 +82,6 @@ std::string clock_note(const ClockReading& r) {
   if (r.samples == 0) return "";
   std::string note = str_cat(" sm_mhz=", std::lround(r.sm_mhz_mean), " (", r.sm_mhz_min, "-",
                              r.sm_mhz_max, ") power_w=", std::lround(r.power_w_mean));
-  if (r.energy_seconds > 0.0) {
-    note += str_cat(" energy_w=", std::lround(r.energy_joules / r.energy_seconds), " (",
-                    std::lround(r.energy_joules * 1e3), " mJ in ",
-                    std::lround(r.energy_seconds * 1e3), " ms)");
-  }
   for (int bit = 0; bit < 16; ++bit) {
     if (bit == kIdleReason || r.reason_samples[bit] == 0) continue;
     const int bits_named = static_cast<int>(sizeof(kReasonNames) / sizeof(kReasonNames[0]));
@@ -102,13 +93,7 @@ std::string clock_note(const ClockReading& r) {
 
 GpuClockWatch::GpuClockWatch() {
   NvmlDevice device = current_device();
-  if (device == nullptr) return;
-  device_ = device;
-  if (nvml().total_energy != nullptr && nvml().total_energy(device, &start_millijoules_) == 0) {
-    start_ = std::chrono::steady_clock::now();
-    has_start_energy_ = true;
-  }
-  thread_ = std::thread([this, device] { sample_until_stopped(device); });
+  if (device != nullptr) thread_ = std::thread([this, device] { sample_until_stopped(device); });
 }
 
 GpuClockWatch::~GpuClockWatch() {
@@ -116,14 +101,7 @@ GpuClockWatch::~GpuClockWatch() {
 }
 
 ClockReading GpuClockWatch::stop() {
-  if (stopping_.exchange(true)) return reading_;
-  unsigned long long end_millijoules = 0;
-  if (has_start_energy_ && nvml().total_energy(device_, &end_millijoules) == 0 &&
-      end_millijoules >= start_millijoules_) {
-    reading_.energy_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    reading_.energy_joules = static_cast<double>(end_millijoules - start_millijoules_) * 1e-3;
-  }
+  stopping_.store(true);
   if (thread_.joinable()) thread_.join();
   return reading_;
 }

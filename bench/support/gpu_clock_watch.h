@@ -10,7 +10,6 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -25,17 +24,15 @@ struct ClockReading {
   double power_w_mean = 0.0;
   // Samples in which each clock-limit reason (NVML's clocks-event bits, bit i) was active.
   int reason_samples[16] = {};
-  // The board's energy counter across the watch (0 seconds: not read). power_w_mean is NVML's
-  // power reading, which on Hopper averages about the last second: a 10-50 ms timed loop read
-  // 77-161 W at full clock (bench/LOG.md, forty-seventh session); energy over time is the
-  // loop's own.
-  double energy_joules = 0.0;
-  double energy_seconds = 0.0;
 };
+// power_w_mean is NVML's power reading, which on Hopper averages about the last second: a lone
+// 10-50 ms loop after an idle GPU read 77-161 W at full clock, while in a sweep of back-to-back
+// cases it reads the draw. The board's energy counter is no better over one loop: it advanced in
+// steps of 70+ ms on the H100 (0 mJ over some 74 ms loops, 1.1 kW over others; bench/LOG.md,
+// forty-seventh session).
 
-// " sm_mhz=1755 (1710-1800) power_w=699 energy_w=688 (34400 mJ in 50 ms) sw_power_cap=90%" for
-// a note (energy_w where the energy counter was read; the reasons other than an idle GPU, with
-// the share of samples they were active in); "" without samples.
+// " sm_mhz=1755 (1710-1800) power_w=699 sw_power_cap=90%" for a note (the reasons other than an
+// idle GPU, with the share of samples they were active in); "" without samples.
 std::string clock_note(const ClockReading& reading);
 
 // Samples the current CUDA device every 5 ms on a thread of its own from construction to stop().
@@ -52,10 +49,6 @@ class GpuClockWatch {
  private:
   void sample_until_stopped(void* device);
 
-  void* device_ = nullptr;  // NVML's handle; null without NVML
-  bool has_start_energy_ = false;
-  unsigned long long start_millijoules_ = 0;
-  std::chrono::steady_clock::time_point start_;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
   ClockReading reading_;
