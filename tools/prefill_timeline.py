@@ -7,7 +7,8 @@ stamps to QUENCH_PREFILL_TRACE=FILE: clock64 per CTA (132), work item (64), cons
 (2) and stamp (24), uint64. Stamps, by index: 0 loop top; 1 items decoded (next and current) and
 score transform done; 2 Q-ready barrier passed; 3 Q fragments loaded; 4 first tile's `full`
 wait done; 5 first ping-pong turn taken; 6 first Q K^T waited; 7 the item's tile count; 8 tile
-loop left; 9 last P V done; 10 epilogue stored; 11 next item's Q cp.async issued; 12-15 each
+loop left; 9 last P V done; 10 epilogue stored; 11 next item's Q cp.async issued (right
+after 3 where the consumers load it early, kEarlyNextQ; else in the tail); 12-15 each
 warp's cp.async wait for the item's Q rows done (lane 0 of warps 0-3); 16-23 one steady
 iteration (tile 6 of items with more than 8 tiles): its top, the previous P V waited, O joined
 and P packed, `full` waited, turn taken, GEMMs issued, Q K^T waited, softmax done.
@@ -26,17 +27,20 @@ CTAS, ITEMS, CONSUMERS, STAMPS = 132, 64, 2, 24
 def phases(st, prev_end):
     """One item's phases (cycles) from its 16 stamps."""
     warps_ready = st[12:16].max()
+    # The next item's Q issued before the first tile (kEarlyNextQ) or in the tail (0: last item).
+    early = st[11] != 0 and st[11] < st[4]
     return {
         'n_tiles': st[7],
         'decode': st[1] - st[0],
         'q_rows_wait': warps_ready - st[1],
         'q_ready_barrier': st[2] - warps_ready,
         'q_fragments': st[3] - st[2],
-        'first_full_wait': st[4] - st[3],
+        'early_next_q': (st[11] - st[3]) if early else 0,
+        'first_full_wait': st[4] - (st[11] if early else st[3]),
         'first_turn': st[5] - st[4],
         'first_qk': st[6] - st[5],
         'loop_rest': st[8] - st[6],
-        'tail_to_next_q': (st[11] - st[8]) if st[11] else 0,
+        'tail_to_next_q': (st[11] - st[8]) if st[11] and not early else 0,
         'tail': st[9] - st[8],
         'epilogue': st[10] - st[9],
         'gap_after_previous': (st[0] - prev_end) if prev_end is not None else 0,
