@@ -21,15 +21,15 @@ struct ClockReading {
   double sm_mhz_mean = 0.0;
   int sm_mhz_min = 0;
   int sm_mhz_max = 0;
+  // NVML's power reading, which on Hopper averages about the last second: a lone 10-50 ms loop
+  // after an idle GPU read 77-161 W at full clock, while in a sweep of back-to-back cases it reads
+  // the draw. The board's energy counter is no better over one loop: it advanced in steps of 70+
+  // ms on the H100 (0 mJ over some 74 ms loops, 1.1 kW over others; bench/LOG.md, forty-seventh
+  // session).
   double power_w_mean = 0.0;
   // Samples in which each clock-limit reason (NVML's clocks-event bits, bit i) was active.
   int reason_samples[16] = {};
 };
-// power_w_mean is NVML's power reading, which on Hopper averages about the last second: a lone
-// 10-50 ms loop after an idle GPU read 77-161 W at full clock, while in a sweep of back-to-back
-// cases it reads the draw. The board's energy counter is no better over one loop: it advanced in
-// steps of 70+ ms on the H100 (0 mJ over some 74 ms loops, 1.1 kW over others; bench/LOG.md,
-// forty-seventh session).
 
 // " sm_mhz=1755 (1710-1800) power_w=699 sw_power_cap=90%" for a note (the reasons other than an
 // idle GPU, with the share of samples they were active in); "" without samples.

@@ -83,11 +83,13 @@ QUENCH_HD WsItemCoordinates ws_item_coordinates(int item, int pairs, int m_tiles
 // session). Page 32 (four pages per tile, like page 16's eight spread over the producer's warps) is
 // not measured and follows the rules of page 16. A soft-capped launch at head_dim 128 runs per tile
 // at every length: with Q in registers its persistent kernel lost 2% at b2 x 8k page 16 (483 -> 474
-// TFLOP/s by default, fourteenth session, call 7) while per tile it gained 2% (463 -> 473). Since
-// the persistent consumers load the next item's Q rows under the whole current item (kEarlyNextQ,
-// forty-seventh session), head_dim 128 at 1k runs persistent again: H100, page 16, per tile /
-// persistent TFLOP/s, three alternating rounds: 1k 349.7 / 364.3, 349.5 / 364.8, 349.2 / 365.4
-// (+4.4%); 2k 459.5 / 460.1, 460.5 / 466.1, 467.5 / 454.2 (even), so 2k-4k stay per tile.
+// TFLOP/s by default, fourteenth session, call 7) while per tile it gained 2% (463 -> 473).
+//
+// Since the persistent consumers load the next item's Q rows under the whole current item
+// (kEarlyNextQ, forty-seventh session), head_dim 128 at 1k runs persistent again: H100, page 16,
+// per tile / persistent TFLOP/s, three alternating rounds: 1k 349.7 / 364.3, 349.5 / 364.8,
+// 349.2 / 365.4 (+4.4%); 2k 459.5 / 460.1, 460.5 / 466.1, 467.5 / 454.2 (even), so 2k-4k stay
+// per tile.
 inline constexpr int kPersistentMaxQueryLen = 2048;
 inline constexpr int kPersistentMaxQueryLenHd128 = 1024;
 inline constexpr int kPerTileMaxQueryLenHd128 = 4096;
