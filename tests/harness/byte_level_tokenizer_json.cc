@@ -1,5 +1,9 @@
 #include "harness/byte_level_tokenizer_json.h"
 
+#include <cstdint>
+
+#include "quench/tokenizer/byte_level.h"
+
 namespace quench::testing_support {
 
 std::string byte_level_tokenizer_json(const nlohmann::json& vocab,
@@ -25,6 +29,15 @@ std::string byte_level_tokenizer_json(const nlohmann::json& vocab,
                 {"vocab", vocab},
                 {"merges", nlohmann::ordered_json::array()}};
   return j.dump();
+}
+
+Tokenizer byte_level_tokenizer(const std::set<std::string>& tokens, const std::string& name) {
+  nlohmann::json vocab = nlohmann::json::object();
+  int32_t id = 0;
+  for (const std::string& t : tokens)
+    vocab[to_byte_level(t)] = id++;
+  return Tokenizer::from_json(byte_level_tokenizer_json(vocab, nlohmann::ordered_json::array()),
+                              name);
 }
 
 }  // namespace quench::testing_support

@@ -21,7 +21,6 @@
 #include "quench/engine/structured_output/json_schema.h"
 #include "quench/engine/structured_output/json_schema_prefix.h"
 #include "quench/engine/structured_output/json_token_masks.h"
-#include "quench/tokenizer/byte_level.h"
 #include "quench/tokenizer/tokenizer.h"
 
 namespace quench {
@@ -58,17 +57,6 @@ word ::= "ab" | "abc" | "a" [b-d]* "x" | [a-c]{2})g",
        {"a", "b", "c", "d", "x", " ", "ab", "abc"}},
   };
   return cases;
-}
-
-// A byte-level BPE tokenizer whose tokens are `tokens`' bytes (no merges: masks read bytes only).
-Tokenizer tokenizer_of(const std::set<std::string>& tokens) {
-  nlohmann::json vocab = nlohmann::json::object();
-  int32_t id = 0;
-  for (const std::string& t : tokens)
-    vocab[to_byte_level(t)] = id++;
-  return Tokenizer::from_json(
-      testing_support::byte_level_tokenizer_json(vocab, nlohmann::ordered_json::array()),
-      "grammar_masks_test");
 }
 
 // Every byte; each piece, and random runs of 2-8 pieces, whole and with their last byte cut (a
@@ -117,7 +105,8 @@ TEST(GrammarMasks, EachTokenAllowedExactlyWhereTheRecogniserTakesItsBytes) {
   int prefixes = 0, finished = 0;
   for (const GrammarCase& c : grammar_cases()) {
     const auto g = JsonSchema::text_grammar(c.gbnf);
-    const Tokenizer tokenizer = tokenizer_of(vocabulary(c.pieces, rng));
+    const Tokenizer tokenizer =
+        testing_support::byte_level_tokenizer(vocabulary(c.pieces, rng), "grammar_masks_test");
     JsonTokenMasks masks(tokenizer, no_stops);  // one walker for every prefix: its memory reused
     std::set<std::string> texts = {""};
     for (int i = 0; i < 24; ++i)

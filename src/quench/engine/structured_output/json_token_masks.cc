@@ -75,18 +75,21 @@ struct UniformRun {
   // Whether the last step's state came back to its own key: then steps.back() holds for every
   // later byte too.
   bool repeats = false;
-  // 1 taken, 2 refused, 0 walked (mark_taken's decisions); the token's bytes must all be plain.
-  uint8_t decide(std::string_view bytes) const {
+  // A token's decision from its byte `from` on, its bytes before `from` having been taken by
+  // their steps: 1 taken, 2 refused, 0 walked (mark_taken's decisions); `stop` gets the
+  // position that decided it (the length where every byte was taken). A byte other than a plain
+  // one is never taken, so a token with one is walked or refused.
+  uint8_t decide(std::string_view bytes, size_t from, size_t& stop) const {
     const size_t stepped = std::min(bytes.size(), steps.size());
-    for (size_t i = 0; i < stepped; ++i) {
-      const uint8_t what = steps[i][static_cast<unsigned char>(bytes[i])];
+    for (stop = from; stop < stepped; ++stop) {
+      const uint8_t what = steps[stop][static_cast<unsigned char>(bytes[stop])];
       if (what != kTaken) return what;
     }
-    if (stepped == bytes.size()) return 1;
+    if (stop == bytes.size()) return 1;
     if (!repeats) return 0;
     const RunStep& last = steps.back();
-    for (size_t i = stepped; i < bytes.size(); ++i) {
-      const uint8_t what = last[static_cast<unsigned char>(bytes[i])];
+    for (; stop < bytes.size(); ++stop) {
+      const uint8_t what = last[static_cast<unsigned char>(bytes[stop])];
       if (what != kTaken) return what;
     }
     return 1;
@@ -293,9 +296,28 @@ struct GrammarWalk {
 const std::vector<uint8_t>* JsonTokenMasks::uniform_run_decisions(const JsonSchemaPrefix& prefix) {
   const UniformRun run = uniform_run(prefix, max_plain_bytes_);
   if (run.steps.empty()) return nullptr;
-  run_decisions_.assign(sorted_.size(), 0);
-  for (size_t i = 0; i < sorted_.size(); ++i) {
-    if (plain_[i] != 0) run_decisions_[i] = run.decide(sorted_token(i));
+  run_decisions_.resize(sorted_.size());
+  // In byte order a token shares its first shared_[i] bytes with the one before: where that one
+  // was decided by one of them, so is this one; else the bytes before shared_[i] were taken, and
+  // the decision goes on from there (about one new byte per token, not all of them).
+  // Through local pointers: a store through uint8_t* may alias anything, so the members'
+  // pointers would be loaded again after every decision.
+  const char* all_bytes = sorted_bytes_.data();
+  const size_t* starts = sorted_start_.data();
+  const int32_t* shared_bytes = shared_.data();
+  uint8_t* decisions = run_decisions_.data();
+  const size_t count = sorted_.size();
+  // previous_stop: the position that decided the token before (its length where it was taken).
+  size_t previous_stop = 0;
+  uint8_t previous = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const auto shared = static_cast<size_t>(shared_bytes[i]);
+    // Where this token shares the byte that decided the token before, it is decided alike.
+    if (shared <= previous_stop) {
+      previous = run.decide(std::string_view(all_bytes + starts[i], starts[i + 1] - starts[i]),
+                            shared, previous_stop);
+    }
+    decisions[i] = previous;
   }
   return &run_decisions_;
 }
