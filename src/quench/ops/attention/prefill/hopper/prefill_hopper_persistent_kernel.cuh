@@ -16,13 +16,15 @@
 // The ring runs on across work items: tile index g counts the CTA's KV tiles over all its items
 // (slot g % kStages, phases g / kStages), so the producer loads the next item's first tiles while
 // the consumers still work on the current one's last. Each consumer warpgroup prefetches its 64
-// Q rows of the next item (cp.async) right after its last Q K^T of the current one, so the load
-// flies under the last P V and the epilogue; Q stays single-buffered (each consumer reads only its
-// own rows). The epilogue stores from registers (prefill_hopper_fragment_store.cuh): the ring is
-// not free for staging any more. The consumers' ping-pong (head_dim 128) also runs on across
-// items: consumer 0 starts the next item's Q K^T while consumer 1 finishes the current one.
-// The parts, one file each: the walk over work items (prefill_hopper_persistent_items.cuh), the
-// producer (prefill_hopper_persistent_producer.cuh) and the consumers
+// Q rows of the next item (cp.async) as soon as the current one's are no longer read: where Q·K^T
+// takes Q from registers, right after the item's fragments are loaded (kEarlyNextQ,
+// prefill_hopper_persistent_consumer.cuh), else right after its last Q K^T, under the last P V and
+// the epilogue; Q stays single-buffered (each consumer reads only its own rows). The epilogue
+// stores from registers (prefill_hopper_fragment_store.cuh): the ring is not free for staging any
+// more. The consumers' ping-pong (head_dim 128) also runs on across items: consumer 0 starts the
+// next item's Q K^T while consumer 1 finishes the current one. The parts, one file each: the walk
+// over work items (prefill_hopper_persistent_items.cuh), the producer
+// (prefill_hopper_persistent_producer.cuh) and the consumers
 // (prefill_hopper_persistent_consumer.cuh); this file is the kernel that runs them.
 #pragma once
 
