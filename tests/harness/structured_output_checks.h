@@ -1,4 +1,5 @@
-// The structured-output tests' shared checks: schemas of one object, a prefix's byte-exact
+// The structured-output tests' shared checks: schemas of one object (one string property, or
+// closed properties), a prefix's byte-exact
 // refusal, a vocabulary mask against the prefix token by token, and a request's greedy and
 // sampled outputs on the tiny engine.
 #pragma once
@@ -7,18 +8,27 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "quench/engine/llm_engine.h"
+#include "quench/engine/structured_output/json_schema.h"
 #include "quench/engine/structured_output/json_schema_prefix.h"
 #include "quench/engine/structured_output/json_token_masks.h"
 #include "quench/ops/sampling/logit_edits.h"
 #include "quench/tokenizer/tokenizer.h"
 
 namespace quench::testing_support {
+
+// An object with one required string property "s" under `constraint` (e.g. "maxLength": 3).
+inline std::shared_ptr<const JsonSchema> string_property_schema(const std::string& constraint) {
+  return JsonSchema::compile(
+      nlohmann::json::parse(R"({"type": "object", "properties": {"s": {"type": "string", )" +
+                            constraint + R"(}}, "required": ["s"]})"));
+}
 
 // An object schema of exactly these properties, `required` of them required.
 inline nlohmann::json closed_object(const nlohmann::json& properties,

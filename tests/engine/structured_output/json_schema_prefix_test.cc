@@ -28,12 +28,7 @@ std::shared_ptr<const JsonSchema> schema_of(const char* text) {
   return JsonSchema::compile(json::parse(text));
 }
 
-// An object with one required string property "s" under `constraint` (e.g. "maxLength": 3).
-std::shared_ptr<const JsonSchema> string_property_schema(const std::string& constraint) {
-  const std::string text = R"({"type": "object", "properties": {"s": {"type": "string", )" +
-                           constraint + R"(}}, "required": ["s"]})";
-  return schema_of(text.c_str());
-}
+using testing_support::string_property_schema;
 
 // Every prefix of `text` is accepted byte by byte; the whole is complete (and is JSON).
 void expect_admitted(const JsonSchema& schema, const std::string& text) {

@@ -40,22 +40,19 @@ std::set<std::string> dense_vocabulary(const std::string& alphabet, bool with_ev
   return tokens;
 }
 
-std::shared_ptr<const JsonSchema> string_schema(const std::string& constraint) {
-  return JsonSchema::compile(nlohmann::json::parse(
-      R"({"type": "object", "properties": {"s": {"type": "string", )" + constraint + "}}}"));
-}
-
 TEST(JsonTokenMasks, DenseVocabularyFollowsThePrefix) {
   // Letters, then digits that loop; one or two letters and the closing quote; a length bound; a
   // union's keys (free once they leave "name" / "meows" / "barks"); a plain string.
-  const auto letters_then_digits = string_schema(R"("pattern": "^[a-z]{2}[0-9]+$")");
-  const auto one_or_two_letters = string_schema(R"("pattern": "^[a-z]{1,2}$")");
-  const auto bounded = string_schema(R"("maxLength": 2)");
+  const auto letters_then_digits =
+      testing_support::string_property_schema(R"("pattern": "^[a-z]{2}[0-9]+$")");
+  const auto one_or_two_letters =
+      testing_support::string_property_schema(R"("pattern": "^[a-z]{1,2}$")");
+  const auto bounded = testing_support::string_property_schema(R"("maxLength": 2)");
   const auto pets = JsonSchema::compile(nlohmann::json::parse(R"({"type": "object",
       "properties": {"pet": {"anyOf": [
           {"type": "object", "properties": {"name": {"type": "string"}, "meows": {"type": "boolean"}}},
           {"type": "object", "properties": {"name": {"type": "string"}, "barks": {"type": "integer"}}}]}}})"));
-  const auto plain = string_schema(R"("minLength": 0)");
+  const auto plain = testing_support::string_property_schema(R"("minLength": 0)");
   const std::vector<std::pair<const JsonSchema*, std::string>> cases = {
       {letters_then_digits.get(), "{\"s\": \""},
       {letters_then_digits.get(), "{\"s\": \"a"},

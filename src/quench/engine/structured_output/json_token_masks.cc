@@ -76,23 +76,23 @@ struct UniformRun {
   // later byte too.
   bool repeats = false;
   // A token's decision from its byte `from` on, its bytes before `from` having been taken by
-  // their steps: 1 taken, 2 refused, 0 walked (mark_taken's decisions); `stop` gets the
-  // position that decided it (the length where every byte was taken). A byte other than a plain
-  // one is never taken, so a token with one is walked or refused.
+  // their steps: kTaken, kRefused or kWalk (mark_taken's 1, 2 and 0); `stop` gets the position
+  // that decided it (the length where every byte was taken). A byte other than a plain one is
+  // never taken, so a token with one is walked or refused.
   uint8_t decide(std::string_view bytes, size_t from, size_t& stop) const {
     const size_t stepped = std::min(bytes.size(), steps.size());
     for (stop = from; stop < stepped; ++stop) {
       const uint8_t what = steps[stop][static_cast<unsigned char>(bytes[stop])];
       if (what != kTaken) return what;
     }
-    if (stop == bytes.size()) return 1;
-    if (!repeats) return 0;
+    if (stop == bytes.size()) return kTaken;
+    if (!repeats) return kWalk;
     const RunStep& last = steps.back();
     for (; stop < bytes.size(); ++stop) {
       const uint8_t what = last[static_cast<unsigned char>(bytes[stop])];
       if (what != kTaken) return what;
     }
-    return 1;
+    return kTaken;
   }
 };
 
@@ -136,11 +136,14 @@ const std::pair<const std::string, std::vector<unsigned char>>* largest_group(
 // key, every plain byte is tried.
 UniformRun uniform_run(const JsonSchemaPrefix& prefix, int32_t max_length) {
   constexpr size_t kMinRunBytes = 8;
-  std::vector<unsigned char> plain_bytes;
-  for (unsigned c = 0x20; c <= 0x7e; ++c) {
-    if (is_plain_byte(static_cast<unsigned char>(c)))
-      plain_bytes.push_back(static_cast<unsigned char>(c));
-  }
+  static const std::vector<unsigned char> plain_bytes = [] {
+    std::vector<unsigned char> bytes;
+    for (unsigned c = 0x20; c <= 0x7e; ++c) {
+      if (is_plain_byte(static_cast<unsigned char>(c)))
+        bytes.push_back(static_cast<unsigned char>(c));
+    }
+    return bytes;
+  }();
   UniformRun run;
   JsonSchemaPrefix state = prefix;
   std::vector<unsigned char> set = plain_bytes;  // the bytes tried first
